@@ -1,0 +1,252 @@
+//! The wire format: [`Envelope`] (what the pump routes), [`Incoming`] (what a client sent),
+//! [`Payload`], [`QName`], the typed ids and the [`Limits`] every message is checked against.
+//!
+//! An envelope carries pump-owned `<meta>` and exactly one payload element, whose bytes are kept
+//! exactly as received. Parsing is namespace-aware (routing uses the namespace URI, never the
+//! prefix), refuses DTDs and undeclared entities, and enforces size, depth and attribute limits.
+
+mod error;
+mod ids;
+mod incoming;
+mod limits;
+mod payload;
+mod qname;
+mod scan;
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+use quick_xml::escape::escape;
+
+pub use error::{EnvelopeError, Position};
+pub use ids::{IdError, MessageId, ThreadId};
+pub use incoming::Incoming;
+pub use limits::Limits;
+pub use payload::Payload;
+pub use qname::QName;
+
+/// Namespace of the agentpump envelope.
+pub const ENVELOPE_NS: &str = "urn:agentpump:envelope:v1";
+/// Namespace of the AgentServer v2.1 envelope, accepted on ingress and answered in kind.
+pub const AGENTSERVER_NS: &str = "https://xml-pipeline.org/ns/envelope/v1";
+
+/// Which envelope format a message uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Dialect {
+    /// `urn:agentpump:envelope:v1`, with `id`, `from`, `to`, `thread`, `in-reply-to`.
+    #[default]
+    Agentpump,
+    /// AgentServer v2.1, `https://xml-pipeline.org/ns/envelope/v1`, with `from`, `to`, `thread`.
+    AgentServer,
+}
+
+impl Dialect {
+    /// The envelope namespace URI of this dialect.
+    pub fn namespace(self) -> &'static str {
+        match self {
+            Self::Agentpump => ENVELOPE_NS,
+            Self::AgentServer => AGENTSERVER_NS,
+        }
+    }
+
+    fn meta_fields(self) -> &'static str {
+        match self {
+            Self::Agentpump => "<id>, <from>, <to>, <thread> or <in-reply-to>",
+            Self::AgentServer => "<from>, <to> or <thread>",
+        }
+    }
+}
+
+/// A message as the pump routes it: every field assigned by the pump, the payload as received.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Envelope {
+    id: MessageId,
+    from: Arc<str>,
+    to: Option<Arc<str>>,
+    thread: ThreadId,
+    in_reply_to: Option<MessageId>,
+    payload: Payload,
+}
+
+impl Envelope {
+    /// Creates an envelope with a fresh id.
+    pub fn new(from: Arc<str>, thread: ThreadId, payload: Payload) -> Self {
+        Self {
+            id: MessageId::new(),
+            from,
+            to: None,
+            thread,
+            in_reply_to: None,
+            payload,
+        }
+    }
+
+    /// Sets the addressee.
+    pub fn with_to(mut self, to: Option<Arc<str>>) -> Self {
+        self.to = to;
+        self
+    }
+
+    /// Sets the message this one answers.
+    pub fn with_in_reply_to(mut self, id: Option<MessageId>) -> Self {
+        self.in_reply_to = id;
+        self
+    }
+
+    /// The message id.
+    pub fn id(&self) -> MessageId {
+        self.id
+    }
+
+    /// Who sent it (a listener name, `client`, or `system`).
+    pub fn from(&self) -> &str {
+        &self.from
+    }
+
+    /// The sender's name, shared.
+    pub fn from_shared(&self) -> &Arc<str> {
+        &self.from
+    }
+
+    /// The addressee, when the message was directed at one listener.
+    pub fn to(&self) -> Option<&str> {
+        self.to.as_deref()
+    }
+
+    /// The thread it belongs to.
+    pub fn thread(&self) -> ThreadId {
+        self.thread
+    }
+
+    /// The message it answers, if any.
+    pub fn in_reply_to(&self) -> Option<MessageId> {
+        self.in_reply_to
+    }
+
+    /// The payload.
+    pub fn payload(&self) -> &Payload {
+        &self.payload
+    }
+
+    /// Writes the envelope as XML in the given dialect, the payload byte for byte.
+    ///
+    /// When the payload does not declare its own default namespace, the envelope is written with
+    /// a prefix (`<env:message xmlns:env="…">`) so that the payload's unprefixed elements stay in no
+    /// namespace for any reader.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use agentpump::{Dialect, Envelope, Incoming, Limits, Payload, ThreadId};
+    /// let payload = Payload::parse(r#"<ping xmlns="urn:example:ping"/>"#, &Limits::default())?;
+    /// let env = Envelope::new("alice".into(), ThreadId::new(), payload);
+    /// let xml = env.to_xml(Dialect::Agentpump);
+    /// let back = Incoming::parse(xml.as_bytes(), &Limits::default())?;
+    /// assert_eq!(back.payload(), env.payload());
+    /// # Ok::<(), agentpump::EnvelopeError>(())
+    /// ```
+    pub fn to_xml(&self, dialect: Dialect) -> String {
+        let p = if self.payload.declares_default_namespace() {
+            ""
+        } else {
+            "env:"
+        };
+        let ns_attr = if p.is_empty() { "xmlns" } else { "xmlns:env" };
+        let mut out = String::with_capacity(self.payload.as_str().len() + 256);
+        let _ = write!(
+            out,
+            "<{p}message {ns_attr}=\"{}\"><{p}meta>",
+            dialect.namespace()
+        );
+        if dialect == Dialect::Agentpump {
+            let _ = write!(out, "<{p}id>{}</{p}id>", self.id);
+        }
+        let _ = write!(out, "<{p}from>{}</{p}from>", escape(&*self.from));
+        if let Some(to) = &self.to {
+            let _ = write!(out, "<{p}to>{}</{p}to>", escape(&**to));
+        }
+        let _ = write!(out, "<{p}thread>{}</{p}thread>", self.thread);
+        if let (Dialect::Agentpump, Some(id)) = (dialect, self.in_reply_to) {
+            let _ = write!(out, "<{p}in-reply-to>{id}</{p}in-reply-to>");
+        }
+        let _ = write!(out, "</{p}meta>{}</{p}message>", self.payload.as_str());
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits() -> Limits {
+        Limits::default()
+    }
+
+    #[test]
+    fn agentserver_envelope_is_accepted_and_answered_in_kind() {
+        let xml = r#"<?xml version="1.0"?>
+<message xmlns="https://xml-pipeline.org/ns/envelope/v1">
+  <meta><from>legacy</from><to>calc</to><thread>sess-1</thread></meta>
+  <add xmlns="urn:calc"><a>1</a></add>
+</message>"#;
+        let msg = Incoming::parse(xml.as_bytes(), &limits()).unwrap();
+        assert_eq!(msg.dialect(), Dialect::AgentServer);
+        assert_eq!(msg.thread(), Some("sess-1"));
+        assert_eq!(msg.to(), Some("calc"));
+        let env = Envelope::new("calc".into(), ThreadId::new(), msg.payload().clone());
+        let answer = env.to_xml(msg.dialect());
+        assert!(answer.starts_with(r#"<message xmlns="https://xml-pipeline.org/ns/envelope/v1">"#));
+        assert!(!answer.contains("<id>"));
+    }
+
+    #[test]
+    fn unprefixed_payload_children_stay_out_of_the_envelope_namespace() {
+        let payload =
+            Payload::parse(r#"<c:add xmlns:c="urn:calc"><a>1</a></c:add>"#, &limits()).unwrap();
+        let env = Envelope::new("me".into(), ThreadId::new(), payload);
+        let xml = env.to_xml(Dialect::Agentpump);
+        assert!(
+            xml.starts_with(r#"<env:message xmlns:env="urn:agentpump:envelope:v1"><env:meta>"#)
+        );
+        let back = Incoming::parse(xml.as_bytes(), &limits()).unwrap();
+        assert_eq!(
+            back.payload().as_str(),
+            r#"<c:add xmlns:c="urn:calc"><a>1</a></c:add>"#
+        );
+    }
+
+    #[test]
+    fn envelope_errors_name_what_failed() {
+        let ok_meta = r#"<message xmlns="urn:agentpump:envelope:v1"><meta/>"#;
+        let cases: &[(String, &str)] = &[
+            ("<other xmlns='urn:x'/>".into(), "root element is <{urn:x}other>"),
+            (
+                "<message xmlns='urn:agentpump:envelope:v1'><meta><color>red</color></meta></message>".into(),
+                "unexpected <color> at line 1, column 50, expected <id>, <from>",
+            ),
+            (format!("{ok_meta}</message>"), "no payload element found"),
+            (format!("{ok_meta}<a xmlns='urn:a'/><b xmlns='urn:b'/></message>"), "second payload element <b>"),
+            (format!("{ok_meta}<p:a/></message>"), "prefix `p` of <p:a>"),
+            (format!("{ok_meta}<a xmlns='urn:a'/>"), "malformed XML at line 1, column 69: expected </message>"),
+            (
+                "<!DOCTYPE m [<!ENTITY x SYSTEM 'file:///etc/passwd'>]><message/>".into(),
+                "DOCTYPE declarations are refused",
+            ),
+            (
+                "<message xmlns='urn:agentpump:envelope:v1'><meta><in-reply-to>nope</in-reply-to></meta><a xmlns='urn:a'/></message>".into(),
+                "<in-reply-to> is `nope`, not a UUID",
+            ),
+        ];
+        for (xml, expected) in cases {
+            let err = Incoming::parse(xml.as_bytes(), &limits())
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.starts_with(expected),
+                "{xml}: got {err:?}, expected {expected:?}"
+            );
+        }
+        let bad_utf8 = Incoming::parse(b"<message>\xff</message>", &limits()).unwrap_err();
+        assert_eq!(bad_utf8, EnvelopeError::InvalidUtf8 { offset: 9 });
+    }
+}

@@ -1,0 +1,97 @@
+//! Typed identifiers: [`MessageId`] (UUID v7, time-ordered) and [`ThreadId`] (UUID v4).
+
+use std::fmt;
+use std::str::FromStr;
+
+use uuid::Uuid;
+
+/// Identifier of one message, assigned by the pump (UUID v7, so ids sort by creation time).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct MessageId(Uuid);
+
+/// Identifier of one thread (UUID v4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ThreadId(Uuid);
+
+/// A string that is not a UUID where an id was expected.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{0}` is not a UUID")]
+pub struct IdError(String);
+
+macro_rules! uuid_newtype {
+    ($name:ident, $new:expr) => {
+        impl $name {
+            /// Creates a fresh identifier.
+            pub fn new() -> Self {
+                Self($new)
+            }
+
+            /// Wraps an existing UUID.
+            pub const fn from_uuid(uuid: Uuid) -> Self {
+                Self(uuid)
+            }
+
+            /// The UUID inside.
+            pub const fn as_uuid(&self) -> &Uuid {
+                &self.0
+            }
+        }
+
+        impl Default for $name {
+            fn default() -> Self {
+                Self::new()
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                self.0.hyphenated().fmt(f)
+            }
+        }
+
+        impl serde::Serialize for $name {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.collect_str(self)
+            }
+        }
+
+        impl<'de> serde::Deserialize<'de> for $name {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                let text = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+                text.parse().map_err(serde::de::Error::custom)
+            }
+        }
+
+        impl FromStr for $name {
+            type Err = IdError;
+
+            fn from_str(s: &str) -> Result<Self, IdError> {
+                Uuid::parse_str(s.trim())
+                    .map(Self)
+                    .map_err(|_| IdError(s.to_owned()))
+            }
+        }
+    };
+}
+
+uuid_newtype!(MessageId, Uuid::now_v7());
+uuid_newtype!(ThreadId, Uuid::new_v4());
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_round_trip_through_text() {
+        let id = ThreadId::new();
+        assert_eq!(id.to_string().parse::<ThreadId>(), Ok(id));
+        assert!("sess-abcd".parse::<MessageId>().is_err());
+    }
+
+    #[test]
+    fn message_ids_sort_by_creation() {
+        let a = MessageId::new();
+        let b = MessageId::new();
+        assert!(a < b);
+    }
+}

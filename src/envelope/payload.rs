@@ -1,0 +1,214 @@
+//! [`Payload`]: one namespaced XML element, kept byte for byte as it was received.
+
+use std::sync::Arc;
+
+use super::{EnvelopeError, Limits, Position, QName, scan};
+
+/// One payload element: its routing [`QName`] and its exact text.
+///
+/// A payload is self-contained: every prefix it uses is declared inside it, so it means the same
+/// on its own, inside an envelope, and in history. Whitespace around the element is not part of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Payload {
+    qname: QName,
+    text: Arc<str>,
+    declares_default_ns: bool,
+}
+
+impl Payload {
+    /// Parses a text that holds exactly one element (surrounding whitespace allowed).
+    ///
+    /// # Errors
+    ///
+    /// Any [`EnvelopeError`] about size, characters, DTDs, entities, depth, attributes, undeclared
+    /// prefixes or well-formedness; [`EnvelopeError::NoPayload`] for blank text;
+    /// [`EnvelopeError::SecondPayload`] / [`EnvelopeError::StrayText`] for anything after the element.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use agentpump::{Limits, Payload};
+    /// let p = Payload::parse(r#"<c:add xmlns:c="urn:example:calc:v1"><a>1</a></c:add>"#, &Limits::default())?;
+    /// assert!(p.qname().is("urn:example:calc:v1", "add"));
+    /// # Ok::<(), agentpump::EnvelopeError>(())
+    /// ```
+    pub fn parse(text: &str, limits: &Limits) -> Result<Self, EnvelopeError> {
+        if text.len() > limits.max_bytes {
+            return Err(EnvelopeError::TooLarge {
+                size: text.len(),
+                limit: limits.max_bytes,
+            });
+        }
+        scan::check_chars(text)?;
+        let start = text.len() - text.trim_start().len();
+        if start == text.len() {
+            return Err(EnvelopeError::NoPayload);
+        }
+        if !text[start..].starts_with('<') {
+            return Err(EnvelopeError::StrayText {
+                at: Position::locate(text, start),
+            });
+        }
+        let (payload, end) = Self::parse_at(text, start, 0, limits)?;
+        check_nothing_after(text, end)?;
+        Ok(payload)
+    }
+
+    /// Parses the element that starts at byte `start` of `full`, nested in `outer_depth` elements.
+    /// Returns the payload and the offset just past it.
+    pub(crate) fn parse_at(
+        full: &str,
+        start: usize,
+        outer_depth: usize,
+        limits: &Limits,
+    ) -> Result<(Self, usize), EnvelopeError> {
+        let element = scan::element(full, start, outer_depth, limits)?;
+        let payload = Self {
+            qname: element.qname,
+            text: Arc::from(&full[start..element.end]),
+            declares_default_ns: element.declares_default_ns,
+        };
+        Ok((payload, element.end))
+    }
+
+    /// Wraps text the pump rendered itself (system messages), skipping the parse.
+    pub(crate) fn from_trusted(qname: QName, text: String, declares_default_ns: bool) -> Self {
+        Self {
+            qname,
+            text: Arc::from(text),
+            declares_default_ns,
+        }
+    }
+
+    /// The routing key: namespace URI and local name of the root element.
+    pub fn qname(&self) -> &QName {
+        &self.qname
+    }
+
+    /// The element's exact text.
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+
+    /// The element's exact text, shared.
+    pub fn to_shared(&self) -> Arc<str> {
+        Arc::clone(&self.text)
+    }
+
+    /// Whether the root element declares a default namespace itself, so that unprefixed
+    /// descendants cannot pick up the namespace of an enclosing envelope.
+    pub fn declares_default_namespace(&self) -> bool {
+        self.declares_default_ns
+    }
+}
+
+/// Fails unless only whitespace follows `end` in `text`.
+fn check_nothing_after(text: &str, end: usize) -> Result<(), EnvelopeError> {
+    let rest = &text[end..];
+    let skip = rest.len() - rest.trim_start().len();
+    if skip == rest.len() {
+        return Ok(());
+    }
+    let at = Position::locate(text, end + skip);
+    let tail = &rest[skip..];
+    let name: String = tail[1.min(tail.len())..]
+        .chars()
+        .take_while(|c| !c.is_whitespace() && !matches!(c, '>' | '/'))
+        .collect();
+    if tail.starts_with('<') && tail[1..].starts_with(|c: char| c.is_alphabetic() || c == '_') {
+        Err(EnvelopeError::SecondPayload { element: name, at })
+    } else {
+        Err(EnvelopeError::StrayText { at })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Payload, EnvelopeError> {
+        Payload::parse(text, &Limits::default())
+    }
+
+    #[test]
+    fn keeps_exact_bytes_and_routes_by_namespace_not_prefix() {
+        let text = "<x:add xmlns:x='urn:calc'  ><a>1</a><!-- c --></x:add>";
+        let p = parse(&format!("  \n{text}\n ")).unwrap();
+        assert_eq!(p.as_str(), text);
+        assert_eq!(p.qname(), &QName::new("urn:calc", "add"));
+        assert!(!p.declares_default_namespace());
+        let q = parse(r#"<add xmlns="urn:calc"/>"#).unwrap();
+        assert_eq!(q.qname(), p.qname());
+        assert!(q.declares_default_namespace());
+    }
+
+    #[test]
+    fn refuses_what_a_payload_may_not_be() {
+        let cases: &[(&str, &str)] = &[
+            ("", "no payload element found"),
+            (
+                "hello",
+                "text outside the payload element at line 1, column 1",
+            ),
+            ("<a/><b/>", "second payload element <b> at line 1, column 5"),
+            (
+                "<a/>tail",
+                "text outside the payload element at line 1, column 5",
+            ),
+            (
+                "<a>&ent;</a>",
+                "undeclared entity `&ent;` at line 1, column 4",
+            ),
+            (
+                "<a b='&x;'/>",
+                "undeclared entity `&x;` at line 1, column 1",
+            ),
+            (
+                "<!DOCTYPE a><a/>",
+                "DOCTYPE declarations are refused, found one at line 1, column 1",
+            ),
+            (
+                "<p:a/>",
+                "prefix `p` of <p:a> at line 1, column 1 is not declared",
+            ),
+            ("<a>\n<b></a>", "malformed XML at line 2, column"),
+            (
+                "<a>\0</a>",
+                "character U+0000 is not allowed in XML at line 1, column 4",
+            ),
+            (
+                "<a>",
+                "malformed XML at line 1, column 4: unclosed element <a>",
+            ),
+        ];
+        for (text, expected) in cases {
+            let err = parse(text).unwrap_err().to_string();
+            assert!(
+                err.starts_with(expected),
+                "{text:?}: got {err:?}, expected {expected:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn enforces_limits() {
+        let limits = Limits {
+            max_depth: 3,
+            max_attributes: 2,
+            max_bytes: 64,
+            ..Limits::default()
+        };
+        let deep = Payload::parse("<a><b><c><d/></c></b></a>", &limits).unwrap_err();
+        assert!(matches!(deep, EnvelopeError::TooDeep { ref element, .. } if element == "d"));
+        let wide = Payload::parse("<a x='1' y='2' z='3'/>", &limits).unwrap_err();
+        assert!(matches!(wide, EnvelopeError::TooManyAttributes { .. }));
+        let big = Payload::parse(&format!("<a>{}</a>", "x".repeat(64)), &limits).unwrap_err();
+        assert!(matches!(
+            big,
+            EnvelopeError::TooLarge {
+                size: 71,
+                limit: 64
+            }
+        ));
+    }
+}

@@ -1,0 +1,163 @@
+//! Tolerant extraction of payload elements from listener or model text output: prose around
+//! XML, markdown code fences, several root elements, a leading XML declaration, comments.
+//!
+//! A `<` counts as the start of an element only when a name follows it and it does not stand
+//! right after a word character (so `a<b` and `Vec<String>` stay prose). What looks like an
+//! element must then be a well-formed, self-contained payload, or extraction fails saying where
+//! and what — an agent gets that message back as `huh` and can correct itself.
+
+use crate::{EnvelopeError, Limits, Payload, Position};
+
+/// Why extraction failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ExtractError {
+    /// Something that starts like an element is not a valid payload.
+    #[error(transparent)]
+    Payload(#[from] EnvelopeError),
+    /// More payloads than [`Limits::max_outputs`].
+    #[error("more than {limit} payloads in one output")]
+    TooMany {
+        /// The configured limit.
+        limit: usize,
+    },
+    /// A declaration, comment or CDATA section that never ends.
+    #[error("unterminated {what} starting at {at}")]
+    Unterminated {
+        /// `XML declaration`, `comment` or `CDATA section`.
+        what: &'static str,
+        /// Where it starts.
+        at: Position,
+    },
+}
+
+/// Extracts every payload element from `text`, in order. Zero payloads is not an error here.
+///
+/// # Errors
+///
+/// [`ExtractError`] for the first element that is not a valid payload, too many payloads, or an
+/// unterminated declaration or comment.
+///
+/// # Example
+///
+/// ````
+/// use agentpump::{Limits, extract::extract};
+/// let answer = "Let me add those.\n```xml\n<add xmlns=\"urn:calc\"><a>1</a><b>2</b></add>\n```\nDone.";
+/// let payloads = extract(answer, &Limits::default())?;
+/// assert_eq!(payloads[0].qname().local(), "add");
+/// # Ok::<(), agentpump::extract::ExtractError>(())
+/// ````
+pub fn extract(text: &str, limits: &Limits) -> Result<Vec<Payload>, ExtractError> {
+    if text.len() > limits.max_bytes {
+        return Err(EnvelopeError::TooLarge {
+            size: text.len(),
+            limit: limits.max_bytes,
+        }
+        .into());
+    }
+    let mut found = Vec::new();
+    let mut i = 0;
+    while let Some(rel) = text[i..].find('<') {
+        let at = i + rel;
+        let rest = &text[at..];
+        if let Some((what, close)) = skipped_markup(rest) {
+            let end = rest.find(close).ok_or(ExtractError::Unterminated {
+                what,
+                at: Position::locate(text, at),
+            })?;
+            i = at + end + close.len();
+            continue;
+        }
+        if !starts_element(text, at) {
+            i = at + 1;
+            continue;
+        }
+        if found.len() == limits.max_outputs {
+            return Err(ExtractError::TooMany {
+                limit: limits.max_outputs,
+            });
+        }
+        let (payload, end) = Payload::parse_at(text, at, 0, limits)?;
+        found.push(payload);
+        i = end;
+    }
+    Ok(found)
+}
+
+/// Markup between payloads that is skipped whole: `(what it is, how it ends)`.
+fn skipped_markup(rest: &str) -> Option<(&'static str, &'static str)> {
+    if rest.starts_with("<?") {
+        Some(("XML declaration", "?>"))
+    } else if rest.starts_with("<!--") {
+        Some(("comment", "-->"))
+    } else if rest.starts_with("<![CDATA[") {
+        Some(("CDATA section", "]]>"))
+    } else {
+        None
+    }
+}
+
+/// Whether the `<` at `at` starts an element: a name follows, and no word character precedes it.
+fn starts_element(text: &str, at: usize) -> bool {
+    let after = text[at + 1..].chars().next();
+    let before = text[..at].chars().next_back();
+    after.is_some_and(|c| c.is_alphabetic() || c == '_')
+        && !before.is_some_and(|c| c.is_alphanumeric() || c == '_')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn roots(text: &str) -> Vec<String> {
+        extract(text, &Limits::default())
+            .unwrap()
+            .iter()
+            .map(|p| p.qname().to_string())
+            .collect()
+    }
+
+    #[test]
+    fn finds_payloads_in_prose_fences_and_declarations() {
+        let text = "I think a<b and Vec<String> matter; 3 < 4.\n\
+            ```xml\n<?xml version=\"1.0\"?>\n<!-- first -->\n<a xmlns=\"urn:x\"><i>1</i></a>\n```\n\
+            and then <b xmlns=\"urn:y\"/> <c xmlns=\"urn:z\">&lt;</c> done.";
+        assert_eq!(roots(text), ["{urn:x}a", "{urn:y}b", "{urn:z}c"]);
+        assert!(roots("no xml here, just a < b and x<y").is_empty());
+    }
+
+    #[test]
+    fn keeps_each_payload_exactly() {
+        let text = "Answer: <r:result xmlns:r='urn:r'>\n  <v>42</v>\n</r:result>!";
+        let p = &extract(text, &Limits::default()).unwrap()[0];
+        assert_eq!(
+            p.as_str(),
+            "<r:result xmlns:r='urn:r'>\n  <v>42</v>\n</r:result>"
+        );
+    }
+
+    #[test]
+    fn malformed_output_says_where_and_what() {
+        let err = extract("ok\n<a xmlns='urn:a'><b></a>", &Limits::default()).unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("malformed XML at line 2, column"),
+            "{err}"
+        );
+        let err = extract("see <a xmlns='urn:a'>", &Limits::default()).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "malformed XML at line 1, column 21: unclosed element <a>"
+        );
+        let err = extract("x <!-- never closed", &Limits::default()).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "unterminated comment starting at line 1, column 3"
+        );
+        let limits = Limits {
+            max_outputs: 2,
+            ..Limits::default()
+        };
+        let err = extract("<a/><a/><a/>", &limits).unwrap_err();
+        assert_eq!(err, ExtractError::TooMany { limit: 2 });
+    }
+}

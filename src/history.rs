@@ -1,0 +1,136 @@
+//! History: every accepted message, system message and (later) governor decision as a
+//! [`Record`] in a per-thread sha256 hash chain, behind the [`HistoryStore`] trait.
+//!
+//! `digest = sha256(previous digest of the thread ‖ canonical record bytes)`; the first record of
+//! a thread chains from 32 zero bytes. [`HistoryStore::verify`] recomputes every chain.
+
+mod chain;
+mod memory;
+mod record;
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+
+use async_trait::async_trait;
+
+pub use chain::{ChainBreak, verify_chain};
+pub use memory::MemoryHistory;
+pub use record::{NewRecord, Record, RecordKind};
+
+use crate::{MessageId, ThreadId, ThreadInfo, ThreadState};
+
+/// Why the history store failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HistoryError {
+    /// The store cannot accept writes (disk full, read-only, closed).
+    #[error("history store refused the write: {0}")]
+    Unavailable(String),
+    /// A read failed.
+    #[error("history query failed: {0}")]
+    Query(String),
+    /// A hash chain does not verify.
+    #[error(transparent)]
+    Chain(#[from] ChainBreak),
+}
+
+/// One atomic write: records in order, thread snapshots, and the delivery they complete.
+#[derive(Debug, Default)]
+pub struct Batch {
+    /// New records, in the order they were accepted.
+    pub records: Vec<NewRecord>,
+    /// Thread snapshots to save (new threads, state changes).
+    pub threads: Vec<ThreadInfo>,
+    /// The delivery whose outputs these are: marked delivered in the same commit.
+    pub delivered: Option<MessageId>,
+}
+
+/// The future inside a pending [`Ticket`].
+type Durability = Pin<Box<dyn Future<Output = Result<(), HistoryError>> + Send>>;
+
+/// Resolves when an appended batch is durable.
+pub struct Ticket(Option<Durability>);
+
+impl Ticket {
+    /// A ticket for a batch that is already as durable as the store gets.
+    pub fn ready() -> Self {
+        Self(None)
+    }
+
+    /// A ticket that resolves with `future`.
+    pub fn pending(
+        future: impl Future<Output = Result<(), HistoryError>> + Send + 'static,
+    ) -> Self {
+        Self(Some(Box::pin(future)))
+    }
+
+    /// Waits until the batch is durable.
+    ///
+    /// # Errors
+    ///
+    /// [`HistoryError::Unavailable`] when the commit failed.
+    pub async fn wait(self) -> Result<(), HistoryError> {
+        match self.0 {
+            None => Ok(()),
+            Some(future) => future.await,
+        }
+    }
+}
+
+impl fmt::Debug for Ticket {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "Ticket(pending)"
+        } else {
+            "Ticket(ready)"
+        })
+    }
+}
+
+/// A place to keep history. Implementations: [`MemoryHistory`] (tests and ephemeral runs) and,
+/// with the durable-history work, SQLite.
+///
+/// `append` fixes the order of the batch (sequence numbers, digests) before it returns, so the
+/// pump can hold a thread's lock across it and queue order equals history order; durability is
+/// awaited separately through the [`Ticket`], which lets a store commit many batches as a group.
+#[async_trait]
+pub trait HistoryStore: Send + Sync + fmt::Debug + 'static {
+    /// Orders and appends a batch atomically; returns the records as stored and a durability ticket.
+    ///
+    /// # Errors
+    ///
+    /// [`HistoryError::Unavailable`] when the store cannot take writes; nothing of the batch is kept.
+    fn append(&self, batch: Batch) -> Result<(Vec<Record>, Ticket), HistoryError>;
+
+    /// The records of one thread with `seq >= since`, in order.
+    async fn thread(&self, thread: ThreadId, since: u64) -> Result<Vec<Record>, HistoryError>;
+
+    /// One record by message id.
+    async fn record(&self, id: MessageId) -> Result<Option<Record>, HistoryError>;
+
+    /// Records accepted for delivery and not yet delivered, in order (what a restart re-queues).
+    async fn pending(&self) -> Result<Vec<Record>, HistoryError>;
+
+    /// Saved thread snapshots, optionally only those in one state.
+    async fn threads(&self, state: Option<ThreadState>) -> Result<Vec<ThreadInfo>, HistoryError>;
+
+    /// The snapshots of `root` and every thread below it, parents before children.
+    async fn subtree(&self, root: ThreadId) -> Result<Vec<ThreadInfo>, HistoryError> {
+        let all = self.threads(None).await?;
+        let mut out: Vec<ThreadInfo> = all.iter().filter(|t| t.id == root).cloned().collect();
+        let mut i = 0;
+        while i < out.len() {
+            let parent = out[i].id;
+            out.extend(all.iter().filter(|t| t.parent == Some(parent)).cloned());
+            i += 1;
+        }
+        Ok(out)
+    }
+
+    /// Recomputes every thread's chain; returns how many records were checked.
+    ///
+    /// # Errors
+    ///
+    /// [`HistoryError::Chain`] naming the first record that does not match.
+    async fn verify(&self) -> Result<u64, HistoryError>;
+}

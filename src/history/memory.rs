@@ -1,0 +1,133 @@
+//! [`MemoryHistory`]: history kept in process memory, for tests and ephemeral runs.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Mutex;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use async_trait::async_trait;
+
+use super::{Batch, HistoryError, HistoryStore, Record, Ticket, verify_chain};
+use crate::{MessageId, ThreadId, ThreadInfo, ThreadState};
+
+/// History in memory: complete and hash-chained like the durable store, gone when dropped.
+#[derive(Debug, Default)]
+pub struct MemoryHistory {
+    inner: Mutex<Inner>,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    records: Vec<Record>,
+    by_thread: HashMap<ThreadId, ThreadLog>,
+    by_id: HashMap<MessageId, usize>,
+    pending: BTreeSet<usize>,
+    threads: HashMap<ThreadId, ThreadInfo>,
+}
+
+#[derive(Debug)]
+struct ThreadLog {
+    indexes: Vec<usize>,
+    last_digest: [u8; 32],
+}
+
+impl MemoryHistory {
+    /// An empty history.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// Microseconds since the Unix epoch, now.
+pub(crate) fn now_us() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
+}
+
+#[async_trait]
+impl HistoryStore for MemoryHistory {
+    fn append(&self, batch: Batch) -> Result<(Vec<Record>, Ticket), HistoryError> {
+        let time_us = now_us();
+        let mut inner = self.lock();
+        let inner = &mut *inner;
+        if let Some(id) = batch.delivered {
+            if let Some(&index) = inner.by_id.get(&id) {
+                inner.pending.remove(&index);
+            }
+        }
+        let mut stored = Vec::with_capacity(batch.records.len());
+        for new in &batch.records {
+            let index = inner.records.len();
+            let mut record = Record::from_new(new, index as u64 + 1, time_us);
+            let log = inner
+                .by_thread
+                .entry(record.thread)
+                .or_insert_with(|| ThreadLog {
+                    indexes: Vec::new(),
+                    last_digest: [0; 32],
+                });
+            record.seal(&log.last_digest);
+            log.last_digest = record.digest;
+            log.indexes.push(index);
+            inner.by_id.insert(record.id, index);
+            if new.pending {
+                inner.pending.insert(index);
+            }
+            stored.push(record.clone());
+            inner.records.push(record);
+        }
+        for info in batch.threads {
+            inner.threads.insert(info.id, info);
+        }
+        Ok((stored, Ticket::ready()))
+    }
+
+    async fn thread(&self, thread: ThreadId, since: u64) -> Result<Vec<Record>, HistoryError> {
+        let inner = self.lock();
+        let Some(log) = inner.by_thread.get(&thread) else {
+            return Ok(Vec::new());
+        };
+        let first = log.indexes.partition_point(|&i| (i as u64) + 1 < since);
+        Ok(log.indexes[first..]
+            .iter()
+            .map(|&i| inner.records[i].clone())
+            .collect())
+    }
+
+    async fn record(&self, id: MessageId) -> Result<Option<Record>, HistoryError> {
+        let inner = self.lock();
+        Ok(inner.by_id.get(&id).map(|&i| inner.records[i].clone()))
+    }
+
+    async fn pending(&self) -> Result<Vec<Record>, HistoryError> {
+        let inner = self.lock();
+        Ok(inner
+            .pending
+            .iter()
+            .map(|&i| inner.records[i].clone())
+            .collect())
+    }
+
+    async fn threads(&self, state: Option<ThreadState>) -> Result<Vec<ThreadInfo>, HistoryError> {
+        let inner = self.lock();
+        let mut out: Vec<ThreadInfo> = inner
+            .threads
+            .values()
+            .filter(|t| state.is_none_or(|s| t.state == s))
+            .cloned()
+            .collect();
+        out.sort_by(|a, b| a.path.cmp(&b.path));
+        Ok(out)
+    }
+
+    async fn verify(&self) -> Result<u64, HistoryError> {
+        let inner = self.lock();
+        Ok(verify_chain(&inner.records)?)
+    }
+}

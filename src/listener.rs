@@ -1,0 +1,68 @@
+//! Listeners: the [`Listener`] trait, the [`Delivery`] a handler receives, the [`Context`] it
+//! records its intents in, the [`Registration`] that names it, and the [`Typed`] helper for
+//! listeners that read and write serde types.
+//!
+//! A handler's outputs leave only when it returns, as text: the pump parses each one again and
+//! routes it with the same checks as outside input (zero trust), injecting `from` and `thread`.
+
+mod context;
+mod delivery;
+pub(crate) mod registration;
+mod typed;
+
+use async_trait::async_trait;
+
+pub use context::{Context, Usage};
+pub(crate) use context::{Output, Target};
+pub use delivery::Delivery;
+pub use registration::{Registration, RegistrationError, Role};
+pub use typed::{Typed, TypedListener, to_xml};
+
+/// A participant of the pump: Rust code, an LLM agent or a workflow script.
+///
+/// `handle` takes `&self` only: per-thread state lives in the thread's history, not the listener.
+///
+/// # Example
+///
+/// ```
+/// use agentpump::{Context, Delivery, Listener, ListenerError};
+///
+/// struct Echo;
+///
+/// #[async_trait::async_trait]
+/// impl Listener for Echo {
+///     async fn handle(&self, msg: &Delivery, cx: &mut Context) -> Result<(), ListenerError> {
+///         cx.reply(msg.payload().as_str());
+///         Ok(())
+///     }
+/// }
+/// ```
+#[async_trait]
+pub trait Listener: Send + Sync + 'static {
+    /// Handles one delivery. Record outputs in `cx`; they are routed when this returns `Ok`.
+    ///
+    /// # Errors
+    ///
+    /// [`ListenerError::Failed`] sends `system-error code="handler-failed"` to the sender;
+    /// [`ListenerError::InvalidPayload`] sends `huh code="invalid-payload"`. Outputs of a failed
+    /// delivery are dropped (and the failure is in history).
+    async fn handle(&self, msg: &Delivery, cx: &mut Context) -> Result<(), ListenerError>;
+}
+
+/// Why a handler failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ListenerError {
+    /// The handler could not do its work.
+    #[error("{0}")]
+    Failed(String),
+    /// The payload does not fit what the listener reads.
+    #[error("payload does not fit: {0}")]
+    InvalidPayload(String),
+}
+
+impl ListenerError {
+    /// A [`ListenerError::Failed`] with the given message.
+    pub fn failed(message: impl std::fmt::Display) -> Self {
+        Self::Failed(message.to_string())
+    }
+}

@@ -1,0 +1,174 @@
+//! [`Context`]: what a handler may do — reply, send, emit, spawn, finish the thread, clear its
+//! context, report usage — and its read access to the thread's history.
+
+use std::fmt;
+use std::sync::Arc;
+
+use rust_decimal::Decimal;
+
+use crate::history::{HistoryError, HistoryStore, Record};
+use crate::system::{SYSTEM_NS, Spawn};
+use crate::{MessageId, ThreadId};
+
+/// Model and tool use reported by a listener, added to the thread's counters.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Usage {
+    /// Tokens read.
+    pub tokens_in: u64,
+    /// Tokens written.
+    pub tokens_out: u64,
+    /// Cost, exact.
+    pub cost: Decimal,
+    /// Tool calls made.
+    pub tool_calls: u64,
+}
+
+/// Where an output goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Target {
+    /// Route by the payload's root (own root = self-message = one iteration).
+    Route,
+    /// Back to the sender of the delivery being handled.
+    Reply,
+    /// To one named listener.
+    Listener(String),
+}
+
+/// One output of a handler, as text: it is parsed again by the pump (zero trust).
+#[derive(Debug, Clone)]
+pub(crate) enum Output {
+    /// One payload.
+    Payload(Target, String),
+    /// Free text (model output) from which payloads are extracted.
+    Text(String),
+}
+
+/// The handler's side of one delivery. Intents are recorded here and leave when the handler
+/// returns `Ok`.
+pub struct Context {
+    thread: ThreadId,
+    me: Arc<str>,
+    delivery: MessageId,
+    outputs: Vec<Output>,
+    usage: Usage,
+    store: Arc<dyn HistoryStore>,
+    view: Option<(u64, usize)>,
+}
+
+impl fmt::Debug for Context {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Context")
+            .field("thread", &self.thread)
+            .field("me", &self.me)
+            .field("outputs", &self.outputs.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Context {
+    pub(crate) fn new(
+        thread: ThreadId,
+        me: Arc<str>,
+        delivery: MessageId,
+        store: Arc<dyn HistoryStore>,
+        view: Option<(u64, usize)>,
+    ) -> Self {
+        Self {
+            thread,
+            me,
+            delivery,
+            outputs: Vec::new(),
+            usage: Usage::default(),
+            store,
+            view,
+        }
+    }
+
+    /// The thread being handled.
+    pub fn thread(&self) -> ThreadId {
+        self.thread
+    }
+
+    /// This listener's registered name.
+    pub fn me(&self) -> &str {
+        &self.me
+    }
+
+    /// The id of the delivery being handled.
+    pub fn delivery_id(&self) -> MessageId {
+        self.delivery
+    }
+
+    /// Answers the sender of this delivery (always allowed, whatever the sender's roots).
+    pub fn reply(&mut self, payload: impl Into<String>) {
+        self.outputs
+            .push(Output::Payload(Target::Reply, payload.into()));
+    }
+
+    /// Sends a payload to one listener, which must be a peer and accept the payload's root.
+    pub fn send(&mut self, to: impl Into<String>, payload: impl Into<String>) {
+        self.outputs
+            .push(Output::Payload(Target::Listener(to.into()), payload.into()));
+    }
+
+    /// Emits a payload routed by its root: to every listener of that root this one may address,
+    /// in registration order. A payload of this listener's own root is a self-message: one iteration.
+    pub fn emit(&mut self, payload: impl Into<String>) {
+        self.outputs
+            .push(Output::Payload(Target::Route, payload.into()));
+    }
+
+    /// Emits every payload found in free text (prose, code fences, several elements), as
+    /// [`extract`](crate::extract::extract) finds them; text without any gets `huh code="no-payload"`.
+    pub fn emit_text(&mut self, text: impl Into<String>) {
+        self.outputs.push(Output::Text(text.into()));
+    }
+
+    /// Spawns a child thread; the answer is `thread-spawned`, and the child's end arrives as
+    /// `thread-result`.
+    pub fn spawn(&mut self, spawn: Spawn) {
+        self.emit(spawn.to_xml());
+    }
+
+    /// Finishes this thread; `payload` (may be empty) goes to the spawner as `thread-result`.
+    pub fn done(&mut self, payload: impl AsRef<str>) {
+        self.emit(format!(
+            "<sys:thread-done xmlns:sys=\"{SYSTEM_NS}\">{}</sys:thread-done>",
+            payload.as_ref()
+        ));
+    }
+
+    /// Shrinks this listener's history view to the last `keep` messages before this request.
+    pub fn clear_context(&mut self, keep: usize) {
+        self.emit(format!(
+            "<clear-context xmlns=\"{SYSTEM_NS}\" keep-messages=\"{keep}\"/>"
+        ));
+    }
+
+    /// Reports model and tool use; it is added to the thread's counters.
+    pub fn usage(&mut self, usage: Usage) {
+        self.usage.tokens_in += usage.tokens_in;
+        self.usage.tokens_out += usage.tokens_out;
+        self.usage.cost += usage.cost;
+        self.usage.tool_calls += usage.tool_calls;
+    }
+
+    /// The thread's history as this listener sees it: everything after its last `clear-context`
+    /// (keeping what that request kept), up to and including this delivery.
+    ///
+    /// # Errors
+    ///
+    /// [`HistoryError::Query`] when the store cannot be read.
+    pub async fn history(&self) -> Result<Vec<Record>, HistoryError> {
+        let mut records = self.store.thread(self.thread, 0).await?;
+        if let Some((cleared_at, keep)) = self.view {
+            let before = records.partition_point(|r| r.seq < cleared_at);
+            records.drain(..before.saturating_sub(keep));
+        }
+        Ok(records)
+    }
+
+    pub(crate) fn into_parts(self) -> (Vec<Output>, Usage) {
+        (self.outputs, self.usage)
+    }
+}

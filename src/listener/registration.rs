@@ -1,0 +1,178 @@
+//! [`Registration`]: a listener's name, the roots it accepts, its peers, role and limits.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::Listener;
+use crate::QName;
+
+/// What part a listener plays. Agents' roots are exclusive: no two agents accept the same root.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Role {
+    /// Does one job on request (a calculator, a search).
+    Tool,
+    /// Decides what to do next (usually a model); iterates by messaging itself.
+    Agent,
+    /// Checks work against acceptance criteria.
+    Verifier,
+    /// Runs a deterministic workflow over other listeners.
+    Process,
+}
+
+impl Role {
+    /// The role as written in configuration.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Tool => "tool",
+            Self::Agent => "agent",
+            Self::Verifier => "verifier",
+            Self::Process => "process",
+        }
+    }
+}
+
+/// A listener and how the pump should treat it. Built with [`Registration::new`] and the
+/// methods that follow; checked by [`PumpBuilder::build`](crate::PumpBuilder::build).
+#[derive(Clone)]
+pub struct Registration {
+    pub(crate) name: Arc<str>,
+    pub(crate) accepts: Vec<QName>,
+    pub(crate) description: String,
+    pub(crate) peers: Vec<Arc<str>>,
+    pub(crate) role: Role,
+    pub(crate) timeout: Duration,
+    pub(crate) listener: Arc<dyn Listener>,
+}
+
+impl fmt::Debug for Registration {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Registration")
+            .field("name", &self.name)
+            .field("accepts", &self.accepts)
+            .field("peers", &self.peers)
+            .field("role", &self.role)
+            .field("timeout", &self.timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why a registration was refused by [`PumpBuilder::build`](crate::PumpBuilder::build).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RegistrationError {
+    /// Two listeners share a name.
+    #[error("listener name `{0}` is registered twice")]
+    DuplicateName(String),
+    /// A name that is empty, too long, reserved or has characters other than `A-Z a-z 0-9 _ - .`.
+    #[error(
+        "listener name `{0}` is invalid: use 1-64 of A-Z a-z 0-9 _ - . (and not `system` or `client`)"
+    )]
+    InvalidName(String),
+    /// A peer that is not registered.
+    #[error("listener `{listener}` names unknown peer `{peer}`")]
+    UnknownPeer {
+        /// The listener.
+        listener: String,
+        /// The peer it names.
+        peer: String,
+    },
+    /// Two agents accept the same root.
+    #[error("agents `{first}` and `{second}` both accept {root}; an agent's root is its own")]
+    SharedAgentRoot {
+        /// The first agent.
+        first: String,
+        /// The second agent.
+        second: String,
+        /// The root they share, in Clark notation.
+        root: String,
+    },
+    /// A listener that accepts a root in a namespace the pump owns.
+    #[error("listener `{listener}` accepts {root}, which is in a namespace only the pump handles")]
+    ReservedRoot {
+        /// The listener.
+        listener: String,
+        /// The root, in Clark notation.
+        root: String,
+    },
+}
+
+impl Registration {
+    /// Default delivery timeout: a handler running longer gets `system-error code="handler-timeout"`.
+    pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+
+    /// Registers `listener` under `name`, as a [`Role::Tool`] accepting nothing yet.
+    pub fn new(name: impl AsRef<str>, listener: impl Listener) -> Self {
+        Self {
+            name: Arc::from(name.as_ref()),
+            accepts: Vec::new(),
+            description: String::new(),
+            peers: Vec::new(),
+            role: Role::Tool,
+            timeout: Self::DEFAULT_TIMEOUT,
+            listener: Arc::new(listener),
+        }
+    }
+
+    /// Adds a root this listener accepts.
+    pub fn accepts(mut self, root: QName) -> Self {
+        self.accepts.push(root);
+        self
+    }
+
+    /// Sets the one-line description shown to agents and in listings.
+    pub fn description(mut self, text: impl Into<String>) -> Self {
+        self.description = text.into();
+        self
+    }
+
+    /// Sets the listeners this one may address (besides itself and the sender it replies to).
+    pub fn peers<I, S>(mut self, peers: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        self.peers = peers.into_iter().map(|p| Arc::from(p.as_ref())).collect();
+        self
+    }
+
+    /// Sets the role.
+    pub fn role(mut self, role: Role) -> Self {
+        self.role = role;
+        self
+    }
+
+    /// Sets the delivery timeout.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// The registered name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The roots it accepts.
+    pub fn roots(&self) -> &[QName] {
+        &self.accepts
+    }
+
+    /// The one-line description.
+    pub fn about(&self) -> &str {
+        &self.description
+    }
+
+    /// The role.
+    pub fn listener_role(&self) -> Role {
+        self.role
+    }
+}
+
+/// Whether `name` is a usable listener name.
+pub(crate) fn valid_name(name: &str) -> bool {
+    (1..=64).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
+        && !matches!(name, "system" | "client")
+}

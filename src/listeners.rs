@@ -1,0 +1,5 @@
+//! Ready-made Rust listeners.
+
+mod echo;
+
+pub use echo::Echo;

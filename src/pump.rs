@@ -1,0 +1,202 @@
+//! The pump: [`PumpBuilder`] validates listeners and builds a [`PumpHandle`], through which
+//! messages enter threads, threads are watched until they settle, and history is read.
+//!
+//! Each thread has a bounded FIFO queue and at most one runner task; threads run concurrently.
+//! A delivery's outputs are parsed again, routed (by root, `to`, peers, reply), recorded and
+//! queued in one transaction.
+
+mod builder;
+mod dispatch;
+mod ingress;
+mod plan;
+mod route;
+mod runner;
+mod shutdown;
+mod tx;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+use tokio::sync::Notify;
+
+pub use builder::{BuildError, PumpBuilder, PumpConfig};
+pub use ingress::{IngressError, Receipt};
+pub use shutdown::ShutdownReport;
+
+use crate::history::{Batch, HistoryError, HistoryStore, NewRecord, Record, RecordKind};
+use crate::listener::Registration;
+use crate::system::{SYSTEM_SENDER, SystemMessage};
+use crate::thread::registry::{Registry, ThreadEntry};
+use crate::{Envelope, QName, ThreadId, ThreadInfo};
+
+/// What the handle and the runner tasks share.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    listeners: Vec<Registration>,
+    by_name: HashMap<Arc<str>, usize>,
+    by_root: HashMap<QName, Vec<usize>>,
+    registry: Registry,
+    store: Arc<dyn HistoryStore>,
+    config: PumpConfig,
+    system_thread: Arc<ThreadEntry>,
+    system_name: Arc<str>,
+    /// Notified when a runner ends; used by `settle`.
+    quiet: Notify,
+    /// Tasks waiting in `settle`.
+    waiters: AtomicUsize,
+    /// Runner tasks alive.
+    runners: AtomicUsize,
+    /// No new outside input.
+    closing: AtomicBool,
+    /// No new deliveries.
+    stopped: AtomicBool,
+}
+
+impl Shared {
+    fn new(
+        listeners: Vec<Registration>,
+        by_name: HashMap<Arc<str>, usize>,
+        by_root: HashMap<QName, Vec<usize>>,
+        store: Arc<dyn HistoryStore>,
+        config: PumpConfig,
+    ) -> Self {
+        let system_thread = Arc::new(ThreadEntry::system());
+        let registry = Registry::default();
+        registry.insert(Arc::clone(&system_thread));
+        Self {
+            listeners,
+            by_name,
+            by_root,
+            registry,
+            store,
+            config,
+            system_thread,
+            system_name: Arc::from(SYSTEM_SENDER),
+            quiet: Notify::new(),
+            waiters: AtomicUsize::new(0),
+            runners: AtomicUsize::new(0),
+            closing: AtomicBool::new(false),
+            stopped: AtomicBool::new(false),
+        }
+    }
+
+    /// Records a lifecycle message in the system thread.
+    fn record_system(&self, message: SystemMessage) -> Result<(), HistoryError> {
+        let entry = &self.system_thread;
+        let mut inner = entry.lock();
+        inner.records += 1;
+        let envelope = Envelope::new(
+            Arc::clone(&self.system_name),
+            entry.id,
+            message.to_payload(),
+        );
+        let batch = Batch {
+            records: vec![NewRecord {
+                envelope,
+                kind: RecordKind::System,
+                pending: false,
+            }],
+            threads: vec![entry.info(&inner)],
+            delivered: None,
+        };
+        self.store.append(batch).map(drop)
+    }
+
+    fn record_boot(&self) -> Result<(), HistoryError> {
+        self.record_system(SystemMessage::Boot {
+            listeners: self.listeners.len(),
+        })
+    }
+}
+
+/// The way into a running pump. Cheap to clone; every clone talks to the same pump.
+#[derive(Debug, Clone)]
+pub struct PumpHandle {
+    shared: Arc<Shared>,
+}
+
+impl PumpHandle {
+    fn new(shared: Arc<Shared>) -> Self {
+        Self { shared }
+    }
+
+    /// Waits until `thread` and every thread below it have nothing queued and nothing running.
+    /// A thread that never settles (a listener that loops forever) keeps this waiting; wrap it in
+    /// a timeout when that can happen.
+    pub async fn settle(&self, thread: ThreadId) {
+        let shared = &self.shared;
+        shared.waiters.fetch_add(1, Ordering::AcqRel);
+        loop {
+            let notified = shared.quiet.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            let quiet = shared
+                .registry
+                .subtree(thread)
+                .iter()
+                .all(|e| e.lock().is_quiet());
+            if quiet {
+                break;
+            }
+            notified.await;
+        }
+        shared.waiters.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    /// The records of one thread, in order.
+    ///
+    /// # Errors
+    ///
+    /// [`HistoryError::Query`] when the store cannot be read.
+    pub async fn history(&self, thread: ThreadId) -> Result<Vec<Record>, HistoryError> {
+        self.shared.store.thread(thread, 0).await
+    }
+
+    /// A snapshot of one thread, if it exists.
+    pub fn thread(&self, id: ThreadId) -> Option<ThreadInfo> {
+        self.shared.registry.get(id).map(|e| e.info(&e.lock()))
+    }
+
+    /// Snapshots of every thread (the system thread included), sorted by display path.
+    pub fn threads(&self) -> Vec<ThreadInfo> {
+        let mut all: Vec<ThreadInfo> = self
+            .shared
+            .registry
+            .all()
+            .iter()
+            .map(|e| e.info(&e.lock()))
+            .collect();
+        all.sort_by(|a, b| a.path.cmp(&b.path));
+        all
+    }
+
+    /// `root` and every thread below it, parents before children.
+    pub fn tree(&self, root: ThreadId) -> Vec<ThreadInfo> {
+        self.shared
+            .registry
+            .subtree(root)
+            .iter()
+            .map(|e| e.info(&e.lock()))
+            .collect()
+    }
+
+    /// The pump's own thread: `boot`, `shutdown`, and refusals of input that named no usable thread.
+    pub fn system_thread(&self) -> ThreadId {
+        self.shared.system_thread.id
+    }
+
+    /// The history store.
+    pub fn store(&self) -> &Arc<dyn HistoryStore> {
+        &self.shared.store
+    }
+
+    /// Recomputes every thread's hash chain; returns how many records verified.
+    ///
+    /// # Errors
+    ///
+    /// [`HistoryError::Chain`] naming the first record that does not verify.
+    pub async fn verify(&self) -> Result<u64, HistoryError> {
+        self.shared.store.verify().await
+    }
+}

@@ -1,0 +1,157 @@
+//! [`PumpBuilder`] and [`PumpConfig`]: register listeners, choose a history store, validate, build.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use super::{PumpHandle, Shared};
+use crate::envelope::{AGENTSERVER_NS, ENVELOPE_NS};
+use crate::history::{HistoryError, HistoryStore, MemoryHistory};
+use crate::listener::{Registration, RegistrationError, Role};
+use crate::system::{GOVERNOR_NS, SYSTEM_NS};
+use crate::{Limits, QName};
+
+/// Pump settings. Plain data; every field has a documented default.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PumpConfig {
+    /// Limits applied to every message and output (see [`Limits`]).
+    pub limits: Limits,
+    /// Most messages waiting in one thread's queue (default 1024). A message that does not fit
+    /// is refused with `system-error code="queue-full"`; nothing is dropped silently.
+    pub queue_capacity: usize,
+    /// Deliveries a thread makes before yielding to other threads (default 16).
+    pub batch: usize,
+}
+
+impl PumpConfig {
+    /// Default for [`PumpConfig::queue_capacity`].
+    pub const DEFAULT_QUEUE_CAPACITY: usize = 1024;
+    /// Default for [`PumpConfig::batch`].
+    pub const DEFAULT_BATCH: usize = 16;
+}
+
+impl Default for PumpConfig {
+    fn default() -> Self {
+        Self {
+            limits: Limits::default(),
+            queue_capacity: Self::DEFAULT_QUEUE_CAPACITY,
+            batch: Self::DEFAULT_BATCH,
+        }
+    }
+}
+
+/// Why [`PumpBuilder::build`] refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BuildError {
+    /// A registration is invalid or clashes with another.
+    #[error(transparent)]
+    Registration(#[from] RegistrationError),
+    /// The history store refused the boot record.
+    #[error(transparent)]
+    History(#[from] HistoryError),
+}
+
+/// Builds a pump: listeners, history store, configuration.
+///
+/// # Example
+///
+/// ```
+/// use agentpump::{PumpBuilder, QName, Registration, listeners::Echo};
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let pump = PumpBuilder::new()
+///     .register(Registration::new("echo", Echo).accepts(QName::new("urn:example:echo", "say")))
+///     .build()?;
+/// let receipt = pump.post(None, None, r#"<say xmlns="urn:example:echo">hi</say>"#).await?;
+/// pump.settle(receipt.thread()).await;
+/// assert_eq!(pump.history(receipt.thread()).await?.len(), 2);
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Default)]
+pub struct PumpBuilder {
+    registrations: Vec<Registration>,
+    store: Option<Arc<dyn HistoryStore>>,
+    config: PumpConfig,
+}
+
+impl PumpBuilder {
+    /// A builder with no listeners, in-memory history and default configuration.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds a listener.
+    pub fn register(mut self, registration: Registration) -> Self {
+        self.registrations.push(registration);
+        self
+    }
+
+    /// Uses `store` for history (default: a fresh [`MemoryHistory`]).
+    pub fn history(mut self, store: Arc<dyn HistoryStore>) -> Self {
+        self.store = Some(store);
+        self
+    }
+
+    /// Sets the configuration.
+    pub fn config(mut self, config: PumpConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// Validates the registrations, records `boot` and returns the handle. Needs no runtime;
+    /// deliveries run on the tokio runtime that sends the first message.
+    ///
+    /// # Errors
+    ///
+    /// [`BuildError::Registration`] for an invalid or duplicate name, an unknown peer, two agents
+    /// sharing a root, or a root in a pump-owned namespace; [`BuildError::History`] when the store
+    /// refuses the boot record.
+    pub fn build(self) -> Result<PumpHandle, BuildError> {
+        let (by_name, by_root) = validate(&self.registrations)?;
+        let store = self.store.unwrap_or_else(|| Arc::new(MemoryHistory::new()));
+        let shared = Shared::new(self.registrations, by_name, by_root, store, self.config);
+        shared.record_boot()?;
+        Ok(PumpHandle::new(Arc::new(shared)))
+    }
+}
+
+type Indexes = (HashMap<Arc<str>, usize>, HashMap<QName, Vec<usize>>);
+
+fn validate(registrations: &[Registration]) -> Result<Indexes, RegistrationError> {
+    let mut by_name = HashMap::new();
+    for (i, r) in registrations.iter().enumerate() {
+        if !crate::listener::registration::valid_name(&r.name) {
+            return Err(RegistrationError::InvalidName(r.name.to_string()));
+        }
+        if by_name.insert(Arc::clone(&r.name), i).is_some() {
+            return Err(RegistrationError::DuplicateName(r.name.to_string()));
+        }
+    }
+    let mut by_root: HashMap<QName, Vec<usize>> = HashMap::new();
+    let mut agent_roots: HashMap<&QName, &str> = HashMap::new();
+    for (i, r) in registrations.iter().enumerate() {
+        if let Some(peer) = r.peers.iter().find(|p| !by_name.contains_key(*p)) {
+            return Err(RegistrationError::UnknownPeer {
+                listener: r.name.to_string(),
+                peer: peer.to_string(),
+            });
+        }
+        for root in r.accepts.iter().collect::<HashSet<_>>() {
+            if [SYSTEM_NS, GOVERNOR_NS, ENVELOPE_NS, AGENTSERVER_NS].contains(&root.namespace()) {
+                return Err(RegistrationError::ReservedRoot {
+                    listener: r.name.to_string(),
+                    root: root.to_string(),
+                });
+            }
+            if r.role == Role::Agent {
+                if let Some(first) = agent_roots.insert(root, &r.name) {
+                    return Err(RegistrationError::SharedAgentRoot {
+                        first: first.to_owned(),
+                        second: r.name.to_string(),
+                        root: root.to_string(),
+                    });
+                }
+            }
+            by_root.entry(root.clone()).or_default().push(i);
+        }
+    }
+    Ok((by_name, by_root))
+}

@@ -1,0 +1,399 @@
+//! Input from outside the pump: [`PumpHandle::send`] (a whole envelope, either dialect) and
+//! [`PumpHandle::post`] (a payload). Every refusal is recorded and returned as [`IngressError`];
+//! an accepted message is acknowledged only after its record is committed.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use super::dispatch::Recipient;
+use super::route::{Refusal, Route, Sender, huh_code};
+use super::tx::{Place, Tx};
+use super::{PumpHandle, Shared};
+use crate::history::{HistoryError, RecordKind, Ticket};
+use crate::listener::Target;
+use crate::system::{CLIENT_SENDER, ErrorCode, HuhCode, SYSTEM_NS, SystemMessage, ThreadErrorCode};
+use crate::thread::registry::ThreadEntry;
+use crate::{Dialect, Envelope, EnvelopeError, Incoming, MessageId, Payload, ThreadId};
+
+/// What an accepted outside message became.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Receipt {
+    thread: ThreadId,
+    ids: Vec<MessageId>,
+}
+
+impl Receipt {
+    /// The thread the message went into (new when the message named none).
+    pub fn thread(&self) -> ThreadId {
+        self.thread
+    }
+
+    /// One message id per listener it was delivered to, in registration order.
+    pub fn ids(&self) -> &[MessageId] {
+        &self.ids
+    }
+}
+
+/// Outside input the pump refused. The answer is recorded in history (in the named thread, or
+/// in the system thread when there is no usable one).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}", describe(.answer))]
+pub struct IngressError {
+    answer: SystemMessage,
+    recorded_in: ThreadId,
+    dialect: Dialect,
+}
+
+impl IngressError {
+    /// The system message that answers the refused input (`huh`, `system-error`, `system-thread-error`).
+    pub fn answer(&self) -> &SystemMessage {
+        &self.answer
+    }
+
+    /// The wire code of the answer (`malformed-xml`, `queue-full`, `unknown-thread`, …).
+    pub fn code(&self) -> &'static str {
+        match &self.answer {
+            SystemMessage::Huh { code, .. } => code.as_str(),
+            SystemMessage::Error { code, .. } => code.as_str(),
+            SystemMessage::ThreadError { code, .. } => code.as_str(),
+            other => other.element(),
+        }
+    }
+
+    /// The thread whose history holds the answer.
+    pub fn recorded_in(&self) -> ThreadId {
+        self.recorded_in
+    }
+
+    /// The answer as an envelope in the sender's dialect.
+    pub fn to_xml(&self) -> String {
+        let env = Envelope::new(
+            Arc::from("system"),
+            self.recorded_in,
+            self.answer.to_payload(),
+        )
+        .with_to(Some(Arc::from(CLIENT_SENDER)));
+        env.to_xml(self.dialect)
+    }
+}
+
+fn describe(answer: &SystemMessage) -> String {
+    match answer {
+        SystemMessage::Huh { code, message, .. } => format!("huh {code}: {message}"),
+        SystemMessage::Error { code, message } => format!("system-error {code}: {message}"),
+        SystemMessage::ThreadError {
+            code,
+            message,
+            unknown_id,
+        } => {
+            format!("system-thread-error {code} `{unknown_id}`: {message}")
+        }
+        other => other.element().to_owned(),
+    }
+}
+
+/// The thread an outside message names.
+enum Named {
+    New,
+    Existing(Arc<ThreadEntry>),
+}
+
+impl PumpHandle {
+    /// Sends an envelope (`urn:agentpump:envelope:v1` or AgentServer v2.1) into the pump:
+    /// `<thread>` absent starts a new root thread; `<to>` directs it at one listener, otherwise it
+    /// goes to every listener of its root. Returns once the message is recorded.
+    ///
+    /// # Errors
+    ///
+    /// [`IngressError`] for a message that does not parse, names an unknown or closed thread,
+    /// uses a pump-owned namespace, has no route, or does not fit the thread's queue. The
+    /// answer is in history.
+    pub async fn send(&self, xml: impl AsRef<[u8]>) -> Result<Receipt, IngressError> {
+        let bytes = xml.as_ref();
+        let shared = &self.shared;
+        let incoming = match Incoming::parse(bytes, &shared.config.limits) {
+            Ok(incoming) => incoming,
+            Err(e) => {
+                let original = String::from_utf8_lossy(bytes).into_owned();
+                let (err, ticket) = shared.refuse_unparsed(e, original, Dialect::default());
+                shared.await_commit(err.recorded_in, ticket).await;
+                return Err(err);
+            }
+        };
+        let dialect = incoming.dialect();
+        let to = incoming.to().map(str::to_owned);
+        let thread = incoming.thread().map(str::to_owned);
+        let in_reply_to = incoming.in_reply_to();
+        self.admit(
+            dialect,
+            thread.as_deref(),
+            to.as_deref(),
+            in_reply_to,
+            Ok(incoming.into_payload()),
+        )
+        .await
+    }
+
+    /// Posts one payload: into `thread` (or a new root thread), to `to` (or every listener of its root).
+    ///
+    /// # Errors
+    ///
+    /// As [`PumpHandle::send`].
+    pub async fn post(
+        &self,
+        thread: Option<ThreadId>,
+        to: Option<&str>,
+        payload: &str,
+    ) -> Result<Receipt, IngressError> {
+        let parsed = Payload::parse(payload, &self.shared.config.limits)
+            .map_err(|e| (e, payload.to_owned()));
+        let thread = thread.map(|t| t.to_string());
+        self.admit(Dialect::default(), thread.as_deref(), to, None, parsed)
+            .await
+    }
+
+    async fn admit(
+        &self,
+        dialect: Dialect,
+        thread: Option<&str>,
+        to: Option<&str>,
+        in_reply_to: Option<MessageId>,
+        payload: Result<Payload, (EnvelopeError, String)>,
+    ) -> Result<Receipt, IngressError> {
+        let shared = &self.shared;
+        let (result, ticket) = shared.admit(dialect, thread, to, in_reply_to, payload);
+        let recorded_in = match &result {
+            Ok(receipt) => receipt.thread,
+            Err(err) => err.recorded_in,
+        };
+        shared.await_commit(recorded_in, ticket).await;
+        result
+    }
+}
+
+type Admitted = (Result<Receipt, IngressError>, Result<Ticket, HistoryError>);
+
+impl Shared {
+    fn admit(
+        self: &Arc<Self>,
+        dialect: Dialect,
+        thread: Option<&str>,
+        to: Option<&str>,
+        in_reply_to: Option<MessageId>,
+        payload: Result<Payload, (EnvelopeError, String)>,
+    ) -> Admitted {
+        if self.closing.load(Ordering::Acquire) {
+            let message = "the pump is shutting down and accepts no new messages".to_owned();
+            let answer = SystemMessage::Error {
+                code: ErrorCode::ShuttingDown,
+                message,
+            };
+            return self.refuse(&self.system_thread, answer, dialect);
+        }
+        let named = match self.named_thread(thread) {
+            Ok(named) => named,
+            Err(answer) => return self.refuse(&self.system_thread, answer, dialect),
+        };
+        let home = match &named {
+            Named::Existing(entry) => Arc::clone(entry),
+            Named::New => Arc::clone(&self.system_thread),
+        };
+        let payload = match payload {
+            Ok(p) => p,
+            Err((e, original)) => {
+                let answer = SystemMessage::Huh {
+                    code: huh_code(&e),
+                    message: e.to_string(),
+                    original,
+                };
+                return self.refuse(&home, answer, dialect);
+            }
+        };
+        let route = if payload.qname().namespace() == SYSTEM_NS {
+            let message = format!("{} is in a namespace only the pump emits", payload.qname());
+            Err(Refusal::Huh(HuhCode::ReservedNamespace, message))
+        } else {
+            let target = to.map_or(Target::Route, |name| Target::Listener(name.to_owned()));
+            self.route(Sender::Client, &target, payload.qname())
+        };
+        let targets = match route {
+            Ok(Route::Listeners(targets)) => targets,
+            Ok(Route::Client) => unreachable!("an outside sender is never routed to itself"),
+            Err(refusal) => {
+                let answer = match refusal {
+                    Refusal::Huh(code, message) => SystemMessage::Huh {
+                        code,
+                        message,
+                        original: payload.as_str().to_owned(),
+                    },
+                    Refusal::Error(code, message) => SystemMessage::Error { code, message },
+                };
+                return self.refuse(&home, answer, dialect);
+            }
+        };
+        let entry = match named {
+            Named::Existing(entry) => entry,
+            Named::New => {
+                let id = ThreadId::new();
+                let path = Arc::from(&id.to_string()[..8]);
+                Arc::new(ThreadEntry::new(id, None, None, path, dialect))
+            }
+        };
+        self.enqueue_outside(&entry, targets, payload, in_reply_to, dialect)
+    }
+
+    fn enqueue_outside(
+        self: &Arc<Self>,
+        entry: &Arc<ThreadEntry>,
+        targets: Vec<usize>,
+        payload: Payload,
+        in_reply_to: Option<MessageId>,
+        dialect: Dialect,
+    ) -> Admitted {
+        let mut inner = entry.lock();
+        if inner.state.is_closed() {
+            drop(inner);
+            let message = format!(
+                "thread {} is {} and accepts no new messages",
+                entry.id,
+                entry.lock().state
+            );
+            return self.refuse(
+                entry,
+                SystemMessage::Error {
+                    code: ErrorCode::ThreadClosed,
+                    message,
+                },
+                dialect,
+            );
+        }
+        if inner.queue.len() + targets.len() > self.config.queue_capacity {
+            drop(inner);
+            let message = format!(
+                "queue of thread {} is full ({} messages); try again later",
+                entry.id, self.config.queue_capacity
+            );
+            return self.refuse(
+                entry,
+                SystemMessage::Error {
+                    code: ErrorCode::QueueFull,
+                    message,
+                },
+                dialect,
+            );
+        }
+        let mut tx = Tx::new(None);
+        let is_new = inner.records == 0;
+        for target in targets {
+            let to = Arc::clone(&self.listeners[target].name);
+            let env = Envelope::new(Arc::from(CLIENT_SENDER), entry.id, payload.clone())
+                .with_to(Some(to))
+                .with_in_reply_to(in_reply_to);
+            tx.queue(&mut inner, Place::Here, env, target, RecordKind::Message);
+        }
+        if is_new {
+            tx.snapshot(entry, &inner);
+        }
+        let ids = tx.queued_ids().to_vec();
+        let committed = tx.commit(self, (entry, &mut inner), None);
+        if is_new && committed.is_ok() {
+            self.registry.insert(Arc::clone(entry));
+        }
+        let receipt = Receipt {
+            thread: entry.id,
+            ids,
+        };
+        match committed {
+            Ok(ticket) => (Ok(receipt), Ok(ticket)),
+            Err(e) => {
+                let message = format!("history store refused the message: {e}");
+                let answer = SystemMessage::Error {
+                    code: ErrorCode::HistoryUnavailable,
+                    message,
+                };
+                let err = IngressError {
+                    answer,
+                    recorded_in: self.system_thread.id,
+                    dialect,
+                };
+                (Err(err), Err(e))
+            }
+        }
+    }
+
+    /// Resolves the thread an outside message names, or the answer refusing it.
+    fn named_thread(&self, thread: Option<&str>) -> Result<Named, SystemMessage> {
+        let Some(text) = thread else {
+            return Ok(Named::New);
+        };
+        let unknown = |code: ThreadErrorCode, message: &str| SystemMessage::ThreadError {
+            unknown_id: text.to_owned(),
+            code,
+            message: message.to_owned(),
+        };
+        let id: ThreadId = text.parse().map_err(|_| {
+            unknown(
+                ThreadErrorCode::MalformedThreadId,
+                "a thread id is a UUID; omit <thread> to start a new thread",
+            )
+        })?;
+        match self.registry.get(id) {
+            Some(entry) if entry.is_system => Err(SystemMessage::Error {
+                code: ErrorCode::ThreadClosed,
+                message: "the system thread records the pump's own notices and takes no messages"
+                    .to_owned(),
+            }),
+            Some(entry) => Ok(Named::Existing(entry)),
+            None => Err(unknown(
+                ThreadErrorCode::UnknownThread,
+                "no such thread; omit <thread> to start a new one, or emit <spawn-thread/> to branch",
+            )),
+        }
+    }
+
+    /// An envelope that did not parse: refused in the system thread.
+    fn refuse_unparsed(
+        self: &Arc<Self>,
+        e: EnvelopeError,
+        original: String,
+        dialect: Dialect,
+    ) -> (IngressError, Result<Ticket, HistoryError>) {
+        let answer = SystemMessage::Huh {
+            code: huh_code(&e),
+            message: e.to_string(),
+            original,
+        };
+        match self.refuse(&self.system_thread, answer, dialect) {
+            (Err(err), ticket) => (err, ticket),
+            (Ok(_), _) => unreachable!("refuse never accepts"),
+        }
+    }
+
+    /// Records `answer` in `entry`'s history, addressed to the outside sender, and returns it as the error.
+    fn refuse(
+        self: &Arc<Self>,
+        entry: &Arc<ThreadEntry>,
+        answer: SystemMessage,
+        dialect: Dialect,
+    ) -> Admitted {
+        let mut inner = entry.lock();
+        let mut tx = Tx::new(None);
+        self.notice(
+            &mut tx,
+            entry,
+            &mut inner,
+            Recipient::Client,
+            answer.clone(),
+            None,
+        );
+        let committed = tx.commit(self, (entry, &mut inner), None);
+        (
+            Err(IngressError {
+                answer,
+                recorded_in: entry.id,
+                dialect,
+            }),
+            committed,
+        )
+    }
+}

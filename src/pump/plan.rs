@@ -1,0 +1,156 @@
+//! Planning a delivery's outputs: each output text is parsed again (zero trust), checked, and
+//! turned into a [`Step`] — before any thread is locked.
+
+use super::Shared;
+use super::route::{Refusal, Route, Sender, huh_code};
+use crate::Payload;
+use crate::extract::{ExtractError, extract};
+use crate::listener::{Delivery, Output, Target};
+use crate::system::{HuhCode, Request, SYSTEM_NS};
+
+/// One effect of a delivery, decided and waiting to be applied.
+#[derive(Debug)]
+pub(crate) enum Step {
+    /// Deliver to these listeners in this thread.
+    Deliver {
+        payload: Payload,
+        targets: Vec<usize>,
+        reply: bool,
+    },
+    /// Send out of the pump to the outside sender.
+    Egress { payload: Payload },
+    /// Tell the listener its output was refused (`huh` / `system-error`).
+    Refused { refusal: Refusal, original: String },
+    /// Start a child thread.
+    Spawn {
+        request: Payload,
+        sub_id: Option<String>,
+        initial: Payload,
+        targets: Vec<usize>,
+    },
+    /// Narrow the listener's view of history.
+    ClearContext { request: Payload, keep: usize },
+    /// End the thread.
+    Done {
+        request: Payload,
+        payload: Option<Payload>,
+    },
+}
+
+impl Shared {
+    /// Turns the outputs of listener `me`, handling `delivery`, into steps.
+    pub(crate) fn plan(&self, me: usize, delivery: &Delivery, outputs: Vec<Output>) -> Vec<Step> {
+        let sender = Sender::Listener {
+            index: me,
+            caller: delivery.from(),
+        };
+        let limits = &self.config.limits;
+        let mut steps = Vec::with_capacity(outputs.len());
+        let mut payloads = 0usize;
+        for output in outputs {
+            let (target, found) = match output {
+                Output::Payload(target, text) => match Payload::parse(&text, limits) {
+                    Ok(p) => (target, vec![p]),
+                    Err(e) => {
+                        steps.push(refused(Refusal::Huh(huh_code(&e), e.to_string()), text));
+                        continue;
+                    }
+                },
+                Output::Text(text) => match extract(&text, limits) {
+                    Ok(found) if found.is_empty() => {
+                        let message = "no payload element in the output".to_owned();
+                        steps.push(refused(Refusal::Huh(HuhCode::NoPayload, message), text));
+                        continue;
+                    }
+                    Ok(found) => (Target::Route, found),
+                    Err(e) => {
+                        let code = match &e {
+                            ExtractError::Payload(p) => huh_code(p),
+                            ExtractError::TooMany { .. } => HuhCode::LimitExceeded,
+                            ExtractError::Unterminated { .. } => HuhCode::MalformedXml,
+                        };
+                        steps.push(refused(Refusal::Huh(code, e.to_string()), text));
+                        continue;
+                    }
+                },
+            };
+            for payload in found {
+                payloads += 1;
+                if payloads > limits.max_outputs {
+                    let message =
+                        format!("more than {} payloads in one delivery", limits.max_outputs);
+                    let original = payload.as_str().to_owned();
+                    steps.push(refused(
+                        Refusal::Huh(HuhCode::LimitExceeded, message),
+                        original,
+                    ));
+                    continue;
+                }
+                steps.push(self.plan_payload(sender, &target, payload));
+            }
+        }
+        steps
+    }
+
+    fn plan_payload(&self, sender: Sender<'_>, target: &Target, payload: Payload) -> Step {
+        if payload.qname().namespace() == SYSTEM_NS {
+            return self.plan_request(sender, payload);
+        }
+        match self.route(sender, target, payload.qname()) {
+            Ok(Route::Listeners(targets)) => Step::Deliver {
+                payload,
+                targets,
+                reply: *target == Target::Reply,
+            },
+            Ok(Route::Client) => Step::Egress { payload },
+            Err(refusal) => refused(refusal, payload.as_str().to_owned()),
+        }
+    }
+
+    fn plan_request(&self, sender: Sender<'_>, payload: Payload) -> Step {
+        let request = match Request::parse(&payload, &self.config.limits) {
+            Ok(r) => r,
+            Err((code, message)) => {
+                return refused(Refusal::Huh(code, message), payload.as_str().to_owned());
+            }
+        };
+        match request {
+            Request::Spawn {
+                suggested_sub_id,
+                to,
+                initial,
+            } => {
+                let Sender::Listener { index, .. } = sender else {
+                    unreachable!("only listeners plan outputs");
+                };
+                // In the child the spawner has no caller: it may address itself and its peers.
+                let child_sender = Sender::Listener { index, caller: "" };
+                let target = to.map_or(Target::Route, Target::Listener);
+                match self.route(child_sender, &target, initial.qname()) {
+                    Ok(Route::Listeners(targets)) => Step::Spawn {
+                        request: payload,
+                        sub_id: suggested_sub_id,
+                        initial,
+                        targets,
+                    },
+                    Ok(Route::Client) => {
+                        unreachable!("a child's first message has no outside caller")
+                    }
+                    Err(refusal) => refused(refusal, payload.as_str().to_owned()),
+                }
+            }
+            Request::ClearContext { keep } => Step::ClearContext {
+                request: payload,
+                keep,
+            },
+            Request::ThreadDone { payload: result } => Step::Done {
+                request: payload,
+                payload: result,
+            },
+        }
+    }
+}
+
+fn refused(refusal: Refusal, original: String) -> Step {
+    Step::Refused { refusal, original }
+}

@@ -1,0 +1,168 @@
+//! Routing decisions: who may receive a payload from whom. Pure functions of the registrations;
+//! no thread state is touched here.
+
+use std::sync::Arc;
+
+use super::Shared;
+use crate::envelope::{AGENTSERVER_NS, ENVELOPE_NS};
+use crate::listener::Target;
+use crate::system::{CLIENT_SENDER, ErrorCode, GOVERNOR_NS, HuhCode, SYSTEM_SENDER};
+use crate::{EnvelopeError, QName};
+
+/// Who produced a payload.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Sender<'a> {
+    /// A registered listener (index), handling a message from `caller`.
+    Listener { index: usize, caller: &'a str },
+    /// Someone outside the pump.
+    Client,
+}
+
+/// Where a payload goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Route {
+    /// To these listeners, in registration order.
+    Listeners(Vec<usize>),
+    /// Out of the pump, to the outside sender of the thread.
+    Client,
+}
+
+/// A refusal: the notice the sender gets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Refusal {
+    /// `<huh>`: the payload failed to parse, validate or route.
+    Huh(HuhCode, String),
+    /// `<system-error>`: the delivery is not allowed or not possible.
+    Error(ErrorCode, String),
+}
+
+impl Shared {
+    /// Decides where a payload with root `root` goes when `sender` aims it at `target`.
+    pub(crate) fn route(
+        &self,
+        sender: Sender<'_>,
+        target: &Target,
+        root: &QName,
+    ) -> Result<Route, Refusal> {
+        if [GOVERNOR_NS, ENVELOPE_NS, AGENTSERVER_NS].contains(&root.namespace()) {
+            return Err(Refusal::Huh(
+                HuhCode::ReservedNamespace,
+                format!("{root} is in a namespace only the pump handles"),
+            ));
+        }
+        match target {
+            Target::Reply => self.route_reply(sender),
+            Target::Listener(name) => self.route_direct(sender, name, root),
+            Target::Route => self.route_by_root(sender, root),
+        }
+    }
+
+    fn route_reply(&self, sender: Sender<'_>) -> Result<Route, Refusal> {
+        let caller = match sender {
+            Sender::Listener { caller, .. } => caller,
+            Sender::Client => return Err(no_route("an outside sender has no one to reply to")),
+        };
+        match caller {
+            CLIENT_SENDER => Ok(Route::Client),
+            SYSTEM_SENDER => Err(no_route(
+                "a system notice cannot be answered; emit or send instead",
+            )),
+            name => self
+                .by_name
+                .get(name)
+                .map(|&i| Route::Listeners(vec![i]))
+                .ok_or_else(|| no_route(&format!("the caller `{name}` is not a listener"))),
+        }
+    }
+
+    fn route_direct(&self, sender: Sender<'_>, name: &str, root: &QName) -> Result<Route, Refusal> {
+        if let Sender::Listener { caller, .. } = sender {
+            if name == CLIENT_SENDER && caller == CLIENT_SENDER {
+                return Ok(Route::Client);
+            }
+        }
+        let Some(&index) = self.by_name.get(name) else {
+            return Err(no_route(&format!("no listener is named `{name}`")));
+        };
+        if !self.listeners[index].accepts.contains(root) {
+            return Err(no_route(&format!(
+                "listener `{name}` does not accept {root}"
+            )));
+        }
+        if !self.may_address(sender, index) {
+            return Err(Refusal::Error(
+                ErrorCode::PeerNotAllowed,
+                format!("`{name}` is not a peer of `{}`", self.sender_name(sender)),
+            ));
+        }
+        Ok(Route::Listeners(vec![index]))
+    }
+
+    fn route_by_root(&self, sender: Sender<'_>, root: &QName) -> Result<Route, Refusal> {
+        let Some(candidates) = self.by_root.get(root) else {
+            return Err(Refusal::Huh(
+                HuhCode::UnknownRoot,
+                format!("no listener accepts {root}"),
+            ));
+        };
+        let allowed: Vec<usize> = candidates
+            .iter()
+            .copied()
+            .filter(|&i| self.may_address(sender, i))
+            .collect();
+        if allowed.is_empty() {
+            let names: Vec<&str> = candidates
+                .iter()
+                .map(|&i| &*self.listeners[i].name)
+                .collect();
+            return Err(Refusal::Error(
+                ErrorCode::PeerNotAllowed,
+                format!(
+                    "`{}` may not address {root}, accepted by {}; add one of them to its peers",
+                    self.sender_name(sender),
+                    names.join(", ")
+                ),
+            ));
+        }
+        Ok(Route::Listeners(allowed))
+    }
+
+    /// Outside senders may address anyone; a listener may address itself, its caller and its peers.
+    fn may_address(&self, sender: Sender<'_>, target: usize) -> bool {
+        match sender {
+            Sender::Client => true,
+            Sender::Listener { index, caller } => {
+                let me = &self.listeners[index];
+                let name = &self.listeners[target].name;
+                index == target
+                    || **name == *caller
+                    || me.peers.iter().any(|p| Arc::ptr_eq(p, name) || p == name)
+            }
+        }
+    }
+
+    fn sender_name(&self, sender: Sender<'_>) -> &str {
+        match sender {
+            Sender::Listener { index, .. } => &self.listeners[index].name,
+            Sender::Client => CLIENT_SENDER,
+        }
+    }
+}
+
+fn no_route(message: &str) -> Refusal {
+    Refusal::Error(ErrorCode::NoRoute, message.to_owned())
+}
+
+/// The `huh` code for a payload that failed to parse.
+pub(crate) fn huh_code(err: &EnvelopeError) -> HuhCode {
+    match err {
+        EnvelopeError::TooLarge { .. }
+        | EnvelopeError::TooDeep { .. }
+        | EnvelopeError::TooManyAttributes { .. } => HuhCode::LimitExceeded,
+        EnvelopeError::Doctype { .. } => HuhCode::ForbiddenDtd,
+        EnvelopeError::UnknownEntity { .. } => HuhCode::UnknownEntity,
+        EnvelopeError::UnknownPrefix { .. } => HuhCode::UnknownPrefix,
+        EnvelopeError::NoPayload => HuhCode::NoPayload,
+        _ => HuhCode::MalformedXml,
+    }
+}

@@ -1,0 +1,144 @@
+//! The scheduler: a thread with queued messages has one runner task that delivers them one at a
+//! time, yields to other threads after a small batch, and ends when the queue is empty — an idle
+//! thread costs no task. A child thread that runs out of work ends and reports to its spawner.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use super::Shared;
+use super::tx::Tx;
+use crate::ThreadState;
+use crate::history::{HistoryError, Ticket};
+use crate::system::{ErrorCode, SystemMessage, ThreadStatus};
+use crate::thread::registry::{Queued, ThreadEntry, ThreadInner};
+
+type Committed = Result<Ticket, HistoryError>;
+
+impl Shared {
+    /// Starts a runner for a thread that has queued work and none yet (caller holds its lock).
+    pub(crate) fn wake(self: &Arc<Self>, entry: &Arc<ThreadEntry>, inner: &mut ThreadInner) {
+        if inner.running || inner.queue.is_empty() || self.stopped.load(Ordering::Acquire) {
+            return;
+        }
+        inner.running = true;
+        if inner.state == ThreadState::Idle {
+            inner.state = ThreadState::Active;
+        }
+        self.runners.fetch_add(1, Ordering::AcqRel);
+        let shared = Arc::clone(self);
+        let entry = Arc::clone(entry);
+        tokio::spawn(async move { shared.run(entry).await });
+    }
+
+    async fn run(self: Arc<Self>, entry: Arc<ThreadEntry>) {
+        loop {
+            for _ in 0..self.config.batch {
+                let next = {
+                    let mut inner = entry.lock();
+                    if self.stopped.load(Ordering::Acquire) {
+                        None
+                    } else {
+                        inner
+                            .queue
+                            .pop_front()
+                            .map(|item| (item, inner.state.is_closed()))
+                    }
+                };
+                match next {
+                    Some((item, false)) => self.deliver(&entry, item).await,
+                    Some((item, true)) => self.refuse_closed(&entry, item).await,
+                    None if self.finish_run(&entry).await => {
+                        self.runners.fetch_sub(1, Ordering::AcqRel);
+                        self.quiet_changed();
+                        return;
+                    }
+                    None => {}
+                }
+            }
+            tokio::task::yield_now().await;
+        }
+    }
+
+    /// Ends the run if there is no more work: a child with nothing left (and no live children)
+    /// ends with `thread-result status="idle"`. Returns false when new work arrived meanwhile.
+    async fn finish_run(self: &Arc<Self>, entry: &Arc<ThreadEntry>) -> bool {
+        match self.try_finish(entry) {
+            None => false,
+            Some(None) => true,
+            Some(Some(committed)) => {
+                self.await_commit(entry.id, committed).await;
+                true
+            }
+        }
+    }
+
+    /// The locked part of [`Shared::finish_run`]: `None` if work remains, else the commit of an
+    /// idle child's ending, if there was one.
+    fn try_finish(self: &Arc<Self>, entry: &Arc<ThreadEntry>) -> Option<Option<Committed>> {
+        let parent = entry.parent.and_then(|p| self.registry.get(p));
+        let mut parent_inner = parent.as_ref().map(|p| p.lock());
+        let mut inner = entry.lock();
+        let stopped = self.stopped.load(Ordering::Acquire);
+        if !inner.queue.is_empty() && !stopped {
+            return None;
+        }
+        let mut committed = None;
+        if let (Some(parent), Some(parent_inner)) = (&parent, parent_inner.as_deref_mut()) {
+            if !stopped && !inner.state.is_closed() && inner.live_children == 0 {
+                let mut tx = Tx::new(None);
+                inner.state = ThreadState::Done;
+                tx.snapshot(entry, &inner);
+                let last = inner.last_payload.clone();
+                self.report_to_parent(
+                    &mut tx,
+                    entry,
+                    parent,
+                    parent_inner,
+                    ThreadStatus::Idle,
+                    last,
+                );
+                committed =
+                    Some(tx.commit(self, (entry, &mut inner), Some((parent, parent_inner))));
+            }
+        }
+        inner.running = false;
+        if inner.state == ThreadState::Active {
+            inner.state = ThreadState::Idle;
+        }
+        Some(committed)
+    }
+
+    /// A message queued before its thread closed: recorded as not delivered, never dropped silently.
+    async fn refuse_closed(self: &Arc<Self>, entry: &Arc<ThreadEntry>, item: Queued) {
+        let committed: Committed = {
+            let mut inner = entry.lock();
+            let mut tx = Tx::new(Some(item.envelope.id()));
+            let message = format!(
+                "thread {} is {}; the message to `{}` was not delivered",
+                entry.id, inner.state, self.listeners[item.target].name
+            );
+            let notice = SystemMessage::Error {
+                code: ErrorCode::ThreadClosed,
+                message,
+            };
+            let to = self.recipient_of(item.envelope.from(), item.target);
+            self.notice(
+                &mut tx,
+                entry,
+                &mut inner,
+                to,
+                notice,
+                Some(item.envelope.id()),
+            );
+            tx.commit(self, (entry, &mut inner), None)
+        };
+        self.await_commit(entry.id, committed).await;
+    }
+
+    /// Wakes everyone waiting for threads to settle (only if someone waits).
+    pub(crate) fn quiet_changed(&self) {
+        if self.waiters.load(Ordering::Acquire) > 0 {
+            self.quiet.notify_waiters();
+        }
+    }
+}

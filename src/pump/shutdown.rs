@@ -1,0 +1,104 @@
+//! Graceful shutdown: decide (refuse new input), wait (let queues drain within a grace period),
+//! tell (record every message still queued as not delivered, then `shutdown`).
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use super::PumpHandle;
+use super::dispatch::Recipient;
+use super::tx::Tx;
+use crate::system::{ErrorCode, SystemMessage};
+
+/// What a shutdown did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ShutdownReport {
+    /// Whether every queue drained within the grace period.
+    pub drained: bool,
+    /// Messages accepted but not delivered; each has a `system-error code="shutting-down"`
+    /// record in its thread and stays pending in history (a durable store re-queues it on restart).
+    pub undelivered: usize,
+}
+
+impl PumpHandle {
+    /// Stops the pump: new outside input is refused at once; queued messages keep being delivered
+    /// for up to `grace`; then running handlers finish, every message still queued is recorded as
+    /// not delivered, and `shutdown` is recorded in the system thread.
+    pub async fn shutdown(&self, grace: Duration) -> ShutdownReport {
+        let shared = &self.shared;
+        shared.closing.store(true, Ordering::Release);
+        let drained = tokio::time::timeout(grace, self.settle_all()).await.is_ok();
+        shared.stopped.store(true, Ordering::Release);
+        self.wait_for_runners().await;
+        let mut undelivered = 0;
+        for entry in shared.registry.all() {
+            let committed = {
+                let mut inner = entry.lock();
+                if inner.queue.is_empty() {
+                    continue;
+                }
+                let mut tx = Tx::new(None);
+                let items: Vec<_> = inner.queue.drain(..).collect();
+                undelivered += items.len();
+                for item in items {
+                    let message = format!(
+                        "the pump shut down before delivering this message to `{}`",
+                        shared.listeners[item.target].name
+                    );
+                    let notice = SystemMessage::Error {
+                        code: ErrorCode::ShuttingDown,
+                        message,
+                    };
+                    let to = Recipient::RecordOnly(&shared.listeners[item.target].name);
+                    shared.notice(
+                        &mut tx,
+                        &entry,
+                        &mut inner,
+                        to,
+                        notice,
+                        Some(item.envelope.id()),
+                    );
+                }
+                tx.commit(shared, (&entry, &mut inner), None)
+            };
+            shared.await_commit(entry.id, committed).await;
+        }
+        if let Err(error) = shared.record_system(SystemMessage::Shutdown { undelivered }) {
+            tracing::error!(%error, "could not record shutdown");
+        }
+        ShutdownReport {
+            drained,
+            undelivered,
+        }
+    }
+
+    /// Waits until no thread has queued or running work.
+    async fn settle_all(&self) {
+        let roots: Vec<_> = self
+            .shared
+            .registry
+            .all()
+            .iter()
+            .filter(|e| e.parent.is_none())
+            .map(|e| e.id)
+            .collect();
+        for root in roots {
+            self.settle(root).await;
+        }
+    }
+
+    /// Waits until every runner task has ended (each finishes its current delivery first).
+    async fn wait_for_runners(&self) {
+        let shared = &self.shared;
+        shared.waiters.fetch_add(1, Ordering::AcqRel);
+        loop {
+            let notified = shared.quiet.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if shared.runners.load(Ordering::Acquire) == 0 {
+                break;
+            }
+            notified.await;
+        }
+        shared.waiters.fetch_sub(1, Ordering::AcqRel);
+    }
+}

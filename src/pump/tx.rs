@@ -1,0 +1,149 @@
+//! [`Tx`]: the effects of one delivery or one outside send, gathered while the affected threads
+//! are locked, then appended to history in one batch and only then pushed onto queues — so queue
+//! order is history order, and nothing is delivered that is not recorded.
+
+use std::sync::Arc;
+
+use super::Shared;
+use crate::history::{Batch, HistoryError, NewRecord, RecordKind, Ticket};
+use crate::thread::registry::{Queued, ThreadEntry, ThreadInner};
+use crate::{Envelope, MessageId};
+
+/// Effects waiting to be committed.
+#[derive(Debug, Default)]
+pub(crate) struct Tx {
+    batch: Batch,
+    here: Vec<Queued>,
+    parent: Vec<Queued>,
+    children: Vec<Arc<ThreadEntry>>,
+    queued_ids: Vec<MessageId>,
+}
+
+/// Which locked thread a queued message goes to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Place {
+    /// The thread the transaction is about.
+    Here,
+    /// Its parent.
+    Parent,
+}
+
+impl Tx {
+    /// A transaction that completes delivery `delivered`, if any.
+    pub fn new(delivered: Option<MessageId>) -> Self {
+        Self {
+            batch: Batch {
+                delivered,
+                ..Batch::default()
+            },
+            ..Self::default()
+        }
+    }
+
+    /// Records a message that is not queued (egress, request, refusal kept for the record).
+    pub fn record(&mut self, inner: &mut ThreadInner, envelope: Envelope, kind: RecordKind) {
+        inner.records += 1;
+        self.batch.records.push(NewRecord {
+            envelope,
+            kind,
+            pending: false,
+        });
+    }
+
+    /// Records a message and queues it for `target` in the thread at `place`.
+    pub fn queue(
+        &mut self,
+        inner: &mut ThreadInner,
+        place: Place,
+        envelope: Envelope,
+        target: usize,
+        kind: RecordKind,
+    ) {
+        inner.records += 1;
+        self.queued_ids.push(envelope.id());
+        self.batch.records.push(NewRecord {
+            envelope: envelope.clone(),
+            kind,
+            pending: true,
+        });
+        let item = Queued { envelope, target };
+        match place {
+            Place::Here => self.here.push(item),
+            Place::Parent => self.parent.push(item),
+        }
+    }
+
+    /// Records a message into a new child thread (not yet registered) and queues it there.
+    pub fn queue_in_child(&mut self, child: &ThreadEntry, envelope: Envelope, target: usize) {
+        let mut inner = child.lock();
+        inner.records += 1;
+        self.queued_ids.push(envelope.id());
+        self.batch.records.push(NewRecord {
+            envelope: envelope.clone(),
+            kind: RecordKind::Message,
+            pending: true,
+        });
+        inner.queue.push_back(Queued { envelope, target });
+    }
+
+    /// Adds a new child thread, registered at commit.
+    pub fn add_child(&mut self, child: Arc<ThreadEntry>) {
+        let inner = child.lock();
+        self.batch.threads.push(child.info(&inner));
+        drop(inner);
+        self.children.push(child);
+    }
+
+    /// Saves a snapshot of a thread with this transaction.
+    pub fn snapshot(&mut self, entry: &ThreadEntry, inner: &ThreadInner) {
+        self.batch.threads.push(entry.info(inner));
+    }
+
+    /// How many messages this transaction queues in the thread it is about.
+    pub fn queued_here(&self) -> usize {
+        self.here.len()
+    }
+
+    /// Ids of the messages queued by this transaction.
+    pub fn queued_ids(&self) -> &[MessageId] {
+        &self.queued_ids
+    }
+
+    /// Appends everything to history, then queues and wakes. Locks of `here` and `parent` are held
+    /// by the caller; new children are registered here.
+    ///
+    /// # Errors
+    ///
+    /// [`HistoryError`] from the store; then nothing is queued and no child is registered.
+    pub fn commit(
+        self,
+        shared: &Arc<Shared>,
+        here: (&Arc<ThreadEntry>, &mut ThreadInner),
+        parent: Option<(&Arc<ThreadEntry>, &mut ThreadInner)>,
+    ) -> Result<Ticket, HistoryError> {
+        if self.batch.records.is_empty()
+            && self.batch.threads.is_empty()
+            && self.batch.delivered.is_none()
+        {
+            return Ok(Ticket::ready());
+        }
+        let (_, ticket) = shared.store.append(self.batch)?;
+        let (entry, inner) = here;
+        if !self.here.is_empty() {
+            inner.queue.extend(self.here);
+            shared.wake(entry, inner);
+        }
+        if let Some((entry, inner)) = parent {
+            if !self.parent.is_empty() {
+                inner.queue.extend(self.parent);
+                shared.wake(entry, inner);
+            }
+        }
+        for child in self.children {
+            shared.registry.insert(Arc::clone(&child));
+            let mut inner = child.lock();
+            shared.wake(&child, &mut inner);
+        }
+        Ok(ticket)
+    }
+}

@@ -1,0 +1,225 @@
+//! [`SystemMessage`]: the messages only the pump emits, rendered as payloads of the system namespace.
+
+use std::fmt::Write as _;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use quick_xml::escape::escape;
+
+use super::{ErrorCode, HuhCode, SYSTEM_NS, ThreadErrorCode};
+use crate::{Payload, QName, ThreadId};
+
+/// How many bytes of a refused attempt `<huh>` carries (base64-encoded) before truncating.
+pub const ORIGINAL_ATTEMPT_LIMIT: usize = 4096;
+
+/// How a child thread ended, as reported to its spawner by `<thread-result>`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ThreadStatus {
+    /// A listener in the child emitted `<thread-done>`.
+    Done,
+    /// The child ran out of work without `<thread-done>`; its last payload is carried.
+    Idle,
+    /// The governor halted the child.
+    Halted,
+}
+
+impl ThreadStatus {
+    /// The status as written on the wire.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Done => "done",
+            Self::Idle => "idle",
+            Self::Halted => "halted",
+        }
+    }
+}
+
+/// A message only the pump emits. [`SystemMessage::to_payload`] renders it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SystemMessage {
+    /// A payload failed to parse, validate or route.
+    Huh {
+        /// Why.
+        code: HuhCode,
+        /// What exactly, and where.
+        message: String,
+        /// The refused attempt, as sent (carried base64-encoded, truncated).
+        original: String,
+    },
+    /// A delivery failed.
+    Error {
+        /// Why.
+        code: ErrorCode,
+        /// What exactly.
+        message: String,
+    },
+    /// Answer to `spawn-thread`: the child exists and has its initial payload.
+    ThreadSpawned {
+        /// The child's id.
+        assigned: ThreadId,
+        /// The spawning thread.
+        parent: ThreadId,
+        /// The sub-id the spawner suggested (sanitised), used in display paths.
+        suggested_sub_id: String,
+        /// The child's display path.
+        path: String,
+    },
+    /// A message named a thread that does not exist.
+    ThreadError {
+        /// The id as written.
+        unknown_id: String,
+        /// Why.
+        code: ThreadErrorCode,
+        /// What to do instead.
+        message: String,
+    },
+    /// Answer to `clear-context`.
+    ContextCleared {
+        /// How many earlier messages stay in the listener's view.
+        kept: usize,
+    },
+    /// A child thread ended; delivered to its spawner in the parent thread.
+    ThreadResult {
+        /// The child.
+        thread: ThreadId,
+        /// How it ended.
+        status: ThreadStatus,
+        /// Its final payload, if it has one.
+        payload: Option<Payload>,
+    },
+    /// The pump started.
+    Boot {
+        /// Number of registered listeners.
+        listeners: usize,
+    },
+    /// The pump stopped.
+    Shutdown {
+        /// Messages accepted but not delivered when it stopped (each reported in its thread).
+        undelivered: usize,
+    },
+}
+
+impl SystemMessage {
+    /// The element's local name.
+    pub fn element(&self) -> &'static str {
+        match self {
+            Self::Huh { .. } => "huh",
+            Self::Error { .. } => "system-error",
+            Self::ThreadSpawned { .. } => "thread-spawned",
+            Self::ThreadError { .. } => "system-thread-error",
+            Self::ContextCleared { .. } => "context-cleared",
+            Self::ThreadResult { .. } => "thread-result",
+            Self::Boot { .. } => "boot",
+            Self::Shutdown { .. } => "shutdown",
+        }
+    }
+
+    /// Renders the message as a payload of the system namespace.
+    pub fn to_payload(&self) -> Payload {
+        let name = self.element();
+        let mut x = String::with_capacity(160);
+        match self {
+            Self::Huh {
+                code,
+                message,
+                original,
+            } => {
+                let cut = floor_char_boundary(original, ORIGINAL_ATTEMPT_LIMIT);
+                let truncated = if cut < original.len() {
+                    " truncated=\"true\""
+                } else {
+                    ""
+                };
+                let _ = write!(
+                    x,
+                    "<{name} xmlns=\"{SYSTEM_NS}\"><error code=\"{code}\">{}</error>\
+                     <original-attempt{truncated}>{}</original-attempt></{name}>",
+                    escape(message.as_str()),
+                    BASE64.encode(&original.as_bytes()[..cut]),
+                );
+            }
+            Self::Error { code, message } => {
+                let _ = write!(
+                    x,
+                    "<{name} xmlns=\"{SYSTEM_NS}\"><code>{code}</code><message>{}</message>\
+                     <retry-allowed>{}</retry-allowed></{name}>",
+                    escape(message.as_str()),
+                    code.retry_allowed(),
+                );
+            }
+            Self::ThreadSpawned {
+                assigned,
+                parent,
+                suggested_sub_id,
+                path,
+            } => {
+                let _ = write!(
+                    x,
+                    "<{name} xmlns=\"{SYSTEM_NS}\" assigned-id=\"{assigned}\" parent-id=\"{parent}\" \
+                     suggested-sub-id=\"{}\" path=\"{}\"/>",
+                    escape(suggested_sub_id.as_str()),
+                    escape(path.as_str()),
+                );
+            }
+            Self::ThreadError {
+                unknown_id,
+                code,
+                message,
+            } => {
+                let _ = write!(
+                    x,
+                    "<{name} xmlns=\"{SYSTEM_NS}\" unknown-id=\"{}\" code=\"{code}\" message=\"{}\"/>",
+                    escape(unknown_id.as_str()),
+                    escape(message.as_str()),
+                );
+            }
+            Self::ContextCleared { kept } => {
+                let _ = write!(
+                    x,
+                    "<{name} xmlns=\"{SYSTEM_NS}\" kept-messages=\"{kept}\"/>"
+                );
+            }
+            Self::ThreadResult {
+                thread,
+                status,
+                payload,
+            } => {
+                let status = status.as_str();
+                let _ = write!(
+                    x,
+                    "<sys:{name} xmlns:sys=\"{SYSTEM_NS}\" thread=\"{thread}\" status=\"{status}\""
+                );
+                match payload {
+                    Some(p) => {
+                        let _ = write!(x, ">{}</sys:{name}>", p.as_str());
+                    }
+                    None => x.push_str("/>"),
+                }
+            }
+            Self::Boot { listeners } => {
+                let version = env!("CARGO_PKG_VERSION");
+                let _ = write!(
+                    x,
+                    "<{name} xmlns=\"{SYSTEM_NS}\" version=\"{version}\" listeners=\"{listeners}\"/>"
+                );
+            }
+            Self::Shutdown { undelivered } => {
+                let _ = write!(
+                    x,
+                    "<{name} xmlns=\"{SYSTEM_NS}\" undelivered=\"{undelivered}\"/>"
+                );
+            }
+        }
+        let declares_default_ns = !matches!(self, Self::ThreadResult { .. });
+        Payload::from_trusted(QName::new(SYSTEM_NS, name), x, declares_default_ns)
+    }
+}
+
+/// The largest char boundary of `s` at or below `index`.
+fn floor_char_boundary(s: &str, index: usize) -> usize {
+    let mut i = index.min(s.len());
+    while !s.is_char_boundary(i) {
+        i -= 1;
+    }
+    i
+}

@@ -1,0 +1,110 @@
+//! Threads: [`ThreadState`], the [`ThreadInfo`] snapshot users read, and the registry the pump
+//! keeps of every thread (states, parent/child tree, depth, display path, counters).
+//!
+//! A thread is one conversation, processed one delivery at a time. A root thread starts when a
+//! message arrives without `<thread>`; a child thread starts when a listener emits `spawn-thread`.
+
+pub(crate) mod registry;
+
+use std::fmt;
+use std::str::FromStr;
+use std::sync::Arc;
+
+use rust_decimal::Decimal;
+use serde::{Deserialize, Serialize};
+
+use crate::ThreadId;
+
+/// Where a thread is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ThreadState {
+    /// It has queued or in-flight deliveries.
+    Active,
+    /// Its queue is empty; it accepts new messages.
+    Idle,
+    /// A listener emitted `thread-done`; it accepts no new messages.
+    Done,
+    /// The governor stopped it; it accepts no new messages unless resumed.
+    Halted,
+}
+
+impl ThreadState {
+    /// The state as written in output and queries.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Active => "active",
+            Self::Idle => "idle",
+            Self::Done => "done",
+            Self::Halted => "halted",
+        }
+    }
+
+    /// Whether the thread refuses new messages.
+    pub fn is_closed(self) -> bool {
+        matches!(self, Self::Done | Self::Halted)
+    }
+}
+
+impl fmt::Display for ThreadState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.pad(self.as_str())
+    }
+}
+
+/// A state name that is not one of `active`, `idle`, `done`, `halted`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown thread state `{0}`, expected active, idle, done or halted")]
+pub struct StateError(String);
+
+impl FromStr for ThreadState {
+    type Err = StateError;
+
+    fn from_str(s: &str) -> Result<Self, StateError> {
+        match s {
+            "active" => Ok(Self::Active),
+            "idle" => Ok(Self::Idle),
+            "done" => Ok(Self::Done),
+            "halted" => Ok(Self::Halted),
+            other => Err(StateError(other.to_owned())),
+        }
+    }
+}
+
+/// What a thread has used so far.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Counters {
+    /// Deliveries made to listeners.
+    pub deliveries: u64,
+    /// Deliveries whose handler failed (error, panic or timeout).
+    pub failures: u64,
+    /// Tokens read by models, as reported by listeners.
+    pub tokens_in: u64,
+    /// Tokens written by models, as reported by listeners.
+    pub tokens_out: u64,
+    /// Tool calls, as reported by listeners.
+    pub tool_calls: u64,
+    /// Cost, as reported by listeners (exact decimal).
+    pub cost: Decimal,
+}
+
+/// A snapshot of one thread.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ThreadInfo {
+    /// The thread's id.
+    pub id: ThreadId,
+    /// The spawning thread, for a child.
+    pub parent: Option<ThreadId>,
+    /// The listener that spawned it, for a child.
+    pub spawner: Option<Arc<str>>,
+    /// 0 for a root thread, parent's depth + 1 for a child.
+    pub depth: u32,
+    /// Display path: the root's short id, then each child's suggested sub-id (`1a2b3c4d.research.web`).
+    pub path: Arc<str>,
+    /// Current state.
+    pub state: ThreadState,
+    /// Direct children, in spawn order.
+    pub children: Vec<ThreadId>,
+    /// Use so far.
+    pub counters: Counters,
+}

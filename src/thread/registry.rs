@@ -1,0 +1,173 @@
+//! The registry of live threads: one [`ThreadEntry`] per thread, each with its own lock, so no
+//! lock is shared by all threads on the delivery path.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use dashmap::DashMap;
+
+use super::{Counters, ThreadInfo, ThreadState};
+use crate::{Dialect, Envelope, Payload, ThreadId};
+
+/// One accepted message waiting in a thread's queue for one listener.
+#[derive(Debug)]
+pub(crate) struct Queued {
+    /// The message, `to` set to the listener.
+    pub envelope: Envelope,
+    /// Index of the listener in the pump's registration list.
+    pub target: usize,
+}
+
+/// Where a listener's view of history starts after its last `clear-context`.
+#[derive(Debug, Clone)]
+pub(crate) struct View {
+    pub listener: Arc<str>,
+    /// Seq of the `clear-context` request.
+    pub cleared_at: u64,
+    /// How many records before it stay visible.
+    pub keep: usize,
+}
+
+/// A live thread: fixed facts, plus the mutable part behind its own lock.
+#[derive(Debug)]
+pub(crate) struct ThreadEntry {
+    pub id: ThreadId,
+    pub parent: Option<ThreadId>,
+    pub spawner: Option<Arc<str>>,
+    pub depth: u32,
+    pub path: Arc<str>,
+    /// The envelope dialect answers to outside senders use.
+    pub dialect: Dialect,
+    /// The pump's own thread: it records boot, shutdown and refused input that names no thread.
+    pub is_system: bool,
+    inner: Mutex<ThreadInner>,
+}
+
+/// The mutable part of a thread.
+#[derive(Debug)]
+pub(crate) struct ThreadInner {
+    pub state: ThreadState,
+    pub queue: VecDeque<Queued>,
+    /// A runner task owns the queue.
+    pub running: bool,
+    pub children: Vec<ThreadId>,
+    /// Children that have not ended yet.
+    pub live_children: usize,
+    pub counters: Counters,
+    /// Records in this thread so far.
+    pub records: u64,
+    pub views: Vec<View>,
+    /// The last payload a listener emitted here (carried by `thread-result` when the thread idles out).
+    pub last_payload: Option<Payload>,
+}
+
+impl ThreadEntry {
+    pub fn new(
+        id: ThreadId,
+        parent: Option<&ThreadEntry>,
+        spawner: Option<Arc<str>>,
+        path: Arc<str>,
+        dialect: Dialect,
+    ) -> Self {
+        Self {
+            id,
+            parent: parent.map(|p| p.id),
+            spawner,
+            depth: parent.map_or(0, |p| p.depth + 1),
+            path,
+            dialect,
+            is_system: false,
+            inner: Mutex::new(ThreadInner {
+                state: ThreadState::Idle,
+                queue: VecDeque::new(),
+                running: false,
+                children: Vec::new(),
+                live_children: 0,
+                counters: Counters::default(),
+                records: 0,
+                views: Vec::new(),
+                last_payload: None,
+            }),
+        }
+    }
+
+    /// The pump's own thread.
+    pub fn system() -> Self {
+        let mut entry = Self::new(
+            ThreadId::new(),
+            None,
+            None,
+            Arc::from("system"),
+            Dialect::default(),
+        );
+        entry.is_system = true;
+        entry
+    }
+
+    pub fn lock(&self) -> MutexGuard<'_, ThreadInner> {
+        self.inner
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// A snapshot, taken with the lock held by the caller.
+    pub fn info(&self, inner: &ThreadInner) -> ThreadInfo {
+        ThreadInfo {
+            id: self.id,
+            parent: self.parent,
+            spawner: self.spawner.clone(),
+            depth: self.depth,
+            path: Arc::clone(&self.path),
+            state: inner.state,
+            children: inner.children.clone(),
+            counters: inner.counters.clone(),
+        }
+    }
+}
+
+impl ThreadInner {
+    /// No queued and no running delivery.
+    pub fn is_quiet(&self) -> bool {
+        !self.running && self.queue.is_empty()
+    }
+
+    /// Where `listener`'s view starts: `(cleared_at, keep)`, or `None` for the whole thread.
+    pub fn view_of(&self, listener: &str) -> Option<(u64, usize)> {
+        self.views
+            .iter()
+            .find(|v| &*v.listener == listener)
+            .map(|v| (v.cleared_at, v.keep))
+    }
+}
+
+/// Every live thread by id.
+#[derive(Debug, Default)]
+pub(crate) struct Registry {
+    threads: DashMap<ThreadId, Arc<ThreadEntry>>,
+}
+
+impl Registry {
+    pub fn get(&self, id: ThreadId) -> Option<Arc<ThreadEntry>> {
+        self.threads.get(&id).map(|e| Arc::clone(&e))
+    }
+
+    pub fn insert(&self, entry: Arc<ThreadEntry>) {
+        self.threads.insert(entry.id, entry);
+    }
+
+    pub fn all(&self) -> Vec<Arc<ThreadEntry>> {
+        self.threads.iter().map(|e| Arc::clone(e.value())).collect()
+    }
+
+    /// `root` and all its descendants, parents first.
+    pub fn subtree(&self, root: ThreadId) -> Vec<Arc<ThreadEntry>> {
+        let mut out: Vec<Arc<ThreadEntry>> = self.get(root).into_iter().collect();
+        let mut i = 0;
+        while i < out.len() {
+            let children = out[i].lock().children.clone();
+            out.extend(children.into_iter().filter_map(|c| self.get(c)));
+            i += 1;
+        }
+        out
+    }
+}
