@@ -105,7 +105,8 @@ impl Context {
             .push(Output::Payload(Target::Reply, payload.into()));
     }
 
-    /// Sends a payload to one listener, which must be a peer and accept the payload's root.
+    /// Sends a payload to one listener, which must be this one, its caller or a peer, and accept
+    /// the payload's root. `send("client", …)` answers the outside sender of the thread (egress).
     pub fn send(&mut self, to: impl Into<String>, payload: impl Into<String>) {
         self.outputs
             .push(Output::Payload(Target::Listener(to.into()), payload.into()));

@@ -76,10 +76,11 @@ impl Shared {
     }
 
     fn route_direct(&self, sender: Sender<'_>, name: &str, root: &QName) -> Result<Route, Refusal> {
-        if let Sender::Listener { caller, .. } = sender {
-            if name == CLIENT_SENDER && caller == CLIENT_SENDER {
-                return Ok(Route::Client);
-            }
+        if name == CLIENT_SENDER {
+            return match sender {
+                Sender::Listener { .. } => Ok(Route::Client),
+                Sender::Client => Err(no_route("an outside sender cannot address `client`")),
+            };
         }
         let Some(&index) = self.by_name.get(name) else {
             return Err(no_route(&format!("no listener is named `{name}`")));

@@ -1,0 +1,126 @@
+//! Shared helpers for the integration tests: small listeners and history queries.
+#![allow(dead_code)]
+
+use std::sync::Arc;
+
+use agentpump::history::{Record, RecordKind};
+use agentpump::{Context, Delivery, Listener, ListenerError, PumpHandle, QName, ThreadId};
+use tokio::sync::Semaphore;
+
+/// Namespace of the test payloads.
+pub const NS: &str = "urn:test:v1";
+
+/// `{urn:test:v1}local`.
+pub fn q(local: &str) -> QName {
+    QName::new(NS, local)
+}
+
+/// `<local xmlns="urn:test:v1">body</local>`.
+pub fn p(local: &str, body: &str) -> String {
+    format!(r#"<{local} xmlns="{NS}">{body}</{local}>"#)
+}
+
+type Handler = dyn Fn(&Delivery, &mut Context) -> Result<(), ListenerError> + Send + Sync;
+
+/// A listener made of a closure.
+#[derive(Clone)]
+pub struct Script(Arc<Handler>);
+
+impl Script {
+    pub fn new(
+        f: impl Fn(&Delivery, &mut Context) -> Result<(), ListenerError> + Send + Sync + 'static,
+    ) -> Self {
+        Self(Arc::new(f))
+    }
+}
+
+#[async_trait::async_trait]
+impl Listener for Script {
+    async fn handle(&self, msg: &Delivery, cx: &mut Context) -> Result<(), ListenerError> {
+        (self.0)(msg, cx)
+    }
+}
+
+/// Replies with the payload it got, but only after the test hands out a permit; adds a permit
+/// to `entered` when a delivery starts waiting.
+#[derive(Clone)]
+pub struct Gate {
+    pub permits: Arc<Semaphore>,
+    pub entered: Arc<Semaphore>,
+}
+
+impl Gate {
+    /// A closed gate.
+    pub fn new() -> Self {
+        Self {
+            permits: Arc::new(Semaphore::new(0)),
+            entered: Arc::new(Semaphore::new(0)),
+        }
+    }
+
+    /// Waits until a delivery is inside the handler.
+    pub async fn entered(&self) {
+        self.entered.acquire().await.expect("open").forget();
+    }
+
+    /// Lets `n` deliveries through.
+    pub fn open(&self, n: usize) {
+        self.permits.add_permits(n);
+    }
+}
+
+#[async_trait::async_trait]
+impl Listener for Gate {
+    async fn handle(&self, msg: &Delivery, cx: &mut Context) -> Result<(), ListenerError> {
+        if msg.is_system() {
+            return Ok(());
+        }
+        self.entered.add_permits(1);
+        self.permits.acquire().await.expect("gate open").forget();
+        cx.reply(msg.payload().as_str());
+        Ok(())
+    }
+}
+
+/// The system element and code of a system record (`("system-error", "peer-not-allowed")`).
+pub fn notice(record: &Record) -> (String, String) {
+    let element = record.root.local().to_owned();
+    let text = &*record.payload;
+    let code = text
+        .split("<code>")
+        .nth(1)
+        .and_then(|r| r.split("</code>").next())
+        .or_else(|| {
+            text.split("code=\"")
+                .nth(1)
+                .and_then(|r| r.split('"').next())
+        })
+        .unwrap_or_default()
+        .to_owned();
+    (element, code)
+}
+
+/// The `(to, element, code)` of every system record in a thread.
+pub async fn notices(pump: &PumpHandle, thread: ThreadId) -> Vec<(String, String, String)> {
+    pump.history(thread)
+        .await
+        .unwrap()
+        .iter()
+        .filter(|r| r.kind == RecordKind::System)
+        .map(|r| {
+            let (element, code) = notice(r);
+            (r.to.as_deref().unwrap_or("").to_owned(), element, code)
+        })
+        .collect()
+}
+
+/// The payloads of every egress record (what went out to the client) in a thread, in order.
+pub async fn egress(pump: &PumpHandle, thread: ThreadId) -> Vec<String> {
+    pump.history(thread)
+        .await
+        .unwrap()
+        .iter()
+        .filter(|r| r.kind == RecordKind::Egress)
+        .map(|r| r.payload.to_string())
+        .collect()
+}
