@@ -95,12 +95,12 @@ impl fmt::Debug for Ticket {
 /// awaited separately through the [`Ticket`], which lets a store commit many batches as a group.
 #[async_trait]
 pub trait HistoryStore: Send + Sync + fmt::Debug + 'static {
-    /// Orders and appends a batch atomically; returns the records as stored and a durability ticket.
+    /// Orders and appends a batch atomically; returns a ticket that resolves when it is durable.
     ///
     /// # Errors
     ///
     /// [`HistoryError::Unavailable`] when the store cannot take writes; nothing of the batch is kept.
-    fn append(&self, batch: Batch) -> Result<(Vec<Record>, Ticket), HistoryError>;
+    fn append(&self, batch: Batch) -> Result<Ticket, HistoryError>;
 
     /// The records of one thread with `seq >= since`, in order.
     async fn thread(&self, thread: ThreadId, since: u64) -> Result<Vec<Record>, HistoryError>;

@@ -268,7 +268,8 @@ async fn every_failure_reaches_the_sender_as_a_system_message_and_is_recorded() 
         .register(echo())
         .build()
         .unwrap();
-    let cases: &[(&str, &[(&str, &str, &str)])] = &[
+    type Notice<'a> = (&'a str, &'a str, &'a str);
+    let cases: &[(&str, &[Notice])] = &[
         ("failing", &[("prober", "system-error", "handler-failed")]),
         (
             "panicking",

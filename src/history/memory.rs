@@ -52,7 +52,7 @@ pub(crate) fn now_us() -> i64 {
 
 #[async_trait]
 impl HistoryStore for MemoryHistory {
-    fn append(&self, batch: Batch) -> Result<(Vec<Record>, Ticket), HistoryError> {
+    fn append(&self, batch: Batch) -> Result<Ticket, HistoryError> {
         let time_us = now_us();
         let mut inner = self.lock();
         let inner = &mut *inner;
@@ -61,7 +61,6 @@ impl HistoryStore for MemoryHistory {
                 inner.pending.remove(&index);
             }
         }
-        let mut stored = Vec::with_capacity(batch.records.len());
         for new in &batch.records {
             let index = inner.records.len();
             let mut record = Record::from_new(new, index as u64 + 1, time_us);
@@ -79,13 +78,12 @@ impl HistoryStore for MemoryHistory {
             if new.pending {
                 inner.pending.insert(index);
             }
-            stored.push(record.clone());
             inner.records.push(record);
         }
         for info in batch.threads {
             inner.threads.insert(info.id, info);
         }
-        Ok((stored, Ticket::ready()))
+        Ok(Ticket::ready())
     }
 
     async fn thread(&self, thread: ThreadId, since: u64) -> Result<Vec<Record>, HistoryError> {

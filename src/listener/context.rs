@@ -163,7 +163,10 @@ impl Context {
     pub async fn history(&self) -> Result<Vec<Record>, HistoryError> {
         let mut records = self.store.thread(self.thread, 0).await?;
         if let Some((cleared_at, keep)) = self.view {
-            let before = records.partition_point(|r| r.seq < cleared_at);
+            // `cleared_at` is the request's position in the thread: that many records precede it.
+            let before = usize::try_from(cleared_at)
+                .unwrap_or(usize::MAX)
+                .min(records.len());
             records.drain(..before.saturating_sub(keep));
         }
         Ok(records)

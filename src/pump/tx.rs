@@ -127,7 +127,7 @@ impl Tx {
         {
             return Ok(Ticket::ready());
         }
-        let (_, ticket) = shared.store.append(self.batch)?;
+        let ticket = shared.store.append(self.batch)?;
         let (entry, inner) = here;
         if !self.here.is_empty() {
             inner.queue.extend(self.here);

@@ -22,7 +22,7 @@ pub(crate) struct Queued {
 #[derive(Debug, Clone)]
 pub(crate) struct View {
     pub listener: Arc<str>,
-    /// Seq of the `clear-context` request.
+    /// Position of the `clear-context` request in the thread (records before it).
     pub cleared_at: u64,
     /// How many records before it stay visible.
     pub keep: usize,
