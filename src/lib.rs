@@ -14,6 +14,7 @@ pub use envelope::{
 };
 pub mod extract;
 pub mod history;
+pub mod host;
 pub mod listener;
 pub mod listeners;
 pub mod pump;

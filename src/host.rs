@@ -1,0 +1,5 @@
+//! The host: the `agentpump` command line. Thin: `main` calls [`cli::run`], which parses the
+//! arguments and hands each command to its own module.
+
+pub mod check;
+pub mod cli;

@@ -1,0 +1,5 @@
+//! The `agentpump` binary: see `agentpump --help`.
+
+fn main() -> std::process::ExitCode {
+    agentpump::host::cli::run()
+}

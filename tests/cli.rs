@@ -1,0 +1,69 @@
+//! The `agentpump` binary: `check` prints what a file is, or one precise error line and exit 1.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+fn fixture(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
+}
+
+fn check(files: &[PathBuf]) -> (bool, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_agentpump"))
+        .arg("check")
+        .args(files)
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
+#[test]
+fn check_describes_valid_envelopes_and_payloads() {
+    let (ok, stdout, stderr) = check(&[
+        fixture("envelope.xml"),
+        fixture("agentserver.xml"),
+        fixture("payload.xml"),
+    ]);
+    assert!(ok, "{stderr}");
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert!(lines[0].ends_with("Agentpump envelope, to calculator, thread (new), payload {urn:example:calc:v1}add (55 bytes)"), "{}", lines[0]);
+    assert!(
+        lines[1].contains(
+            "AgentServer envelope, to calc, thread sess-1, payload {urn:example:calc:v1}add"
+        ),
+        "{}",
+        lines[1]
+    );
+    assert!(
+        lines[2].ends_with("payload {urn:example:calc:v1}add (69 bytes)"),
+        "{}",
+        lines[2]
+    );
+}
+
+#[test]
+fn check_fails_with_one_precise_line() {
+    let cases = [
+        ("malformed.xml", "malformed XML at line 3, column"),
+        (
+            "doctype.xml",
+            "DOCTYPE declarations are refused, found one at line 1, column 1",
+        ),
+        ("missing.xml", "No such file"),
+    ];
+    for (name, words) in cases {
+        let (ok, stdout, stderr) = check(&[fixture(name)]);
+        assert!(!ok, "{name} must fail");
+        assert!(stdout.is_empty());
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(
+            stderr.starts_with("agentpump: ") && stderr.contains(name) && stderr.contains(words),
+            "{stderr}"
+        );
+    }
+}
