@@ -13,7 +13,7 @@ use std::sync::Arc;
 use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 
-use crate::ThreadId;
+use crate::{Dialect, ThreadId};
 
 /// Where a thread is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -107,4 +107,7 @@ pub struct ThreadInfo {
     pub children: Vec<ThreadId>,
     /// Use so far.
     pub counters: Counters,
+    /// The envelope dialect of the outside sender that started it: answers go out in kind.
+    #[serde(skip)]
+    pub dialect: Dialect,
 }

@@ -121,6 +121,7 @@ impl ThreadEntry {
             state: inner.state,
             children: inner.children.clone(),
             counters: inner.counters.clone(),
+            dialect: self.dialect,
         }
     }
 }
