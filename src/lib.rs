@@ -1,17 +1,23 @@
 //! # agentpump
 //!
-//! An agent runtime: a pump routes namespaced XML payloads between listeners on threads.
+//! An agent runtime: a pump routes namespaced XML payloads between listeners on threads, and
+//! keeps every accepted message in a hash-chained history. Start with [`PumpBuilder`].
 //!
 //! # Layout
 //!
-//! - [`envelope`]: the wire format — envelopes, payloads, names, ids and limits.
+//! - [`envelope`]: the wire format — envelopes, payloads, qualified names, ids and limits.
+//! - [`extract`]: finding payload elements in listener or model text output.
+//! - [`listener`]: the [`Listener`] trait, the [`Context`] a handler works through, registrations
+//!   and the typed serde helper.
+//! - [`listeners`]: ready-made listeners.
+//! - [`thread`]: thread states and snapshots.
+//! - [`pump`]: building the pump, sending into threads, routing, scheduling, shutdown.
+//! - [`system`]: the pump's own messages (`huh`, `system-error`, `thread-result`, …) and the
+//!   requests listeners may make (`spawn-thread`, `clear-context`, `thread-done`).
+//! - [`history`]: records, hash chains and the [`HistoryStore`](history::HistoryStore) trait.
+//! - [`host`]: the `agentpump` command line.
 
 pub mod envelope;
-
-pub use envelope::{
-    Dialect, Envelope, EnvelopeError, IdError, Incoming, Limits, MessageId, Payload, Position,
-    QName, ThreadId,
-};
 pub mod extract;
 pub mod history;
 pub mod host;
@@ -21,8 +27,17 @@ pub mod pump;
 pub mod system;
 pub mod thread;
 
+pub use envelope::{
+    Dialect, Envelope, EnvelopeError, IdError, Incoming, Limits, MessageId, Payload, Position,
+    QName, ThreadId,
+};
 pub use listener::{
     Context, Delivery, Listener, ListenerError, Registration, Role, Typed, TypedListener, Usage,
 };
 pub use pump::{BuildError, IngressError, PumpBuilder, PumpConfig, PumpHandle, Receipt};
 pub use thread::{Counters, ThreadInfo, ThreadState};
+
+/// The README's code, compiled and run as a doc test.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
