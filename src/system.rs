@@ -21,3 +21,15 @@ pub const GOVERNOR_NS: &str = "urn:agentpump:governor:v1";
 pub const SYSTEM_SENDER: &str = "system";
 /// The name the pump gives to senders outside the pump (API, CLI, [`PumpHandle`](crate::PumpHandle)).
 pub const CLIENT_SENDER: &str = "client";
+
+/// Whether `namespace` is one only the pump handles (system, governor, either envelope): no
+/// listener may accept a root in it, and a payload in it from a listener or client is refused.
+pub fn is_reserved_namespace(namespace: &str) -> bool {
+    [
+        SYSTEM_NS,
+        GOVERNOR_NS,
+        crate::envelope::ENVELOPE_NS,
+        crate::envelope::AGENTSERVER_NS,
+    ]
+    .contains(&namespace)
+}

@@ -86,6 +86,16 @@ pub enum RegistrationError {
         /// The root they share, in Clark notation.
         root: String,
     },
+    /// A listener that accepts a root in no namespace; payloads are namespaced XML.
+    #[error(
+        "listener `{listener}` accepts <{root}> in no namespace; give the root a namespace URI"
+    )]
+    NoNamespace {
+        /// The listener.
+        listener: String,
+        /// The root's local name.
+        root: String,
+    },
     /// A listener that accepts a root in a namespace the pump owns.
     #[error("listener `{listener}` accepts {root}, which is in a namespace only the pump handles")]
     ReservedRoot {

@@ -4,10 +4,9 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use super::{PumpHandle, Shared};
-use crate::envelope::{AGENTSERVER_NS, ENVELOPE_NS};
 use crate::history::{HistoryError, HistoryStore, MemoryHistory};
 use crate::listener::{Registration, RegistrationError, Role};
-use crate::system::{GOVERNOR_NS, SYSTEM_NS};
+use crate::system::is_reserved_namespace;
 use crate::{Limits, QName};
 
 /// Pump settings. Plain data; every field has a documented default.
@@ -135,7 +134,13 @@ fn validate(registrations: &[Registration]) -> Result<Indexes, RegistrationError
             });
         }
         for root in r.accepts.iter().collect::<HashSet<_>>() {
-            if [SYSTEM_NS, GOVERNOR_NS, ENVELOPE_NS, AGENTSERVER_NS].contains(&root.namespace()) {
+            if root.namespace().is_empty() {
+                return Err(RegistrationError::NoNamespace {
+                    listener: r.name.to_string(),
+                    root: root.local().to_owned(),
+                });
+            }
+            if is_reserved_namespace(root.namespace()) {
                 return Err(RegistrationError::ReservedRoot {
                     listener: r.name.to_string(),
                     root: root.to_string(),

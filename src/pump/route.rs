@@ -4,9 +4,8 @@
 use std::sync::Arc;
 
 use super::Shared;
-use crate::envelope::{AGENTSERVER_NS, ENVELOPE_NS};
 use crate::listener::Target;
-use crate::system::{CLIENT_SENDER, ErrorCode, GOVERNOR_NS, HuhCode, SYSTEM_SENDER};
+use crate::system::{CLIENT_SENDER, ErrorCode, HuhCode, SYSTEM_SENDER, is_reserved_namespace};
 use crate::{EnvelopeError, QName};
 
 /// Who produced a payload.
@@ -44,7 +43,7 @@ impl Shared {
         target: &Target,
         root: &QName,
     ) -> Result<Route, Refusal> {
-        if [GOVERNOR_NS, ENVELOPE_NS, AGENTSERVER_NS].contains(&root.namespace()) {
+        if is_reserved_namespace(root.namespace()) {
             return Err(Refusal::Huh(
                 HuhCode::ReservedNamespace,
                 format!("{root} is in a namespace only the pump handles"),

@@ -7,7 +7,7 @@ use quick_xml::escape::escape;
 use quick_xml::events::{BytesStart, Event};
 use quick_xml::name::ResolveResult;
 
-use super::{HuhCode, SYSTEM_NS};
+use super::{HuhCode, SYSTEM_NS, is_reserved_namespace};
 use crate::{EnvelopeError, Limits, Payload};
 
 /// A request a listener made in the system namespace, parsed and validated.
@@ -214,6 +214,13 @@ fn inner_payload(
         return Err(invalid(
             "more than one payload element where one was expected",
         ));
+    }
+    if is_reserved_namespace(payload.qname().namespace()) {
+        let message = format!(
+            "{} is in a namespace only the pump emits; a request cannot carry it",
+            payload.qname()
+        );
+        return Err((HuhCode::ReservedNamespace, message));
     }
     Ok(Some(payload))
 }
