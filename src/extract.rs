@@ -146,7 +146,7 @@ mod tests {
         let err = extract("see <a xmlns='urn:a'>", &Limits::default()).unwrap_err();
         assert_eq!(
             err.to_string(),
-            "malformed XML at line 1, column 21: unclosed element <a>"
+            "malformed XML at line 1, column 22: unclosed element <a>"
         );
         let err = extract("x <!-- never closed", &Limits::default()).unwrap_err();
         assert_eq!(
