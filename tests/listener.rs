@@ -9,7 +9,7 @@ use agentpump::{
     TypedListener,
 };
 use serde::{Deserialize, Serialize};
-use support::{Script, egress, notices, p, q};
+use support::{Script, egress, notices, p, q, start};
 
 #[test]
 fn the_builder_refuses_clashing_or_invalid_registrations() {
@@ -126,8 +126,7 @@ async fn a_typed_listener_reads_serde_types_and_refuses_what_does_not_fit() {
         ),
     ];
     for (payload, answer, notice) in cases {
-        let thread = pump.post(None, None, &payload).await.unwrap().thread();
-        pump.settle(thread).await;
+        let thread = start(&pump, &payload).await;
         assert_eq!(
             egress(&pump, thread).await,
             answer.into_iter().collect::<Vec<_>>(),
@@ -178,12 +177,7 @@ async fn broadcast_reaches_every_listener_of_a_root_in_registration_order_within
         .collect();
     assert_eq!(to, ["first", "second", "third"]);
     // From a listener: only the ones it may address.
-    let thread = pump
-        .post(None, None, &p("announce", ""))
-        .await
-        .unwrap()
-        .thread();
-    pump.settle(thread).await;
+    let thread = start(&pump, &p("announce", "")).await;
     let history = pump.history(thread).await.unwrap();
     let to: Vec<&str> = history
         .iter()

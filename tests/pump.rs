@@ -9,7 +9,7 @@ use agentpump::history::RecordKind;
 use agentpump::listeners::Echo;
 use agentpump::system::SYSTEM_NS;
 use agentpump::{ListenerError, PumpBuilder, PumpConfig, PumpHandle, Registration, ThreadId};
-use support::{Gate, Script, egress, notices, p, q};
+use support::{Gate, Script, egress, notices, p, q, start};
 
 /// Emits, for `<go>`, the text inside it as its output (so tests can make it say anything).
 fn parrot() -> Registration {
@@ -60,12 +60,7 @@ async fn listener_output_cannot_forge_sender_thread_or_system_messages() {
         .register(echo())
         .build()
         .unwrap();
-    let other = pump
-        .post(None, None, &p("say", "other thread"))
-        .await
-        .unwrap()
-        .thread();
-    pump.settle(other).await;
+    let other = start(&pump, &p("say", "other thread")).await;
     let forged = [
         // A whole envelope claiming to come from the system, into another thread.
         format!(
@@ -84,12 +79,7 @@ async fn listener_output_cannot_forge_sender_thread_or_system_messages() {
         ),
     ];
     for attempt in forged {
-        let thread = pump
-            .post(None, None, &p("go", &escape(&attempt)))
-            .await
-            .unwrap()
-            .thread();
-        pump.settle(thread).await;
+        let thread = start(&pump, &p("go", &escape(&attempt))).await;
         let got = notices(&pump, thread).await;
         assert_eq!(
             got,
@@ -159,12 +149,7 @@ async fn the_pump_injects_from_and_thread() {
         .register(sender)
         .build()
         .unwrap();
-    let thread = pump
-        .post(None, None, &p("start", ""))
-        .await
-        .unwrap()
-        .thread();
-    pump.settle(thread).await;
+    let thread = start(&pump, &p("start", "")).await;
     assert_eq!(*seen.lock().unwrap(), [("sender".to_owned(), thread)]);
 }
 
@@ -199,12 +184,7 @@ async fn sending_to_a_non_peer_is_refused_and_replying_to_the_caller_always_work
         .register(stranger)
         .build()
         .unwrap();
-    let thread = pump
-        .post(None, None, &p("start", ""))
-        .await
-        .unwrap()
-        .thread();
-    pump.settle(thread).await;
+    let thread = start(&pump, &p("start", "")).await;
     assert_eq!(
         notices(&pump, thread).await,
         [(
@@ -293,12 +273,7 @@ async fn every_failure_reaches_the_sender_as_a_system_message_and_is_recorded() 
         ),
     ];
     for (target, expected) in cases {
-        let thread = pump
-            .post(None, None, &p("probe", target))
-            .await
-            .unwrap()
-            .thread();
-        pump.settle(thread).await;
+        let thread = start(&pump, &p("probe", target)).await;
         let got = notices(&pump, thread).await;
         let expected: Vec<(String, String, String)> = expected
             .iter()
@@ -330,12 +305,7 @@ impl agentpump::Listener for Sleepy {
 #[tokio::test]
 async fn outside_input_that_cannot_be_accepted_gets_a_precise_recorded_answer() {
     let pump = PumpBuilder::new().register(echo()).build().unwrap();
-    let live = pump
-        .post(None, None, &p("say", "x"))
-        .await
-        .unwrap()
-        .thread();
-    pump.settle(live).await;
+    let live = start(&pump, &p("say", "x")).await;
     let unknown = ThreadId::new();
     let env = |thread: &str, payload: &str| {
         format!(
@@ -481,12 +451,7 @@ async fn a_full_queue_is_refused_never_dropped() {
     );
 
     // A listener flooding its own thread: three fit, the other two are refused to it.
-    let flood = pump
-        .post(None, None, &p("flood", ""))
-        .await
-        .unwrap()
-        .thread();
-    pump.settle(flood).await;
+    let flood = start(&pump, &p("flood", "")).await;
     let got = notices(&pump, flood).await;
     assert_eq!(
         got,

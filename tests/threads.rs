@@ -9,7 +9,7 @@ use agentpump::history::RecordKind;
 use agentpump::listeners::Echo;
 use agentpump::system::Spawn;
 use agentpump::{Delivery, Limits, PumpBuilder, PumpConfig, Registration, ThreadState};
-use support::{Script, egress, notices, p, q};
+use support::{Script, egress, notices, p, q, start};
 
 /// The number in `<count>N</count>` or any other single-number payload.
 fn number(msg: &Delivery) -> u64 {
@@ -40,12 +40,7 @@ fn counter(limit: u64) -> Registration {
 async fn ten_thousand_self_iterations_complete_in_order_on_one_thread() {
     const N: u64 = 10_000;
     let pump = PumpBuilder::new().register(counter(N)).build().unwrap();
-    let thread = pump
-        .post(None, None, &p("count", "1"))
-        .await
-        .unwrap()
-        .thread();
-    pump.settle(thread).await;
+    let thread = start(&pump, &p("count", "1")).await;
     let history = pump.history(thread).await.unwrap();
     let counts: Vec<u64> = history
         .iter()
@@ -129,12 +124,7 @@ async fn more_outputs_than_the_limit_are_refused_to_the_listener() {
         .register(squarer())
         .build()
         .unwrap();
-    let root = pump
-        .post(None, None, &p("fan", "70"))
-        .await
-        .unwrap()
-        .thread();
-    pump.settle(root).await;
+    let root = start(&pump, &p("fan", "70")).await;
     assert_eq!(pump.tree(root).len(), 1 + Limits::DEFAULT_MAX_OUTPUTS);
     let refused = notices(&pump, root)
         .await
@@ -160,12 +150,7 @@ async fn a_parent_spawns_100_children_and_gets_exactly_100_results() {
         .register(squarer())
         .build()
         .unwrap();
-    let root = pump
-        .post(None, None, &p("fan", "100"))
-        .await
-        .unwrap()
-        .thread();
-    pump.settle(root).await;
+    let root = start(&pump, &p("fan", "100")).await;
 
     let history = pump.history(root).await.unwrap();
     let of = |local: &str| history.iter().filter(|r| r.root.local() == local).count();
@@ -234,8 +219,7 @@ async fn a_child_that_runs_out_of_work_reports_its_last_payload() {
         .register(Registration::new("echo", Echo).accepts(q("say")))
         .build()
         .unwrap();
-    let root = pump.post(None, None, &p("go", "")).await.unwrap().thread();
-    pump.settle(root).await;
+    let root = start(&pump, &p("go", "")).await;
     let tree = pump.tree(root);
     let child = &tree[1];
     assert!(
@@ -332,12 +316,7 @@ async fn two_conversations_over_the_same_pair_never_mix() {
 async fn clear_context_narrows_the_listeners_view_of_history() {
     let viewer = Registration::new("viewer", HistoryCounter).accepts(q("look"));
     let pump = PumpBuilder::new().register(viewer).build().unwrap();
-    let thread = pump
-        .post(None, None, &p("look", ""))
-        .await
-        .unwrap()
-        .thread();
-    pump.settle(thread).await;
+    let thread = start(&pump, &p("look", "")).await;
     for _ in 0..3 {
         pump.post(Some(thread), None, &p("look", "")).await.unwrap();
         pump.settle(thread).await;

@@ -124,3 +124,10 @@ pub async fn egress(pump: &PumpHandle, thread: ThreadId) -> Vec<String> {
         .map(|r| r.payload.to_string())
         .collect()
 }
+
+/// Posts `payload` into a new thread and waits until the thread settles.
+pub async fn start(pump: &PumpHandle, payload: &str) -> ThreadId {
+    let thread = pump.post(None, None, payload).await.unwrap().thread();
+    pump.settle(thread).await;
+    thread
+}
