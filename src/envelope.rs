@@ -81,6 +81,12 @@ impl Envelope {
         }
     }
 
+    /// Sets the id (the pump assigns ids; this is for messages it builds around a known id).
+    pub(crate) fn with_id(mut self, id: MessageId) -> Self {
+        self.id = id;
+        self
+    }
+
     /// Sets the addressee.
     pub fn with_to(mut self, to: Option<Arc<str>>) -> Self {
         self.to = to;

@@ -18,6 +18,7 @@ pub use chain::{ChainBreak, verify_chain};
 pub use memory::MemoryHistory;
 pub use record::{NewRecord, Record, RecordKind};
 
+use crate::governor::HaltingReport;
 use crate::{MessageId, ThreadId, ThreadInfo, ThreadState};
 
 /// Why the history store failed.
@@ -43,6 +44,8 @@ pub struct Batch {
     pub threads: Vec<ThreadInfo>,
     /// The delivery whose outputs these are: marked delivered in the same commit.
     pub delivered: Option<MessageId>,
+    /// Halting reports written by this batch's halts.
+    pub reports: Vec<HaltingReport>,
 }
 
 /// The future inside a pending [`Ticket`].
@@ -110,6 +113,9 @@ pub trait HistoryStore: Send + Sync + fmt::Debug + 'static {
 
     /// Records accepted for delivery and not yet delivered, in order (what a restart re-queues).
     async fn pending(&self) -> Result<Vec<Record>, HistoryError>;
+
+    /// The halting reports of a thread, oldest first (a resumed thread can halt again).
+    async fn reports(&self, thread: ThreadId) -> Result<Vec<HaltingReport>, HistoryError>;
 
     /// Saved thread snapshots, optionally only those in one state.
     async fn threads(&self, state: Option<ThreadState>) -> Result<Vec<ThreadInfo>, HistoryError>;

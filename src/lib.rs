@@ -14,11 +14,13 @@
 //! - [`pump`]: building the pump, sending into threads, routing, scheduling, shutdown.
 //! - [`system`]: the pump's own messages (`huh`, `system-error`, `thread-result`, …) and the
 //!   requests listeners may make (`spawn-thread`, `clear-context`, `thread-done`).
+//! - [`governor`]: budgets, loop signals, halting certificates and halting reports.
 //! - [`history`]: records, hash chains and the [`HistoryStore`](history::HistoryStore) trait.
 //! - [`host`]: the `agentpump` command line.
 
 pub mod envelope;
 pub mod extract;
+pub mod governor;
 pub mod history;
 pub mod host;
 pub mod listener;

@@ -44,7 +44,8 @@ pub trait Listener: Send + Sync + 'static {
     /// # Errors
     ///
     /// [`ListenerError::Failed`] sends `system-error code="handler-failed"` to the sender;
-    /// [`ListenerError::InvalidPayload`] sends `huh code="invalid-payload"`. Outputs of a failed
+    /// [`ListenerError::InvalidPayload`] sends `huh code="invalid-payload"`;
+    /// [`ListenerError::Backpressure`] halts the thread with BACKPRESSURE. Outputs of a failed
     /// delivery are dropped (and the failure is in history).
     async fn handle(&self, msg: &Delivery, cx: &mut Context) -> Result<(), ListenerError>;
 }
@@ -58,6 +59,10 @@ pub enum ListenerError {
     /// The payload does not fit what the listener reads.
     #[error("payload does not fit: {0}")]
     InvalidPayload(String),
+    /// Something upstream asked to stop (a rate limit that retries did not clear): the governor
+    /// halts the thread with BACKPRESSURE.
+    #[error("upstream backpressure: {0}")]
+    Backpressure(String),
 }
 
 impl ListenerError {

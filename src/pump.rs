@@ -5,9 +5,12 @@
 //! A delivery's outputs are parsed again, routed (by root, `to`, peers, reply), recorded and
 //! queued in one transaction.
 
+mod apply;
 mod builder;
 mod dispatch;
+mod govern;
 mod ingress;
+mod notice;
 mod plan;
 mod route;
 mod runner;
@@ -21,6 +24,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use tokio::sync::Notify;
 
 pub use builder::{BuildError, PumpBuilder, PumpConfig};
+pub use govern::ControlError;
 pub use ingress::{IngressError, Receipt};
 pub use shutdown::ShutdownReport;
 
@@ -41,6 +45,7 @@ pub(crate) struct Shared {
     config: PumpConfig,
     system_thread: Arc<ThreadEntry>,
     system_name: Arc<str>,
+    governor_name: Arc<str>,
     /// Notified when a runner ends; used by `settle`.
     quiet: Notify,
     /// Tasks waiting in `settle`.
@@ -73,6 +78,7 @@ impl Shared {
             config,
             system_thread,
             system_name: Arc::from(SYSTEM_SENDER),
+            governor_name: Arc::from("governor"),
             quiet: Notify::new(),
             waiters: AtomicUsize::new(0),
             runners: AtomicUsize::new(0),
@@ -98,7 +104,7 @@ impl Shared {
                 pending: false,
             }],
             threads: vec![entry.info(&inner)],
-            delivered: None,
+            ..Batch::default()
         };
         self.store.append(batch).map(drop)
     }

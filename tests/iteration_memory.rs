@@ -4,10 +4,11 @@
 
 use std::sync::Arc;
 
+use agentpump::governor::{Budget, GovernorPolicy};
 use agentpump::history::{Batch, HistoryError, HistoryStore, Record, Ticket};
 use agentpump::{
-    Context, Delivery, Listener, ListenerError, MessageId, PumpBuilder, QName, Registration,
-    ThreadId, ThreadInfo, ThreadState,
+    Context, Delivery, Listener, ListenerError, MessageId, PumpBuilder, PumpConfig, QName,
+    Registration, ThreadId, ThreadInfo, ThreadState,
 };
 
 #[global_allocator]
@@ -29,6 +30,12 @@ impl HistoryStore for Forgetful {
         Ok(None)
     }
     async fn pending(&self) -> Result<Vec<Record>, HistoryError> {
+        Ok(Vec::new())
+    }
+    async fn reports(
+        &self,
+        _: ThreadId,
+    ) -> Result<Vec<agentpump::governor::HaltingReport>, HistoryError> {
         Ok(Vec::new())
     }
     async fn threads(&self, _: Option<ThreadState>) -> Result<Vec<ThreadInfo>, HistoryError> {
@@ -74,7 +81,18 @@ async fn live_memory_does_not_grow_with_iterations() {
     let _profiler = dhat::Profiler::builder().testing().build();
     let pump = PumpBuilder::new()
         .history(Arc::new(Forgetful))
-        .register(Registration::new("counter", Counter).accepts(QName::new(NS, "count")))
+        .config(PumpConfig {
+            governor: GovernorPolicy {
+                budget: Budget::unlimited(),
+                ..GovernorPolicy::default()
+            },
+            ..PumpConfig::default()
+        })
+        .register(
+            Registration::new("counter", Counter)
+                .accepts(QName::new(NS, "count"))
+                .may_loop(true),
+        )
         .build()
         .unwrap();
     let run = |iterations: u64| {

@@ -389,7 +389,8 @@ fn source_codes() -> Vec<(&'static str, BTreeSet<String>)> {
         (
             "ErrorCode",
             wire_codes!(ErrorCode: PeerNotAllowed, NoRoute, QueueFull, HandlerFailed,
-            HandlerPanicked, HandlerTimeout, ThreadClosed, ShuttingDown, HistoryUnavailable),
+            HandlerPanicked, HandlerTimeout, ThreadClosed, ShuttingDown, HistoryUnavailable,
+            LoopNotPermitted, BudgetWarning, BudgetExhausted),
         ),
         (
             "ThreadErrorCode",

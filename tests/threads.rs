@@ -5,6 +5,7 @@ mod support;
 
 use std::time::Duration;
 
+use agentpump::governor::{Budget, GovernorPolicy};
 use agentpump::history::RecordKind;
 use agentpump::listeners::Echo;
 use agentpump::system::Spawn;
@@ -34,12 +35,25 @@ fn counter(limit: u64) -> Registration {
         }),
     )
     .accepts(q("count"))
+    .may_loop(true)
 }
 
 #[tokio::test]
 async fn ten_thousand_self_iterations_complete_in_order_on_one_thread() {
     const N: u64 = 10_000;
-    let pump = PumpBuilder::new().register(counter(N)).build().unwrap();
+    let unlimited = GovernorPolicy {
+        budget: Budget::unlimited(),
+        ..GovernorPolicy::default()
+    };
+    let config = PumpConfig {
+        governor: unlimited,
+        ..PumpConfig::default()
+    };
+    let pump = PumpBuilder::new()
+        .config(config)
+        .register(counter(N))
+        .build()
+        .unwrap();
     let thread = start(&pump, &p("count", "1")).await;
     let history = pump.history(thread).await.unwrap();
     let counts: Vec<u64> = history

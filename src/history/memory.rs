@@ -7,6 +7,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use async_trait::async_trait;
 
 use super::{Batch, HistoryError, HistoryStore, Record, Ticket, verify_chain};
+use crate::governor::HaltingReport;
 use crate::{MessageId, ThreadId, ThreadInfo, ThreadState};
 
 /// History in memory: complete and hash-chained like the durable store, gone when dropped.
@@ -22,6 +23,7 @@ struct Inner {
     by_id: HashMap<MessageId, usize>,
     pending: BTreeSet<usize>,
     threads: HashMap<ThreadId, ThreadInfo>,
+    reports: HashMap<ThreadId, Vec<HaltingReport>>,
 }
 
 #[derive(Debug)]
@@ -83,6 +85,9 @@ impl HistoryStore for MemoryHistory {
         for info in batch.threads {
             inner.threads.insert(info.id, info);
         }
+        for report in batch.reports {
+            inner.reports.entry(report.thread).or_default().push(report);
+        }
         Ok(Ticket::ready())
     }
 
@@ -110,6 +115,15 @@ impl HistoryStore for MemoryHistory {
             .iter()
             .map(|&i| inner.records[i].clone())
             .collect())
+    }
+
+    async fn reports(&self, thread: ThreadId) -> Result<Vec<HaltingReport>, HistoryError> {
+        Ok(self
+            .lock()
+            .reports
+            .get(&thread)
+            .cloned()
+            .unwrap_or_default())
     }
 
     async fn threads(&self, state: Option<ThreadState>) -> Result<Vec<ThreadInfo>, HistoryError> {

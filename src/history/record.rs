@@ -18,6 +18,8 @@ pub enum RecordKind {
     Egress,
     /// A message the pump emitted (system namespace).
     System,
+    /// A governor decision (governor namespace): halt, warning, resume, carve-out, goal.
+    Decision,
 }
 
 impl RecordKind {
@@ -27,6 +29,7 @@ impl RecordKind {
             Self::Message => "message",
             Self::Egress => "egress",
             Self::System => "system",
+            Self::Decision => "decision",
         }
     }
 }

@@ -42,6 +42,7 @@ pub struct Registration {
     pub(crate) peers: Vec<Arc<str>>,
     pub(crate) role: Role,
     pub(crate) timeout: Duration,
+    pub(crate) may_loop: Option<bool>,
     pub(crate) listener: Arc<dyn Listener>,
 }
 
@@ -65,7 +66,7 @@ pub enum RegistrationError {
     DuplicateName(String),
     /// A name that is empty, too long, reserved or has characters other than `A-Z a-z 0-9 _ - .`.
     #[error(
-        "listener name `{0}` is invalid: use 1-64 of A-Z a-z 0-9 _ - . (and not `system` or `client`)"
+        "listener name `{0}` is invalid: use 1-64 of A-Z a-z 0-9 _ - . (and not `system`, `client` or `governor`)"
     )]
     InvalidName(String),
     /// A peer that is not registered.
@@ -119,6 +120,7 @@ impl Registration {
             peers: Vec::new(),
             role: Role::Tool,
             timeout: Self::DEFAULT_TIMEOUT,
+            may_loop: None,
             listener: Arc::new(listener),
         }
     }
@@ -157,6 +159,20 @@ impl Registration {
         self
     }
 
+    /// Allows or forbids messaging itself (iterating). Default: allowed for [`Role::Agent`] and
+    /// [`Role::Process`], forbidden otherwise — a tool that addresses itself gets
+    /// `system-error code="loop-not-permitted"`.
+    pub fn may_loop(mut self, allowed: bool) -> Self {
+        self.may_loop = Some(allowed);
+        self
+    }
+
+    /// Whether this listener may message itself.
+    pub fn loops(&self) -> bool {
+        self.may_loop
+            .unwrap_or(matches!(self.role, Role::Agent | Role::Process))
+    }
+
     /// The registered name.
     pub fn name(&self) -> &str {
         &self.name
@@ -184,5 +200,5 @@ pub(crate) fn valid_name(name: &str) -> bool {
         && name
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
-        && !matches!(name, "system" | "client")
+        && !matches!(name, "system" | "client" | "governor")
 }

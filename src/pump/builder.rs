@@ -4,13 +4,14 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use super::{PumpHandle, Shared};
+use crate::governor::GovernorPolicy;
 use crate::history::{HistoryError, HistoryStore, MemoryHistory};
 use crate::listener::{Registration, RegistrationError, Role};
 use crate::system::is_reserved_namespace;
 use crate::{Limits, QName};
 
 /// Pump settings. Plain data; every field has a documented default.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PumpConfig {
     /// Limits applied to every message and output (see [`Limits`]).
     pub limits: Limits,
@@ -19,6 +20,8 @@ pub struct PumpConfig {
     pub queue_capacity: usize,
     /// Deliveries a thread makes before yielding to other threads (default 16).
     pub batch: usize,
+    /// Budgets, thresholds and the stop file (see [`GovernorPolicy`]).
+    pub governor: GovernorPolicy,
 }
 
 impl PumpConfig {
@@ -34,6 +37,7 @@ impl Default for PumpConfig {
             limits: Limits::default(),
             queue_capacity: Self::DEFAULT_QUEUE_CAPACITY,
             batch: Self::DEFAULT_BATCH,
+            governor: GovernorPolicy::default(),
         }
     }
 }

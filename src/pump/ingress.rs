@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use super::dispatch::Recipient;
+use super::notice::Recipient;
 use super::route::{Refusal, Route, Sender, huh_code};
 use super::tx::{Place, Tx};
 use super::{PumpHandle, Shared};
@@ -236,7 +236,8 @@ impl Shared {
             Named::New => {
                 let id = ThreadId::new();
                 let path = Arc::from(&id.to_string()[..8]);
-                Arc::new(ThreadEntry::new(id, None, None, path, dialect))
+                let ledger = self.root_ledger();
+                Arc::new(ThreadEntry::new(id, None, None, path, dialect, ledger))
             }
         };
         self.enqueue_outside(&entry, targets, payload, in_reply_to, dialect)

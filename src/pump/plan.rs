@@ -5,7 +5,9 @@ use super::Shared;
 use super::route::{Refusal, Route, Sender, huh_code};
 use crate::Payload;
 use crate::extract::{ExtractError, extract};
+use crate::governor::{Budget, GovernorMessage};
 use crate::listener::{Delivery, Output, Target};
+use crate::system::{ErrorCode, GOVERNOR_NS};
 use crate::system::{HuhCode, Request, SYSTEM_NS};
 
 /// One effect of a delivery, decided and waiting to be applied.
@@ -27,6 +29,12 @@ pub(crate) enum Step {
         sub_id: Option<String>,
         initial: Payload,
         targets: Vec<usize>,
+        budget: Budget,
+    },
+    /// Tell the governor something.
+    Govern {
+        payload: Payload,
+        message: GovernorMessage,
     },
     /// Narrow the listener's view of history.
     ClearContext { request: Payload, keep: usize },
@@ -86,25 +94,58 @@ impl Shared {
                     ));
                     continue;
                 }
-                steps.push(self.plan_payload(sender, &target, payload));
+                self.plan_payload(sender, &target, payload, &mut steps);
             }
         }
         steps
     }
 
-    fn plan_payload(&self, sender: Sender<'_>, target: &Target, payload: Payload) -> Step {
-        if payload.qname().namespace() == SYSTEM_NS {
-            return self.plan_request(sender, payload);
+    fn plan_payload(
+        &self,
+        sender: Sender<'_>,
+        target: &Target,
+        payload: Payload,
+        steps: &mut Vec<Step>,
+    ) {
+        let namespace = payload.qname().namespace();
+        if namespace == SYSTEM_NS {
+            return steps.push(self.plan_request(sender, payload));
         }
-        match self.route(sender, target, payload.qname()) {
-            Ok(Route::Listeners(targets)) => Step::Deliver {
-                payload,
-                targets,
-                reply: *target == Target::Reply,
-            },
-            Ok(Route::Client) => Step::Egress { payload },
-            Err(refusal) => refused(refusal, payload.as_str().to_owned()),
+        if namespace == GOVERNOR_NS {
+            return steps.push(match GovernorMessage::parse(&payload) {
+                Ok(message) => Step::Govern { payload, message },
+                Err(m) => refused(
+                    Refusal::Huh(HuhCode::InvalidRequest, m),
+                    payload.as_str().to_owned(),
+                ),
+            });
         }
+        let mut targets = match self.route(sender, target, payload.qname()) {
+            Ok(Route::Listeners(targets)) => targets,
+            Ok(Route::Client) => return steps.push(Step::Egress { payload }),
+            Err(refusal) => return steps.push(refused(refusal, payload.as_str().to_owned())),
+        };
+        if let Sender::Listener { index, .. } = sender {
+            if !self.listeners[index].loops() && targets.contains(&index) {
+                targets.retain(|&t| t != index);
+                let message = format!(
+                    "`{}` may not message itself: it is registered without loop permission",
+                    self.listeners[index].name
+                );
+                steps.push(refused(
+                    Refusal::Error(ErrorCode::LoopNotPermitted, message),
+                    payload.as_str().to_owned(),
+                ));
+                if targets.is_empty() {
+                    return;
+                }
+            }
+        }
+        steps.push(Step::Deliver {
+            payload,
+            targets,
+            reply: *target == Target::Reply,
+        });
     }
 
     fn plan_request(&self, sender: Sender<'_>, payload: Payload) -> Step {
@@ -119,6 +160,7 @@ impl Shared {
                 suggested_sub_id,
                 to,
                 initial,
+                budget,
             } => {
                 let Sender::Listener { index, .. } = sender else {
                     unreachable!("only listeners plan outputs");
@@ -132,6 +174,7 @@ impl Shared {
                         sub_id: suggested_sub_id,
                         initial,
                         targets,
+                        budget,
                     },
                     Ok(Route::Client) => {
                         unreachable!("a child's first message has no outside caller")

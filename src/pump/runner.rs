@@ -17,7 +17,9 @@ type Committed = Result<Ticket, HistoryError>;
 impl Shared {
     /// Starts a runner for a thread that has queued work and none yet (caller holds its lock).
     pub(crate) fn wake(self: &Arc<Self>, entry: &Arc<ThreadEntry>, inner: &mut ThreadInner) {
-        if inner.running || inner.queue.is_empty() || self.stopped.load(Ordering::Acquire) {
+        let halted = inner.state == ThreadState::Halted;
+        if halted || inner.running || inner.queue.is_empty() || self.stopped.load(Ordering::Acquire)
+        {
             return;
         }
         inner.running = true;
@@ -35,7 +37,8 @@ impl Shared {
             for _ in 0..self.config.batch {
                 let next = {
                     let mut inner = entry.lock();
-                    if self.stopped.load(Ordering::Acquire) {
+                    // A halted thread keeps its queue for a resume; control before data.
+                    if self.stopped.load(Ordering::Acquire) || inner.state == ThreadState::Halted {
                         None
                     } else {
                         inner
@@ -79,7 +82,7 @@ impl Shared {
         let mut parent_inner = parent.as_ref().map(|p| p.lock());
         let mut inner = entry.lock();
         let stopped = self.stopped.load(Ordering::Acquire);
-        if !inner.queue.is_empty() && !stopped {
+        if !inner.queue.is_empty() && !stopped && inner.state != ThreadState::Halted {
             return None;
         }
         let mut committed = None;
@@ -89,12 +92,14 @@ impl Shared {
                 inner.state = ThreadState::Done;
                 tx.snapshot(entry, &inner);
                 let last = inner.last_payload.clone();
+                let child = (&**entry, &*inner);
+                let status = ThreadStatus::Idle;
                 self.report_to_parent(
                     &mut tx,
-                    entry,
-                    parent,
-                    parent_inner,
-                    ThreadStatus::Idle,
+                    child,
+                    (parent, &mut *parent_inner),
+                    status,
+                    None,
                     last,
                 );
                 committed =

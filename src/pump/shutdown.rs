@@ -5,7 +5,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use super::PumpHandle;
-use super::dispatch::Recipient;
+use super::notice::Recipient;
 use super::tx::Tx;
 use crate::system::{ErrorCode, SystemMessage};
 

@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use super::Shared;
+use crate::governor::HaltingReport;
 use crate::history::{Batch, HistoryError, NewRecord, RecordKind, Ticket};
 use crate::thread::registry::{Queued, ThreadEntry, ThreadInner};
 use crate::{Envelope, MessageId};
@@ -92,6 +93,11 @@ impl Tx {
         self.batch.threads.push(child.info(&inner));
         drop(inner);
         self.children.push(child);
+    }
+
+    /// Saves a halting report with this transaction.
+    pub fn report(&mut self, report: HaltingReport) {
+        self.batch.reports.push(report);
     }
 
     /// Saves a snapshot of a thread with this transaction.

@@ -48,6 +48,12 @@ pub enum ErrorCode {
     ShuttingDown,
     /// The history store could not record the message, so it was not accepted.
     HistoryUnavailable,
+    /// A listener without loop permission addressed itself.
+    LoopNotPermitted,
+    /// A budget is nearly spent (sent once per budget, before the halt).
+    BudgetWarning,
+    /// A spawn would exceed the thread or depth budget.
+    BudgetExhausted,
 }
 
 /// Why a message naming a thread was refused, carried by `<system-thread-error>`.
@@ -90,6 +96,9 @@ impl ErrorCode {
             Self::ThreadClosed => "thread-closed",
             Self::ShuttingDown => "shutting-down",
             Self::HistoryUnavailable => "history-unavailable",
+            Self::LoopNotPermitted => "loop-not-permitted",
+            Self::BudgetWarning => "budget-warning",
+            Self::BudgetExhausted => "budget-exhausted",
         }
     }
 

@@ -84,8 +84,21 @@ pub enum SystemMessage {
         thread: ThreadId,
         /// How it ended.
         status: ThreadStatus,
+        /// For a halted child: the halt class and reason.
+        halt: Option<(String, String)>,
         /// Its final payload, if it has one.
         payload: Option<Payload>,
+    },
+    /// The governor stopped the thread.
+    Halt {
+        /// Machine-readable reason (`max-turns`, …).
+        reason: String,
+        /// The halt class (`EXACT` … `done-uncertified`).
+        class: String,
+        /// The certificate type, or `none`.
+        certificate: String,
+        /// sha256 of the halting report JSON (hex), which is stored with history.
+        report_digest: String,
     },
     /// The pump started.
     Boot {
@@ -109,6 +122,7 @@ impl SystemMessage {
             Self::ThreadError { .. } => "system-thread-error",
             Self::ContextCleared { .. } => "context-cleared",
             Self::ThreadResult { .. } => "thread-result",
+            Self::Halt { .. } => "halt",
             Self::Boot { .. } => "boot",
             Self::Shutdown { .. } => "shutdown",
         }
@@ -182,6 +196,7 @@ impl SystemMessage {
             Self::ThreadResult {
                 thread,
                 status,
+                halt,
                 payload,
             } => {
                 let status = status.as_str();
@@ -189,12 +204,31 @@ impl SystemMessage {
                     x,
                     "<sys:{name} xmlns:sys=\"{SYSTEM_NS}\" thread=\"{thread}\" status=\"{status}\""
                 );
+                if let Some((class, reason)) = halt {
+                    let (class, reason) = (escape(class.as_str()), escape(reason.as_str()));
+                    let _ = write!(x, " class=\"{class}\" reason=\"{reason}\"");
+                }
                 match payload {
                     Some(p) => {
                         let _ = write!(x, ">{}</sys:{name}>", p.as_str());
                     }
                     None => x.push_str("/>"),
                 }
+            }
+            Self::Halt {
+                reason,
+                class,
+                certificate,
+                report_digest,
+            } => {
+                let _ = write!(
+                    x,
+                    "<{name} xmlns=\"{SYSTEM_NS}\" reason=\"{}\" class=\"{}\" certificate=\"{}\" \
+                     report-digest=\"{report_digest}\"/>",
+                    escape(reason.as_str()),
+                    escape(class.as_str()),
+                    escape(certificate.as_str()),
+                );
             }
             Self::Boot { listeners } => {
                 let version = env!("CARGO_PKG_VERSION");

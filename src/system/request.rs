@@ -8,6 +8,7 @@ use quick_xml::events::{BytesStart, Event};
 use quick_xml::name::ResolveResult;
 
 use super::{HuhCode, SYSTEM_NS, is_reserved_namespace};
+use crate::governor::{Budget, budget_xml, parse_budget};
 use crate::{EnvelopeError, Limits, Payload};
 
 /// A request a listener made in the system namespace, parsed and validated.
@@ -21,6 +22,8 @@ pub enum Request {
         to: Option<String>,
         /// The child's first message.
         initial: Payload,
+        /// The carve-out asked for (`<budget …/>`); empty when none.
+        budget: Budget,
     },
     /// Shrink the requesting listener's history view to the last `keep` messages.
     ClearContext {
@@ -40,6 +43,7 @@ pub enum Request {
 pub struct Spawn {
     suggested_sub_id: Option<String>,
     to: Option<String>,
+    budget: Budget,
     initial: String,
 }
 
@@ -49,6 +53,7 @@ impl Spawn {
         Self {
             suggested_sub_id: None,
             to: None,
+            budget: Budget::default(),
             initial: initial_payload.into(),
         }
     }
@@ -62,6 +67,13 @@ impl Spawn {
     /// Directs the initial payload at one listener.
     pub fn to(mut self, listener: impl Into<String>) -> Self {
         self.to = Some(listener.into());
+        self
+    }
+
+    /// Carves a budget for the child out of the spawner's: at most what the spawner has left,
+    /// reserved so that siblings cannot take it.
+    pub fn budget(mut self, budget: Budget) -> Self {
+        self.budget = budget;
         self
     }
 
@@ -89,9 +101,10 @@ impl Spawn {
         if let Some(to) = &self.to {
             let _ = write!(x, " to=\"{}\"", escape(to.as_str()));
         }
+        let budget = budget_xml(&self.budget, "sys:");
         let _ = write!(
             x,
-            "><sys:initial-payload>{}</sys:initial-payload></sys:spawn-thread>",
+            ">{budget}<sys:initial-payload>{}</sys:initial-payload></sys:spawn-thread>",
             self.initial
         );
         x
@@ -158,7 +171,9 @@ fn parse_spawn(
     let suggested_sub_id = attribute(root, "suggested-sub-id")?;
     let to = attribute(root, "to")?;
     let mut initial = None;
+    let mut budget = None;
     loop {
+        let before = reader.buffer_position() as usize;
         let (resolved, event) = reader
             .read_resolved_event()
             .map_err(|e| invalid(&e.to_string()))?;
@@ -177,9 +192,15 @@ fn parse_spawn(
                     return Err(invalid("<initial-payload> is empty"));
                 }
             }
+            Event::Empty(e)
+                if in_system && e.local_name().as_ref() == "budget" && budget.is_none() =>
+            {
+                let element = &text[before..reader.buffer_position() as usize];
+                budget = Some(parse_budget(element.trim_start()).map_err(|m| invalid(&m))?);
+            }
             Event::Start(e) | Event::Empty(e) => {
                 return Err(invalid(&format!(
-                    "unexpected <{}> in <spawn-thread>, expected one <initial-payload>",
+                    "unexpected <{}> in <spawn-thread>, expected an optional <budget/> and one <initial-payload>",
                     e.name().0
                 )));
             }
@@ -192,6 +213,7 @@ fn parse_spawn(
         suggested_sub_id,
         to,
         initial,
+        budget: budget.unwrap_or_default(),
     })
 }
 

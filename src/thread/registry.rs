@@ -7,6 +7,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use dashmap::DashMap;
 
 use super::{Counters, ThreadInfo, ThreadState};
+use crate::governor::Budget;
+use crate::governor::budget::Account;
+use crate::governor::ledger::Ledger;
 use crate::{Dialect, Envelope, Payload, ThreadId};
 
 /// One accepted message waiting in a thread's queue for one listener.
@@ -57,8 +60,10 @@ pub(crate) struct ThreadInner {
     /// Records in this thread so far.
     pub records: u64,
     pub views: Vec<View>,
-    /// The last payload a listener emitted here (carried by `thread-result` when the thread idles out).
+    /// The last payload a listener emitted here (carried by `thread-result` when the thread ends).
     pub last_payload: Option<Payload>,
+    /// The governor's account and ledger of this thread.
+    pub ledger: Ledger,
 }
 
 impl ThreadEntry {
@@ -68,6 +73,7 @@ impl ThreadEntry {
         spawner: Option<Arc<str>>,
         path: Arc<str>,
         dialect: Dialect,
+        ledger: Ledger,
     ) -> Self {
         Self {
             id,
@@ -87,18 +93,22 @@ impl ThreadEntry {
                 records: 0,
                 views: Vec::new(),
                 last_payload: None,
+                ledger,
             }),
         }
     }
 
     /// The pump's own thread.
     pub fn system() -> Self {
+        let ledger = Ledger::new(Account::root(&Budget::unlimited()), None, None);
+        let path = Arc::from("system");
         let mut entry = Self::new(
             ThreadId::new(),
             None,
             None,
-            Arc::from("system"),
+            path,
             Dialect::default(),
+            ledger,
         );
         entry.is_system = true;
         entry
@@ -127,9 +137,10 @@ impl ThreadEntry {
 }
 
 impl ThreadInner {
-    /// No queued and no running delivery.
+    /// No running delivery and nothing that will run: an empty queue, or a halted thread
+    /// (whose queue waits for a resume).
     pub fn is_quiet(&self) -> bool {
-        !self.running && self.queue.is_empty()
+        !self.running && (self.queue.is_empty() || self.state == ThreadState::Halted)
     }
 
     /// Where `listener`'s view starts: `(cleared_at, keep)`, or `None` for the whole thread.

@@ -1,0 +1,484 @@
+//! Budgets: [`Budget`] (limits per dimension), and the account ledger that withdraws spend
+//! before it happens, charges it to every ancestor, and reserves carve-outs for children.
+//!
+//! Accounts form a tree like threads do. A withdrawal locks the spending account and its
+//! ancestors (always child before parent; no other lock is taken while holding them), checks
+//! that every level has room, and charges every level — so a tree never spends more than any of
+//! its ancestors allows, however many children spend at once. A child spawned with a `<budget>`
+//! has that much *reserved* at its spawner: siblings cannot take it.
+
+use std::fmt;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use rust_decimal::Decimal;
+use serde::{Deserialize, Serialize};
+
+/// A budget dimension.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum BudgetName {
+    /// Deliveries (turns) in the thread and below it.
+    #[serde(rename = "max-turns")]
+    Turns,
+    /// Model tokens, in and out.
+    #[serde(rename = "max-tokens")]
+    Tokens,
+    /// Cost, an exact decimal.
+    #[serde(rename = "max-cost")]
+    Cost,
+    /// Tool calls.
+    #[serde(rename = "max-tool-calls")]
+    ToolCalls,
+    /// Threads spawned below this one.
+    #[serde(rename = "max-threads")]
+    Threads,
+    /// Time since the thread started.
+    #[serde(rename = "max-wall-clock")]
+    WallClock,
+    /// Spawn depth below the root.
+    #[serde(rename = "max-depth")]
+    Depth,
+}
+
+/// The dimensions that are withdrawn and charged (wall clock and depth are checked, not spent).
+pub(crate) const SPENT: [BudgetName; 5] = [
+    BudgetName::Turns,
+    BudgetName::Tokens,
+    BudgetName::Cost,
+    BudgetName::ToolCalls,
+    BudgetName::Threads,
+];
+
+impl BudgetName {
+    /// The name as written in halts, warnings and reports (`max-turns`, …).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Turns => "max-turns",
+            Self::Tokens => "max-tokens",
+            Self::Cost => "max-cost",
+            Self::ToolCalls => "max-tool-calls",
+            Self::Threads => "max-threads",
+            Self::WallClock => "max-wall-clock",
+            Self::Depth => "max-depth",
+        }
+    }
+
+    fn index(self) -> usize {
+        match self {
+            Self::Turns => 0,
+            Self::Tokens => 1,
+            Self::Cost => 2,
+            Self::ToolCalls => 3,
+            Self::Threads => 4,
+            Self::WallClock | Self::Depth => unreachable!("not a spent dimension"),
+        }
+    }
+}
+
+impl fmt::Display for BudgetName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.pad(self.as_str())
+    }
+}
+
+/// Limits per dimension; `None` is unlimited. Plain data: the organism policy, a `goal`'s
+/// tightening, a `spawn-thread` carve-out and a resume's addition are all `Budget`s.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct Budget {
+    /// Deliveries in the thread and its descendants.
+    pub turns: Option<u64>,
+    /// Model tokens (in + out).
+    pub tokens: Option<u64>,
+    /// Cost, exact.
+    pub cost: Option<Decimal>,
+    /// Tool calls.
+    pub tool_calls: Option<u64>,
+    /// Threads spawned below.
+    pub threads: Option<u64>,
+    /// Wall clock from the thread's start.
+    #[serde(with = "millis", default)]
+    pub wall_clock: Option<Duration>,
+    /// Deepest spawn depth below the root (root = 0).
+    pub depth: Option<u32>,
+}
+
+impl Budget {
+    /// Nothing limited.
+    pub fn unlimited() -> Self {
+        Self::default()
+    }
+
+    /// Per dimension the smaller limit of the two (`None` counts as unlimited).
+    pub fn tightened(&self, other: &Budget) -> Budget {
+        fn min<T: Ord + Copy>(a: Option<T>, b: Option<T>) -> Option<T> {
+            match (a, b) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, None) => a,
+                (None, b) => b,
+            }
+        }
+        Budget {
+            turns: min(self.turns, other.turns),
+            tokens: min(self.tokens, other.tokens),
+            cost: min(self.cost, other.cost),
+            tool_calls: min(self.tool_calls, other.tool_calls),
+            threads: min(self.threads, other.threads),
+            wall_clock: min(self.wall_clock, other.wall_clock),
+            depth: min(self.depth, other.depth),
+        }
+    }
+
+    fn spent_limits(&self) -> [Option<Decimal>; 5] {
+        [
+            self.turns.map(Decimal::from),
+            self.tokens.map(Decimal::from),
+            self.cost,
+            self.tool_calls.map(Decimal::from),
+            self.threads.map(Decimal::from),
+        ]
+    }
+}
+
+mod millis {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+        match d {
+            Some(d) => s.serialize_some(&(d.as_millis() as u64)),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+        Ok(Option::<u64>::deserialize(d)?.map(Duration::from_millis))
+    }
+}
+
+/// Amounts in the spent dimensions, in [`SPENT`] order.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Amount(pub [Decimal; 5]);
+
+impl Amount {
+    pub fn of(name: BudgetName, value: Decimal) -> Self {
+        let mut a = Self::default();
+        a.0[name.index()] = value;
+        a
+    }
+
+    pub fn get(&self, name: BudgetName) -> Decimal {
+        self.0[name.index()]
+    }
+
+    fn is_zero(&self) -> bool {
+        self.0.iter().all(Decimal::is_zero)
+    }
+}
+
+/// A withdrawal that does not fit: which budget, and whose.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Exhausted {
+    pub budget: BudgetName,
+    /// 0 = the spending thread itself, 1 = its parent, …
+    pub level: usize,
+}
+
+/// One thread's account.
+#[derive(Debug)]
+pub(crate) struct Account {
+    parent: Option<Arc<Account>>,
+    state: Mutex<AccountState>,
+}
+
+#[derive(Debug, Clone)]
+struct AccountState {
+    /// Dimensions reserved at the parent (a carve-out), until the account closes.
+    carved: [bool; 5],
+    limit: [Option<Decimal>; 5],
+    spent: Amount,
+    /// Held for carved children, not yet spent by them.
+    reserved: Amount,
+    closed: bool,
+}
+
+impl Account {
+    /// A root account with the given limits.
+    pub fn root(budget: &Budget) -> Arc<Self> {
+        Arc::new(Self {
+            parent: None,
+            state: Mutex::new(AccountState {
+                carved: [false; 5],
+                limit: budget.spent_limits(),
+                spent: Amount::default(),
+                reserved: Amount::default(),
+                closed: false,
+            }),
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, AccountState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// This account and its ancestors, child first.
+    fn chain(self: &Arc<Self>) -> Vec<Arc<Account>> {
+        let mut chain = vec![Arc::clone(self)];
+        while let Some(parent) = chain.last().and_then(|a| a.parent.clone()) {
+            chain.push(parent);
+        }
+        chain
+    }
+
+    /// Withdraws `amount` if every level has room; charges every level. Nothing changes on error.
+    pub fn withdraw(self: &Arc<Self>, amount: Amount) -> Result<(), Exhausted> {
+        self.transfer(amount, true)
+    }
+
+    /// Charges `amount` (already spent, e.g. tokens a model used) to every level, even past a
+    /// limit. Returns the first budget that is now exhausted, if any.
+    pub fn charge(self: &Arc<Self>, amount: Amount) -> Option<Exhausted> {
+        let _ = self.transfer(amount, false);
+        self.exhausted()
+    }
+
+    /// The first dimension spent to its limit at this level or above (reservations for children
+    /// do not count: they are promises, not spend).
+    pub fn exhausted(self: &Arc<Self>) -> Option<Exhausted> {
+        let chain = self.chain();
+        let guards: Vec<_> = chain.iter().map(|a| a.lock()).collect();
+        let carved: Vec<[bool; 5]> = guards.iter().map(|g| g.carved).collect();
+        for (level, state) in guards.iter().enumerate() {
+            for name in SPENT {
+                let d = name.index();
+                let covered = level > 0 && carved[level - 1][d];
+                if let (false, Some(limit)) = (covered, state.limit[d]) {
+                    if state.spent.0[d] >= limit {
+                        return Some(Exhausted {
+                            budget: name,
+                            level,
+                        });
+                    }
+                }
+            }
+        }
+        None
+    }
+
+    fn transfer(self: &Arc<Self>, amount: Amount, check: bool) -> Result<(), Exhausted> {
+        if amount.is_zero() {
+            return Ok(());
+        }
+        let chain = self.chain();
+        let mut guards: Vec<_> = chain.iter().map(|a| a.lock()).collect();
+        let carved: Vec<[bool; 5]> = guards.iter().map(|g| g.carved).collect();
+        if check {
+            for (level, state) in guards.iter().enumerate() {
+                for name in SPENT {
+                    let d = name.index();
+                    let covered = level > 0 && carved[level - 1][d];
+                    if let (false, Some(limit)) = (covered, state.limit[d]) {
+                        if state.spent.0[d] + state.reserved.0[d] + amount.0[d] > limit {
+                            return Err(Exhausted {
+                                budget: name,
+                                level,
+                            });
+                        }
+                    }
+                }
+            }
+        }
+        for (level, state) in guards.iter_mut().enumerate() {
+            for (d, add) in amount.0.iter().enumerate() {
+                state.spent.0[d] += add;
+                if level > 0 && carved[level - 1][d] {
+                    let r = &mut state.reserved.0[d];
+                    *r -= (*add).min(*r);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Opens a child account. Dimensions the child's `budget` names are carved out of this one
+    /// (at most what is available here) and reserved; the others draw on this account as spent.
+    pub fn child(self: &Arc<Self>, budget: &Budget) -> Arc<Account> {
+        let requested = budget.spent_limits();
+        let mut carved = [false; 5];
+        let mut limit = [None; 5];
+        let mut state = self.lock();
+        for d in 0..5 {
+            if let Some(want) = requested[d] {
+                let available = state.limit[d]
+                    .map(|l| (l - state.spent.0[d] - state.reserved.0[d]).max(Decimal::ZERO));
+                let grant = available.map_or(want, |a| want.min(a));
+                state.reserved.0[d] += grant;
+                carved[d] = true;
+                limit[d] = Some(grant);
+            }
+        }
+        drop(state);
+        Arc::new(Account {
+            parent: Some(Arc::clone(self)),
+            state: Mutex::new(AccountState {
+                carved,
+                limit,
+                spent: Amount::default(),
+                reserved: Amount::default(),
+                closed: false,
+            }),
+        })
+    }
+
+    /// Returns what a carved child did not spend to its parent; from then on it draws on the
+    /// parent like an uncarved child, so a resumed thread is checked against its ancestors.
+    /// Idempotent.
+    pub fn close(&self) {
+        let mut state = self.lock();
+        if state.closed {
+            return;
+        }
+        state.closed = true;
+        let carved = std::mem::take(&mut state.carved);
+        let unspent: Vec<(usize, Decimal)> = (0..5)
+            .filter(|&d| carved[d])
+            .map(|d| {
+                (
+                    d,
+                    state.limit[d]
+                        .map_or(Decimal::ZERO, |l| (l - state.spent.0[d]).max(Decimal::ZERO)),
+                )
+            })
+            .collect();
+        drop(state);
+        if let Some(parent) = &self.parent {
+            let mut p = parent.lock();
+            for (d, back) in unspent {
+                let r = &mut p.reserved.0[d];
+                *r -= back.min(*r);
+            }
+        }
+    }
+
+    /// Adds to this account's limits (a resume); a dimension that was unlimited stays so.
+    pub fn extend(&self, extra: &Budget) {
+        let extra = extra.spent_limits();
+        let mut state = self.lock();
+        state.closed = false;
+        for (limit, more) in state.limit.iter_mut().zip(extra) {
+            if let (Some(limit), Some(more)) = (limit.as_mut(), more) {
+                *limit += more;
+            }
+        }
+    }
+
+    /// Tightens this account's limits (a `goal`); never loosens.
+    pub fn tighten(&self, budget: &Budget) {
+        let new = budget.spent_limits();
+        let mut state = self.lock();
+        for (limit, n) in state.limit.iter_mut().zip(new) {
+            if let Some(n) = n {
+                *limit = Some(limit.map_or(n, |l| l.min(n)));
+            }
+        }
+    }
+
+    /// `(limit, spent)` per spent dimension of this account.
+    pub fn snapshot(&self) -> Vec<(BudgetName, Option<Decimal>, Decimal)> {
+        let state = self.lock();
+        SPENT
+            .iter()
+            .map(|&n| (n, state.limit[n.index()], state.spent.get(n)))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tokens(n: u64) -> Amount {
+        Amount::of(BudgetName::Tokens, Decimal::from(n))
+    }
+
+    #[test]
+    fn withdrawals_never_exceed_any_ancestor() {
+        let root = Account::root(&Budget {
+            tokens: Some(100),
+            ..Budget::default()
+        });
+        let a = root.child(&Budget::default());
+        let b = root.child(&Budget::default());
+        assert_eq!(a.withdraw(tokens(60)), Ok(()));
+        assert_eq!(
+            b.withdraw(tokens(50)),
+            Err(Exhausted {
+                budget: BudgetName::Tokens,
+                level: 1
+            })
+        );
+        assert_eq!(b.withdraw(tokens(40)), Ok(()));
+        assert_eq!(
+            root.snapshot()[1],
+            (
+                BudgetName::Tokens,
+                Some(Decimal::from(100)),
+                Decimal::from(100)
+            )
+        );
+    }
+
+    #[test]
+    fn a_carve_out_is_reserved_against_siblings_and_returned_when_closed() {
+        let root = Account::root(&Budget {
+            tokens: Some(100),
+            ..Budget::default()
+        });
+        let carved = root.child(&Budget {
+            tokens: Some(70),
+            ..Budget::default()
+        });
+        let greedy = root.child(&Budget::default());
+        assert!(
+            greedy.withdraw(tokens(31)).is_err(),
+            "70 of 100 are reserved"
+        );
+        assert!(greedy.withdraw(tokens(30)).is_ok());
+        assert!(carved.withdraw(tokens(71)).is_err(), "the carve-out is 70");
+        assert!(carved.withdraw(tokens(50)).is_ok());
+        carved.close();
+        assert!(
+            greedy.withdraw(tokens(20)).is_ok(),
+            "the unspent 20 came back"
+        );
+        assert!(greedy.withdraw(tokens(1)).is_err());
+        // A carve-out larger than what is left is cut to what is left.
+        let late = root.child(&Budget {
+            tokens: Some(500),
+            ..Budget::default()
+        });
+        assert_eq!(late.snapshot()[1].1, Some(Decimal::ZERO));
+    }
+
+    #[test]
+    fn charges_go_past_limits_and_report_exhaustion() {
+        let root = Account::root(&Budget {
+            cost: Some(Decimal::new(100, 2)),
+            ..Budget::default()
+        });
+        let child = root.child(&Budget::default());
+        assert_eq!(
+            child.charge(Amount::of(BudgetName::Cost, Decimal::new(99, 2))),
+            None
+        );
+        let over = child.charge(Amount::of(BudgetName::Cost, Decimal::new(2, 2)));
+        assert_eq!(
+            over,
+            Some(Exhausted {
+                budget: BudgetName::Cost,
+                level: 1
+            })
+        );
+    }
+}

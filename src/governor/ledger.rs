@@ -1,0 +1,132 @@
+//! [`Ledger`]: what the governor keeps per thread besides its budget account — goal, residuals,
+//! criteria, learnings, self-iterations, the no-progress window and the warnings already given.
+
+use std::collections::hash_map::DefaultHasher;
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+
+use rust_decimal::Decimal;
+use tokio::time::Instant;
+
+use super::budget::{Account, BudgetName};
+use super::messages::{Goal, Lane};
+use super::verdict::Verdict;
+
+/// A criterion's status as reported.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct CriterionStatus {
+    pub id: String,
+    pub description: String,
+    pub met: bool,
+    pub evidence: Option<String>,
+    /// The listener that reported it last.
+    pub reported_by: Option<Arc<str>>,
+}
+
+/// The goal-related part, allocated only once a thread declares a goal or reports progress.
+#[derive(Debug, Default)]
+pub(crate) struct Progress {
+    pub goal: Option<Goal>,
+    pub residuals: Vec<Decimal>,
+    pub criteria: Vec<CriterionStatus>,
+    pub learnings: Vec<(Lane, String, Arc<str>)>,
+}
+
+/// Per-thread governor state.
+#[derive(Debug)]
+pub(crate) struct Ledger {
+    pub account: Arc<Account>,
+    pub started: Instant,
+    pub deadline: Option<Instant>,
+    pub max_depth: Option<u32>,
+    pub progress: Option<Box<Progress>>,
+    /// Self-iterations per listener.
+    pub iterations: Vec<(Arc<str>, u64)>,
+    /// Hashes of the last deliveries' (from, to, payload), newest last.
+    recent: Vec<u64>,
+    /// Hash of the last loop-control payload and how many times in a row it came.
+    last_control: (u64, usize),
+    /// Budgets already warned about.
+    warned: Vec<BudgetName>,
+    /// Queue-full refusals in a row.
+    pub queue_full_streak: u32,
+    /// A stop was requested while a delivery ran.
+    pub stop_requested: bool,
+    /// Why the thread halted, while it is halted.
+    pub halted: Option<Verdict>,
+}
+
+impl Ledger {
+    pub fn new(account: Arc<Account>, deadline: Option<Instant>, max_depth: Option<u32>) -> Self {
+        Self {
+            account,
+            started: Instant::now(),
+            deadline,
+            max_depth,
+            progress: None,
+            iterations: Vec::new(),
+            recent: Vec::new(),
+            last_control: (0, 0),
+            warned: Vec::new(),
+            queue_full_streak: 0,
+            stop_requested: false,
+            halted: None,
+        }
+    }
+
+    pub fn progress(&mut self) -> &mut Progress {
+        self.progress.get_or_insert_with(Box::default)
+    }
+
+    /// Records one delivery of `(from, to, payload)`; true when the same triple has now come
+    /// `window` times within the last `2 × window` deliveries (a loop or an A↔B ping-pong).
+    pub fn repeats(&mut self, from: &str, to: &str, payload: &str, window: usize) -> bool {
+        if window == 0 {
+            return false;
+        }
+        let mut h = DefaultHasher::new();
+        (from, to, payload).hash(&mut h);
+        let digest = h.finish();
+        if self.recent.len() == 2 * window {
+            self.recent.remove(0);
+        }
+        self.recent.push(digest);
+        self.recent.iter().filter(|&&d| d == digest).count() >= window
+    }
+
+    /// Records a loop-control payload; true when the same one came `window` times in a row.
+    pub fn same_control(&mut self, payload: &str, window: usize) -> bool {
+        let mut h = DefaultHasher::new();
+        payload.hash(&mut h);
+        let digest = h.finish();
+        self.last_control = if self.last_control.0 == digest {
+            (digest, self.last_control.1 + 1)
+        } else {
+            (digest, 1)
+        };
+        window > 0 && self.last_control.1 >= window
+    }
+
+    /// Forgets the no-progress history (after a resume).
+    pub fn reset_progress_guard(&mut self) {
+        self.recent.clear();
+        self.last_control = (0, 0);
+    }
+
+    /// True the first time it is asked about `budget`.
+    pub fn first_warning(&mut self, budget: BudgetName) -> bool {
+        if self.warned.contains(&budget) {
+            return false;
+        }
+        self.warned.push(budget);
+        true
+    }
+
+    /// Counts one self-iteration of `listener`.
+    pub fn iterate(&mut self, listener: &Arc<str>) {
+        match self.iterations.iter_mut().find(|(l, _)| l == listener) {
+            Some((_, n)) => *n += 1,
+            None => self.iterations.push((Arc::clone(listener), 1)),
+        }
+    }
+}

@@ -1,0 +1,413 @@
+//! The governor namespace `urn:agentpump:governor:v1`: what listeners tell the governor
+//! (`goal`, `loop`, `residual`, `criterion`, `learning`), parsed from payloads and built for
+//! [`Context`](crate::Context).
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use quick_xml::escape::escape;
+use rust_decimal::Decimal;
+use serde::{Deserialize, Serialize};
+
+use super::Budget;
+use crate::Payload;
+use crate::system::GOVERNOR_NS;
+
+/// What a loop signal asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Control {
+    /// Keep going.
+    Continue,
+    /// The work is finished; halt with the best certificate the evidence allows.
+    Done,
+    /// Give up; halt as aborted.
+    Abort,
+}
+
+/// A certificate type of phuc-loop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum CertificateType {
+    /// Done, and every declared criterion met with evidence from another listener.
+    Exact,
+    /// The residual fell below r-p.
+    Converged,
+    /// A budget ran out.
+    Timeout,
+    /// Something downstream asked to stop.
+    Backpressure,
+    /// The residual kept rising.
+    Diverged,
+}
+
+impl CertificateType {
+    /// The name as written on the wire.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Exact => "EXACT",
+            Self::Converged => "CONVERGED",
+            Self::Timeout => "TIMEOUT",
+            Self::Backpressure => "BACKPRESSURE",
+            Self::Diverged => "DIVERGED",
+        }
+    }
+}
+
+impl FromStr for CertificateType {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "EXACT" => Ok(Self::Exact),
+            "CONVERGED" => Ok(Self::Converged),
+            "TIMEOUT" => Ok(Self::Timeout),
+            "BACKPRESSURE" => Ok(Self::Backpressure),
+            "DIVERGED" => Ok(Self::Diverged),
+            other => Err(format!(
+                "unknown certificate `{other}`, expected EXACT, CONVERGED, TIMEOUT, BACKPRESSURE or DIVERGED"
+            )),
+        }
+    }
+}
+
+/// The lane of a learning (phuc-loop §5.2): A hard fact, B verified, C guidance.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Lane {
+    /// Hard: verified fact or failure.
+    A,
+    /// Verified by another listener.
+    B,
+    /// Guidance only.
+    C,
+}
+
+/// A `loop` signal. Build one with [`Signal::new`] and hand it to [`Context::signal`](crate::Context::signal).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Signal {
+    /// What it asks for.
+    pub control: Control,
+    /// Human-readable rationale.
+    pub notes: Option<String>,
+    /// Machine-readable reason (for `abort`).
+    pub reason: Option<String>,
+}
+
+impl Signal {
+    /// A signal with no notes.
+    pub fn new(control: Control) -> Self {
+        Self {
+            control,
+            notes: None,
+            reason: None,
+        }
+    }
+
+    /// Adds notes.
+    pub fn notes(mut self, notes: impl Into<String>) -> Self {
+        self.notes = Some(notes.into());
+        self
+    }
+
+    /// Adds a reason.
+    pub fn reason(mut self, reason: impl Into<String>) -> Self {
+        self.reason = Some(reason.into());
+        self
+    }
+
+    /// The `<loop>` element.
+    pub fn to_xml(&self) -> String {
+        let control = match self.control {
+            Control::Continue => "continue",
+            Control::Done => "done",
+            Control::Abort => "abort",
+        };
+        let mut x = format!("<loop xmlns=\"{GOVERNOR_NS}\" control=\"{control}\"");
+        if let Some(reason) = &self.reason {
+            x.push_str(&format!(" reason=\"{}\"", escape(reason.as_str())));
+        }
+        if let Some(notes) = &self.notes {
+            x.push_str(&format!(" notes=\"{}\"", escape(notes.as_str())));
+        }
+        x.push_str("/>");
+        x
+    }
+}
+
+/// A declared goal: text, acceptance criteria, applicable certificates, r-p and budget overrides
+/// (which may only tighten the policy).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Goal {
+    /// What the thread is for.
+    pub text: String,
+    /// `(id, description)` of each acceptance criterion.
+    pub criteria: Vec<(String, String)>,
+    /// Certificates that may end the thread; empty = all.
+    pub certificates: Vec<CertificateType>,
+    /// Convergence threshold for residuals.
+    pub r_p: Option<Decimal>,
+    /// Budget overrides (tighten only).
+    pub budget: Budget,
+}
+
+impl Goal {
+    /// The `<goal>` element.
+    pub fn to_xml(&self) -> String {
+        let mut x = format!("<goal xmlns=\"{GOVERNOR_NS}\"");
+        if let Some(r_p) = self.r_p {
+            x.push_str(&format!(" r-p=\"{r_p}\""));
+        }
+        if !self.certificates.is_empty() {
+            let names: Vec<&str> = self.certificates.iter().map(|c| c.as_str()).collect();
+            x.push_str(&format!(" certificates=\"{}\"", names.join(" ")));
+        }
+        x.push_str(&format!("><text>{}</text>", escape(self.text.as_str())));
+        for (id, description) in &self.criteria {
+            x.push_str(&format!(
+                "<criterion id=\"{}\">{}</criterion>",
+                escape(id.as_str()),
+                escape(description.as_str())
+            ));
+        }
+        x.push_str(&budget_xml(&self.budget, ""));
+        x.push_str("</goal>");
+        x
+    }
+}
+
+/// The `<budget …/>` element (with `prefix`, e.g. `sys:`) for a budget, empty when nothing is limited.
+pub(crate) fn budget_xml(b: &Budget, prefix: &str) -> String {
+    let mut attrs = String::new();
+    let mut put = |name: &str, value: Option<String>| {
+        if let Some(v) = value {
+            attrs.push_str(&format!(" {name}=\"{v}\""));
+        }
+    };
+    put("turns", b.turns.map(|v| v.to_string()));
+    put("tokens", b.tokens.map(|v| v.to_string()));
+    put("cost", b.cost.map(|v| v.to_string()));
+    put("tool-calls", b.tool_calls.map(|v| v.to_string()));
+    put("threads", b.threads.map(|v| v.to_string()));
+    put(
+        "wall-clock-ms",
+        b.wall_clock.map(|v| v.as_millis().to_string()),
+    );
+    put("depth", b.depth.map(|v| v.to_string()));
+    if attrs.is_empty() {
+        String::new()
+    } else {
+        format!("<{prefix}budget{attrs}/>")
+    }
+}
+
+/// A message to the governor, parsed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GovernorMessage {
+    /// Declares or tightens the thread's goal.
+    Goal(Goal),
+    /// A loop signal.
+    Loop(Signal),
+    /// Distance to the goal, exact.
+    Residual(Decimal),
+    /// A criterion's status, with an evidence link.
+    Criterion {
+        /// The criterion's id.
+        id: String,
+        /// Whether it is met.
+        met: bool,
+        /// Where the evidence is (a message id, a file, a URL).
+        evidence: Option<String>,
+    },
+    /// Something learned, lane-typed.
+    Learning {
+        /// The lane.
+        lane: Lane,
+        /// The text.
+        text: String,
+    },
+}
+
+#[derive(Deserialize)]
+struct GoalXml {
+    #[serde(rename = "@r-p")]
+    r_p: Option<String>,
+    #[serde(rename = "@certificates")]
+    certificates: Option<String>,
+    text: Option<String>,
+    #[serde(default)]
+    criterion: Vec<CriterionXml>,
+    budget: Option<BudgetXml>,
+}
+
+#[derive(Deserialize)]
+struct CriterionXml {
+    #[serde(rename = "@id")]
+    id: String,
+    #[serde(rename = "@met")]
+    met: Option<bool>,
+    #[serde(rename = "@evidence")]
+    evidence: Option<String>,
+    #[serde(rename = "$text", default)]
+    text: String,
+}
+
+#[derive(Deserialize)]
+struct BudgetXml {
+    #[serde(rename = "@turns")]
+    turns: Option<u64>,
+    #[serde(rename = "@tokens")]
+    tokens: Option<u64>,
+    #[serde(rename = "@cost")]
+    cost: Option<String>,
+    #[serde(rename = "@tool-calls")]
+    tool_calls: Option<u64>,
+    #[serde(rename = "@threads")]
+    threads: Option<u64>,
+    #[serde(rename = "@wall-clock-ms")]
+    wall_clock_ms: Option<u64>,
+    #[serde(rename = "@depth")]
+    depth: Option<u32>,
+}
+
+#[derive(Deserialize)]
+struct LoopXml {
+    #[serde(rename = "@control")]
+    control: Control,
+    #[serde(rename = "@notes")]
+    notes: Option<String>,
+    #[serde(rename = "@reason")]
+    reason: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct ResidualXml {
+    #[serde(rename = "@value")]
+    value: String,
+}
+
+#[derive(Deserialize)]
+struct LearningXml {
+    #[serde(rename = "@lane")]
+    lane: Lane,
+    #[serde(rename = "$text", default)]
+    text: String,
+}
+
+impl GovernorMessage {
+    /// Parses a payload of the governor namespace.
+    ///
+    /// # Errors
+    ///
+    /// A message naming what does not fit (unknown element, missing or invalid attribute, a
+    /// residual that is not an exact decimal).
+    pub fn parse(payload: &Payload) -> Result<Self, String> {
+        let text = payload.as_str();
+        let local = payload.qname().local();
+        let de = |e: quick_xml::DeError| format!("<{local}>: {e}");
+        match local {
+            "goal" => {
+                let g: GoalXml = quick_xml::de::from_str(text).map_err(de)?;
+                let certificates = g
+                    .certificates
+                    .unwrap_or_default()
+                    .split_whitespace()
+                    .map(CertificateType::from_str)
+                    .collect::<Result<Vec<_>, _>>()?;
+                let r_p = g.r_p.map(|v| decimal(&v, "r-p")).transpose()?;
+                let budget = g
+                    .budget
+                    .map(BudgetXml::into_budget)
+                    .transpose()?
+                    .unwrap_or_default();
+                let criteria = g
+                    .criterion
+                    .into_iter()
+                    .map(|c| (c.id, c.text.trim().to_owned()))
+                    .collect();
+                let text = g.text.unwrap_or_default().trim().to_owned();
+                Ok(Self::Goal(Goal {
+                    text,
+                    criteria,
+                    certificates,
+                    r_p,
+                    budget,
+                }))
+            }
+            "loop" => {
+                let l: LoopXml = quick_xml::de::from_str(text).map_err(de)?;
+                Ok(Self::Loop(Signal {
+                    control: l.control,
+                    notes: l.notes,
+                    reason: l.reason,
+                }))
+            }
+            "residual" => {
+                let r: ResidualXml = quick_xml::de::from_str(text).map_err(de)?;
+                Ok(Self::Residual(decimal(&r.value, "value")?))
+            }
+            "criterion" => {
+                let c: CriterionXml = quick_xml::de::from_str(text).map_err(de)?;
+                let met = c
+                    .met
+                    .ok_or_else(|| "<criterion> needs met=\"true|false\"".to_owned())?;
+                Ok(Self::Criterion {
+                    id: c.id,
+                    met,
+                    evidence: c.evidence,
+                })
+            }
+            "learning" => {
+                let l: LearningXml = quick_xml::de::from_str(text).map_err(de)?;
+                Ok(Self::Learning {
+                    lane: l.lane,
+                    text: l.text.trim().to_owned(),
+                })
+            }
+            other => Err(format!(
+                "<{other}> is not a governor message; listeners may emit goal, loop, residual, criterion and learning"
+            )),
+        }
+    }
+}
+
+impl BudgetXml {
+    fn into_budget(self) -> Result<Budget, String> {
+        Ok(Budget {
+            turns: self.turns,
+            tokens: self.tokens,
+            cost: self.cost.map(|c| decimal(&c, "cost")).transpose()?,
+            tool_calls: self.tool_calls,
+            threads: self.threads,
+            wall_clock: self.wall_clock_ms.map(Duration::from_millis),
+            depth: self.depth,
+        })
+    }
+}
+
+/// Parses `<budget …/>` attributes found in a `spawn-thread` request.
+pub(crate) fn parse_budget(xml: &str) -> Result<Budget, String> {
+    let b: BudgetXml = quick_xml::de::from_str(xml).map_err(|e| format!("<budget>: {e}"))?;
+    b.into_budget()
+}
+
+/// Parses an exact decimal: plain (`0.25`) or scientific (`1e-4`). Never a float.
+pub(crate) fn decimal(text: &str, what: &str) -> Result<Decimal, String> {
+    let t = text.trim();
+    let parsed = if t.contains(['e', 'E']) {
+        Decimal::from_scientific(t)
+    } else {
+        Decimal::from_str_exact(t)
+    };
+    parsed.map_err(|_| format!("{what}=\"{text}\" is not an exact decimal"))
+}
+
+impl fmt::Display for Lane {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Lane::A => "A",
+            Lane::B => "B",
+            Lane::C => "C",
+        })
+    }
+}

@@ -1,0 +1,58 @@
+//! [`GovernorPolicy`]: the organism-wide limits and thresholds, with documented defaults.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use rust_decimal::Decimal;
+
+use super::Budget;
+
+/// The governor's settings. Plain data; `goal` messages may tighten the budget per thread, never
+/// loosen it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GovernorPolicy {
+    /// Limits of every root thread (children carve theirs out of their parent's). Default:
+    /// 10 000 turns, 1 hour of wall clock, 1 000 threads per tree, spawn depth 8; tokens, cost
+    /// and tool calls unlimited.
+    pub budget: Budget,
+    /// Fraction of a budget at which one `system-error code="budget-warning"` is sent (0.8).
+    pub warning_fraction: Decimal,
+    /// Repeats that count as no progress: the same control signal this many times in a row, or
+    /// the same (from, to, payload) this many times within twice as many deliveries (3).
+    pub no_progress_window: usize,
+    /// Consecutive residual increases that count as divergence (3).
+    pub divergence_window: usize,
+    /// Default convergence threshold when a goal gives none (`1e-10`).
+    pub r_p: Decimal,
+    /// Queue-full refusals in a row after which a thread halts with BACKPRESSURE (10).
+    pub queue_full_limit: u32,
+    /// While this file exists, every delivery halts its thread with BACKPRESSURE (none).
+    pub stop_file: Option<PathBuf>,
+}
+
+impl GovernorPolicy {
+    /// The default root budget.
+    pub fn default_budget() -> Budget {
+        Budget {
+            turns: Some(10_000),
+            wall_clock: Some(Duration::from_secs(3600)),
+            threads: Some(1_000),
+            depth: Some(8),
+            ..Budget::default()
+        }
+    }
+}
+
+impl Default for GovernorPolicy {
+    fn default() -> Self {
+        Self {
+            budget: Self::default_budget(),
+            warning_fraction: Decimal::new(8, 1),
+            no_progress_window: 3,
+            divergence_window: 3,
+            r_p: Decimal::new(1, 10),
+            queue_full_limit: 10,
+            stop_file: None,
+        }
+    }
+}

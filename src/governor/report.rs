@@ -1,0 +1,185 @@
+//! [`HaltingReport`]: the JSON a halt leaves behind (phuc-loop §10.2, plus the thread, the class,
+//! the budget and the learnings).
+
+use std::collections::BTreeMap;
+
+use rust_decimal::Decimal;
+use serde::{Deserialize, Serialize};
+
+use super::ledger::Ledger;
+use super::verdict::Verdict;
+use crate::{Counters, MessageId, ThreadId};
+
+/// The halting report of one halt. Serialized as JSON; `schemas/halting-report.schema.json`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HaltingReport {
+    /// `"1.0"`.
+    pub schema_version: String,
+    /// The thread that halted.
+    pub thread: ThreadId,
+    /// Its display path.
+    pub path: String,
+    /// The id of the `halt` message in the thread's history.
+    pub halt_id: MessageId,
+    /// The declared goal text, if any.
+    pub goal: Option<String>,
+    /// `EXIT_CONVERGED`, `EXIT_DIVERGED`, `EXIT_BUDGET_EXCEEDED`, `EXIT_BLOCKED` or `EXIT_NEED_INFO`.
+    pub status: String,
+    /// The halt class (`EXACT` … `done-uncertified`).
+    pub class: String,
+    /// Machine-readable reason (`max-turns`, `residual-below-r-p`, …).
+    pub stop_reason: String,
+    /// The certificate, for the classes that carry one.
+    pub halting_certificate: Option<Certificate>,
+    /// Deliveries in the thread.
+    pub iterations_completed: u64,
+    /// Self-iterations per listener.
+    pub self_iterations: BTreeMap<String, u64>,
+    /// Seconds from the thread's start to the halt, exact (microsecond resolution).
+    pub total_seconds_elapsed: String,
+    /// Limits, spend (descendants included) and what remains, per budget.
+    pub budget: BTreeMap<String, BudgetLine>,
+    /// Lane-typed learnings reported in the thread.
+    pub learnings: Vec<Learning>,
+}
+
+/// The halting certificate block.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Certificate {
+    /// `EXACT`, `CONVERGED`, `TIMEOUT`, `BACKPRESSURE` or `DIVERGED`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// `A`, `B` or `C`.
+    pub lane: String,
+    /// The last residual, if any was reported.
+    pub final_residual_decimal_string: Option<String>,
+    /// The convergence threshold in force.
+    #[serde(rename = "R_p_decimal_string")]
+    pub r_p_decimal_string: String,
+    /// Every residual reported, in order.
+    pub residual_history_decimal_strings: Vec<String>,
+    /// The declared criteria and their last reported status.
+    pub acceptance_criteria_checklist: Vec<CriterionLine>,
+}
+
+/// One acceptance criterion in the report.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CriterionLine {
+    /// Its id.
+    pub id: String,
+    /// What it says.
+    pub criterion: String,
+    /// Whether it was reported met.
+    pub met: bool,
+    /// The evidence link reported with it.
+    pub evidence_link: Option<String>,
+    /// Who reported it.
+    pub reported_by: Option<String>,
+}
+
+/// One budget in the report; decimal strings, `null` when unlimited.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BudgetLine {
+    /// The limit.
+    pub limit: Option<String>,
+    /// Spent by the thread and its descendants.
+    pub spent: String,
+    /// What is left (limit − spent, not below zero).
+    pub remaining: Option<String>,
+}
+
+/// One learning.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Learning {
+    /// `A`, `B` or `C`.
+    pub lane: String,
+    /// The text.
+    pub text: String,
+    /// Who reported it.
+    pub reported_by: String,
+}
+
+/// Builds the report of a halt.
+pub(crate) fn build(
+    thread: ThreadId,
+    path: &str,
+    halt_id: MessageId,
+    verdict: &Verdict,
+    ledger: &Ledger,
+    counters: &Counters,
+    r_p: Decimal,
+) -> HaltingReport {
+    let progress = ledger.progress.as_deref();
+    let strings = |v: &[Decimal]| v.iter().map(Decimal::to_string).collect::<Vec<_>>();
+    let residuals = progress.map(|p| strings(&p.residuals)).unwrap_or_default();
+    let halting_certificate = verdict.class.certificate().map(|c| Certificate {
+        kind: c.as_str().to_owned(),
+        lane: verdict.class.lane().unwrap_or("C").to_owned(),
+        final_residual_decimal_string: residuals.last().cloned(),
+        r_p_decimal_string: r_p.to_string(),
+        residual_history_decimal_strings: residuals.clone(),
+        acceptance_criteria_checklist: progress
+            .map(|p| {
+                p.criteria
+                    .iter()
+                    .map(|c| CriterionLine {
+                        id: c.id.clone(),
+                        criterion: c.description.clone(),
+                        met: c.met,
+                        evidence_link: c.evidence.clone(),
+                        reported_by: c.reported_by.as_deref().map(str::to_owned),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default(),
+    });
+    let elapsed = ledger.started.elapsed();
+    let budget = ledger
+        .account
+        .snapshot()
+        .into_iter()
+        .map(|(name, limit, spent)| {
+            let line = BudgetLine {
+                limit: limit.map(|l| l.to_string()),
+                spent: spent.to_string(),
+                remaining: limit.map(|l| (l - spent).max(Decimal::ZERO).to_string()),
+            };
+            (name.as_str().to_owned(), line)
+        })
+        .collect();
+    HaltingReport {
+        schema_version: "1.0".to_owned(),
+        thread,
+        path: path.to_owned(),
+        halt_id,
+        goal: progress
+            .and_then(|p| p.goal.as_ref())
+            .map(|g| g.text.clone()),
+        status: verdict.class.status().to_owned(),
+        class: verdict.class.as_str().to_owned(),
+        stop_reason: verdict.reason.clone(),
+        halting_certificate,
+        iterations_completed: counters.deliveries,
+        self_iterations: ledger
+            .iterations
+            .iter()
+            .map(|(l, n)| (l.to_string(), *n))
+            .collect(),
+        total_seconds_elapsed: Decimal::from_i128_with_scale(elapsed.as_micros() as i128, 6)
+            .normalize()
+            .to_string(),
+        budget,
+        learnings: progress
+            .map(|p| {
+                p.learnings
+                    .iter()
+                    .map(|(lane, text, by)| Learning {
+                        lane: lane.to_string(),
+                        text: text.clone(),
+                        reported_by: by.to_string(),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default(),
+    }
+}

@@ -1,0 +1,209 @@
+//! [`HaltClass`] and [`Verdict`]: why a thread stops, and the precedence that decides it.
+
+use std::fmt;
+
+use rust_decimal::Decimal;
+use serde::{Deserialize, Serialize};
+
+use super::budget::BudgetName;
+use super::ledger::Progress;
+use super::messages::{CertificateType, Control};
+
+/// Why a thread halted. The first five carry a phuc-loop certificate; the rest do not.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum HaltClass {
+    /// Done, and every declared criterion met with evidence from a listener other than the one
+    /// that said done.
+    Exact,
+    /// The last residual is below r-p.
+    Converged,
+    /// The residual rose in each of the last `divergence_window` reports.
+    Diverged,
+    /// A budget ran out (named).
+    Timeout(BudgetName),
+    /// Something outside asked to stop: a stop request, the stop file, a halted parent,
+    /// sustained queue-full, an upstream rate limit.
+    Backpressure(String),
+    /// A listener signalled `abort`.
+    Aborted,
+    /// The same control signal, or the same message between the same listeners, kept coming.
+    NoProgress,
+    /// `done` without a certificate: no criteria declared, or not all met by another listener.
+    DoneUncertified,
+}
+
+impl HaltClass {
+    /// The certificate this class carries, if any.
+    pub fn certificate(&self) -> Option<CertificateType> {
+        match self {
+            Self::Exact => Some(CertificateType::Exact),
+            Self::Converged => Some(CertificateType::Converged),
+            Self::Diverged => Some(CertificateType::Diverged),
+            Self::Timeout(_) => Some(CertificateType::Timeout),
+            Self::Backpressure(_) => Some(CertificateType::Backpressure),
+            Self::Aborted | Self::NoProgress | Self::DoneUncertified => None,
+        }
+    }
+
+    /// The class as written in `halt class="…"` and reports.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Self::Exact => "EXACT",
+            Self::Converged => "CONVERGED",
+            Self::Diverged => "DIVERGED",
+            Self::Timeout(_) => "TIMEOUT",
+            Self::Backpressure(_) => "BACKPRESSURE",
+            Self::Aborted => "aborted",
+            Self::NoProgress => "no-progress",
+            Self::DoneUncertified => "done-uncertified",
+        }
+    }
+
+    /// phuc-loop §10.2 status.
+    pub fn status(&self) -> &'static str {
+        match self {
+            Self::Exact | Self::Converged => "EXIT_CONVERGED",
+            Self::Diverged => "EXIT_DIVERGED",
+            Self::Timeout(_) => "EXIT_BUDGET_EXCEEDED",
+            Self::Backpressure(_) | Self::Aborted | Self::NoProgress => "EXIT_BLOCKED",
+            Self::DoneUncertified => "EXIT_NEED_INFO",
+        }
+    }
+
+    /// phuc-loop lane of the certificate: A hard, B verified threshold, C budget.
+    pub fn lane(&self) -> Option<&'static str> {
+        match self {
+            Self::Exact | Self::Diverged | Self::Backpressure(_) => Some("A"),
+            Self::Converged => Some("B"),
+            Self::Timeout(_) => Some("C"),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for HaltClass {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A decision to halt: the class and a machine-readable stop reason.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verdict {
+    /// Why.
+    pub class: HaltClass,
+    /// Machine-readable reason (`max-turns`, `residual-below-r-p`, `stop-request`, …).
+    pub reason: String,
+}
+
+impl Verdict {
+    pub(crate) fn new(class: HaltClass, reason: impl Into<String>) -> Self {
+        Self {
+            class,
+            reason: reason.into(),
+        }
+    }
+
+    pub(crate) fn timeout(budget: BudgetName) -> Self {
+        Self::new(HaltClass::Timeout(budget), budget.as_str())
+    }
+
+    pub(crate) fn backpressure(reason: &str) -> Self {
+        Self::new(HaltClass::Backpressure(reason.to_owned()), reason)
+    }
+}
+
+/// What one delivery told the governor, gathered before deciding.
+#[derive(Debug, Default)]
+pub(crate) struct Signals {
+    /// The strongest loop control seen (abort > done > continue).
+    pub control: Option<Control>,
+    pub abort_reason: Option<String>,
+    /// A budget ran out or something outside asked to stop.
+    pub halt: Option<Verdict>,
+    /// A residual was reported.
+    pub residual: bool,
+    /// The same control payload came `window` times in a row.
+    pub stuck: bool,
+}
+
+impl Signals {
+    pub fn control(&mut self, control: Control, reason: Option<String>) {
+        if self.control.is_none_or(|c| control > c) {
+            self.control = Some(control);
+            if control == Control::Abort {
+                self.abort_reason = reason;
+            }
+        }
+    }
+
+    /// Resolves by precedence: abort > halt > done > residual certificates > no-progress > continue.
+    /// `me` is the listener whose delivery produced the signals (for EXACT's independence rule).
+    pub fn resolve(
+        self,
+        progress: Option<&Progress>,
+        r_p: Decimal,
+        window: usize,
+        me: &str,
+    ) -> Option<Verdict> {
+        if self.control == Some(Control::Abort) {
+            return Some(Verdict::new(
+                HaltClass::Aborted,
+                self.abort_reason.unwrap_or_else(|| "abort".into()),
+            ));
+        }
+        if let Some(halt) = self.halt {
+            return Some(halt);
+        }
+        if self.control == Some(Control::Done) {
+            return Some(done_verdict(progress, me));
+        }
+        if self.residual {
+            if let Some(v) = residual_verdict(progress, r_p, window) {
+                return Some(v);
+            }
+        }
+        self.stuck
+            .then(|| Verdict::new(HaltClass::NoProgress, "same-control-signal"))
+    }
+}
+
+fn done_verdict(progress: Option<&Progress>, me: &str) -> Verdict {
+    let criteria = progress.map(|p| p.criteria.as_slice()).unwrap_or_default();
+    if criteria.is_empty() {
+        return Verdict::new(HaltClass::DoneUncertified, "no-criteria-declared");
+    }
+    let independent = |c: &&super::ledger::CriterionStatus| {
+        c.met && c.reported_by.as_deref().is_some_and(|by| by != me)
+    };
+    if criteria.iter().all(|c| independent(&c)) {
+        Verdict::new(HaltClass::Exact, "all-criteria-met")
+    } else if criteria.iter().all(|c| c.met) {
+        Verdict::new(HaltClass::DoneUncertified, "criteria-self-certified")
+    } else {
+        Verdict::new(HaltClass::DoneUncertified, "criteria-unmet")
+    }
+}
+
+fn residual_verdict(progress: Option<&Progress>, r_p: Decimal, window: usize) -> Option<Verdict> {
+    let progress = progress?;
+    let applicable = |c: CertificateType| {
+        progress
+            .goal
+            .as_ref()
+            .is_none_or(|g| g.certificates.is_empty() || g.certificates.contains(&c))
+    };
+    let residuals = &progress.residuals;
+    let last = *residuals.last()?;
+    if applicable(CertificateType::Converged) && last < r_p {
+        return Some(Verdict::new(HaltClass::Converged, "residual-below-r-p"));
+    }
+    if applicable(CertificateType::Diverged) && window > 0 && residuals.len() > window {
+        let tail = &residuals[residuals.len() - window - 1..];
+        if tail.windows(2).all(|w| w[1] > w[0]) {
+            return Some(Verdict::new(HaltClass::Diverged, "residual-rising"));
+        }
+    }
+    None
+}

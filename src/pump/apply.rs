@@ -1,0 +1,340 @@
+//! Applying a delivery's planned steps to its thread, with the thread (and its parent) locked:
+//! deliveries, egress, refusals, spawns, context views, thread-done, and governor messages.
+
+use std::sync::Arc;
+
+use rust_decimal::Decimal;
+
+use super::Shared;
+use super::notice::Recipient;
+use super::plan::Step;
+use super::route::Refusal;
+use super::tx::{Place, Tx};
+use crate::governor::budget::{Amount, BudgetName};
+use crate::governor::ledger::Ledger;
+use crate::governor::{Signals, Verdict, budget_xml};
+use crate::history::RecordKind;
+use crate::listener::{Delivery, Usage};
+use crate::system::{ErrorCode, GOVERNOR_NS, SystemMessage, ThreadStatus};
+use crate::thread::registry::{ThreadEntry, ThreadInner, View};
+use crate::{Envelope, Payload, ThreadId, ThreadState};
+
+/// One delivery's effects being applied.
+pub(crate) struct Applying<'a> {
+    pub shared: &'a Arc<Shared>,
+    pub tx: Tx,
+    pub entry: &'a Arc<ThreadEntry>,
+    pub inner: &'a mut ThreadInner,
+    pub parent: Option<(&'a Arc<ThreadEntry>, &'a mut ThreadInner)>,
+    pub me: usize,
+    pub delivery: &'a Delivery,
+    pub signals: Signals,
+}
+
+impl Applying<'_> {
+    fn me_name(&self) -> &Arc<str> {
+        &self.shared.listeners[self.me].name
+    }
+
+    /// A notice to the listener being delivered (or recorded, if the thread closed).
+    pub fn tell_me(&mut self, message: SystemMessage) {
+        let id = Some(self.delivery.id());
+        self.shared.notice(
+            &mut self.tx,
+            self.entry,
+            self.inner,
+            Recipient::Listener(self.me),
+            message,
+            id,
+        );
+    }
+
+    /// Counts the delivery and charges the usage it reported; a budget spent to its limit
+    /// becomes a halt signal.
+    pub fn count(&mut self, usage: &Usage) {
+        let c = &mut self.inner.counters;
+        c.deliveries += 1;
+        c.tokens_in += usage.tokens_in;
+        c.tokens_out += usage.tokens_out;
+        c.cost += usage.cost;
+        c.tool_calls += usage.tool_calls;
+        let mut spent = Amount::of(
+            BudgetName::Tokens,
+            Decimal::from(usage.tokens_in + usage.tokens_out),
+        );
+        spent.0[2] = usage.cost;
+        spent.0[3] = Decimal::from(usage.tool_calls);
+        if let Some(exhausted) = self.inner.ledger.account.charge(spent) {
+            if exhausted.budget != BudgetName::Turns {
+                self.signals
+                    .halt
+                    .get_or_insert(Verdict::timeout(exhausted.budget));
+            }
+        }
+    }
+
+    /// Applies one step.
+    pub fn step(&mut self, step: Step) {
+        if self.inner.state.is_closed() {
+            let message = format!(
+                "thread {} is {}; output not delivered",
+                self.entry.id, self.inner.state
+            );
+            let notice = SystemMessage::Error {
+                code: ErrorCode::ThreadClosed,
+                message,
+            };
+            let to = Recipient::RecordOnly(&self.shared.listeners[self.me].name);
+            self.shared.notice(
+                &mut self.tx,
+                self.entry,
+                self.inner,
+                to,
+                notice,
+                Some(self.delivery.id()),
+            );
+            return;
+        }
+        match step {
+            Step::Deliver {
+                payload,
+                targets,
+                reply,
+            } => self.deliver(payload, targets, reply),
+            Step::Egress { payload } => {
+                self.inner.last_payload = Some(payload.clone());
+                let env = self
+                    .envelope(payload)
+                    .with_to(Some(Arc::from(crate::system::CLIENT_SENDER)))
+                    .with_in_reply_to(Some(self.delivery.id()));
+                self.tx.record(self.inner, env, RecordKind::Egress);
+            }
+            Step::Refused { refusal, original } => self.tell_me(refusal_notice(refusal, original)),
+            Step::Spawn {
+                request,
+                sub_id,
+                initial,
+                targets,
+                budget,
+            } => self.spawn(request, sub_id.as_deref(), initial, targets, &budget),
+            Step::ClearContext { request, keep } => {
+                let cleared_at = self.inner.records;
+                let env = self.envelope(request);
+                self.tx.record(self.inner, env, RecordKind::Message);
+                let kept = keep.min(usize::try_from(cleared_at).unwrap_or(usize::MAX));
+                let me = Arc::clone(self.me_name());
+                self.inner.views.retain(|v| v.listener != me);
+                self.inner.views.push(View {
+                    listener: me,
+                    cleared_at,
+                    keep: kept,
+                });
+                self.tell_me(SystemMessage::ContextCleared { kept });
+            }
+            Step::Done { request, payload } => {
+                let env = self.envelope(request);
+                self.tx.record(self.inner, env, RecordKind::Message);
+                self.inner.state = ThreadState::Done;
+                self.tx.snapshot(self.entry, self.inner);
+                match self.parent.as_mut() {
+                    Some((parent, parent_inner)) => {
+                        let child = (&**self.entry, &*self.inner);
+                        let parent = (&***parent, &mut **parent_inner);
+                        self.shared.report_to_parent(
+                            &mut self.tx,
+                            child,
+                            parent,
+                            ThreadStatus::Done,
+                            None,
+                            payload,
+                        );
+                    }
+                    None => self.inner.ledger.account.close(),
+                }
+            }
+            Step::Govern { payload, message } => self.govern(payload, message),
+        }
+    }
+
+    fn envelope(&self, payload: Payload) -> Envelope {
+        Envelope::new(Arc::clone(self.me_name()), self.entry.id, payload)
+    }
+
+    fn deliver(&mut self, payload: Payload, targets: Vec<usize>, reply: bool) {
+        let capacity = self.shared.config.queue_capacity;
+        let room = capacity.saturating_sub(self.inner.queue.len() + self.tx.queued_here());
+        if targets.len() > room {
+            let message = format!(
+                "queue of thread {} is full ({capacity} messages); payload not accepted",
+                self.entry.id
+            );
+            self.tell_me(SystemMessage::Error {
+                code: ErrorCode::QueueFull,
+                message,
+            });
+            let ledger = &mut self.inner.ledger;
+            ledger.queue_full_streak += 1;
+            if ledger.queue_full_streak >= self.shared.config.governor.queue_full_limit {
+                self.signals
+                    .halt
+                    .get_or_insert(Verdict::backpressure("queue-full"));
+            }
+            return;
+        }
+        self.inner.ledger.queue_full_streak = 0;
+        if targets.contains(&self.me) {
+            let me = Arc::clone(self.me_name());
+            self.inner.ledger.iterate(&me);
+        }
+        self.inner.last_payload = Some(payload.clone());
+        let in_reply_to = reply.then(|| self.delivery.id());
+        for target in targets {
+            let to = Arc::clone(&self.shared.listeners[target].name);
+            let env = self
+                .envelope(payload.clone())
+                .with_to(Some(to))
+                .with_in_reply_to(in_reply_to);
+            self.tx
+                .queue(self.inner, Place::Here, env, target, RecordKind::Message);
+        }
+    }
+
+    fn spawn(
+        &mut self,
+        request: Payload,
+        sub_id: Option<&str>,
+        initial: Payload,
+        targets: Vec<usize>,
+        budget: &crate::governor::Budget,
+    ) {
+        let env = self.envelope(request);
+        self.tx.record(self.inner, env, RecordKind::Message);
+        let depth = self.entry.depth + 1;
+        let refused = if self.inner.ledger.max_depth.is_some_and(|max| depth > max) {
+            Some(format!(
+                "spawn refused: depth {depth} is over the max-depth budget"
+            ))
+        } else if let Err(e) = self
+            .inner
+            .ledger
+            .account
+            .withdraw(Amount::of(BudgetName::Threads, Decimal::ONE))
+        {
+            Some(format!("spawn refused: the {} budget is spent", e.budget))
+        } else {
+            None
+        };
+        if let Some(message) = refused {
+            self.tell_me(SystemMessage::Error {
+                code: ErrorCode::BudgetExhausted,
+                message,
+            });
+            return;
+        }
+        let child = self
+            .shared
+            .new_child(self.entry, self.inner, self.me_name(), sub_id, budget);
+        for target in targets {
+            let to = Arc::clone(&self.shared.listeners[target].name);
+            let env = Envelope::new(Arc::clone(self.me_name()), child.id, initial.clone())
+                .with_to(Some(to));
+            self.tx.queue_in_child(&child, env, target);
+        }
+        if budget != &crate::governor::Budget::default() {
+            let decision = format!(
+                "<decision xmlns=\"{GOVERNOR_NS}\" action=\"carve\" thread=\"{}\">{}</decision>",
+                child.id,
+                budget_xml(&child_limits(&child), "")
+            );
+            self.shared
+                .decide(&mut self.tx, self.entry, self.inner, decision);
+        }
+        let notice = SystemMessage::ThreadSpawned {
+            assigned: child.id,
+            parent: self.entry.id,
+            suggested_sub_id: child.path.rsplit('.').next().unwrap_or_default().to_owned(),
+            path: child.path.to_string(),
+        };
+        self.inner.children.push(child.id);
+        self.inner.live_children += 1;
+        self.tx.add_child(child);
+        self.tx.snapshot(self.entry, self.inner);
+        self.tell_me(notice);
+    }
+}
+
+/// The limits a child actually got (its carve-out after clamping to what the parent had).
+fn child_limits(child: &ThreadEntry) -> crate::governor::Budget {
+    let inner = child.lock();
+    let mut b = crate::governor::Budget::default();
+    for (name, limit, _) in inner.ledger.account.snapshot() {
+        let as_u64 = limit.and_then(|l| u64::try_from(l).ok());
+        match name {
+            BudgetName::Turns => b.turns = as_u64,
+            BudgetName::Tokens => b.tokens = as_u64,
+            BudgetName::Cost => b.cost = limit,
+            BudgetName::ToolCalls => b.tool_calls = as_u64,
+            BudgetName::Threads => b.threads = as_u64,
+            BudgetName::WallClock | BudgetName::Depth => {}
+        }
+    }
+    b
+}
+
+impl Shared {
+    /// Creates a child thread entry (not yet registered) with its carved account and deadline.
+    pub(crate) fn new_child(
+        &self,
+        parent: &ThreadEntry,
+        inner: &ThreadInner,
+        spawner: &Arc<str>,
+        sub_id: Option<&str>,
+        budget: &crate::governor::Budget,
+    ) -> Arc<ThreadEntry> {
+        let sub_id = sub_id
+            .map(sanitize_sub_id)
+            .filter(|s| !s.is_empty())
+            .unwrap_or_else(|| format!("child-{}", inner.children.len() + 1));
+        let path: Arc<str> = Arc::from(format!("{}.{sub_id}", parent.path));
+        let parent_ledger = &inner.ledger;
+        let now = tokio::time::Instant::now();
+        let deadline = match (parent_ledger.deadline, budget.wall_clock) {
+            (Some(d), Some(w)) => Some(d.min(now + w)),
+            (d, w) => d.or(w.map(|w| now + w)),
+        };
+        let max_depth = match (parent_ledger.max_depth, budget.depth) {
+            (Some(m), Some(d)) => Some(m.min(parent.depth + 1 + d)),
+            (m, d) => m.or(d.map(|d| parent.depth + 1 + d)),
+        };
+        let ledger = Ledger::new(parent_ledger.account.child(budget), deadline, max_depth);
+        let child = ThreadEntry::new(
+            ThreadId::new(),
+            Some(parent),
+            Some(Arc::clone(spawner)),
+            path,
+            parent.dialect,
+            ledger,
+        );
+        child.lock().state = ThreadState::Active;
+        Arc::new(child)
+    }
+}
+
+/// Keeps `A-Z a-z 0-9 _ -` of a suggested sub-id, at most 64 characters.
+fn sanitize_sub_id(id: &str) -> String {
+    id.chars()
+        .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-'))
+        .take(64)
+        .collect()
+}
+
+fn refusal_notice(refusal: Refusal, original: String) -> SystemMessage {
+    match refusal {
+        Refusal::Huh(code, message) => SystemMessage::Huh {
+            code,
+            message,
+            original,
+        },
+        Refusal::Error(code, message) => SystemMessage::Error { code, message },
+    }
+}

@@ -1,0 +1,523 @@
+//! The governor at work in the pump: the gate before every delivery (withdraw a turn, check
+//! deadlines, budgets, stop requests and repeats), governor messages after it, the precedence
+//! that decides a halt, the halt itself (report, `halt` message, descendants, parent), and the
+//! handle's `stop`, `resume` and `reports`.
+
+use std::sync::Arc;
+
+use rust_decimal::Decimal;
+use sha2::{Digest as _, Sha256};
+use tokio::time::Instant;
+
+use super::apply::Applying;
+use super::tx::Tx;
+use super::{PumpHandle, Shared};
+use crate::governor::budget::{Amount, BudgetName};
+use crate::governor::ledger::{CriterionStatus, Ledger};
+use crate::governor::report::{self, HaltingReport};
+use crate::governor::{Budget, GovernorMessage, HaltClass, Verdict, budget_xml};
+use crate::history::{HistoryError, RecordKind};
+use crate::system::{ErrorCode, GOVERNOR_NS, SystemMessage, ThreadStatus};
+use crate::thread::registry::{Queued, ThreadEntry, ThreadInner};
+use crate::{Envelope, Payload, ThreadId, ThreadState};
+
+/// The gate's answer for one delivery.
+pub(crate) enum Admission {
+    /// Deliver, within this deadline, sending these warnings first.
+    Go {
+        view: Option<(u64, usize)>,
+        deadline: Option<Instant>,
+        warnings: Vec<SystemMessage>,
+    },
+    /// Do not deliver: halt the thread.
+    Halt(Verdict),
+}
+
+/// Why a thread cannot be stopped or resumed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ControlError {
+    /// No such thread.
+    #[error("no thread {0}")]
+    UnknownThread(ThreadId),
+    /// The thread is not in a state that allows it.
+    #[error("thread {thread} is {state}; {action} needs a {needed} thread")]
+    WrongState {
+        /// The thread.
+        thread: ThreadId,
+        /// Its state.
+        state: ThreadState,
+        /// `stop` or `resume`.
+        action: &'static str,
+        /// What it needs (`running or idle`, `halted`).
+        needed: &'static str,
+    },
+}
+
+impl Shared {
+    /// The ledger of a new root thread, from the policy.
+    pub(crate) fn root_ledger(&self) -> Ledger {
+        let budget = &self.config.governor.budget;
+        let deadline = budget.wall_clock.map(|w| Instant::now() + w);
+        Ledger::new(
+            crate::governor::budget::Account::root(budget),
+            deadline,
+            budget.depth,
+        )
+    }
+
+    /// The governor's gate before a delivery: control before data, then budgets, then repeats.
+    pub(crate) fn gate(&self, entry: &ThreadEntry, item: &Queued) -> Admission {
+        let policy = &self.config.governor;
+        let mut inner = entry.lock();
+        let listener = &self.listeners[item.target].name;
+        let view = inner.view_of(listener);
+        let l = &mut inner.ledger;
+        if l.stop_requested {
+            return Admission::Halt(Verdict::backpressure("stop-request"));
+        }
+        if policy
+            .stop_file
+            .as_deref()
+            .is_some_and(std::path::Path::exists)
+        {
+            return Admission::Halt(Verdict::backpressure("stop-file"));
+        }
+        if l.queue_full_streak >= policy.queue_full_limit {
+            return Admission::Halt(Verdict::backpressure("queue-full"));
+        }
+        if l.deadline.is_some_and(|d| Instant::now() >= d) {
+            return Admission::Halt(Verdict::timeout(BudgetName::WallClock));
+        }
+        if let Some(e) = l.account.exhausted() {
+            return Admission::Halt(Verdict::timeout(e.budget));
+        }
+        // Outside input is the caller's choice; loops are made of what listeners and the pump emit.
+        let env = &item.envelope;
+        let from_listener = env.from() != crate::system::CLIENT_SENDER;
+        if from_listener
+            && l.repeats(
+                env.from(),
+                listener,
+                env.payload().as_str(),
+                policy.no_progress_window,
+            )
+        {
+            return Admission::Halt(Verdict::new(HaltClass::NoProgress, "repeated-message"));
+        }
+        if let Err(e) = l
+            .account
+            .withdraw(Amount::of(BudgetName::Turns, Decimal::ONE))
+        {
+            return Admission::Halt(Verdict::timeout(e.budget));
+        }
+        let warnings = warnings(l, policy.warning_fraction);
+        Admission::Go {
+            view,
+            deadline: l.deadline,
+            warnings,
+        }
+    }
+
+    /// Halts a thread at the gate: the message goes back to the front of the queue, so a resume
+    /// continues exactly there.
+    pub(crate) async fn halt_before(
+        self: &Arc<Self>,
+        entry: &Arc<ThreadEntry>,
+        item: Queued,
+        verdict: Verdict,
+    ) {
+        let committed = {
+            let parent = entry.parent.and_then(|p| self.registry.get(p));
+            let mut parent_inner = parent.as_ref().map(|p| p.lock());
+            let mut inner = entry.lock();
+            let to = Arc::clone(&self.listeners[item.target].name);
+            inner.queue.push_front(item);
+            if inner.state.is_closed() {
+                return;
+            }
+            let mut tx = Tx::new(None);
+            let pair = parent.as_ref().zip(parent_inner.as_deref_mut());
+            let mut parent_view = pair.map(|(e, i)| (&**e, i));
+            self.halt_locked(
+                &mut tx,
+                entry,
+                &mut inner,
+                parent_view.as_mut().map(|(e, i)| (*e, &mut **i)),
+                verdict,
+                Some(&to),
+            );
+            let pair = parent.as_ref().zip(parent_inner.as_deref_mut());
+            tx.commit(self, (entry, &mut inner), pair)
+        };
+        self.await_commit(entry.id, committed).await;
+    }
+
+    /// Records a governor decision in the thread.
+    pub(crate) fn decide(
+        &self,
+        tx: &mut Tx,
+        entry: &ThreadEntry,
+        inner: &mut ThreadInner,
+        xml: String,
+    ) {
+        let payload = Payload::from_trusted(crate::QName::new(GOVERNOR_NS, "decision"), xml, true);
+        let env = Envelope::new(Arc::clone(&self.governor_name), entry.id, payload);
+        tx.record(inner, env, RecordKind::Decision);
+    }
+
+    /// Halts a locked thread: report, decision, `halt` message, descendants, parent.
+    pub(crate) fn halt_locked(
+        &self,
+        tx: &mut Tx,
+        entry: &ThreadEntry,
+        inner: &mut ThreadInner,
+        parent: Option<(&ThreadEntry, &mut ThreadInner)>,
+        verdict: Verdict,
+        to: Option<&str>,
+    ) {
+        inner.state = ThreadState::Halted;
+        let halt_id = crate::MessageId::new();
+        let r_p = self.r_p(&inner.ledger);
+        let report = report::build(
+            entry.id,
+            &entry.path,
+            halt_id,
+            &verdict,
+            &inner.ledger,
+            &inner.counters,
+            r_p,
+        );
+        let json = serde_json::to_string(&report).expect("a report serializes");
+        let certificate = verdict
+            .class
+            .certificate()
+            .map_or("none", |c| c.as_str())
+            .to_owned();
+        let decision = format!(
+            "<decision xmlns=\"{GOVERNOR_NS}\" action=\"halt\" class=\"{}\" reason=\"{}\"/>",
+            verdict.class,
+            quick_xml::escape::escape(verdict.reason.as_str())
+        );
+        self.decide(tx, entry, inner, decision);
+        let halt = SystemMessage::Halt {
+            reason: verdict.reason.clone(),
+            class: verdict.class.as_str().to_owned(),
+            certificate,
+            report_digest: hex::encode(Sha256::digest(json.as_bytes())),
+        };
+        let env = Envelope::new(Arc::clone(&self.system_name), entry.id, halt.to_payload())
+            .with_id(halt_id)
+            .with_to(to.map(Arc::from));
+        tx.record(inner, env, RecordKind::System);
+        tx.report(report);
+        tracing::info!(thread = %entry.id, class = %verdict.class, reason = %verdict.reason, "thread halted");
+        inner.ledger.halted = Some(verdict.clone());
+        tx.snapshot(entry, inner);
+        for child_id in inner.children.clone() {
+            let Some(child) = self.registry.get(child_id) else {
+                continue;
+            };
+            let mut child_inner = child.lock();
+            if !child_inner.state.is_closed() {
+                let cascade = Verdict::backpressure("parent-halted");
+                self.halt_locked(
+                    tx,
+                    &child,
+                    &mut child_inner,
+                    Some((entry, inner)),
+                    cascade,
+                    None,
+                );
+            }
+        }
+        let halt_info = Some((verdict.class.as_str().to_owned(), verdict.reason));
+        let last = inner.last_payload.clone();
+        match parent {
+            Some((parent, parent_inner)) => self.report_to_parent(
+                tx,
+                (entry, inner),
+                (parent, parent_inner),
+                ThreadStatus::Halted,
+                halt_info,
+                last,
+            ),
+            None => inner.ledger.account.close(),
+        }
+    }
+
+    fn r_p(&self, ledger: &Ledger) -> Decimal {
+        ledger
+            .progress
+            .as_ref()
+            .and_then(|p| p.goal.as_ref())
+            .and_then(|g| g.r_p)
+            .unwrap_or(self.config.governor.r_p)
+    }
+}
+
+/// One `budget-warning` per budget that crossed the warning fraction and was not warned about.
+fn warnings(ledger: &mut Ledger, fraction: Decimal) -> Vec<SystemMessage> {
+    let mut out = Vec::new();
+    for (name, limit, spent) in ledger.account.snapshot() {
+        let Some(limit) = limit else { continue };
+        if limit > Decimal::ZERO && spent >= limit * fraction && ledger.first_warning(name) {
+            let left = (limit - spent).max(Decimal::ZERO);
+            let message = format!("budget {name}: {spent} of {limit} used, {left} remain; wrap up");
+            out.push(SystemMessage::Error {
+                code: ErrorCode::BudgetWarning,
+                message,
+            });
+        }
+    }
+    if let Some(deadline) = ledger.deadline {
+        let total = deadline.saturating_duration_since(ledger.started);
+        let used = ledger.started.elapsed();
+        let crossed = Decimal::from(used.as_millis() as u64)
+            >= Decimal::from(total.as_millis() as u64) * fraction;
+        if !total.is_zero() && crossed && ledger.first_warning(BudgetName::WallClock) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let message = format!(
+                "budget max-wall-clock: {} ms remain; wrap up",
+                left.as_millis()
+            );
+            out.push(SystemMessage::Error {
+                code: ErrorCode::BudgetWarning,
+                message,
+            });
+        }
+    }
+    out
+}
+
+impl Applying<'_> {
+    /// Takes in one governor message.
+    pub fn govern(&mut self, payload: Payload, message: GovernorMessage) {
+        let env = Envelope::new(
+            Arc::clone(&self.shared.listeners[self.me].name),
+            self.entry.id,
+            payload.clone(),
+        )
+        .with_to(Some(Arc::clone(&self.shared.governor_name)));
+        self.tx.record(self.inner, env, RecordKind::Message);
+        let me = Arc::clone(&self.shared.listeners[self.me].name);
+        let window = self.shared.config.governor.no_progress_window;
+        let ledger = &mut self.inner.ledger;
+        match message {
+            GovernorMessage::Goal(goal) => {
+                ledger.account.tighten(&goal.budget);
+                if let Some(w) = goal.budget.wall_clock {
+                    let by = ledger.started + w;
+                    ledger.deadline = Some(ledger.deadline.map_or(by, |d| d.min(by)));
+                }
+                if let Some(d) = goal.budget.depth {
+                    let by = self.entry.depth + d;
+                    ledger.max_depth = Some(ledger.max_depth.map_or(by, |m| m.min(by)));
+                }
+                let progress = ledger.progress();
+                for (id, description) in &goal.criteria {
+                    match progress.criteria.iter_mut().find(|c| &c.id == id) {
+                        Some(c) => c.description.clone_from(description),
+                        None => progress.criteria.push(CriterionStatus {
+                            id: id.clone(),
+                            description: description.clone(),
+                            met: false,
+                            evidence: None,
+                            reported_by: None,
+                        }),
+                    }
+                }
+                let decision = format!(
+                    "<decision xmlns=\"{GOVERNOR_NS}\" action=\"goal\" criteria=\"{}\">{}</decision>",
+                    goal.criteria.len(),
+                    budget_xml(&goal.budget, "")
+                );
+                progress.goal = Some(goal);
+                self.shared
+                    .decide(&mut self.tx, self.entry, self.inner, decision);
+            }
+            GovernorMessage::Loop(signal) => {
+                if ledger.same_control(payload.as_str(), window) {
+                    self.signals.stuck = true;
+                }
+                self.signals.control(signal.control, signal.reason);
+            }
+            GovernorMessage::Residual(value) => {
+                ledger.progress().residuals.push(value);
+                self.signals.residual = true;
+            }
+            GovernorMessage::Criterion { id, met, evidence } => {
+                let progress = ledger.progress();
+                let status = match progress.criteria.iter_mut().position(|c| c.id == id) {
+                    Some(i) => &mut progress.criteria[i],
+                    None => {
+                        progress.criteria.push(CriterionStatus {
+                            id,
+                            description: String::new(),
+                            met: false,
+                            evidence: None,
+                            reported_by: None,
+                        });
+                        progress.criteria.last_mut().expect("just pushed")
+                    }
+                };
+                status.met = met;
+                status.evidence = evidence;
+                status.reported_by = Some(me);
+            }
+            GovernorMessage::Learning { lane, text } => {
+                ledger.progress().learnings.push((lane, text, me))
+            }
+        }
+    }
+
+    /// Decides, by precedence, whether this delivery halts the thread.
+    pub fn conclude(&mut self) {
+        if self.inner.state.is_closed() {
+            return;
+        }
+        if self.inner.ledger.stop_requested {
+            self.signals
+                .halt
+                .get_or_insert(Verdict::backpressure("stop-request"));
+        }
+        let r_p = self.shared.r_p(&self.inner.ledger);
+        let window = self.shared.config.governor.divergence_window;
+        let me = &self.shared.listeners[self.me].name;
+        let signals = std::mem::take(&mut self.signals);
+        let Some(verdict) = signals.resolve(self.inner.ledger.progress.as_deref(), r_p, window, me)
+        else {
+            return;
+        };
+        let to = Arc::clone(me);
+        let parent = self.parent.as_mut().map(|(e, i)| (&***e, &mut **i));
+        self.shared.halt_locked(
+            &mut self.tx,
+            self.entry,
+            self.inner,
+            parent,
+            verdict,
+            Some(&to),
+        );
+    }
+}
+
+impl PumpHandle {
+    /// Stops a thread: halts it with BACKPRESSURE (`stop-request`) — at once when it is idle,
+    /// after the delivery in progress otherwise. Its descendants halt with it.
+    ///
+    /// # Errors
+    ///
+    /// [`ControlError`] for an unknown thread or one that is already done or halted.
+    pub async fn stop(&self, thread: ThreadId) -> Result<(), ControlError> {
+        let shared = &self.shared;
+        let entry = shared
+            .registry
+            .get(thread)
+            .filter(|e| !e.is_system)
+            .ok_or(ControlError::UnknownThread(thread))?;
+        let committed = {
+            let parent = entry.parent.and_then(|p| shared.registry.get(p));
+            let mut parent_inner = parent.as_ref().map(|p| p.lock());
+            let mut inner = entry.lock();
+            if inner.state.is_closed() {
+                let state = inner.state;
+                return Err(ControlError::WrongState {
+                    thread,
+                    state,
+                    action: "stop",
+                    needed: "running or idle",
+                });
+            }
+            if inner.running {
+                inner.ledger.stop_requested = true;
+                return Ok(());
+            }
+            let mut tx = Tx::new(None);
+            let mut view = parent
+                .as_ref()
+                .zip(parent_inner.as_deref_mut())
+                .map(|(e, i)| (&**e, i));
+            let verdict = Verdict::backpressure("stop-request");
+            shared.halt_locked(
+                &mut tx,
+                &entry,
+                &mut inner,
+                view.as_mut().map(|(e, i)| (*e, &mut **i)),
+                verdict,
+                None,
+            );
+            let pair = parent.as_ref().zip(parent_inner.as_deref_mut());
+            tx.commit(shared, (&entry, &mut inner), pair)
+        };
+        shared.await_commit(thread, committed).await;
+        Ok(())
+    }
+
+    /// Resumes a halted thread with `extra` added to its budget (limits that were unlimited stay
+    /// so; `wall_clock` extends the deadline from now). The decision is recorded; the thread
+    /// continues with the message it was about to deliver when it halted. Its descendants stay
+    /// halted.
+    ///
+    /// # Errors
+    ///
+    /// [`ControlError`] for an unknown thread or one that is not halted.
+    pub async fn resume(&self, thread: ThreadId, extra: &Budget) -> Result<(), ControlError> {
+        let shared = &self.shared;
+        let entry = shared
+            .registry
+            .get(thread)
+            .filter(|e| !e.is_system)
+            .ok_or(ControlError::UnknownThread(thread))?;
+        let committed = {
+            let parent = entry.parent.and_then(|p| shared.registry.get(p));
+            let mut parent_inner = parent.as_ref().map(|p| p.lock());
+            let mut inner = entry.lock();
+            if inner.state != ThreadState::Halted {
+                let state = inner.state;
+                return Err(ControlError::WrongState {
+                    thread,
+                    state,
+                    action: "resume",
+                    needed: "halted",
+                });
+            }
+            let ledger = &mut inner.ledger;
+            ledger.account.extend(extra);
+            if let Some(w) = extra.wall_clock {
+                let from = ledger
+                    .deadline
+                    .map_or(Instant::now(), |d| d.max(Instant::now()));
+                ledger.deadline = Some(from + w);
+            }
+            ledger.halted = None;
+            ledger.stop_requested = false;
+            ledger.queue_full_streak = 0;
+            ledger.reset_progress_guard();
+            inner.state = ThreadState::Idle;
+            if let Some(p) = parent_inner.as_deref_mut() {
+                p.live_children += 1;
+            }
+            let mut tx = Tx::new(None);
+            let decision = format!(
+                "<decision xmlns=\"{GOVERNOR_NS}\" action=\"resume\">{}</decision>",
+                budget_xml(extra, "")
+            );
+            shared.decide(&mut tx, &entry, &mut inner, decision);
+            tx.snapshot(&entry, &inner);
+            let committed = tx.commit(shared, (&entry, &mut inner), None);
+            shared.wake(&entry, &mut inner);
+            committed
+        };
+        shared.await_commit(thread, committed).await;
+        Ok(())
+    }
+
+    /// The halting reports of a thread, oldest first.
+    ///
+    /// # Errors
+    ///
+    /// [`HistoryError::Query`] when the store cannot be read.
+    pub async fn reports(&self, thread: ThreadId) -> Result<Vec<HaltingReport>, HistoryError> {
+        self.shared.store.reports(thread).await
+    }
+}

@@ -1,0 +1,112 @@
+//! Pump notices: queuing or recording a system message for a listener, the outside sender, or
+//! nobody; and telling a spawner how its child ended.
+
+use std::sync::Arc;
+
+use super::Shared;
+use super::tx::{Place, Tx};
+use crate::history::RecordKind;
+use crate::system::{CLIENT_SENDER, SYSTEM_SENDER, SystemMessage, ThreadStatus};
+use crate::thread::registry::{ThreadEntry, ThreadInner};
+use crate::{Envelope, MessageId, Payload};
+
+/// Who a pump notice goes to.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Recipient<'a> {
+    /// A listener in the thread: queued for it while the thread is open.
+    Listener(usize),
+    /// The outside sender: recorded as egress.
+    Client,
+    /// Nobody can take it (the pump itself sent the failed message): recorded, addressed to this name.
+    RecordOnly(&'a str),
+}
+
+impl Shared {
+    /// Queues (or records) a pump notice for `to` in this thread.
+    pub(crate) fn notice(
+        &self,
+        tx: &mut Tx,
+        entry: &ThreadEntry,
+        inner: &mut ThreadInner,
+        to: Recipient<'_>,
+        message: SystemMessage,
+        in_reply_to: Option<MessageId>,
+    ) {
+        let system = Arc::clone(&self.system_name);
+        let env =
+            Envelope::new(system, entry.id, message.to_payload()).with_in_reply_to(in_reply_to);
+        match to {
+            Recipient::Listener(index) if !inner.state.is_closed() => {
+                let env = env.with_to(Some(Arc::clone(&self.listeners[index].name)));
+                tx.queue(inner, Place::Here, env, index, RecordKind::System);
+            }
+            Recipient::Listener(index) => {
+                let env = env.with_to(Some(Arc::clone(&self.listeners[index].name)));
+                tx.record(inner, env, RecordKind::System);
+            }
+            Recipient::Client => tx.record(
+                inner,
+                env.with_to(Some(Arc::from(CLIENT_SENDER))),
+                RecordKind::System,
+            ),
+            Recipient::RecordOnly(name) => tx.record(
+                inner,
+                env.with_to(Some(Arc::from(name))),
+                RecordKind::System,
+            ),
+        }
+    }
+
+    /// Where a notice about a message from `from` goes.
+    pub(crate) fn recipient_of<'a>(&'a self, from: &'a str, me: usize) -> Recipient<'a> {
+        match from {
+            CLIENT_SENDER => Recipient::Client,
+            SYSTEM_SENDER => Recipient::RecordOnly(&self.listeners[me].name),
+            name => self
+                .by_name
+                .get(name)
+                .map_or(Recipient::RecordOnly(name), |&i| Recipient::Listener(i)),
+        }
+    }
+
+    /// Delivers `thread-result` to the child's spawner in the parent thread (locked by the
+    /// caller), and returns the child's unspent carve-out to the parent.
+    pub(crate) fn report_to_parent(
+        &self,
+        tx: &mut Tx,
+        child: (&ThreadEntry, &ThreadInner),
+        parent: (&ThreadEntry, &mut ThreadInner),
+        status: ThreadStatus,
+        halt: Option<(String, String)>,
+        payload: Option<Payload>,
+    ) {
+        let ((child, child_inner), (parent, parent_inner)) = (child, parent);
+        child_inner.ledger.account.close();
+        parent_inner.live_children = parent_inner.live_children.saturating_sub(1);
+        let result = SystemMessage::ThreadResult {
+            thread: child.id,
+            status,
+            halt,
+            payload,
+        };
+        let spawner = child
+            .spawner
+            .as_deref()
+            .and_then(|s| self.by_name.get(s).copied());
+        let env = Envelope::new(
+            Arc::clone(&self.system_name),
+            parent.id,
+            result.to_payload(),
+        );
+        match spawner {
+            Some(index) if !parent_inner.state.is_closed() => {
+                let env = env.with_to(Some(Arc::clone(&self.listeners[index].name)));
+                tx.queue(parent_inner, Place::Parent, env, index, RecordKind::System);
+            }
+            _ => {
+                let env = env.with_to(child.spawner.clone());
+                tx.record(parent_inner, env, RecordKind::System);
+            }
+        }
+    }
+}
