@@ -109,6 +109,28 @@ impl Shared {
         self.store.append(batch).map(drop)
     }
 
+    /// Waits until `done()` holds, checking again whenever a runner ends.
+    pub(crate) async fn wait_until(&self, mut done: impl FnMut() -> bool) {
+        /// Counts a waiter for as long as it lives, even when its future is dropped.
+        struct Waiting<'a>(&'a AtomicUsize);
+        impl Drop for Waiting<'_> {
+            fn drop(&mut self) {
+                self.0.fetch_sub(1, Ordering::AcqRel);
+            }
+        }
+        self.waiters.fetch_add(1, Ordering::AcqRel);
+        let _waiting = Waiting(&self.waiters);
+        loop {
+            let notified = self.quiet.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if done() {
+                return;
+            }
+            notified.await;
+        }
+    }
+
     fn record_boot(&self) -> Result<(), HistoryError> {
         self.record_system(SystemMessage::Boot {
             listeners: self.listeners.len(),
@@ -130,24 +152,27 @@ impl PumpHandle {
     /// Waits until `thread` and every thread below it have nothing queued and nothing running.
     /// A thread that never settles (a listener that loops forever) keeps this waiting; wrap it in
     /// a timeout when that can happen.
+    /// Returns at once for an unknown thread.
     pub async fn settle(&self, thread: ThreadId) {
         let shared = &self.shared;
-        shared.waiters.fetch_add(1, Ordering::AcqRel);
-        loop {
-            let notified = shared.quiet.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            let quiet = shared
-                .registry
-                .subtree(thread)
-                .iter()
-                .all(|e| e.lock().is_quiet());
-            if quiet {
-                break;
-            }
-            notified.await;
-        }
-        shared.waiters.fetch_sub(1, Ordering::AcqRel);
+        let Some(top) = shared.registry.get(thread) else {
+            return;
+        };
+        shared
+            .wait_until(|| {
+                loop {
+                    // A scan that raced with a runner starting somewhere in the tree is repeated.
+                    let before = top.tree_epoch.load(Ordering::SeqCst);
+                    let subtree = shared.registry.subtree(thread);
+                    if !subtree.iter().all(|e| e.lock().is_quiet()) {
+                        return false;
+                    }
+                    if top.tree_epoch.load(Ordering::SeqCst) == before {
+                        return true;
+                    }
+                }
+            })
+            .await;
     }
 
     /// The records of one thread, in order.

@@ -111,11 +111,15 @@ fn check_nothing_after(text: &str, end: usize) -> Result<(), EnvelopeError> {
     }
     let at = Position::locate(text, end + skip);
     let tail = &rest[skip..];
-    let name: String = tail[1.min(tail.len())..]
+    let name: String = tail
         .chars()
+        .skip(1)
         .take_while(|c| !c.is_whitespace() && !matches!(c, '>' | '/'))
         .collect();
-    if tail.starts_with('<') && tail[1..].starts_with(|c: char| c.is_alphabetic() || c == '_') {
+    let element_follows = tail
+        .strip_prefix('<')
+        .is_some_and(|r| r.starts_with(|c: char| c.is_alphabetic() || c == '_'));
+    if element_follows {
         Err(EnvelopeError::SecondPayload { element: name, at })
     } else {
         Err(EnvelopeError::StrayText { at })

@@ -176,9 +176,13 @@ impl Shared {
                         targets,
                         budget,
                     },
-                    Ok(Route::Client) => {
-                        unreachable!("a child's first message has no outside caller")
-                    }
+                    Ok(Route::Client) => refused(
+                        Refusal::Error(
+                            ErrorCode::NoRoute,
+                            "a child thread has no outside sender to address".into(),
+                        ),
+                        payload.as_str().to_owned(),
+                    ),
                     Err(refusal) => refused(refusal, payload.as_str().to_owned()),
                 }
             }

@@ -2,7 +2,10 @@
 //! time, yields to other threads after a small batch, and ends when the queue is empty — an idle
 //! thread costs no task. A child thread that runs out of work ends and reports to its spawner.
 
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
+
+use futures_util::FutureExt as _;
 use std::sync::atomic::Ordering;
 
 use super::Shared;
@@ -23,6 +26,7 @@ impl Shared {
             return;
         }
         inner.running = true;
+        entry.tree_epoch.fetch_add(1, Ordering::SeqCst);
         if inner.state == ThreadState::Idle {
             inner.state = ThreadState::Active;
         }
@@ -48,7 +52,7 @@ impl Shared {
                     }
                 };
                 match next {
-                    Some((item, false)) => self.deliver(&entry, item).await,
+                    Some((item, false)) => self.deliver_contained(&entry, item).await,
                     Some((item, true)) => self.refuse_closed(&entry, item).await,
                     None if self.finish_run(&entry).await => {
                         self.runners.fetch_sub(1, Ordering::AcqRel);
@@ -111,6 +115,36 @@ impl Shared {
             inner.state = ThreadState::Idle;
         }
         Some(committed)
+    }
+
+    /// Delivers, containing a panic of the pump's own code (handler panics are caught earlier):
+    /// the delivery is resolved with a recorded notice and the thread keeps running.
+    async fn deliver_contained(self: &Arc<Self>, entry: &Arc<ThreadEntry>, item: Queued) {
+        let (id, from, target) = (
+            item.envelope.id(),
+            Arc::clone(item.envelope.from_shared()),
+            item.target,
+        );
+        let delivering = AssertUnwindSafe(self.deliver(entry, item)).catch_unwind();
+        if delivering.await.is_ok() {
+            return;
+        }
+        tracing::error!(thread = %entry.id, message = %id, "internal error while delivering");
+        let committed: Committed = {
+            let mut inner = entry.lock();
+            let mut tx = Tx::new(Some(id));
+            let listener = &self.listeners[target].name;
+            let message =
+                format!("internal error while delivering to `{listener}`; its outputs are dropped");
+            let notice = SystemMessage::Error {
+                code: ErrorCode::HandlerPanicked,
+                message,
+            };
+            let to = self.recipient_of(&from, target);
+            self.notice(&mut tx, entry, &mut inner, to, notice, Some(id));
+            tx.commit(self, (entry, &mut inner), None)
+        };
+        self.await_commit(entry.id, committed).await;
     }
 
     /// A message queued before its thread closed: recorded as not delivered, never dropped silently.

@@ -62,6 +62,7 @@ impl PumpHandle {
             };
             shared.await_commit(entry.id, committed).await;
         }
+        shared.quiet_changed();
         if let Err(error) = shared.record_system(SystemMessage::Shutdown { undelivered }) {
             tracing::error!(%error, "could not record shutdown");
         }
@@ -89,16 +90,8 @@ impl PumpHandle {
     /// Waits until every runner task has ended (each finishes its current delivery first).
     async fn wait_for_runners(&self) {
         let shared = &self.shared;
-        shared.waiters.fetch_add(1, Ordering::AcqRel);
-        loop {
-            let notified = shared.quiet.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            if shared.runners.load(Ordering::Acquire) == 0 {
-                break;
-            }
-            notified.await;
-        }
-        shared.waiters.fetch_sub(1, Ordering::AcqRel);
+        shared
+            .wait_until(|| shared.runners.load(Ordering::Acquire) == 0)
+            .await;
     }
 }

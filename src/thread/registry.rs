@@ -2,6 +2,7 @@
 //! lock is shared by all threads on the delivery path.
 
 use std::collections::VecDeque;
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use dashmap::DashMap;
@@ -43,6 +44,9 @@ pub(crate) struct ThreadEntry {
     pub dialect: Dialect,
     /// The pump's own thread: it records boot, shutdown and refused input that names no thread.
     pub is_system: bool,
+    /// Shared by a whole tree; bumped (under the thread's lock) whenever one of its threads
+    /// starts a runner, so `settle` can tell a quiet scan from one that raced with new work.
+    pub tree_epoch: Arc<AtomicU64>,
     inner: Mutex<ThreadInner>,
 }
 
@@ -83,6 +87,9 @@ impl ThreadEntry {
             path,
             dialect,
             is_system: false,
+            tree_epoch: parent
+                .map(|p| Arc::clone(&p.tree_epoch))
+                .unwrap_or_default(),
             inner: Mutex::new(ThreadInner {
                 state: ThreadState::Idle,
                 queue: VecDeque::new(),
