@@ -24,6 +24,7 @@ pub use incoming::Incoming;
 pub use limits::Limits;
 pub use payload::Payload;
 pub use qname::QName;
+pub(crate) use scan::check_chars;
 
 /// Namespace of the agentpump envelope.
 pub const ENVELOPE_NS: &str = "urn:agentpump:envelope:v1";

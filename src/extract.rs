@@ -54,6 +54,7 @@ pub fn extract(text: &str, limits: &Limits) -> Result<Vec<Payload>, ExtractError
         }
         .into());
     }
+    crate::envelope::check_chars(text)?;
     let mut found = Vec::new();
     let mut i = 0;
     while let Some(rel) = text[i..].find('<') {

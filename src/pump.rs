@@ -54,6 +54,9 @@ pub(crate) struct Shared {
     runners: AtomicUsize,
     /// No new outside input.
     closing: AtomicBool,
+    /// Outside input holds it for reading while it is admitted; shutdown takes it for writing
+    /// to set `closing`, so no admitted message can miss the drain.
+    ingress_gate: std::sync::RwLock<()>,
     /// No new deliveries.
     stopped: AtomicBool,
 }
@@ -83,6 +86,7 @@ impl Shared {
             waiters: AtomicUsize::new(0),
             runners: AtomicUsize::new(0),
             closing: AtomicBool::new(false),
+            ingress_gate: std::sync::RwLock::new(()),
             stopped: AtomicBool::new(false),
         }
     }

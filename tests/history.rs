@@ -171,3 +171,91 @@ async fn accepted_but_undelivered_messages_are_pending_until_delivered() {
         "system + this thread"
     );
 }
+
+#[test]
+fn moving_bytes_between_fields_breaks_the_chain() {
+    use agentpump::{MessageId, QName, ThreadId};
+    use std::sync::Arc;
+    let mut r = Record {
+        seq: 1,
+        time_us: 1,
+        kind: RecordKind::Message,
+        thread: ThreadId::new(),
+        id: MessageId::new(),
+        from: Arc::from("a"),
+        to: None,
+        in_reply_to: None,
+        root: QName::new("urn:x", "go"),
+        payload: Arc::from("<go xmlns=\"urn:x\">\n</go>"),
+        digest: [0; 32],
+    };
+    r.digest = r.chained_digest(&[0; 32]);
+    assert_eq!(verify_chain([&r]), Ok(1));
+    let mut forged = r.clone();
+    forged.root = QName::new("urn:x", "go\n<go xmlns=\"urn:x\">");
+    forged.payload = Arc::from("</go>");
+    assert!(verify_chain([&forged]).is_err());
+}
+
+/// A store whose commits never become durable.
+#[derive(Debug, Default)]
+struct NotDurable(agentpump::history::MemoryHistory);
+
+#[async_trait::async_trait]
+impl agentpump::history::HistoryStore for NotDurable {
+    fn append(
+        &self,
+        batch: agentpump::history::Batch,
+    ) -> Result<agentpump::history::Ticket, agentpump::history::HistoryError> {
+        self.0.append(batch)?;
+        Ok(agentpump::history::Ticket::pending(async {
+            Err(agentpump::history::HistoryError::Unavailable(
+                "disk full".into(),
+            ))
+        }))
+    }
+    async fn thread(
+        &self,
+        t: agentpump::ThreadId,
+        since: u64,
+    ) -> Result<Vec<Record>, agentpump::history::HistoryError> {
+        self.0.thread(t, since).await
+    }
+    async fn record(
+        &self,
+        id: agentpump::MessageId,
+    ) -> Result<Option<Record>, agentpump::history::HistoryError> {
+        self.0.record(id).await
+    }
+    async fn pending(&self) -> Result<Vec<Record>, agentpump::history::HistoryError> {
+        self.0.pending().await
+    }
+    async fn reports(
+        &self,
+        t: agentpump::ThreadId,
+    ) -> Result<Vec<agentpump::governor::HaltingReport>, agentpump::history::HistoryError> {
+        self.0.reports(t).await
+    }
+    async fn threads(
+        &self,
+        s: Option<ThreadState>,
+    ) -> Result<Vec<agentpump::ThreadInfo>, agentpump::history::HistoryError> {
+        self.0.threads(s).await
+    }
+    async fn verify(&self) -> Result<u64, agentpump::history::HistoryError> {
+        self.0.verify().await
+    }
+}
+
+#[tokio::test]
+async fn a_message_is_acknowledged_only_once_durable() {
+    let pump = PumpBuilder::new()
+        .history(std::sync::Arc::new(NotDurable::default()))
+        .register(Registration::new("echo", Echo).accepts(q("say")))
+        .build()
+        .unwrap();
+    let err = pump.post(None, None, &p("say", "")).await.unwrap_err();
+    assert_eq!(err.code(), "history-unavailable");
+    assert_eq!(err.recorded_in(), None);
+    assert!(err.to_string().contains("disk full"), "{err}");
+}

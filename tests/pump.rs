@@ -105,7 +105,7 @@ async fn listener_output_cannot_forge_sender_thread_or_system_messages() {
     ] {
         let err = pump.post(Some(other), None, &payload).await.unwrap_err();
         assert_eq!(err.code(), "reserved-namespace");
-        assert_eq!(err.recorded_in(), other);
+        assert_eq!(err.recorded_in(), Some(other));
     }
     let last = notices(&pump, other).await;
     assert_eq!(last.len(), 2);
@@ -379,7 +379,7 @@ async fn outside_input_that_cannot_be_accepted_gets_a_precise_recorded_answer() 
             err.to_string().contains(words),
             "{err} should say {words:?}"
         );
-        assert_eq!(err.recorded_in(), recorded_in, "{xml}");
+        assert_eq!(err.recorded_in(), Some(recorded_in), "{xml}");
         let after = pump.history(recorded_in).await.unwrap();
         assert_eq!(after.len(), before + 1, "{xml}: the answer is recorded");
         assert_eq!(after.last().unwrap().to.as_deref(), Some("client"));
@@ -573,4 +573,156 @@ async fn shutdown_with_enough_grace_delivers_everything() {
     assert!(report.drained);
     assert_eq!(report.undelivered, 0);
     assert_eq!(egress(&pump, thread).await.len(), 50);
+}
+
+#[tokio::test]
+async fn pump_elements_smuggled_inside_a_payload_or_spawned_to_the_client_are_refused() {
+    let smuggler = Registration::new(
+        "smuggler",
+        Script::new(|msg, cx| {
+            if !msg.is_system() {
+                cx.reply(
+                    r#"<x xmlns="urn:test:v1"><s:halt xmlns:s="urn:agentpump:system:v1"/></x>"#,
+                );
+                cx.spawn(agentpump::system::Spawn::new(p("go", "")).to("client"));
+            }
+            Ok(())
+        }),
+    )
+    .accepts(q("go"));
+    let pump = PumpBuilder::new().register(smuggler).build().unwrap();
+    let thread = start(&pump, &p("go", "")).await;
+    let codes: Vec<String> = notices(&pump, thread)
+        .await
+        .into_iter()
+        .map(|n| n.2)
+        .collect();
+    assert_eq!(codes, ["reserved-namespace", "no-route"]);
+    assert!(egress(&pump, thread).await.is_empty());
+    // The client cannot either.
+    let err = pump
+        .post(
+            Some(thread),
+            None,
+            r#"<go xmlns="urn:test:v1"><huh xmlns="urn:agentpump:system:v1"/></go>"#,
+        )
+        .await;
+    assert_eq!(err.unwrap_err().code(), "reserved-namespace");
+}
+
+#[tokio::test]
+async fn an_ingress_error_renders_the_recorded_answer() {
+    let pump = PumpBuilder::new().register(echo()).build().unwrap();
+    let err = pump
+        .post(None, None, &p("nobody-takes-this", ""))
+        .await
+        .unwrap_err();
+    let recorded = pump
+        .history(err.recorded_in().unwrap())
+        .await
+        .unwrap()
+        .pop()
+        .unwrap();
+    assert!(
+        err.to_xml().contains(&format!("<id>{}</id>", recorded.id)),
+        "{}",
+        err.to_xml()
+    );
+}
+
+#[tokio::test]
+async fn a_configuration_that_cannot_work_is_refused() {
+    for config in [
+        PumpConfig {
+            batch: 0,
+            ..PumpConfig::default()
+        },
+        PumpConfig {
+            queue_capacity: 0,
+            ..PumpConfig::default()
+        },
+    ] {
+        let err = PumpBuilder::new().config(config).build().unwrap_err();
+        assert!(
+            err.to_string().starts_with("invalid configuration: "),
+            "{err}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_listener_sees_history_up_to_its_own_delivery_only() {
+    let gate = Gate::new();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = std::sync::Arc::clone(&seen);
+    struct Viewer(std::sync::Arc<std::sync::Mutex<Vec<usize>>>, Gate);
+    #[async_trait::async_trait]
+    impl agentpump::Listener for Viewer {
+        async fn handle(
+            &self,
+            msg: &agentpump::Delivery,
+            cx: &mut agentpump::Context,
+        ) -> Result<(), ListenerError> {
+            if msg.payload().as_str().contains("first") {
+                self.1.entered.add_permits(1);
+                self.1.permits.acquire().await.unwrap().forget();
+            }
+            let n = cx.history().await.map_err(ListenerError::failed)?.len();
+            self.0.lock().unwrap().push(n);
+            Ok(())
+        }
+    }
+    let pump = PumpBuilder::new()
+        .register(Registration::new("viewer", Viewer(log, gate.clone())).accepts(q("look")))
+        .build()
+        .unwrap();
+    let thread = pump
+        .post(None, None, &p("look", "first"))
+        .await
+        .unwrap()
+        .thread();
+    gate.entered().await;
+    pump.post(Some(thread), None, &p("look", "second"))
+        .await
+        .unwrap();
+    gate.open(1);
+    pump.settle(thread).await;
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [1, 2],
+        "the first delivery does not see the second message"
+    );
+}
+
+#[tokio::test]
+async fn a_settle_waiting_when_shutdown_starts_returns() {
+    let gate = Gate::new();
+    let pump = PumpBuilder::new()
+        .register(Registration::new("gate", gate.clone()).accepts(q("wait")))
+        .build()
+        .unwrap();
+    let thread = pump
+        .post(None, None, &p("wait", "0"))
+        .await
+        .unwrap()
+        .thread();
+    pump.post(Some(thread), None, &p("wait", "1"))
+        .await
+        .unwrap();
+    gate.entered().await;
+    let waiting = {
+        let pump = pump.clone();
+        tokio::spawn(async move { pump.settle(thread).await })
+    };
+    let stopping = {
+        let pump = pump.clone();
+        tokio::spawn(async move { pump.shutdown(Duration::from_millis(20)).await })
+    };
+    tokio::time::sleep(Duration::from_millis(60)).await;
+    gate.open(1);
+    assert_eq!(stopping.await.unwrap().undelivered, 1);
+    tokio::time::timeout(Duration::from_secs(5), waiting)
+        .await
+        .expect("settle returns")
+        .unwrap();
 }

@@ -22,6 +22,7 @@ pub struct Incoming {
 /// The `<meta>` fields as text.
 #[derive(Default)]
 struct Meta {
+    seen: Vec<&'static str>,
     to: Option<String>,
     thread: Option<String>,
     in_reply_to: Option<String>,
@@ -59,7 +60,7 @@ impl Incoming {
         })?;
         scan::check_chars(text)?;
         let mut reader = NsReader::from_str(text);
-        let (dialect, root) = read_root(&mut reader, text)?;
+        let (dialect, root) = read_root(&mut reader, text, limits)?;
         let meta = read_meta(&mut reader, text, dialect)?;
         let after_meta = reader.buffer_position() as usize;
         let start = after_meta + (text[after_meta..].len() - text[after_meta..].trim_start().len());
@@ -121,7 +122,11 @@ impl Incoming {
 }
 
 /// Reads up to the root `<message>` and returns the dialect and the root's raw name.
-fn read_root(reader: &mut NsReader<&[u8]>, text: &str) -> Result<(Dialect, String), EnvelopeError> {
+fn read_root(
+    reader: &mut NsReader<&[u8]>,
+    text: &str,
+    limits: &Limits,
+) -> Result<(Dialect, String), EnvelopeError> {
     loop {
         let at = Position::locate(text, reader.buffer_position() as usize);
         let (resolved, event) = match reader.read_resolved_event() {
@@ -133,6 +138,10 @@ fn read_root(reader: &mut NsReader<&[u8]>, text: &str) -> Result<(Dialect, Strin
             Event::Text(t) if t.trim().is_empty() => {}
             Event::DocType(_) => return Err(EnvelopeError::Doctype { at }),
             Event::Start(ref e) | Event::Empty(ref e) => {
+                if e.attributes().count() > limits.max_attributes {
+                    let (element, limit) = (e.name().0.to_owned(), limits.max_attributes);
+                    return Err(EnvelopeError::TooManyAttributes { element, limit, at });
+                }
                 let local = e.local_name();
                 let namespace = match resolved {
                     ResolveResult::Bound(ns) => ns.0,
@@ -192,6 +201,14 @@ fn read_meta(
             {
                 let name = meta_field(dialect, e.local_name().as_ref())
                     .ok_or_else(|| unexpected(e.name().0, dialect.meta_fields(), at))?;
+                if meta.seen.contains(&name) {
+                    return Err(unexpected(
+                        &format!("a second {}", e.name().0),
+                        "each <meta> field once",
+                        at,
+                    ));
+                }
+                meta.seen.push(name);
                 value.clear();
                 if matches!(event, Event::Start(_)) {
                     field = Some(name);

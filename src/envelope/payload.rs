@@ -13,6 +13,7 @@ pub struct Payload {
     qname: QName,
     text: Arc<str>,
     declares_default_ns: bool,
+    carries_reserved: bool,
 }
 
 impl Payload {
@@ -67,6 +68,7 @@ impl Payload {
             qname: element.qname,
             text: Arc::from(&full[start..element.end]),
             declares_default_ns: element.declares_default_ns,
+            carries_reserved: element.reserved_inside,
         };
         Ok((payload, element.end))
     }
@@ -77,6 +79,7 @@ impl Payload {
             qname,
             text: Arc::from(text),
             declares_default_ns,
+            carries_reserved: false,
         }
     }
 
@@ -93,6 +96,12 @@ impl Payload {
     /// The element's exact text, shared.
     pub fn to_shared(&self) -> Arc<str> {
         Arc::clone(&self.text)
+    }
+
+    /// Whether an element below the root is in a namespace only the pump may emit (system,
+    /// governor, envelope): such a payload is refused from listeners and clients.
+    pub fn carries_reserved_element(&self) -> bool {
+        self.carries_reserved
     }
 
     /// Whether the root element declares a default namespace itself, so that unprefixed

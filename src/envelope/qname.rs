@@ -61,7 +61,7 @@ impl FromStr for QName {
 
     /// Reads Clark notation: `{namespace}local` or `local`.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Ok(match s.strip_prefix('{').and_then(|r| r.split_once('}')) {
+        Ok(match s.strip_prefix('{').and_then(|r| r.rsplit_once('}')) {
             Some((namespace, local)) => Self::new(namespace, local),
             None => Self::new("", s),
         })

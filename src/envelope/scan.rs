@@ -11,6 +11,7 @@ use quick_xml::events::{BytesRef, BytesStart, Event};
 use quick_xml::name::ResolveResult;
 
 use super::{EnvelopeError, Limits, Position, QName};
+use crate::system::is_reserved_namespace;
 
 /// The five entities XML predefines; every other named entity is refused.
 const PREDEFINED_ENTITIES: [&str; 5] = ["lt", "gt", "amp", "apos", "quot"];
@@ -24,13 +25,13 @@ pub(crate) struct Element {
     pub end: usize,
     /// Whether the root declares a default namespace (`xmlns="…"`) itself.
     pub declares_default_ns: bool,
+    /// Whether an element below the root is in a namespace only the pump may emit.
+    pub reserved_inside: bool,
 }
 
 /// Checks that `text` contains no character XML forbids (NUL and other C0 controls).
 pub(crate) fn check_chars(text: &str) -> Result<(), EnvelopeError> {
-    let bad = text
-        .bytes()
-        .position(|b| b < 0x20 && !matches!(b, b'\t' | b'\n' | b'\r'));
+    let bad = text.bytes().position(|b| is_forbidden(char::from(b)));
     match bad {
         None => Ok(()),
         Some(offset) => Err(EnvelopeError::ForbiddenChar {
@@ -54,6 +55,7 @@ pub(crate) fn element(
     reader.config_mut().check_comments = true;
     let mut depth = 0usize;
     let mut root: Option<(QName, bool)> = None;
+    let mut reserved_inside = false;
     loop {
         let start = at(reader.buffer_position());
         let (resolved, event) = match reader.read_resolved_event() {
@@ -81,13 +83,20 @@ pub(crate) fn element(
                     });
                 }
                 let declares = check_attributes(e, &reader, limits, start)?;
+                let namespace = namespace.unwrap_or_default();
                 if depth == 0 {
                     let local = e.local_name();
                     let local = local.as_ref();
-                    root = Some((QName::new(namespace.unwrap_or_default(), local), declares));
+                    root = Some((QName::new(namespace, local), declares));
+                } else if is_reserved_namespace(&namespace) {
+                    reserved_inside = true;
                 }
                 if empty && depth == 0 {
-                    return Ok(finish(root, base + reader.buffer_position() as usize));
+                    return Ok(finish(
+                        root,
+                        base + reader.buffer_position() as usize,
+                        reserved_inside,
+                    ));
                 }
                 if !empty {
                     depth += 1;
@@ -96,7 +105,8 @@ pub(crate) fn element(
             Event::End(_) => {
                 depth -= 1;
                 if depth == 0 {
-                    return Ok(finish(root, base + reader.buffer_position() as usize));
+                    let end = base + reader.buffer_position() as usize;
+                    return Ok(finish(root, end, reserved_inside));
                 }
             }
             Event::GeneralRef(ref r) => check_reference(r, start)?,
@@ -121,12 +131,13 @@ pub(crate) fn element(
     }
 }
 
-fn finish(root: Option<(QName, bool)>, end: usize) -> Element {
+fn finish(root: Option<(QName, bool)>, end: usize, reserved_inside: bool) -> Element {
     let (qname, declares_default_ns) = root.expect("an element was read before its end");
     Element {
         qname,
         end,
         declares_default_ns,
+        reserved_inside,
     }
 }
 
@@ -148,6 +159,10 @@ fn check_attributes(
             return Err(EnvelopeError::TooManyAttributes { element, limit, at });
         }
         let key = attr.key.0;
+        if attr.value.contains('<') {
+            let message = format!("`<` in the value of attribute `{key}`");
+            return Err(EnvelopeError::Malformed { message, at });
+        }
         declares_default_ns |= key == "xmlns";
         if !key.starts_with("xmlns") {
             if let ResolveResult::Unknown(prefix) = reader.resolver().resolve_attribute(attr.key).0
@@ -155,13 +170,29 @@ fn check_attributes(
                 return Err(unknown_prefix(prefix, key.to_owned(), at));
             }
         }
-        attr.normalized_value(XmlVersion::Implicit1_0)
+        let value = attr
+            .normalized_value(XmlVersion::Implicit1_0)
             .map_err(|err| match err {
                 XmlError::Escape(EscapeError::UnrecognizedEntity(_, name)) => {
                     EnvelopeError::UnknownEntity { name, at }
                 }
                 other => malformed(&other, at),
             })?;
+        if let Some(c) = value.chars().find(|&c| is_forbidden(c)) {
+            let message = format!(
+                "attribute `{key}` refers to U+{:04X}, which XML forbids",
+                c as u32
+            );
+            return Err(EnvelopeError::Malformed { message, at });
+        }
+        // quick-xml binds namespaces to the raw value; a reference would make the pump see
+        // another namespace than every other XML reader does.
+        if (key == "xmlns" || key.starts_with("xmlns:")) && value != attr.value {
+            let message = format!(
+                "the namespace URI of `{key}` must be written literally, without references"
+            );
+            return Err(EnvelopeError::Malformed { message, at });
+        }
     }
     Ok(declares_default_ns)
 }
@@ -169,8 +200,8 @@ fn check_attributes(
 fn check_reference(r: &BytesRef<'_>, at: Position) -> Result<(), EnvelopeError> {
     if r.is_char_ref() {
         return match r.resolve_char_ref() {
-            Ok(Some(_)) => Ok(()),
-            Ok(None) | Err(_) => Err(EnvelopeError::Malformed {
+            Ok(Some(c)) if !is_forbidden(c) => Ok(()),
+            Ok(Some(_)) | Ok(None) | Err(_) => Err(EnvelopeError::Malformed {
                 message: format!("invalid character reference `&{};`", &**r),
                 at,
             }),
@@ -184,6 +215,11 @@ fn check_reference(r: &BytesRef<'_>, at: Position) -> Result<(), EnvelopeError> 
             at,
         })
     }
+}
+
+/// C0 control characters other than tab, line feed and carriage return.
+fn is_forbidden(c: char) -> bool {
+    c < ' ' && !matches!(c, '\t' | '\n' | '\r')
 }
 
 fn unknown_prefix(prefix: String, element: String, at: Position) -> EnvelopeError {

@@ -105,28 +105,36 @@ impl Record {
 
     /// The digest this record must have when the thread's previous digest is `previous`.
     ///
-    /// The canonical bytes are the fields joined by `\n`, in this order: seq, time_us, kind,
-    /// thread, id, from, to (empty if none), in_reply_to (empty if none), root (Clark notation),
-    /// payload.
+    /// The canonical bytes are the fields in this order — seq, time_us, kind, thread, id, from,
+    /// to (empty if none), in_reply_to (empty if none), root (Clark notation), payload — each
+    /// written as its byte length, `:`, the bytes, and `\n`. The length prefixes make the
+    /// encoding injective: no bytes can move from one field to another without changing the digest.
     pub fn chained_digest(&self, previous: &[u8; 32]) -> [u8; 32] {
         let mut h = Sha256::new();
         h.update(previous);
-        let fields = format!(
-            "{}\n{}\n{}\n{}\n{}\n{}\n{}\n{}\n{}\n",
-            self.seq,
-            self.time_us,
-            self.kind,
-            self.thread,
-            self.id,
-            self.from,
-            self.to.as_deref().unwrap_or(""),
-            self.in_reply_to
-                .map(|id| id.to_string())
-                .unwrap_or_default(),
-            self.root,
-        );
-        h.update(fields.as_bytes());
-        h.update(self.payload.as_bytes());
+        let to = self.to.as_deref().unwrap_or("");
+        let in_reply_to = self
+            .in_reply_to
+            .map(|id| id.to_string())
+            .unwrap_or_default();
+        let fields: [&str; 10] = [
+            &self.seq.to_string(),
+            &self.time_us.to_string(),
+            self.kind.as_str(),
+            &self.thread.to_string(),
+            &self.id.to_string(),
+            &self.from,
+            to,
+            &in_reply_to,
+            &self.root.to_string(),
+            &self.payload,
+        ];
+        for field in fields {
+            h.update(field.len().to_string().as_bytes());
+            h.update(b":");
+            h.update(field.as_bytes());
+            h.update(b"\n");
+        }
         h.finalize().into()
     }
 }

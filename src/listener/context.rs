@@ -162,6 +162,11 @@ impl Context {
     /// [`HistoryError::Query`] when the store cannot be read.
     pub async fn history(&self) -> Result<Vec<Record>, HistoryError> {
         let mut records = self.store.thread(self.thread, 0).await?;
+        // Nothing after this delivery: queue order is history order, so what follows it has not
+        // been delivered to this listener yet.
+        if let Some(here) = records.iter().position(|r| r.id == self.delivery) {
+            records.truncate(here + 1);
+        }
         if let Some((cleared_at, keep)) = self.view {
             // `cleared_at` is the request's position in the thread: that many records precede it.
             let before = usize::try_from(cleared_at)

@@ -98,6 +98,11 @@ pub fn to_xml<T: Serialize>(
     let body = quick_xml::se::to_string_with_root(local, value)
         .map_err(|e| ListenerError::failed(format!("cannot serialize <{local}>: {e}")))?;
     let split = 1 + local.len();
+    if body.get(1..split).is_none_or(|name| name != local) {
+        let message =
+            format!("<{local}> serialized to `{body}`, not an element; wrap it in a struct");
+        return Err(ListenerError::failed(message));
+    }
     let ns = quick_xml::escape::escape(namespace);
     Ok(format!(
         "{} xmlns=\"{ns}\"{}",

@@ -51,6 +51,9 @@ pub enum BuildError {
     /// The history store refused the boot record.
     #[error(transparent)]
     History(#[from] HistoryError),
+    /// A configuration value that cannot work.
+    #[error("invalid configuration: {0}")]
+    Config(String),
 }
 
 /// Builds a pump: listeners, history store, configuration.
@@ -108,11 +111,27 @@ impl PumpBuilder {
     /// sharing a root, or a root in a pump-owned namespace; [`BuildError::History`] when the store
     /// refuses the boot record.
     pub fn build(self) -> Result<PumpHandle, BuildError> {
+        check_config(&self.config)?;
         let (by_name, by_root) = validate(&self.registrations)?;
         let store = self.store.unwrap_or_else(|| Arc::new(MemoryHistory::new()));
         let shared = Shared::new(self.registrations, by_name, by_root, store, self.config);
         shared.record_boot()?;
         Ok(PumpHandle::new(Arc::new(shared)))
+    }
+}
+
+fn check_config(config: &PumpConfig) -> Result<(), BuildError> {
+    let limits = &config.limits;
+    let zero = [
+        ("batch", config.batch),
+        ("queue_capacity", config.queue_capacity),
+        ("limits.max_bytes", limits.max_bytes),
+        ("limits.max_depth", limits.max_depth),
+        ("limits.max_outputs", limits.max_outputs),
+    ];
+    match zero.iter().find(|(_, v)| *v == 0) {
+        Some((name, _)) => Err(BuildError::Config(format!("{name} must be at least 1"))),
+        None => Ok(()),
     }
 }
 

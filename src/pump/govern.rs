@@ -149,7 +149,7 @@ impl Shared {
             let pair = parent.as_ref().zip(parent_inner.as_deref_mut());
             tx.commit(self, (entry, &mut inner), pair)
         };
-        self.await_commit(entry.id, committed).await;
+        self.finish_commit(entry.id, committed).await;
     }
 
     /// Records a governor decision in the thread.
@@ -449,7 +449,7 @@ impl PumpHandle {
             let pair = parent.as_ref().zip(parent_inner.as_deref_mut());
             tx.commit(shared, (&entry, &mut inner), pair)
         };
-        shared.await_commit(thread, committed).await;
+        shared.finish_commit(thread, committed).await;
         Ok(())
     }
 
@@ -508,7 +508,7 @@ impl PumpHandle {
             shared.wake(&entry, &mut inner);
             committed
         };
-        shared.await_commit(thread, committed).await;
+        shared.finish_commit(thread, committed).await;
         Ok(())
     }
 

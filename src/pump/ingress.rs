@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use super::notice::Recipient;
-use super::route::{Refusal, Route, Sender, huh_code};
+use super::route::{Refusal, Route, Sender, huh_code, smuggled};
 use super::tx::{Place, Tx};
 use super::{PumpHandle, Shared};
 use crate::history::{HistoryError, RecordKind, Ticket};
@@ -35,12 +35,13 @@ impl Receipt {
 }
 
 /// Outside input the pump refused. The answer is recorded in history (in the named thread, or
-/// in the system thread when there is no usable one).
+/// in the system thread when there is no usable one) — unless the history store itself failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{}", describe(.answer))]
 pub struct IngressError {
     answer: SystemMessage,
-    recorded_in: ThreadId,
+    /// Where the answer is recorded, and its message id; `None` when the store failed.
+    recorded: Option<(ThreadId, MessageId)>,
     dialect: Dialect,
 }
 
@@ -60,20 +61,34 @@ impl IngressError {
         }
     }
 
-    /// The thread whose history holds the answer.
-    pub fn recorded_in(&self) -> ThreadId {
-        self.recorded_in
+    /// The thread whose history holds the answer; `None` when the history store could not
+    /// record anything (`history-unavailable`).
+    pub fn recorded_in(&self) -> Option<ThreadId> {
+        self.recorded.map(|(thread, _)| thread)
     }
 
-    /// The answer as an envelope in the sender's dialect.
+    /// The answer as an envelope in the sender's dialect, with the id it has in history.
     pub fn to_xml(&self) -> String {
-        let env = Envelope::new(
-            Arc::from("system"),
-            self.recorded_in,
-            self.answer.to_payload(),
-        )
-        .with_to(Some(Arc::from(CLIENT_SENDER)));
+        let (thread, id) = self
+            .recorded
+            .unwrap_or_else(|| (ThreadId::new(), MessageId::new()));
+        let env = Envelope::new(Arc::from("system"), thread, self.answer.to_payload())
+            .with_id(id)
+            .with_to(Some(Arc::from(CLIENT_SENDER)));
         env.to_xml(self.dialect)
+    }
+
+    fn unrecorded(e: &HistoryError, dialect: Dialect) -> Self {
+        let message = format!("history store refused the message: {e}");
+        let answer = SystemMessage::Error {
+            code: ErrorCode::HistoryUnavailable,
+            message,
+        };
+        Self {
+            answer,
+            recorded: None,
+            dialect,
+        }
     }
 }
 
@@ -116,8 +131,12 @@ impl PumpHandle {
             Err(e) => {
                 let original = String::from_utf8_lossy(bytes).into_owned();
                 let (err, ticket) = shared.refuse_unparsed(e, original, Dialect::default());
-                shared.await_commit(err.recorded_in, ticket).await;
-                return Err(err);
+                return Err(
+                    match shared.await_commit(shared.system_thread.id, ticket).await {
+                        Ok(()) => err,
+                        Err(e) => IngressError::unrecorded(&e, Dialect::default()),
+                    },
+                );
             }
         };
         let dialect = incoming.dialect();
@@ -162,12 +181,15 @@ impl PumpHandle {
     ) -> Result<Receipt, IngressError> {
         let shared = &self.shared;
         let (result, ticket) = shared.admit(dialect, thread, to, in_reply_to, payload);
-        let recorded_in = match &result {
+        let thread = match &result {
             Ok(receipt) => receipt.thread,
-            Err(err) => err.recorded_in,
+            Err(err) => err.recorded_in().unwrap_or(shared.system_thread.id),
         };
-        shared.await_commit(recorded_in, ticket).await;
-        result
+        // Acknowledged only once durable: a failed commit is an error, never an `Ok`.
+        match shared.await_commit(thread, ticket).await {
+            Ok(()) => result,
+            Err(e) => Err(IngressError::unrecorded(&e, dialect)),
+        }
     }
 }
 
@@ -182,6 +204,9 @@ impl Shared {
         in_reply_to: Option<MessageId>,
         payload: Result<Payload, (EnvelopeError, String)>,
     ) -> Admitted {
+        // Held until the message is registered, so shutdown cannot slip in between (it takes
+        // the gate for writing when it starts refusing input).
+        let _gate = self.ingress_gate.read().unwrap_or_else(|p| p.into_inner());
         if self.closing.load(Ordering::Acquire) {
             let message = "the pump is shutting down and accepts no new messages".to_owned();
             let answer = SystemMessage::Error {
@@ -209,7 +234,9 @@ impl Shared {
                 return self.refuse(&home, answer, dialect);
             }
         };
-        let route = if payload.qname().namespace() == SYSTEM_NS {
+        let route = if let Some(refusal) = smuggled(&payload) {
+            Err(refusal)
+        } else if payload.qname().namespace() == SYSTEM_NS {
             let message = format!("{} is in a namespace only the pump emits", payload.qname());
             Err(Refusal::Huh(HuhCode::ReservedNamespace, message))
         } else {
@@ -306,19 +333,7 @@ impl Shared {
         };
         match committed {
             Ok(ticket) => (Ok(receipt), Ok(ticket)),
-            Err(e) => {
-                let message = format!("history store refused the message: {e}");
-                let answer = SystemMessage::Error {
-                    code: ErrorCode::HistoryUnavailable,
-                    message,
-                };
-                let err = IngressError {
-                    answer,
-                    recorded_in: self.system_thread.id,
-                    dialect,
-                };
-                (Err(err), Err(e))
-            }
+            Err(e) => (Err(IngressError::unrecorded(&e, dialect)), Err(e)),
         }
     }
 
@@ -387,11 +402,13 @@ impl Shared {
             answer.clone(),
             None,
         );
+        let id = tx.last_id().expect("the answer was recorded");
         let committed = tx.commit(self, (entry, &mut inner), None);
+        let recorded = Some((entry.id, id));
         (
             Err(IngressError {
                 answer,
-                recorded_in: entry.id,
+                recorded,
                 dialect,
             }),
             committed,

@@ -2,7 +2,7 @@
 //! turned into a [`Step`] — before any thread is locked.
 
 use super::Shared;
-use super::route::{Refusal, Route, Sender, huh_code};
+use super::route::{Refusal, Route, Sender, huh_code, smuggled};
 use crate::Payload;
 use crate::extract::{ExtractError, extract};
 use crate::governor::{Budget, GovernorMessage};
@@ -110,6 +110,9 @@ impl Shared {
         let namespace = payload.qname().namespace();
         if namespace == SYSTEM_NS {
             return steps.push(self.plan_request(sender, payload));
+        }
+        if let Some(refusal) = smuggled(&payload) {
+            return steps.push(refused(refusal, payload.as_str().to_owned()));
         }
         if namespace == GOVERNOR_NS {
             return steps.push(match GovernorMessage::parse(&payload) {

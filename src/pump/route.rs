@@ -153,6 +153,17 @@ fn no_route(message: &str) -> Refusal {
     Refusal::Error(ErrorCode::NoRoute, message.to_owned())
 }
 
+/// The refusal of a payload that carries an element only the pump may emit below its root.
+pub(crate) fn smuggled(payload: &crate::Payload) -> Option<Refusal> {
+    payload.carries_reserved_element().then(|| {
+        let message = format!(
+            "{} carries an element in a namespace only the pump emits",
+            payload.qname()
+        );
+        Refusal::Huh(HuhCode::ReservedNamespace, message)
+    })
+}
+
 /// The `huh` code for a payload that failed to parse.
 pub(crate) fn huh_code(err: &EnvelopeError) -> HuhCode {
     match err {

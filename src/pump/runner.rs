@@ -73,7 +73,7 @@ impl Shared {
             None => false,
             Some(None) => true,
             Some(Some(committed)) => {
-                self.await_commit(entry.id, committed).await;
+                self.finish_commit(entry.id, committed).await;
                 true
             }
         }
@@ -144,7 +144,7 @@ impl Shared {
             self.notice(&mut tx, entry, &mut inner, to, notice, Some(id));
             tx.commit(self, (entry, &mut inner), None)
         };
-        self.await_commit(entry.id, committed).await;
+        self.finish_commit(entry.id, committed).await;
     }
 
     /// A message queued before its thread closed: recorded as not delivered, never dropped silently.
@@ -171,7 +171,7 @@ impl Shared {
             );
             tx.commit(self, (entry, &mut inner), None)
         };
-        self.await_commit(entry.id, committed).await;
+        self.finish_commit(entry.id, committed).await;
     }
 
     /// Wakes everyone waiting for threads to settle (only if someone waits).

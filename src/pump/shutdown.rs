@@ -25,7 +25,13 @@ impl PumpHandle {
     /// not delivered, and `shutdown` is recorded in the system thread.
     pub async fn shutdown(&self, grace: Duration) -> ShutdownReport {
         let shared = &self.shared;
-        shared.closing.store(true, Ordering::Release);
+        {
+            let _gate = shared
+                .ingress_gate
+                .write()
+                .unwrap_or_else(|p| p.into_inner());
+            shared.closing.store(true, Ordering::Release);
+        }
         let drained = tokio::time::timeout(grace, self.settle_all()).await.is_ok();
         shared.stopped.store(true, Ordering::Release);
         self.wait_for_runners().await;
@@ -60,7 +66,7 @@ impl PumpHandle {
                 }
                 tx.commit(shared, (&entry, &mut inner), None)
             };
-            shared.await_commit(entry.id, committed).await;
+            shared.finish_commit(entry.id, committed).await;
         }
         shared.quiet_changed();
         if let Err(error) = shared.record_system(SystemMessage::Shutdown { undelivered }) {

@@ -110,6 +110,11 @@ impl Tx {
         self.here.len()
     }
 
+    /// The id of the last record added.
+    pub fn last_id(&self) -> Option<MessageId> {
+        self.batch.records.last().map(|r| r.envelope.id())
+    }
+
     /// Ids of the messages queued by this transaction.
     pub fn queued_ids(&self) -> &[MessageId] {
         &self.queued_ids

@@ -237,7 +237,7 @@ fn inner_payload(
             "more than one payload element where one was expected",
         ));
     }
-    if is_reserved_namespace(payload.qname().namespace()) {
+    if is_reserved_namespace(payload.qname().namespace()) || payload.carries_reserved_element() {
         let message = format!(
             "{} is in a namespace only the pump emits; a request cannot carry it",
             payload.qname()

@@ -1,0 +1,83 @@
+//! The wire format against inputs that once slipped through or crashed: each case is refused
+//! with a precise error, or accepted exactly.
+
+use agentpump::envelope::ENVELOPE_NS;
+use agentpump::extract::extract;
+use agentpump::{EnvelopeError, Incoming, Limits, Payload, QName};
+
+fn parse(text: &str) -> Result<Payload, EnvelopeError> {
+    Payload::parse(text, &Limits::default())
+}
+
+#[test]
+fn hostile_payloads_are_refused_with_a_precise_error() {
+    let cases = [
+        // Multi-byte text after the element used to panic while naming what follows.
+        (
+            "<a xmlns='urn:x'/>é",
+            "text outside the payload element at line 1, column 19",
+        ),
+        ("<a xmlns='urn:x'/><ü/>", "second payload element <ü>"),
+        // A namespace URI with a reference: quick-xml binds the raw value, other readers the
+        // expanded one, so the pump would route it differently from everyone else.
+        (
+            r#"<huh xmlns="urn:agentpump:system&#58;v1"/>"#,
+            "must be written literally",
+        ),
+        // Character references to characters XML forbids.
+        (
+            "<a xmlns='urn:x'>&#1;</a>",
+            "invalid character reference `&#1;`",
+        ),
+        ("<a xmlns='urn:x' b='&#x1B;'/>", "refers to U+001B"),
+        // `<` inside an attribute value is not well-formed.
+        (
+            "<a xmlns='urn:x' b='<'/>",
+            "`<` in the value of attribute `b`",
+        ),
+    ];
+    for (text, words) in cases {
+        let err = parse(text).unwrap_err().to_string();
+        assert!(
+            err.contains(words),
+            "{text:?}: {err:?} should contain {words:?}"
+        );
+    }
+}
+
+#[test]
+fn a_payload_that_carries_a_pump_element_is_marked() {
+    let plain = parse("<x xmlns='urn:t'><y/></x>").unwrap();
+    assert!(!plain.carries_reserved_element());
+    let smuggler =
+        parse("<x xmlns='urn:t'><s:halt xmlns:s='urn:agentpump:system:v1'/></x>").unwrap();
+    assert!(smuggler.carries_reserved_element());
+}
+
+#[test]
+fn extraction_refuses_forbidden_characters() {
+    let err = extract("see <a xmlns='urn:a'>\u{1}</a>", &Limits::default()).unwrap_err();
+    assert!(err.to_string().contains("U+0001"), "{err}");
+}
+
+#[test]
+fn clark_notation_round_trips_namespaces_with_braces() {
+    let q = QName::new("urn:a}b", "x");
+    assert_eq!(q.to_string().parse::<QName>().unwrap(), q);
+}
+
+#[test]
+fn envelope_meta_and_attributes_are_checked() {
+    let twice = format!(
+        "<message xmlns='{ENVELOPE_NS}'><meta><to>a</to><to>b</to></meta><x xmlns='urn:x'/></message>"
+    );
+    let err = Incoming::parse(twice.as_bytes(), &Limits::default()).unwrap_err();
+    assert!(err.to_string().contains("a second to"), "{err}");
+    let attrs: String = (0..70).map(|i| format!(" a{i}='1'")).collect();
+    let wide = format!("<message xmlns='{ENVELOPE_NS}'{attrs}><meta/><x xmlns='urn:x'/></message>");
+    let err = Incoming::parse(wide.as_bytes(), &Limits::default()).unwrap_err();
+    assert!(
+        matches!(err, EnvelopeError::TooManyAttributes { .. }),
+        "{err}"
+    );
+}
