@@ -6,6 +6,10 @@
 //! element must then be a well-formed, self-contained payload, or extraction fails saying where
 //! and what — an agent gets that message back as `huh` and can correct itself.
 
+use quick_xml::escape::escape;
+
+use crate::governor::MAGIC_PREFIX;
+use crate::system::GOVERNOR_NS;
 use crate::{EnvelopeError, Limits, Payload, Position};
 
 /// Why extraction failed.
@@ -19,6 +23,14 @@ pub enum ExtractError {
     TooMany {
         /// The configured limit.
         limit: usize,
+    },
+    /// An Ask-Loop text-form control (`<<<NSENVELOPE_MAGIC_9E3B6F2D:V2:…>>>`) that cannot be read.
+    #[error("Ask-Loop control at {at}: {message}")]
+    Magic {
+        /// What is wrong with it.
+        message: String,
+        /// Where it starts.
+        at: Position,
     },
     /// A declaration, comment or CDATA section that never ends.
     #[error("unterminated {what} starting at {at}")]
@@ -60,6 +72,15 @@ pub fn extract(text: &str, limits: &Limits) -> Result<Vec<Payload>, ExtractError
     while let Some(rel) = text[i..].find('<') {
         let at = i + rel;
         let rest = &text[at..];
+        if rest.starts_with(MAGIC_PREFIX) {
+            let (payload, len) = magic(rest).map_err(|message| ExtractError::Magic {
+                message,
+                at: Position::locate(text, at),
+            })?;
+            found.push(payload);
+            i = at + len;
+            continue;
+        }
         if let Some((what, close)) = skipped_markup(rest) {
             let end = rest.find(close).ok_or(ExtractError::Unterminated {
                 what,
@@ -82,6 +103,48 @@ pub fn extract(text: &str, limits: &Limits) -> Result<Vec<Payload>, ExtractError
         i = end;
     }
     Ok(found)
+}
+
+/// Reads an Ask-Loop `LOOP` control at the start of `rest` as the equivalent `<loop>` payload;
+/// returns it and the length of the text form.
+fn magic(rest: &str) -> Result<(Payload, usize), String> {
+    let body = &rest[MAGIC_PREFIX.len()..];
+    let end = body.find("}>>>").ok_or("no closing `}>>>`")?;
+    let (kind, json) = body[..=end]
+        .split_once(':')
+        .ok_or("no `KIND:` before the JSON")?;
+    if kind != "LOOP" {
+        return Err(format!(
+            "`{kind}` cannot come from an agent; agents send LOOP"
+        ));
+    }
+    let value: serde_json::Value =
+        serde_json::from_str(json).map_err(|e| format!("invalid JSON: {e}"))?;
+    let object = value.as_object().ok_or("the JSON is not an object")?;
+    let control = object
+        .get("control")
+        .and_then(|c| c.as_str())
+        .filter(|c| matches!(*c, "continue" | "done" | "abort"))
+        .ok_or("`control` must be \"continue\", \"done\" or \"abort\"")?;
+    let mut xml = format!("<loop xmlns=\"{GOVERNOR_NS}\" control=\"{control}\"");
+    let mut fields = String::new();
+    for (key, value) in object {
+        let text = value
+            .as_str()
+            .map_or_else(|| value.to_string(), str::to_owned);
+        match key.as_str() {
+            "control" => {}
+            "notes" | "reason" => xml.push_str(&format!(" {key}=\"{}\"", escape(text.as_str()))),
+            _ => fields.push_str(&format!(
+                "<field name=\"{}\">{}</field>",
+                escape(key.as_str()),
+                escape(text.as_str())
+            )),
+        }
+    }
+    xml.push_str(&format!(">{fields}</loop>"));
+    let payload = Payload::parse(&xml, &Limits::default()).map_err(|e| e.to_string())?;
+    Ok((payload, MAGIC_PREFIX.len() + end + "}>>>".len()))
 }
 
 /// Markup between payloads that is skipped whole: `(what it is, how it ends)`.
@@ -134,6 +197,35 @@ mod tests {
             p.as_str(),
             "<r:result xmlns:r='urn:r'>\n  <v>42</v>\n</r:result>"
         );
+    }
+
+    #[test]
+    fn the_ask_loop_text_form_reads_as_a_loop_signal() {
+        let text = r#"Plan ready. <<<NSENVELOPE_MAGIC_9E3B6F2D:V2:LOOP:{"control":"done","notes":"all <green>","plan_digest":"sha256:ab"}>>> bye"#;
+        let found = extract(text, &Limits::default()).unwrap();
+        assert_eq!(found.len(), 1);
+        assert_eq!(
+            found[0].as_str(),
+            r#"<loop xmlns="urn:agentpump:governor:v1" control="done" notes="all &lt;green&gt;"><field name="plan_digest">sha256:ab</field></loop>"#
+        );
+        let bad = [
+            (
+                r#"<<<NSENVELOPE_MAGIC_9E3B6F2D:V2:HALT:{"reason":"x"}>>>"#,
+                "`HALT` cannot come from an agent",
+            ),
+            (
+                r#"<<<NSENVELOPE_MAGIC_9E3B6F2D:V2:LOOP:{"control":"maybe"}>>>"#,
+                "`control` must be",
+            ),
+            (
+                r#"<<<NSENVELOPE_MAGIC_9E3B6F2D:V2:LOOP:{"control":"done"}"#,
+                "no closing",
+            ),
+        ];
+        for (text, words) in bad {
+            let err = extract(text, &Limits::default()).unwrap_err().to_string();
+            assert!(err.contains(words), "{err}");
+        }
     }
 
     #[test]

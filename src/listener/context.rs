@@ -7,7 +7,10 @@ use std::sync::Arc;
 use rust_decimal::Decimal;
 
 use crate::history::{HistoryError, HistoryStore, Record};
-use crate::system::{SYSTEM_NS, Spawn};
+use quick_xml::escape::escape;
+
+use crate::governor::{Goal, Lane, Signal};
+use crate::system::{GOVERNOR_NS, SYSTEM_NS, Spawn};
 use crate::{MessageId, ThreadId};
 
 /// Model and tool use reported by a listener, added to the thread's counters.
@@ -143,6 +146,39 @@ impl Context {
     pub fn clear_context(&mut self, keep: usize) {
         self.emit(format!(
             "<clear-context xmlns=\"{SYSTEM_NS}\" keep-messages=\"{keep}\"/>"
+        ));
+    }
+
+    /// Sends a loop signal to the governor (`continue`, `done`, `abort`); see [`Signal`].
+    pub fn signal(&mut self, signal: Signal) {
+        self.emit(signal.to_xml());
+    }
+
+    /// Declares (or tightens) the thread's goal: criteria, certificates, r-p, budget.
+    pub fn goal(&mut self, goal: &Goal) {
+        self.emit(goal.to_xml());
+    }
+
+    /// Reports the distance to the goal, an exact decimal (never a float).
+    pub fn residual(&mut self, value: Decimal) {
+        self.emit(format!(
+            "<residual xmlns=\"{GOVERNOR_NS}\" value=\"{value}\"/>"
+        ));
+    }
+
+    /// Reports whether acceptance criterion `id` is met, with a link to the evidence.
+    pub fn criterion(&mut self, id: &str, met: bool, evidence: &str) {
+        let (id, evidence) = (escape(id), escape(evidence));
+        self.emit(format!(
+            "<criterion xmlns=\"{GOVERNOR_NS}\" id=\"{id}\" met=\"{met}\" evidence=\"{evidence}\"/>"
+        ));
+    }
+
+    /// Records something learned, lane-typed (A hard, B verified, C guidance).
+    pub fn learning(&mut self, lane: Lane, text: &str) {
+        let text = escape(text);
+        self.emit(format!(
+            "<learning xmlns=\"{GOVERNOR_NS}\" lane=\"{lane}\">{text}</learning>"
         ));
     }
 

@@ -76,6 +76,7 @@ impl Shared {
                             ExtractError::Payload(p) => huh_code(p),
                             ExtractError::TooMany { .. } => HuhCode::LimitExceeded,
                             ExtractError::Unterminated { .. } => HuhCode::MalformedXml,
+                            ExtractError::Magic { .. } => HuhCode::InvalidRequest,
                         };
                         steps.push(refused(Refusal::Huh(code, e.to_string()), text));
                         continue;
