@@ -12,7 +12,7 @@ mod typed;
 
 use async_trait::async_trait;
 
-pub use context::{Context, Usage};
+pub use context::{BudgetExhausted, Context, Usage};
 pub(crate) use context::{Output, Target};
 pub use delivery::Delivery;
 pub use registration::{Registration, RegistrationError, Role};

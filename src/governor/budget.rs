@@ -481,4 +481,79 @@ mod tests {
             })
         );
     }
+
+    /// xorshift64*: a tiny deterministic generator for the property tests.
+    struct Rng(u64);
+
+    impl Rng {
+        fn next(&mut self, below: u64) -> u64 {
+            self.0 ^= self.0 >> 12;
+            self.0 ^= self.0 << 25;
+            self.0 ^= self.0 >> 27;
+            self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) % below
+        }
+    }
+
+    /// Property: whatever the tree shape, carve-outs and interleaving of withdrawals from many
+    /// OS threads, no account ever has more withdrawn than its limit, and a parent's spend is
+    /// exactly the sum of what was withdrawn at or below it.
+    #[test]
+    fn random_trees_and_concurrent_withdrawals_never_overspend() {
+        for seed in 1..=40u64 {
+            let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+            let limit = 50 + rng.next(500);
+            let root = Account::root(&Budget {
+                tokens: Some(limit),
+                ..Budget::default()
+            });
+            let mut accounts = vec![(Arc::clone(&root), Some(limit))];
+            for _ in 0..(1 + rng.next(12)) {
+                let (parent, _) = accounts[rng.next(accounts.len() as u64) as usize].clone();
+                let carve = (rng.next(2) == 0).then(|| rng.next(limit));
+                let child = parent.child(&Budget {
+                    tokens: carve,
+                    ..Budget::default()
+                });
+                let granted = child.snapshot()[1].1.map(|d| u64::try_from(d).unwrap());
+                accounts.push((child, granted));
+            }
+            let workers: Vec<_> = (0..4u64)
+                .map(|w| {
+                    let accounts: Vec<_> = accounts.iter().map(|(a, _)| Arc::clone(a)).collect();
+                    let mut rng = Rng(seed ^ (w + 1).wrapping_mul(0xD1B5_4A32_D192_ED03));
+                    std::thread::spawn(move || {
+                        let mut took = 0u64;
+                        for _ in 0..300 {
+                            let a = &accounts[rng.next(accounts.len() as u64) as usize];
+                            let n = 1 + rng.next(9);
+                            if a.withdraw(tokens(n)).is_ok() {
+                                took += n;
+                            }
+                        }
+                        took
+                    })
+                })
+                .collect();
+            let took: u64 = workers.into_iter().map(|w| w.join().unwrap()).sum();
+            let spent_at = |a: &Arc<Account>| u64::try_from(a.snapshot()[1].2).unwrap();
+            assert!(
+                spent_at(&root) <= limit,
+                "seed {seed}: root spent {} of {limit}",
+                spent_at(&root)
+            );
+            assert_eq!(
+                spent_at(&root),
+                took,
+                "seed {seed}: every withdrawal reaches the root"
+            );
+            for (account, granted) in &accounts[1..] {
+                if let Some(granted) = granted {
+                    assert!(
+                        spent_at(account) <= *granted,
+                        "seed {seed}: a child overspent its carve-out"
+                    );
+                }
+            }
+        }
+    }
 }

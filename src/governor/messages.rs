@@ -411,3 +411,44 @@ impl fmt::Display for Lane {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Limits;
+
+    #[test]
+    fn every_message_round_trips_through_its_xml() {
+        let goal = Goal {
+            text: "ship <it>".into(),
+            criteria: vec![("tests".into(), "all pass".into())],
+            certificates: vec![CertificateType::Exact, CertificateType::Converged],
+            r_p: Some(Decimal::new(1, 4)),
+            budget: Budget {
+                turns: Some(5),
+                cost: Some(Decimal::new(250, 2)),
+                ..Budget::default()
+            },
+        };
+        let payload = Payload::parse(&goal.to_xml(), &Limits::default()).unwrap();
+        assert_eq!(
+            GovernorMessage::parse(&payload),
+            Ok(GovernorMessage::Goal(goal))
+        );
+        let signal = Signal::new(Control::Abort).reason("cas-failed").notes("n");
+        let payload = Payload::parse(&signal.to_xml(), &Limits::default()).unwrap();
+        assert_eq!(
+            GovernorMessage::parse(&payload),
+            Ok(GovernorMessage::Loop(signal))
+        );
+    }
+
+    #[test]
+    fn decimals_are_exact_or_refused() {
+        assert_eq!(decimal("1e-4", "r-p"), Ok(Decimal::new(1, 4)));
+        assert_eq!(decimal(" 0.25 ", "value"), Ok(Decimal::new(25, 2)));
+        for bad in ["0.1f", "NaN", "inf", ""] {
+            assert!(decimal(bad, "value").is_err(), "{bad}");
+        }
+    }
+}

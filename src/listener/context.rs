@@ -9,7 +9,8 @@ use rust_decimal::Decimal;
 use crate::history::{HistoryError, HistoryStore, Record};
 use quick_xml::escape::escape;
 
-use crate::governor::{Goal, Lane, Signal};
+use crate::governor::budget::{Account, Amount};
+use crate::governor::{BudgetName, Goal, Lane, Signal};
 use crate::system::{GOVERNOR_NS, SYSTEM_NS, Spawn};
 use crate::{MessageId, ThreadId};
 
@@ -24,6 +25,34 @@ pub struct Usage {
     pub cost: Decimal,
     /// Tool calls made.
     pub tool_calls: u64,
+}
+
+impl Usage {
+    fn add(&mut self, other: &Usage) {
+        self.tokens_in += other.tokens_in;
+        self.tokens_out += other.tokens_out;
+        self.cost += other.cost;
+        self.tool_calls += other.tool_calls;
+    }
+
+    /// The amounts in the governor's spent dimensions.
+    pub(crate) fn amount(&self) -> Amount {
+        let mut a = Amount::of(
+            BudgetName::Tokens,
+            Decimal::from(self.tokens_in + self.tokens_out),
+        );
+        a.0[2] = self.cost;
+        a.0[3] = Decimal::from(self.tool_calls);
+        a
+    }
+}
+
+/// A [`Context::spend`] that did not fit the budget.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the {budget} budget has no room for this spend")]
+pub struct BudgetExhausted {
+    /// The budget without room.
+    pub budget: BudgetName,
 }
 
 /// Where an output goes.
@@ -54,8 +83,10 @@ pub struct Context {
     delivery: MessageId,
     outputs: Vec<Output>,
     usage: Usage,
+    spent: Usage,
     store: Arc<dyn HistoryStore>,
     view: Option<(u64, usize)>,
+    account: Arc<Account>,
 }
 
 impl fmt::Debug for Context {
@@ -75,6 +106,7 @@ impl Context {
         delivery: MessageId,
         store: Arc<dyn HistoryStore>,
         view: Option<(u64, usize)>,
+        account: Arc<Account>,
     ) -> Self {
         Self {
             thread,
@@ -82,8 +114,10 @@ impl Context {
             delivery,
             outputs: Vec::new(),
             usage: Usage::default(),
+            spent: Usage::default(),
             store,
             view,
+            account,
         }
     }
 
@@ -182,12 +216,38 @@ impl Context {
         ));
     }
 
-    /// Reports model and tool use; it is added to the thread's counters.
+    /// Withdraws `usage` from the thread's budget *before* spending it (a model call, a tool
+    /// call): checked against this thread and every ancestor at once, so concurrent children
+    /// can never spend more than a budget allows together. On `Err`, do not make the call.
+    ///
+    /// # Errors
+    ///
+    /// [`BudgetExhausted`] naming the budget that has no room.
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// # fn call(cx: &mut agentpump::Context) -> Result<(), agentpump::ListenerError> {
+    /// use agentpump::Usage;
+    /// let estimate = Usage { tokens_in: 800, tokens_out: 200, ..Usage::default() };
+    /// if cx.spend(estimate).is_err() {
+    ///     return Ok(()); // out of budget: the governor halts the thread at its next turn
+    /// }
+    /// // … call the model …
+    /// # Ok(()) }
+    /// ```
+    pub fn spend(&mut self, usage: Usage) -> Result<(), BudgetExhausted> {
+        self.account
+            .withdraw(usage.amount())
+            .map_err(|e| BudgetExhausted { budget: e.budget })?;
+        self.spent.add(&usage);
+        Ok(())
+    }
+
+    /// Reports model and tool use that already happened; it is charged to the thread's budget
+    /// (even past a limit, which then halts the thread) and added to its counters.
     pub fn usage(&mut self, usage: Usage) {
-        self.usage.tokens_in += usage.tokens_in;
-        self.usage.tokens_out += usage.tokens_out;
-        self.usage.cost += usage.cost;
-        self.usage.tool_calls += usage.tool_calls;
+        self.usage.add(&usage);
     }
 
     /// The thread's history as this listener sees it: everything after its last `clear-context`
@@ -213,7 +273,8 @@ impl Context {
         Ok(records)
     }
 
-    pub(crate) fn into_parts(self) -> (Vec<Output>, Usage) {
-        (self.outputs, self.usage)
+    /// Outputs, usage still to charge, and usage already withdrawn with [`Context::spend`].
+    pub(crate) fn into_parts(self) -> (Vec<Output>, Usage, Usage) {
+        (self.outputs, self.usage, self.spent)
     }
 }

@@ -51,20 +51,17 @@ impl Applying<'_> {
 
     /// Counts the delivery and charges the usage it reported; a budget spent to its limit
     /// becomes a halt signal.
-    pub fn count(&mut self, usage: &Usage) {
+    /// `usage` is charged now; `spent` was withdrawn during the handler and is only counted.
+    pub fn count(&mut self, usage: &Usage, spent: &Usage) {
         let c = &mut self.inner.counters;
         c.deliveries += 1;
-        c.tokens_in += usage.tokens_in;
-        c.tokens_out += usage.tokens_out;
-        c.cost += usage.cost;
-        c.tool_calls += usage.tool_calls;
-        let mut spent = Amount::of(
-            BudgetName::Tokens,
-            Decimal::from(usage.tokens_in + usage.tokens_out),
-        );
-        spent.0[2] = usage.cost;
-        spent.0[3] = Decimal::from(usage.tool_calls);
-        if let Some(exhausted) = self.inner.ledger.account.charge(spent) {
+        for u in [usage, spent] {
+            c.tokens_in += u.tokens_in;
+            c.tokens_out += u.tokens_out;
+            c.cost += u.cost;
+            c.tool_calls += u.tool_calls;
+        }
+        if let Some(exhausted) = self.inner.ledger.account.charge(usage.amount()) {
             if exhausted.budget != BudgetName::Turns {
                 self.signals
                     .halt

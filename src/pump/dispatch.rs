@@ -23,12 +23,13 @@ use crate::thread::registry::{Queued, ThreadEntry};
 impl Shared {
     /// Delivers one queued message and commits what came of it.
     pub(crate) async fn deliver(self: &Arc<Self>, entry: &Arc<ThreadEntry>, item: Queued) {
-        let (view, deadline, warnings) = match self.gate(entry, &item) {
+        let (view, deadline, warnings, account) = match self.gate(entry, &item) {
             Admission::Go {
                 view,
                 deadline,
                 warnings,
-            } => (view, deadline, warnings),
+                account,
+            } => (view, deadline, warnings, account),
             Admission::Halt(verdict) => return self.halt_before(entry, item, verdict).await,
         };
         let registration = &self.listeners[item.target];
@@ -39,9 +40,10 @@ impl Shared {
             delivery.id(),
             Arc::clone(&self.store),
             view,
+            account,
         );
         let outcome = invoke(registration, &delivery, &mut cx, deadline).await;
-        let (outputs, usage) = cx.into_parts();
+        let (outputs, usage, spent) = cx.into_parts();
         let steps = match outcome {
             Ok(()) => self.plan(item.target, &delivery, outputs),
             Err(_) => Vec::new(),
@@ -52,6 +54,7 @@ impl Shared {
             failure: outcome.err(),
             steps,
             usage,
+            spent,
             warnings,
         };
         let committed = self.apply_done(entry, done);
@@ -93,6 +96,7 @@ struct Done<'a> {
     failure: Option<Failure>,
     steps: Vec<Step>,
     usage: Usage,
+    spent: Usage,
     warnings: Vec<SystemMessage>,
 }
 
@@ -115,7 +119,7 @@ impl Shared {
             delivery: done.delivery,
             signals: Signals::default(),
         };
-        a.count(&done.usage);
+        a.count(&done.usage, &done.spent);
         for warning in done.warnings {
             a.tell_me(warning);
         }

@@ -12,7 +12,7 @@ use tokio::time::Instant;
 use super::apply::Applying;
 use super::tx::Tx;
 use super::{PumpHandle, Shared};
-use crate::governor::budget::{Amount, BudgetName};
+use crate::governor::budget::{Account, Amount, BudgetName};
 use crate::governor::ledger::{CriterionStatus, Ledger};
 use crate::governor::report::{self, HaltingReport};
 use crate::governor::{Budget, GovernorMessage, HaltClass, Verdict, budget_xml};
@@ -28,6 +28,7 @@ pub(crate) enum Admission {
         view: Option<(u64, usize)>,
         deadline: Option<Instant>,
         warnings: Vec<SystemMessage>,
+        account: Arc<Account>,
     },
     /// Do not deliver: halt the thread.
     Halt(Verdict),
@@ -115,6 +116,7 @@ impl Shared {
             view,
             deadline: l.deadline,
             warnings,
+            account: Arc::clone(&l.account),
         }
     }
 

@@ -112,10 +112,8 @@ impl Shared {
         if namespace == SYSTEM_NS {
             return steps.push(self.plan_request(sender, payload));
         }
-        if let Some(refusal) = smuggled(&payload) {
-            return steps.push(refused(refusal, payload.as_str().to_owned()));
-        }
         if namespace == GOVERNOR_NS {
+            // Read by the governor, never re-emitted: its own elements inside are its schema.
             return steps.push(match GovernorMessage::parse(&payload) {
                 Ok(message) => Step::Govern { payload, message },
                 Err(m) => refused(
@@ -123,6 +121,9 @@ impl Shared {
                     payload.as_str().to_owned(),
                 ),
             });
+        }
+        if let Some(refusal) = smuggled(&payload) {
+            return steps.push(refused(refusal, payload.as_str().to_owned()));
         }
         let mut targets = match self.route(sender, target, payload.qname()) {
             Ok(Route::Listeners(targets)) => targets,

@@ -1,0 +1,667 @@
+//! The governor: budgets, loop signals, certificates, halts, carve-outs, warnings, resume.
+
+mod support;
+
+use std::time::Duration;
+
+use agentpump::governor::{Budget, Control, Goal, GovernorPolicy, HaltingReport, Signal};
+use agentpump::history::RecordKind;
+use agentpump::system::Spawn;
+use agentpump::{
+    Delivery, Listener, ListenerError, PumpBuilder, PumpConfig, PumpHandle, Registration, Role,
+    ThreadId, ThreadState, Usage,
+};
+use rust_decimal::Decimal;
+use support::{Gate, Script, notices, p, q, start};
+
+fn pump_with(budget: Budget, registrations: Vec<Registration>) -> PumpHandle {
+    let governor = GovernorPolicy {
+        budget,
+        ..GovernorPolicy::default()
+    };
+    let config = PumpConfig {
+        governor,
+        ..PumpConfig::default()
+    };
+    registrations
+        .into_iter()
+        .fold(PumpBuilder::new().config(config), PumpBuilder::register)
+        .build()
+        .unwrap()
+}
+
+fn turns(n: u64) -> Budget {
+    Budget {
+        turns: Some(n),
+        ..Budget::default()
+    }
+}
+
+/// The text inside a payload's root element.
+fn body(msg: &Delivery) -> String {
+    let t = msg.payload().as_str();
+    match (t.find('>'), t.rfind("</")) {
+        (Some(a), Some(b)) if a < b => t[a + 1..b].to_owned(),
+        _ => String::new(),
+    }
+}
+
+/// Counts up by messaging itself forever (every payload differs).
+fn looper() -> Registration {
+    Registration::new(
+        "looper",
+        Script::new(|msg, cx| {
+            if !msg.is_system() {
+                let n: u64 = body(msg).parse().unwrap_or(0);
+                cx.emit(p("tick", &(n + 1).to_string()));
+            }
+            Ok(())
+        }),
+    )
+    .accepts(q("tick"))
+    .role(Role::Agent)
+}
+
+async fn only_report(pump: &PumpHandle, thread: ThreadId) -> HaltingReport {
+    let mut reports = pump.reports(thread).await.unwrap();
+    assert_eq!(reports.len(), 1, "{reports:?}");
+    reports.pop().unwrap()
+}
+
+#[tokio::test]
+async fn a_runaway_loop_stops_at_exactly_the_turn_limit() {
+    let pump = pump_with(turns(10), vec![looper()]);
+    let thread = start(&pump, &p("tick", "0")).await;
+    let info = pump.thread(thread).unwrap();
+    assert_eq!(info.state, ThreadState::Halted);
+    assert_eq!(info.counters.deliveries, 10);
+    let report = only_report(&pump, thread).await;
+    assert_eq!(
+        (report.class.as_str(), report.stop_reason.as_str()),
+        ("TIMEOUT", "max-turns")
+    );
+    assert_eq!(
+        (report.status.as_str(), report.iterations_completed),
+        ("EXIT_BUDGET_EXCEEDED", 10)
+    );
+    assert_eq!(report.budget["max-turns"].spent, "10");
+    let cert = report.halting_certificate.unwrap();
+    assert_eq!((cert.kind.as_str(), cert.lane.as_str()), ("TIMEOUT", "C"));
+    // The halt is in the thread, where agents see it, and the message it stopped stays pending.
+    let history = pump.history(thread).await.unwrap();
+    let halt = history.iter().rfind(|r| r.root.local() == "halt").unwrap();
+    assert!(
+        halt.payload
+            .contains(r#"reason="max-turns" class="TIMEOUT" certificate="TIMEOUT""#),
+        "{}",
+        halt.payload
+    );
+    assert_eq!(pump.store().pending().await.unwrap().len(), 1);
+    assert_eq!(
+        pump.post(Some(thread), None, &p("tick", "0"))
+            .await
+            .unwrap_err()
+            .code(),
+        "thread-closed"
+    );
+}
+
+struct Sleeper;
+
+#[async_trait::async_trait]
+impl Listener for Sleeper {
+    async fn handle(&self, _: &Delivery, _: &mut agentpump::Context) -> Result<(), ListenerError> {
+        tokio::time::sleep(Duration::from_secs(24 * 3600)).await;
+        Ok(())
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_wall_clock_budget_stops_a_thread_whose_handler_sleeps() {
+    let budget = Budget {
+        wall_clock: Some(Duration::from_secs(10)),
+        ..Budget::default()
+    };
+    let sleeper = Registration::new("sleeper", Sleeper)
+        .accepts(q("nap"))
+        .timeout(Duration::from_secs(3600));
+    let pump = pump_with(budget, vec![sleeper]);
+    let thread = start(&pump, &p("nap", "")).await;
+    let report = only_report(&pump, thread).await;
+    assert_eq!(
+        (report.class.as_str(), report.stop_reason.as_str()),
+        ("TIMEOUT", "max-wall-clock")
+    );
+    assert_eq!(report.total_seconds_elapsed, "10");
+    assert!(
+        notices(&pump, thread)
+            .await
+            .iter()
+            .all(|n| n.2 != "handler-timeout")
+    );
+}
+
+/// Reports the residual it is given in `<r>…</r>`; declares r-p 0.1 on `<goal/>`.
+fn optimizer() -> Registration {
+    Registration::new(
+        "optimizer",
+        Script::new(|msg, cx| {
+            match msg.qname().local() {
+                "goal" => cx.goal(&Goal {
+                    text: "approach zero".into(),
+                    r_p: Some(Decimal::new(1, 1)),
+                    ..Goal::default()
+                }),
+                "r" => cx.residual(body(msg).parse().unwrap()),
+                _ => {}
+            }
+            Ok(())
+        }),
+    )
+    .accepts(q("r"))
+    .accepts(q("goal"))
+}
+
+async fn residuals(pump: &PumpHandle, values: &[&str]) -> ThreadId {
+    let thread = start(pump, &p("goal", "")).await;
+    for v in values {
+        pump.post(Some(thread), None, &p("r", v)).await.unwrap();
+        pump.settle(thread).await;
+    }
+    thread
+}
+
+#[tokio::test]
+async fn residuals_converge_only_below_r_p_and_diverge_on_a_rising_run() {
+    let pump = pump_with(GovernorPolicy::default_budget(), vec![optimizer()]);
+    let thread = residuals(&pump, &["0.5", "0.25", "0.1"]).await;
+    assert_eq!(
+        pump.thread(thread).unwrap().state,
+        ThreadState::Idle,
+        "0.1 is not below r-p 0.1"
+    );
+    pump.post(Some(thread), None, &p("r", "0.09"))
+        .await
+        .unwrap();
+    pump.settle(thread).await;
+    let report = only_report(&pump, thread).await;
+    assert_eq!(
+        (report.class.as_str(), report.status.as_str()),
+        ("CONVERGED", "EXIT_CONVERGED")
+    );
+    let cert = report.halting_certificate.unwrap();
+    assert_eq!(
+        cert.residual_history_decimal_strings,
+        ["0.5", "0.25", "0.1", "0.09"]
+    );
+    assert_eq!(
+        (
+            cert.final_residual_decimal_string.as_deref(),
+            cert.r_p_decimal_string.as_str()
+        ),
+        (Some("0.09"), "0.1")
+    );
+
+    let rising = residuals(&pump, &["1", "2", "3", "4"]).await;
+    assert_eq!(only_report(&pump, rising).await.class, "DIVERGED");
+    let wobble = residuals(&pump, &["1", "2", "3", "2"]).await;
+    assert_eq!(
+        pump.thread(wobble).unwrap().state,
+        ThreadState::Idle,
+        "two rises then a fall continue"
+    );
+    // Exactness: 30 digits survive, and no float could tell these apart.
+    let fine = residuals(
+        &pump,
+        &[
+            "0.100000000000000000000000000001",
+            "0.1000000000000000000000000000009",
+        ],
+    )
+    .await;
+    assert_eq!(pump.thread(fine).unwrap().state, ThreadState::Idle);
+}
+
+/// `<work>abort done</work>` signals each word in one delivery; `<work>claim</work>` reports the
+/// criterion itself and says done; `<work>verified</work>` says done.
+fn agent() -> Registration {
+    Registration::new(
+        "agent",
+        Script::new(|msg, cx| {
+            if msg.is_system() {
+                return Ok(());
+            }
+            match body(msg).as_str() {
+                "goal" => cx.goal(&Goal {
+                    text: "ship it".into(),
+                    criteria: vec![("tests".into(), "all tests pass".into())],
+                    ..Goal::default()
+                }),
+                "claim" => {
+                    cx.criterion("tests", true, "trust me");
+                    cx.signal(Signal::new(Control::Done));
+                }
+                words => {
+                    for w in words.split_whitespace() {
+                        let control = match w {
+                            "abort" => Control::Abort,
+                            "done" => Control::Done,
+                            _ => Control::Continue,
+                        };
+                        cx.signal(Signal::new(control).reason("test"));
+                    }
+                }
+            }
+            Ok(())
+        }),
+    )
+    .accepts(q("work"))
+    .role(Role::Agent)
+}
+
+fn verifier() -> Registration {
+    Registration::new(
+        "verifier",
+        Script::new(|_, cx| {
+            cx.criterion("tests", true, "ci-run-42");
+            Ok(())
+        }),
+    )
+    .accepts(q("check"))
+    .role(Role::Verifier)
+}
+
+async fn class_after(pump: &PumpHandle, steps: &[(&str, &str)]) -> (String, String) {
+    let thread = pump
+        .post(None, None, &p(steps[0].0, steps[0].1))
+        .await
+        .unwrap()
+        .thread();
+    pump.settle(thread).await;
+    for (root, text) in &steps[1..] {
+        pump.post(Some(thread), None, &p(root, text)).await.unwrap();
+        pump.settle(thread).await;
+    }
+    let report = only_report(pump, thread).await;
+    (report.class, report.stop_reason)
+}
+
+#[tokio::test]
+async fn done_is_certified_only_by_independent_evidence_and_abort_wins() {
+    let pump = pump_with(GovernorPolicy::default_budget(), vec![agent(), verifier()]);
+    type Steps<'a> = &'a [(&'a str, &'a str)];
+    let cases: Vec<(Steps, (&str, &str))> = vec![
+        (&[("work", "abort done")], ("aborted", "test")),
+        (
+            &[("work", "done continue")],
+            ("done-uncertified", "no-criteria-declared"),
+        ),
+        (
+            &[("work", "goal"), ("check", ""), ("work", "done")],
+            ("EXACT", "all-criteria-met"),
+        ),
+        (
+            &[("work", "goal"), ("work", "claim")],
+            ("done-uncertified", "criteria-self-certified"),
+        ),
+        (
+            &[("work", "goal"), ("work", "done")],
+            ("done-uncertified", "criteria-unmet"),
+        ),
+    ];
+    for (steps, (class, reason)) in cases {
+        assert_eq!(
+            class_after(&pump, steps).await,
+            (class.to_owned(), reason.to_owned()),
+            "{steps:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_done_on_the_last_allowed_turn_is_not_a_timeout() {
+    let pump = pump_with(turns(3), vec![agent(), verifier()]);
+    let got = class_after(&pump, &[("work", "goal"), ("check", ""), ("work", "done")]).await;
+    assert_eq!(got.0, "EXACT");
+}
+
+/// `<ball>` bounced between two listeners: the same payload each time, or a new one each time.
+fn bouncer(name: &'static str, other: &'static str, vary: bool) -> Registration {
+    Registration::new(
+        name,
+        Script::new(move |msg, cx| {
+            if msg.is_system() {
+                return Ok(());
+            }
+            let n: u64 = body(msg).parse().unwrap_or(0);
+            if n < 20 {
+                let next = if vary {
+                    (n + 1).to_string()
+                } else {
+                    "0".to_owned()
+                };
+                cx.send(other, p("ball", &next));
+            }
+            Ok(())
+        }),
+    )
+    .accepts(q("ball"))
+    .peers([other])
+}
+
+#[tokio::test]
+async fn ping_pong_of_the_same_payload_is_no_progress_and_a_real_rally_is_not() {
+    let pump = pump_with(
+        GovernorPolicy::default_budget(),
+        vec![bouncer("a", "b", false), bouncer("b", "a", false)],
+    );
+    let thread = pump
+        .post(None, Some("a"), &p("ball", "0"))
+        .await
+        .unwrap()
+        .thread();
+    pump.settle(thread).await;
+    let report = only_report(&pump, thread).await;
+    assert_eq!(
+        (report.class.as_str(), report.stop_reason.as_str()),
+        ("no-progress", "repeated-message")
+    );
+    assert!(
+        report.iterations_completed <= 6,
+        "caught within 2k deliveries: {}",
+        report.iterations_completed
+    );
+
+    let pump = pump_with(
+        GovernorPolicy::default_budget(),
+        vec![bouncer("a", "b", true), bouncer("b", "a", true)],
+    );
+    let thread = pump
+        .post(None, Some("a"), &p("ball", "0"))
+        .await
+        .unwrap()
+        .thread();
+    pump.settle(thread).await;
+    assert_eq!(pump.thread(thread).unwrap().state, ThreadState::Idle);
+    assert!(pump.reports(thread).await.unwrap().is_empty());
+}
+
+/// Spawns 50 spenders; each spends 7 tokens per turn, withdrawing before it spends.
+fn fan() -> Registration {
+    Registration::new(
+        "fan",
+        Script::new(|msg, cx| {
+            if msg.qname().local() == "go" {
+                for i in 0..50 {
+                    cx.spawn(Spawn::new(p("spend", "")).sub_id(format!("s{i}")));
+                }
+            }
+            Ok(())
+        }),
+    )
+    .accepts(q("go"))
+    .peers(["spender"])
+}
+
+fn spender() -> Registration {
+    Registration::new(
+        "spender",
+        Script::new(|msg, cx| {
+            if msg.is_system() {
+                return Ok(());
+            }
+            if cx
+                .spend(Usage {
+                    tokens_in: 5,
+                    tokens_out: 2,
+                    ..Usage::default()
+                })
+                .is_ok()
+            {
+                cx.emit(p("spend", &uuid_like(cx.delivery_id())));
+            }
+            Ok(())
+        }),
+    )
+    .accepts(q("spend"))
+    .role(Role::Agent)
+}
+
+fn uuid_like(id: agentpump::MessageId) -> String {
+    id.to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fifty_concurrent_children_never_spend_more_than_the_parents_budget() {
+    let budget = Budget {
+        tokens: Some(1000),
+        turns: Some(100_000),
+        threads: Some(100),
+        ..Budget::default()
+    };
+    let pump = pump_with(budget, vec![fan(), spender()]);
+    let root = start(&pump, &p("go", "")).await;
+    let tree = pump.tree(root);
+    assert_eq!(tree.len(), 51);
+    let spent: u64 = tree[1..]
+        .iter()
+        .map(|t| t.counters.tokens_in + t.counters.tokens_out)
+        .sum();
+    assert!(spent <= 1000, "children spent {spent}");
+    assert!(
+        spent > 1000 - 7,
+        "they stopped only when no 7 tokens were left: {spent}"
+    );
+    // The parent is charged with what its children spent.
+    pump.stop(root).await.unwrap();
+    let report = only_report(&pump, root).await;
+    assert_eq!(report.budget["max-tokens"].spent, spent.to_string());
+    assert_eq!(
+        report.budget["max-tokens"].remaining.as_deref(),
+        Some((1000 - spent).to_string().as_str())
+    );
+}
+
+#[tokio::test]
+async fn carve_outs_are_reserved_and_halting_a_parent_halts_every_child() {
+    let gate = Gate::new();
+    let parent = Registration::new(
+        "parent",
+        Script::new(|msg, cx| {
+            if msg.qname().local() == "go" {
+                for i in 0..50 {
+                    let budget = Budget {
+                        tokens: Some(30),
+                        ..Budget::default()
+                    };
+                    cx.spawn(
+                        Spawn::new(p("wait", ""))
+                            .sub_id(format!("w{i}"))
+                            .budget(budget),
+                    );
+                }
+            }
+            Ok(())
+        }),
+    )
+    .accepts(q("go"))
+    .peers(["gate"]);
+    let budget = Budget {
+        tokens: Some(1000),
+        ..GovernorPolicy::default_budget()
+    };
+    let pump = pump_with(
+        budget,
+        vec![
+            parent,
+            Registration::new("gate", gate.clone()).accepts(q("wait")),
+        ],
+    );
+    let root = pump.post(None, None, &p("go", "")).await.unwrap().thread();
+    gate.entered().await;
+    // 33 carve-outs of 30 fit in 1000; the 34th gets the 10 left, the rest get nothing.
+    let history = pump.history(root).await.unwrap();
+    let carves: Vec<String> = history
+        .iter()
+        .filter(|r| r.kind == RecordKind::Decision)
+        .map(|r| r.payload.to_string())
+        .collect();
+    assert_eq!(carves.len(), 50);
+    assert_eq!(
+        carves
+            .iter()
+            .filter(|c| c.contains(r#"tokens="30""#))
+            .count(),
+        33
+    );
+    assert_eq!(
+        carves
+            .iter()
+            .filter(|c| c.contains(r#"tokens="10""#))
+            .count(),
+        1
+    );
+    pump.stop(root).await.unwrap();
+    gate.open(100);
+    pump.settle(root).await;
+    let tree = pump.tree(root);
+    assert_eq!(tree.len(), 51);
+    let mut classes = std::collections::BTreeMap::new();
+    for child in &tree[1..] {
+        assert_eq!(child.state, ThreadState::Halted, "{}", child.path);
+        let report = only_report(&pump, child.id).await;
+        *classes
+            .entry(format!("{} {}", report.class, report.stop_reason))
+            .or_insert(0) += 1;
+    }
+    // The 34 with tokens ran until the parent halted; the 16 that got nothing halted at once.
+    let expected = [
+        ("BACKPRESSURE parent-halted".to_owned(), 34),
+        ("TIMEOUT max-tokens".to_owned(), 16),
+    ];
+    assert_eq!(classes, expected.into_iter().collect());
+    let results = pump
+        .history(root)
+        .await
+        .unwrap()
+        .iter()
+        .filter(|r| r.root.local() == "thread-result")
+        .count();
+    assert_eq!(results, 50, "each child's halt is reported to the parent");
+}
+
+#[tokio::test]
+async fn the_budget_warning_comes_once_before_the_halt_and_names_the_budget() {
+    let pump = pump_with(turns(10), vec![looper()]);
+    let thread = start(&pump, &p("tick", "0")).await;
+    let history = pump.history(thread).await.unwrap();
+    let warnings: Vec<_> = history
+        .iter()
+        .filter(|r| r.payload.contains("budget-warning"))
+        .collect();
+    assert_eq!(warnings.len(), 1);
+    assert!(
+        warnings[0]
+            .payload
+            .contains("budget max-turns: 8 of 10 used, 2 remain"),
+        "{}",
+        warnings[0].payload
+    );
+    let halt = history.iter().find(|r| r.root.local() == "halt").unwrap();
+    assert!(warnings[0].seq < halt.seq);
+}
+
+#[tokio::test]
+async fn resume_adds_budget_continues_the_same_thread_and_halts_again() {
+    let pump = pump_with(turns(10), vec![looper()]);
+    let thread = start(&pump, &p("tick", "0")).await;
+    let waiting = pump.store().pending().await.unwrap();
+    assert_eq!(waiting.len(), 1);
+    pump.resume(thread, &turns(5)).await.unwrap();
+    pump.settle(thread).await;
+    let info = pump.thread(thread).unwrap();
+    assert_eq!(
+        (info.state, info.counters.deliveries),
+        (ThreadState::Halted, 15)
+    );
+    let reports = pump.reports(thread).await.unwrap();
+    assert_eq!(reports.len(), 2);
+    assert_eq!(reports[1].budget["max-turns"].limit.as_deref(), Some("15"));
+    let history = pump.history(thread).await.unwrap();
+    let decisions: Vec<&str> = history
+        .iter()
+        .filter(|r| r.kind == RecordKind::Decision)
+        .map(|r| {
+            r.payload
+                .split("action=\"")
+                .nth(1)
+                .unwrap()
+                .split('"')
+                .next()
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(decisions, ["halt", "resume", "halt"]);
+    // The message the first halt stopped was the first delivered after the resume: the next
+    // record is the tick it produced.
+    let stopped_at: u64 = waiting[0]
+        .payload
+        .split('>')
+        .nth(1)
+        .unwrap()
+        .split('<')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let resume_at = history
+        .iter()
+        .position(|r| r.payload.contains("action=\"resume\""))
+        .unwrap();
+    assert_eq!(
+        *history[resume_at + 1].payload,
+        p("tick", &(stopped_at + 1).to_string())
+    );
+    let still = pump.store().pending().await.unwrap();
+    assert!(still.iter().all(|r| r.id != waiting[0].id));
+    // Only a halted thread can be resumed.
+    let unknown = ThreadId::new();
+    let err = pump.resume(unknown, &turns(1)).await.unwrap_err();
+    assert_eq!(err.to_string(), format!("no thread {unknown}"));
+    let err = pump.stop(thread).await.unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("is halted; stop needs a running or idle thread"),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn a_listener_without_loop_permission_cannot_message_itself() {
+    let tool = Registration::new(
+        "tool",
+        Script::new(|msg, cx| {
+            if !msg.is_system() {
+                cx.emit(msg.payload().as_str());
+            }
+            Ok(())
+        }),
+    )
+    .accepts(q("again"));
+    let pump = pump_with(GovernorPolicy::default_budget(), vec![tool]);
+    let thread = start(&pump, &p("again", "")).await;
+    let got = notices(&pump, thread).await;
+    assert_eq!(
+        got,
+        [(
+            "tool".into(),
+            "system-error".into(),
+            "loop-not-permitted".into()
+        )]
+    );
+    assert_eq!(
+        pump.thread(thread).unwrap().counters.deliveries,
+        2,
+        "the input and the notice"
+    );
+}
