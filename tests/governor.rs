@@ -665,3 +665,89 @@ async fn a_listener_without_loop_permission_cannot_message_itself() {
         "the input and the notice"
     );
 }
+
+#[tokio::test]
+async fn backpressure_from_upstream_the_stop_file_or_a_full_queue_halts_the_thread() {
+    // An upstream rate limit the listener could not retry away.
+    let limited = Registration::new(
+        "limited",
+        Script::new(|_, _| Err(ListenerError::Backpressure("HTTP 429".into()))),
+    )
+    .accepts(q("call"));
+    let pump = pump_with(GovernorPolicy::default_budget(), vec![limited]);
+    let thread = start(&pump, &p("call", "")).await;
+    let report = only_report(&pump, thread).await;
+    assert_eq!(
+        (report.class.as_str(), report.stop_reason.as_str()),
+        ("BACKPRESSURE", "upstream")
+    );
+
+    // The stop file: while it exists, every delivery halts its thread.
+    let stop = std::env::temp_dir().join(format!("agentpump-stop-{}", ThreadId::new()));
+    let governor = GovernorPolicy {
+        stop_file: Some(stop.clone()),
+        ..GovernorPolicy::default()
+    };
+    let pump = PumpBuilder::new()
+        .config(PumpConfig {
+            governor,
+            ..PumpConfig::default()
+        })
+        .register(looper())
+        .build()
+        .unwrap();
+    std::fs::write(&stop, "").unwrap();
+    let thread = start(&pump, &p("tick", "0")).await;
+    std::fs::remove_file(&stop).unwrap();
+    let report = only_report(&pump, thread).await;
+    assert_eq!(
+        (report.stop_reason.as_str(), report.iterations_completed),
+        ("stop-file", 0)
+    );
+
+    // A listener that keeps flooding a full queue.
+    let flooder = Registration::new(
+        "flooder",
+        Script::new(|msg, cx| {
+            if !msg.is_system() {
+                for _ in 0..4 {
+                    cx.emit(p("flood", &agentpump::MessageId::new().to_string()));
+                }
+            }
+            Ok(())
+        }),
+    )
+    .accepts(q("flood"))
+    .role(Role::Agent);
+    let governor = GovernorPolicy {
+        queue_full_limit: 3,
+        ..GovernorPolicy::default()
+    };
+    let pump = PumpBuilder::new()
+        .config(PumpConfig {
+            governor,
+            queue_capacity: 2,
+            ..PumpConfig::default()
+        })
+        .register(flooder)
+        .build()
+        .unwrap();
+    let thread = start(&pump, &p("flood", "")).await;
+    let report = only_report(&pump, thread).await;
+    assert_eq!(
+        (report.class.as_str(), report.stop_reason.as_str()),
+        ("BACKPRESSURE", "queue-full")
+    );
+}
+
+#[test]
+fn a_halt_renders_in_the_ask_loop_text_form() {
+    let verdict = agentpump::governor::Verdict {
+        class: agentpump::governor::HaltClass::Timeout(agentpump::governor::BudgetName::Turns),
+        reason: "max-turns".into(),
+    };
+    assert_eq!(
+        agentpump::governor::halt_magic(&verdict),
+        r#"<<<NSENVELOPE_MAGIC_9E3B6F2D:V2:HALT:{"class":"TIMEOUT","reason":"max-turns"}>>>"#
+    );
+}
