@@ -11,6 +11,10 @@ use super::Budget;
 /// loosen it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GovernorPolicy {
+    /// Whether the governor gates deliveries and halts threads at all (default `true`). Off, no
+    /// budget is enforced and no thread halts; messages to the governor are still recorded. For
+    /// measuring the governor's cost, and for hosts that govern elsewhere.
+    pub enabled: bool,
     /// Limits of every root thread (children carve theirs out of their parent's). Default:
     /// 10 000 turns, 1 hour of wall clock, 1 000 threads per tree, spawn depth 8; tokens, cost
     /// and tool calls unlimited.
@@ -46,6 +50,7 @@ impl GovernorPolicy {
 impl Default for GovernorPolicy {
     fn default() -> Self {
         Self {
+            enabled: true,
             budget: Self::default_budget(),
             warning_fraction: Decimal::new(8, 1),
             no_progress_window: 3,

@@ -73,6 +73,10 @@ impl Shared {
         let listener = &self.listeners[item.target].name;
         let view = inner.view_of(listener);
         let l = &mut inner.ledger;
+        if !policy.enabled {
+            let account = Arc::clone(&l.account);
+            return Admission::Go { view, deadline: None, warnings: Vec::new(), account };
+        }
         if l.stop_requested {
             return Admission::Halt(Verdict::backpressure("stop-request"));
         }
@@ -374,7 +378,7 @@ impl Applying<'_> {
 
     /// Decides, by precedence, whether this delivery halts the thread.
     pub fn conclude(&mut self) {
-        if self.inner.state.is_closed() {
+        if !self.shared.config.governor.enabled || self.inner.state.is_closed() {
             return;
         }
         if self.inner.ledger.stop_requested {
