@@ -88,6 +88,26 @@ impl Envelope {
         self
     }
 
+    /// Rebuilds the envelope of a record (a restarted pump re-queues accepted messages).
+    ///
+    /// # Errors
+    ///
+    /// An [`EnvelopeError`] when the stored payload no longer parses under `limits`.
+    pub fn from_record(
+        record: &crate::history::Record,
+        limits: &Limits,
+    ) -> Result<Self, EnvelopeError> {
+        let payload = Payload::parse(&record.payload, limits)?;
+        Ok(Self {
+            id: record.id,
+            from: Arc::clone(&record.from),
+            to: record.to.clone(),
+            thread: record.thread,
+            in_reply_to: record.in_reply_to,
+            payload,
+        })
+    }
+
     /// Sets the addressee.
     pub fn with_to(mut self, to: Option<Arc<str>>) -> Self {
         self.to = to;

@@ -18,8 +18,11 @@ pub use chain::{ChainBreak, verify_chain};
 pub use memory::MemoryHistory;
 pub use record::{NewRecord, Record, RecordKind};
 
+use std::collections::HashMap;
+
 use crate::governor::HaltingReport;
-use crate::{MessageId, ThreadId, ThreadInfo, ThreadState};
+use crate::listener::Usage;
+use crate::{Counters, MessageId, ThreadId, ThreadInfo, ThreadState};
 
 /// Why the history store failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -43,13 +46,42 @@ pub struct Batch {
     /// Thread snapshots to save (new threads, state changes).
     pub threads: Vec<ThreadInfo>,
     /// The delivery whose outputs these are: marked delivered in the same commit.
-    pub delivered: Option<MessageId>,
+    pub delivered: Option<Delivered>,
     /// Halting reports written by this batch's halts.
     pub reports: Vec<HaltingReport>,
 }
 
 /// The future inside a pending [`Ticket`].
 type Durability = Pin<Box<dyn Future<Output = Result<(), HistoryError>> + Send>>;
+
+/// A queued message leaving its queue, committed with what came of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Delivered {
+    /// The message.
+    pub id: MessageId,
+    /// Whether a handler ran for it (false when it was refused, e.g. its thread had closed).
+    pub handled: bool,
+    /// What the handler reported spending (tokens, cost, tool calls).
+    pub usage: Usage,
+}
+
+/// What a store knows about threads that lived before this process: what a restarted pump
+/// needs to rebuild its registry, its governor ledgers and its queues.
+#[derive(Debug, Default)]
+pub struct Recovery {
+    /// Every saved thread snapshot (children are rebuilt from parent links).
+    pub threads: Vec<ThreadInfo>,
+    /// Per thread: deliveries handled and usage reported, summed from the delivered marks.
+    pub counters: HashMap<ThreadId, Counters>,
+    /// Per thread: how many records it has.
+    pub records: HashMap<ThreadId, u64>,
+    /// Accepted messages never delivered, in acceptance order.
+    pub pending: Vec<Record>,
+    /// Messages listeners addressed to the governor, in order (goals, residuals, criteria, …).
+    pub governor: Vec<Record>,
+    /// Halts recorded per thread, in order (to restore why a thread is halted).
+    pub halts: Vec<Record>,
+}
 
 /// Resolves when an appended batch is durable.
 pub struct Ticket(Option<Durability>);
@@ -131,6 +163,16 @@ pub trait HistoryStore: Send + Sync + fmt::Debug + 'static {
             i += 1;
         }
         Ok(out)
+    }
+
+    /// What a restarting pump needs (see [`Recovery`]). Synchronous: the pump calls it while
+    /// building, before any runtime work starts.
+    ///
+    /// # Errors
+    ///
+    /// [`HistoryError::Query`] when the store cannot be read.
+    fn recovery(&self) -> Result<Recovery, HistoryError> {
+        Ok(Recovery::default())
     }
 
     /// Recomputes every thread's chain; returns how many records were checked.

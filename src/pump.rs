@@ -12,6 +12,7 @@ mod govern;
 mod ingress;
 mod notice;
 mod plan;
+mod recover;
 mod route;
 mod runner;
 mod shutdown;
@@ -26,6 +27,7 @@ use tokio::sync::Notify;
 pub use builder::{BuildError, PumpBuilder, PumpConfig};
 pub use govern::ControlError;
 pub use ingress::{IngressError, Receipt};
+pub use recover::RecoveryReport;
 pub use shutdown::ShutdownReport;
 
 use crate::history::{Batch, HistoryError, HistoryStore, NewRecord, Record, RecordKind};
@@ -48,6 +50,8 @@ pub(crate) struct Shared {
     governor_name: Arc<str>,
     /// Notified when a runner ends; used by `settle`.
     quiet: Notify,
+    /// What the last restart brought back.
+    recovered: std::sync::OnceLock<RecoveryReport>,
     /// Tasks waiting in `settle`.
     waiters: AtomicUsize,
     /// Runner tasks alive.
@@ -83,6 +87,7 @@ impl Shared {
             system_name: Arc::from(SYSTEM_SENDER),
             governor_name: Arc::from("governor"),
             quiet: Notify::new(),
+            recovered: std::sync::OnceLock::new(),
             waiters: AtomicUsize::new(0),
             runners: AtomicUsize::new(0),
             closing: AtomicBool::new(false),
@@ -214,6 +219,12 @@ impl PumpHandle {
             .iter()
             .map(|e| e.info(&e.lock()))
             .collect()
+    }
+
+    /// What building this pump recovered from the history store (threads restored, messages
+    /// re-queued); zero for a fresh store.
+    pub fn recovered(&self) -> RecoveryReport {
+        self.shared.recovered.get().copied().unwrap_or_default()
     }
 
     /// The pump's own thread: `boot`, `shutdown`, and refusals of input that named no usable thread.

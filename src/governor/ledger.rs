@@ -8,9 +8,9 @@ use std::sync::Arc;
 use rust_decimal::Decimal;
 use tokio::time::Instant;
 
+use super::Budget;
 use super::budget::{Account, BudgetName};
-use super::messages::{Goal, Lane};
-use super::verdict::Verdict;
+use super::messages::{Goal, GovernorMessage, Lane, Signal};
 
 /// A criterion's status as reported.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,8 +52,6 @@ pub(crate) struct Ledger {
     pub queue_full_streak: u32,
     /// A stop was requested while a delivery ran.
     pub stop_requested: bool,
-    /// Why the thread halted, while it is halted.
-    pub halted: Option<Verdict>,
 }
 
 impl Ledger {
@@ -70,7 +68,6 @@ impl Ledger {
             warned: Vec::new(),
             queue_full_streak: 0,
             stop_requested: false,
-            halted: None,
         }
     }
 
@@ -128,5 +125,86 @@ impl Ledger {
             Some((_, n)) => *n += 1,
             None => self.iterations.push((Arc::clone(listener), 1)),
         }
+    }
+}
+
+/// What a governor message changed, for the caller to act on.
+#[derive(Debug)]
+pub(crate) enum Absorbed {
+    /// A goal was declared: its criteria count and budget overrides, for the decision record.
+    Goal { criteria: usize, budget: Budget },
+    /// A loop signal, to resolve with the others of the delivery.
+    Loop(Signal),
+    /// A residual was added.
+    Residual,
+    /// A criterion or learning was noted.
+    Noted,
+}
+
+impl Ledger {
+    /// Takes in a governor message from listener `from` in a thread at spawn depth `depth`.
+    /// Used for live messages and when a restarted pump replays them from history.
+    pub fn absorb(&mut self, message: GovernorMessage, from: &Arc<str>, depth: u32) -> Absorbed {
+        match message {
+            GovernorMessage::Goal(goal) => {
+                self.account.tighten(&goal.budget);
+                if let Some(w) = goal.budget.wall_clock {
+                    let by = self.started + w;
+                    self.deadline = Some(self.deadline.map_or(by, |d| d.min(by)));
+                }
+                if let Some(d) = goal.budget.depth {
+                    let by = depth + d;
+                    self.max_depth = Some(self.max_depth.map_or(by, |m| m.min(by)));
+                }
+                let progress = self.progress();
+                for (id, description) in &goal.criteria {
+                    progress.criterion(id).description.clone_from(description);
+                }
+                let absorbed = Absorbed::Goal {
+                    criteria: goal.criteria.len(),
+                    budget: goal.budget.clone(),
+                };
+                progress.goal = Some(goal);
+                absorbed
+            }
+            GovernorMessage::Loop(signal) => Absorbed::Loop(signal),
+            GovernorMessage::Residual(value) => {
+                self.progress().residuals.push(value);
+                Absorbed::Residual
+            }
+            GovernorMessage::Criterion { id, met, evidence } => {
+                let status = self.progress().criterion(&id);
+                status.met = met;
+                status.evidence = evidence;
+                status.reported_by = Some(Arc::clone(from));
+                Absorbed::Noted
+            }
+            GovernorMessage::Learning { lane, text } => {
+                self.progress()
+                    .learnings
+                    .push((lane, text, Arc::clone(from)));
+                Absorbed::Noted
+            }
+        }
+    }
+}
+
+impl Progress {
+    /// The status of criterion `id`, added (unmet, undescribed) if it is new.
+    fn criterion(&mut self, id: &str) -> &mut CriterionStatus {
+        let at = match self.criteria.iter().position(|c| c.id == id) {
+            Some(at) => at,
+            None => {
+                self.criteria.push(CriterionStatus {
+                    id: id.to_owned(),
+                    description: String::new(),
+                    met: false,
+                    evidence: None,
+                    reported_by: None,
+                });
+                self.criteria.len() - 1
+            }
+        };
+        &mut self.criteria[at]
     }
 }

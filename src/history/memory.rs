@@ -6,8 +6,12 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
 
-use super::{Batch, HistoryError, HistoryStore, Record, Ticket, verify_chain};
+use super::{
+    Batch, HistoryError, HistoryStore, Record, RecordKind, Recovery, Ticket, verify_chain,
+};
+use crate::Counters;
 use crate::governor::HaltingReport;
+use crate::system::SYSTEM_NS;
 use crate::{MessageId, ThreadId, ThreadInfo, ThreadState};
 
 /// History in memory: complete and hash-chained like the durable store, gone when dropped.
@@ -24,6 +28,9 @@ struct Inner {
     pending: BTreeSet<usize>,
     threads: HashMap<ThreadId, ThreadInfo>,
     reports: HashMap<ThreadId, Vec<HaltingReport>>,
+    counters: HashMap<ThreadId, Counters>,
+    /// Snapshot ids in the order threads were first saved.
+    thread_order: Vec<ThreadId>,
 }
 
 #[derive(Debug)]
@@ -58,9 +65,18 @@ impl HistoryStore for MemoryHistory {
         let time_us = now_us();
         let mut inner = self.lock();
         let inner = &mut *inner;
-        if let Some(id) = batch.delivered {
-            if let Some(&index) = inner.by_id.get(&id) {
+        if let Some(delivered) = &batch.delivered {
+            if let Some(&index) = inner.by_id.get(&delivered.id) {
                 inner.pending.remove(&index);
+                if delivered.handled {
+                    let thread = inner.records[index].thread;
+                    let c = inner.counters.entry(thread).or_default();
+                    c.deliveries += 1;
+                    c.tokens_in += delivered.usage.tokens_in;
+                    c.tokens_out += delivered.usage.tokens_out;
+                    c.cost += delivered.usage.cost;
+                    c.tool_calls += delivered.usage.tool_calls;
+                }
             }
         }
         for new in &batch.records {
@@ -83,6 +99,9 @@ impl HistoryStore for MemoryHistory {
             inner.records.push(record);
         }
         for info in batch.threads {
+            if !inner.threads.contains_key(&info.id) {
+                inner.thread_order.push(info.id);
+            }
             inner.threads.insert(info.id, info);
         }
         for report in batch.reports {
@@ -136,6 +155,32 @@ impl HistoryStore for MemoryHistory {
             .collect();
         out.sort_by(|a, b| a.path.cmp(&b.path));
         Ok(out)
+    }
+
+    fn recovery(&self) -> Result<Recovery, HistoryError> {
+        let inner = self.lock();
+        let of =
+            |f: &dyn Fn(&Record) -> bool| inner.records.iter().filter(|r| f(r)).cloned().collect();
+        Ok(Recovery {
+            threads: inner
+                .thread_order
+                .iter()
+                .map(|id| inner.threads[id].clone())
+                .collect(),
+            counters: inner.counters.clone(),
+            records: inner
+                .by_thread
+                .iter()
+                .map(|(id, log)| (*id, log.indexes.len() as u64))
+                .collect(),
+            pending: inner
+                .pending
+                .iter()
+                .map(|&i| inner.records[i].clone())
+                .collect(),
+            governor: of(&|r| r.kind == RecordKind::Message && r.to.as_deref() == Some("governor")),
+            halts: of(&|r| r.kind == RecordKind::System && r.root.is(SYSTEM_NS, "halt")),
+        })
     }
 
     async fn verify(&self) -> Result<u64, HistoryError> {

@@ -28,7 +28,8 @@ pub struct Usage {
 }
 
 impl Usage {
-    fn add(&mut self, other: &Usage) {
+    /// Adds `other` to this.
+    pub fn add(&mut self, other: &Usage) {
         self.tokens_in += other.tokens_in;
         self.tokens_out += other.tokens_out;
         self.cost += other.cost;

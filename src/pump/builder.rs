@@ -102,21 +102,33 @@ impl PumpBuilder {
         self
     }
 
-    /// Validates the registrations, records `boot` and returns the handle. Needs no runtime;
-    /// deliveries run on the tokio runtime that sends the first message.
+    /// Validates the registrations, records `boot`, recovers what the history store kept from an
+    /// earlier run (threads, governor ledgers, and every accepted message not yet delivered,
+    /// re-queued in order), and returns the handle. Deliveries run on the tokio runtime of the
+    /// caller that starts them; recovered messages need `build` to be called inside one.
     ///
     /// # Errors
     ///
     /// [`BuildError::Registration`] for an invalid or duplicate name, an unknown peer, two agents
     /// sharing a root, or a root in a pump-owned namespace; [`BuildError::History`] when the store
-    /// refuses the boot record.
+    /// cannot be read or refuses the boot record; [`BuildError::Config`] for a configuration that
+    /// cannot work, or recovered messages without a tokio runtime.
     pub fn build(self) -> Result<PumpHandle, BuildError> {
         check_config(&self.config)?;
         let (by_name, by_root) = validate(&self.registrations)?;
         let store = self.store.unwrap_or_else(|| Arc::new(MemoryHistory::new()));
-        let shared = Shared::new(self.registrations, by_name, by_root, store, self.config);
+        let recovery = store.recovery()?;
+        let shared = Arc::new(Shared::new(
+            self.registrations,
+            by_name,
+            by_root,
+            store,
+            self.config,
+        ));
         shared.record_boot()?;
-        Ok(PumpHandle::new(Arc::new(shared)))
+        let report = shared.recover(recovery)?;
+        let _ = shared.recovered.set(report);
+        Ok(PumpHandle::new(shared))
     }
 }
 

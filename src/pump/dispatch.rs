@@ -120,6 +120,9 @@ impl Shared {
             signals: Signals::default(),
         };
         a.count(&done.usage, &done.spent);
+        let mut total = done.usage.clone();
+        total.add(&done.spent);
+        a.tx.handled(total);
         for warning in done.warnings {
             a.tell_me(warning);
         }

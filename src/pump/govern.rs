@@ -13,7 +13,7 @@ use super::apply::Applying;
 use super::tx::Tx;
 use super::{PumpHandle, Shared};
 use crate::governor::budget::{Account, Amount, BudgetName};
-use crate::governor::ledger::{CriterionStatus, Ledger};
+use crate::governor::ledger::{Absorbed, Ledger};
 use crate::governor::report::{self, HaltingReport};
 use crate::governor::{Budget, GovernorMessage, HaltClass, Verdict, budget_xml};
 use crate::history::{HistoryError, RecordKind};
@@ -75,7 +75,12 @@ impl Shared {
         let l = &mut inner.ledger;
         if !policy.enabled {
             let account = Arc::clone(&l.account);
-            return Admission::Go { view, deadline: None, warnings: Vec::new(), account };
+            return Admission::Go {
+                view,
+                deadline: None,
+                warnings: Vec::new(),
+                account,
+            };
         }
         if l.stop_requested {
             return Admission::Halt(Verdict::backpressure("stop-request"));
@@ -217,7 +222,6 @@ impl Shared {
         tx.record(inner, env, RecordKind::System);
         tx.report(report);
         tracing::info!(thread = %entry.id, class = %verdict.class, reason = %verdict.reason, "thread halted");
-        inner.ledger.halted = Some(verdict.clone());
         tx.snapshot(entry, inner);
         for child_id in inner.children.clone() {
             let Some(child) = self.registry.get(child_id) else {
@@ -307,72 +311,23 @@ impl Applying<'_> {
         self.tx.record(self.inner, env, RecordKind::Message);
         let me = Arc::clone(&self.shared.listeners[self.me].name);
         let window = self.shared.config.governor.no_progress_window;
-        let ledger = &mut self.inner.ledger;
-        match message {
-            GovernorMessage::Goal(goal) => {
-                ledger.account.tighten(&goal.budget);
-                if let Some(w) = goal.budget.wall_clock {
-                    let by = ledger.started + w;
-                    ledger.deadline = Some(ledger.deadline.map_or(by, |d| d.min(by)));
-                }
-                if let Some(d) = goal.budget.depth {
-                    let by = self.entry.depth + d;
-                    ledger.max_depth = Some(ledger.max_depth.map_or(by, |m| m.min(by)));
-                }
-                let progress = ledger.progress();
-                for (id, description) in &goal.criteria {
-                    match progress.criteria.iter_mut().find(|c| &c.id == id) {
-                        Some(c) => c.description.clone_from(description),
-                        None => progress.criteria.push(CriterionStatus {
-                            id: id.clone(),
-                            description: description.clone(),
-                            met: false,
-                            evidence: None,
-                            reported_by: None,
-                        }),
-                    }
-                }
+        match self.inner.ledger.absorb(message, &me, self.entry.depth) {
+            Absorbed::Goal { criteria, budget } => {
                 let decision = format!(
-                    "<decision xmlns=\"{GOVERNOR_NS}\" action=\"goal\" criteria=\"{}\">{}</decision>",
-                    goal.criteria.len(),
-                    budget_xml(&goal.budget, "")
+                    "<decision xmlns=\"{GOVERNOR_NS}\" action=\"goal\" criteria=\"{criteria}\">{}</decision>",
+                    budget_xml(&budget, "")
                 );
-                progress.goal = Some(goal);
                 self.shared
                     .decide(&mut self.tx, self.entry, self.inner, decision);
             }
-            GovernorMessage::Loop(signal) => {
-                if ledger.same_control(payload.as_str(), window) {
+            Absorbed::Loop(signal) => {
+                if self.inner.ledger.same_control(payload.as_str(), window) {
                     self.signals.stuck = true;
                 }
                 self.signals.control(signal.control, signal.reason);
             }
-            GovernorMessage::Residual(value) => {
-                ledger.progress().residuals.push(value);
-                self.signals.residual = true;
-            }
-            GovernorMessage::Criterion { id, met, evidence } => {
-                let progress = ledger.progress();
-                let status = match progress.criteria.iter_mut().position(|c| c.id == id) {
-                    Some(i) => &mut progress.criteria[i],
-                    None => {
-                        progress.criteria.push(CriterionStatus {
-                            id,
-                            description: String::new(),
-                            met: false,
-                            evidence: None,
-                            reported_by: None,
-                        });
-                        progress.criteria.last_mut().expect("just pushed")
-                    }
-                };
-                status.met = met;
-                status.evidence = evidence;
-                status.reported_by = Some(me);
-            }
-            GovernorMessage::Learning { lane, text } => {
-                ledger.progress().learnings.push((lane, text, me))
-            }
+            Absorbed::Residual => self.signals.residual = true,
+            Absorbed::Noted => {}
         }
     }
 
@@ -495,7 +450,6 @@ impl PumpHandle {
                     .map_or(Instant::now(), |d| d.max(Instant::now()));
                 ledger.deadline = Some(from + w);
             }
-            ledger.halted = None;
             ledger.stop_requested = false;
             ledger.queue_full_streak = 0;
             ledger.reset_progress_guard();

@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use super::Shared;
 use crate::governor::HaltingReport;
-use crate::history::{Batch, HistoryError, NewRecord, RecordKind, Ticket};
+use crate::history::{Batch, Delivered, HistoryError, NewRecord, RecordKind, Ticket};
+use crate::listener::Usage;
 use crate::thread::registry::{Queued, ThreadEntry, ThreadInner};
 use crate::{Envelope, MessageId};
 
@@ -30,14 +31,27 @@ pub(crate) enum Place {
 }
 
 impl Tx {
-    /// A transaction that completes delivery `delivered`, if any.
+    /// A transaction that takes message `delivered` (if any) off its queue.
     pub fn new(delivered: Option<MessageId>) -> Self {
+        let delivered = delivered.map(|id| Delivered {
+            id,
+            handled: false,
+            usage: Usage::default(),
+        });
         Self {
             batch: Batch {
                 delivered,
                 ..Batch::default()
             },
             ..Self::default()
+        }
+    }
+
+    /// Marks the taken message as handled by a listener that reported `usage`.
+    pub fn handled(&mut self, usage: Usage) {
+        if let Some(d) = self.batch.delivered.as_mut() {
+            d.handled = true;
+            d.usage = usage;
         }
     }
 
@@ -118,6 +132,11 @@ impl Tx {
     /// Ids of the messages queued by this transaction.
     pub fn queued_ids(&self) -> &[MessageId] {
         &self.queued_ids
+    }
+
+    /// The batch alone, for a transaction that queues nothing (used while recovering).
+    pub fn into_batch(self) -> Batch {
+        self.batch
     }
 
     /// Appends everything to history, then queues and wakes. Locks of `here` and `parent` are held

@@ -105,6 +105,29 @@ impl ThreadEntry {
         }
     }
 
+    /// A thread that lived before a restart, from its saved snapshot. The pump's earlier system
+    /// threads (path `system`) come back as system threads: closed to input.
+    pub fn restore(info: &ThreadInfo, ledger: Ledger) -> Self {
+        let mut entry = Self::new(
+            info.id,
+            None,
+            info.spawner.clone(),
+            Arc::clone(&info.path),
+            Dialect::default(),
+            ledger,
+        );
+        entry.parent = info.parent;
+        entry.depth = info.depth;
+        entry.is_system = info.parent.is_none() && &*info.path == "system";
+        let mut inner = entry.lock();
+        inner.state = match info.state {
+            ThreadState::Active | ThreadState::Idle => ThreadState::Idle,
+            closed => closed,
+        };
+        drop(inner);
+        entry
+    }
+
     /// The pump's own thread.
     pub fn system() -> Self {
         let ledger = Ledger::new(Account::root(&Budget::unlimited()), None, None);

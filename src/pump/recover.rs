@@ -1,0 +1,180 @@
+//! Restart: rebuilding the thread registry, the governor's ledgers and the queues from what the
+//! history store kept, so that every message accepted but never delivered is delivered, in order.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use rust_decimal::Decimal;
+
+use super::Shared;
+use super::builder::BuildError;
+use super::notice::Recipient;
+use super::tx::Tx;
+use crate::governor::budget::{Account, Amount, BudgetName};
+use crate::governor::ledger::Ledger;
+use crate::governor::{Budget, GovernorMessage};
+use crate::history::Recovery;
+use crate::system::{ErrorCode, SystemMessage};
+use crate::thread::registry::{Queued, ThreadEntry};
+use crate::{Envelope, Payload, ThreadId, ThreadState};
+
+/// What a restart brought back.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RecoveryReport {
+    /// Threads restored from the store.
+    pub threads: usize,
+    /// Accepted messages put back on their queues, in order.
+    pub requeued: usize,
+}
+
+impl Shared {
+    /// Rebuilds threads, ledgers and queues from `recovery`, then starts the runners.
+    pub(crate) fn recover(
+        self: &Arc<Self>,
+        recovery: Recovery,
+    ) -> Result<RecoveryReport, BuildError> {
+        let Recovery {
+            threads,
+            counters,
+            records,
+            pending,
+            governor,
+            ..
+        } = recovery;
+        let mut restored: HashMap<ThreadId, Arc<ThreadEntry>> = HashMap::new();
+        for info in &threads {
+            let parent = info.parent.and_then(|p| restored.get(&p));
+            let ledger = match parent {
+                Some(parent) => {
+                    let p = parent.lock();
+                    Ledger::new(
+                        p.ledger.account.child(&Budget::default()),
+                        p.ledger.deadline,
+                        p.ledger.max_depth,
+                    )
+                }
+                None if &*info.path == "system" => {
+                    Ledger::new(Account::root(&Budget::unlimited()), None, None)
+                }
+                None => self.root_ledger(),
+            };
+            let entry = Arc::new(ThreadEntry::restore(info, ledger));
+            if let Some(parent) = parent {
+                let mut p = parent.lock();
+                p.children.push(entry.id);
+                p.ledger
+                    .account
+                    .charge(Amount::of(BudgetName::Threads, Decimal::ONE));
+                if !entry.lock().state.is_closed() {
+                    p.live_children += 1;
+                }
+            }
+            restored.insert(entry.id, entry);
+        }
+        for (id, c) in counters {
+            let Some(entry) = restored.get(&id) else {
+                continue;
+            };
+            let mut inner = entry.lock();
+            let mut spent = Amount::of(BudgetName::Turns, Decimal::from(c.deliveries));
+            spent.0[1] = Decimal::from(c.tokens_in + c.tokens_out);
+            spent.0[2] = c.cost;
+            spent.0[3] = Decimal::from(c.tool_calls);
+            inner.ledger.account.charge(spent);
+            inner.counters = c;
+        }
+        for (id, n) in records {
+            if let Some(entry) = restored.get(&id) {
+                entry.lock().records = n;
+            }
+        }
+        for record in governor {
+            let Some(entry) = restored.get(&record.thread) else {
+                continue;
+            };
+            let message = Payload::parse(&record.payload, &self.config.limits)
+                .ok()
+                .and_then(|p| GovernorMessage::parse(&p).ok());
+            if let Some(message) = message {
+                entry
+                    .lock()
+                    .ledger
+                    .absorb(message, &record.from, entry.depth);
+            }
+        }
+        let mut requeued = 0;
+        for record in pending {
+            let Some(entry) = restored.get(&record.thread) else {
+                tracing::error!(thread = %record.thread, message = %record.id, "pending message of an unknown thread");
+                continue;
+            };
+            let target = record
+                .to
+                .as_deref()
+                .and_then(|to| self.by_name.get(to).copied());
+            let envelope = Envelope::from_record(&record, &self.config.limits);
+            match (target, envelope) {
+                (Some(target), Ok(envelope)) => {
+                    entry.lock().queue.push_back(Queued { envelope, target });
+                    requeued += 1;
+                }
+                _ => self.drop_unroutable(entry, &record)?,
+            }
+        }
+        let report = RecoveryReport {
+            threads: restored.len(),
+            requeued,
+        };
+        let wake: Vec<_> = restored
+            .values()
+            .filter(|e| !e.lock().queue.is_empty())
+            .cloned()
+            .collect();
+        for entry in restored.into_values() {
+            self.registry.insert(entry);
+        }
+        if !wake.is_empty() && tokio::runtime::Handle::try_current().is_err() {
+            return Err(BuildError::Config(format!(
+                "{requeued} recovered messages need a tokio runtime to be delivered: build the pump inside one"
+            )));
+        }
+        for entry in wake {
+            let mut inner = entry.lock();
+            if inner.state != ThreadState::Halted {
+                self.wake(&entry, &mut inner);
+            }
+        }
+        tracing::info!(
+            threads = report.threads,
+            requeued = report.requeued,
+            "recovered from history"
+        );
+        Ok(report)
+    }
+
+    /// A pending message whose listener is no longer registered: resolved with a recorded notice.
+    fn drop_unroutable(
+        &self,
+        entry: &ThreadEntry,
+        record: &crate::history::Record,
+    ) -> Result<(), BuildError> {
+        let to = record.to.as_deref().unwrap_or("");
+        let message = format!("`{to}` is not registered any more; the message was not delivered");
+        let notice = SystemMessage::Error {
+            code: ErrorCode::NoRoute,
+            message,
+        };
+        let mut inner = entry.lock();
+        let mut tx = Tx::new(Some(record.id));
+        self.notice(
+            &mut tx,
+            entry,
+            &mut inner,
+            Recipient::RecordOnly(to),
+            notice,
+            Some(record.id),
+        );
+        self.store.append(tx.into_batch())?;
+        Ok(())
+    }
+}
