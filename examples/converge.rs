@@ -6,7 +6,9 @@
 //! halting report.
 
 use agentpump::governor::{CertificateType, Goal};
-use agentpump::{Context, Delivery, Listener, ListenerError, PumpBuilder, QName, Registration, Role};
+use agentpump::{
+    Context, Delivery, Listener, ListenerError, PumpBuilder, QName, Registration, Role,
+};
 use rust_decimal::Decimal;
 
 const NS: &str = "urn:example:newton:v1";
@@ -39,7 +41,10 @@ impl Listener for Newton {
         let Guess { x } = msg.decode()?;
         let two = Decimal::TWO;
         cx.residual((x * x - two).abs());
-        cx.emit(format!(r#"<guess xmlns="{NS}">{}</guess>"#, ((x + two / x) / two).normalize()));
+        cx.emit(format!(
+            r#"<guess xmlns="{NS}">{}</guess>"#,
+            ((x + two / x) / two).normalize()
+        ));
         Ok(())
     }
 }
@@ -55,7 +60,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 .description("approaches √2 by Newton's method"),
         )
         .build()?;
-    let thread = pump.post(None, None, &format!(r#"<start xmlns="{NS}"/>"#)).await?.thread();
+    let thread = pump
+        .post(None, None, &format!(r#"<start xmlns="{NS}"/>"#))
+        .await?
+        .thread();
     pump.settle(thread).await;
     for report in pump.reports(thread).await? {
         println!("{}", serde_json::to_string_pretty(&report)?);

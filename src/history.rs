@@ -7,6 +7,7 @@
 mod chain;
 mod memory;
 mod record;
+pub mod sqlite;
 
 use std::fmt;
 use std::future::Future;
@@ -17,6 +18,7 @@ use async_trait::async_trait;
 pub use chain::{ChainBreak, verify_chain};
 pub use memory::MemoryHistory;
 pub use record::{NewRecord, Record, RecordKind};
+pub use sqlite::{Durability, SqliteHistory, SqliteOptions};
 
 use std::collections::HashMap;
 
@@ -52,7 +54,7 @@ pub struct Batch {
 }
 
 /// The future inside a pending [`Ticket`].
-type Durability = Pin<Box<dyn Future<Output = Result<(), HistoryError>> + Send>>;
+type Commit = Pin<Box<dyn Future<Output = Result<(), HistoryError>> + Send>>;
 
 /// A queued message leaving its queue, committed with what came of it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -84,7 +86,7 @@ pub struct Recovery {
 }
 
 /// Resolves when an appended batch is durable.
-pub struct Ticket(Option<Durability>);
+pub struct Ticket(Option<Commit>);
 
 impl Ticket {
     /// A ticket for a batch that is already as durable as the store gets.

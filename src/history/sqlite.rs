@@ -1,0 +1,263 @@
+//! [`SqliteHistory`]: the durable, embedded history store — one SQLite file in WAL mode, one
+//! writer thread that commits batches from many threads together (group commit), and a reader
+//! connection for queries.
+//!
+//! `append` fixes order and digests in memory and hands the batch to the writer; its
+//! [`Ticket`] resolves once the batch's transaction has committed. A batch is one transaction:
+//! a delivery's outputs and its delivered mark are committed together or not at all. If a
+//! commit fails (disk full, read-only file) the store refuses every later write with
+//! [`HistoryError::Unavailable`] — nothing acknowledged is lost, nothing half-written is kept.
+
+mod queries;
+mod schema;
+mod writer;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, mpsc};
+use std::thread::JoinHandle;
+
+use async_trait::async_trait;
+use rusqlite::Connection;
+
+use super::memory::now_us;
+use super::{Batch, HistoryError, HistoryStore, Record, Recovery, Ticket};
+use crate::governor::HaltingReport;
+use crate::{MessageId, ThreadId, ThreadInfo, ThreadState};
+
+pub use schema::SCHEMA_VERSION;
+
+/// How hard a commit waits for the disk.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Durability {
+    /// `synchronous=FULL`: a commit survives a power loss (the default).
+    #[default]
+    Full,
+    /// `synchronous=NORMAL`: a commit survives a crash of the process (`kill -9`), not
+    /// necessarily a power loss; much faster on slow disks.
+    Normal,
+}
+
+/// Settings of a [`SqliteHistory`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SqliteOptions {
+    /// Commit durability (default [`Durability::Full`]).
+    pub durability: Durability,
+    /// Most batches committed in one transaction (default 1024).
+    pub group: usize,
+    /// Batches waiting for the writer before `append` blocks (default 8192).
+    pub backlog: usize,
+}
+
+impl Default for SqliteOptions {
+    fn default() -> Self {
+        Self {
+            durability: Durability::Full,
+            group: 1024,
+            backlog: 8192,
+        }
+    }
+}
+
+/// History in one SQLite file.
+#[derive(Debug)]
+pub struct SqliteHistory {
+    path: PathBuf,
+    order: Arc<Mutex<Order>>,
+    jobs: Mutex<Option<mpsc::SyncSender<writer::Job>>>,
+    writer: Mutex<Option<JoinHandle<()>>>,
+    reader: Mutex<Connection>,
+}
+
+/// What `append` decides before the writer sees a batch.
+#[derive(Debug, Default)]
+pub(crate) struct Order {
+    next_seq: u64,
+    last_digest: HashMap<ThreadId, [u8; 32]>,
+    /// Set by the writer when a commit failed; every later write is refused.
+    failed: Option<String>,
+}
+
+impl SqliteHistory {
+    /// Opens (or creates) the history file at `path` with default options.
+    ///
+    /// # Errors
+    ///
+    /// [`HistoryError::Unavailable`] naming the file and the problem: it cannot be opened, it is
+    /// not an agentpump database, its schema is newer than this build, or it is locked.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let dir = std::env::temp_dir().join(format!("agentpump-doc-{}", std::process::id()));
+    /// std::fs::create_dir_all(&dir)?;
+    /// let store = agentpump::history::SqliteHistory::open(dir.join("history.db"))?;
+    /// let pump = agentpump::PumpBuilder::new().history(std::sync::Arc::new(store)).build()?;
+    /// # drop(pump); std::fs::remove_dir_all(&dir)?; Ok(()) }
+    /// ```
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, HistoryError> {
+        Self::open_with(path, SqliteOptions::default())
+    }
+
+    /// Opens (or creates) the history file at `path`.
+    ///
+    /// # Errors
+    ///
+    /// As [`SqliteHistory::open`].
+    pub fn open_with(path: impl AsRef<Path>, options: SqliteOptions) -> Result<Self, HistoryError> {
+        let path = path.as_ref().to_path_buf();
+        let fail = |e: rusqlite::Error| unavailable(&path, &e);
+        let mut conn = Connection::open(&path).map_err(fail)?;
+        schema::prepare(&mut conn, options.durability).map_err(|e| match e {
+            schema::SchemaError::Sqlite(e) => unavailable(&path, &e),
+            other => HistoryError::Unavailable(format!("{}: {other}", path.display())),
+        })?;
+        let order = queries::order(&conn).map_err(fail)?;
+        let reader = Connection::open_with_flags(&path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .map_err(fail)?;
+        reader
+            .busy_timeout(std::time::Duration::from_secs(5))
+            .map_err(fail)?;
+        let order = Arc::new(Mutex::new(order));
+        let (jobs, handle) = writer::spawn(conn, Arc::clone(&order), options)?;
+        Ok(Self {
+            path,
+            order,
+            jobs: Mutex::new(Some(jobs)),
+            writer: Mutex::new(Some(handle)),
+            reader: Mutex::new(reader),
+        })
+    }
+
+    /// Opens an existing history file for reading (the inspection commands). Nothing is created.
+    ///
+    /// # Errors
+    ///
+    /// [`HistoryError::Unavailable`] when the file does not exist, or as [`SqliteHistory::open`].
+    pub fn open_existing(path: impl AsRef<Path>) -> Result<Self, HistoryError> {
+        let path = path.as_ref();
+        if !path.is_file() {
+            return Err(HistoryError::Unavailable(format!(
+                "{}: no such file",
+                path.display()
+            )));
+        }
+        Self::open(path)
+    }
+
+    /// The file this store writes.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn read(&self) -> MutexGuard<'_, Connection> {
+        self.reader.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn query_error(&self, e: &rusqlite::Error) -> HistoryError {
+        HistoryError::Query(format!("{}: {e}", self.path.display()))
+    }
+}
+
+fn unavailable(path: &Path, e: &rusqlite::Error) -> HistoryError {
+    let busy = matches!(
+        e.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+    );
+    if busy {
+        HistoryError::Unavailable(format!(
+            "{}: database is locked by another process",
+            path.display()
+        ))
+    } else if e.sqlite_error_code() == Some(rusqlite::ErrorCode::NotADatabase) {
+        HistoryError::Unavailable(format!("{}: not an agentpump database", path.display()))
+    } else {
+        HistoryError::Unavailable(format!("{}: {e}", path.display()))
+    }
+}
+
+impl Drop for SqliteHistory {
+    /// Flushes: the writer commits every batch it was handed, then stops.
+    fn drop(&mut self) {
+        self.jobs.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(handle) = self.writer.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            let _ = handle.join();
+        }
+    }
+}
+
+#[async_trait]
+impl HistoryStore for SqliteHistory {
+    fn append(&self, batch: Batch) -> Result<Ticket, HistoryError> {
+        let mut order = self.order.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(why) = &order.failed {
+            return Err(HistoryError::Unavailable(format!(
+                "{}: {why}",
+                self.path.display()
+            )));
+        }
+        let time_us = now_us();
+        let mut records = Vec::with_capacity(batch.records.len());
+        for new in &batch.records {
+            order.next_seq += 1;
+            let mut record = Record::from_new(new, order.next_seq, time_us);
+            let last = order.last_digest.entry(record.thread).or_insert([0; 32]);
+            record.seal(last);
+            *last = record.digest;
+            records.push((record, new.pending));
+        }
+        let (done, wait) = tokio::sync::oneshot::channel();
+        let job = writer::Job {
+            records,
+            threads: batch.threads,
+            reports: batch.reports,
+            delivered: batch.delivered,
+            done,
+        };
+        let jobs = self.jobs.lock().unwrap_or_else(|p| p.into_inner());
+        let sender = jobs
+            .as_ref()
+            .ok_or_else(|| HistoryError::Unavailable("history store is closed".into()))?;
+        sender
+            .send(job)
+            .map_err(|_| HistoryError::Unavailable("history writer stopped".into()))?;
+        drop(order);
+        let path = self.path.display().to_string();
+        Ok(Ticket::pending(async move {
+            wait.await
+                .map_err(|_| HistoryError::Unavailable(format!("{path}: history writer stopped")))?
+        }))
+    }
+
+    async fn thread(&self, thread: ThreadId, since: u64) -> Result<Vec<Record>, HistoryError> {
+        queries::thread(&self.read(), thread, since).map_err(|e| self.query_error(&e))
+    }
+
+    async fn record(&self, id: MessageId) -> Result<Option<Record>, HistoryError> {
+        queries::record(&self.read(), id).map_err(|e| self.query_error(&e))
+    }
+
+    async fn pending(&self) -> Result<Vec<Record>, HistoryError> {
+        queries::pending(&self.read()).map_err(|e| self.query_error(&e))
+    }
+
+    async fn reports(&self, thread: ThreadId) -> Result<Vec<HaltingReport>, HistoryError> {
+        queries::reports(&self.read(), thread).map_err(|e| self.query_error(&e))
+    }
+
+    async fn threads(&self, state: Option<ThreadState>) -> Result<Vec<ThreadInfo>, HistoryError> {
+        queries::threads(&self.read(), state).map_err(|e| self.query_error(&e))
+    }
+
+    fn recovery(&self) -> Result<Recovery, HistoryError> {
+        queries::recovery(&self.read()).map_err(|e| self.query_error(&e))
+    }
+
+    async fn verify(&self) -> Result<u64, HistoryError> {
+        queries::verify(&self.read()).map_err(|e| match e {
+            queries::VerifyError::Sqlite(e) => self.query_error(&e),
+            queries::VerifyError::Chain(b) => HistoryError::Chain(b),
+        })
+    }
+}

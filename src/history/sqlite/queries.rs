@@ -1,0 +1,246 @@
+//! Reads: records by thread, id and state, thread snapshots, reports, recovery, verification.
+
+use std::collections::HashMap;
+use std::str::FromStr;
+
+use rusqlite::{Connection, OptionalExtension, Row, params};
+use rust_decimal::Decimal;
+
+use super::Order;
+use crate::governor::HaltingReport;
+use crate::history::{ChainBreak, Record, RecordKind, Recovery};
+use crate::{Counters, MessageId, QName, ThreadId, ThreadInfo, ThreadState};
+
+const COLUMNS: &str =
+    "seq, thread, id, time_us, kind, sender, recipient, in_reply_to, root, payload, digest";
+
+/// Why verification stopped.
+pub(crate) enum VerifyError {
+    Sqlite(rusqlite::Error),
+    Chain(ChainBreak),
+}
+
+fn parse<T: FromStr>(column: usize, text: &str) -> rusqlite::Result<T> {
+    text.parse().map_err(|_| {
+        rusqlite::Error::InvalidColumnType(column, format!("`{text}`"), rusqlite::types::Type::Text)
+    })
+}
+
+fn from_row(row: &Row<'_>) -> rusqlite::Result<Record> {
+    let kind = match row.get_ref(4)?.as_str()? {
+        "message" => RecordKind::Message,
+        "egress" => RecordKind::Egress,
+        "system" => RecordKind::System,
+        "decision" => RecordKind::Decision,
+        other => {
+            return Err(rusqlite::Error::InvalidColumnType(
+                4,
+                other.to_owned(),
+                rusqlite::types::Type::Text,
+            ));
+        }
+    };
+    let digest: Vec<u8> = row.get(10)?;
+    Ok(Record {
+        seq: row.get::<_, i64>(0)? as u64,
+        thread: parse(1, row.get_ref(1)?.as_str()?)?,
+        id: parse(2, row.get_ref(2)?.as_str()?)?,
+        time_us: row.get(3)?,
+        kind,
+        from: row.get_ref(5)?.as_str()?.into(),
+        to: row.get::<_, Option<String>>(6)?.map(Into::into),
+        in_reply_to: row
+            .get::<_, Option<String>>(7)?
+            .map(|t| parse(7, &t))
+            .transpose()?,
+        root: QName::from_str(row.get_ref(8)?.as_str()?).unwrap_or_else(|never| match never {}),
+        payload: row.get_ref(9)?.as_str()?.into(),
+        digest: digest.try_into().map_err(|_| {
+            rusqlite::Error::InvalidColumnType(10, "digest".into(), rusqlite::types::Type::Blob)
+        })?,
+    })
+}
+
+fn records(
+    conn: &Connection,
+    filter: &str,
+    args: impl rusqlite::Params,
+) -> rusqlite::Result<Vec<Record>> {
+    let mut stmt = conn.prepare_cached(&format!("SELECT {COLUMNS} FROM records {filter}"))?;
+    let rows = stmt.query_map(args, from_row)?;
+    rows.collect()
+}
+
+/// Where `append` continues: the next seq and each thread's last digest.
+pub(crate) fn order(conn: &Connection) -> rusqlite::Result<Order> {
+    let next_seq: i64 = conn.query_row("SELECT coalesce(max(seq), 0) FROM records", [], |r| {
+        r.get(0)
+    })?;
+    let mut stmt = conn.prepare(
+        "SELECT r.thread, r.digest FROM records r JOIN (SELECT thread, max(seq) AS seq FROM records GROUP BY thread) m ON r.seq = m.seq",
+    )?;
+    let mut last_digest = HashMap::new();
+    for row in stmt.query_map([], |r| {
+        Ok((r.get::<_, String>(0)?, r.get::<_, Vec<u8>>(1)?))
+    })? {
+        let (thread, digest) = row?;
+        let thread: ThreadId = parse(0, &thread)?;
+        last_digest.insert(thread, digest.try_into().unwrap_or([0; 32]));
+    }
+    Ok(Order {
+        next_seq: next_seq as u64,
+        last_digest,
+        failed: None,
+    })
+}
+
+pub(crate) fn thread(
+    conn: &Connection,
+    thread: ThreadId,
+    since: u64,
+) -> rusqlite::Result<Vec<Record>> {
+    records(
+        conn,
+        "WHERE thread = ?1 AND seq >= ?2 ORDER BY seq",
+        params![thread.to_string(), since as i64],
+    )
+}
+
+pub(crate) fn record(conn: &Connection, id: MessageId) -> rusqlite::Result<Option<Record>> {
+    let mut stmt = conn.prepare_cached(&format!("SELECT {COLUMNS} FROM records WHERE id = ?1"))?;
+    stmt.query_row([id.to_string()], from_row).optional()
+}
+
+pub(crate) fn pending(conn: &Connection) -> rusqlite::Result<Vec<Record>> {
+    records(conn, "WHERE pending = 1 ORDER BY seq", [])
+}
+
+pub(crate) fn reports(conn: &Connection, thread: ThreadId) -> rusqlite::Result<Vec<HaltingReport>> {
+    let mut stmt =
+        conn.prepare_cached("SELECT json FROM reports WHERE thread = ?1 ORDER BY rowid")?;
+    let rows = stmt.query_map([thread.to_string()], |r| r.get::<_, String>(0))?;
+    rows.map(|json| {
+        let json = json?;
+        serde_json::from_str(&json).map_err(|e| {
+            rusqlite::Error::FromSqlConversionFailure(0, rusqlite::types::Type::Text, Box::new(e))
+        })
+    })
+    .collect()
+}
+
+/// Every snapshot in creation order, children filled in from the parent links.
+pub(crate) fn threads(
+    conn: &Connection,
+    state: Option<ThreadState>,
+) -> rusqlite::Result<Vec<ThreadInfo>> {
+    let mut stmt = conn.prepare_cached("SELECT info FROM threads ORDER BY rowid")?;
+    let all: Vec<ThreadInfo> = stmt
+        .query_map([], |r| r.get::<_, String>(0))?
+        .map(|json| {
+            let json = json?;
+            serde_json::from_str(&json).map_err(|e| {
+                rusqlite::Error::FromSqlConversionFailure(
+                    0,
+                    rusqlite::types::Type::Text,
+                    Box::new(e),
+                )
+            })
+        })
+        .collect::<rusqlite::Result<_>>()?;
+    let mut children: HashMap<ThreadId, Vec<ThreadId>> = HashMap::new();
+    for t in &all {
+        if let Some(parent) = t.parent {
+            children.entry(parent).or_default().push(t.id);
+        }
+    }
+    Ok(all
+        .into_iter()
+        .filter(|t| state.is_none_or(|s| t.state == s))
+        .map(|mut t| {
+            t.children = children.remove(&t.id).unwrap_or_default();
+            t
+        })
+        .collect())
+}
+
+pub(crate) fn recovery(conn: &Connection) -> rusqlite::Result<Recovery> {
+    let mut counters: HashMap<ThreadId, Counters> = HashMap::new();
+    let mut stmt = conn.prepare(
+        "SELECT thread, count(*), sum(tokens_in), sum(tokens_out), group_concat(cost, ' '), sum(tool_calls) FROM records WHERE handled = 1 GROUP BY thread",
+    )?;
+    for row in stmt.query_map([], |r| {
+        Ok((
+            r.get::<_, String>(0)?,
+            r.get::<_, i64>(1)?,
+            r.get::<_, i64>(2)?,
+            r.get::<_, i64>(3)?,
+            r.get::<_, String>(4)?,
+            r.get::<_, i64>(5)?,
+        ))
+    })? {
+        let (thread, n, tin, tout, costs, tools) = row?;
+        let cost = costs
+            .split(' ')
+            .filter_map(|c| Decimal::from_str_exact(c).ok())
+            .sum();
+        let c = Counters {
+            deliveries: n as u64,
+            failures: 0,
+            tokens_in: tin as u64,
+            tokens_out: tout as u64,
+            tool_calls: tools as u64,
+            cost,
+        };
+        counters.insert(parse(0, &thread)?, c);
+    }
+    let mut stmt = conn.prepare("SELECT thread, count(*) FROM records GROUP BY thread")?;
+    let records_per_thread = stmt
+        .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))?
+        .map(|row| {
+            let (thread, n) = row?;
+            Ok((parse(0, &thread)?, n as u64))
+        })
+        .collect::<rusqlite::Result<_>>()?;
+    Ok(Recovery {
+        threads: threads(conn, None)?,
+        counters,
+        records: records_per_thread,
+        pending: pending(conn)?,
+        governor: records(
+            conn,
+            "WHERE recipient = 'governor' AND kind = 'message' ORDER BY seq",
+            [],
+        )?,
+        halts: records(
+            conn,
+            "WHERE kind = 'system' AND root = '{urn:agentpump:system:v1}halt' ORDER BY seq",
+            [],
+        )?,
+    })
+}
+
+/// Walks every record in seq order, checking each thread's chain.
+pub(crate) fn verify(conn: &Connection) -> Result<u64, VerifyError> {
+    let mut stmt = conn
+        .prepare(&format!("SELECT {COLUMNS} FROM records ORDER BY seq"))
+        .map_err(VerifyError::Sqlite)?;
+    let rows = stmt.query_map([], from_row).map_err(VerifyError::Sqlite)?;
+    let mut last: HashMap<ThreadId, [u8; 32]> = HashMap::new();
+    let mut checked = 0;
+    for row in rows {
+        let r = row.map_err(VerifyError::Sqlite)?;
+        let previous = last.entry(r.thread).or_insert([0; 32]);
+        let expected = r.chained_digest(previous);
+        if expected != r.digest {
+            return Err(VerifyError::Chain(ChainBreak {
+                thread: r.thread,
+                seq: r.seq,
+                expected: hex::encode(expected),
+                found: hex::encode(r.digest),
+            }));
+        }
+        *previous = r.digest;
+        checked += 1;
+    }
+    Ok(checked)
+}

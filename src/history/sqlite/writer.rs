@@ -1,0 +1,138 @@
+//! The writer thread: takes batches in the order `append` fixed, commits as many as are waiting
+//! in one transaction (group commit), then resolves their tickets.
+
+use std::sync::{Arc, Mutex, mpsc};
+use std::thread::JoinHandle;
+
+use rusqlite::{Connection, params};
+use tokio::sync::oneshot;
+
+use super::{Order, SqliteOptions};
+use crate::ThreadInfo;
+use crate::governor::HaltingReport;
+use crate::history::{Delivered, HistoryError, Record};
+
+/// One appended batch, ordered and sealed.
+pub(crate) struct Job {
+    pub records: Vec<(Record, bool)>,
+    pub threads: Vec<ThreadInfo>,
+    pub reports: Vec<HaltingReport>,
+    pub delivered: Option<Delivered>,
+    pub done: oneshot::Sender<Result<(), HistoryError>>,
+}
+
+/// Starts the writer on its own OS thread (SQLite calls block).
+pub(crate) fn spawn(
+    conn: Connection,
+    order: Arc<Mutex<Order>>,
+    options: SqliteOptions,
+) -> Result<(mpsc::SyncSender<Job>, JoinHandle<()>), HistoryError> {
+    let (jobs, inbox) = mpsc::sync_channel(options.backlog);
+    let handle = std::thread::Builder::new()
+        .name("agentpump-history".into())
+        .spawn(move || run(conn, &inbox, &order, options.group))
+        .map_err(|e| HistoryError::Unavailable(format!("cannot start the history writer: {e}")))?;
+    Ok((jobs, handle))
+}
+
+fn run(mut conn: Connection, inbox: &mpsc::Receiver<Job>, order: &Mutex<Order>, group: usize) {
+    // `recv` fails once every sender is gone and the inbox is empty: everything handed over
+    // has been written by then.
+    while let Ok(first) = inbox.recv() {
+        let mut jobs = vec![first];
+        while jobs.len() < group {
+            match inbox.try_recv() {
+                Ok(job) => jobs.push(job),
+                Err(_) => break,
+            }
+        }
+        let failed = order
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .failed
+            .clone();
+        let result = match failed {
+            Some(why) => Err(why),
+            None => write(&mut conn, &jobs).map_err(|e| e.to_string()),
+        };
+        if let Err(why) = &result {
+            tracing::error!(error = %why, "history commit failed; the store refuses further writes");
+            order
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .failed
+                .get_or_insert_with(|| why.clone());
+        }
+        for job in jobs {
+            let outcome = result
+                .clone()
+                .map_err(|why| HistoryError::Unavailable(format!("commit failed: {why}")));
+            let _ = job.done.send(outcome);
+        }
+    }
+}
+
+fn write(conn: &mut Connection, jobs: &[Job]) -> rusqlite::Result<()> {
+    let tx = conn.transaction()?;
+    {
+        let mut insert = tx.prepare_cached(
+            "INSERT INTO records (seq, thread, id, time_us, kind, sender, recipient, in_reply_to, root, payload, digest, pending)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+        )?;
+        let mut deliver = tx.prepare_cached(
+            "UPDATE records SET pending = 0, handled = ?2, tokens_in = ?3, tokens_out = ?4, cost = ?5, tool_calls = ?6 WHERE id = ?1",
+        )?;
+        let mut thread = tx.prepare_cached(
+            "INSERT INTO threads (id, parent, state, info) VALUES (?1, ?2, ?3, ?4)
+             ON CONFLICT (id) DO UPDATE SET state = excluded.state, info = excluded.info",
+        )?;
+        let mut report = tx.prepare_cached(
+            "INSERT OR REPLACE INTO reports (halt_id, thread, json) VALUES (?1, ?2, ?3)",
+        )?;
+        for job in jobs {
+            if let Some(d) = &job.delivered {
+                let u = &d.usage;
+                deliver.execute(params![
+                    d.id.to_string(),
+                    d.handled,
+                    u.tokens_in as i64,
+                    u.tokens_out as i64,
+                    u.cost.to_string(),
+                    u.tool_calls as i64
+                ])?;
+            }
+            for (r, pending) in &job.records {
+                insert.execute(params![
+                    r.seq as i64,
+                    r.thread.to_string(),
+                    r.id.to_string(),
+                    r.time_us,
+                    r.kind.as_str(),
+                    &*r.from,
+                    r.to.as_deref(),
+                    r.in_reply_to.map(|id| id.to_string()),
+                    r.root.to_string(),
+                    &*r.payload,
+                    &r.digest[..],
+                    pending,
+                ])?;
+            }
+            for info in &job.threads {
+                let mut info = info.clone();
+                info.children.clear();
+                let json = serde_json::to_string(&info).expect("a thread snapshot serializes");
+                thread.execute(params![
+                    info.id.to_string(),
+                    info.parent.map(|p| p.to_string()),
+                    info.state.as_str(),
+                    json
+                ])?;
+            }
+            for r in &job.reports {
+                let json = serde_json::to_string(r).expect("a report serializes");
+                report.execute(params![r.halt_id.to_string(), r.thread.to_string(), json])?;
+            }
+        }
+    }
+    tx.commit()
+}

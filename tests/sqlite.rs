@@ -1,0 +1,178 @@
+//! The durable SQLite store: the pump on it, reopening, tamper evidence, refusals.
+
+mod support;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use agentpump::history::{HistoryStore, SqliteHistory};
+use agentpump::listeners::Echo;
+use agentpump::{PumpBuilder, Registration, ThreadId};
+use support::{egress, p, q, start};
+
+/// A fresh directory under the system temp dir, removed when dropped.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new() -> Self {
+        let dir = std::env::temp_dir().join(format!("agentpump-sqlite-{}", ThreadId::new()));
+        std::fs::create_dir_all(&dir).unwrap();
+        Self(dir)
+    }
+
+    fn db(&self) -> PathBuf {
+        self.0.join("history.db")
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn echo_pump(store: Arc<SqliteHistory>) -> agentpump::PumpHandle {
+    PumpBuilder::new()
+        .history(store)
+        .register(Registration::new("echo", Echo).accepts(q("say")))
+        .build()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn history_survives_closing_and_reopening_the_file() {
+    let dir = Scratch::new();
+    let (thread, before) = {
+        let store = Arc::new(SqliteHistory::open(dir.db()).unwrap());
+        let pump = echo_pump(Arc::clone(&store));
+        let thread = start(&pump, &p("say", "one")).await;
+        pump.post(Some(thread), None, &p("say", "two"))
+            .await
+            .unwrap();
+        pump.settle(thread).await;
+        pump.shutdown(std::time::Duration::from_secs(1)).await;
+        (thread, pump.history(thread).await.unwrap())
+    };
+    let store = Arc::new(SqliteHistory::open(dir.db()).unwrap());
+    assert_eq!(
+        store.thread(thread, 0).await.unwrap(),
+        before,
+        "byte for byte, digest for digest"
+    );
+    let pump = echo_pump(Arc::clone(&store));
+    // The thread is still there and takes more messages, its chain continuing.
+    pump.post(Some(thread), None, &p("say", "three"))
+        .await
+        .unwrap();
+    pump.settle(thread).await;
+    assert_eq!(
+        egress(&pump, thread).await,
+        [p("say", "one"), p("say", "two"), p("say", "three")]
+    );
+    assert!(pump.verify().await.unwrap() >= 8);
+}
+
+fn sql(db: &std::path::Path, statement: &str) {
+    let conn = rusqlite::Connection::open(db).unwrap();
+    conn.execute_batch(statement).unwrap();
+}
+
+#[tokio::test]
+async fn verify_names_the_first_record_that_was_altered_deleted_or_reordered() {
+    let dir = Scratch::new();
+    let thread = {
+        let store = Arc::new(SqliteHistory::open(dir.db()).unwrap());
+        let pump = echo_pump(store);
+        let thread = start(&pump, &p("say", "a")).await;
+        for word in ["b", "c", "d"] {
+            pump.post(Some(thread), None, &p("say", word))
+                .await
+                .unwrap();
+            pump.settle(thread).await;
+        }
+        thread
+    };
+    let seqs: Vec<i64> = {
+        let conn = rusqlite::Connection::open(dir.db()).unwrap();
+        let mut stmt = conn
+            .prepare("SELECT seq FROM records WHERE thread = ?1 ORDER BY seq")
+            .unwrap();
+        stmt.query_map([thread.to_string()], |r| r.get(0))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect()
+    };
+    let backup = std::fs::read(dir.db()).unwrap();
+    let restore = || {
+        let _ = std::fs::remove_file(dir.db().with_extension("db-wal"));
+        let _ = std::fs::remove_file(dir.db().with_extension("db-shm"));
+        std::fs::write(dir.db(), &backup).unwrap();
+    };
+    // One payload byte.
+    sql(
+        &dir.db(),
+        &format!(
+            "UPDATE records SET payload = replace(payload, '>c<', '>C<') WHERE seq = {}",
+            seqs[4]
+        ),
+    );
+    check(&dir.db(), thread, seqs[4]).await;
+    restore();
+    // A deleted record: the next one no longer chains.
+    sql(
+        &dir.db(),
+        &format!("DELETE FROM records WHERE seq = {}", seqs[3]),
+    );
+    check(&dir.db(), thread, seqs[4]).await;
+    restore();
+    // Two records swapped: the first of the pair is out of place.
+    sql(
+        &dir.db(),
+        &format!(
+            "UPDATE records SET seq = -1 WHERE seq = {a}; UPDATE records SET seq = {a} WHERE seq = {b}; UPDATE records SET seq = {b} WHERE seq = -1;",
+            a = seqs[2],
+            b = seqs[3]
+        ),
+    );
+    check(&dir.db(), thread, seqs[2]).await;
+}
+
+async fn check(db: &std::path::Path, thread: ThreadId, expected_seq: i64) {
+    let store = SqliteHistory::open(db).unwrap();
+    let err = store.verify().await.unwrap_err().to_string();
+    assert!(
+        err.contains(&format!("thread {thread} breaks at seq {expected_seq}")),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn files_that_are_not_ours_or_are_newer_are_refused_clearly() {
+    let dir = Scratch::new();
+    std::fs::write(
+        dir.db(),
+        "hello, I am a text file, not a database at all.............................",
+    )
+    .unwrap();
+    let err = SqliteHistory::open(dir.db()).unwrap_err().to_string();
+    assert!(err.ends_with("not an agentpump database"), "{err}");
+    std::fs::remove_file(dir.db()).unwrap();
+    sql(&dir.db(), "CREATE TABLE notes (body TEXT);");
+    let err = SqliteHistory::open(dir.db()).unwrap_err().to_string();
+    assert!(err.ends_with("not an agentpump database"), "{err}");
+    std::fs::remove_file(dir.db()).unwrap();
+    drop(SqliteHistory::open(dir.db()).unwrap());
+    sql(
+        &dir.db(),
+        "UPDATE meta SET value = '99' WHERE key = 'schema_version';",
+    );
+    let err = SqliteHistory::open(dir.db()).unwrap_err().to_string();
+    assert!(
+        err.contains("database schema version 99 is newer than this agentpump understands (1)"),
+        "{err}"
+    );
+    let missing = SqliteHistory::open_existing(dir.0.join("nope.db"))
+        .unwrap_err()
+        .to_string();
+    assert!(missing.ends_with("nope.db: no such file"), "{missing}");
+}
