@@ -18,7 +18,7 @@ pub enum RecordKind {
     Egress,
     /// A message the pump emitted (system namespace).
     System,
-    /// A governor decision (governor namespace): halt, warning, resume, carve-out, goal.
+    /// A governor decision (governor namespace): halt, goal, carve-out, resume.
     Decision,
 }
 

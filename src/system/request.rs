@@ -173,7 +173,6 @@ fn parse_spawn(
     let mut initial = None;
     let mut budget = None;
     loop {
-        let before = reader.buffer_position() as usize;
         let (resolved, event) = reader
             .read_resolved_event()
             .map_err(|e| invalid(&e.to_string()))?;
@@ -192,11 +191,17 @@ fn parse_spawn(
                     return Err(invalid("<initial-payload> is empty"));
                 }
             }
-            Event::Empty(e)
+            Event::Start(ref e) | Event::Empty(ref e)
                 if in_system && e.local_name().as_ref() == "budget" && budget.is_none() =>
             {
-                let element = &text[before..reader.buffer_position() as usize];
-                budget = Some(parse_budget(element.trim_start()).map_err(|m| invalid(&m))?);
+                // `<budget …/>` and `<budget …></budget>` are the same element.
+                let element = format!("<budget {}/>", e.attributes_raw());
+                budget = Some(parse_budget(&element).map_err(|m| invalid(&m))?);
+                if matches!(event, Event::Start(_)) {
+                    reader
+                        .read_to_end(e.name())
+                        .map_err(|e| invalid(&e.to_string()))?;
+                }
             }
             Event::Start(e) | Event::Empty(e) => {
                 return Err(invalid(&format!(
