@@ -5,6 +5,7 @@
 //! a thread chains from 32 zero bytes. [`HistoryStore::verify`] recomputes every chain.
 
 mod chain;
+pub mod export;
 mod memory;
 mod record;
 pub mod sqlite;

@@ -171,7 +171,7 @@ async fn files_that_are_not_ours_or_are_newer_are_refused_clearly() {
         err.contains("database schema version 99 is newer than this agentpump understands (1)"),
         "{err}"
     );
-    let missing = SqliteHistory::open_existing(dir.0.join("nope.db"))
+    let missing = SqliteHistory::open_read_only(dir.0.join("nope.db"))
         .unwrap_err()
         .to_string();
     assert!(missing.ends_with("nope.db: no such file"), "{missing}");

@@ -147,11 +147,27 @@ impl HistoryStore for MemoryHistory {
 
     async fn threads(&self, state: Option<ThreadState>) -> Result<Vec<ThreadInfo>, HistoryError> {
         let inner = self.lock();
+        let busy: std::collections::HashSet<ThreadId> = inner
+            .pending
+            .iter()
+            .map(|&i| inner.records[i].thread)
+            .collect();
         let mut out: Vec<ThreadInfo> = inner
             .threads
             .values()
-            .filter(|t| state.is_none_or(|s| t.state == s))
             .cloned()
+            .map(|mut t| {
+                t.counters = inner.counters.get(&t.id).cloned().unwrap_or_default();
+                if !t.state.is_closed() {
+                    t.state = if busy.contains(&t.id) {
+                        ThreadState::Active
+                    } else {
+                        ThreadState::Idle
+                    };
+                }
+                t
+            })
+            .filter(|t| state.is_none_or(|s| t.state == s))
             .collect();
         out.sort_by(|a, b| a.path.cmp(&b.path));
         Ok(out)

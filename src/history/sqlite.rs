@@ -130,20 +130,40 @@ impl SqliteHistory {
         })
     }
 
-    /// Opens an existing history file for reading (the inspection commands). Nothing is created.
+    /// Opens an existing history file read-only (the inspection commands): nothing is created or
+    /// changed, and every write is refused. A running pump may keep writing meanwhile.
     ///
     /// # Errors
     ///
-    /// [`HistoryError::Unavailable`] when the file does not exist, or as [`SqliteHistory::open`].
-    pub fn open_existing(path: impl AsRef<Path>) -> Result<Self, HistoryError> {
-        let path = path.as_ref();
+    /// [`HistoryError::Unavailable`] when the file does not exist, is not an agentpump database,
+    /// is from a newer schema, or stays locked for more than a second.
+    pub fn open_read_only(path: impl AsRef<Path>) -> Result<Self, HistoryError> {
+        let path = path.as_ref().to_path_buf();
         if !path.is_file() {
             return Err(HistoryError::Unavailable(format!(
                 "{}: no such file",
                 path.display()
             )));
         }
-        Self::open(path)
+        let fail = |e: rusqlite::Error| unavailable(&path, &e);
+        let reader = Connection::open_with_flags(&path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .map_err(fail)?;
+        reader
+            .busy_timeout(std::time::Duration::from_secs(1))
+            .map_err(fail)?;
+        schema::check(&reader).map_err(|e| match e {
+            schema::SchemaError::Sqlite(e) => unavailable(&path, &e),
+            other => HistoryError::Unavailable(format!("{}: {other}", path.display())),
+        })?;
+        let mut order = queries::order(&reader).map_err(fail)?;
+        order.failed = Some("opened read-only".into());
+        Ok(Self {
+            path,
+            order: Arc::new(Mutex::new(order)),
+            jobs: Mutex::new(None),
+            writer: Mutex::new(None),
+            reader: Mutex::new(reader),
+        })
     }
 
     /// The file this store writes.

@@ -7,6 +7,8 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 use super::check;
+use super::inspect::{self, HistoryFormat, ThreadsFormat};
+use crate::ThreadState;
 
 /// agentpump: an agent runtime that routes namespaced XML between listeners on threads.
 #[derive(Debug, Parser)]
@@ -29,14 +31,68 @@ pub enum Command {
         #[arg(required = true)]
         files: Vec<PathBuf>,
     },
+    /// List the threads of a history file, with counts per state.
+    Threads {
+        /// The history database.
+        #[arg(long)]
+        db: PathBuf,
+        /// Only threads in this state (active, idle, done, halted).
+        #[arg(long)]
+        state: Option<ThreadState>,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = ThreadsFormat::Text)]
+        format: ThreadsFormat,
+    },
+    /// Print a thread's history.
+    History {
+        /// The thread id.
+        thread: String,
+        /// The history database.
+        #[arg(long)]
+        db: PathBuf,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = HistoryFormat::Text)]
+        format: HistoryFormat,
+        /// Include every thread spawned below it, indented by depth.
+        #[arg(long)]
+        tree: bool,
+    },
+    /// Print a thread's halting report (JSON).
+    Report {
+        /// The thread id.
+        thread: String,
+        /// The history database.
+        #[arg(long)]
+        db: PathBuf,
+    },
+    /// Recompute every hash chain; exit 1 naming the first record that does not match.
+    Verify {
+        /// The history database.
+        #[arg(long)]
+        db: PathBuf,
+    },
 }
 
 /// Runs the command line: parses `std::env::args`, runs the command, returns the exit code.
 pub fn run() -> ExitCode {
     let cli = Cli::parse();
     let mut out = std::io::stdout().lock();
+    let printed = |text: Result<String, String>, out: &mut dyn std::io::Write| {
+        text.and_then(|t| out.write_all(t.as_bytes()).map_err(|e| e.to_string()))
+    };
     let result = match cli.command {
         Command::Check { files } => check::run(&files, &mut out),
+        Command::Threads { db, state, format } => {
+            printed(inspect::threads(&db, state, format), &mut out)
+        }
+        Command::History {
+            thread,
+            db,
+            format,
+            tree,
+        } => printed(inspect::history(&db, &thread, format, tree), &mut out),
+        Command::Report { thread, db } => printed(inspect::report(&db, &thread), &mut out),
+        Command::Verify { db } => printed(inspect::verify(&db), &mut out),
     };
     let _ = out.flush();
     match result {

@@ -128,7 +128,9 @@ pub(crate) fn reports(conn: &Connection, thread: ThreadId) -> rusqlite::Result<V
     .collect()
 }
 
-/// Every snapshot in creation order, children filled in from the parent links.
+/// Every snapshot in creation order: children filled in from the parent links, counters summed
+/// from the delivered marks, and an open thread's state derived from its queue (`active` while
+/// it has undelivered messages, else `idle`) — snapshots are saved on structural changes only.
 pub(crate) fn threads(
     conn: &Connection,
     state: Option<ThreadState>,
@@ -147,6 +149,12 @@ pub(crate) fn threads(
             })
         })
         .collect::<rusqlite::Result<_>>()?;
+    let mut counters = counters(conn)?;
+    let mut busy = std::collections::HashSet::new();
+    let mut stmt = conn.prepare_cached("SELECT DISTINCT thread FROM records WHERE pending = 1")?;
+    for thread in stmt.query_map([], |r| r.get::<_, String>(0))? {
+        busy.insert(parse::<ThreadId>(0, &thread?)?);
+    }
     let mut children: HashMap<ThreadId, Vec<ThreadId>> = HashMap::new();
     for t in &all {
         if let Some(parent) = t.parent {
@@ -155,17 +163,26 @@ pub(crate) fn threads(
     }
     Ok(all
         .into_iter()
-        .filter(|t| state.is_none_or(|s| t.state == s))
         .map(|mut t| {
             t.children = children.remove(&t.id).unwrap_or_default();
+            t.counters = counters.remove(&t.id).unwrap_or_default();
+            if !t.state.is_closed() {
+                t.state = if busy.contains(&t.id) {
+                    ThreadState::Active
+                } else {
+                    ThreadState::Idle
+                };
+            }
             t
         })
+        .filter(|t| state.is_none_or(|s| t.state == s))
         .collect())
 }
 
-pub(crate) fn recovery(conn: &Connection) -> rusqlite::Result<Recovery> {
-    let mut counters: HashMap<ThreadId, Counters> = HashMap::new();
-    let mut stmt = conn.prepare(
+/// Per thread: deliveries handled and the usage reported with them.
+fn counters(conn: &Connection) -> rusqlite::Result<HashMap<ThreadId, Counters>> {
+    let mut counters = HashMap::new();
+    let mut stmt = conn.prepare_cached(
         "SELECT thread, count(*), sum(tokens_in), sum(tokens_out), group_concat(cost, ' '), sum(tool_calls) FROM records WHERE handled = 1 GROUP BY thread",
     )?;
     for row in stmt.query_map([], |r| {
@@ -193,6 +210,11 @@ pub(crate) fn recovery(conn: &Connection) -> rusqlite::Result<Recovery> {
         };
         counters.insert(parse(0, &thread)?, c);
     }
+    Ok(counters)
+}
+
+pub(crate) fn recovery(conn: &Connection) -> rusqlite::Result<Recovery> {
+    let counters = counters(conn)?;
     let mut stmt = conn.prepare("SELECT thread, count(*) FROM records GROUP BY thread")?;
     let records_per_thread = stmt
         .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))?

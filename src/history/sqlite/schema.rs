@@ -80,6 +80,11 @@ pub(crate) fn prepare(conn: &mut Connection, durability: Durability) -> Result<(
         tx.commit()?;
         return Ok(());
     }
+    check(conn)
+}
+
+/// Checks that an existing file is an agentpump history this build can read.
+pub(crate) fn check(conn: &Connection) -> Result<(), SchemaError> {
     let has_meta: i64 = conn.query_row(
         "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'meta'",
         [],

@@ -1,0 +1,141 @@
+//! Reading history out: JSON lines, XML (one envelope per record), and a readable transcript.
+
+use std::fmt::Write as _;
+
+use super::{Record, RecordKind};
+use crate::{Dialect, Envelope, Limits};
+
+/// Namespace of the XML export's `<history>` and `<record>` elements.
+pub const HISTORY_NS: &str = "urn:agentpump:history:v1";
+
+/// One JSON object per record, one per line.
+pub fn to_jsonl(records: &[Record]) -> String {
+    let mut out = String::new();
+    for r in records {
+        out.push_str(&serde_json::to_string(r).expect("a record serializes"));
+        out.push('\n');
+    }
+    out
+}
+
+/// `<history xmlns="urn:agentpump:history:v1">` holding one `<record seq time kind digest>` per
+/// record, each wrapping the record's envelope (payload byte for byte).
+pub fn to_xml(records: &[Record]) -> String {
+    let mut out = format!("<history xmlns=\"{HISTORY_NS}\">\n");
+    let limits = Limits {
+        max_bytes: usize::MAX,
+        max_depth: usize::MAX,
+        max_attributes: usize::MAX,
+        max_outputs: usize::MAX,
+    };
+    for r in records {
+        let envelope = match Envelope::from_record(r, &limits) {
+            Ok(env) => env.to_xml(Dialect::Agentpump),
+            Err(_) => format!(
+                "<![CDATA[{}]]>",
+                r.payload.replace("]]>", "]]]]><![CDATA[>")
+            ),
+        };
+        let _ = writeln!(
+            out,
+            "  <record seq=\"{}\" time=\"{}\" kind=\"{}\" digest=\"{}\">{envelope}</record>",
+            r.seq,
+            rfc3339(r.time_us),
+            r.kind,
+            hex::encode(r.digest)
+        );
+    }
+    out.push_str("</history>\n");
+    out
+}
+
+/// A readable transcript: time, seq, sender → addressee, markers for pump messages, halts and
+/// decisions, and the payload pretty-printed; every line indented by `indent` spaces.
+pub fn transcript(records: &[Record], indent: usize) -> String {
+    let pad = " ".repeat(indent);
+    let mut out = String::new();
+    for r in records {
+        let marker = match (r.kind, r.root.local()) {
+            (RecordKind::System, "halt") => "  [HALT]",
+            (RecordKind::System, _) => "  [system]",
+            (RecordKind::Decision, _) => "  [decision]",
+            (RecordKind::Egress, _) => "  [out]",
+            (RecordKind::Message, _) => "",
+        };
+        let to = r.to.as_deref().unwrap_or("*");
+        let _ = writeln!(
+            out,
+            "{pad}{}  #{}  {} -> {to}{marker}",
+            rfc3339(r.time_us),
+            r.seq,
+            r.from
+        );
+        for line in pretty(&r.payload).lines() {
+            let _ = writeln!(out, "{pad}    {line}");
+        }
+    }
+    out
+}
+
+/// Indents XML for reading; returns it unchanged if it does not parse.
+pub fn pretty(xml: &str) -> String {
+    use quick_xml::events::Event;
+    let mut reader = quick_xml::Reader::from_str(xml);
+    reader.config_mut().trim_text(true);
+    let mut writer = quick_xml::Writer::new_with_indent(Vec::new(), b' ', 2);
+    loop {
+        match reader.read_event() {
+            Ok(Event::Eof) => break,
+            Ok(event) => {
+                if writer.write_event(event).is_err() {
+                    return xml.to_owned();
+                }
+            }
+            Err(_) => return xml.to_owned(),
+        }
+    }
+    String::from_utf8(writer.into_inner()).unwrap_or_else(|_| xml.to_owned())
+}
+
+/// Microseconds since the Unix epoch as RFC 3339 UTC (`2026-11-22T01:30:00.123456Z`).
+pub fn rfc3339(time_us: i64) -> String {
+    let secs = time_us.div_euclid(1_000_000);
+    let micros = time_us.rem_euclid(1_000_000);
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    let (h, m, s) = (rem / 3600, rem % 3600 / 60, rem % 60);
+    format!("{year:04}-{month:02}-{day:02}T{h:02}:{m:02}:{s:02}.{micros:06}Z")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_are_rfc3339() {
+        assert_eq!(rfc3339(0), "1970-01-01T00:00:00.000000Z");
+        assert_eq!(
+            rfc3339(1_795_313_400_123_456),
+            "2026-11-22T02:10:00.123456Z"
+        );
+        assert_eq!(rfc3339(951_782_400_000_001), "2000-02-29T00:00:00.000001Z");
+    }
+
+    #[test]
+    fn pretty_indents_and_keeps_what_does_not_parse() {
+        assert_eq!(
+            pretty("<a xmlns='urn:x'><b>1</b></a>"),
+            "<a xmlns='urn:x'>\n  <b>1</b>\n</a>"
+        );
+        assert_eq!(pretty("<a>"), "<a>");
+    }
+}

@@ -1,0 +1,338 @@
+//! The inspection commands on a history file, and the exports at scale: a 10 000-iteration
+//! thread and a 1 000-thread spawn tree read back complete and in order through every format.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+
+use agentpump::governor::{Budget, GovernorPolicy, HaltingReport};
+use agentpump::history::{Durability, Record, SqliteHistory, SqliteOptions, export};
+use agentpump::system::Spawn;
+use agentpump::{
+    Incoming, Limits, PumpBuilder, PumpConfig, PumpHandle, Registration, Role, ThreadId,
+};
+use support::{Script, p, q, start};
+
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new() -> Self {
+        let dir = std::env::temp_dir().join(format!("agentpump-inspect-{}", ThreadId::new()));
+        std::fs::create_dir_all(&dir).unwrap();
+        Self(dir)
+    }
+    fn db(&self) -> PathBuf {
+        self.0.join("history.db")
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn run(args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_agentpump"))
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
+/// Counts to the number in `<count to="N">` by messaging itself; spawns N children on `<fan>`.
+fn worker() -> Registration {
+    Registration::new(
+        "worker",
+        Script::new(|msg, cx| {
+            if msg.is_system() {
+                return Ok(());
+            }
+            let t = msg.payload().as_str();
+            let text = &t[t.find('>').unwrap() + 1..t.rfind("</").unwrap_or(t.len())];
+            match msg.qname().local() {
+                "count" => {
+                    let (n, to): (u64, u64) = {
+                        let (n, to) = text.split_once('/').unwrap();
+                        (n.parse().unwrap(), to.parse().unwrap())
+                    };
+                    if n < to {
+                        cx.emit(p("count", &format!("{}/{to}", n + 1)));
+                    }
+                }
+                "fan" => {
+                    for i in 0..text.parse::<u64>().unwrap() {
+                        cx.spawn(Spawn::new(p("leaf", &i.to_string())).sub_id(format!("leaf{i}")));
+                    }
+                }
+                "leaf" => cx.done(p("leafdone", text)),
+                _ => {}
+            }
+            Ok(())
+        }),
+    )
+    .accepts(q("count"))
+    .accepts(q("fan"))
+    .accepts(q("leaf"))
+    .role(Role::Agent)
+}
+
+fn pump_on(db: &Path, budget: Budget) -> PumpHandle {
+    let options = SqliteOptions {
+        durability: Durability::Normal,
+        ..SqliteOptions::default()
+    };
+    let store = Arc::new(SqliteHistory::open_with(db, options).unwrap());
+    let governor = GovernorPolicy {
+        budget,
+        ..GovernorPolicy::default()
+    };
+    let limits = Limits {
+        max_outputs: 1000,
+        ..Limits::default()
+    };
+    PumpBuilder::new()
+        .history(store)
+        .config(PumpConfig {
+            governor,
+            limits,
+            ..PumpConfig::default()
+        })
+        .register(worker())
+        .build()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_commands_read_a_history_file() {
+    let dir = Scratch::new();
+    let db = dir.db();
+    let (root, halted) = {
+        let pump = pump_on(
+            &db,
+            Budget {
+                turns: Some(50),
+                ..GovernorPolicy::default_budget()
+            },
+        );
+        let root = start(&pump, &p("fan", "3")).await;
+        let halted = start(&pump, &p("count", "1/1000")).await;
+        pump.shutdown(std::time::Duration::from_secs(5)).await;
+        (root, halted)
+    };
+    let db_arg = db.to_str().unwrap();
+
+    let (ok, out, err) = run(&["threads", "--db", db_arg]);
+    assert!(ok, "{err}");
+    assert!(
+        out.contains(&root.to_string()) && out.contains(".leaf2"),
+        "{out}"
+    );
+    assert!(
+        out.trim_end()
+            .ends_with("threads: 3 done, 1 halted, 2 idle"),
+        "{out}"
+    );
+    let (_, out, _) = run(&[
+        "threads", "--db", db_arg, "--state", "halted", "--format", "json",
+    ]);
+    let listed: Vec<agentpump::ThreadInfo> = serde_json::from_str(&out).unwrap();
+    assert_eq!(listed.iter().map(|t| t.id).collect::<Vec<_>>(), [halted]);
+
+    let (ok, out, err) = run(&["history", &root.to_string(), "--db", db_arg, "--tree"]);
+    assert!(ok, "{err}");
+    assert!(
+        out.starts_with(&format!("== thread {}", &root.to_string()[..8])),
+        "{out}"
+    );
+    assert_eq!(
+        out.matches("\n  == thread ").count(),
+        3,
+        "three children, indented: {out}"
+    );
+    assert!(
+        out.contains("client -> worker")
+            && out.contains("<leafdone xmlns=\"urn:test:v1\">2</leafdone>")
+    );
+    let (_, out, _) = run(&["history", &halted.to_string(), "--db", db_arg]);
+    assert!(
+        out.contains("[HALT]") && out.contains("reason=\"max-turns\""),
+        "{out}"
+    );
+
+    let (ok, out, err) = run(&["report", &halted.to_string(), "--db", db_arg]);
+    assert!(ok, "{err}");
+    let report: HaltingReport = serde_json::from_str(&out).unwrap();
+    assert_eq!((report.class.as_str(), report.thread), ("TIMEOUT", halted));
+
+    let (ok, out, _) = run(&["verify", "--db", db_arg]);
+    assert!(
+        ok && out.contains("records verified, every chain intact"),
+        "{out}"
+    );
+
+    // Errors: one precise line, non-zero exit.
+    let text_file = dir.0.join("notes.txt");
+    std::fs::write(&text_file, "x".repeat(200)).unwrap();
+    let unknown = ThreadId::new().to_string();
+    let root_text = root.to_string();
+    let cases: Vec<(Vec<&str>, String)> = vec![
+        (
+            vec!["threads", "--db", "/nonexistent/history.db"],
+            "/nonexistent/history.db: no such file".into(),
+        ),
+        (
+            vec!["threads", "--db", text_file.to_str().unwrap()],
+            "not an agentpump database".into(),
+        ),
+        (
+            vec!["history", "nope", "--db", db_arg],
+            "`nope` is not a thread id".into(),
+        ),
+        (
+            vec!["history", &unknown, "--db", db_arg],
+            format!("no thread {unknown} in"),
+        ),
+        (
+            vec!["report", &root_text, "--db", db_arg],
+            "has no halting report: it is idle".into(),
+        ),
+    ];
+    for (args, words) in cases {
+        let (ok, out, err) = run(&args);
+        assert!(!ok && out.is_empty(), "{args:?}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(
+            err.starts_with("agentpump: ") && err.contains(&words),
+            "{args:?}: {err}"
+        );
+    }
+
+    // A newer schema is refused, and a tampered record makes verify fail naming it.
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let seq: i64 = conn
+        .query_row(
+            "SELECT max(seq) FROM records WHERE thread = ?1",
+            [root.to_string()],
+            |r| r.get(0),
+        )
+        .unwrap();
+    conn.execute(
+        "UPDATE records SET sender = 'mallory' WHERE seq = ?1",
+        [seq],
+    )
+    .unwrap();
+    let (ok, _, err) = run(&["verify", "--db", db_arg]);
+    assert!(
+        !ok && err.contains(&format!("hash chain of thread {root} breaks at seq {seq}")),
+        "{err}"
+    );
+    conn.execute(
+        "UPDATE meta SET value = '2' WHERE key = 'schema_version'",
+        [],
+    )
+    .unwrap();
+    let (ok, _, err) = run(&["threads", "--db", db_arg]);
+    assert!(
+        !ok && err
+            .contains("database schema version 2 is newer than this agentpump understands (1)"),
+        "{err}"
+    );
+    conn.execute(
+        "UPDATE meta SET value = '1' WHERE key = 'schema_version'",
+        [],
+    )
+    .unwrap();
+
+    // A database another process holds locked.
+    conn.execute_batch(
+        "PRAGMA locking_mode = EXCLUSIVE; BEGIN EXCLUSIVE; UPDATE meta SET value = value;",
+    )
+    .unwrap();
+    let (ok, _, err) = run(&["threads", "--db", db_arg]);
+    assert!(!ok && err.contains("database is locked"), "{err}");
+    conn.execute_batch("COMMIT;").unwrap();
+}
+
+fn check_exports(records: &[Record], thread_of: impl Fn(&Record) -> bool) {
+    assert!(records.windows(2).all(|w| w[0].seq < w[1].seq), "in order");
+    assert!(records.iter().all(thread_of));
+    let lines: Vec<Record> = export::to_jsonl(records)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines, records);
+    let xml = export::to_xml(records);
+    // Well-formed, and every envelope parses back with the codec to the same payload.
+    let mut reader = quick_xml::Reader::from_str(&xml);
+    let mut envelopes = Vec::new();
+    loop {
+        match reader.read_event().unwrap() {
+            quick_xml::events::Event::Start(e) if e.name().as_ref() == "record" => {
+                let span = reader.read_to_end(e.name()).unwrap();
+                envelopes.push(&xml[span.start as usize..span.end as usize]);
+            }
+            quick_xml::events::Event::Eof => break,
+            _ => {}
+        }
+    }
+    assert_eq!(envelopes.len(), records.len());
+    for (env, r) in envelopes.iter().zip(records) {
+        let back = Incoming::parse(env.as_bytes(), &Limits::default()).unwrap();
+        assert_eq!(
+            (back.payload().as_str(), back.thread()),
+            (&*r.payload, Some(r.thread.to_string().as_str()))
+        );
+    }
+    assert_eq!(
+        export::transcript(records, 0).matches(" -> ").count(),
+        records.len()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn long_threads_and_big_trees_read_back_complete_through_every_format() {
+    let dir = Scratch::new();
+    let pump = pump_on(&dir.db(), Budget::unlimited());
+    let long = start(&pump, &p("count", "1/10000")).await;
+    let tree = start(&pump, &p("fan", "1000")).await;
+    let history = pump.history(long).await.unwrap();
+    assert_eq!(history.len(), 10_000);
+    check_exports(&history, |r| r.thread == long);
+    let threads = pump.tree(tree);
+    assert_eq!(threads.len(), 1001);
+    let mut all = Vec::new();
+    for t in &threads {
+        let records = pump.history(t.id).await.unwrap();
+        assert!(!records.is_empty());
+        all.extend(records);
+    }
+    all.sort_by_key(|r| r.seq);
+    assert_eq!(
+        all.iter()
+            .filter(|r| r.root.local() == "thread-result")
+            .count(),
+        1000
+    );
+    let ids: std::collections::HashSet<ThreadId> = threads.iter().map(|t| t.id).collect();
+    check_exports(&all, |r| ids.contains(&r.thread));
+    // And through the binary, the same counts.
+    drop(pump);
+    let (ok, out, err) = run(&[
+        "history",
+        &tree.to_string(),
+        "--db",
+        dir.db().to_str().unwrap(),
+        "--tree",
+        "--format",
+        "jsonl",
+    ]);
+    assert!(ok, "{err}");
+    assert_eq!(out.lines().count(), all.len());
+}
