@@ -1,6 +1,6 @@
 //! The governor: the pump's gate on every delivery. Per thread it keeps a budget account
 //! (turns, tokens, cost, tool calls, threads — withdrawn before they are spent, charged to every
-//! ancestor, carved out for children) and a [`Ledger`](ledger) of goal, residuals, criteria and
+//! ancestor, carved out for children) and a ledger of goal, residuals, criteria and
 //! progress; it reads the governor namespace (`goal`, `loop`, `residual`, `criterion`,
 //! `learning`) and halts a thread with a typed [`HaltClass`] and a [`HaltingReport`] when it is
 //! done, converged, diverging, stuck, aborted, stopped or out of budget.
