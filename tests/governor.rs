@@ -751,3 +751,19 @@ fn a_halt_renders_in_the_ask_loop_text_form() {
         r#"<<<NSENVELOPE_MAGIC_9E3B6F2D:V2:HALT:{"class":"TIMEOUT","reason":"max-turns"}>>>"#
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn the_report_shows_how_long_the_thread_sat_idle() {
+    let pump = pump_with(GovernorPolicy::default_budget(), vec![agent()]);
+    let thread = start(&pump, &p("work", "continue")).await;
+    tokio::time::sleep(Duration::from_secs(90)).await;
+    pump.stop(thread).await.unwrap();
+    let report = only_report(&pump, thread).await;
+    assert_eq!(
+        (
+            report.total_seconds_idle.as_str(),
+            report.total_seconds_elapsed.as_str()
+        ),
+        ("90", "90")
+    );
+}

@@ -52,6 +52,10 @@ pub(crate) struct Ledger {
     pub queue_full_streak: u32,
     /// A stop was requested while a delivery ran.
     pub stop_requested: bool,
+    /// Idle time before the current idle spell.
+    idle: std::time::Duration,
+    /// When the thread last went idle, while it is idle.
+    idle_since: Option<Instant>,
 }
 
 impl Ledger {
@@ -68,7 +72,29 @@ impl Ledger {
             warned: Vec::new(),
             queue_full_streak: 0,
             stop_requested: false,
+            idle: std::time::Duration::ZERO,
+            idle_since: None,
         }
+    }
+
+    /// The thread ran out of work.
+    pub fn went_idle(&mut self) {
+        self.idle_since.get_or_insert_with(Instant::now);
+    }
+
+    /// The thread has work again.
+    pub fn woke(&mut self) {
+        if let Some(since) = self.idle_since.take() {
+            self.idle += since.elapsed();
+        }
+    }
+
+    /// Time spent idle so far, the current spell included.
+    pub fn idle_time(&self) -> std::time::Duration {
+        self.idle
+            + self
+                .idle_since
+                .map_or(std::time::Duration::ZERO, |s| s.elapsed())
     }
 
     pub fn progress(&mut self) -> &mut Progress {

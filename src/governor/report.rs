@@ -37,6 +37,8 @@ pub struct HaltingReport {
     pub self_iterations: BTreeMap<String, u64>,
     /// Seconds from the thread's start to the halt, exact (microsecond resolution).
     pub total_seconds_elapsed: String,
+    /// Of those, seconds with nothing queued and nothing running.
+    pub total_seconds_idle: String,
     /// Limits, spend (descendants included) and what remains, per budget.
     pub budget: BTreeMap<String, BudgetLine>,
     /// Lane-typed learnings reported in the thread.
@@ -165,6 +167,7 @@ pub(crate) fn build(
             .iter()
             .map(|(l, n)| (l.to_string(), *n))
             .collect(),
+        total_seconds_idle: seconds(ledger.idle_time()),
         total_seconds_elapsed: Decimal::from_i128_with_scale(elapsed.as_micros() as i128, 6)
             .normalize()
             .to_string(),
@@ -182,4 +185,11 @@ pub(crate) fn build(
             })
             .unwrap_or_default(),
     }
+}
+
+/// Exact seconds (microsecond resolution), normalized.
+fn seconds(d: std::time::Duration) -> String {
+    Decimal::from_i128_with_scale(d.as_micros() as i128, 6)
+        .normalize()
+        .to_string()
 }

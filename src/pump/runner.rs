@@ -26,6 +26,7 @@ impl Shared {
             return;
         }
         inner.running = true;
+        inner.ledger.woke();
         entry.tree_epoch.fetch_add(1, Ordering::SeqCst);
         if inner.state == ThreadState::Idle {
             inner.state = ThreadState::Active;
@@ -111,6 +112,7 @@ impl Shared {
             }
         }
         inner.running = false;
+        inner.ledger.went_idle();
         if inner.state == ThreadState::Active {
             inner.state = ThreadState::Idle;
         }
