@@ -14,7 +14,7 @@ mod verdict;
 
 pub use budget::{Budget, BudgetName};
 pub use messages::{CertificateType, Control, Goal, GovernorMessage, Lane, Signal};
-pub(crate) use messages::{budget_xml, parse_budget};
+pub(crate) use messages::{budget_xml, decimal as messages_decimal, parse_budget};
 pub use policy::GovernorPolicy;
 pub use report::HaltingReport;
 pub(crate) use verdict::Signals;

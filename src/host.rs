@@ -3,4 +3,6 @@
 
 pub mod check;
 pub mod cli;
+pub mod demo;
 pub mod inspect;
+pub mod organism;

@@ -22,6 +22,12 @@ pub struct Cli {
 /// The commands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Run the demo organism (listeners/demo/) offline and show what happened.
+    Demo {
+        /// Where to write the history (default: agentpump-demo.db here; replaced if it exists).
+        #[arg(long)]
+        db: Option<PathBuf>,
+    },
     /// Check that files are valid envelopes or payloads, as the pump would parse them.
     ///
     /// Prints the dialect, addressee, thread and routing root of each; exits 1 at the first
@@ -81,6 +87,7 @@ pub fn run() -> ExitCode {
         text.and_then(|t| out.write_all(t.as_bytes()).map_err(|e| e.to_string()))
     };
     let result = match cli.command {
+        Command::Demo { db } => printed(super::demo::run(db), &mut out),
         Command::Check { files } => check::run(&files, &mut out),
         Command::Threads { db, state, format } => {
             printed(inspect::threads(&db, state, format), &mut out)

@@ -125,6 +125,20 @@ impl Registration {
         }
     }
 
+    /// Registers a shared listener (one built elsewhere, e.g. from a builtin name).
+    pub fn from_shared(name: impl AsRef<str>, listener: Arc<dyn Listener>) -> Self {
+        Self {
+            name: Arc::from(name.as_ref()),
+            accepts: Vec::new(),
+            description: String::new(),
+            peers: Vec::new(),
+            role: Role::Tool,
+            timeout: Self::DEFAULT_TIMEOUT,
+            may_loop: None,
+            listener,
+        }
+    }
+
     /// Adds a root this listener accepts.
     pub fn accepts(mut self, root: QName) -> Self {
         self.accepts.push(root);

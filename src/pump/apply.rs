@@ -12,10 +12,10 @@ use super::route::Refusal;
 use super::tx::{Place, Tx};
 use crate::governor::budget::{Amount, BudgetName};
 use crate::governor::ledger::Ledger;
-use crate::governor::{Signals, Verdict, budget_xml};
+use crate::governor::{Signals, Verdict};
 use crate::history::RecordKind;
 use crate::listener::{Delivery, Usage};
-use crate::system::{ErrorCode, GOVERNOR_NS, SystemMessage, ThreadStatus};
+use crate::system::{ErrorCode, SystemMessage, ThreadStatus};
 use crate::thread::registry::{ThreadEntry, ThreadInner, View};
 use crate::{Envelope, Payload, ThreadId, ThreadState};
 
@@ -238,11 +238,8 @@ impl Applying<'_> {
             self.tx.queue_in_child(&child, env, target);
         }
         if budget != &crate::governor::Budget::default() {
-            let decision = format!(
-                "<decision xmlns=\"{GOVERNOR_NS}\" action=\"carve\" thread=\"{}\">{}</decision>",
-                child.id,
-                budget_xml(&child_limits(&child), "")
-            );
+            let attributes = format!("action=\"carve\" thread=\"{}\"", child.id);
+            let decision = super::govern::decision_xml(&attributes, &child_limits(&child));
             self.shared
                 .decide(&mut self.tx, self.entry, self.inner, decision);
         }

@@ -313,10 +313,8 @@ impl Applying<'_> {
         let window = self.shared.config.governor.no_progress_window;
         match self.inner.ledger.absorb(message, &me, self.entry.depth) {
             Absorbed::Goal { criteria, budget } => {
-                let decision = format!(
-                    "<decision xmlns=\"{GOVERNOR_NS}\" action=\"goal\" criteria=\"{criteria}\">{}</decision>",
-                    budget_xml(&budget, "")
-                );
+                let decision =
+                    decision_xml(&format!("action=\"goal\" criteria=\"{criteria}\""), &budget);
                 self.shared
                     .decide(&mut self.tx, self.entry, self.inner, decision);
             }
@@ -458,10 +456,7 @@ impl PumpHandle {
                 p.live_children += 1;
             }
             let mut tx = Tx::new(None);
-            let decision = format!(
-                "<decision xmlns=\"{GOVERNOR_NS}\" action=\"resume\">{}</decision>",
-                budget_xml(extra, "")
-            );
+            let decision = decision_xml("action=\"resume\"", extra);
             shared.decide(&mut tx, &entry, &mut inner, decision);
             tx.snapshot(&entry, &inner);
             let committed = tx.commit(shared, (&entry, &mut inner), None);
@@ -479,5 +474,13 @@ impl PumpHandle {
     /// [`HistoryError::Query`] when the store cannot be read.
     pub async fn reports(&self, thread: ThreadId) -> Result<Vec<HaltingReport>, HistoryError> {
         self.shared.store.reports(thread).await
+    }
+}
+
+/// A `<decision>` element with `attributes` and, when anything is limited, a `<budget>` child.
+pub(crate) fn decision_xml(attributes: &str, budget: &Budget) -> String {
+    match budget_xml(budget, "") {
+        b if b.is_empty() => format!("<decision xmlns=\"{GOVERNOR_NS}\" {attributes}/>"),
+        b => format!("<decision xmlns=\"{GOVERNOR_NS}\" {attributes}>{b}</decision>"),
     }
 }

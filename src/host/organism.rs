@@ -1,0 +1,479 @@
+//! `organism.toml`: the listeners of an organism, its governor policy, its store and its server.
+//! Unknown keys and bad values are errors naming the key and the line.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use rust_decimal::Decimal;
+use serde::Deserialize;
+use toml::Spanned;
+
+use crate::governor::{Budget, GovernorPolicy, messages_decimal};
+use crate::history::{Durability, SqliteHistory, SqliteOptions};
+use crate::listeners::builtin;
+use crate::{Limits, PumpBuilder, PumpConfig, QName, Registration, Role};
+
+/// A parsed organism file.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Organism {
+    /// `[organism]`: its name.
+    #[serde(default)]
+    pub organism: Meta,
+    /// `[store]`: where history is kept.
+    #[serde(default)]
+    pub store: Store,
+    /// `[governor]`: the policy.
+    #[serde(default)]
+    governor: Governor,
+    /// `[limits]`: message limits and queue capacity.
+    #[serde(default)]
+    limits: LimitsSection,
+    /// `[server]`: the HTTP API.
+    #[serde(default)]
+    pub server: Server,
+    /// `[[listener]]`: the listeners, in registration order.
+    #[serde(default)]
+    listener: Vec<Spanned<ListenerSection>>,
+    #[serde(skip)]
+    text: String,
+}
+
+/// `[organism]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Meta {
+    /// A name for logs and listings.
+    #[serde(default)]
+    pub name: String,
+}
+
+/// `[store]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Store {
+    /// The SQLite history file (default `agentpump.db`), relative to the organism file.
+    #[serde(default = "Store::default_path")]
+    pub path: PathBuf,
+    /// `full` (default) or `normal`.
+    #[serde(default)]
+    pub durability: DurabilitySetting,
+}
+
+impl Store {
+    fn default_path() -> PathBuf {
+        PathBuf::from("agentpump.db")
+    }
+}
+
+impl Default for Store {
+    fn default() -> Self {
+        Self {
+            path: Self::default_path(),
+            durability: DurabilitySetting::Full,
+        }
+    }
+}
+
+/// `store.durability`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DurabilitySetting {
+    /// Survives a power loss.
+    #[default]
+    Full,
+    /// Survives a process crash.
+    Normal,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Governor {
+    enabled: Option<bool>,
+    warning_fraction: Option<Spanned<String>>,
+    no_progress_window: Option<usize>,
+    divergence_window: Option<usize>,
+    r_p: Option<Spanned<String>>,
+    queue_full_limit: Option<u32>,
+    stop_file: Option<PathBuf>,
+    #[serde(default)]
+    budget: BudgetSection,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BudgetSection {
+    turns: Option<u64>,
+    tokens: Option<u64>,
+    cost: Option<Spanned<String>>,
+    tool_calls: Option<u64>,
+    threads: Option<u64>,
+    wall_clock_ms: Option<u64>,
+    depth: Option<u32>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LimitsSection {
+    max_bytes: Option<usize>,
+    max_depth: Option<usize>,
+    max_attributes: Option<usize>,
+    max_outputs: Option<usize>,
+    queue_capacity: Option<usize>,
+}
+
+/// `[server]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Server {
+    /// Address to listen on (default `127.0.0.1:7878`).
+    #[serde(default = "Server::default_bind")]
+    pub bind: String,
+    /// Environment variable holding the bearer token, if set.
+    pub token_env: Option<String>,
+    /// File holding the bearer token (default `agentpump.token` next to the organism file);
+    /// generated on first start, readable only by the owner.
+    pub token_file: Option<PathBuf>,
+    /// Largest request body in bytes (default 1 MiB).
+    #[serde(default = "Server::default_body")]
+    pub max_body_bytes: usize,
+}
+
+impl Server {
+    fn default_bind() -> String {
+        "127.0.0.1:7878".to_owned()
+    }
+    fn default_body() -> usize {
+        1 << 20
+    }
+}
+
+impl Default for Server {
+    fn default() -> Self {
+        Self {
+            bind: Self::default_bind(),
+            token_env: None,
+            token_file: None,
+            max_body_bytes: Self::default_body(),
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ListenerSection {
+    name: Spanned<String>,
+    kind: Spanned<String>,
+    builtin: Option<Spanned<String>>,
+    accepts: Option<Vec<Spanned<String>>>,
+    description: Option<String>,
+    #[serde(default)]
+    peers: Vec<String>,
+    role: Option<Spanned<String>>,
+    may_loop: Option<bool>,
+    timeout_ms: Option<u64>,
+}
+
+impl Organism {
+    /// Parses an organism file's text; `origin` names it in errors.
+    ///
+    /// # Errors
+    ///
+    /// One message naming the file, the line and the key or value at fault.
+    pub fn parse(text: &str, origin: &str) -> Result<Self, String> {
+        let mut organism: Organism = toml::from_str(text).map_err(|e| {
+            let at = e
+                .span()
+                .map(|s| line_of(text, s.start))
+                .map(|l| format!(":{l}"))
+                .unwrap_or_default();
+            format!("{origin}{at}: {}", e.message())
+        })?;
+        organism.text = text.to_owned();
+        Ok(organism)
+    }
+
+    /// Reads and parses an organism file.
+    ///
+    /// # Errors
+    ///
+    /// The file cannot be read, or as [`Organism::parse`].
+    pub fn load(path: &Path) -> Result<Self, String> {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        Self::parse(&text, &path.display().to_string())
+    }
+
+    fn at<T>(&self, origin: &str, spanned: &Spanned<T>, message: String) -> String {
+        format!(
+            "{origin}:{}: {message}",
+            line_of(&self.text, spanned.span().start)
+        )
+    }
+
+    /// The pump configuration: limits, queue capacity and governor policy.
+    ///
+    /// # Errors
+    ///
+    /// A value that is not an exact decimal, naming its key and line.
+    pub fn config(&self, origin: &str) -> Result<PumpConfig, String> {
+        let mut config = PumpConfig::default();
+        let l = &self.limits;
+        let d = Limits::default();
+        config.limits = Limits {
+            max_bytes: l.max_bytes.unwrap_or(d.max_bytes),
+            max_depth: l.max_depth.unwrap_or(d.max_depth),
+            max_attributes: l.max_attributes.unwrap_or(d.max_attributes),
+            max_outputs: l.max_outputs.unwrap_or(d.max_outputs),
+        };
+        config.queue_capacity = l.queue_capacity.unwrap_or(config.queue_capacity);
+        let g = &self.governor;
+        let decimal =
+            |key: &str, value: &Option<Spanned<String>>| -> Result<Option<Decimal>, String> {
+                value
+                    .as_ref()
+                    .map(|v| messages_decimal(v.get_ref(), key).map_err(|m| self.at(origin, v, m)))
+                    .transpose()
+            };
+        let defaults = GovernorPolicy::default();
+        let b = &g.budget;
+        let default_budget = GovernorPolicy::default_budget();
+        config.governor = GovernorPolicy {
+            enabled: g.enabled.unwrap_or(true),
+            budget: Budget {
+                turns: b.turns.or(default_budget.turns),
+                tokens: b.tokens,
+                cost: decimal("cost", &b.cost)?,
+                tool_calls: b.tool_calls,
+                threads: b.threads.or(default_budget.threads),
+                wall_clock: b
+                    .wall_clock_ms
+                    .map(Duration::from_millis)
+                    .or(default_budget.wall_clock),
+                depth: b.depth.or(default_budget.depth),
+            },
+            warning_fraction: decimal("warning_fraction", &g.warning_fraction)?
+                .unwrap_or(defaults.warning_fraction),
+            no_progress_window: g.no_progress_window.unwrap_or(defaults.no_progress_window),
+            divergence_window: g.divergence_window.unwrap_or(defaults.divergence_window),
+            r_p: decimal("r_p", &g.r_p)?.unwrap_or(defaults.r_p),
+            queue_full_limit: g.queue_full_limit.unwrap_or(defaults.queue_full_limit),
+            stop_file: g.stop_file.clone(),
+        };
+        Ok(config)
+    }
+
+    /// The registrations, in file order.
+    ///
+    /// # Errors
+    ///
+    /// An unknown or not-yet-available kind, an unknown builtin, a root that is not Clark
+    /// notation, an unknown role — naming the key and line.
+    pub fn registrations(&self, origin: &str) -> Result<Vec<Registration>, String> {
+        self.listener
+            .iter()
+            .map(|section| self.registration(origin, section.get_ref()))
+            .collect()
+    }
+
+    fn registration(&self, origin: &str, l: &ListenerSection) -> Result<Registration, String> {
+        let found = match l.kind.get_ref().as_str() {
+            "builtin" => {
+                let name = l.builtin.as_ref().ok_or_else(|| {
+                    self.at(
+                        origin,
+                        &l.kind,
+                        "a builtin listener needs `builtin = \"…\"`".into(),
+                    )
+                })?;
+                builtin(name.get_ref()).ok_or_else(|| {
+                    let known = crate::listeners::BUILTINS.join(", ");
+                    self.at(
+                        origin,
+                        name,
+                        format!("unknown builtin `{}`; builtins are {known}", name.get_ref()),
+                    )
+                })?
+            }
+            kind @ ("llm" | "process") => {
+                return Err(self.at(
+                    origin,
+                    &l.kind,
+                    format!("kind `{kind}` is not available in this build yet; use `builtin`"),
+                ));
+            }
+            other => {
+                return Err(self.at(
+                    origin,
+                    &l.kind,
+                    format!("unknown kind `{other}`, expected builtin, llm or process"),
+                ));
+            }
+        };
+        let mut r = Registration::from_shared(l.name.get_ref(), Arc::clone(&found.listener))
+            .role(found.role)
+            .description(
+                l.description
+                    .clone()
+                    .unwrap_or_else(|| found.description.to_owned()),
+            )
+            .peers(&l.peers);
+        let roots = match &l.accepts {
+            Some(list) => list
+                .iter()
+                .map(|root| {
+                    clark(root.get_ref()).ok_or_else(|| {
+                        self.at(
+                            origin,
+                            root,
+                            format!(
+                                "`{}` is not a root: write `{{namespace}}local`",
+                                root.get_ref()
+                            ),
+                        )
+                    })
+                })
+                .collect::<Result<Vec<_>, _>>()?,
+            None => found.accepts.clone(),
+        };
+        for root in roots {
+            r = r.accepts(root);
+        }
+        if let Some(role) = &l.role {
+            let parsed = match role.get_ref().as_str() {
+                "tool" => Role::Tool,
+                "agent" => Role::Agent,
+                "verifier" => Role::Verifier,
+                "process" => Role::Process,
+                other => {
+                    return Err(self.at(
+                        origin,
+                        role,
+                        format!(
+                            "unknown role `{other}`, expected tool, agent, verifier or process"
+                        ),
+                    ));
+                }
+            };
+            r = r.role(parsed);
+        }
+        if let Some(may) = l.may_loop {
+            r = r.may_loop(may);
+        }
+        if let Some(ms) = l.timeout_ms {
+            r = r.timeout(Duration::from_millis(ms));
+        }
+        Ok(r)
+    }
+
+    /// A pump builder with this organism's listeners and configuration.
+    ///
+    /// # Errors
+    ///
+    /// As [`Organism::config`] and [`Organism::registrations`].
+    pub fn builder(&self, origin: &str) -> Result<PumpBuilder, String> {
+        let registrations = self.registrations(origin)?;
+        Ok(registrations.into_iter().fold(
+            PumpBuilder::new().config(self.config(origin)?),
+            PumpBuilder::register,
+        ))
+    }
+
+    /// Opens the store this organism names (a relative path is relative to `base`).
+    ///
+    /// # Errors
+    ///
+    /// The history file cannot be opened.
+    pub fn open_store(&self, base: &Path) -> Result<SqliteHistory, String> {
+        self.open_store_at(&base.join(&self.store.path))
+    }
+
+    /// Opens the history file at `path` with this organism's store settings.
+    ///
+    /// # Errors
+    ///
+    /// The history file cannot be opened.
+    pub fn open_store_at(&self, path: &Path) -> Result<SqliteHistory, String> {
+        let durability = match self.store.durability {
+            DurabilitySetting::Full => Durability::Full,
+            DurabilitySetting::Normal => Durability::Normal,
+        };
+        SqliteHistory::open_with(
+            path,
+            SqliteOptions {
+                durability,
+                ..SqliteOptions::default()
+            },
+        )
+        .map_err(|e| e.to_string())
+    }
+}
+
+/// `{namespace}local` (a namespace is required).
+fn clark(text: &str) -> Option<QName> {
+    let (ns, local) = text.strip_prefix('{')?.rsplit_once('}')?;
+    (!ns.is_empty() && !local.is_empty()).then(|| QName::new(ns, local))
+}
+
+/// 1-based line of a byte offset.
+fn line_of(text: &str, offset: usize) -> usize {
+    text[..offset.min(text.len())].matches('\n').count() + 1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_demo_organism_parses() {
+        let text = include_str!("../../listeners/demo/organism.toml");
+        let organism = Organism::parse(text, "organism.toml").unwrap();
+        assert_eq!(organism.registrations("organism.toml").unwrap().len(), 9);
+        assert!(organism.builder("organism.toml").unwrap().build().is_ok());
+    }
+
+    #[test]
+    fn errors_name_the_key_and_the_line() {
+        let cases = [
+            (
+                "[store]\npath = \"x.db\"\ncolour = \"red\"\n",
+                "organism.toml:3: unknown field `colour`",
+            ),
+            (
+                "[governor]\nr_p = \"0.1f\"\n",
+                "organism.toml:2: r_p=\"0.1f\" is not an exact decimal",
+            ),
+            (
+                "[governor.budget]\nturns = -3\n",
+                "organism.toml:2: invalid value",
+            ),
+            (
+                "[[listener]]\nname = \"a\"\nkind = \"llm\"\n",
+                "organism.toml:3: kind `llm` is not available",
+            ),
+            (
+                "[[listener]]\nname = \"a\"\nkind = \"builtin\"\nbuiltin = \"oracle\"\n",
+                "organism.toml:4: unknown builtin `oracle`",
+            ),
+            (
+                "[[listener]]\nname = \"a\"\nkind = \"builtin\"\nbuiltin = \"echo\"\naccepts = [\"say\"]\n",
+                "organism.toml:5: `say` is not a root",
+            ),
+            (
+                "[[listener]]\nname = \"a\"\nkind = \"builtin\"\nbuiltin = \"echo\"\nrole = \"boss\"\n",
+                "organism.toml:5: unknown role `boss`",
+            ),
+            ("[store\n", "organism.toml:1: "),
+        ];
+        for (text, expected) in cases {
+            let err = Organism::parse(text, "organism.toml")
+                .and_then(|o| {
+                    o.config("organism.toml")
+                        .and_then(|_| o.registrations("organism.toml"))
+                        .map(|_| ())
+                })
+                .unwrap_err();
+            assert!(err.starts_with(expected), "{text:?}: {err}");
+        }
+    }
+}
