@@ -6,3 +6,5 @@ pub mod cli;
 pub mod demo;
 pub mod inspect;
 pub mod organism;
+pub mod run;
+pub mod server;

@@ -22,6 +22,12 @@ pub struct Cli {
 /// The commands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Run an organism: its listeners, the pump and the HTTP API, until SIGINT or SIGTERM.
+    Run {
+        /// The organism file.
+        #[arg(default_value_os_t = super::run::default_organism())]
+        organism: PathBuf,
+    },
     /// Run the demo organism (listeners/demo/) offline and show what happened.
     Demo {
         /// Where to write the history (default: agentpump-demo.db here; replaced if it exists).
@@ -82,12 +88,20 @@ pub enum Command {
 /// Runs the command line: parses `std::env::args`, runs the command, returns the exit code.
 pub fn run() -> ExitCode {
     let cli = Cli::parse();
+    // Logs go to stderr, filtered by RUST_LOG (default: warnings and errors).
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .try_init();
     let mut out = std::io::stdout().lock();
     let printed = |text: Result<String, String>, out: &mut dyn std::io::Write| {
         text.and_then(|t| out.write_all(t.as_bytes()).map_err(|e| e.to_string()))
     };
     let result = match cli.command {
         Command::Demo { db } => printed(super::demo::run(db), &mut out),
+        Command::Run { organism } => printed(super::run::run(&organism), &mut out),
         Command::Check { files } => check::run(&files, &mut out),
         Command::Threads { db, state, format } => {
             printed(inspect::threads(&db, state, format), &mut out)

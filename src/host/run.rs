@@ -1,0 +1,69 @@
+//! `agentpump run organism.toml`: the pump, the organism's listeners and the HTTP API, until
+//! SIGINT or SIGTERM; then the server stops taking requests and the pump shuts down gracefully.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::organism::Organism;
+use super::server;
+
+/// How long shutdown lets queued messages drain.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+
+/// Runs the organism in `path` until a signal; returns a summary line.
+///
+/// # Errors
+///
+/// The organism file, the store, the token or the address is unusable — one line saying which.
+pub fn run(path: &Path) -> Result<String, String> {
+    let organism = Organism::load(path)?;
+    let origin = path.display().to_string();
+    let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    runtime.block_on(async move {
+        let store = organism.open_store(&base)?;
+        let pump = organism.builder(&origin)?.history(Arc::new(store)).build().map_err(|e| e.to_string())?;
+        let token_file = organism.server.token_file.clone().map_or_else(|| base.join("agentpump.token"), |f| base.join(f));
+        let token = server::load_or_create_token(organism.server.token_env.as_deref(), &token_file).map_err(|e| e.to_string())?;
+        let listener = tokio::net::TcpListener::bind(&organism.server.bind)
+            .await
+            .map_err(|e| format!("{}: cannot listen: {e}", organism.server.bind))?;
+        let address = listener.local_addr().map_err(|e| e.to_string())?;
+        let recovered = pump.recovered();
+        println!("agentpump: listening on http://{address} (token in {})", token_file.display());
+        tracing::info!(%address, threads = recovered.threads, requeued = recovered.requeued, "serving");
+        server::serve(listener, pump.clone(), &token, organism.server.max_body_bytes, signal())
+            .await
+            .map_err(|e| e.to_string())?;
+        let report = pump.shutdown(SHUTDOWN_GRACE).await;
+        Ok(format!(
+            "agentpump: stopped; {} message(s) left undelivered and recorded for the next start\n",
+            report.undelivered
+        ))
+    })
+}
+
+/// Resolves on SIGINT or SIGTERM.
+async fn signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = tokio::signal::ctrl_c().await;
+    tracing::info!("signal received, shutting down");
+}
+
+/// The default organism file name.
+pub fn default_organism() -> PathBuf {
+    PathBuf::from("organism.toml")
+}

@@ -1,0 +1,71 @@
+//! The HTTP API (axum): start and post into threads, read threads, history, trees and reports,
+//! stop and resume, and follow a thread's records as server-sent events. Every route needs the
+//! bearer token; request bodies are size-limited; errors are problem JSON (RFC 9457).
+
+mod auth;
+mod events;
+mod problem;
+mod routes;
+
+use std::future::Future;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::routing::{get, post};
+use tokio::net::TcpListener;
+
+pub use auth::{TokenError, load_or_create_token};
+pub use problem::Problem;
+
+use crate::PumpHandle;
+
+/// What every handler shares.
+#[derive(Debug, Clone)]
+pub(crate) struct Api {
+    pub pump: PumpHandle,
+    pub token: Arc<str>,
+}
+
+/// The API's routes over `pump`, requiring `token`, refusing bodies over `max_body` bytes.
+pub fn router(pump: PumpHandle, token: &str, max_body: usize) -> Router {
+    let api = Api {
+        pump,
+        token: Arc::from(token),
+    };
+    Router::new()
+        .route("/threads", post(routes::start).get(routes::list))
+        .route("/threads/{id}", get(routes::thread))
+        .route("/threads/{id}/messages", post(routes::post_message))
+        .route("/threads/{id}/history", get(routes::history))
+        .route("/threads/{id}/tree", get(routes::tree))
+        .route("/threads/{id}/report", get(routes::report))
+        .route("/threads/{id}/stop", post(routes::stop))
+        .route("/threads/{id}/resume", post(routes::resume))
+        .route("/threads/{id}/events", get(events::follow))
+        .fallback(routes::not_found)
+        .layer(axum::middleware::from_fn_with_state(
+            api.clone(),
+            auth::require_token,
+        ))
+        .layer(DefaultBodyLimit::max(max_body))
+        .with_state(api)
+}
+
+/// Serves the API on `listener` until `shutdown` resolves, then stops accepting connections and
+/// lets requests in flight finish.
+///
+/// # Errors
+///
+/// The listener fails.
+pub async fn serve(
+    listener: TcpListener,
+    pump: PumpHandle,
+    token: &str,
+    max_body: usize,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, router(pump, token, max_body))
+        .with_graceful_shutdown(shutdown)
+        .await
+}

@@ -1,0 +1,103 @@
+//! The bearer token: loaded from an environment variable or a file, generated on first start
+//! (readable only by its owner), and required on every request.
+
+use std::path::Path;
+
+use axum::extract::{Request, State};
+use axum::http::{StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+
+use super::{Api, Problem};
+
+/// Why no token could be had.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct TokenError(String);
+
+/// The token from `env` (if set and non-empty), else from `file`, creating the file with a fresh
+/// random token (mode 0600) when it does not exist.
+///
+/// # Errors
+///
+/// The file cannot be read or written, or holds no token.
+pub fn load_or_create_token(env: Option<&str>, file: &Path) -> Result<String, TokenError> {
+    if let Some(token) = env
+        .and_then(|name| std::env::var(name).ok())
+        .filter(|t| !t.trim().is_empty())
+    {
+        return Ok(token.trim().to_owned());
+    }
+    match std::fs::read_to_string(file) {
+        Ok(text) if !text.trim().is_empty() => return Ok(text.trim().to_owned()),
+        Ok(_) => {
+            return Err(TokenError(format!(
+                "{}: the token file is empty",
+                file.display()
+            )));
+        }
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            return Err(TokenError(format!("{}: {e}", file.display())));
+        }
+        Err(_) => {}
+    }
+    let token = format!(
+        "{}{}",
+        uuid::Uuid::new_v4().simple(),
+        uuid::Uuid::new_v4().simple()
+    );
+    write_private(file, &token).map_err(|e| TokenError(format!("{}: {e}", file.display())))?;
+    tracing::info!(file = %file.display(), "generated a bearer token");
+    Ok(token)
+}
+
+#[cfg(unix)]
+fn write_private(file: &Path, token: &str) -> std::io::Result<()> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(file)?;
+    writeln!(f, "{token}")
+}
+
+#[cfg(not(unix))]
+fn write_private(file: &Path, token: &str) -> std::io::Result<()> {
+    std::fs::write(file, format!("{token}\n"))
+}
+
+/// Refuses a request without `Authorization: Bearer <token>` — before anything is read or recorded.
+pub(crate) async fn require_token(
+    State(api): State<Api>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let given = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
+    match given {
+        Some(token) if constant_time_eq(token.as_bytes(), api.token.as_bytes()) => {
+            next.run(request).await
+        }
+        Some(_) => Problem::new(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "wrong bearer token",
+        )
+        .into_response(),
+        None => Problem::new(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "send Authorization: Bearer <token>",
+        )
+        .into_response(),
+    }
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}

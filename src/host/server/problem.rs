@@ -1,0 +1,80 @@
+//! [`Problem`]: error answers as `application/problem+json`.
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+
+use crate::IngressError;
+
+/// An error answer (RFC 9457 problem details), with agentpump's wire code.
+#[derive(Debug, Clone, Serialize)]
+pub struct Problem {
+    #[serde(skip)]
+    status: StatusCode,
+    /// A short summary of the problem type.
+    pub title: String,
+    /// The HTTP status.
+    #[serde(rename = "status")]
+    pub status_code: u16,
+    /// What exactly went wrong.
+    pub detail: String,
+    /// agentpump's code (`malformed-xml`, `unknown-thread`, `unauthorized`, …).
+    pub code: String,
+    /// The pump's answer as an envelope, when the pump recorded one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub answer: Option<String>,
+}
+
+impl Problem {
+    /// A problem with `status`, `code` and `detail`.
+    pub fn new(status: StatusCode, code: &str, detail: impl Into<String>) -> Self {
+        Self {
+            status,
+            title: status.canonical_reason().unwrap_or("Error").to_owned(),
+            status_code: status.as_u16(),
+            detail: detail.into(),
+            code: code.to_owned(),
+            answer: None,
+        }
+    }
+
+    /// 404 for a thread that does not exist.
+    pub fn unknown_thread(id: &str) -> Self {
+        Self::new(
+            StatusCode::NOT_FOUND,
+            "unknown-thread",
+            format!("no thread {id}"),
+        )
+    }
+}
+
+impl From<IngressError> for Problem {
+    fn from(e: IngressError) -> Self {
+        let status = match e.code() {
+            "unknown-thread" => StatusCode::NOT_FOUND,
+            "thread-closed" => StatusCode::CONFLICT,
+            "queue-full" | "shutting-down" | "history-unavailable" => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
+            "peer-not-allowed" | "no-route" | "unknown-root" | "reserved-namespace" => {
+                StatusCode::UNPROCESSABLE_ENTITY
+            }
+            _ => StatusCode::BAD_REQUEST,
+        };
+        let mut problem = Self::new(status, e.code(), e.to_string());
+        problem.answer = e.recorded_in().map(|_| e.to_xml());
+        problem
+    }
+}
+
+impl IntoResponse for Problem {
+    fn into_response(self) -> Response {
+        let body = serde_json::to_string(&self).expect("a problem serializes");
+        let mut response = (self.status, body).into_response();
+        response.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/problem+json"),
+        );
+        response
+    }
+}

@@ -1,0 +1,249 @@
+//! The request handlers.
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{Path, Query, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+
+use super::{Api, Problem};
+use crate::governor::Budget;
+use crate::history::export;
+use crate::{EnvelopeError, Incoming, ThreadId, ThreadState};
+
+/// Query of `POST /threads` and `POST /threads/{id}/messages` for a bare payload.
+#[derive(Debug, Deserialize)]
+pub(crate) struct To {
+    to: Option<String>,
+}
+
+/// Query of `GET /threads`.
+#[derive(Debug, Deserialize)]
+pub(crate) struct StateFilter {
+    state: Option<String>,
+}
+
+/// Query of `GET /threads/{id}/history`.
+#[derive(Debug, Deserialize)]
+pub(crate) struct Format {
+    format: Option<String>,
+}
+
+pub(crate) fn thread_id(text: &str) -> Result<ThreadId, Problem> {
+    text.parse().map_err(|_| {
+        Problem::new(
+            StatusCode::BAD_REQUEST,
+            "malformed-thread-id",
+            format!("`{text}` is not a thread id (a UUID)"),
+        )
+    })
+}
+
+fn known(api: &Api, text: &str) -> Result<ThreadId, Problem> {
+    let id = thread_id(text)?;
+    api.pump
+        .thread(id)
+        .map(|_| id)
+        .ok_or_else(|| Problem::unknown_thread(text))
+}
+
+fn utf8(body: &Bytes) -> Result<&str, Problem> {
+    std::str::from_utf8(body).map_err(|e| {
+        let err = EnvelopeError::InvalidUtf8 {
+            offset: e.valid_up_to(),
+        };
+        Problem::new(StatusCode::BAD_REQUEST, "malformed-xml", err.to_string())
+    })
+}
+
+/// The body, or the problem that refused it (413 past the size limit).
+fn body(body: Result<Bytes, BytesRejection>) -> Result<Bytes, Problem> {
+    body.map_err(|e| {
+        let code = if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            "too-large"
+        } else {
+            "bad-body"
+        };
+        Problem::new(e.status(), code, e.body_text())
+    })
+}
+
+fn accepted(receipt: &crate::Receipt) -> Response {
+    let body = serde_json::json!({ "thread": receipt.thread(), "ids": receipt.ids() });
+    (StatusCode::CREATED, Json(body)).into_response()
+}
+
+/// `POST /threads`: an envelope (either dialect), or a bare payload routed by its root (or `?to=`).
+pub(crate) async fn start(
+    State(api): State<Api>,
+    Query(q): Query<To>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, Problem> {
+    let body = self::body(body)?;
+    let text = utf8(&body)?;
+    let is_envelope = !matches!(
+        Incoming::parse(&body, &Default::default()),
+        Err(EnvelopeError::NotAnEnvelope { .. })
+    );
+    let receipt = if is_envelope {
+        api.pump.send(&body).await
+    } else {
+        api.pump.post(None, q.to.as_deref(), text).await
+    }?;
+    Ok(accepted(&receipt))
+}
+
+/// `POST /threads/{id}/messages`: a payload (or an envelope's payload) into an existing thread.
+pub(crate) async fn post_message(
+    State(api): State<Api>,
+    Path(id): Path<String>,
+    Query(q): Query<To>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, Problem> {
+    let thread = thread_id(&id)?;
+    let body = self::body(body)?;
+    let text = utf8(&body)?;
+    let incoming = Incoming::parse(&body, &Default::default()).ok();
+    let (to, payload) = match &incoming {
+        Some(msg) => (msg.to().or(q.to.as_deref()), msg.payload().as_str()),
+        None => (q.to.as_deref(), text),
+    };
+    let receipt = api.pump.post(Some(thread), to, payload).await?;
+    Ok(accepted(&receipt))
+}
+
+/// `GET /threads[?state=…]`.
+pub(crate) async fn list(
+    State(api): State<Api>,
+    Query(q): Query<StateFilter>,
+) -> Result<Response, Problem> {
+    let state = match q.state.as_deref() {
+        None => None,
+        Some(s) => Some(
+            s.parse::<ThreadState>()
+                .map_err(|e| Problem::new(StatusCode::BAD_REQUEST, "bad-state", e.to_string()))?,
+        ),
+    };
+    let threads: Vec<_> = api
+        .pump
+        .threads()
+        .into_iter()
+        .filter(|t| state.is_none_or(|s| t.state == s))
+        .collect();
+    Ok(Json(threads).into_response())
+}
+
+/// `GET /threads/{id}`.
+pub(crate) async fn thread(
+    State(api): State<Api>,
+    Path(id): Path<String>,
+) -> Result<Response, Problem> {
+    let id = known(&api, &id)?;
+    Ok(Json(api.pump.thread(id)).into_response())
+}
+
+/// `GET /threads/{id}/history[?format=json|xml]`.
+pub(crate) async fn history(
+    State(api): State<Api>,
+    Path(id): Path<String>,
+    Query(q): Query<Format>,
+) -> Result<Response, Problem> {
+    let id = known(&api, &id)?;
+    let records = api.pump.history(id).await.map_err(|e| {
+        Problem::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "history-unavailable",
+            e.to_string(),
+        )
+    })?;
+    match q.format.as_deref().unwrap_or("json") {
+        "json" => Ok(Json(records).into_response()),
+        "xml" => Ok((
+            [(header::CONTENT_TYPE, "application/xml")],
+            export::to_xml(&records),
+        )
+            .into_response()),
+        other => Err(Problem::new(
+            StatusCode::BAD_REQUEST,
+            "bad-format",
+            format!("format `{other}`: use json or xml"),
+        )),
+    }
+}
+
+/// `GET /threads/{id}/tree`.
+pub(crate) async fn tree(
+    State(api): State<Api>,
+    Path(id): Path<String>,
+) -> Result<Response, Problem> {
+    let id = known(&api, &id)?;
+    Ok(Json(api.pump.tree(id)).into_response())
+}
+
+/// `GET /threads/{id}/report`: the latest halting report.
+pub(crate) async fn report(
+    State(api): State<Api>,
+    Path(id): Path<String>,
+) -> Result<Response, Problem> {
+    let id = known(&api, &id)?;
+    let mut reports = api.pump.reports(id).await.map_err(|e| {
+        Problem::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "history-unavailable",
+            e.to_string(),
+        )
+    })?;
+    match reports.pop() {
+        Some(report) => Ok(Json(report).into_response()),
+        None => Err(Problem::new(
+            StatusCode::NOT_FOUND,
+            "no-report",
+            format!("thread {id} has not halted"),
+        )),
+    }
+}
+
+/// `POST /threads/{id}/stop`.
+pub(crate) async fn stop(
+    State(api): State<Api>,
+    Path(id): Path<String>,
+) -> Result<Response, Problem> {
+    let id = known(&api, &id)?;
+    api.pump
+        .stop(id)
+        .await
+        .map_err(|e| Problem::new(StatusCode::CONFLICT, "wrong-state", e.to_string()))?;
+    Ok(StatusCode::ACCEPTED.into_response())
+}
+
+/// `POST /threads/{id}/resume` with a JSON budget to add (`{"turns": 10}`).
+pub(crate) async fn resume(
+    State(api): State<Api>,
+    Path(id): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, Problem> {
+    let id = known(&api, &id)?;
+    let body = self::body(body)?;
+    let extra: Budget = if body.is_empty() {
+        Budget::default()
+    } else {
+        serde_json::from_slice(&body)
+            .map_err(|e| Problem::new(StatusCode::BAD_REQUEST, "bad-budget", e.to_string()))?
+    };
+    api.pump
+        .resume(id, &extra)
+        .await
+        .map_err(|e| Problem::new(StatusCode::CONFLICT, "wrong-state", e.to_string()))?;
+    Ok(StatusCode::ACCEPTED.into_response())
+}
+
+/// Anything else.
+pub(crate) async fn not_found() -> Problem {
+    Problem::new(
+        StatusCode::NOT_FOUND,
+        "no-route",
+        "no such route; see the README's HTTP API section",
+    )
+}

@@ -1,0 +1,466 @@
+//! The HTTP API with a real client on loopback: every route, auth, limits, problem JSON, SSE,
+//! and `agentpump run` stopping cleanly on SIGTERM under load.
+
+mod support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use agentpump::governor::{Budget, GovernorPolicy};
+use agentpump::history::{HistoryStore, MemoryHistory, SqliteHistory};
+use agentpump::host::server;
+use agentpump::listeners::Echo;
+use agentpump::{PumpBuilder, PumpConfig, PumpHandle, Registration, Role, ThreadId};
+use reqwest::StatusCode;
+use support::{Script, p, q};
+
+const TOKEN: &str = "test-token-0123456789";
+
+struct Api {
+    base: String,
+    client: reqwest::Client,
+    pump: PumpHandle,
+    store: Arc<dyn HistoryStore>,
+}
+
+impl Api {
+    async fn start() -> Self {
+        let store: Arc<dyn HistoryStore> = Arc::new(MemoryHistory::new());
+        let looper = Registration::new(
+            "looper",
+            Script::new(|msg, cx| {
+                if !msg.is_system() {
+                    cx.emit(p("tick", &agentpump::MessageId::new().to_string()));
+                }
+                Ok(())
+            }),
+        )
+        .accepts(q("tick"))
+        .role(Role::Agent);
+        let governor = GovernorPolicy {
+            budget: Budget {
+                turns: Some(6),
+                ..GovernorPolicy::default_budget()
+            },
+            ..GovernorPolicy::default()
+        };
+        let pump = PumpBuilder::new()
+            .history(Arc::clone(&store))
+            .config(PumpConfig {
+                governor,
+                ..PumpConfig::default()
+            })
+            .register(Registration::new("echo", Echo).accepts(q("say")))
+            .register(looper)
+            .build()
+            .unwrap();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let served = pump.clone();
+        tokio::spawn(async move {
+            server::serve(listener, served, TOKEN, 64 * 1024, std::future::pending()).await
+        });
+        Self {
+            base,
+            client: reqwest::Client::new(),
+            pump,
+            store,
+        }
+    }
+
+    fn get(&self, path: &str) -> reqwest::RequestBuilder {
+        self.client
+            .get(format!("{}{path}", self.base))
+            .bearer_auth(TOKEN)
+    }
+
+    fn post(&self, path: &str, body: impl Into<reqwest::Body>) -> reqwest::RequestBuilder {
+        self.client
+            .post(format!("{}{path}", self.base))
+            .bearer_auth(TOKEN)
+            .body(body)
+    }
+
+    async fn records(&self) -> usize {
+        let mut n = 0;
+        for t in self.pump.threads() {
+            n += self.store.thread(t.id, 0).await.unwrap().len();
+        }
+        n
+    }
+}
+
+async fn problem(response: reqwest::Response) -> (StatusCode, serde_json::Value) {
+    let status = response.status();
+    let content_type = response.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let text = response.text().await.unwrap();
+    assert_eq!(
+        content_type, "application/problem+json",
+        "status {status}: {text}"
+    );
+    (status, serde_json::from_str(&text).unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_route_works_with_the_token() {
+    let api = Api::start().await;
+    let created: serde_json::Value = api
+        .post("/threads", p("say", "hello"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let thread: ThreadId = created["thread"].as_str().unwrap().parse().unwrap();
+    api.pump.settle(thread).await;
+    let r = api
+        .post(&format!("/threads/{thread}/messages"), p("say", "again"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::CREATED);
+    api.pump.settle(thread).await;
+
+    let history: Vec<agentpump::history::Record> = api
+        .get(&format!("/threads/{thread}/history"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(history.len(), 4);
+    let xml = api
+        .get(&format!("/threads/{thread}/history?format=xml"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        xml.starts_with("<history xmlns=\"urn:agentpump:history:v1\">")
+            && xml.matches("<record ").count() == 4
+    );
+    let listed: Vec<agentpump::ThreadInfo> = api
+        .get("/threads?state=idle")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(listed.iter().any(|t| t.id == thread));
+    let one: agentpump::ThreadInfo = api
+        .get(&format!("/threads/{thread}"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(one.counters.deliveries, 2);
+    let tree: Vec<agentpump::ThreadInfo> = api
+        .get(&format!("/threads/{thread}/tree"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(tree.len(), 1);
+
+    // An AgentServer envelope starts a thread too.
+    let envelope = format!(
+        r#"<message xmlns="https://xml-pipeline.org/ns/envelope/v1"><meta><to>echo</to></meta>{}</message>"#,
+        p("say", "legacy")
+    );
+    assert_eq!(
+        api.post("/threads", envelope)
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        StatusCode::CREATED
+    );
+
+    // Stop, report, resume.
+    assert_eq!(
+        api.post(&format!("/threads/{thread}/stop"), "")
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        StatusCode::ACCEPTED
+    );
+    let report: agentpump::governor::HaltingReport = api
+        .get(&format!("/threads/{thread}/report"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        (report.class.as_str(), report.stop_reason.as_str()),
+        ("BACKPRESSURE", "stop-request")
+    );
+    let (status, body) = problem(
+        api.post(&format!("/threads/{thread}/messages"), p("say", "x"))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (StatusCode::CONFLICT, Some("thread-closed"))
+    );
+    let r = api
+        .post(&format!("/threads/{thread}/resume"), r#"{"turns": 10}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::ACCEPTED);
+    assert_eq!(
+        api.pump.thread(thread).unwrap().state,
+        agentpump::ThreadState::Idle
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refusals_are_problem_json_and_the_unauthorized_leave_no_trace() {
+    let api = Api::start().await;
+    let before = api.records().await;
+    for request in [
+        api.client
+            .post(format!("{}/threads", api.base))
+            .body(p("say", "no token")),
+        api.client
+            .post(format!("{}/threads", api.base))
+            .bearer_auth("wrong")
+            .body(p("say", "bad token")),
+        api.client.get(format!("{}/threads", api.base)),
+    ] {
+        let (status, body) = problem(request.send().await.unwrap()).await;
+        assert_eq!(
+            (status, body["code"].as_str()),
+            (StatusCode::UNAUTHORIZED, Some("unauthorized"))
+        );
+    }
+    assert_eq!(
+        api.records().await,
+        before,
+        "nothing recorded for unauthorized requests"
+    );
+
+    let (status, body) = problem(
+        api.post("/threads", "x".repeat(65 * 1024))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "{body}");
+
+    let system = api.pump.system_thread();
+    let before = api.store.thread(system, 0).await.unwrap().len();
+    let (status, body) = problem(
+        api.post(
+            "/threads",
+            "<message xmlns='urn:agentpump:envelope:v1'><meta></message>",
+        )
+        .send()
+        .await
+        .unwrap(),
+    )
+    .await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("malformed-xml"))
+    );
+    assert!(
+        body["detail"]
+            .as_str()
+            .unwrap()
+            .contains("malformed XML at line 1, column"),
+        "{body}"
+    );
+    let recorded = api.store.thread(system, 0).await.unwrap();
+    assert_eq!(recorded.len(), before + 1);
+    assert_eq!(recorded.last().unwrap().root.local(), "huh");
+
+    let unknown = ThreadId::new();
+    let (status, body) = problem(
+        api.get(&format!("/threads/{unknown}/history"))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (StatusCode::NOT_FOUND, Some("unknown-thread"))
+    );
+    let (status, _) = problem(
+        api.post(&format!("/threads/{unknown}/messages"), p("say", "x"))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, body) = problem(api.get("/threads/not-a-uuid").send().await.unwrap()).await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("malformed-thread-id"))
+    );
+    let (status, body) = problem(
+        api.post("/threads", "<nobody xmlns='urn:none'/>")
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (StatusCode::UNPROCESSABLE_ENTITY, Some("unknown-root"))
+    );
+    assert!(body["answer"].as_str().unwrap().contains("<huh"), "{body}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_arrive_in_order_and_end_when_the_thread_halts() {
+    let api = Api::start().await;
+    let created: serde_json::Value = api
+        .post("/threads", p("tick", "start"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let thread = created["thread"].as_str().unwrap().to_owned();
+    let response = api
+        .get(&format!("/threads/{thread}/events"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.headers()["content-type"], "text/event-stream");
+    let body = tokio::time::timeout(Duration::from_secs(10), response.text())
+        .await
+        .expect("the stream ends")
+        .unwrap();
+    let records: Vec<agentpump::history::Record> = body
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .map(|d| serde_json::from_str(d).unwrap())
+        .collect();
+    assert!(records.windows(2).all(|w| w[0].seq < w[1].seq), "in order");
+    let all = api.pump.history(thread.parse().unwrap()).await.unwrap();
+    assert_eq!(records, all, "every record, once");
+    assert_eq!(records.last().unwrap().root.local(), "halt");
+}
+
+#[test]
+fn sigterm_under_load_exits_cleanly_and_loses_nothing_acknowledged() {
+    let dir = std::env::temp_dir().join(format!("agentpump-run-{}", ThreadId::new()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let organism = dir.join("organism.toml");
+    std::fs::write(
+        &organism,
+        "[store]\npath = \"history.db\"\n[server]\nbind = \"127.0.0.1:0\"\n\
+         [[listener]]\nname = \"echo\"\nkind = \"builtin\"\nbuiltin = \"echo\"\naccepts = [\"{urn:test:v1}say\"]\n",
+    )
+    .unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_agentpump"))
+        .args(["run", organism.to_str().unwrap()])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(child.stdout.take().unwrap()));
+    let ready = lines.next().unwrap().unwrap();
+    let base = ready
+        .split("listening on ")
+        .nth(1)
+        .unwrap()
+        .split(' ')
+        .next()
+        .unwrap()
+        .to_owned();
+    let token = std::fs::read_to_string(dir.join("agentpump.token"))
+        .unwrap()
+        .trim()
+        .to_owned();
+    let mode = std::os::unix::fs::PermissionsExt::mode(
+        &std::fs::metadata(dir.join("agentpump.token"))
+            .unwrap()
+            .permissions(),
+    );
+    assert_eq!(
+        mode & 0o777,
+        0o600,
+        "the generated token is readable only by its owner"
+    );
+
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let acked: Vec<String> = runtime.block_on(async {
+        let client = reqwest::Client::new();
+        let senders: Vec<_> = (0..8)
+            .map(|i| {
+                let (client, base, token) = (client.clone(), base.clone(), token.clone());
+                tokio::spawn(async move {
+                    let mut acked = Vec::new();
+                    for n in 0..40 {
+                        let sent = client
+                            .post(format!("{base}/threads"))
+                            .bearer_auth(&token)
+                            .body(p("say", &format!("{i}-{n}")))
+                            .send()
+                            .await;
+                        match sent {
+                            Ok(r) if r.status() == StatusCode::CREATED => {
+                                let v: serde_json::Value = r.json().await.unwrap();
+                                acked.push(v["ids"][0].as_str().unwrap().to_owned());
+                            }
+                            _ => break, // the server is going away: fine, as long as acknowledged ones are kept
+                        }
+                    }
+                    acked
+                })
+            })
+            .collect();
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        std::process::Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status()
+            .unwrap();
+        let mut acked = Vec::new();
+        for s in senders {
+            acked.extend(s.await.unwrap());
+        }
+        acked
+    });
+    let status = child.wait().unwrap();
+    assert!(status.success(), "exit status {status}");
+    assert!(!acked.is_empty());
+    let store = SqliteHistory::open_read_only(dir.join("history.db")).unwrap();
+    runtime.block_on(async {
+        store.verify().await.unwrap();
+        for id in &acked {
+            assert!(
+                store.record(id.parse().unwrap()).await.unwrap().is_some(),
+                "acknowledged {id} is in history"
+            );
+        }
+    });
+    std::fs::remove_dir_all(&dir).unwrap();
+}
