@@ -31,7 +31,7 @@ use crate::{Counters, MessageId, ThreadId, ThreadInfo, ThreadState};
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum HistoryError {
     /// The store cannot accept writes (disk full, read-only, closed).
-    #[error("history store refused the write: {0}")]
+    #[error("history store unavailable: {0}")]
     Unavailable(String),
     /// A read failed.
     #[error("history query failed: {0}")]

@@ -6,5 +6,6 @@ pub mod cli;
 pub mod demo;
 pub mod inspect;
 pub mod organism;
+pub mod remote;
 pub mod run;
 pub mod server;

@@ -464,3 +464,63 @@ fn sigterm_under_load_exits_cleanly_and_loses_nothing_acknowledged() {
     });
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_talks_to_a_running_host() {
+    let api = Api::start().await;
+    let dir = std::env::temp_dir().join(format!("agentpump-cli-{}", ThreadId::new()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("hello.xml");
+    std::fs::write(&file, p("say", "from the cli")).unwrap();
+    let base = api.base.clone();
+    let cli = move |args: Vec<String>| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_agentpump"))
+            .args(&args)
+            .args(["--url", &base, "--token", TOKEN])
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            String::from_utf8(out.stdout).unwrap(),
+            String::from_utf8(out.stderr).unwrap(),
+        )
+    };
+    let run = |args: &[&str]| {
+        let cli = cli.clone();
+        let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        async move {
+            tokio::task::spawn_blocking(move || cli(args))
+                .await
+                .unwrap()
+        }
+    };
+    let (ok, out, err) = run(&["send", file.to_str().unwrap()]).await;
+    assert!(ok, "{err}");
+    let sent: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let thread = sent["thread"].as_str().unwrap().to_owned();
+    api.pump.settle(thread.parse().unwrap()).await;
+    let (ok, out, _) = run(&["history", &thread]).await;
+    assert!(
+        ok && out.contains("echo -> client  [out]") && out.contains("from the cli"),
+        "{out}"
+    );
+    let (ok, out, _) = run(&["threads"]).await;
+    assert!(ok && out.contains(&thread));
+    let (ok, _, _) = run(&["stop", &thread]).await;
+    assert!(ok);
+    let (ok, out, _) = run(&["report", &thread]).await;
+    assert!(
+        ok && out.contains("\"stop_reason\": \"stop-request\"")
+            || out.contains("\"stop_reason\":\"stop-request\""),
+        "{out}"
+    );
+    let (ok, out, _) = run(&["resume", &thread, "--turns", "5"]).await;
+    assert!(ok && out.contains("resumed"), "{out}");
+    let (ok, _, err) = run(&["stop", &ThreadId::new().to_string()]).await;
+    assert!(
+        !ok && err.starts_with("agentpump: no thread")
+            && err.contains("(unknown-thread, HTTP 404)"),
+        "{err}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

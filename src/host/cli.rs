@@ -8,6 +8,7 @@ use clap::{Parser, Subcommand};
 
 use super::check;
 use super::inspect::{self, HistoryFormat, ThreadsFormat};
+use super::remote::Host;
 use crate::ThreadState;
 
 /// agentpump: an agent runtime that routes namespaced XML between listeners on threads.
@@ -43,15 +44,18 @@ pub enum Command {
         #[arg(required = true)]
         files: Vec<PathBuf>,
     },
-    /// List the threads of a history file, with counts per state.
+    /// List the threads of a history file (or a running host), with counts per state.
     Threads {
-        /// The history database.
-        #[arg(long)]
-        db: PathBuf,
+        /// Where to read from.
+        #[command(flatten)]
+        source: Source,
+        /// How to authenticate to a running host.
+        #[command(flatten)]
+        auth: Auth,
         /// Only threads in this state (active, idle, done, halted).
         #[arg(long)]
         state: Option<ThreadState>,
-        /// Output format.
+        /// Output format (a running host answers JSON).
         #[arg(long, value_enum, default_value_t = ThreadsFormat::Text)]
         format: ThreadsFormat,
     },
@@ -59,13 +63,16 @@ pub enum Command {
     History {
         /// The thread id.
         thread: String,
-        /// The history database.
-        #[arg(long)]
-        db: PathBuf,
+        /// Where to read from.
+        #[command(flatten)]
+        source: Source,
+        /// How to authenticate to a running host.
+        #[command(flatten)]
+        auth: Auth,
         /// Output format.
         #[arg(long, value_enum, default_value_t = HistoryFormat::Text)]
         format: HistoryFormat,
-        /// Include every thread spawned below it, indented by depth.
+        /// Include every thread spawned below it, indented by depth (history files only).
         #[arg(long)]
         tree: bool,
     },
@@ -73,9 +80,51 @@ pub enum Command {
     Report {
         /// The thread id.
         thread: String,
-        /// The history database.
+        /// Where to read from.
+        #[command(flatten)]
+        source: Source,
+        /// How to authenticate to a running host.
+        #[command(flatten)]
+        auth: Auth,
+    },
+    /// Send an envelope or payload from FILE (or `-` for stdin) to a running host.
+    Send {
+        /// The file.
+        file: PathBuf,
+        /// Into this thread (default: a new thread).
         #[arg(long)]
-        db: PathBuf,
+        thread: Option<String>,
+        /// To this listener (for a bare payload; default: every listener of its root).
+        #[arg(long)]
+        to: Option<String>,
+        /// The running host.
+        #[command(flatten)]
+        host: HostArgs,
+    },
+    /// Stop a thread on a running host (it halts with BACKPRESSURE).
+    Stop {
+        /// The thread id.
+        thread: String,
+        /// The running host.
+        #[command(flatten)]
+        host: HostArgs,
+    },
+    /// Resume a halted thread on a running host, adding budget.
+    Resume {
+        /// The thread id.
+        thread: String,
+        /// Turns to add.
+        #[arg(long)]
+        turns: Option<u64>,
+        /// Tokens to add.
+        #[arg(long)]
+        tokens: Option<u64>,
+        /// Wall clock to add, in milliseconds.
+        #[arg(long)]
+        wall_clock_ms: Option<u64>,
+        /// The running host.
+        #[command(flatten)]
+        host: HostArgs,
     },
     /// Recompute every hash chain; exit 1 naming the first record that does not match.
     Verify {
@@ -83,6 +132,44 @@ pub enum Command {
         #[arg(long)]
         db: PathBuf,
     },
+}
+
+/// Where to read from: a history file, or a running host.
+#[derive(Debug, clap::Args)]
+#[group(id = "source", required = true, multiple = false)]
+pub struct Source {
+    /// The history database file.
+    #[arg(long)]
+    pub db: Option<PathBuf>,
+    /// A running host's base URL (`http://127.0.0.1:7878`).
+    #[arg(long)]
+    pub url: Option<String>,
+}
+
+/// A running host.
+#[derive(Debug, clap::Args)]
+pub struct HostArgs {
+    /// The host's base URL.
+    #[arg(long, default_value = "http://127.0.0.1:7878")]
+    pub url: String,
+    /// How to authenticate.
+    #[command(flatten)]
+    pub auth: Auth,
+}
+
+/// How to authenticate to a running host.
+#[derive(Debug, clap::Args)]
+pub struct Auth {
+    /// The bearer token (default: AGENTPUMP_TOKEN, then --token-file).
+    #[arg(long)]
+    pub token: Option<String>,
+    /// File holding the token (default: agentpump.token).
+    #[arg(long)]
+    pub token_file: Option<PathBuf>,
+}
+
+fn host(url: &str, auth: Auth) -> Result<Host, String> {
+    Host::new(url, auth.token, auth.token_file)
 }
 
 /// Runs the command line: parses `std::env::args`, runs the command, returns the exit code.
@@ -96,31 +183,87 @@ pub fn run() -> ExitCode {
         .with_writer(std::io::stderr)
         .try_init();
     let mut out = std::io::stdout().lock();
-    let printed = |text: Result<String, String>, out: &mut dyn std::io::Write| {
-        text.and_then(|t| out.write_all(t.as_bytes()).map_err(|e| e.to_string()))
-    };
-    let result = match cli.command {
-        Command::Demo { db } => printed(super::demo::run(db), &mut out),
-        Command::Run { organism } => printed(super::run::run(&organism), &mut out),
-        Command::Check { files } => check::run(&files, &mut out),
-        Command::Threads { db, state, format } => {
-            printed(inspect::threads(&db, state, format), &mut out)
-        }
-        Command::History {
-            thread,
-            db,
-            format,
-            tree,
-        } => printed(inspect::history(&db, &thread, format, tree), &mut out),
-        Command::Report { thread, db } => printed(inspect::report(&db, &thread), &mut out),
-        Command::Verify { db } => printed(inspect::verify(&db), &mut out),
-    };
+    let result = dispatch(cli.command, &mut out);
     let _ = out.flush();
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {
             eprintln!("agentpump: {message}");
             ExitCode::FAILURE
+        }
+    }
+}
+
+/// Runs one command, writing its output to `out`.
+fn dispatch(command: Command, out: &mut impl std::io::Write) -> Result<(), String> {
+    let mut print = |text: Result<String, String>| {
+        text.and_then(|t| out.write_all(t.as_bytes()).map_err(|e| e.to_string()))
+    };
+    match command {
+        Command::Demo { db } => print(super::demo::run(db)),
+        Command::Run { organism } => print(super::run::run(&organism)),
+        Command::Check { files } => {
+            let mut text = Vec::new();
+            let checked = check::run(&files, &mut text);
+            print(Ok(String::from_utf8_lossy(&text).into_owned()))?;
+            checked
+        }
+        Command::Threads {
+            source,
+            auth,
+            state,
+            format,
+        } => print(match (source.db, source.url) {
+            (Some(db), _) => inspect::threads(&db, state, format),
+            (None, url) => host(&url.unwrap_or_default(), auth)
+                .and_then(|h| h.threads(state.map(|s| s.as_str()))),
+        }),
+        Command::History {
+            thread,
+            source,
+            auth,
+            format,
+            tree,
+        } => print(match (source.db, source.url) {
+            (Some(db), _) => inspect::history(&db, &thread, format, tree),
+            (None, url) => {
+                host(&url.unwrap_or_default(), auth).and_then(|h| h.history(&thread, format))
+            }
+        }),
+        Command::Report {
+            thread,
+            source,
+            auth,
+        } => print(match (source.db, source.url) {
+            (Some(db), _) => inspect::report(&db, &thread),
+            (None, url) => host(&url.unwrap_or_default(), auth).and_then(|h| h.report(&thread)),
+        }),
+        Command::Verify { db } => print(inspect::verify(&db)),
+        Command::Send {
+            file,
+            thread,
+            to,
+            host: h,
+        } => print(
+            host(&h.url, h.auth).and_then(|h| h.send(&file, thread.as_deref(), to.as_deref())),
+        ),
+        Command::Stop { thread, host: h } => {
+            print(host(&h.url, h.auth).and_then(|h| h.stop(&thread)))
+        }
+        Command::Resume {
+            thread,
+            turns,
+            tokens,
+            wall_clock_ms,
+            host: h,
+        } => {
+            let budget = crate::governor::Budget {
+                turns,
+                tokens,
+                wall_clock: wall_clock_ms.map(std::time::Duration::from_millis),
+                ..Default::default()
+            };
+            print(host(&h.url, h.auth).and_then(|h| h.resume(&thread, &budget)))
         }
     }
 }

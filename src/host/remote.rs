@@ -1,0 +1,195 @@
+//! The CLI against a running host (`--url`): send, stop, resume, and the inspection commands,
+//! over the HTTP API.
+
+use std::path::{Path, PathBuf};
+
+use crate::host::inspect::HistoryFormat;
+
+/// Where a running host is and how to authenticate.
+#[derive(Debug, Clone)]
+pub struct Host {
+    url: String,
+    token: String,
+}
+
+impl Host {
+    /// The host at `url`; the token from `token`, else `AGENTPUMP_TOKEN`, else `token_file`
+    /// (default `agentpump.token` in the current directory).
+    ///
+    /// # Errors
+    ///
+    /// No token can be found.
+    pub fn new(
+        url: &str,
+        token: Option<String>,
+        token_file: Option<PathBuf>,
+    ) -> Result<Self, String> {
+        let token = match token
+            .or_else(|| std::env::var("AGENTPUMP_TOKEN").ok())
+            .filter(|t| !t.is_empty())
+        {
+            Some(t) => t,
+            None => {
+                let file = token_file.unwrap_or_else(|| PathBuf::from("agentpump.token"));
+                std::fs::read_to_string(&file)
+                    .map(|t| t.trim().to_owned())
+                    .map_err(|e| format!("no token: pass --token, set AGENTPUMP_TOKEN, or point --token-file at the host's token ({}: {e})", file.display()))?
+            }
+        };
+        Ok(Self {
+            url: url.trim_end_matches('/').to_owned(),
+            token,
+        })
+    }
+
+    fn call(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Vec<u8>>,
+    ) -> Result<String, String> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| e.to_string())?;
+        runtime.block_on(async {
+            let url = format!("{}{path}", self.url);
+            let mut request = reqwest::Client::new()
+                .request(method, &url)
+                .bearer_auth(&self.token);
+            if let Some(body) = body {
+                request = request.body(body);
+            }
+            let response = request
+                .send()
+                .await
+                .map_err(|e| format!("cannot reach {url}: {e}"))?;
+            let status = response.status();
+            let text = response.text().await.map_err(|e| format!("{url}: {e}"))?;
+            if status.is_success() {
+                return Ok(text);
+            }
+            let problem: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+            Err(
+                match (problem["detail"].as_str(), problem["code"].as_str()) {
+                    (Some(detail), Some(code)) => {
+                        format!("{detail} ({code}, HTTP {})", status.as_u16())
+                    }
+                    _ => format!("{url}: HTTP {status}"),
+                },
+            )
+        })
+    }
+
+    /// Sends a file's envelope or payload, into `thread` or a new thread.
+    ///
+    /// # Errors
+    ///
+    /// The file cannot be read, or the host refuses the message (its problem detail).
+    pub fn send(
+        &self,
+        file: &Path,
+        thread: Option<&str>,
+        to: Option<&str>,
+    ) -> Result<String, String> {
+        let body = if file == Path::new("-") {
+            let mut bytes = Vec::new();
+            std::io::Read::read_to_end(&mut std::io::stdin(), &mut bytes)
+                .map_err(|e| e.to_string())?;
+            bytes
+        } else {
+            std::fs::read(file).map_err(|e| format!("{}: {e}", file.display()))?
+        };
+        let query = to.map(|t| format!("?to={t}")).unwrap_or_default();
+        let path = match thread {
+            Some(id) => format!("/threads/{id}/messages{query}"),
+            None => format!("/threads{query}"),
+        };
+        self.call(reqwest::Method::POST, &path, Some(body))
+            .map(|t| t + "\n")
+    }
+
+    /// Stops a thread.
+    ///
+    /// # Errors
+    ///
+    /// The host refuses (unknown thread, already closed).
+    pub fn stop(&self, thread: &str) -> Result<String, String> {
+        self.call(
+            reqwest::Method::POST,
+            &format!("/threads/{thread}/stop"),
+            None,
+        )
+        .map(|_| format!("thread {thread} is stopping\n"))
+    }
+
+    /// Resumes a halted thread with `budget` (JSON) added.
+    ///
+    /// # Errors
+    ///
+    /// The host refuses (unknown thread, not halted).
+    pub fn resume(&self, thread: &str, budget: &crate::governor::Budget) -> Result<String, String> {
+        let body = serde_json::to_vec(budget).map_err(|e| e.to_string())?;
+        self.call(
+            reqwest::Method::POST,
+            &format!("/threads/{thread}/resume"),
+            Some(body),
+        )
+        .map(|_| format!("thread {thread} resumed\n"))
+    }
+
+    /// Lists threads (JSON).
+    ///
+    /// # Errors
+    ///
+    /// The host cannot be reached or refuses.
+    pub fn threads(&self, state: Option<&str>) -> Result<String, String> {
+        let query = state.map(|s| format!("?state={s}")).unwrap_or_default();
+        self.call(reqwest::Method::GET, &format!("/threads{query}"), None)
+            .map(|t| t + "\n")
+    }
+
+    /// A thread's history: JSON, XML, or a transcript built from the JSON.
+    ///
+    /// # Errors
+    ///
+    /// The host cannot be reached or refuses.
+    pub fn history(&self, thread: &str, format: HistoryFormat) -> Result<String, String> {
+        let wire = if format == HistoryFormat::Xml {
+            "xml"
+        } else {
+            "json"
+        };
+        let text = self.call(
+            reqwest::Method::GET,
+            &format!("/threads/{thread}/history?format={wire}"),
+            None,
+        )?;
+        Ok(match format {
+            HistoryFormat::Xml => text,
+            HistoryFormat::Jsonl | HistoryFormat::Text => {
+                let records: Vec<crate::history::Record> =
+                    serde_json::from_str(&text).map_err(|e| e.to_string())?;
+                if format == HistoryFormat::Jsonl {
+                    crate::history::export::to_jsonl(&records)
+                } else {
+                    crate::history::export::transcript(&records, 0)
+                }
+            }
+        })
+    }
+
+    /// A thread's latest halting report (JSON).
+    ///
+    /// # Errors
+    ///
+    /// The host cannot be reached, or the thread has not halted.
+    pub fn report(&self, thread: &str) -> Result<String, String> {
+        self.call(
+            reqwest::Method::GET,
+            &format!("/threads/{thread}/report"),
+            None,
+        )
+        .map(|t| t + "\n")
+    }
+}
