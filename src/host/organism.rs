@@ -433,6 +433,17 @@ mod tests {
     }
 
     #[test]
+    fn the_readme_reference_parses() {
+        let readme = include_str!("../../README.md");
+        let section = &readme[readme.find("## Running an organism").unwrap()..];
+        let text = section.split("```toml\n").nth(1).unwrap().split("```").next().unwrap();
+        let organism = Organism::parse(text, "README.md").unwrap();
+        let config = organism.config("README.md").unwrap();
+        assert_eq!(config.governor.budget.cost, Some(Decimal::new(500, 2)));
+        assert_eq!(organism.registrations("README.md").unwrap().len(), 1);
+    }
+
+    #[test]
     fn errors_name_the_key_and_the_line() {
         let cases = [
             (
