@@ -63,6 +63,13 @@ pub enum ListenerError {
     /// halts the thread with BACKPRESSURE.
     #[error("upstream backpressure: {0}")]
     Backpressure(String),
+    /// An upstream service failed after its retries: `system-error code="upstream-failed"`.
+    #[error("upstream failed: {0}")]
+    Upstream(String),
+    /// The next spend would exceed this budget: the governor halts the thread with TIMEOUT
+    /// naming it, instead of the spend happening.
+    #[error("the {0} budget has no room for the next call")]
+    OverBudget(crate::governor::BudgetName),
 }
 
 impl ListenerError {

@@ -2,12 +2,14 @@
 
 pub mod calculator;
 mod echo;
+pub mod llm;
 pub mod scripted;
 
 use std::sync::Arc;
 
 pub use calculator::Calculator;
 pub use echo::Echo;
+pub use llm::{LlmAgent, LlmConfig};
 
 use scripted::{
     DEMO_NS, ScriptedAuthor, ScriptedNewton, ScriptedPingPong, ScriptedPlanner, ScriptedRunaway,

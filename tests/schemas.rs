@@ -909,7 +909,7 @@ fn source_codes() -> Vec<(&'static str, &'static str, BTreeSet<String>)> {
             "ErrorCode",
             wire_codes!(ErrorCode: PeerNotAllowed, NoRoute, QueueFull, HandlerFailed,
             HandlerPanicked, HandlerTimeout, ThreadClosed, ShuttingDown, HistoryUnavailable,
-            LoopNotPermitted, BudgetWarning, BudgetExhausted),
+            LoopNotPermitted, BudgetWarning, BudgetExhausted, UpstreamFailed),
         ),
         (
             "system.xsd",

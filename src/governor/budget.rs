@@ -236,6 +236,28 @@ impl Account {
         self.transfer(amount, true)
     }
 
+    /// Whether `amount` could be withdrawn now (nothing changes).
+    pub fn check(self: &Arc<Self>, amount: Amount) -> Result<(), Exhausted> {
+        let chain = self.chain();
+        let guards: Vec<_> = chain.iter().map(|a| a.lock()).collect();
+        let carved: Vec<[bool; 5]> = guards.iter().map(|g| g.carved).collect();
+        for (level, state) in guards.iter().enumerate() {
+            for name in SPENT {
+                let d = name.index();
+                let covered = level > 0 && carved[level - 1][d];
+                if let (false, Some(limit)) = (covered, state.limit[d]) {
+                    if state.spent.0[d] + state.reserved.0[d] + amount.0[d] > limit {
+                        return Err(Exhausted {
+                            budget: name,
+                            level,
+                        });
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Charges `amount` (already spent, e.g. tokens a model used) to every level, even past a
     /// limit. Returns the first budget that is now exhausted, if any.
     pub fn charge(self: &Arc<Self>, amount: Amount) -> Option<Exhausted> {

@@ -436,7 +436,13 @@ mod tests {
     fn the_readme_reference_parses() {
         let readme = include_str!("../../README.md");
         let section = &readme[readme.find("## Running an organism").unwrap()..];
-        let text = section.split("```toml\n").nth(1).unwrap().split("```").next().unwrap();
+        let text = section
+            .split("```toml\n")
+            .nth(1)
+            .unwrap()
+            .split("```")
+            .next()
+            .unwrap();
         let organism = Organism::parse(text, "README.md").unwrap();
         let config = organism.config("README.md").unwrap();
         assert_eq!(config.governor.budget.cost, Some(Decimal::new(500, 2)));

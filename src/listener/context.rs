@@ -245,6 +245,29 @@ impl Context {
         Ok(())
     }
 
+    /// Whether `usage` would fit the budget now, without spending it (a pre-flight check before
+    /// a call whose exact cost is known only afterwards; report it with [`Context::usage`]).
+    ///
+    /// # Errors
+    ///
+    /// [`BudgetExhausted`] naming the budget that has no room.
+    pub fn can_spend(&self, usage: &Usage) -> Result<(), BudgetExhausted> {
+        self.account
+            .check(usage.amount())
+            .map_err(|e| BudgetExhausted { budget: e.budget })
+    }
+
+    /// What is left of each limited budget of this thread, by name.
+    pub fn remaining(&self) -> Vec<(BudgetName, Decimal)> {
+        self.account
+            .snapshot()
+            .into_iter()
+            .filter_map(|(name, limit, spent)| {
+                limit.map(|l| (name, (l - spent).max(Decimal::ZERO)))
+            })
+            .collect()
+    }
+
     /// Reports model and tool use that already happened; it is charged to the thread's budget
     /// (even past a limit, which then halts the thread) and added to its counters.
     pub fn usage(&mut self, usage: Usage) {

@@ -170,6 +170,10 @@ impl Applying<'_> {
                     .get_or_insert(Verdict::timeout(BudgetName::WallClock));
                 return;
             }
+            FailureCode::OverBudget(budget) => {
+                self.signals.halt.get_or_insert(Verdict::timeout(budget));
+                return;
+            }
         };
         let to = self.shared.recipient_of(self.delivery.from(), self.me);
         let id = Some(self.delivery.id());
@@ -192,6 +196,8 @@ enum FailureCode {
     Backpressure,
     /// The thread's wall-clock budget ran out during the handler.
     Deadline,
+    /// The listener found no room for its next spend.
+    OverBudget(BudgetName),
 }
 
 impl From<ErrorCode> for FailureCode {
@@ -225,6 +231,13 @@ async fn invoke(
         Ok(Ok(Err(ListenerError::Backpressure(m)))) => {
             (FailureCode::Backpressure, format!("`{name}`: {m}"))
         }
+        Ok(Ok(Err(ListenerError::Upstream(m)))) => {
+            (ErrorCode::UpstreamFailed.into(), format!("`{name}`: {m}"))
+        }
+        Ok(Ok(Err(ListenerError::OverBudget(b)))) => (
+            FailureCode::OverBudget(b),
+            format!("`{name}`: the {b} budget has no room"),
+        ),
         Ok(Err(panic)) => (
             ErrorCode::HandlerPanicked.into(),
             format!("`{name}` panicked: {}", panic_text(&*panic)),

@@ -54,6 +54,8 @@ pub enum ErrorCode {
     BudgetWarning,
     /// A spawn would exceed the thread or depth budget.
     BudgetExhausted,
+    /// An upstream service (a model endpoint) failed after its retries.
+    UpstreamFailed,
 }
 
 /// Why a message naming a thread was refused, carried by `<system-thread-error>`.
@@ -99,6 +101,7 @@ impl ErrorCode {
             Self::LoopNotPermitted => "loop-not-permitted",
             Self::BudgetWarning => "budget-warning",
             Self::BudgetExhausted => "budget-exhausted",
+            Self::UpstreamFailed => "upstream-failed",
         }
     }
 
@@ -111,6 +114,7 @@ impl ErrorCode {
                 | Self::HandlerTimeout
                 | Self::ShuttingDown
                 | Self::HistoryUnavailable
+                | Self::UpstreamFailed
         )
     }
 }

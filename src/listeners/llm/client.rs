@@ -1,0 +1,159 @@
+//! The chat-completions call: retries with backoff and jitter, `Retry-After` on 429, precise
+//! errors for everything else.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::LlmConfig;
+use super::prompt::ChatMessage;
+use crate::listener::ListenerError;
+
+/// What the model answered.
+#[derive(Debug)]
+pub(crate) struct Answer {
+    pub content: String,
+    /// `(prompt_tokens, completion_tokens)` as the endpoint reported them.
+    pub usage: Option<(u64, u64)>,
+}
+
+#[derive(Serialize)]
+struct Request<'a> {
+    model: &'a str,
+    messages: &'a [ChatMessage],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    temperature: Option<f64>,
+    max_tokens: u32,
+}
+
+#[derive(Deserialize)]
+struct Response {
+    choices: Vec<Choice>,
+    usage: Option<UsageJson>,
+}
+
+#[derive(Deserialize)]
+struct Choice {
+    message: Message,
+}
+
+#[derive(Deserialize)]
+struct Message {
+    content: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct UsageJson {
+    prompt_tokens: u64,
+    completion_tokens: u64,
+}
+
+/// Longest wait a `Retry-After` may impose.
+const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
+
+/// Calls the endpoint, retrying 429, 5xx and timeouts up to `config.retries` times.
+pub(crate) async fn complete(
+    http: &reqwest::Client,
+    config: &LlmConfig,
+    messages: &[ChatMessage],
+) -> Result<Answer, ListenerError> {
+    let url = format!("{}/chat/completions", config.base_url.trim_end_matches('/'));
+    let body = Request {
+        model: &config.model,
+        messages,
+        temperature: config.temperature,
+        max_tokens: config.max_tokens,
+    };
+    let key = config
+        .api_key_env
+        .as_deref()
+        .and_then(|name| std::env::var(name).ok());
+    let mut attempt = 0;
+    loop {
+        let mut request = http.post(&url).json(&body);
+        if let Some(key) = &key {
+            request = request.bearer_auth(key);
+        }
+        let last = attempt >= config.retries;
+        match request.send().await {
+            Ok(response) if response.status().is_success() => {
+                let text = response.text().await.map_err(|e| {
+                    ListenerError::Upstream(format!("{url}: reading the answer: {e}"))
+                })?;
+                return parse(&text)
+                    .map_err(|e| ListenerError::Upstream(format!("invalid JSON from {url}: {e}")));
+            }
+            Ok(response) if response.status() == reqwest::StatusCode::TOO_MANY_REQUESTS => {
+                if last {
+                    return Err(ListenerError::Backpressure(format!(
+                        "{url}: HTTP 429 after {} attempts",
+                        attempt + 1
+                    )));
+                }
+                let wait = retry_after(&response).unwrap_or_else(|| backoff(attempt));
+                tokio::time::sleep(wait.min(MAX_RETRY_AFTER)).await;
+            }
+            Ok(response) if response.status().is_server_error() && !last => {
+                tokio::time::sleep(backoff(attempt)).await
+            }
+            Ok(response) => {
+                let status = response.status();
+                let text = response.text().await.unwrap_or_default();
+                let snippet: String = text.chars().take(200).collect();
+                return Err(ListenerError::Upstream(format!(
+                    "{url}: HTTP {status} after {} attempts: {snippet}",
+                    attempt + 1
+                )));
+            }
+            Err(e) if !last && (e.is_timeout() || e.is_connect() || e.is_request()) => {
+                tokio::time::sleep(backoff(attempt)).await
+            }
+            Err(e) => {
+                let what = if e.is_timeout() {
+                    "timed out"
+                } else {
+                    "failed"
+                };
+                return Err(ListenerError::Upstream(format!(
+                    "{url}: request {what} after {} attempts: {e}",
+                    attempt + 1
+                )));
+            }
+        }
+        attempt += 1;
+    }
+}
+
+fn parse(text: &str) -> Result<Answer, String> {
+    let response: Response = serde_json::from_str(text).map_err(|e| e.to_string())?;
+    let content = response
+        .choices
+        .into_iter()
+        .next()
+        .and_then(|c| c.message.content)
+        .ok_or("no choices[0].message.content in the answer")?;
+    Ok(Answer {
+        content,
+        usage: response
+            .usage
+            .map(|u| (u.prompt_tokens, u.completion_tokens)),
+    })
+}
+
+fn retry_after(response: &reqwest::Response) -> Option<Duration> {
+    let seconds: u64 = response
+        .headers()
+        .get(reqwest::header::RETRY_AFTER)?
+        .to_str()
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    Some(Duration::from_secs(seconds))
+}
+
+/// 200 ms × 2^attempt plus up to 100 ms of jitter.
+fn backoff(attempt: u32) -> Duration {
+    let jitter = u64::from(uuid::Uuid::new_v4().as_bytes()[0]) * 100 / 255;
+    Duration::from_millis(200 * (1 << attempt.min(6)) + jitter)
+}

@@ -1,0 +1,475 @@
+//! LLM agents against a real HTTP server on loopback that speaks the chat-completions protocol
+//! (request validation included) and answers from a script.
+
+mod support;
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use agentpump::governor::{Budget, GovernorPolicy};
+use agentpump::listeners::llm::{Capsule, ContextMode, LlmAgent, LlmConfig, PeerDoc};
+use agentpump::listeners::{Calculator, Echo};
+use agentpump::{PumpBuilder, PumpConfig, PumpHandle, Registration, Role, ThreadId, ThreadState};
+use axum::Json;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use rust_decimal::Decimal;
+use serde_json::{Value, json};
+use support::{Script, notices, p, q};
+
+/// One scripted answer.
+#[derive(Clone)]
+struct Reply {
+    status: u16,
+    body: String,
+    retry_after: Option<u64>,
+    delay: Duration,
+}
+
+fn answer(text: &str, prompt_tokens: u64, completion_tokens: u64) -> Reply {
+    let body = json!({
+        "choices": [{ "index": 0, "message": { "role": "assistant", "content": text }, "finish_reason": "stop" }],
+        "usage": { "prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens }
+    });
+    Reply {
+        status: 200,
+        body: body.to_string(),
+        retry_after: None,
+        delay: Duration::ZERO,
+    }
+}
+
+fn status(code: u16, retry_after: Option<u64>) -> Reply {
+    Reply {
+        status: code,
+        body: json!({"error": {"message": "scripted"}}).to_string(),
+        retry_after,
+        delay: Duration::ZERO,
+    }
+}
+
+#[derive(Default)]
+struct Model {
+    replies: Mutex<VecDeque<Reply>>,
+    /// Answer given once the script runs out.
+    otherwise: Mutex<Option<Reply>>,
+    requests: Mutex<Vec<Value>>,
+}
+
+async fn completions(
+    State(model): State<Arc<Model>>,
+    headers: HeaderMap,
+    body: String,
+) -> Response {
+    let request: Value = match serde_json::from_str(&body) {
+        Ok(v) => v,
+        Err(e) => return (StatusCode::BAD_REQUEST, format!("invalid JSON: {e}")).into_response(),
+    };
+    let valid = request["model"].is_string()
+        && request["messages"].as_array().is_some_and(|m| {
+            !m.is_empty()
+                && m.iter().all(|m| {
+                    matches!(m["role"].as_str(), Some("system" | "user" | "assistant"))
+                        && m["content"].is_string()
+                })
+        });
+    if !valid
+        || headers.get("content-type").and_then(|v| v.to_str().ok()) != Some("application/json")
+    {
+        return (
+            StatusCode::BAD_REQUEST,
+            Json(json!({"error": "invalid chat request"})),
+        )
+            .into_response();
+    }
+    model.requests.lock().unwrap().push(request);
+    let next = model
+        .replies
+        .lock()
+        .unwrap()
+        .pop_front()
+        .or_else(|| model.otherwise.lock().unwrap().clone());
+    let reply = next.unwrap_or_else(|| status(500, None));
+    tokio::time::sleep(reply.delay).await;
+    let mut response = (StatusCode::from_u16(reply.status).unwrap(), reply.body).into_response();
+    response
+        .headers_mut()
+        .insert("content-type", "application/json".parse().unwrap());
+    if let Some(seconds) = reply.retry_after {
+        response
+            .headers_mut()
+            .insert("retry-after", seconds.to_string().parse().unwrap());
+    }
+    response
+}
+
+/// Starts the scripted model; returns it and its base URL.
+async fn serve_model(replies: Vec<Reply>, otherwise: Option<Reply>) -> (Arc<Model>, String) {
+    let model = Arc::new(Model {
+        replies: Mutex::new(replies.into()),
+        otherwise: Mutex::new(otherwise),
+        ..Model::default()
+    });
+    let app = axum::Router::new()
+        .route("/v1/chat/completions", axum::routing::post(completions))
+        .with_state(Arc::clone(&model));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}/v1", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (model, base)
+}
+
+const GOV: &str = "urn:agentpump:governor:v1";
+
+fn agent(config: LlmConfig) -> Registration {
+    let llm = LlmAgent::new(
+        config,
+        "You are a careful assistant who checks its arithmetic.",
+    )
+    .with_peer(PeerDoc {
+        name: "calculator".into(),
+        description: "evaluates arithmetic exactly".into(),
+        example: r#"<calc xmlns="urn:agentpump:calc:v1">6 * 7</calc>"#.into(),
+    })
+    .with_peer(PeerDoc {
+        name: "verifier".into(),
+        description: "checks a result".into(),
+        example: p("check", "42"),
+    });
+    Registration::from_shared("assistant", Arc::new(llm))
+        .accepts(q("ask"))
+        .accepts(q("think"))
+        .role(Role::Agent)
+        .peers(["calculator", "verifier"])
+}
+
+fn verifier() -> Registration {
+    Registration::new(
+        "verifier",
+        Script::new(|msg, cx| {
+            if !msg.is_system() {
+                let ok = msg.payload().as_str().contains(">42<");
+                cx.criterion("checked", ok, &format!("message {}", msg.id()));
+                cx.reply(p("checked", if ok { "yes" } else { "no" }));
+            }
+            Ok(())
+        }),
+    )
+    .accepts(q("check"))
+    .role(Role::Verifier)
+}
+
+fn pump(config: LlmConfig, budget: Budget) -> PumpHandle {
+    let governor = GovernorPolicy {
+        budget,
+        ..GovernorPolicy::default()
+    };
+    PumpBuilder::new()
+        .config(PumpConfig {
+            governor,
+            ..PumpConfig::default()
+        })
+        .register(agent(config))
+        .register(Registration::new("calculator", Calculator).accepts(Calculator::root()))
+        .register(verifier())
+        .register(Registration::new("echo", Echo).accepts(q("unused")))
+        .build()
+        .unwrap()
+}
+
+async fn run(pump: &PumpHandle, payload: &str) -> ThreadId {
+    let thread = pump
+        .post(None, Some("assistant"), payload)
+        .await
+        .unwrap()
+        .thread();
+    tokio::time::timeout(Duration::from_secs(20), pump.settle(thread))
+        .await
+        .expect("the thread settles");
+    thread
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_thinks_calls_a_tool_is_verified_and_is_certified_exact() {
+    let goal = format!(
+        r#"<goal xmlns="{GOV}"><text>compute 6 * 7</text><criterion id="checked">an independent check agrees</criterion></goal>"#
+    );
+    let (model, base) = serve_model(
+        vec![
+            answer(&format!("Let me plan first.\n{goal}\n{}", p("think", "multiply")), 100, 20),
+            answer("```xml\n<calc xmlns=\"urn:agentpump:calc:v1\">6 * 7</calc>\n```", 150, 10),
+            answer(&format!("The tool says 42; I will have it checked. {}", p("check", "42")), 200, 10),
+            answer(&format!(r#"Verified. <loop xmlns="{GOV}" control="done" notes="checked by the verifier"/>"#), 250, 10),
+        ],
+        None,
+    )
+    .await;
+    let pump = pump(
+        LlmConfig::new(base, "scripted-model"),
+        GovernorPolicy::default_budget(),
+    );
+    let thread = run(&pump, &p("ask", "what is 6 * 7?")).await;
+    let report = pump.reports(thread).await.unwrap().pop().expect("halted");
+    assert_eq!(
+        (report.class.as_str(), report.stop_reason.as_str()),
+        ("EXACT", "all-criteria-met")
+    );
+    let requests = model.requests.lock().unwrap().clone();
+    assert_eq!(requests.len(), 4);
+    let roles: Vec<Vec<&str>> = requests
+        .iter()
+        .map(|r| {
+            r["messages"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|m| m["role"].as_str().unwrap())
+                .collect()
+        })
+        .collect();
+    assert_eq!(roles[0], ["system", "user"]);
+    assert_eq!(roles[3].first(), Some(&"system"));
+    assert!(
+        roles[3].contains(&"assistant"),
+        "its own outputs come back as assistant: {:?}",
+        roles[3]
+    );
+    let system = requests[0]["messages"][0]["content"].as_str().unwrap();
+    assert!(
+        system.contains("careful assistant")
+            && system.contains("- calculator: evaluates arithmetic exactly")
+            && system.contains("control=\"done\"")
+    );
+    let last: Vec<&str> = requests[3]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["content"].as_str().unwrap())
+        .collect();
+    assert!(
+        last.iter()
+            .any(|c| c.starts_with("from calculator:") && c.contains(">42<")),
+        "{last:?}"
+    );
+    assert!(
+        last.iter().any(|c| c.starts_with("from verifier:")),
+        "{last:?}"
+    );
+    assert_eq!(requests[0]["model"], "scripted-model");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_answers_come_back_as_huh_and_endless_garbage_is_halted() {
+    let (model, base) = serve_model(
+        vec![answer(
+            "Sure! <think xmlns='urn:test:v1'>oops</thnk>",
+            10,
+            5,
+        )],
+        Some(answer("I have nothing to add.", 10, 5)),
+    )
+    .await;
+    let pump = pump(
+        LlmConfig::new(base, "m"),
+        Budget {
+            turns: Some(8),
+            ..GovernorPolicy::default_budget()
+        },
+    );
+    let thread = run(&pump, &p("ask", "go")).await;
+    let requests = model.requests.lock().unwrap().clone();
+    let second: Vec<&str> = requests[1]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["content"].as_str().unwrap())
+        .collect();
+    assert!(
+        second.iter().any(|c| c.starts_with("from system:")
+            && c.contains("malformed-xml")
+            && c.contains("thnk")),
+        "{second:?}"
+    );
+    let codes: Vec<String> = notices(&pump, thread)
+        .await
+        .into_iter()
+        .map(|n| n.2)
+        .collect();
+    assert!(codes.contains(&"no-payload".to_owned()));
+    assert_eq!(pump.thread(thread).unwrap().state, ThreadState::Halted);
+    let report = pump.reports(thread).await.unwrap().pop().unwrap();
+    assert!(
+        ["no-progress", "TIMEOUT"].contains(&report.class.as_str()),
+        "{}",
+        report.class
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn usage_and_cost_are_charged_exactly_and_a_cost_budget_stops_the_next_call() {
+    let (model, base) = serve_model(vec![], Some(answer(&p("think", "more"), 1200, 300))).await;
+    let mut config = LlmConfig::new(base, "m");
+    config.price_in_per_1k = Decimal::new(1, 2); // 0.01 per 1k in
+    config.price_out_per_1k = Decimal::new(3, 2); // 0.03 per 1k out
+    config.max_tokens = 300;
+    // Each call costs 1200 × 0.01/1000 + 300 × 0.03/1000 = 0.021; the budget allows two.
+    let budget = Budget {
+        cost: Some(Decimal::new(5, 2)),
+        ..GovernorPolicy::default_budget()
+    };
+    let pump = pump(config, budget);
+    let thread = run(&pump, &p("ask", "go")).await;
+    let info = pump.thread(thread).unwrap();
+    let calls = model.requests.lock().unwrap().len() as u64;
+    assert_eq!(
+        (info.counters.tokens_in, info.counters.tokens_out),
+        (1200 * calls, 300 * calls)
+    );
+    assert_eq!(
+        info.counters.cost,
+        Decimal::new(21, 3) * Decimal::from(calls)
+    );
+    let report = pump.reports(thread).await.unwrap().pop().unwrap();
+    assert_eq!(
+        (report.class.as_str(), report.stop_reason.as_str()),
+        ("TIMEOUT", "max-cost")
+    );
+    assert!(
+        info.counters.cost <= Decimal::new(5, 2),
+        "never over the budget: {}",
+        info.counters.cost
+    );
+    assert_eq!(
+        calls, 2,
+        "the third call would have exceeded the budget and was not made"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rate_limits_server_errors_timeouts_and_garbage_bodies_are_handled() {
+    // 429 with Retry-After, then 500, then success: retried through.
+    let (model, base) = serve_model(
+        vec![
+            status(429, Some(1)),
+            status(500, None),
+            answer(
+                &format!(r#"<loop xmlns="{GOV}" control="abort" reason="fine"/>"#),
+                5,
+                5,
+            ),
+        ],
+        None,
+    )
+    .await;
+    let pump1 = pump(LlmConfig::new(base, "m"), GovernorPolicy::default_budget());
+    let thread = run(&pump1, &p("ask", "go")).await;
+    assert_eq!(model.requests.lock().unwrap().len(), 3);
+    assert_eq!(
+        pump1
+            .reports(thread)
+            .await
+            .unwrap()
+            .pop()
+            .unwrap()
+            .stop_reason,
+        "fine"
+    );
+
+    // A rate limit that does not clear: BACKPRESSURE.
+    let (_, base) = serve_model(vec![], Some(status(429, Some(0)))).await;
+    let mut config = LlmConfig::new(base, "m");
+    config.retries = 2;
+    let pump2 = pump(config, GovernorPolicy::default_budget());
+    let thread = run(&pump2, &p("ask", "go")).await;
+    let report = pump2.reports(thread).await.unwrap().pop().unwrap();
+    assert_eq!(
+        (report.class.as_str(), report.stop_reason.as_str()),
+        ("BACKPRESSURE", "upstream")
+    );
+
+    // Too slow, every time: upstream-failed after the retries.
+    let slow = Reply {
+        delay: Duration::from_secs(5),
+        ..answer("late", 1, 1)
+    };
+    let (model3, base) = serve_model(vec![], Some(slow)).await;
+    let mut config = LlmConfig::new(base, "m");
+    config.timeout = Duration::from_millis(200);
+    config.retries = 1;
+    let pump3 = pump(config, GovernorPolicy::default_budget());
+    let thread = run(&pump3, &p("ask", "go")).await;
+    let got = notices(&pump3, thread).await;
+    assert!(
+        got.iter()
+            .any(|n| n.1 == "system-error" && n.2 == "upstream-failed"),
+        "{got:?}"
+    );
+    assert_eq!(model3.requests.lock().unwrap().len(), 2);
+
+    // A body that is not JSON: a precise error, not a panic.
+    let garbage = Reply {
+        status: 200,
+        body: "{\"choices\": [".into(),
+        retry_after: None,
+        delay: Duration::ZERO,
+    };
+    let (_, base) = serve_model(vec![garbage], None).await;
+    let pump4 = pump(LlmConfig::new(base, "m"), GovernorPolicy::default_budget());
+    let thread = run(&pump4, &p("ask", "go")).await;
+    let history = pump4.history(thread).await.unwrap();
+    let error = history
+        .iter()
+        .find(|r| r.payload.contains("upstream-failed"))
+        .expect("reported");
+    assert!(
+        error.payload.contains("invalid JSON from"),
+        "{}",
+        error.payload
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn capsule_mode_gives_identical_prompt_bytes_for_identical_state() {
+    let script = |n: usize| vec![answer(&p("think", "again"), 1, 1); n];
+    let mut prompts = Vec::new();
+    for _ in 0..2 {
+        let (model, base) = serve_model(
+            script(1),
+            Some(answer(
+                &format!(r#"<loop xmlns="{GOV}" control="abort"/>"#),
+                1,
+                1,
+            )),
+        )
+        .await;
+        let mut config = LlmConfig::new(base, "m");
+        config.context = ContextMode::Capsule;
+        let pump = pump(config, GovernorPolicy::default_budget());
+        run(&pump, &p("ask", "the same question")).await;
+        let requests = model.requests.lock().unwrap().clone();
+        let first = requests[0]["messages"][1]["content"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        assert!(
+            first.starts_with("Thread state (capsule):\n{\"acceptance_criteria\":[]"),
+            "{first}"
+        );
+        prompts.push(
+            requests
+                .iter()
+                .map(|r| {
+                    r["messages"][1]["content"]
+                        .as_str()
+                        .unwrap()
+                        .replace(|c: char| c.is_ascii_hexdigit() || c == '-', "")
+                })
+                .collect::<Vec<_>>(),
+        );
+    }
+    // Ids and digests differ between runs (fresh UUIDs); with them masked, every prompt is equal.
+    assert_eq!(prompts[0], prompts[1]);
+    let _ = Capsule::to_json;
+}
