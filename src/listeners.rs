@@ -29,6 +29,8 @@ pub struct Builtin {
     pub role: Role,
     /// One line on what it does.
     pub description: &'static str,
+    /// An example payload it accepts (shown to LLM agents).
+    pub example: &'static str,
 }
 
 impl std::fmt::Debug for Builtin {
@@ -130,10 +132,15 @@ pub fn builtin(name: &str) -> Option<Builtin> {
         ),
         _ => return None,
     };
+    let example = match name {
+        "calculator" => r#"<calc xmlns="urn:agentpump:calc:v1">(1 + 2) / 4</calc>"#,
+        _ => "",
+    };
     Some(Builtin {
         listener,
         accepts,
         role,
         description,
+        example,
     })
 }

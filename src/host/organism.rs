@@ -12,6 +12,7 @@ use toml::Spanned;
 use crate::governor::{Budget, GovernorPolicy, messages_decimal};
 use crate::history::{Durability, SqliteHistory, SqliteOptions};
 use crate::listeners::builtin;
+use crate::listeners::llm::{ContextMode, LlmAgent, LlmConfig, PeerDoc};
 use crate::{Limits, PumpBuilder, PumpConfig, QName, Registration, Role};
 
 /// A parsed organism file.
@@ -38,6 +39,8 @@ pub struct Organism {
     listener: Vec<Spanned<ListenerSection>>,
     #[serde(skip)]
     text: String,
+    #[serde(skip)]
+    base: PathBuf,
 }
 
 /// `[organism]`.
@@ -173,6 +176,23 @@ struct ListenerSection {
     role: Option<Spanned<String>>,
     may_loop: Option<bool>,
     timeout_ms: Option<u64>,
+    /// An example payload, shown to LLM agents that may address this listener.
+    example: Option<String>,
+    // `kind = "llm"`: the model endpoint and the agent's definition.
+    base_url: Option<String>,
+    model: Option<String>,
+    api_key_env: Option<String>,
+    request_timeout_ms: Option<u64>,
+    retries: Option<u32>,
+    temperature: Option<f64>,
+    max_tokens: Option<u32>,
+    price_in_per_1k: Option<Spanned<String>>,
+    price_out_per_1k: Option<Spanned<String>>,
+    context: Option<Spanned<String>>,
+    /// A file (relative to the organism file) with the agent's role prompt.
+    definition: Option<Spanned<String>>,
+    /// The role prompt inline.
+    prompt: Option<String>,
 }
 
 impl Organism {
@@ -201,7 +221,9 @@ impl Organism {
     /// The file cannot be read, or as [`Organism::parse`].
     pub fn load(path: &Path) -> Result<Self, String> {
         let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        Self::parse(&text, &path.display().to_string())
+        let mut organism = Self::parse(&text, &path.display().to_string())?;
+        organism.base = path.parent().map(Path::to_path_buf).unwrap_or_default();
+        Ok(organism)
     }
 
     fn at<T>(&self, origin: &str, spanned: &Spanned<T>, message: String) -> String {
@@ -270,14 +292,21 @@ impl Organism {
     /// An unknown or not-yet-available kind, an unknown builtin, a root that is not Clark
     /// notation, an unknown role — naming the key and line.
     pub fn registrations(&self, origin: &str) -> Result<Vec<Registration>, String> {
+        let docs: Vec<PeerDoc> = self.listener.iter().map(|l| doc(l.get_ref())).collect();
         self.listener
             .iter()
-            .map(|section| self.registration(origin, section.get_ref()))
+            .map(|section| self.registration(origin, section.get_ref(), &docs))
             .collect()
     }
 
-    fn registration(&self, origin: &str, l: &ListenerSection) -> Result<Registration, String> {
+    fn registration(
+        &self,
+        origin: &str,
+        l: &ListenerSection,
+        docs: &[PeerDoc],
+    ) -> Result<Registration, String> {
         let found = match l.kind.get_ref().as_str() {
+            "llm" => self.llm(origin, l, docs)?,
             "builtin" => {
                 let name = l.builtin.as_ref().ok_or_else(|| {
                     self.at(
@@ -295,7 +324,7 @@ impl Organism {
                     )
                 })?
             }
-            kind @ ("llm" | "process") => {
+            kind @ "process" => {
                 return Err(self.at(
                     origin,
                     &l.kind,
@@ -409,6 +438,112 @@ impl Organism {
     }
 }
 
+impl Organism {
+    /// A `kind = "llm"` listener: an [`LlmAgent`] with its peers described to the model.
+    fn llm(
+        &self,
+        origin: &str,
+        l: &ListenerSection,
+        docs: &[PeerDoc],
+    ) -> Result<crate::listeners::Builtin, String> {
+        let need = |what: &str| {
+            self.at(
+                origin,
+                &l.kind,
+                format!("an llm listener needs `{what} = \"…\"`"),
+            )
+        };
+        let mut config = LlmConfig::new(
+            l.base_url.clone().ok_or_else(|| need("base_url"))?,
+            l.model.clone().ok_or_else(|| need("model"))?,
+        );
+        config.api_key_env.clone_from(&l.api_key_env);
+        if let Some(ms) = l.request_timeout_ms {
+            config.timeout = Duration::from_millis(ms);
+        }
+        config.retries = l.retries.unwrap_or(config.retries);
+        config.temperature = l.temperature;
+        config.max_tokens = l.max_tokens.unwrap_or(config.max_tokens);
+        for (key, value, slot) in [
+            (
+                "price_in_per_1k",
+                &l.price_in_per_1k,
+                &mut config.price_in_per_1k,
+            ),
+            (
+                "price_out_per_1k",
+                &l.price_out_per_1k,
+                &mut config.price_out_per_1k,
+            ),
+        ] {
+            if let Some(v) = value {
+                *slot = messages_decimal(v.get_ref(), key).map_err(|m| self.at(origin, v, m))?;
+            }
+        }
+        if let Some(mode) = &l.context {
+            config.context = match mode.get_ref().as_str() {
+                "full" => ContextMode::Full,
+                "capsule" => ContextMode::Capsule,
+                other => {
+                    return Err(self.at(
+                        origin,
+                        mode,
+                        format!("unknown context `{other}`, expected full or capsule"),
+                    ));
+                }
+            };
+        }
+        let definition = match (&l.definition, &l.prompt) {
+            (Some(file), _) => {
+                let path = self.base.join(file.get_ref());
+                std::fs::read_to_string(&path)
+                    .map_err(|e| self.at(origin, file, format!("{}: {e}", path.display())))?
+            }
+            (None, Some(prompt)) => prompt.clone(),
+            (None, None) => return Err(need("definition")),
+        };
+        if l.accepts.as_ref().is_none_or(Vec::is_empty) {
+            return Err(self.at(
+                origin,
+                &l.kind,
+                "an llm listener needs `accepts`: its own root at least".into(),
+            ));
+        }
+        let agent = l
+            .peers
+            .iter()
+            .filter_map(|peer| docs.iter().find(|d| &d.name == peer))
+            .fold(LlmAgent::new(config, definition), |agent, doc| {
+                agent.with_peer(doc.clone())
+            });
+        Ok(crate::listeners::Builtin {
+            listener: Arc::new(agent),
+            accepts: Vec::new(),
+            role: Role::Agent,
+            description: "an LLM agent",
+            example: "",
+        })
+    }
+}
+
+/// How a listener is described to LLM agents that may address it.
+fn doc(l: &ListenerSection) -> PeerDoc {
+    let builtin = l.builtin.as_ref().and_then(|b| builtin(b.get_ref()));
+    PeerDoc {
+        name: l.name.get_ref().clone(),
+        description: l
+            .description
+            .clone()
+            .or_else(|| builtin.as_ref().map(|b| b.description.to_owned()))
+            .unwrap_or_default(),
+        example: l
+            .example
+            .clone()
+            .or_else(|| builtin.as_ref().map(|b| b.example.to_owned()))
+            .unwrap_or_default(),
+    }
+}
+
 /// `{namespace}local` (a namespace is required).
 fn clark(text: &str) -> Option<QName> {
     let (ns, local) = text.strip_prefix('{')?.rsplit_once('}')?;
@@ -450,6 +585,21 @@ mod tests {
     }
 
     #[test]
+    fn the_assistant_organism_builds_an_llm_agent() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("listeners/assistant/organism.toml");
+        let organism = Organism::load(&path).unwrap();
+        let registrations = organism.registrations("organism.toml").unwrap();
+        assert_eq!(registrations[1].name(), "assistant");
+        assert_eq!(registrations[1].listener_role(), Role::Agent);
+        let text = "[[listener]]\nname = \"a\"\nkind = \"llm\"\nmodel = \"m\"\n";
+        let err = Organism::parse(text, "o.toml")
+            .unwrap()
+            .registrations("o.toml")
+            .unwrap_err();
+        assert_eq!(err, "o.toml:3: an llm listener needs `base_url = \"…\"`");
+    }
+
+    #[test]
     fn errors_name_the_key_and_the_line() {
         let cases = [
             (
@@ -465,8 +615,8 @@ mod tests {
                 "organism.toml:2: invalid value",
             ),
             (
-                "[[listener]]\nname = \"a\"\nkind = \"llm\"\n",
-                "organism.toml:3: kind `llm` is not available",
+                "[[listener]]\nname = \"a\"\nkind = \"process\"\n",
+                "organism.toml:3: kind `process` is not available",
             ),
             (
                 "[[listener]]\nname = \"a\"\nkind = \"builtin\"\nbuiltin = \"oracle\"\n",
