@@ -191,3 +191,79 @@ impl Capsule {
         serde_json::to_string(&self.0).expect("a capsule serializes")
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::history::{HistoryStore, MemoryHistory, NewRecord};
+    use crate::{Envelope, ThreadId};
+
+    fn record(
+        store: &MemoryHistory,
+        thread: ThreadId,
+        from: &str,
+        to: Option<&str>,
+        xml: &str,
+    ) -> Envelope {
+        let payload = Payload::parse(xml, &Limits::default()).unwrap();
+        let env = Envelope::new(Arc::from(from), thread, payload).with_to(to.map(Arc::from));
+        let batch = crate::history::Batch {
+            records: vec![NewRecord {
+                envelope: env.clone(),
+                kind: RecordKind::Message,
+                pending: false,
+            }],
+            ..Default::default()
+        };
+        store.append(batch).unwrap();
+        env
+    }
+
+    #[tokio::test]
+    async fn the_same_state_gives_the_same_capsule_bytes() {
+        let store = MemoryHistory::new();
+        let thread = ThreadId::new();
+        let gov = "urn:agentpump:governor:v1";
+        record(
+            &store,
+            thread,
+            "a",
+            Some("governor"),
+            &format!(
+                r#"<goal xmlns="{gov}"><text>t</text><criterion id="z">last</criterion><criterion id="b">first</criterion></goal>"#
+            ),
+        );
+        record(
+            &store,
+            thread,
+            "a",
+            Some("governor"),
+            &format!(r#"<residual xmlns="{gov}" value="0.5"/>"#),
+        );
+        let current = record(
+            &store,
+            thread,
+            "client",
+            Some("a"),
+            r#"<ask xmlns="urn:t">?</ask>"#,
+        );
+        let history = store.thread(thread, 0).await.unwrap();
+        let delivery = Delivery::new(current);
+        let remaining = [(BudgetName::Turns, Decimal::from(7))];
+        let one = Capsule::build("a", &history, &delivery, &remaining).to_json();
+        let two = Capsule::build("a", &history, &delivery, &remaining).to_json();
+        assert_eq!(one, two);
+        assert!(one.contains(r#""acceptance_criteria":[{"description":"first","evidence":null,"id":"b","met":false},{"#), "{one}");
+        assert!(!one.contains("time"), "no timestamps: {one}");
+        let other = Capsule::build(
+            "a",
+            &history,
+            &delivery,
+            &[(BudgetName::Turns, Decimal::from(6))],
+        )
+        .to_json();
+        assert_ne!(one, other, "a different state gives different bytes");
+    }
+}
