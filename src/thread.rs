@@ -71,6 +71,22 @@ impl FromStr for ThreadState {
     }
 }
 
+impl ThreadInfo {
+    /// The snapshot as a store reports it: an open thread is `active` while it has undelivered
+    /// messages (`busy`), else `idle`; snapshots are saved on structural changes only.
+    pub(crate) fn with_live_state(mut self, busy: bool, counters: Counters) -> Self {
+        self.counters = counters;
+        if !self.state.is_closed() {
+            self.state = if busy {
+                ThreadState::Active
+            } else {
+                ThreadState::Idle
+            };
+        }
+        self
+    }
+}
+
 /// What a thread has used so far.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Counters {

@@ -185,6 +185,27 @@ pub(crate) struct Exhausted {
     pub level: usize,
 }
 
+/// The first dimension, from the spender up, where `over` holds at a level the spender is not
+/// covered at by a carve-out.
+fn first_over(
+    guards: &[MutexGuard<'_, AccountState>],
+    over: impl Fn(&AccountState, usize) -> bool,
+) -> Option<Exhausted> {
+    for (level, state) in guards.iter().enumerate() {
+        for name in SPENT {
+            let d = name.index();
+            let covered = level > 0 && guards[level - 1].carved[d];
+            if !covered && over(state, d) {
+                return Some(Exhausted {
+                    budget: name,
+                    level,
+                });
+            }
+        }
+    }
+    None
+}
+
 /// One thread's account.
 #[derive(Debug)]
 pub(crate) struct Account {
@@ -240,22 +261,11 @@ impl Account {
     pub fn check(self: &Arc<Self>, amount: Amount) -> Result<(), Exhausted> {
         let chain = self.chain();
         let guards: Vec<_> = chain.iter().map(|a| a.lock()).collect();
-        let carved: Vec<[bool; 5]> = guards.iter().map(|g| g.carved).collect();
-        for (level, state) in guards.iter().enumerate() {
-            for name in SPENT {
-                let d = name.index();
-                let covered = level > 0 && carved[level - 1][d];
-                if let (false, Some(limit)) = (covered, state.limit[d]) {
-                    if state.spent.0[d] + state.reserved.0[d] + amount.0[d] > limit {
-                        return Err(Exhausted {
-                            budget: name,
-                            level,
-                        });
-                    }
-                }
-            }
-        }
-        Ok(())
+        first_over(&guards, |state, d| {
+            state.spent.0[d] + state.reserved.0[d] + amount.0[d]
+                > state.limit[d].unwrap_or(Decimal::MAX)
+        })
+        .map_or(Ok(()), Err)
     }
 
     /// Charges `amount` (already spent, e.g. tokens a model used) to every level, even past a
@@ -270,22 +280,9 @@ impl Account {
     pub fn exhausted(self: &Arc<Self>) -> Option<Exhausted> {
         let chain = self.chain();
         let guards: Vec<_> = chain.iter().map(|a| a.lock()).collect();
-        let carved: Vec<[bool; 5]> = guards.iter().map(|g| g.carved).collect();
-        for (level, state) in guards.iter().enumerate() {
-            for name in SPENT {
-                let d = name.index();
-                let covered = level > 0 && carved[level - 1][d];
-                if let (false, Some(limit)) = (covered, state.limit[d]) {
-                    if state.spent.0[d] >= limit {
-                        return Some(Exhausted {
-                            budget: name,
-                            level,
-                        });
-                    }
-                }
-            }
-        }
-        None
+        first_over(&guards, |state, d| {
+            state.limit[d].is_some_and(|limit| state.spent.0[d] >= limit)
+        })
     }
 
     fn transfer(self: &Arc<Self>, amount: Amount, check: bool) -> Result<(), Exhausted> {
@@ -296,19 +293,12 @@ impl Account {
         let mut guards: Vec<_> = chain.iter().map(|a| a.lock()).collect();
         let carved: Vec<[bool; 5]> = guards.iter().map(|g| g.carved).collect();
         if check {
-            for (level, state) in guards.iter().enumerate() {
-                for name in SPENT {
-                    let d = name.index();
-                    let covered = level > 0 && carved[level - 1][d];
-                    if let (false, Some(limit)) = (covered, state.limit[d]) {
-                        if state.spent.0[d] + state.reserved.0[d] + amount.0[d] > limit {
-                            return Err(Exhausted {
-                                budget: name,
-                                level,
-                            });
-                        }
-                    }
-                }
+            let over = |state: &AccountState, d: usize| {
+                state.spent.0[d] + state.reserved.0[d] + amount.0[d]
+                    > state.limit[d].unwrap_or(Decimal::MAX)
+            };
+            if let Some(exhausted) = first_over(&guards, over) {
+                return Err(exhausted);
             }
         }
         for (level, state) in guards.iter_mut().enumerate() {

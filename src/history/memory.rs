@@ -156,16 +156,10 @@ impl HistoryStore for MemoryHistory {
             .threads
             .values()
             .cloned()
-            .map(|mut t| {
-                t.counters = inner.counters.get(&t.id).cloned().unwrap_or_default();
-                if !t.state.is_closed() {
-                    t.state = if busy.contains(&t.id) {
-                        ThreadState::Active
-                    } else {
-                        ThreadState::Idle
-                    };
-                }
-                t
+            .map(|t| {
+                let counters = inner.counters.get(&t.id).cloned().unwrap_or_default();
+                let busy = busy.contains(&t.id);
+                t.with_live_state(busy, counters)
             })
             .filter(|t| state.is_none_or(|s| t.state == s))
             .collect();

@@ -113,16 +113,7 @@ impl Registration {
 
     /// Registers `listener` under `name`, as a [`Role::Tool`] accepting nothing yet.
     pub fn new(name: impl AsRef<str>, listener: impl Listener) -> Self {
-        Self {
-            name: Arc::from(name.as_ref()),
-            accepts: Vec::new(),
-            description: String::new(),
-            peers: Vec::new(),
-            role: Role::Tool,
-            timeout: Self::DEFAULT_TIMEOUT,
-            may_loop: None,
-            listener: Arc::new(listener),
-        }
+        Self::from_shared(name, Arc::new(listener))
     }
 
     /// Registers a shared listener (one built elsewhere, e.g. from a builtin name).

@@ -165,15 +165,9 @@ pub(crate) fn threads(
         .into_iter()
         .map(|mut t| {
             t.children = children.remove(&t.id).unwrap_or_default();
-            t.counters = counters.remove(&t.id).unwrap_or_default();
-            if !t.state.is_closed() {
-                t.state = if busy.contains(&t.id) {
-                    ThreadState::Active
-                } else {
-                    ThreadState::Idle
-                };
-            }
-            t
+            let counters = counters.remove(&t.id).unwrap_or_default();
+            let busy = busy.contains(&t.id);
+            t.with_live_state(busy, counters)
         })
         .filter(|t| state.is_none_or(|s| t.state == s))
         .collect())
