@@ -57,7 +57,9 @@ pub(crate) fn element(
     let mut root: Option<(QName, bool)> = None;
     let mut reserved_inside = false;
     loop {
-        let start = at(reader.buffer_position());
+        // Positions are computed only for errors: locating one rescans the text.
+        let offset = reader.buffer_position();
+        let start = || at(offset);
         let (resolved, event) = match reader.read_resolved_event() {
             Ok(pair) => pair,
             Err(err) => return Err(malformed(&err, at(reader.error_position()))),
@@ -67,7 +69,7 @@ pub(crate) fn element(
             ResolveResult::Unbound => Some(String::new()),
             ResolveResult::Unknown(prefix) => {
                 let element = event_name(&event);
-                return Err(unknown_prefix(prefix, element, start));
+                return Err(unknown_prefix(prefix, element, start()));
             }
         };
         match event {
@@ -79,10 +81,10 @@ pub(crate) fn element(
                     return Err(EnvelopeError::TooDeep {
                         element,
                         limit,
-                        at: start,
+                        at: start(),
                     });
                 }
-                let declares = check_attributes(e, &reader, limits, start)?;
+                let declares = check_attributes(e, &reader, limits, &start)?;
                 let namespace = namespace.unwrap_or_default();
                 if depth == 0 {
                     let local = e.local_name();
@@ -109,22 +111,31 @@ pub(crate) fn element(
                     return Ok(finish(root, end, reserved_inside));
                 }
             }
-            Event::GeneralRef(ref r) => check_reference(r, start)?,
-            Event::DocType(_) => return Err(EnvelopeError::Doctype { at: start }),
+            Event::GeneralRef(ref r) => check_reference(r, &start)?,
+            Event::DocType(_) => return Err(EnvelopeError::Doctype { at: start() }),
             Event::Decl(_) => {
                 let message = "XML declaration inside a message".to_owned();
-                return Err(EnvelopeError::Malformed { message, at: start });
+                return Err(EnvelopeError::Malformed {
+                    message,
+                    at: start(),
+                });
             }
             Event::Eof => {
                 let message = match &root {
                     Some((name, _)) => format!("unclosed element <{}>", name.local()),
                     None => "expected an element".to_owned(),
                 };
-                return Err(EnvelopeError::Malformed { message, at: start });
+                return Err(EnvelopeError::Malformed {
+                    message,
+                    at: start(),
+                });
             }
             Event::Text(_) | Event::CData(_) | Event::Comment(_) | Event::PI(_) if depth == 0 => {
                 let message = "expected an element".to_owned();
-                return Err(EnvelopeError::Malformed { message, at: start });
+                return Err(EnvelopeError::Malformed {
+                    message,
+                    at: start(),
+                });
             }
             Event::Text(_) | Event::CData(_) | Event::Comment(_) | Event::PI(_) => {}
         }
@@ -146,44 +157,48 @@ fn check_attributes(
     e: &BytesStart<'_>,
     reader: &NsReader<&[u8]>,
     limits: &Limits,
-    at: Position,
+    at: &dyn Fn() -> Position,
 ) -> Result<bool, EnvelopeError> {
     let mut count = 0usize;
     let mut declares_default_ns = false;
     for attr in e.attributes() {
-        let attr = attr.map_err(|err| malformed(&XmlError::InvalidAttr(err), at))?;
+        let attr = attr.map_err(|err| malformed(&XmlError::InvalidAttr(err), at()))?;
         count += 1;
         if count > limits.max_attributes {
             let element = e.name().0.to_owned();
             let limit = limits.max_attributes;
-            return Err(EnvelopeError::TooManyAttributes { element, limit, at });
+            return Err(EnvelopeError::TooManyAttributes {
+                element,
+                limit,
+                at: at(),
+            });
         }
         let key = attr.key.0;
         if attr.value.contains('<') {
             let message = format!("`<` in the value of attribute `{key}`");
-            return Err(EnvelopeError::Malformed { message, at });
+            return Err(EnvelopeError::Malformed { message, at: at() });
         }
         declares_default_ns |= key == "xmlns";
         if !key.starts_with("xmlns") {
             if let ResolveResult::Unknown(prefix) = reader.resolver().resolve_attribute(attr.key).0
             {
-                return Err(unknown_prefix(prefix, key.to_owned(), at));
+                return Err(unknown_prefix(prefix, key.to_owned(), at()));
             }
         }
         let value = attr
             .normalized_value(XmlVersion::Implicit1_0)
             .map_err(|err| match err {
                 XmlError::Escape(EscapeError::UnrecognizedEntity(_, name)) => {
-                    EnvelopeError::UnknownEntity { name, at }
+                    EnvelopeError::UnknownEntity { name, at: at() }
                 }
-                other => malformed(&other, at),
+                other => malformed(&other, at()),
             })?;
         if let Some(c) = value.chars().find(|&c| is_forbidden(c)) {
             let message = format!(
                 "attribute `{key}` refers to U+{:04X}, which XML forbids",
                 c as u32
             );
-            return Err(EnvelopeError::Malformed { message, at });
+            return Err(EnvelopeError::Malformed { message, at: at() });
         }
         // quick-xml binds namespaces to the raw value; a reference would make the pump see
         // another namespace than every other XML reader does.
@@ -191,19 +206,19 @@ fn check_attributes(
             let message = format!(
                 "the namespace URI of `{key}` must be written literally, without references"
             );
-            return Err(EnvelopeError::Malformed { message, at });
+            return Err(EnvelopeError::Malformed { message, at: at() });
         }
     }
     Ok(declares_default_ns)
 }
 
-fn check_reference(r: &BytesRef<'_>, at: Position) -> Result<(), EnvelopeError> {
+fn check_reference(r: &BytesRef<'_>, at: &dyn Fn() -> Position) -> Result<(), EnvelopeError> {
     if r.is_char_ref() {
         return match r.resolve_char_ref() {
             Ok(Some(c)) if !is_forbidden(c) => Ok(()),
             Ok(Some(_)) | Ok(None) | Err(_) => Err(EnvelopeError::Malformed {
                 message: format!("invalid character reference `&{};`", &**r),
-                at,
+                at: at(),
             }),
         };
     }
@@ -212,7 +227,7 @@ fn check_reference(r: &BytesRef<'_>, at: Position) -> Result<(), EnvelopeError> 
     } else {
         Err(EnvelopeError::UnknownEntity {
             name: r.to_string(),
-            at,
+            at: at(),
         })
     }
 }

@@ -110,31 +110,40 @@ impl Record {
     /// written as its byte length, `:`, the bytes, and `\n`. The length prefixes make the
     /// encoding injective: no bytes can move from one field to another without changing the digest.
     pub fn chained_digest(&self, previous: &[u8; 32]) -> [u8; 32] {
+        use std::fmt::Write as _;
         let mut h = Sha256::new();
         h.update(previous);
-        let to = self.to.as_deref().unwrap_or("");
-        let in_reply_to = self
-            .in_reply_to
-            .map(|id| id.to_string())
-            .unwrap_or_default();
-        let fields: [&str; 10] = [
-            &self.seq.to_string(),
-            &self.time_us.to_string(),
-            self.kind.as_str(),
-            &self.thread.to_string(),
-            &self.id.to_string(),
-            &self.from,
-            to,
-            &in_reply_to,
-            &self.root.to_string(),
-            &self.payload,
-        ];
-        for field in fields {
-            h.update(field.len().to_string().as_bytes());
-            h.update(b":");
-            h.update(field.as_bytes());
+        let field = |h: &mut Sha256, text: &str| {
+            let mut len = itoa_buffer();
+            let _ = write!(len, "{}:", text.len());
+            h.update(len.as_bytes());
+            h.update(text.as_bytes());
             h.update(b"\n");
+        };
+        let mut buf = String::with_capacity(64);
+        let mut formatted = |h: &mut Sha256, value: &dyn std::fmt::Display| {
+            buf.clear();
+            let _ = write!(buf, "{value}");
+            field(h, &buf);
+        };
+        formatted(&mut h, &self.seq);
+        formatted(&mut h, &self.time_us);
+        field(&mut h, self.kind.as_str());
+        formatted(&mut h, &self.thread);
+        formatted(&mut h, &self.id);
+        field(&mut h, &self.from);
+        field(&mut h, self.to.as_deref().unwrap_or(""));
+        match self.in_reply_to {
+            Some(id) => formatted(&mut h, &id),
+            None => field(&mut h, ""),
         }
+        formatted(&mut h, &self.root);
+        field(&mut h, &self.payload);
         h.finalize().into()
     }
+}
+
+/// A small reusable buffer for formatting a length.
+fn itoa_buffer() -> String {
+    String::with_capacity(24)
 }

@@ -18,7 +18,8 @@ pub struct PumpConfig {
     /// Most messages waiting in one thread's queue (default 1024). A message that does not fit
     /// is refused with `system-error code="queue-full"`; nothing is dropped silently.
     pub queue_capacity: usize,
-    /// Deliveries a thread makes before yielding to other threads (default 16).
+    /// Deliveries a thread makes before yielding to other threads (default 128; in between, tokio's
+    /// cooperative budget still makes a busy runner yield).
     pub batch: usize,
     /// Budgets, thresholds and the stop file (see [`GovernorPolicy`]).
     pub governor: GovernorPolicy,
@@ -28,7 +29,7 @@ impl PumpConfig {
     /// Default for [`PumpConfig::queue_capacity`].
     pub const DEFAULT_QUEUE_CAPACITY: usize = 1024;
     /// Default for [`PumpConfig::batch`].
-    pub const DEFAULT_BATCH: usize = 16;
+    pub const DEFAULT_BATCH: usize = 128;
 }
 
 impl Default for PumpConfig {

@@ -53,7 +53,10 @@ impl Shared {
                     }
                 };
                 match next {
-                    Some((item, false)) => self.deliver_contained(&entry, item).await,
+                    Some((item, false)) => {
+                        self.deliver_contained(&entry, item).await;
+                        tokio::task::consume_budget().await;
+                    }
                     Some((item, true)) => self.refuse_closed(&entry, item).await,
                     None if self.finish_run(&entry).await => {
                         self.runners.fetch_sub(1, Ordering::AcqRel);

@@ -1,0 +1,232 @@
+//! Figure 5: resident memory per idle thread.
+//!
+//! Each variant runs in a child process of its own (the bench binary started again with
+//! `AGENTPUMP_BENCH_MEMORY_CHILD` set), so freed memory of one variant cannot hide the next
+//! one's growth. The child warms up, reads `VmRSS`, then creates `AGENTPUMP_BENCH_IDLE_THREADS`
+//! threads (default 1 000 000) in 5 steps — each thread by one post to `Echo`, waiting until
+//! every reply is recorded and the thread has settled (idle: no task, an empty queue) — and
+//! reads `VmRSS` after each step. Bytes per thread = growth / threads.
+//!
+//! One child process per variant and run; `AGENTPUMP_BENCH_MEMORY_RUNS` runs (default 1: a
+//! million threads take about 10 s with the pump, 20 s with `MemoryHistory`, and the figure is
+//! nearly deterministic; the JSON keeps the growth of each of the 5 steps to show it).
+//!
+//! Variants: the pump with a store that keeps nothing (the pump's own memory: what the target is
+//! about), the pump with `MemoryHistory` (everything kept: two records and a snapshot per
+//! thread), and the baseline: a bare map of `id → Arc<Mutex<(empty queue, last payload)>>`,
+//! what a registry entry of an idle conversation cannot do without.
+
+use std::collections::{HashMap, VecDeque};
+use std::io::Write as _;
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use agentpump::ThreadId;
+use agentpump::governor::GovernorPolicy;
+use agentpump::history::{HistoryStore, MemoryHistory};
+use serde_json::{Value, json};
+
+use super::baseline::PING;
+use super::echo::echo_pump;
+use super::report::{Better, Figure, Report};
+use super::stores::{Counting, Forgetful};
+use super::threads::post_all;
+use super::{Config, resident_bytes, runtime};
+
+/// The environment variable that makes a bench binary a memory child.
+pub const CHILD: &str = "AGENTPUMP_BENCH_MEMORY_CHILD";
+const STEPS: usize = 5;
+
+/// Runs as a memory child if this process is one; returns whether it was.
+pub fn child_if_asked() -> bool {
+    let Ok(variant) = std::env::var(CHILD) else {
+        return false;
+    };
+    let threads: usize = std::env::var("AGENTPUMP_BENCH_IDLE_THREADS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1_000_000);
+    let result = match variant.as_str() {
+        "baseline" => bare(threads),
+        "forgetful" => pump(threads, Arc::new(Forgetful)),
+        "memory" => pump(threads, Arc::new(MemoryHistory::new())),
+        other => panic!("unknown memory variant {other}"),
+    };
+    println!("RESULT {result}");
+    std::io::stdout().flush().expect("stdout");
+    true
+}
+
+fn per_step(threads: usize) -> Vec<usize> {
+    let base = threads / STEPS;
+    (0..STEPS)
+        .map(|i| {
+            if i + 1 == STEPS {
+                threads - base * (STEPS - 1)
+            } else {
+                base
+            }
+        })
+        .collect()
+}
+
+fn pump(threads: usize, store: Arc<dyn HistoryStore>) -> Value {
+    let rt = runtime();
+    let counting = Counting::new(store);
+    let pump = echo_pump(GovernorPolicy::default(), counting.clone());
+    let clients = 2;
+    // Every id is kept for `settle`; the vector is filled before the first reading.
+    let mut ids = vec![ThreadId::new(); threads];
+    let warm = rt.block_on(async {
+        let warm = post_all(&pump, Arc::new(vec![None; 1_000]), clients).await;
+        counting.wait_egress(1_000).await;
+        for id in &warm {
+            pump.settle(*id).await;
+        }
+        warm.len()
+    });
+    let before = resident_bytes();
+    let started = Instant::now();
+    let (mut readings, mut made) = (Vec::new(), 0usize);
+    for step in per_step(threads) {
+        let new = rt.block_on(async {
+            let new = post_all(&pump, Arc::new(vec![None; step]), clients).await;
+            counting.wait_egress((warm + made + step) as u64).await;
+            for id in &new {
+                pump.settle(*id).await;
+            }
+            new
+        });
+        ids[made..made + step].copy_from_slice(&new);
+        drop(new);
+        made += step;
+        readings.push((made, resident_bytes()));
+    }
+    let idle = ids.iter().step_by((threads / 1000).max(1)).all(|id| {
+        pump.thread(*id)
+            .is_some_and(|t| t.state == agentpump::ThreadState::Idle)
+    });
+    assert!(idle, "every thread is idle");
+    result(before, &readings, started.elapsed().as_secs_f64())
+}
+
+type Entry = Arc<Mutex<(VecDeque<Arc<str>>, Option<Arc<str>>)>>;
+
+fn bare(threads: usize) -> Value {
+    let mut map: HashMap<u128, Entry> = HashMap::new();
+    let before = resident_bytes();
+    let started = Instant::now();
+    let (mut readings, mut made) = (Vec::new(), 0usize);
+    for step in per_step(threads) {
+        for _ in 0..step {
+            let id = uuid::Uuid::new_v4().as_u128();
+            let last: Arc<str> = Arc::from(PING);
+            map.insert(id, Arc::new(Mutex::new((VecDeque::new(), Some(last)))));
+        }
+        made += step;
+        readings.push((made, resident_bytes()));
+    }
+    assert_eq!(map.len(), threads);
+    result(before, &readings, started.elapsed().as_secs_f64())
+}
+
+fn result(before: u64, readings: &[(usize, u64)], seconds: f64) -> Value {
+    let (threads, after) = readings.last().copied().unwrap_or((0, before));
+    let mut steps = Vec::new();
+    let mut previous = (0usize, before);
+    for &(made, rss) in readings {
+        let grown = rss.saturating_sub(previous.1) as f64;
+        steps.push(grown / (made - previous.0).max(1) as f64);
+        previous = (made, rss);
+    }
+    json!({
+        "threads": threads,
+        "rss_before": before,
+        "rss_after": after,
+        "bytes_per_thread": after.saturating_sub(before) as f64 / threads.max(1) as f64,
+        "bytes_per_thread_by_step": steps,
+        "seconds": seconds,
+    })
+}
+
+/// Starts this bench binary again as a memory child for `variant`; returns its result.
+fn run_child(variant: &str, threads: usize, full: bool) -> Value {
+    let exe = std::env::current_exe().expect("the bench binary's path");
+    let mut command = Command::new(exe);
+    if full {
+        command.arg("--bench");
+    }
+    let output = command
+        .env(CHILD, variant)
+        .env("AGENTPUMP_BENCH_IDLE_THREADS", threads.to_string())
+        .output()
+        .expect("the memory child starts");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let line = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("RESULT "))
+        .unwrap_or_else(|| {
+            panic!(
+                "memory child `{variant}` gave no result: {}\n{}",
+                output.status,
+                String::from_utf8_lossy(&output.stderr)
+            )
+        });
+    serde_json::from_str(line).expect("the child's result is JSON")
+}
+
+/// Measures figure 5, if `cfg` selects it; `suffix` labels the ids.
+pub fn figures(cfg: &Config, report: &mut Report, suffix: &str) {
+    if !cfg.wants("5") {
+        return;
+    }
+    let threads = cfg.size("AGENTPUMP_BENCH_IDLE_THREADS", 1_000_000, 2_000);
+    let runs = cfg.size("AGENTPUMP_BENCH_MEMORY_RUNS", 1, 1).max(1);
+    let mut results: HashMap<&str, Vec<Value>> = HashMap::new();
+    for _ in 0..runs {
+        for variant in ["baseline", "forgetful", "memory"] {
+            let r = run_child(variant, threads, cfg.full);
+            results.entry(variant).or_default().push(r);
+        }
+    }
+    let per_thread = |variant: &str| -> Vec<f64> {
+        results[variant]
+            .iter()
+            .map(|r| r["bytes_per_thread"].as_f64().unwrap_or(f64::NAN))
+            .collect()
+    };
+    let steps = |variant: &str| -> Vec<Value> {
+        results[variant]
+            .iter()
+            .map(|r| json!({ "bytes_per_thread_by_step": r["bytes_per_thread_by_step"],
+                "seconds": r["seconds"], "rss_before": r["rss_before"], "rss_after": r["rss_after"] }))
+            .collect()
+    };
+    let baseline_name = "bare map id → Arc<Mutex<(empty VecDeque, last payload)>>";
+    let f = Figure::new(
+        &format!("5{suffix}"),
+        &format!("resident memory per idle thread, {threads} threads, store keeping nothing"),
+        "bytes/thread",
+        Better::Lower,
+        per_thread("forgetful"),
+    )
+    .baseline(baseline_name, per_thread("baseline"))
+    .params(json!({ "threads": threads, "runs": runs, "pump_runs": steps("forgetful"),
+        "baseline_runs": steps("baseline"), "governor": "default policy" }))
+    .note("VmRSS growth / threads, each variant in a fresh child process; every thread made by one echo and settled (idle)");
+    let met = f.value() <= 2048.0;
+    report.add(f.target("≤ 2 KiB/thread", met));
+    report.add(
+        Figure::new(
+            &format!("5b{suffix}"),
+            &format!("resident memory per idle thread, {threads} threads, MemoryHistory"),
+            "bytes/thread",
+            Better::Lower,
+            per_thread("memory"),
+        )
+        .baseline(baseline_name, per_thread("baseline"))
+        .params(json!({ "threads": threads, "runs": runs, "pump_runs": steps("memory") }))
+        .note("includes the in-memory history: 2 records and a thread snapshot per thread"),
+    );
+}

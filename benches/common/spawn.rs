@@ -1,0 +1,161 @@
+//! Figure 4: spawn fan-out. One delivery of `<fan>` makes the spawner emit
+//! `AGENTPUMP_BENCH_CHILDREN` (default 10 000) `spawn-thread` requests; each child's worker
+//! answers once with `thread-done`, which reaches the spawner as `thread-result` in the parent
+//! thread. Timed from the post to the spawner's handling of the last `thread-result`.
+//! The spawner runs with `Budget::unlimited()` and `limits.max_outputs` raised to the fan-out.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use agentpump::history::{HistoryStore, MemoryHistory};
+use agentpump::system::Spawn;
+use agentpump::{
+    Context, Delivery, Listener, ListenerError, PumpBuilder, PumpHandle, QName, Registration,
+};
+use serde_json::json;
+use tokio::runtime::Runtime;
+use tokio::sync::mpsc;
+
+use super::baseline;
+use super::report::{Better, Figure, Report};
+use super::{Config, config_with_outputs, on_workers, secs, unlimited};
+
+/// Namespace of the fan-out payloads.
+pub const FAN_NS: &str = "urn:agentpump:bench:fan:v1";
+
+/// Spawns `n` children on `<fan>`, and reports the moment the `n`-th `thread-result` arrives.
+#[derive(Debug)]
+pub struct Spawner {
+    n: usize,
+    results: AtomicUsize,
+    last: mpsc::UnboundedSender<Instant>,
+}
+
+#[async_trait::async_trait]
+impl Listener for Spawner {
+    async fn handle(&self, msg: &Delivery, cx: &mut Context) -> Result<(), ListenerError> {
+        match (msg.is_system(), msg.qname().local()) {
+            (false, "fan") => {
+                for i in 0..self.n {
+                    let job = format!(r#"<job xmlns="{FAN_NS}">{i}</job>"#);
+                    cx.spawn(Spawn::new(job).to("worker"));
+                }
+            }
+            (true, "thread-result")
+                if self.results.fetch_add(1, Ordering::AcqRel) + 1 == self.n =>
+            {
+                let _ = self.last.send(Instant::now());
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+/// Answers its job once, ending its thread.
+#[derive(Debug)]
+pub struct Worker;
+
+#[async_trait::async_trait]
+impl Listener for Worker {
+    async fn handle(&self, msg: &Delivery, cx: &mut Context) -> Result<(), ListenerError> {
+        if !msg.is_system() && msg.qname().local() == "job" {
+            let text = msg.payload().as_str();
+            let i = &text[text.find('>').unwrap_or(0) + 1..text.rfind("</").unwrap_or(0)];
+            cx.done(format!(r#"<answer xmlns="{FAN_NS}">{i}</answer>"#));
+        }
+        Ok(())
+    }
+}
+
+fn fan_pump(
+    store: Arc<dyn HistoryStore>,
+    n: usize,
+) -> (PumpHandle, mpsc::UnboundedReceiver<Instant>) {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let spawner = Spawner {
+        n,
+        results: AtomicUsize::new(0),
+        last: tx,
+    };
+    let pump = PumpBuilder::new()
+        .config(config_with_outputs(unlimited(), n))
+        .history(store)
+        .register(
+            Registration::new("spawner", spawner)
+                .accepts(QName::new(FAN_NS, "fan"))
+                .peers(["worker"]),
+        )
+        .register(Registration::new("worker", Worker).accepts(QName::new(FAN_NS, "job")))
+        .build()
+        .expect("the fan-out pump builds");
+    (pump, rx)
+}
+
+/// One fan-out of `n` children on a fresh pump; time to the last `thread-result`.
+pub async fn fan_out(n: usize) -> Duration {
+    let (pump, mut last) = fan_pump(Arc::new(MemoryHistory::new()), n);
+    let started = Instant::now();
+    let root = pump
+        .post(None, None, &format!(r#"<fan xmlns="{FAN_NS}"/>"#))
+        .await
+        .expect("accepted")
+        .thread();
+    let at = last.recv().await.expect("the last thread-result arrives");
+    let elapsed = at - started;
+    pump.settle(root).await;
+    let children = pump.thread(root).map_or(0, |t| t.children.len());
+    assert_eq!(children, n, "every child was spawned");
+    elapsed
+}
+
+/// Measures figure 4, if `cfg` selects it; `suffix` labels the ids.
+pub fn figures(cfg: &Config, rt: &Runtime, report: &mut Report, suffix: &str) {
+    if !cfg.wants("4") {
+        return;
+    }
+    let n = cfg.size("AGENTPUMP_BENCH_CHILDREN", 10_000, 100);
+    let small = (n / 10).max(1);
+    on_workers(rt, fan_out(small));
+    on_workers(rt, baseline::fan_out(small));
+    let (mut base, mut pump, mut base_small, mut pump_small) = (vec![], vec![], vec![], vec![]);
+    for _ in 0..cfg.runs {
+        base.push(secs(on_workers(rt, baseline::fan_out(n))) * 1e3);
+        pump.push(secs(on_workers(rt, fan_out(n))) * 1e3);
+        base_small.push(secs(on_workers(rt, baseline::fan_out(small))) * 1e3);
+        pump_small.push(secs(on_workers(rt, fan_out(small))) * 1e3);
+    }
+    let baseline_name =
+        "bare: spawn a tokio task per child, parse, answer through a bounded channel";
+    let f = Figure::new(
+        &format!("4{suffix}"),
+        &format!("spawn fan-out: {n} children, time to the last thread-result"),
+        "ms",
+        Better::Lower,
+        pump,
+    )
+    .baseline(baseline_name, base)
+    .params(
+        json!({ "children": n, "store": "MemoryHistory", "governor": "on, Budget::unlimited()",
+        "max_outputs": n }),
+    );
+    let per_child = f.value() * 1e3 / n as f64;
+    report.add(f.note(&format!(
+        "{per_child:.2} µs per child; no target in the issue"
+    )));
+    let f = Figure::new(
+        &format!("4b{suffix}"),
+        &format!("spawn fan-out: {small} children (scaling check)"),
+        "ms",
+        Better::Lower,
+        pump_small,
+    )
+    .baseline(baseline_name, base_small)
+    .params(json!({ "children": small }));
+    let per_child_small = f.value() * 1e3 / small as f64;
+    report.add(f.note(&format!(
+        "{per_child_small:.2} µs per child; a per-child cost that grows from {small} to {n} \
+         children means work that grows with the fan-out"
+    )));
+}
