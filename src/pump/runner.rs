@@ -116,6 +116,8 @@ impl Shared {
         }
         inner.running = false;
         inner.ledger.went_idle();
+        // An idle thread keeps no queue buffer: a million idle threads would hold ~600 MB.
+        inner.queue.shrink_to_fit();
         if inner.state == ThreadState::Active {
             inner.state = ThreadState::Idle;
         }
