@@ -102,6 +102,9 @@ pub struct Counters {
     pub tool_calls: u64,
     /// Cost, as reported by listeners (exact decimal).
     pub cost: Decimal,
+    /// Deliveries whose usage was estimated (the endpoint reported none), not measured.
+    #[serde(default)]
+    pub estimated_usage: u64,
 }
 
 /// A snapshot of one thread.

@@ -473,3 +473,37 @@ async fn capsule_mode_gives_identical_prompt_bytes_for_identical_state() {
     assert_eq!(prompts[0], prompts[1]);
     let _ = Capsule::to_json;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn usage_an_endpoint_does_not_report_is_estimated_and_marked() {
+    let body = json!({ "choices": [{ "message": { "role": "assistant", "content": format!(r#"<loop xmlns="{GOV}" control="abort"/>"#) } }] });
+    let reply = Reply {
+        status: 200,
+        body: body.to_string(),
+        retry_after: None,
+        delay: Duration::ZERO,
+    };
+    let (_, base) = serve_model(vec![reply], None).await;
+    let pump = pump(LlmConfig::new(base, "m"), GovernorPolicy::default_budget());
+    let thread = run(&pump, &p("ask", "go")).await;
+    let counters = pump.thread(thread).unwrap().counters;
+    assert_eq!(
+        counters.estimated_usage, 1,
+        "the one call's usage is marked as an estimate"
+    );
+    assert!(
+        counters.tokens_in > 0 && counters.tokens_out > 0,
+        "{counters:?}"
+    );
+    // The mark survives in the store's delivered marks too.
+    let listed = pump.store().threads(None).await.unwrap();
+    assert_eq!(
+        listed
+            .iter()
+            .find(|t| t.id == thread)
+            .unwrap()
+            .counters
+            .estimated_usage,
+        1
+    );
+}

@@ -76,6 +76,7 @@ impl HistoryStore for MemoryHistory {
                     c.tokens_out += delivered.usage.tokens_out;
                     c.cost += delivered.usage.cost;
                     c.tool_calls += delivered.usage.tool_calls;
+                    c.estimated_usage += u64::from(delivered.usage.estimated);
                 }
             }
         }

@@ -25,11 +25,14 @@ pub struct Usage {
     pub cost: Decimal,
     /// Tool calls made.
     pub tool_calls: u64,
+    /// True when the numbers are an estimate (an endpoint that reported no usage).
+    pub estimated: bool,
 }
 
 impl Usage {
     /// Adds `other` to this.
     pub fn add(&mut self, other: &Usage) {
+        self.estimated |= other.estimated;
         self.tokens_in += other.tokens_in;
         self.tokens_out += other.tokens_out;
         self.cost += other.cost;

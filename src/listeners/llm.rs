@@ -138,6 +138,7 @@ impl Listener for LlmAgent {
             tokens_out: max_out,
             cost: self.config.cost(prompt_tokens, max_out),
             tool_calls: 0,
+            estimated: true,
         };
         if let Err(e) = cx.can_spend(&worst) {
             return Err(ListenerError::OverBudget(e.budget));
@@ -155,6 +156,7 @@ impl Listener for LlmAgent {
             tokens_out,
             cost: self.config.cost(tokens_in, tokens_out),
             tool_calls: 0,
+            estimated: answer.usage.is_none(),
         });
         cx.emit_text(answer.content);
         Ok(())

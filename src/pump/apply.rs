@@ -60,6 +60,7 @@ impl Applying<'_> {
             c.tokens_out += u.tokens_out;
             c.cost += u.cost;
             c.tool_calls += u.tool_calls;
+            c.estimated_usage += u64::from(u.estimated);
         }
         if let Some(exhausted) = self.inner.ledger.account.charge(usage.amount()) {
             if exhausted.budget != BudgetName::Turns {

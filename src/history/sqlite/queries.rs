@@ -177,7 +177,7 @@ pub(crate) fn threads(
 fn counters(conn: &Connection) -> rusqlite::Result<HashMap<ThreadId, Counters>> {
     let mut counters = HashMap::new();
     let mut stmt = conn.prepare_cached(
-        "SELECT thread, count(*), sum(tokens_in), sum(tokens_out), group_concat(cost, ' '), sum(tool_calls) FROM records WHERE handled = 1 GROUP BY thread",
+        "SELECT thread, count(*), sum(tokens_in), sum(tokens_out), group_concat(cost, ' '), sum(tool_calls), sum(usage_estimated) FROM records WHERE handled = 1 GROUP BY thread",
     )?;
     for row in stmt.query_map([], |r| {
         Ok((
@@ -187,9 +187,10 @@ fn counters(conn: &Connection) -> rusqlite::Result<HashMap<ThreadId, Counters>> 
             r.get::<_, i64>(3)?,
             r.get::<_, String>(4)?,
             r.get::<_, i64>(5)?,
+            r.get::<_, i64>(6)?,
         ))
     })? {
-        let (thread, n, tin, tout, costs, tools) = row?;
+        let (thread, n, tin, tout, costs, tools, estimated) = row?;
         let cost = costs
             .split(' ')
             .filter_map(|c| Decimal::from_str_exact(c).ok())
@@ -201,6 +202,7 @@ fn counters(conn: &Connection) -> rusqlite::Result<HashMap<ThreadId, Counters>> 
             tokens_out: tout as u64,
             tool_calls: tools as u64,
             cost,
+            estimated_usage: estimated as u64,
         };
         counters.insert(parse(0, &thread)?, c);
     }

@@ -42,7 +42,8 @@ CREATE TABLE records (
     tokens_in INTEGER NOT NULL DEFAULT 0,
     tokens_out INTEGER NOT NULL DEFAULT 0,
     cost TEXT NOT NULL DEFAULT '0',
-    tool_calls INTEGER NOT NULL DEFAULT 0
+    tool_calls INTEGER NOT NULL DEFAULT 0,
+    usage_estimated INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX records_by_thread ON records (thread, seq);
 CREATE INDEX records_pending ON records (seq) WHERE pending = 1;

@@ -80,7 +80,7 @@ fn write(conn: &mut Connection, jobs: &[Job]) -> rusqlite::Result<()> {
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
         )?;
         let mut deliver = tx.prepare_cached(
-            "UPDATE records SET pending = 0, handled = ?2, tokens_in = ?3, tokens_out = ?4, cost = ?5, tool_calls = ?6 WHERE id = ?1",
+            "UPDATE records SET pending = 0, handled = ?2, tokens_in = ?3, tokens_out = ?4, cost = ?5, tool_calls = ?6, usage_estimated = ?7 WHERE id = ?1",
         )?;
         let mut thread = tx.prepare_cached(
             "INSERT INTO threads (id, parent, state, info) VALUES (?1, ?2, ?3, ?4)
@@ -98,7 +98,8 @@ fn write(conn: &mut Connection, jobs: &[Job]) -> rusqlite::Result<()> {
                     u.tokens_in as i64,
                     u.tokens_out as i64,
                     u.cost.to_string(),
-                    u.tool_calls as i64
+                    u.tool_calls as i64,
+                    u.estimated
                 ])?;
             }
             for (r, pending) in &job.records {
