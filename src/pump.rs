@@ -112,7 +112,7 @@ impl Shared {
                 kind: RecordKind::System,
                 pending: false,
             }],
-            threads: vec![entry.info(&inner)],
+            threads: vec![entry.stored_info(&inner)],
             ..Batch::default()
         };
         self.store.append(batch).map(drop)

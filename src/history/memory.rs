@@ -148,6 +148,12 @@ impl HistoryStore for MemoryHistory {
 
     async fn threads(&self, state: Option<ThreadState>) -> Result<Vec<ThreadInfo>, HistoryError> {
         let inner = self.lock();
+        let mut children: HashMap<ThreadId, Vec<ThreadId>> = HashMap::new();
+        for id in &inner.thread_order {
+            if let Some(parent) = inner.threads[id].parent {
+                children.entry(parent).or_default().push(*id);
+            }
+        }
         let busy: std::collections::HashSet<ThreadId> = inner
             .pending
             .iter()
@@ -157,7 +163,8 @@ impl HistoryStore for MemoryHistory {
             .threads
             .values()
             .cloned()
-            .map(|t| {
+            .map(|mut t| {
+                t.children = children.get(&t.id).cloned().unwrap_or_default();
                 let counters = inner.counters.get(&t.id).cloned().unwrap_or_default();
                 let busy = busy.contains(&t.id);
                 t.with_live_state(busy, counters)

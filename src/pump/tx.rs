@@ -104,7 +104,7 @@ impl Tx {
     /// Adds a new child thread, registered at commit.
     pub fn add_child(&mut self, child: Arc<ThreadEntry>) {
         let inner = child.lock();
-        self.batch.threads.push(child.info(&inner));
+        self.batch.threads.push(child.stored_info(&inner));
         drop(inner);
         self.children.push(child);
     }
@@ -116,7 +116,7 @@ impl Tx {
 
     /// Saves a snapshot of a thread with this transaction.
     pub fn snapshot(&mut self, entry: &ThreadEntry, inner: &ThreadInner) {
-        self.batch.threads.push(entry.info(inner));
+        self.batch.threads.push(entry.stored_info(inner));
     }
 
     /// How many messages this transaction queues in the thread it is about.

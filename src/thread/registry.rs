@@ -153,13 +153,22 @@ impl ThreadEntry {
     /// A snapshot, taken with the lock held by the caller.
     pub fn info(&self, inner: &ThreadInner) -> ThreadInfo {
         ThreadInfo {
+            children: inner.children.clone(),
+            ..self.stored_info(inner)
+        }
+    }
+
+    /// The snapshot a store keeps: without the children list, which stores rebuild from parent
+    /// links (copying it on every spawn made a fan-out quadratic).
+    pub fn stored_info(&self, inner: &ThreadInner) -> ThreadInfo {
+        ThreadInfo {
             id: self.id,
             parent: self.parent,
             spawner: self.spawner.clone(),
             depth: self.depth,
             path: Arc::clone(&self.path),
             state: inner.state,
-            children: inner.children.clone(),
+            children: Vec::new(),
             counters: inner.counters.clone(),
             dialect: self.dialect,
         }
