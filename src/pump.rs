@@ -232,7 +232,9 @@ impl PumpHandle {
         self.shared.system_thread.id
     }
 
-    /// The history store.
+    /// The history store, for reading (records by id, pending messages, threads by state,
+    /// reports, verification). Do not `append` through it: records written around the pump
+    /// bypass its thread locks and queues, so queue order and history order could differ.
     pub fn store(&self) -> &Arc<dyn HistoryStore> {
         &self.shared.store
     }
