@@ -176,3 +176,39 @@ async fn files_that_are_not_ours_or_are_newer_are_refused_clearly() {
         .to_string();
     assert!(missing.ends_with("nope.db: no such file"), "{missing}");
 }
+
+/// A full writer queue makes `append` wait for the writer; the writer must still make progress
+/// (it once needed the lock `append` held while waiting, and both stopped forever).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_writer_queue_slows_appends_but_never_stalls_them() {
+    use agentpump::history::SqliteOptions;
+    let dir = Scratch::new();
+    let options = SqliteOptions {
+        group: 0,
+        backlog: 0,
+        ..SqliteOptions::default()
+    };
+    let store = Arc::new(SqliteHistory::open_with(dir.db(), options).unwrap());
+    let pump = echo_pump(Arc::clone(&store));
+    let mut threads = Vec::new();
+    for i in 0..64 {
+        threads.push(start(&pump, &p("say", &i.to_string())).await);
+    }
+    let settled = tokio::time::timeout(std::time::Duration::from_secs(60), async {
+        for thread in &threads {
+            pump.settle(*thread).await;
+        }
+    })
+    .await;
+    assert!(
+        settled.is_ok(),
+        "appends stalled behind a full writer queue"
+    );
+    for (i, thread) in threads.iter().enumerate() {
+        assert_eq!(egress(&pump, *thread).await, [p("say", &i.to_string())]);
+    }
+    assert!(
+        pump.verify().await.unwrap() >= 64 * 2,
+        "every thread holds its message and the echo"
+    );
+}

@@ -63,7 +63,8 @@ impl Default for SqliteOptions {
 #[derive(Debug)]
 pub struct SqliteHistory {
     path: PathBuf,
-    order: Arc<Mutex<Order>>,
+    order: Mutex<Order>,
+    failed: Failure,
     jobs: Mutex<Option<mpsc::SyncSender<writer::Job>>>,
     writer: Mutex<Option<JoinHandle<()>>>,
     reader: Mutex<Connection>,
@@ -74,9 +75,11 @@ pub struct SqliteHistory {
 pub(crate) struct Order {
     next_seq: u64,
     last_digest: HashMap<ThreadId, [u8; 32]>,
-    /// Set by the writer when a commit failed; every later write is refused.
-    failed: Option<String>,
 }
+
+/// Set by the writer when a commit failed (or at a read-only open): every later write is
+/// refused. Kept apart from [`Order`] so the writer never waits for a lock an appender holds.
+pub(crate) type Failure = Arc<Mutex<Option<String>>>;
 
 impl SqliteHistory {
     /// Opens (or creates) the history file at `path` with default options.
@@ -119,11 +122,12 @@ impl SqliteHistory {
         reader
             .busy_timeout(std::time::Duration::from_secs(5))
             .map_err(fail)?;
-        let order = Arc::new(Mutex::new(order));
-        let (jobs, handle) = writer::spawn(conn, Arc::clone(&order), options)?;
+        let failed = Failure::default();
+        let (jobs, handle) = writer::spawn(conn, Arc::clone(&failed), options)?;
         Ok(Self {
             path,
-            order,
+            order: Mutex::new(order),
+            failed,
             jobs: Mutex::new(Some(jobs)),
             writer: Mutex::new(Some(handle)),
             reader: Mutex::new(reader),
@@ -155,11 +159,11 @@ impl SqliteHistory {
             schema::SchemaError::Sqlite(e) => unavailable(&path, &e),
             other => HistoryError::Unavailable(format!("{}: {other}", path.display())),
         })?;
-        let mut order = queries::order(&reader).map_err(fail)?;
-        order.failed = Some("opened read-only".into());
+        let order = queries::order(&reader).map_err(fail)?;
         Ok(Self {
             path,
-            order: Arc::new(Mutex::new(order)),
+            order: Mutex::new(order),
+            failed: Arc::new(Mutex::new(Some("opened read-only".into()))),
             jobs: Mutex::new(None),
             writer: Mutex::new(None),
             reader: Mutex::new(reader),
@@ -210,13 +214,13 @@ impl Drop for SqliteHistory {
 #[async_trait]
 impl HistoryStore for SqliteHistory {
     fn append(&self, batch: Batch) -> Result<Ticket, HistoryError> {
-        let mut order = self.order.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(why) = &order.failed {
+        if let Some(why) = &*self.failed.lock().unwrap_or_else(|p| p.into_inner()) {
             return Err(HistoryError::Unavailable(format!(
                 "{}: {why}",
                 self.path.display()
             )));
         }
+        let mut order = self.order.lock().unwrap_or_else(|p| p.into_inner());
         let time_us = now_us();
         let mut records = Vec::with_capacity(batch.records.len());
         for new in &batch.records {

@@ -90,7 +90,6 @@ pub(crate) fn order(conn: &Connection) -> rusqlite::Result<Order> {
     Ok(Order {
         next_seq: next_seq as u64,
         last_digest,
-        failed: None,
     })
 }
 

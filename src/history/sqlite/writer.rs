@@ -1,13 +1,13 @@
 //! The writer thread: takes batches in the order `append` fixed, commits as many as are waiting
 //! in one transaction (group commit), then resolves their tickets.
 
-use std::sync::{Arc, Mutex, mpsc};
+use std::sync::{Mutex, mpsc};
 use std::thread::JoinHandle;
 
 use rusqlite::{Connection, params};
 use tokio::sync::oneshot;
 
-use super::{Order, SqliteOptions};
+use super::{Failure, SqliteOptions};
 use crate::ThreadInfo;
 use crate::governor::HaltingReport;
 use crate::history::{Delivered, HistoryError, Record};
@@ -24,18 +24,23 @@ pub(crate) struct Job {
 /// Starts the writer on its own OS thread (SQLite calls block).
 pub(crate) fn spawn(
     conn: Connection,
-    order: Arc<Mutex<Order>>,
+    failed: Failure,
     options: SqliteOptions,
 ) -> Result<(mpsc::SyncSender<Job>, JoinHandle<()>), HistoryError> {
-    let (jobs, inbox) = mpsc::sync_channel(options.backlog);
+    let (jobs, inbox) = mpsc::sync_channel(options.backlog.max(1));
     let handle = std::thread::Builder::new()
         .name("agentpump-history".into())
-        .spawn(move || run(conn, &inbox, &order, options.group))
+        .spawn(move || run(conn, &inbox, &failed, options.group.max(1)))
         .map_err(|e| HistoryError::Unavailable(format!("cannot start the history writer: {e}")))?;
     Ok((jobs, handle))
 }
 
-fn run(mut conn: Connection, inbox: &mpsc::Receiver<Job>, order: &Mutex<Order>, group: usize) {
+fn run(
+    mut conn: Connection,
+    inbox: &mpsc::Receiver<Job>,
+    failed: &Mutex<Option<String>>,
+    group: usize,
+) {
     // `recv` fails once every sender is gone and the inbox is empty: everything handed over
     // has been written by then.
     while let Ok(first) = inbox.recv() {
@@ -46,21 +51,16 @@ fn run(mut conn: Connection, inbox: &mpsc::Receiver<Job>, order: &Mutex<Order>, 
                 Err(_) => break,
             }
         }
-        let failed = order
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .failed
-            .clone();
-        let result = match failed {
+        let already = failed.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let result = match already {
             Some(why) => Err(why),
             None => write(&mut conn, &jobs).map_err(|e| e.to_string()),
         };
         if let Err(why) = &result {
             tracing::error!(error = %why, "history commit failed; the store refuses further writes");
-            order
+            failed
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
-                .failed
                 .get_or_insert_with(|| why.clone());
         }
         for job in jobs {
