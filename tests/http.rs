@@ -366,6 +366,42 @@ async fn events_arrive_in_order_and_end_when_the_thread_halts() {
     assert_eq!(records.last().unwrap().root.local(), "halt");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_ends_open_event_streams_instead_of_waiting_for_them() {
+    let pump = PumpBuilder::new()
+        .register(Registration::new("echo", Echo).accepts(q("say")))
+        .build()
+        .unwrap();
+    // An echo thread stays open after its echo: a follower of it would wait forever.
+    let thread = support::start(&pump, &p("say", "hi")).await;
+    pump.settle(thread).await;
+    assert!(!pump.thread(thread).unwrap().state.is_closed());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(server::serve(listener, pump.clone(), TOKEN, 1024, async {
+        let _ = stopped.await;
+    }));
+    let response = reqwest::Client::new()
+        .get(format!("{base}/threads/{thread}/events"))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    stop.send(()).unwrap();
+    let body = tokio::time::timeout(Duration::from_secs(10), response.text())
+        .await
+        .expect("the stream ends at shutdown")
+        .unwrap();
+    assert_eq!(body.matches("event: record").count(), 2, "{body}");
+    tokio::time::timeout(Duration::from_secs(10), server)
+        .await
+        .expect("the server stops")
+        .unwrap()
+        .unwrap();
+}
+
 #[test]
 fn sigterm_under_load_exits_cleanly_and_loses_nothing_acknowledged() {
     let dir = std::env::temp_dir().join(format!("agentpump-run-{}", ThreadId::new()));

@@ -14,6 +14,7 @@ use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
 use tokio::net::TcpListener;
+use tokio::sync::watch;
 
 pub use auth::{TokenError, load_or_create_token};
 pub use problem::Problem;
@@ -25,14 +26,25 @@ use crate::PumpHandle;
 pub(crate) struct Api {
     pub pump: PumpHandle,
     pub token: Arc<str>,
+    /// Turns `true` when the server begins to shut down; open event streams end then.
+    pub stopping: watch::Receiver<bool>,
 }
 
 /// The API's routes over `pump`, requiring `token`, refusing bodies over `max_body` bytes.
+/// Event streams from this router end only when the client goes away; [`serve`] ends them at
+/// shutdown.
 pub fn router(pump: PumpHandle, token: &str, max_body: usize) -> Router {
-    let api = Api {
-        pump,
-        token: Arc::from(token),
-    };
+    routes_for(
+        Api {
+            pump,
+            token: Arc::from(token),
+            stopping: watch::channel(false).1,
+        },
+        max_body,
+    )
+}
+
+fn routes_for(api: Api, max_body: usize) -> Router {
     Router::new()
         .route("/threads", post(routes::start).get(routes::list))
         .route("/threads/{id}", get(routes::thread))
@@ -52,8 +64,8 @@ pub fn router(pump: PumpHandle, token: &str, max_body: usize) -> Router {
         .with_state(api)
 }
 
-/// Serves the API on `listener` until `shutdown` resolves, then stops accepting connections and
-/// lets requests in flight finish.
+/// Serves the API on `listener` until `shutdown` resolves, then stops accepting connections,
+/// ends open event streams and lets requests in flight finish.
 ///
 /// # Errors
 ///
@@ -65,7 +77,16 @@ pub async fn serve(
     max_body: usize,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router(pump, token, max_body))
-        .with_graceful_shutdown(shutdown)
+    let (stop, stopping) = watch::channel(false);
+    let api = Api {
+        pump,
+        token: Arc::from(token),
+        stopping,
+    };
+    axum::serve(listener, routes_for(api, max_body))
+        .with_graceful_shutdown(async move {
+            shutdown.await;
+            stop.send_replace(true);
+        })
         .await
 }

@@ -1,6 +1,8 @@
 //! `GET /threads/{id}/events`: a thread's records as server-sent events, in order, as they are
-//! committed; the stream ends once the thread is done or halted and everything is sent.
+//! committed; the stream ends once the thread is done or halted and everything is sent, or when
+//! the server shuts down.
 
+use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::time::Duration;
 
@@ -11,6 +13,7 @@ use futures_util::Stream;
 use super::routes::thread_id;
 use super::{Api, Problem};
 use crate::ThreadId;
+use crate::history::Record;
 
 /// How often the stream looks for new records.
 const POLL: Duration = Duration::from_millis(50);
@@ -27,42 +30,79 @@ pub(crate) async fn follow(
 }
 
 fn stream(api: Api, thread: ThreadId) -> impl Stream<Item = Result<Event, Infallible>> {
-    futures_util::stream::unfold(
-        (api, 0u64, Vec::new(), false),
-        move |(api, mut next, mut ready, mut finished)| async move {
-            loop {
-                if let Some(record) = (!ready.is_empty()).then(|| ready.remove(0)) {
-                    let record: crate::history::Record = record;
-                    next = record.seq + 1;
-                    let event = Event::default()
-                        .event("record")
-                        .id(record.seq.to_string())
-                        .json_data(&record)
-                        .expect("a record serializes");
-                    return Some((Ok(event), (api, next, ready, finished)));
-                }
-                if finished {
-                    return None;
-                }
-                // Read the state first: a thread that was closed before this read has all its
-                // records committed by the time the history is read.
-                let closed = api.pump.thread(thread).is_none_or(|t| t.state.is_closed());
-                ready = api
-                    .pump
-                    .history(thread)
-                    .await
-                    .unwrap_or_default()
-                    .into_iter()
-                    .filter(|r| r.seq >= next)
-                    .collect();
-                if ready.is_empty() && closed {
-                    finished = true;
-                    continue;
-                }
-                if ready.is_empty() {
-                    tokio::time::sleep(POLL).await;
+    let state = Follow {
+        api,
+        thread,
+        next: 0,
+        ready: VecDeque::new(),
+        finished: false,
+    };
+    futures_util::stream::unfold(state, |mut state| async move {
+        let record = state.next_record().await?;
+        let event = Event::default()
+            .event("record")
+            .id(record.seq.to_string())
+            .json_data(&record)
+            .expect("a record serializes");
+        Some((Ok(event), state))
+    })
+}
+
+/// Where one event stream stands.
+struct Follow {
+    api: Api,
+    thread: ThreadId,
+    /// The first seq not yet read.
+    next: u64,
+    ready: VecDeque<Record>,
+    /// The thread is closed and its last records are read: send what is ready, then end.
+    finished: bool,
+}
+
+impl Follow {
+    /// The next record to send, or `None` when the stream ends: the thread is closed and all of
+    /// it is sent, the server is shutting down, or the history cannot be read.
+    async fn next_record(&mut self) -> Option<Record> {
+        loop {
+            if let Some(record) = self.ready.pop_front() {
+                return Some(record);
+            }
+            if self.finished || *self.api.stopping.borrow() {
+                return None;
+            }
+            // Read the state first: once a thread is closed and settled, every record it will
+            // ever have is committed, so the read after that is the last one needed.
+            let closed = self
+                .api
+                .pump
+                .thread(self.thread)
+                .is_none_or(|t| t.state.is_closed());
+            if closed {
+                self.api.pump.settle(self.thread).await;
+                self.finished = true;
+            }
+            let read = self.api.pump.store().thread(self.thread, self.next).await;
+            let Ok(records) = read else {
+                tracing::warn!(thread = %self.thread, "event stream ended: the history cannot be read");
+                return None;
+            };
+            if let Some(last) = records.last() {
+                self.next = last.seq + 1;
+            }
+            self.ready.extend(records);
+            if self.ready.is_empty() && !self.finished {
+                let mut stopping = self.api.stopping.clone();
+                let stop = async move {
+                    // A router outside `serve` has no one to stop it.
+                    if stopping.wait_for(|s| *s).await.is_err() {
+                        std::future::pending::<()>().await;
+                    }
+                };
+                tokio::select! {
+                    () = tokio::time::sleep(POLL) => {}
+                    () = stop => {}
                 }
             }
-        },
-    )
+        }
+    }
 }
