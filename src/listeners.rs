@@ -31,6 +31,8 @@ pub struct Builtin {
     pub description: &'static str,
     /// An example payload it accepts (shown to LLM agents).
     pub example: &'static str,
+    /// How long one delivery may run, when the pump's default is too short for it.
+    pub timeout: Option<std::time::Duration>,
 }
 
 impl std::fmt::Debug for Builtin {
@@ -142,5 +144,6 @@ pub fn builtin(name: &str) -> Option<Builtin> {
         role,
         description,
         example,
+        timeout: None,
     })
 }

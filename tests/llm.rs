@@ -507,3 +507,24 @@ async fn usage_an_endpoint_does_not_report_is_estimated_and_marked() {
         1
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn usage_reported_in_part_is_charged_as_reported_and_estimated_for_the_rest() {
+    let body = json!({
+        "choices": [{ "message": { "role": "assistant", "content": format!(r#"<loop xmlns="{GOV}" control="abort"/>"#) } }],
+        "usage": { "prompt_tokens": 7 }
+    });
+    let reply = Reply {
+        status: 200,
+        body: body.to_string(),
+        retry_after: None,
+        delay: Duration::ZERO,
+    };
+    let (_, base) = serve_model(vec![reply], None).await;
+    let pump = pump(LlmConfig::new(base, "m"), GovernorPolicy::default_budget());
+    let thread = run(&pump, &p("ask", "go")).await;
+    let counters = pump.thread(thread).unwrap().counters;
+    assert_eq!(counters.tokens_in, 7, "the reported half is charged as is");
+    assert!(counters.tokens_out > 0, "the missing half is estimated");
+    assert_eq!(counters.estimated_usage, 1, "and the call is marked");
+}

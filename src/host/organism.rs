@@ -389,8 +389,8 @@ impl Organism {
         if let Some(may) = l.may_loop {
             r = r.may_loop(may);
         }
-        if let Some(ms) = l.timeout_ms {
-            r = r.timeout(Duration::from_millis(ms));
+        if let Some(timeout) = l.timeout_ms.map(Duration::from_millis).or(found.timeout) {
+            r = r.timeout(timeout);
         }
         Ok(r)
     }
@@ -509,6 +509,7 @@ impl Organism {
                 "an llm listener needs `accepts`: its own root at least".into(),
             ));
         }
+        let patience = config.patience();
         let agent = l
             .peers
             .iter()
@@ -522,6 +523,7 @@ impl Organism {
             role: Role::Agent,
             description: "an LLM agent",
             example: "",
+            timeout: Some(patience),
         })
     }
 }
@@ -591,6 +593,18 @@ mod tests {
         let registrations = organism.registrations("organism.toml").unwrap();
         assert_eq!(registrations[1].name(), "assistant");
         assert_eq!(registrations[1].listener_role(), Role::Agent);
+        // Without `timeout_ms`, a delivery may last as long as every retry of the model call.
+        let patience = registrations[1].delivery_timeout();
+        assert!(patience > Duration::from_secs(4 * 60), "{patience:?}");
+        let text = "[[listener]]\nname = \"a\"\nkind = \"llm\"\nbase_url = \"http://h/v1\"\n\
+                    model = \"m\"\nprompt = \"p\"\naccepts = [\"{urn:a}q\"]\ntimeout_ms = 50\n";
+        let organism = Organism::parse(text, "o.toml").unwrap();
+        let registrations = organism.registrations("o.toml").unwrap();
+        assert_eq!(
+            registrations[0].delivery_timeout(),
+            Duration::from_millis(50),
+            "an explicit timeout_ms wins"
+        );
         let text = "[[listener]]\nname = \"a\"\nkind = \"llm\"\nmodel = \"m\"\n";
         let err = Organism::parse(text, "o.toml")
             .unwrap()

@@ -197,6 +197,11 @@ impl Registration {
     pub fn listener_role(&self) -> Role {
         self.role
     }
+
+    /// How long one delivery may run before the pump cancels it.
+    pub fn delivery_timeout(&self) -> Duration {
+        self.timeout
+    }
 }
 
 /// Whether `name` is a usable listener name.

@@ -72,6 +72,17 @@ impl LlmConfig {
         }
     }
 
+    /// The longest one delivery can take with these settings: every attempt timing out and every
+    /// retry waiting the longest `Retry-After` honoured. Register an [`LlmAgent`] with at least
+    /// this [`Registration::timeout`](crate::Registration::timeout), or the pump cancels the
+    /// delivery while a retry would still succeed (the organism file does this for you).
+    pub fn patience(&self) -> Duration {
+        let attempts = self.retries.saturating_add(1);
+        self.timeout.saturating_mul(attempts)
+            + client::MAX_RETRY_AFTER.saturating_mul(self.retries)
+            + Duration::from_secs(1)
+    }
+
     fn cost(&self, tokens_in: u64, tokens_out: u64) -> Decimal {
         (Decimal::from(tokens_in) * self.price_in_per_1k
             + Decimal::from(tokens_out) * self.price_out_per_1k)
@@ -144,19 +155,21 @@ impl Listener for LlmAgent {
             return Err(ListenerError::OverBudget(e.budget));
         }
         let answer = client::complete(&self.http, &self.config, &messages).await?;
-        let (tokens_in, tokens_out) = match answer.usage {
-            Some((i, o)) => (i, o),
-            None => {
-                tracing::warn!(listener = %cx.me(), "the endpoint reported no usage; charging an estimate");
-                (prompt_tokens, estimate_tokens(&answer.content))
-            }
-        };
+        let estimated = answer.usage.0.is_none() || answer.usage.1.is_none();
+        if estimated {
+            tracing::warn!(listener = %cx.me(), "the endpoint did not report its usage in full; charging an estimate");
+        }
+        let tokens_in = answer.usage.0.unwrap_or(prompt_tokens);
+        let tokens_out = answer
+            .usage
+            .1
+            .unwrap_or_else(|| estimate_tokens(&answer.content));
         cx.usage(Usage {
             tokens_in,
             tokens_out,
             cost: self.config.cost(tokens_in, tokens_out),
             tool_calls: 0,
-            estimated: answer.usage.is_none(),
+            estimated,
         });
         cx.emit_text(answer.content);
         Ok(())

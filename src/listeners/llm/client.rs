@@ -13,8 +13,8 @@ use crate::listener::ListenerError;
 #[derive(Debug)]
 pub(crate) struct Answer {
     pub content: String,
-    /// `(prompt_tokens, completion_tokens)` as the endpoint reported them.
-    pub usage: Option<(u64, u64)>,
+    /// `prompt_tokens` and `completion_tokens`, each as far as the endpoint reported it.
+    pub usage: (Option<u64>, Option<u64>),
 }
 
 #[derive(Serialize)]
@@ -44,12 +44,14 @@ struct Message {
 
 #[derive(Deserialize)]
 struct UsageJson {
-    prompt_tokens: u64,
-    completion_tokens: u64,
+    #[serde(default)]
+    prompt_tokens: Option<u64>,
+    #[serde(default)]
+    completion_tokens: Option<u64>,
 }
 
 /// Longest wait a `Retry-After` may impose.
-const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
+pub(crate) const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
 
 /// Calls the endpoint, retrying 429, 5xx and timeouts up to `config.retries` times.
 pub(crate) async fn complete(
@@ -136,7 +138,7 @@ fn parse(text: &str) -> Result<Answer, String> {
         content,
         usage: response
             .usage
-            .map(|u| (u.prompt_tokens, u.completion_tokens)),
+            .map_or((None, None), |u| (u.prompt_tokens, u.completion_tokens)),
     })
 }
 
