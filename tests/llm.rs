@@ -428,6 +428,25 @@ async fn rate_limits_server_errors_timeouts_and_garbage_bodies_are_handled() {
         "{}",
         error.payload
     );
+
+    // A 401 because the key's variable is unset says so instead of leaving the user guessing.
+    let (_, base) = serve_model(vec![status(401, None)], None).await;
+    let mut config = LlmConfig::new(base, "m");
+    config.api_key_env = Some("AGENTPUMP_TEST_KEY_THAT_IS_NOT_SET".into());
+    let pump5 = pump(config, GovernorPolicy::default_budget());
+    let thread = run(&pump5, &p("ask", "go")).await;
+    let history = pump5.history(thread).await.unwrap();
+    let error = history
+        .iter()
+        .find(|r| r.payload.contains("upstream-failed"))
+        .expect("reported");
+    assert!(
+        error
+            .payload
+            .contains("environment variable AGENTPUMP_TEST_KEY_THAT_IS_NOT_SET is not set"),
+        "{}",
+        error.payload
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -102,8 +102,14 @@ pub(crate) async fn complete(
                 let status = response.status();
                 let text = response.text().await.unwrap_or_default();
                 let snippet: String = text.chars().take(200).collect();
+                let hint = match (&config.api_key_env, &key, status.as_u16()) {
+                    (Some(name), None, 401 | 403) => {
+                        format!(" (no API key sent: environment variable {name} is not set)")
+                    }
+                    _ => String::new(),
+                };
                 return Err(ListenerError::Upstream(format!(
-                    "{url}: HTTP {status} after {} attempts: {snippet}",
+                    "{url}: HTTP {status} after {} attempts{hint}: {snippet}",
                     attempt + 1
                 )));
             }
