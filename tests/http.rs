@@ -331,6 +331,33 @@ async fn refusals_are_problem_json_and_the_unauthorized_leave_no_trace() {
         (StatusCode::UNPROCESSABLE_ENTITY, Some("unknown-root"))
     );
     assert!(body["answer"].as_str().unwrap().contains("<huh"), "{body}");
+
+    // A method a route does not take and a query that does not parse are problem JSON too.
+    let (status, body) = problem(
+        api.client
+            .delete(format!("{}/threads", api.base))
+            .bearer_auth(TOKEN)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (StatusCode::METHOD_NOT_ALLOWED, Some("method-not-allowed"))
+    );
+    let (status, body) = problem(
+        api.get("/threads?state=done&state=halted")
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("bad-query")),
+        "{body}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -56,6 +56,7 @@ fn routes_for(api: Api, max_body: usize) -> Router {
         .route("/threads/{id}/resume", post(routes::resume))
         .route("/threads/{id}/events", get(events::follow))
         .fallback(routes::not_found)
+        .method_not_allowed_fallback(routes::method_not_allowed)
         .layer(axum::middleware::from_fn_with_state(
             api.clone(),
             auth::require_token,

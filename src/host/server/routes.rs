@@ -2,7 +2,7 @@
 
 use axum::Json;
 use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
+use axum::extract::rejection::{BytesRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -70,6 +70,12 @@ fn body(body: Result<Bytes, BytesRejection>) -> Result<Bytes, Problem> {
     })
 }
 
+/// The query string, or the problem that refused it.
+fn query<T>(q: Result<Query<T>, QueryRejection>) -> Result<T, Problem> {
+    q.map(|Query(q)| q)
+        .map_err(|e| Problem::new(e.status(), "bad-query", e.body_text()))
+}
+
 fn accepted(receipt: &crate::Receipt) -> Response {
     let body = serde_json::json!({ "thread": receipt.thread(), "ids": receipt.ids() });
     (StatusCode::CREATED, Json(body)).into_response()
@@ -78,9 +84,10 @@ fn accepted(receipt: &crate::Receipt) -> Response {
 /// `POST /threads`: an envelope (either dialect), or a bare payload routed by its root (or `?to=`).
 pub(crate) async fn start(
     State(api): State<Api>,
-    Query(q): Query<To>,
+    q: Result<Query<To>, QueryRejection>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, Problem> {
+    let q = query(q)?;
     let body = self::body(body)?;
     let text = utf8(&body)?;
     let is_envelope = !matches!(
@@ -99,9 +106,10 @@ pub(crate) async fn start(
 pub(crate) async fn post_message(
     State(api): State<Api>,
     Path(id): Path<String>,
-    Query(q): Query<To>,
+    q: Result<Query<To>, QueryRejection>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, Problem> {
+    let q = query(q)?;
     let thread = thread_id(&id)?;
     let body = self::body(body)?;
     let text = utf8(&body)?;
@@ -117,8 +125,9 @@ pub(crate) async fn post_message(
 /// `GET /threads[?state=…]`.
 pub(crate) async fn list(
     State(api): State<Api>,
-    Query(q): Query<StateFilter>,
+    q: Result<Query<StateFilter>, QueryRejection>,
 ) -> Result<Response, Problem> {
+    let q = query(q)?;
     let state = match q.state.as_deref() {
         None => None,
         Some(s) => Some(
@@ -148,8 +157,9 @@ pub(crate) async fn thread(
 pub(crate) async fn history(
     State(api): State<Api>,
     Path(id): Path<String>,
-    Query(q): Query<Format>,
+    q: Result<Query<Format>, QueryRejection>,
 ) -> Result<Response, Problem> {
+    let q = query(q)?;
     let id = known(&api, &id)?;
     let records = api.pump.history(id).await.map_err(|e| {
         Problem::new(
@@ -240,6 +250,14 @@ pub(crate) async fn resume(
 }
 
 /// Anything else.
+pub(crate) async fn method_not_allowed() -> Problem {
+    Problem::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method-not-allowed",
+        "this route does not take that method; see the README's HTTP API section",
+    )
+}
+
 pub(crate) async fn not_found() -> Problem {
     Problem::new(
         StatusCode::NOT_FOUND,
