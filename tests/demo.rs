@@ -68,5 +68,13 @@ fn the_demo_runs_and_everything_it_suggests_works() {
     }
     let (ok, out, _) = agentpump(&["verify", "--db", "agentpump-demo.db"], &dir);
     assert!(ok && out.contains("every chain intact"));
+    // The demo replaces its own history, never a file that is not one.
+    std::fs::write(dir.join("notes.txt"), "my notes").unwrap();
+    let (ok, _, err) = agentpump(&["demo", "--db", "notes.txt"], &dir);
+    assert!(!ok && err.contains("not an agentpump database"), "{err}");
+    assert_eq!(
+        std::fs::read_to_string(dir.join("notes.txt")).unwrap(),
+        "my notes"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -160,6 +160,11 @@ async fn files_that_are_not_ours_or_are_newer_are_refused_clearly() {
     sql(&dir.db(), "CREATE TABLE notes (body TEXT);");
     let err = SqliteHistory::open(dir.db()).unwrap_err().to_string();
     assert!(err.ends_with("not an agentpump database"), "{err}");
+    let mode: String = rusqlite::Connection::open(dir.db())
+        .unwrap()
+        .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(mode, "delete", "a refused file is left as it was");
     std::fs::remove_file(dir.db()).unwrap();
     drop(SqliteHistory::open(dir.db()).unwrap());
     sql(

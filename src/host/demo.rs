@@ -87,7 +87,13 @@ pub fn run(db: Option<PathBuf>) -> Result<String, String> {
     })
 }
 
+/// Removes the previous demo's history; refuses a file that is not an agentpump history.
 fn remove_database(db: &Path) -> Result<(), String> {
+    if db.exists() {
+        crate::history::SqliteHistory::open_read_only(db).map_err(|e| {
+            format!("{e}; the demo replaces only an agentpump history, choose another --db")
+        })?;
+    }
     for suffix in ["", "-wal", "-shm"] {
         let file = PathBuf::from(format!("{}{suffix}", db.display()));
         match std::fs::remove_file(&file) {

@@ -63,25 +63,29 @@ CREATE INDEX reports_by_thread ON reports (thread);
 /// Sets the pragmas, creates the tables in a new file, and checks an existing one.
 pub(crate) fn prepare(conn: &mut Connection, durability: Durability) -> Result<(), SchemaError> {
     conn.busy_timeout(std::time::Duration::from_secs(5))?;
+    let tables: i64 = conn.query_row(
+        "SELECT count(*) FROM sqlite_master WHERE type = 'table'",
+        [],
+        |r| r.get(0),
+    )?;
+    // Check a file that is not new before changing anything in it: a foreign database must come
+    // out of a refused open exactly as it went in (not switched to WAL).
+    if tables > 0 {
+        check(conn)?;
+    }
     conn.pragma_update(None, "journal_mode", "WAL")?;
     let sync = match durability {
         Durability::Full => "FULL",
         Durability::Normal => "NORMAL",
     };
     conn.pragma_update(None, "synchronous", sync)?;
-    let tables: i64 = conn.query_row(
-        "SELECT count(*) FROM sqlite_master WHERE type = 'table'",
-        [],
-        |r| r.get(0),
-    )?;
     if tables == 0 {
         let tx = conn.transaction()?;
         tx.execute_batch(TABLES)?;
         tx.execute("INSERT INTO meta (key, value) VALUES ('application', 'agentpump'), ('schema_version', ?1)", [SCHEMA_VERSION.to_string()])?;
         tx.commit()?;
-        return Ok(());
     }
-    check(conn)
+    Ok(())
 }
 
 /// Checks that an existing file is an agentpump history this build can read.
