@@ -585,5 +585,11 @@ async fn the_cli_talks_to_a_running_host() {
             && err.contains("(unknown-thread, HTTP 404)"),
         "{err}"
     );
+    // A `--to` with characters that mean something in a URL reaches the host intact.
+    let (ok, _, err) = run(&["send", file.to_str().unwrap(), "--to", "no body&to=echo"]).await;
+    assert!(
+        !ok && err.contains("no body&to=echo") && err.contains("no-route"),
+        "{err}"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -2,8 +2,26 @@
 //! over the HTTP API.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use crate::host::inspect::HistoryFormat;
+
+/// How long connecting to the host may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long one request may take, answer included.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// `text` percent-encoded for a query value (everything but RFC 3986 unreserved characters).
+fn encode(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                char::from(b).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
 
 /// Where a running host is and how to authenticate.
 #[derive(Debug, Clone)]
@@ -54,9 +72,12 @@ impl Host {
             .map_err(|e| e.to_string())?;
         runtime.block_on(async {
             let url = format!("{}{path}", self.url);
-            let mut request = reqwest::Client::new()
-                .request(method, &url)
-                .bearer_auth(&self.token);
+            let client = reqwest::Client::builder()
+                .connect_timeout(CONNECT_TIMEOUT)
+                .timeout(REQUEST_TIMEOUT)
+                .build()
+                .map_err(|e| e.to_string())?;
+            let mut request = client.request(method, &url).bearer_auth(&self.token);
             if let Some(body) = body {
                 request = request.body(body);
             }
@@ -100,7 +121,7 @@ impl Host {
         } else {
             std::fs::read(file).map_err(|e| format!("{}: {e}", file.display()))?
         };
-        let query = to.map(|t| format!("?to={t}")).unwrap_or_default();
+        let query = to.map(|t| format!("?to={}", encode(t))).unwrap_or_default();
         let path = match thread {
             Some(id) => format!("/threads/{id}/messages{query}"),
             None => format!("/threads{query}"),
@@ -144,7 +165,9 @@ impl Host {
     ///
     /// The host cannot be reached or refuses.
     pub fn threads(&self, state: Option<&str>) -> Result<String, String> {
-        let query = state.map(|s| format!("?state={s}")).unwrap_or_default();
+        let query = state
+            .map(|s| format!("?state={}", encode(s)))
+            .unwrap_or_default();
         self.call(reqwest::Method::GET, &format!("/threads{query}"), None)
             .map(|t| t + "\n")
     }
@@ -191,5 +214,16 @@ impl Host {
             None,
         )
         .map(|t| t + "\n")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::encode;
+
+    #[test]
+    fn query_values_are_percent_encoded() {
+        assert_eq!(encode("scripted-ping_1.x~"), "scripted-ping_1.x~");
+        assert_eq!(encode("a b&c=d/é"), "a%20b%26c%3Dd%2F%C3%A9");
     }
 }
