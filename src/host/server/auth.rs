@@ -46,9 +46,19 @@ pub fn load_or_create_token(env: Option<&str>, file: &Path) -> Result<String, To
         uuid::Uuid::new_v4().simple(),
         uuid::Uuid::new_v4().simple()
     );
-    write_private(file, &token).map_err(|e| TokenError(format!("{}: {e}", file.display())))?;
-    tracing::info!(file = %file.display(), "generated a bearer token");
-    Ok(token)
+    // Written in full under a private name, then linked into place: a host starting at the same
+    // moment either wins the link or reads the winner's complete token, never half a file.
+    let staged = file.with_extension(format!("tmp-{}", uuid::Uuid::new_v4().simple()));
+    let placed = write_private(&staged, &token).and_then(|()| std::fs::hard_link(&staged, file));
+    let _ = std::fs::remove_file(&staged);
+    match placed {
+        Ok(()) => {
+            tracing::info!(file = %file.display(), "generated a bearer token");
+            Ok(token)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => load_or_create_token(None, file),
+        Err(e) => Err(TokenError(format!("{}: {e}", file.display()))),
+    }
 }
 
 #[cfg(unix)]
@@ -60,7 +70,8 @@ fn write_private(file: &Path, token: &str) -> std::io::Result<()> {
         .create_new(true)
         .mode(0o600)
         .open(file)?;
-    writeln!(f, "{token}")
+    writeln!(f, "{token}")?;
+    f.sync_all()
 }
 
 #[cfg(not(unix))]
@@ -100,4 +111,33 @@ pub(crate) async fn require_token(
 
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::load_or_create_token;
+
+    #[test]
+    fn hosts_starting_together_agree_on_one_complete_token() {
+        let dir = std::env::temp_dir().join(format!("agentpump-token-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("agentpump.token");
+        let tokens: Vec<String> = std::thread::scope(|s| {
+            let starts: Vec<_> = (0..8)
+                .map(|_| s.spawn(|| load_or_create_token(None, &file).unwrap()))
+                .collect();
+            starts.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        assert_eq!(tokens[0].len(), 64);
+        assert!(tokens.iter().all(|t| t == &tokens[0]), "{tokens:?}");
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt as _;
+            let mode = std::fs::metadata(&file).unwrap().permissions().mode();
+            assert_eq!(mode & 0o777, 0o600);
+        }
+        let left: Vec<_> = std::fs::read_dir(&dir).unwrap().collect();
+        assert_eq!(left.len(), 1, "no staged files are left behind");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }
