@@ -3,7 +3,7 @@
 
 mod support;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
 
@@ -13,26 +13,7 @@ use agentpump::system::Spawn;
 use agentpump::{
     Incoming, Limits, PumpBuilder, PumpConfig, PumpHandle, Registration, Role, ThreadId,
 };
-use support::{Script, p, q, start};
-
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new() -> Self {
-        let dir = std::env::temp_dir().join(format!("agentpump-inspect-{}", ThreadId::new()));
-        std::fs::create_dir_all(&dir).unwrap();
-        Self(dir)
-    }
-    fn db(&self) -> PathBuf {
-        self.0.join("history.db")
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+use support::{Scratch, Script, p, q, start};
 
 fn run(args: &[&str]) -> (bool, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_agentpump"))
@@ -111,7 +92,7 @@ fn pump_on(db: &Path, budget: Budget) -> PumpHandle {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_commands_read_a_history_file() {
-    let dir = Scratch::new();
+    let dir = Scratch::new("inspect");
     let db = dir.db();
     let (root, halted) = {
         let pump = pump_on(
@@ -298,7 +279,7 @@ fn check_exports(records: &[Record], thread_of: impl Fn(&Record) -> bool) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn long_threads_and_big_trees_read_back_complete_through_every_format() {
-    let dir = Scratch::new();
+    let dir = Scratch::new("inspect");
     let pump = pump_on(&dir.db(), Budget::unlimited());
     let long = start(&pump, &p("count", "1/10000")).await;
     let tree = start(&pump, &p("fan", "1000")).await;

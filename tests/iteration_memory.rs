@@ -5,46 +5,19 @@
 use std::sync::Arc;
 
 use agentpump::governor::{Budget, GovernorPolicy};
-use agentpump::history::{Batch, HistoryError, HistoryStore, Record, Ticket};
 use agentpump::{
-    Context, Delivery, Listener, ListenerError, MessageId, PumpBuilder, PumpConfig, QName,
-    Registration, ThreadId, ThreadInfo, ThreadState,
+    Context, Delivery, Listener, ListenerError, PumpBuilder, PumpConfig, QName, Registration,
 };
+
+/// The benches' stores: `Forgetful` keeps nothing, so every byte still live is the pump's.
+#[allow(dead_code)]
+#[path = "../benches/common/stores.rs"]
+mod stores;
+
+use stores::Forgetful;
 
 #[global_allocator]
 static ALLOC: dhat::Alloc = dhat::Alloc;
-
-/// A store that forgets everything: what stays allocated is the pump's.
-#[derive(Debug)]
-struct Forgetful;
-
-#[async_trait::async_trait]
-impl HistoryStore for Forgetful {
-    fn append(&self, _: Batch) -> Result<Ticket, HistoryError> {
-        Ok(Ticket::ready())
-    }
-    async fn thread(&self, _: ThreadId, _: u64) -> Result<Vec<Record>, HistoryError> {
-        Ok(Vec::new())
-    }
-    async fn record(&self, _: MessageId) -> Result<Option<Record>, HistoryError> {
-        Ok(None)
-    }
-    async fn pending(&self) -> Result<Vec<Record>, HistoryError> {
-        Ok(Vec::new())
-    }
-    async fn reports(
-        &self,
-        _: ThreadId,
-    ) -> Result<Vec<agentpump::governor::HaltingReport>, HistoryError> {
-        Ok(Vec::new())
-    }
-    async fn threads(&self, _: Option<ThreadState>) -> Result<Vec<ThreadInfo>, HistoryError> {
-        Ok(Vec::new())
-    }
-    async fn verify(&self) -> Result<u64, HistoryError> {
-        Ok(0)
-    }
-}
 
 const NS: &str = "urn:test:v1";
 

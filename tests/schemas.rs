@@ -4,11 +4,15 @@
 //! and governor message the pump really records validates — alone against `system.xsd` /
 //! `governor.xsd` and inside the envelope its own writer produces against `envelope.xsd`.
 
+mod support;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
+
+use support::Scratch;
 
 use agentpump::governor::{
     Budget, BudgetName, CertificateType, Control, Goal, GovernorMessage, HaltClass, Lane, Signal,
@@ -97,36 +101,6 @@ fn assert_valid(schema: &str, files: &[PathBuf], what: &str) {
         files.len(),
         verdict.stderr
     );
-}
-
-/// A scratch folder under the system temp dir, unique to one test of one run. Removed when the
-/// test passes, kept for inspection when it fails.
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(test: &str) -> Self {
-        let dir =
-            std::env::temp_dir().join(format!("agentpump-schemas-{}-{test}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("create scratch folder");
-        Self(dir)
-    }
-
-    fn write(&self, name: &str, text: &str) -> PathBuf {
-        let path = self.0.join(name);
-        std::fs::write(&path, text).expect("write scratch file");
-        path
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            eprintln!("scratch files kept in {}", self.0.display());
-        } else {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
 }
 
 // ---------------------------------------------------------------------------------------------

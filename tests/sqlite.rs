@@ -2,34 +2,12 @@
 
 mod support;
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use agentpump::history::{HistoryStore, SqliteHistory};
 use agentpump::listeners::Echo;
 use agentpump::{PumpBuilder, Registration, ThreadId};
-use support::{egress, p, q, start};
-
-/// A fresh directory under the system temp dir, removed when dropped.
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new() -> Self {
-        let dir = std::env::temp_dir().join(format!("agentpump-sqlite-{}", ThreadId::new()));
-        std::fs::create_dir_all(&dir).unwrap();
-        Self(dir)
-    }
-
-    fn db(&self) -> PathBuf {
-        self.0.join("history.db")
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+use support::{Scratch, egress, p, q, start};
 
 fn echo_pump(store: Arc<SqliteHistory>) -> agentpump::PumpHandle {
     PumpBuilder::new()
@@ -41,7 +19,7 @@ fn echo_pump(store: Arc<SqliteHistory>) -> agentpump::PumpHandle {
 
 #[tokio::test]
 async fn history_survives_closing_and_reopening_the_file() {
-    let dir = Scratch::new();
+    let dir = Scratch::new("sqlite");
     let (thread, before) = {
         let store = Arc::new(SqliteHistory::open(dir.db()).unwrap());
         let pump = echo_pump(Arc::clone(&store));
@@ -79,7 +57,7 @@ fn sql(db: &std::path::Path, statement: &str) {
 
 #[tokio::test]
 async fn verify_names_the_first_record_that_was_altered_deleted_or_reordered() {
-    let dir = Scratch::new();
+    let dir = Scratch::new("sqlite");
     let thread = {
         let store = Arc::new(SqliteHistory::open(dir.db()).unwrap());
         let pump = echo_pump(store);
@@ -148,7 +126,7 @@ async fn check(db: &std::path::Path, thread: ThreadId, expected_seq: i64) {
 
 #[tokio::test]
 async fn files_that_are_not_ours_or_are_newer_are_refused_clearly() {
-    let dir = Scratch::new();
+    let dir = Scratch::new("sqlite");
     std::fs::write(
         dir.db(),
         "hello, I am a text file, not a database at all.............................",
@@ -187,7 +165,7 @@ async fn files_that_are_not_ours_or_are_newer_are_refused_clearly() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_writer_queue_slows_appends_but_never_stalls_them() {
     use agentpump::history::SqliteOptions;
-    let dir = Scratch::new();
+    let dir = Scratch::new("sqlite");
     let options = SqliteOptions {
         group: 0,
         backlog: 0,

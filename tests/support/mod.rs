@@ -1,6 +1,7 @@
 //! Shared helpers for the integration tests: small listeners and history queries.
 #![allow(dead_code)]
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use agentpump::history::{Record, RecordKind};
@@ -130,4 +131,39 @@ pub async fn start(pump: &PumpHandle, payload: &str) -> ThreadId {
     let thread = pump.post(None, None, payload).await.unwrap().thread();
     pump.settle(thread).await;
     thread
+}
+
+/// A scratch folder under the system temp dir, unique to one test of one run. Removed when the
+/// test passes, kept for inspection when it fails.
+pub struct Scratch(pub PathBuf);
+
+impl Scratch {
+    /// A fresh, empty folder named after `test`.
+    pub fn new(test: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!("agentpump-{test}-{}", ThreadId::new()));
+        std::fs::create_dir_all(&dir).expect("create scratch folder");
+        Self(dir)
+    }
+
+    /// `history.db` inside it.
+    pub fn db(&self) -> PathBuf {
+        self.0.join("history.db")
+    }
+
+    /// Writes `text` to `name` inside it.
+    pub fn write(&self, name: &str, text: &str) -> PathBuf {
+        let path = self.0.join(name);
+        std::fs::write(&path, text).expect("write scratch file");
+        path
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("scratch files kept in {}", self.0.display());
+        } else {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
 }
