@@ -361,6 +361,15 @@ impl Applying<'_> {
 }
 
 impl PumpHandle {
+    /// The entry of a thread users may stop and resume: any but the system thread.
+    fn controllable(&self, thread: ThreadId) -> Result<Arc<ThreadEntry>, ControlError> {
+        self.shared
+            .registry
+            .get(thread)
+            .filter(|e| !e.is_system)
+            .ok_or(ControlError::UnknownThread(thread))
+    }
+
     /// Stops a thread: halts it with BACKPRESSURE (`stop-request`) — at once when it is idle,
     /// after the delivery in progress otherwise. Its descendants halt with it.
     ///
@@ -369,11 +378,7 @@ impl PumpHandle {
     /// [`ControlError`] for an unknown thread or one that is already done or halted.
     pub async fn stop(&self, thread: ThreadId) -> Result<(), ControlError> {
         let shared = &self.shared;
-        let entry = shared
-            .registry
-            .get(thread)
-            .filter(|e| !e.is_system)
-            .ok_or(ControlError::UnknownThread(thread))?;
+        let entry = self.controllable(thread)?;
         let committed = {
             let parent = entry.parent.and_then(|p| shared.registry.get(p));
             let mut parent_inner = parent.as_ref().map(|p| p.lock());
@@ -422,11 +427,7 @@ impl PumpHandle {
     /// [`ControlError`] for an unknown thread or one that is not halted.
     pub async fn resume(&self, thread: ThreadId, extra: &Budget) -> Result<(), ControlError> {
         let shared = &self.shared;
-        let entry = shared
-            .registry
-            .get(thread)
-            .filter(|e| !e.is_system)
-            .ok_or(ControlError::UnknownThread(thread))?;
+        let entry = self.controllable(thread)?;
         let committed = {
             let parent = entry.parent.and_then(|p| shared.registry.get(p));
             let mut parent_inner = parent.as_ref().map(|p| p.lock());
