@@ -85,7 +85,14 @@ pub(crate) fn order(conn: &Connection) -> rusqlite::Result<Order> {
     })? {
         let (thread, digest) = row?;
         let thread: ThreadId = parse(0, &thread)?;
-        last_digest.insert(thread, digest.try_into().unwrap_or([0; 32]));
+        let digest: [u8; 32] = digest.try_into().map_err(|d: Vec<u8>| {
+            rusqlite::Error::InvalidColumnType(
+                1,
+                format!("a digest of {} bytes, not 32", d.len()),
+                rusqlite::types::Type::Blob,
+            )
+        })?;
+        last_digest.insert(thread, digest);
     }
     Ok(Order {
         next_seq: next_seq as u64,
@@ -192,8 +199,8 @@ fn counters(conn: &Connection) -> rusqlite::Result<HashMap<ThreadId, Counters>> 
         let (thread, n, tin, tout, costs, tools, estimated) = row?;
         let cost = costs
             .split(' ')
-            .filter_map(|c| Decimal::from_str_exact(c).ok())
-            .sum();
+            .map(|c| parse::<Decimal>(4, c))
+            .sum::<rusqlite::Result<Decimal>>()?;
         let c = Counters {
             deliveries: n as u64,
             failures: 0,
