@@ -128,7 +128,10 @@ fn read_root(
     limits: &Limits,
 ) -> Result<(Dialect, String), EnvelopeError> {
     loop {
-        let at = Position::locate(text, reader.buffer_position() as usize);
+        // Where this event starts, turned into line and column only when an error needs it
+        // (counting lines on every event would make a long comment run quadratic).
+        let offset = reader.buffer_position() as usize;
+        let at = || Position::locate(text, offset);
         let (resolved, event) = match reader.read_resolved_event() {
             Ok(pair) => pair,
             Err(err) => return Err(malformed(err, text, reader.error_position())),
@@ -136,11 +139,15 @@ fn read_root(
         match event {
             Event::Decl(_) | Event::Comment(_) | Event::PI(_) => {}
             Event::Text(t) if t.trim().is_empty() => {}
-            Event::DocType(_) => return Err(EnvelopeError::Doctype { at }),
+            Event::DocType(_) => return Err(EnvelopeError::Doctype { at: at() }),
             Event::Start(ref e) | Event::Empty(ref e) => {
                 if e.attributes().count() > limits.max_attributes {
                     let (element, limit) = (e.name().0.to_owned(), limits.max_attributes);
-                    return Err(EnvelopeError::TooManyAttributes { element, limit, at });
+                    return Err(EnvelopeError::TooManyAttributes {
+                        element,
+                        limit,
+                        at: at(),
+                    });
                 }
                 let local = e.local_name();
                 let namespace = match resolved {
@@ -180,7 +187,10 @@ fn read_meta(
     let mut value = String::new();
     let mut opened = false;
     loop {
-        let at = Position::locate(text, reader.buffer_position() as usize);
+        // Where this event starts, turned into line and column only when an error needs it
+        // (counting lines on every event would make a long comment run quadratic).
+        let offset = reader.buffer_position() as usize;
+        let at = || Position::locate(text, offset);
         let (resolved, event) = match reader.read_resolved_event() {
             Ok(pair) => pair,
             Err(err) => return Err(malformed(err, text, reader.error_position())),
@@ -200,12 +210,12 @@ fn read_meta(
                 if opened && field.is_none() && in_envelope =>
             {
                 let name = meta_field(dialect, e.local_name().as_ref())
-                    .ok_or_else(|| unexpected(e.name().0, dialect.meta_fields(), at))?;
+                    .ok_or_else(|| unexpected(e.name().0, dialect.meta_fields(), at()))?;
                 if meta.seen.contains(&name) {
                     return Err(unexpected(
                         &format!("a second {}", e.name().0),
                         "each <meta> field once",
-                        at,
+                        at(),
                     ));
                 }
                 meta.seen.push(name);
@@ -222,7 +232,7 @@ fn read_meta(
                 let resolved = quick_xml::escape::unescape(&reference).map_err(|_| {
                     EnvelopeError::UnknownEntity {
                         name: r.to_string(),
-                        at,
+                        at: at(),
                     }
                 })?;
                 value.push_str(&resolved);
@@ -231,7 +241,7 @@ fn read_meta(
                 meta.set(field.take().expect("checked"), value.trim().to_owned());
             }
             Event::End(_) if opened => return Ok(meta),
-            Event::DocType(_) => return Err(EnvelopeError::Doctype { at }),
+            Event::DocType(_) => return Err(EnvelopeError::Doctype { at: at() }),
             other => {
                 let found = match &other {
                     Event::Start(e) | Event::Empty(e) => e.name().0.to_owned(),
@@ -243,7 +253,7 @@ fn read_meta(
                 } else {
                     "<meta>"
                 };
-                return Err(unexpected(&found, expected, at));
+                return Err(unexpected(&found, expected, at()));
             }
         }
     }

@@ -64,9 +64,13 @@ pub(crate) fn element(
             Ok(pair) => pair,
             Err(err) => return Err(malformed(&err, at(reader.error_position()))),
         };
-        let namespace = match resolved {
-            ResolveResult::Bound(ns) => Some(ns.0.to_owned()),
-            ResolveResult::Unbound => Some(String::new()),
+        // Only the root's namespace is kept (owned); below it, only whether it is reserved.
+        let (reserved, root_namespace) = match resolved {
+            ResolveResult::Bound(ns) => (
+                is_reserved_namespace(ns.0),
+                (depth == 0).then(|| ns.0.to_owned()),
+            ),
+            ResolveResult::Unbound => (false, (depth == 0).then(String::new)),
             ResolveResult::Unknown(prefix) => {
                 let element = event_name(&event);
                 return Err(unknown_prefix(prefix, element, start()));
@@ -85,12 +89,14 @@ pub(crate) fn element(
                     });
                 }
                 let declares = check_attributes(e, &reader, limits, &start)?;
-                let namespace = namespace.unwrap_or_default();
                 if depth == 0 {
                     let local = e.local_name();
                     let local = local.as_ref();
-                    root = Some((QName::new(namespace, local), declares));
-                } else if is_reserved_namespace(&namespace) {
+                    root = Some((
+                        QName::new(root_namespace.unwrap_or_default(), local),
+                        declares,
+                    ));
+                } else if reserved {
                     reserved_inside = true;
                 }
                 if empty && depth == 0 {
