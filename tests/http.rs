@@ -332,6 +332,38 @@ async fn refusals_are_problem_json_and_the_unauthorized_leave_no_trace() {
     );
     assert!(body["answer"].as_str().unwrap().contains("<huh"), "{body}");
 
+    // A broken envelope posted into a thread is refused and recorded, not posted whole.
+    let created: serde_json::Value = api
+        .post("/threads", p("say", "hello"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let thread: ThreadId = created["thread"].as_str().unwrap().parse().unwrap();
+    api.pump.settle(thread).await;
+    let before_thread = api.pump.history(thread).await.unwrap();
+    let before_system = api.store.thread(system, 0).await.unwrap().len();
+    let (status, body) = problem(
+        api.post(
+            &format!("/threads/{thread}/messages"),
+            "<message xmlns='urn:agentpump:envelope:v1'><meta></message>",
+        )
+        .send()
+        .await
+        .unwrap(),
+    )
+    .await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("malformed-xml"))
+    );
+    assert_eq!(api.pump.history(thread).await.unwrap(), before_thread);
+    let recorded = api.store.thread(system, 0).await.unwrap();
+    assert_eq!(recorded.len(), before_system + 1);
+    assert_eq!(recorded.last().unwrap().root.local(), "huh");
+
     // A method a route does not take and a query that does not parse are problem JSON too.
     let (status, body) = problem(
         api.client

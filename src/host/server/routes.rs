@@ -90,14 +90,11 @@ pub(crate) async fn start(
     let q = query(q)?;
     let body = self::body(body)?;
     let text = utf8(&body)?;
-    let is_envelope = !matches!(
-        Incoming::parse(&body, &Default::default()),
-        Err(EnvelopeError::NotAnEnvelope { .. })
-    );
-    let receipt = if is_envelope {
-        api.pump.send(&body).await
-    } else {
-        api.pump.post(None, q.to.as_deref(), text).await
+    let receipt = match Incoming::parse(&body, &Default::default()) {
+        Err(EnvelopeError::NotAnEnvelope { .. }) => {
+            api.pump.post(None, q.to.as_deref(), text).await
+        }
+        _ => api.pump.send(&body).await,
     }?;
     Ok(accepted(&receipt))
 }
@@ -113,12 +110,20 @@ pub(crate) async fn post_message(
     let thread = thread_id(&id)?;
     let body = self::body(body)?;
     let text = utf8(&body)?;
-    let incoming = Incoming::parse(&body, &Default::default()).ok();
-    let (to, payload) = match &incoming {
-        Some(msg) => (msg.to().or(q.to.as_deref()), msg.payload().as_str()),
-        None => (q.to.as_deref(), text),
-    };
-    let receipt = api.pump.post(Some(thread), to, payload).await?;
+    let receipt = match Incoming::parse(&body, &Default::default()) {
+        Ok(msg) => {
+            let to = msg.to().or(q.to.as_deref());
+            api.pump
+                .post(Some(thread), to, msg.payload().as_str())
+                .await
+        }
+        Err(EnvelopeError::NotAnEnvelope { .. }) => {
+            api.pump.post(Some(thread), q.to.as_deref(), text).await
+        }
+        // A broken envelope is refused and recorded by the pump's envelope ingress, never
+        // posted whole as if it were a payload.
+        Err(_) => api.pump.send(&body).await,
+    }?;
     Ok(accepted(&receipt))
 }
 
