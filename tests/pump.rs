@@ -226,7 +226,13 @@ fn prober() -> Registration {
 async fn every_failure_reaches_the_sender_as_a_system_message_and_is_recorded() {
     let failing = Registration::new(
         "failing",
-        Script::new(|_, _| Err(ListenerError::failed("disk on fire"))),
+        Script::new(|msg, cx| {
+            if !msg.is_system() {
+                // What it emitted before failing is dropped, and the notice says so.
+                cx.emit(p("say", "half done"));
+            }
+            Err(ListenerError::failed("disk on fire"))
+        }),
     )
     .accepts(q("work"));
     let panicking =
@@ -280,6 +286,21 @@ async fn every_failure_reaches_the_sender_as_a_system_message_and_is_recorded() 
             .map(|(a, b, c)| (a.to_string(), b.to_string(), c.to_string()))
             .collect();
         assert_eq!(got, expected, "probing {target}");
+        if *target == "failing" {
+            let history = pump.history(thread).await.unwrap();
+            let notice = history
+                .iter()
+                .find(|r| r.payload.contains("handler-failed"))
+                .unwrap();
+            assert!(
+                notice.payload.contains(
+                    "disk on fire; the 1 output(s) it emitted before failing were dropped"
+                ),
+                "{}",
+                notice.payload
+            );
+            assert!(history.iter().all(|r| !r.payload.contains("half done")));
+        }
         assert_eq!(
             pump.thread(thread).unwrap().counters.failures,
             u64::from(!target.starts_with("bad"))

@@ -44,14 +44,23 @@ impl Shared {
         );
         let outcome = invoke(registration, &delivery, &mut cx, deadline).await;
         let (outputs, usage, spent) = cx.into_parts();
-        let steps = match outcome {
-            Ok(()) => self.plan(item.target, &delivery, outputs),
-            Err(_) => Vec::new(),
+        let (steps, failure) = match outcome {
+            Ok(()) => (self.plan(item.target, &delivery, outputs), None),
+            Err(mut failure) => {
+                if !outputs.is_empty() {
+                    failure.message = format!(
+                        "{}; the {} output(s) it emitted before failing were dropped",
+                        failure.message,
+                        outputs.len()
+                    );
+                }
+                (Vec::new(), Some(failure))
+            }
         };
         let done = Done {
             me: item.target,
             delivery: &delivery,
-            failure: outcome.err(),
+            failure,
             steps,
             usage,
             spent,

@@ -280,12 +280,11 @@ impl Shared {
     ) -> Admitted {
         let mut inner = entry.lock();
         if inner.state.is_closed() {
-            drop(inner);
             let message = format!(
                 "thread {} is {} and accepts no new messages",
-                entry.id,
-                entry.lock().state
+                entry.id, inner.state
             );
+            drop(inner);
             return self.refuse(
                 entry,
                 SystemMessage::Error {
