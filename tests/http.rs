@@ -461,6 +461,47 @@ async fn shutdown_ends_open_event_streams_instead_of_waiting_for_them() {
         .unwrap();
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_event_stream_whose_history_breaks_says_so_and_ends() {
+    let dir = support::Scratch::new("events-broken");
+    let store = Arc::new(SqliteHistory::open(dir.db()).unwrap());
+    let pump = PumpBuilder::new()
+        .history(store)
+        .register(Registration::new("echo", Echo).accepts(q("say")))
+        .build()
+        .unwrap();
+    let thread = support::start(&pump, &p("say", "hi")).await;
+    pump.settle(thread).await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(server::serve(
+        listener,
+        pump.clone(),
+        TOKEN,
+        1024,
+        std::future::pending(),
+    ));
+    // The history becomes unreadable under the open stream.
+    rusqlite::Connection::open(dir.db())
+        .unwrap()
+        .execute_batch("ALTER TABLE records RENAME TO gone;")
+        .unwrap();
+    let response = reqwest::Client::new()
+        .get(format!("{base}/threads/{thread}/events"))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap();
+    let body = tokio::time::timeout(Duration::from_secs(10), response.text())
+        .await
+        .expect("the stream ends")
+        .unwrap();
+    assert!(
+        body.contains("event: error") && body.contains("\"code\":\"history-unavailable\""),
+        "{body}"
+    );
+}
+
 #[test]
 fn sigterm_under_load_exits_cleanly_and_loses_nothing_acknowledged() {
     let dir = std::env::temp_dir().join(format!("agentpump-run-{}", ThreadId::new()));

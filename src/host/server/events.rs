@@ -38,14 +38,23 @@ fn stream(api: Api, thread: ThreadId) -> impl Stream<Item = Result<Event, Infall
         finished: false,
     };
     futures_util::stream::unfold(state, |mut state| async move {
-        let record = state.next_record().await?;
-        let event = Event::default()
-            .event("record")
-            .id(record.seq.to_string())
-            .json_data(&record)
-            .expect("a record serializes");
-        Some((Ok(event), state))
+        let event = match state.next_record().await? {
+            Step::Record(record) => Event::default()
+                .event("record")
+                .id(record.seq.to_string())
+                .json_data(&record),
+            Step::Failed(problem) => Event::default().event("error").json_data(&problem),
+        };
+        Some((Ok(event.expect("records and problems serialize")), state))
     })
+}
+
+/// What a stream sends next.
+enum Step {
+    /// A committed record.
+    Record(Record),
+    /// The history cannot be read: the last event of the stream, a problem JSON.
+    Failed(Problem),
 }
 
 /// Where one event stream stands.
@@ -60,12 +69,12 @@ struct Follow {
 }
 
 impl Follow {
-    /// The next record to send, or `None` when the stream ends: the thread is closed and all of
-    /// it is sent, the server is shutting down, or the history cannot be read.
-    async fn next_record(&mut self) -> Option<Record> {
+    /// The next event to send, or `None` when the stream ends: the thread is closed and all of
+    /// it is sent, the server is shutting down, or the history could not be read (said once).
+    async fn next_record(&mut self) -> Option<Step> {
         loop {
             if let Some(record) = self.ready.pop_front() {
-                return Some(record);
+                return Some(Step::Record(record));
             }
             if self.finished || *self.api.stopping.borrow() {
                 return None;
@@ -81,10 +90,13 @@ impl Follow {
                 self.api.pump.settle(self.thread).await;
                 self.finished = true;
             }
-            let read = self.api.pump.store().thread(self.thread, self.next).await;
-            let Ok(records) = read else {
-                tracing::warn!(thread = %self.thread, "event stream ended: the history cannot be read");
-                return None;
+            let records = match self.api.pump.store().thread(self.thread, self.next).await {
+                Ok(records) => records,
+                Err(e) => {
+                    tracing::error!(thread = %self.thread, error = %e, "event stream ended: the history cannot be read");
+                    self.finished = true;
+                    return Some(Step::Failed(Problem::from(e)));
+                }
             };
             if let Some(last) = records.last() {
                 self.next = last.seq + 1;

@@ -5,6 +5,7 @@ use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
 use crate::IngressError;
+use crate::history::HistoryError;
 
 /// An error answer (RFC 9457 problem details), with agentpump's wire code.
 #[derive(Debug, Clone, Serialize)]
@@ -76,5 +77,16 @@ impl IntoResponse for Problem {
             HeaderValue::from_static("application/problem+json"),
         );
         response
+    }
+}
+
+impl From<HistoryError> for Problem {
+    /// The history store cannot be read: 503 `history-unavailable`.
+    fn from(e: HistoryError) -> Self {
+        Self::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "history-unavailable",
+            e.to_string(),
+        )
     }
 }

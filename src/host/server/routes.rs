@@ -166,13 +166,7 @@ pub(crate) async fn history(
 ) -> Result<Response, Problem> {
     let q = query(q)?;
     let id = known(&api, &id)?;
-    let records = api.pump.history(id).await.map_err(|e| {
-        Problem::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "history-unavailable",
-            e.to_string(),
-        )
-    })?;
+    let records = api.pump.history(id).await?;
     match q.format.as_deref().unwrap_or("json") {
         "json" => Ok(Json(records).into_response()),
         "xml" => Ok((
@@ -203,13 +197,7 @@ pub(crate) async fn report(
     Path(id): Path<String>,
 ) -> Result<Response, Problem> {
     let id = known(&api, &id)?;
-    let mut reports = api.pump.reports(id).await.map_err(|e| {
-        Problem::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "history-unavailable",
-            e.to_string(),
-        )
-    })?;
+    let mut reports = api.pump.reports(id).await?;
     match reports.pop() {
         Some(report) => Ok(Json(report).into_response()),
         None => Err(Problem::new(
