@@ -642,6 +642,21 @@ async fn the_cli_talks_to_a_running_host() {
     );
     let (ok, out, _) = run(&["threads"]).await;
     assert!(ok && out.contains(&thread));
+    assert!(out.starts_with("ID "), "a table, as from a file: {out}");
+    let (ok, out, _) = run(&["threads", "--format", "json"]).await;
+    let listed: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert!(
+        ok && listed
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["id"] == thread.as_str())
+    );
+    let (ok, _, err) = run(&["history", &thread, "--tree"]).await;
+    assert!(
+        !ok && err.contains("--tree reads the history file"),
+        "{err}"
+    );
     let (ok, _, _) = run(&["stop", &thread]).await;
     assert!(ok);
     let (ok, out, _) = run(&["report", &thread]).await;

@@ -55,7 +55,7 @@ pub enum Command {
         /// Only threads in this state (active, idle, done, halted).
         #[arg(long)]
         state: Option<ThreadState>,
-        /// Output format (a running host answers JSON).
+        /// Output format.
         #[arg(long, value_enum, default_value_t = ThreadsFormat::Text)]
         format: ThreadsFormat,
     },
@@ -216,7 +216,7 @@ fn dispatch(command: Command, out: &mut impl std::io::Write) -> Result<(), Strin
         } => print(match (source.db, source.url) {
             (Some(db), _) => inspect::threads(&db, state, format),
             (None, url) => host(&url.unwrap_or_default(), auth)
-                .and_then(|h| h.threads(state.map(|s| s.as_str()))),
+                .and_then(|h| h.threads(state.map(|s| s.as_str()), format)),
         }),
         Command::History {
             thread,
@@ -226,6 +226,7 @@ fn dispatch(command: Command, out: &mut impl std::io::Write) -> Result<(), Strin
             tree,
         } => print(match (source.db, source.url) {
             (Some(db), _) => inspect::history(&db, &thread, format, tree),
+            (None, _) if tree => Err("--tree reads the history file: use it with --db".into()),
             (None, url) => {
                 host(&url.unwrap_or_default(), auth).and_then(|h| h.history(&thread, format))
             }

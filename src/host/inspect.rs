@@ -55,12 +55,17 @@ pub fn threads(
 ) -> Result<String, String> {
     let store = open(db)?;
     let threads = block_on(store.threads(state)).map_err(|e| e.to_string())?;
-    Ok(match format {
+    Ok(render_threads(&threads, format))
+}
+
+/// Threads as the `threads` command prints them, from the store or from a host.
+pub(crate) fn render_threads(threads: &[ThreadInfo], format: ThreadsFormat) -> String {
+    match format {
         ThreadsFormat::Json => {
-            serde_json::to_string_pretty(&threads).expect("snapshots serialize") + "\n"
+            serde_json::to_string_pretty(threads).expect("snapshots serialize") + "\n"
         }
-        ThreadsFormat::Text => thread_table(&threads),
-    })
+        ThreadsFormat::Text => thread_table(threads),
+    }
 }
 
 fn thread_table(threads: &[ThreadInfo]) -> String {

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::host::inspect::HistoryFormat;
+use crate::host::inspect::{self, HistoryFormat, ThreadsFormat};
 
 /// How long connecting to the host may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -159,17 +159,19 @@ impl Host {
         .map(|_| format!("thread {thread} resumed\n"))
     }
 
-    /// Lists threads (JSON).
+    /// Lists threads, printed as the `threads` command prints them from a file.
     ///
     /// # Errors
     ///
     /// The host cannot be reached or refuses.
-    pub fn threads(&self, state: Option<&str>) -> Result<String, String> {
+    pub fn threads(&self, state: Option<&str>, format: ThreadsFormat) -> Result<String, String> {
         let query = state
             .map(|s| format!("?state={}", encode(s)))
             .unwrap_or_default();
-        self.call(reqwest::Method::GET, &format!("/threads{query}"), None)
-            .map(|t| t + "\n")
+        let text = self.call(reqwest::Method::GET, &format!("/threads{query}"), None)?;
+        let threads: Vec<crate::ThreadInfo> = serde_json::from_str(&text)
+            .map_err(|e| format!("{}: the host's thread list is unreadable: {e}", self.url))?;
+        Ok(inspect::render_threads(&threads, format))
     }
 
     /// A thread's history: JSON, XML, or a transcript built from the JSON.
