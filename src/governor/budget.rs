@@ -185,6 +185,29 @@ pub(crate) struct Exhausted {
     pub level: usize,
 }
 
+/// Whether a level lacks room for `amount` in dimension `d` (its reservations count as used).
+fn no_room_for(amount: Amount) -> impl Fn(&AccountState, usize) -> bool {
+    move |state, d| {
+        state.spent.0[d] + state.reserved.0[d] + amount.0[d]
+            > state.limit[d].unwrap_or(Decimal::MAX)
+    }
+}
+
+/// Adds `amount` to every level of a locked chain (child first); a level that carved a
+/// dimension for the level below releases that much of its reservation.
+fn spend(guards: &mut [MutexGuard<'_, AccountState>], amount: Amount) {
+    let carved: Vec<[bool; 5]> = guards.iter().map(|g| g.carved).collect();
+    for (level, state) in guards.iter_mut().enumerate() {
+        for (d, add) in amount.0.iter().enumerate() {
+            state.spent.0[d] += add;
+            if level > 0 && carved[level - 1][d] {
+                let r = &mut state.reserved.0[d];
+                *r -= (*add).min(*r);
+            }
+        }
+    }
+}
+
 /// The first dimension, from the spender up, where `over` holds at a level the spender is not
 /// covered at by a carve-out.
 fn first_over(
@@ -254,24 +277,33 @@ impl Account {
 
     /// Withdraws `amount` if every level has room; charges every level. Nothing changes on error.
     pub fn withdraw(self: &Arc<Self>, amount: Amount) -> Result<(), Exhausted> {
-        self.transfer(amount, true)
+        if amount.is_zero() {
+            return Ok(());
+        }
+        let chain = self.chain();
+        let mut guards: Vec<_> = chain.iter().map(|a| a.lock()).collect();
+        if let Some(exhausted) = first_over(&guards, no_room_for(amount)) {
+            return Err(exhausted);
+        }
+        spend(&mut guards, amount);
+        Ok(())
     }
 
     /// Whether `amount` could be withdrawn now (nothing changes).
     pub fn check(self: &Arc<Self>, amount: Amount) -> Result<(), Exhausted> {
         let chain = self.chain();
         let guards: Vec<_> = chain.iter().map(|a| a.lock()).collect();
-        first_over(&guards, |state, d| {
-            state.spent.0[d] + state.reserved.0[d] + amount.0[d]
-                > state.limit[d].unwrap_or(Decimal::MAX)
-        })
-        .map_or(Ok(()), Err)
+        first_over(&guards, no_room_for(amount)).map_or(Ok(()), Err)
     }
 
     /// Charges `amount` (already spent, e.g. tokens a model used) to every level, even past a
     /// limit. Returns the first budget that is now exhausted, if any.
     pub fn charge(self: &Arc<Self>, amount: Amount) -> Option<Exhausted> {
-        let _ = self.transfer(amount, false);
+        if !amount.is_zero() {
+            let chain = self.chain();
+            let mut guards: Vec<_> = chain.iter().map(|a| a.lock()).collect();
+            spend(&mut guards, amount);
+        }
         self.exhausted()
     }
 
@@ -283,34 +315,6 @@ impl Account {
         first_over(&guards, |state, d| {
             state.limit[d].is_some_and(|limit| state.spent.0[d] >= limit)
         })
-    }
-
-    fn transfer(self: &Arc<Self>, amount: Amount, check: bool) -> Result<(), Exhausted> {
-        if amount.is_zero() {
-            return Ok(());
-        }
-        let chain = self.chain();
-        let mut guards: Vec<_> = chain.iter().map(|a| a.lock()).collect();
-        let carved: Vec<[bool; 5]> = guards.iter().map(|g| g.carved).collect();
-        if check {
-            let over = |state: &AccountState, d: usize| {
-                state.spent.0[d] + state.reserved.0[d] + amount.0[d]
-                    > state.limit[d].unwrap_or(Decimal::MAX)
-            };
-            if let Some(exhausted) = first_over(&guards, over) {
-                return Err(exhausted);
-            }
-        }
-        for (level, state) in guards.iter_mut().enumerate() {
-            for (d, add) in amount.0.iter().enumerate() {
-                state.spent.0[d] += add;
-                if level > 0 && carved[level - 1][d] {
-                    let r = &mut state.reserved.0[d];
-                    *r -= (*add).min(*r);
-                }
-            }
-        }
-        Ok(())
     }
 
     /// Opens a child account. Dimensions the child's `budget` names are carved out of this one
