@@ -8,7 +8,6 @@ use rust_decimal::Decimal;
 use super::Shared;
 use super::notice::Recipient;
 use super::plan::Step;
-use super::route::Refusal;
 use super::tx::{Place, Tx};
 use crate::governor::budget::{Amount, BudgetName};
 use crate::governor::ledger::Ledger;
@@ -107,7 +106,7 @@ impl Applying<'_> {
                     .with_in_reply_to(Some(self.delivery.id()));
                 self.tx.record(self.inner, env, RecordKind::Egress);
             }
-            Step::Refused { refusal, original } => self.tell_me(refusal_notice(refusal, original)),
+            Step::Refused { refusal, original } => self.tell_me(refusal.into_notice(original)),
             Step::Spawn {
                 request,
                 sub_id,
@@ -321,15 +320,4 @@ fn sanitize_sub_id(id: &str) -> String {
         .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-'))
         .take(64)
         .collect()
-}
-
-fn refusal_notice(refusal: Refusal, original: String) -> SystemMessage {
-    match refusal {
-        Refusal::Huh(code, message) => SystemMessage::Huh {
-            code,
-            message,
-            original,
-        },
-        Refusal::Error(code, message) => SystemMessage::Error { code, message },
-    }
 }

@@ -6,12 +6,12 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use super::notice::Recipient;
-use super::route::{Refusal, Route, Sender, huh_code, smuggled};
+use super::route::{Refusal, Route, Sender, smuggled};
 use super::tx::{Place, Tx};
 use super::{PumpHandle, Shared};
 use crate::history::{HistoryError, RecordKind, Ticket};
 use crate::listener::Target;
-use crate::system::{CLIENT_SENDER, ErrorCode, HuhCode, SYSTEM_NS, SystemMessage, ThreadErrorCode};
+use crate::system::{CLIENT_SENDER, ErrorCode, SystemMessage, ThreadErrorCode};
 use crate::thread::registry::ThreadEntry;
 use crate::{Dialect, Envelope, EnvelopeError, Incoming, MessageId, Payload, ThreadId};
 
@@ -226,19 +226,13 @@ impl Shared {
         let payload = match payload {
             Ok(p) => p,
             Err((e, original)) => {
-                let answer = SystemMessage::Huh {
-                    code: huh_code(&e),
-                    message: e.to_string(),
-                    original,
-                };
+                let answer = Refusal::unparsed(&e).into_notice(original);
                 return self.refuse(&home, answer, dialect);
             }
         };
+        // A root in a reserved namespace (system messages included) is refused by `route`.
         let route = if let Some(refusal) = smuggled(&payload) {
             Err(refusal)
-        } else if payload.qname().namespace() == SYSTEM_NS {
-            let message = format!("{} is in a namespace only the pump emits", payload.qname());
-            Err(Refusal::Huh(HuhCode::ReservedNamespace, message))
         } else {
             let target = to.map_or(Target::Route, |name| Target::Listener(name.to_owned()));
             self.route(Sender::Client, &target, payload.qname())
@@ -247,14 +241,7 @@ impl Shared {
             Ok(Route::Listeners(targets)) => targets,
             Ok(Route::Client) => unreachable!("an outside sender is never routed to itself"),
             Err(refusal) => {
-                let answer = match refusal {
-                    Refusal::Huh(code, message) => SystemMessage::Huh {
-                        code,
-                        message,
-                        original: payload.as_str().to_owned(),
-                    },
-                    Refusal::Error(code, message) => SystemMessage::Error { code, message },
-                };
+                let answer = refusal.into_notice(payload.as_str().to_owned());
                 return self.refuse(&home, answer, dialect);
             }
         };
@@ -373,11 +360,7 @@ impl Shared {
         original: String,
         dialect: Dialect,
     ) -> (IngressError, Result<Ticket, HistoryError>) {
-        let answer = SystemMessage::Huh {
-            code: huh_code(&e),
-            message: e.to_string(),
-            original,
-        };
+        let answer = Refusal::unparsed(&e).into_notice(original);
         match self.refuse(&self.system_thread, answer, dialect) {
             (Err(err), ticket) => (err, ticket),
             (Ok(_), _) => unreachable!("refuse never accepts"),

@@ -60,7 +60,7 @@ impl Shared {
                 Output::Payload(target, text) => match Payload::parse(&text, limits) {
                     Ok(p) => (target, vec![p]),
                     Err(e) => {
-                        steps.push(refused(Refusal::Huh(huh_code(&e), e.to_string()), text));
+                        steps.push(refused(Refusal::unparsed(&e), text));
                         continue;
                     }
                 },

@@ -5,7 +5,9 @@ use std::sync::Arc;
 
 use super::Shared;
 use crate::listener::Target;
-use crate::system::{CLIENT_SENDER, ErrorCode, HuhCode, SYSTEM_SENDER, is_reserved_namespace};
+use crate::system::{
+    CLIENT_SENDER, ErrorCode, HuhCode, SYSTEM_SENDER, SystemMessage, is_reserved_namespace,
+};
 use crate::{EnvelopeError, QName};
 
 /// Who produced a payload.
@@ -33,6 +35,25 @@ pub(crate) enum Refusal {
     Huh(HuhCode, String),
     /// `<system-error>`: the delivery is not allowed or not possible.
     Error(ErrorCode, String),
+}
+
+impl Refusal {
+    /// `<huh>` for a payload that did not parse.
+    pub(crate) fn unparsed(err: &EnvelopeError) -> Self {
+        Self::Huh(huh_code(err), err.to_string())
+    }
+
+    /// The notice that answers the refused payload `original`.
+    pub(crate) fn into_notice(self, original: String) -> SystemMessage {
+        match self {
+            Self::Huh(code, message) => SystemMessage::Huh {
+                code,
+                message,
+                original,
+            },
+            Self::Error(code, message) => SystemMessage::Error { code, message },
+        }
+    }
 }
 
 impl Shared {
