@@ -168,9 +168,7 @@ pub(crate) fn build(
             .map(|(l, n)| (l.to_string(), *n))
             .collect(),
         total_seconds_idle: seconds(ledger.idle_time()),
-        total_seconds_elapsed: Decimal::from_i128_with_scale(elapsed.as_micros() as i128, 6)
-            .normalize()
-            .to_string(),
+        total_seconds_elapsed: seconds(elapsed),
         budget,
         learnings: progress
             .map(|p| {
