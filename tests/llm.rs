@@ -3,123 +3,17 @@
 
 mod support;
 
-use std::collections::VecDeque;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use agentpump::governor::{Budget, GovernorPolicy};
 use agentpump::listeners::llm::{Capsule, ContextMode, LlmAgent, LlmConfig, PeerDoc};
 use agentpump::listeners::{Calculator, Echo};
 use agentpump::{PumpBuilder, PumpConfig, PumpHandle, Registration, Role, ThreadId, ThreadState};
-use axum::Json;
-use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode};
-use axum::response::{IntoResponse, Response};
 use rust_decimal::Decimal;
-use serde_json::{Value, json};
+use serde_json::json;
+use support::model::{Reply, answer, serve_model, status};
 use support::{Script, notices, p, q};
-
-/// One scripted answer.
-#[derive(Clone)]
-struct Reply {
-    status: u16,
-    body: String,
-    retry_after: Option<u64>,
-    delay: Duration,
-}
-
-fn answer(text: &str, prompt_tokens: u64, completion_tokens: u64) -> Reply {
-    let body = json!({
-        "choices": [{ "index": 0, "message": { "role": "assistant", "content": text }, "finish_reason": "stop" }],
-        "usage": { "prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens }
-    });
-    Reply {
-        status: 200,
-        body: body.to_string(),
-        retry_after: None,
-        delay: Duration::ZERO,
-    }
-}
-
-fn status(code: u16, retry_after: Option<u64>) -> Reply {
-    Reply {
-        status: code,
-        body: json!({"error": {"message": "scripted"}}).to_string(),
-        retry_after,
-        delay: Duration::ZERO,
-    }
-}
-
-#[derive(Default)]
-struct Model {
-    replies: Mutex<VecDeque<Reply>>,
-    /// Answer given once the script runs out.
-    otherwise: Mutex<Option<Reply>>,
-    requests: Mutex<Vec<Value>>,
-}
-
-async fn completions(
-    State(model): State<Arc<Model>>,
-    headers: HeaderMap,
-    body: String,
-) -> Response {
-    let request: Value = match serde_json::from_str(&body) {
-        Ok(v) => v,
-        Err(e) => return (StatusCode::BAD_REQUEST, format!("invalid JSON: {e}")).into_response(),
-    };
-    let valid = request["model"].is_string()
-        && request["messages"].as_array().is_some_and(|m| {
-            !m.is_empty()
-                && m.iter().all(|m| {
-                    matches!(m["role"].as_str(), Some("system" | "user" | "assistant"))
-                        && m["content"].is_string()
-                })
-        });
-    if !valid
-        || headers.get("content-type").and_then(|v| v.to_str().ok()) != Some("application/json")
-    {
-        return (
-            StatusCode::BAD_REQUEST,
-            Json(json!({"error": "invalid chat request"})),
-        )
-            .into_response();
-    }
-    model.requests.lock().unwrap().push(request);
-    let next = model
-        .replies
-        .lock()
-        .unwrap()
-        .pop_front()
-        .or_else(|| model.otherwise.lock().unwrap().clone());
-    let reply = next.unwrap_or_else(|| status(500, None));
-    tokio::time::sleep(reply.delay).await;
-    let mut response = (StatusCode::from_u16(reply.status).unwrap(), reply.body).into_response();
-    response
-        .headers_mut()
-        .insert("content-type", "application/json".parse().unwrap());
-    if let Some(seconds) = reply.retry_after {
-        response
-            .headers_mut()
-            .insert("retry-after", seconds.to_string().parse().unwrap());
-    }
-    response
-}
-
-/// Starts the scripted model; returns it and its base URL.
-async fn serve_model(replies: Vec<Reply>, otherwise: Option<Reply>) -> (Arc<Model>, String) {
-    let model = Arc::new(Model {
-        replies: Mutex::new(replies.into()),
-        otherwise: Mutex::new(otherwise),
-        ..Model::default()
-    });
-    let app = axum::Router::new()
-        .route("/v1/chat/completions", axum::routing::post(completions))
-        .with_state(Arc::clone(&model));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}/v1", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    (model, base)
-}
 
 const GOV: &str = "urn:agentpump:governor:v1";
 

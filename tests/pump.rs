@@ -9,7 +9,7 @@ use agentpump::history::RecordKind;
 use agentpump::listeners::Echo;
 use agentpump::system::SYSTEM_NS;
 use agentpump::{ListenerError, PumpBuilder, PumpConfig, PumpHandle, Registration, ThreadId};
-use support::{Gate, Script, egress, notices, p, q, start};
+use support::{Gate, Script, assert_echo_serves, egress, notices, p, q, start};
 
 /// Emits, for `<go>`, the text inside it as its output (so tests can make it say anything).
 fn parrot() -> Registration {
@@ -42,15 +42,6 @@ fn escape(s: &str) -> String {
 
 fn echo() -> Registration {
     Registration::new("echo", Echo).accepts(q("say"))
-}
-
-async fn assert_still_serving(pump: &PumpHandle) {
-    let r = pump
-        .post(None, Some("echo"), &p("say", "still here"))
-        .await
-        .unwrap();
-    pump.settle(r.thread()).await;
-    assert_eq!(egress(pump, r.thread()).await, [p("say", "still here")]);
 }
 
 #[tokio::test]
@@ -305,7 +296,7 @@ async fn every_failure_reaches_the_sender_as_a_system_message_and_is_recorded() 
             pump.thread(thread).unwrap().counters.failures,
             u64::from(!target.starts_with("bad"))
         );
-        assert_still_serving(&pump).await;
+        assert_echo_serves(&pump).await;
     }
 }
 
@@ -405,7 +396,7 @@ async fn outside_input_that_cannot_be_accepted_gets_a_precise_recorded_answer() 
         assert_eq!(after.len(), before + 1, "{xml}: the answer is recorded");
         assert_eq!(after.last().unwrap().to.as_deref(), Some("client"));
         assert!(err.to_xml().contains(code));
-        assert_still_serving(&pump).await;
+        assert_echo_serves(&pump).await;
     }
 }
 

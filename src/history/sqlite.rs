@@ -87,7 +87,8 @@ impl SqliteHistory {
     /// # Errors
     ///
     /// [`HistoryError::Unavailable`] naming the file and the problem: it cannot be opened, it is
-    /// not an agentpump database, its schema is newer than this build, or it is locked.
+    /// not an agentpump database, its schema is newer than this build, it is locked, or it or its
+    /// disk is read-only.
     ///
     /// # Example
     ///
@@ -112,6 +113,13 @@ impl SqliteHistory {
         let path = path.as_ref().to_path_buf();
         let fail = |e: rusqlite::Error| unavailable(&path, &e);
         let mut conn = Connection::open(&path).map_err(fail)?;
+        // SQLite quietly opens a file it may not write read-only; every commit would fail.
+        if conn.is_readonly(rusqlite::MAIN_DB).map_err(fail)? {
+            return Err(HistoryError::Unavailable(format!(
+                "{}: read-only (the file or its disk cannot be written)",
+                path.display()
+            )));
+        }
         schema::prepare(&mut conn, options.durability).map_err(|e| match e {
             schema::SchemaError::Sqlite(e) => unavailable(&path, &e),
             other => HistoryError::Unavailable(format!("{}: {other}", path.display())),

@@ -1,6 +1,8 @@
 //! Shared helpers for the integration tests: small listeners and history queries.
 #![allow(dead_code)]
 
+pub mod model;
+
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -124,6 +126,17 @@ pub async fn egress(pump: &PumpHandle, thread: ThreadId) -> Vec<String> {
         .filter(|r| r.kind == RecordKind::Egress)
         .map(|r| r.payload.to_string())
         .collect()
+}
+
+/// Asserts that a listener named `echo` accepting `say` still answers in a new thread: the
+/// pump keeps serving after whatever the test did to it.
+pub async fn assert_echo_serves(pump: &PumpHandle) {
+    let r = pump
+        .post(None, Some("echo"), &p("say", "still here"))
+        .await
+        .unwrap();
+    pump.settle(r.thread()).await;
+    assert_eq!(egress(pump, r.thread()).await, [p("say", "still here")]);
 }
 
 /// Posts `payload` into a new thread and waits until the thread settles.
