@@ -209,9 +209,9 @@ async fn a_read_only_disk_is_refused_at_start_and_its_history_stays_readable() {
     // a disk turning read-only under a running pump surfaces as failed writes (the full-disk
     // case); here it is read-only when the pump starts.
     disk.remount("ro");
-    let err = pump_on(&disk.db())
-        .err()
-        .expect("a read-only disk is refused");
+    let Err(err) = pump_on(&disk.db()) else {
+        panic!("a read-only disk is refused");
+    };
     assert!(
         err.contains("history.db: read-only"),
         "the error says why: {err}"

@@ -8,7 +8,7 @@ use std::time::Duration;
 use agentpump::history::RecordKind;
 use agentpump::listeners::Echo;
 use agentpump::system::SYSTEM_NS;
-use agentpump::{ListenerError, PumpBuilder, PumpConfig, PumpHandle, Registration, ThreadId};
+use agentpump::{ListenerError, PumpBuilder, PumpConfig, Registration, ThreadId};
 use support::{Gate, Script, assert_echo_serves, egress, notices, p, q, start};
 
 /// Emits, for `<go>`, the text inside it as its output (so tests can make it say anything).
