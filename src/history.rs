@@ -140,6 +140,16 @@ pub trait HistoryStore: Send + Sync + fmt::Debug + 'static {
     /// [`HistoryError::Unavailable`] when the store cannot take writes; nothing of the batch is kept.
     fn append(&self, batch: Batch) -> Result<Ticket, HistoryError>;
 
+    /// Whether the store takes writes now.
+    ///
+    /// # Errors
+    ///
+    /// [`HistoryError::Unavailable`] saying why, once a commit failed (a full or failing disk):
+    /// the store then refuses every later write until it is reopened.
+    fn writable(&self) -> Result<(), HistoryError> {
+        Ok(())
+    }
+
     /// The records of one thread with `seq >= since`, in order.
     async fn thread(&self, thread: ThreadId, since: u64) -> Result<Vec<Record>, HistoryError>;
 

@@ -130,6 +130,15 @@ async fn a_full_disk_refuses_new_input_precisely_and_loses_nothing_acknowledged(
         .await
     });
 
+    let client = reqwest::Client::new();
+    let health = || {
+        client
+            .get(format!("{base}/health"))
+            .bearer_auth("t0123456789abcdef")
+            .send()
+    };
+    assert_eq!(health().await.unwrap().status(), 200);
+
     // Fill the disk with acknowledged messages until the store refuses one.
     let filler = "x".repeat(8 * 1024);
     let mut acked: Acked = Vec::new();
@@ -152,7 +161,6 @@ async fn a_full_disk_refuses_new_input_precisely_and_loses_nothing_acknowledged(
     // what was accepted can still be read.
     let again = pump.post(None, None, &p("say", "small")).await.unwrap_err();
     assert_eq!(again.code(), "history-unavailable");
-    let client = reqwest::Client::new();
     let response = client
         .post(format!("{base}/threads"))
         .bearer_auth("t0123456789abcdef")
@@ -166,8 +174,18 @@ async fn a_full_disk_refuses_new_input_precisely_and_loses_nothing_acknowledged(
         problem.to_string().contains("history-unavailable"),
         "{problem}"
     );
+    let unhealthy = health().await.unwrap();
+    assert_eq!(unhealthy.status(), 503);
+    let problem: serde_json::Value = unhealthy.json().await.unwrap();
+    assert_eq!(problem["code"], "history-unavailable", "{problem}");
+    assert_eq!(
+        pump.health().unwrap_err().code(),
+        "history-unavailable",
+        "the embedding program can ask too"
+    );
     assert_all_present(&store, &acked).await;
     pump.shutdown(Duration::from_secs(5)).await;
+    assert_eq!(pump.health().unwrap_err().code(), "shutting-down");
     drop((pump, store));
 
     // With room again, a restart recovers everything acknowledged, delivers what was still

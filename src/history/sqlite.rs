@@ -221,13 +221,18 @@ impl Drop for SqliteHistory {
 
 #[async_trait]
 impl HistoryStore for SqliteHistory {
-    fn append(&self, batch: Batch) -> Result<Ticket, HistoryError> {
-        if let Some(why) = &*self.failed.lock().unwrap_or_else(|p| p.into_inner()) {
-            return Err(HistoryError::Unavailable(format!(
+    fn writable(&self) -> Result<(), HistoryError> {
+        match &*self.failed.lock().unwrap_or_else(|p| p.into_inner()) {
+            Some(why) => Err(HistoryError::Unavailable(format!(
                 "{}: {why}",
                 self.path.display()
-            )));
+            ))),
+            None => Ok(()),
         }
+    }
+
+    fn append(&self, batch: Batch) -> Result<Ticket, HistoryError> {
+        self.writable()?;
         let mut order = self.order.lock().unwrap_or_else(|p| p.into_inner());
         let time_us = now_us();
         let mut records = Vec::with_capacity(batch.records.len());

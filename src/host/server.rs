@@ -46,6 +46,7 @@ pub fn router(pump: PumpHandle, token: &str, max_body: usize) -> Router {
 
 fn routes_for(api: Api, max_body: usize) -> Router {
     Router::new()
+        .route("/health", get(routes::health))
         .route("/threads", post(routes::start).get(routes::list))
         .route("/threads/{id}", get(routes::thread))
         .route("/threads/{id}/messages", post(routes::post_message))

@@ -191,6 +191,36 @@ impl PumpHandle {
             Err(e) => Err(IngressError::unrecorded(&e, dialect)),
         }
     }
+
+    /// Whether the pump accepts new input now.
+    ///
+    /// # Errors
+    ///
+    /// The answer new input would get: `shutting-down` once shutdown started,
+    /// `history-unavailable` once the history store refuses writes (a full or failing disk;
+    /// restart on a healthy disk to recover).
+    pub fn health(&self) -> Result<(), IngressError> {
+        let shared = &self.shared;
+        if shared.closing.load(Ordering::Acquire) {
+            return Err(IngressError {
+                answer: shutting_down(),
+                recorded: None,
+                dialect: Dialect::default(),
+            });
+        }
+        shared
+            .store
+            .writable()
+            .map_err(|e| IngressError::unrecorded(&e, Dialect::default()))
+    }
+}
+
+/// The answer to input that arrives after shutdown started.
+fn shutting_down() -> SystemMessage {
+    SystemMessage::Error {
+        code: ErrorCode::ShuttingDown,
+        message: "the pump is shutting down and accepts no new messages".to_owned(),
+    }
 }
 
 type Admitted = (Result<Receipt, IngressError>, Result<Ticket, HistoryError>);
@@ -208,12 +238,7 @@ impl Shared {
         // the gate for writing when it starts refusing input).
         let _gate = self.ingress_gate.read().unwrap_or_else(|p| p.into_inner());
         if self.closing.load(Ordering::Acquire) {
-            let message = "the pump is shutting down and accepts no new messages".to_owned();
-            let answer = SystemMessage::Error {
-                code: ErrorCode::ShuttingDown,
-                message,
-            };
-            return self.refuse(&self.system_thread, answer, dialect);
+            return self.refuse(&self.system_thread, shutting_down(), dialect);
         }
         let named = match self.named_thread(thread) {
             Ok(named) => named,
