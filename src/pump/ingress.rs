@@ -199,19 +199,19 @@ impl PumpHandle {
     /// The answer new input would get: `shutting-down` once shutdown started,
     /// `history-unavailable` once the history store refuses writes (a full or failing disk;
     /// restart on a healthy disk to recover).
-    pub fn health(&self) -> Result<(), IngressError> {
+    pub fn health(&self) -> Result<(), Box<IngressError>> {
         let shared = &self.shared;
         if shared.closing.load(Ordering::Acquire) {
-            return Err(IngressError {
+            return Err(Box::new(IngressError {
                 answer: shutting_down(),
                 recorded: None,
                 dialect: Dialect::default(),
-            });
+            }));
         }
         shared
             .store
             .writable()
-            .map_err(|e| IngressError::unrecorded(&e, Dialect::default()))
+            .map_err(|e| Box::new(IngressError::unrecorded(&e, Dialect::default())))
     }
 }
 

@@ -44,7 +44,7 @@ pub(crate) fn thread_id(text: &str) -> Result<ThreadId, Problem> {
 /// `GET /health`: 200 `{"status":"ok"}` while the pump accepts input; 503 problem JSON
 /// (`history-unavailable` after a failed commit, `shutting-down`) when it does not.
 pub(crate) async fn health(State(api): State<Api>) -> Result<Response, Problem> {
-    api.pump.health()?;
+    api.pump.health().map_err(|e| Problem::from(*e))?;
     Ok(Json(serde_json::json!({ "status": "ok" })).into_response())
 }
 
