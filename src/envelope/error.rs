@@ -99,6 +99,14 @@ pub enum EnvelopeError {
         /// Where it starts.
         at: Position,
     },
+    /// More namespace declarations in scope than the parser keeps track of.
+    #[error("more than {limit} namespace declarations in scope at {at}")]
+    TooManyNamespaces {
+        /// The parser's limit.
+        limit: usize,
+        /// Where the declaration over the limit is.
+        at: Position,
+    },
     /// A namespace prefix that is not declared inside the payload.
     #[error(
         "prefix `{prefix}` of <{element}> at {at} is not declared; declare it on the payload root"

@@ -1,7 +1,7 @@
 //! [`Incoming`]: an envelope as a client sent it, before the pump assigns id, sender and thread.
 
 use quick_xml::NsReader;
-use quick_xml::events::Event;
+use quick_xml::events::{BytesStart, Event};
 use quick_xml::name::ResolveResult;
 
 use super::{
@@ -29,7 +29,8 @@ struct Meta {
 }
 
 impl Incoming {
-    /// Parses an envelope in either dialect (see [`Dialect`]).
+    /// Parses an envelope in either dialect (see [`Dialect`]). A leading UTF-8 byte order mark,
+    /// which XML allows before a document, is skipped.
     ///
     /// # Errors
     ///
@@ -58,10 +59,13 @@ impl Incoming {
         let text = std::str::from_utf8(bytes).map_err(|e| EnvelopeError::InvalidUtf8 {
             offset: e.valid_up_to(),
         })?;
+        // The reader would skip a byte order mark without counting it, so every offset taken
+        // from it would be three bytes short of `text`.
+        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
         scan::check_chars(text)?;
         let mut reader = NsReader::from_str(text);
         let (dialect, root) = read_root(&mut reader, text, limits)?;
-        let meta = read_meta(&mut reader, text, dialect)?;
+        let meta = read_meta(&mut reader, text, dialect, limits)?;
         let after_meta = reader.buffer_position() as usize;
         let start = after_meta + (text[after_meta..].len() - text[after_meta..].trim_start().len());
         if !text[start..].starts_with('<') || text[start..].starts_with("</") {
@@ -141,14 +145,7 @@ fn read_root(
             Event::Text(t) if t.trim().is_empty() => {}
             Event::DocType(_) => return Err(EnvelopeError::Doctype { at: at() }),
             Event::Start(ref e) | Event::Empty(ref e) => {
-                if e.attributes().count() > limits.max_attributes {
-                    let (element, limit) = (e.name().0.to_owned(), limits.max_attributes);
-                    return Err(EnvelopeError::TooManyAttributes {
-                        element,
-                        limit,
-                        at: at(),
-                    });
-                }
+                check_attribute_count(e, limits, at)?;
                 let local = e.local_name();
                 let namespace = match resolved {
                     ResolveResult::Bound(ns) => ns.0,
@@ -181,6 +178,7 @@ fn read_meta(
     reader: &mut NsReader<&[u8]>,
     text: &str,
     dialect: Dialect,
+    limits: &Limits,
 ) -> Result<Meta, EnvelopeError> {
     let mut meta = Meta::default();
     let mut field: Option<&'static str> = None;
@@ -197,6 +195,9 @@ fn read_meta(
         };
         let in_envelope =
             matches!(resolved, ResolveResult::Bound(ns) if ns.0 == dialect.namespace());
+        if let Event::Start(ref e) | Event::Empty(ref e) = event {
+            check_attribute_count(e, limits, at)?;
+        }
         match event {
             Event::Comment(_) => {}
             Event::Text(ref t) if field.is_none() && t.trim().is_empty() => {}
@@ -314,8 +315,21 @@ fn unexpected(found: &str, expected: &'static str, at: Position) -> EnvelopeErro
 }
 
 fn malformed(err: quick_xml::Error, text: &str, offset: u64) -> EnvelopeError {
-    EnvelopeError::Malformed {
-        message: err.to_string(),
-        at: Position::locate(text, offset as usize),
+    scan::malformed(&err, Position::locate(text, offset as usize))
+}
+
+/// Fails when `e` carries more attributes than [`Limits::max_attributes`].
+fn check_attribute_count(
+    e: &BytesStart<'_>,
+    limits: &Limits,
+    at: impl FnOnce() -> Position,
+) -> Result<(), EnvelopeError> {
+    if e.attributes().count() <= limits.max_attributes {
+        return Ok(());
     }
+    Err(EnvelopeError::TooManyAttributes {
+        element: e.name().0.to_owned(),
+        limit: limits.max_attributes,
+        at: at(),
+    })
 }

@@ -8,7 +8,7 @@ use quick_xml::XmlVersion;
 use quick_xml::errors::Error as XmlError;
 use quick_xml::escape::EscapeError;
 use quick_xml::events::{BytesRef, BytesStart, Event};
-use quick_xml::name::ResolveResult;
+use quick_xml::name::{NamespaceError, ResolveResult};
 
 use super::{EnvelopeError, Limits, Position, QName};
 use crate::system::is_reserved_namespace;
@@ -259,7 +259,13 @@ fn event_name(event: &Event<'_>) -> String {
     }
 }
 
-fn malformed(err: &XmlError, at: Position) -> EnvelopeError {
+/// The error for what the parser refused at `at`. Its limit on namespace bindings in scope is
+/// a limit like ours, not malformed XML.
+pub(crate) fn malformed(err: &XmlError, at: Position) -> EnvelopeError {
+    if let XmlError::Namespace(NamespaceError::TooManyBindings(limit)) = err {
+        let limit = *limit;
+        return EnvelopeError::TooManyNamespaces { limit, at };
+    }
     EnvelopeError::Malformed {
         message: err.to_string(),
         at,

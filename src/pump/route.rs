@@ -190,7 +190,8 @@ pub(crate) fn huh_code(err: &EnvelopeError) -> HuhCode {
     match err {
         EnvelopeError::TooLarge { .. }
         | EnvelopeError::TooDeep { .. }
-        | EnvelopeError::TooManyAttributes { .. } => HuhCode::LimitExceeded,
+        | EnvelopeError::TooManyAttributes { .. }
+        | EnvelopeError::TooManyNamespaces { .. } => HuhCode::LimitExceeded,
         EnvelopeError::Doctype { .. } => HuhCode::ForbiddenDtd,
         EnvelopeError::UnknownEntity { .. } => HuhCode::UnknownEntity,
         EnvelopeError::UnknownPrefix { .. } => HuhCode::UnknownPrefix,

@@ -7,7 +7,7 @@ use std::fmt;
 pub enum HuhCode {
     /// Not well-formed XML, invalid UTF-8 or a forbidden character.
     MalformedXml,
-    /// Over a size, depth, attribute or output-count limit.
+    /// Over a size, depth, attribute, namespace or output-count limit.
     LimitExceeded,
     /// A DOCTYPE declaration (DTDs are never processed).
     ForbiddenDtd,
