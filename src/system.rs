@@ -9,6 +9,7 @@ mod message;
 mod request;
 
 pub use codes::{ErrorCode, HuhCode, ThreadErrorCode};
+pub(crate) use message::attempt;
 pub use message::{ORIGINAL_ATTEMPT_LIMIT, SystemMessage, ThreadStatus};
 pub use request::{Request, Spawn};
 

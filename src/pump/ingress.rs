@@ -11,7 +11,7 @@ use super::tx::{Place, Tx};
 use super::{PumpHandle, Shared};
 use crate::history::{HistoryError, RecordKind, Ticket};
 use crate::listener::Target;
-use crate::system::{CLIENT_SENDER, ErrorCode, SystemMessage, ThreadErrorCode};
+use crate::system::{CLIENT_SENDER, ErrorCode, SystemMessage, ThreadErrorCode, attempt};
 use crate::thread::registry::ThreadEntry;
 use crate::{Dialect, Envelope, EnvelopeError, Incoming, MessageId, Payload, ThreadId};
 
@@ -129,7 +129,7 @@ impl PumpHandle {
         let incoming = match Incoming::parse(bytes, &shared.config.limits) {
             Ok(incoming) => incoming,
             Err(e) => {
-                let original = String::from_utf8_lossy(bytes).into_owned();
+                let original = attempt(bytes);
                 let (err, ticket) = shared.refuse_unparsed(e, original, Dialect::default());
                 return Err(
                     match shared.await_commit(shared.system_thread.id, ticket).await {
@@ -165,7 +165,7 @@ impl PumpHandle {
         payload: &str,
     ) -> Result<Receipt, IngressError> {
         let parsed = Payload::parse(payload, &self.shared.config.limits)
-            .map_err(|e| (e, payload.to_owned()));
+            .map_err(|e| (e, attempt(payload.as_bytes())));
         let thread = thread.map(|t| t.to_string());
         self.admit(Dialect::default(), thread.as_deref(), to, None, parsed)
             .await
@@ -266,7 +266,7 @@ impl Shared {
             Ok(Route::Listeners(targets)) => targets,
             Ok(Route::Client) => unreachable!("an outside sender is never routed to itself"),
             Err(refusal) => {
-                let answer = refusal.into_notice(payload.as_str().to_owned());
+                let answer = refusal.into_notice(attempt(payload.as_str().as_bytes()));
                 return self.refuse(&home, answer, dialect);
             }
         };

@@ -12,6 +12,15 @@ use crate::{Payload, QName, ThreadId};
 /// How many bytes of a refused attempt `<huh>` carries (base64-encoded) before truncating.
 pub const ORIGINAL_ATTEMPT_LIMIT: usize = 4096;
 
+/// The start of a refused input that `<huh>` can carry, as text: [`ORIGINAL_ATTEMPT_LIMIT`]
+/// bytes plus the rest of a character that starts within them, so the rendering cuts where it
+/// would have cut the whole input and still marks a longer input truncated. A refusal copies only
+/// this much: refusing 100 MB keeps 4 KiB of it, not another 100 MB.
+pub(crate) fn attempt(bytes: &[u8]) -> String {
+    let keep = bytes.len().min(ORIGINAL_ATTEMPT_LIMIT + 4);
+    String::from_utf8_lossy(&bytes[..keep]).into_owned()
+}
+
 /// How a child thread ended, as reported to its spawner by `<thread-result>`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ThreadStatus {
