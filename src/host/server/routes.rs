@@ -56,13 +56,12 @@ fn known(api: &Api, text: &str) -> Result<ThreadId, Problem> {
         .ok_or_else(|| Problem::unknown_thread(text))
 }
 
-fn utf8(body: &Bytes) -> Result<&str, Problem> {
-    std::str::from_utf8(body).map_err(|e| {
-        let err = EnvelopeError::InvalidUtf8 {
-            offset: e.valid_up_to(),
-        };
-        Problem::new(StatusCode::BAD_REQUEST, "malformed-xml", err.to_string())
-    })
+/// A body that is not an envelope, as a bare payload's text. The envelope parse that said so
+/// read it as UTF-8 already (bodies that are not UTF-8 go to the envelope ingress, which refuses
+/// and records them); a leading byte order mark is skipped, as for an envelope.
+fn bare_payload(body: &Bytes) -> &str {
+    let text = std::str::from_utf8(body).unwrap_or_default();
+    text.strip_prefix('\u{feff}').unwrap_or(text)
 }
 
 /// The body, or the problem that refused it (413 past the size limit).
@@ -96,9 +95,9 @@ pub(crate) async fn start(
 ) -> Result<Response, Problem> {
     let q = query(q)?;
     let body = self::body(body)?;
-    let text = utf8(&body)?;
     let receipt = match Incoming::parse(&body, &Default::default()) {
         Err(EnvelopeError::NotAnEnvelope { .. }) => {
+            let text = bare_payload(&body);
             api.pump.post(None, q.to.as_deref(), text).await
         }
         _ => api.pump.send(&body).await,
@@ -116,7 +115,6 @@ pub(crate) async fn post_message(
     let q = query(q)?;
     let thread = thread_id(&id)?;
     let body = self::body(body)?;
-    let text = utf8(&body)?;
     let receipt = match Incoming::parse(&body, &Default::default()) {
         Ok(msg) => {
             let to = msg.to().or(q.to.as_deref());
@@ -125,6 +123,7 @@ pub(crate) async fn post_message(
                 .await
         }
         Err(EnvelopeError::NotAnEnvelope { .. }) => {
+            let text = bare_payload(&body);
             api.pump.post(Some(thread), q.to.as_deref(), text).await
         }
         // A broken envelope is refused and recorded by the pump's envelope ingress, never
