@@ -12,7 +12,7 @@ use agentpump::host::server;
 use agentpump::listeners::Echo;
 use agentpump::{PumpBuilder, PumpConfig, PumpHandle, Registration, Role, ThreadId};
 use reqwest::StatusCode;
-use support::{Script, p, q};
+use support::{Script, p, problem, q};
 
 const TOKEN: &str = "test-token-0123456789";
 
@@ -54,12 +54,7 @@ impl Api {
             .register(looper)
             .build()
             .unwrap();
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let base = format!("http://{}", listener.local_addr().unwrap());
-        let served = pump.clone();
-        tokio::spawn(async move {
-            server::serve(listener, served, TOKEN, 64 * 1024, std::future::pending()).await
-        });
+        let base = support::serve(&pump, TOKEN, 64 * 1024).await;
         Self {
             base,
             client: reqwest::Client::new(),
@@ -88,20 +83,6 @@ impl Api {
         }
         n
     }
-}
-
-async fn problem(response: reqwest::Response) -> (StatusCode, serde_json::Value) {
-    let status = response.status();
-    let content_type = response.headers()["content-type"]
-        .to_str()
-        .unwrap()
-        .to_owned();
-    let text = response.text().await.unwrap();
-    assert_eq!(
-        content_type, "application/problem+json",
-        "status {status}: {text}"
-    );
-    (status, serde_json::from_str(&text).unwrap())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -472,15 +453,7 @@ async fn an_event_stream_whose_history_breaks_says_so_and_ends() {
         .unwrap();
     let thread = support::start(&pump, &p("say", "hi")).await;
     pump.settle(thread).await;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(server::serve(
-        listener,
-        pump.clone(),
-        TOKEN,
-        1024,
-        std::future::pending(),
-    ));
+    let base = support::serve(&pump, TOKEN, 1024).await;
     // The history becomes unreadable under the open stream.
     rusqlite::Connection::open(dir.db())
         .unwrap()

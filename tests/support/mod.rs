@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use agentpump::history::{Record, RecordKind};
+use agentpump::host::server;
 use agentpump::{Context, Delivery, Listener, ListenerError, PumpHandle, QName, ThreadId};
 use tokio::sync::Semaphore;
 
@@ -144,6 +145,33 @@ pub async fn start(pump: &PumpHandle, payload: &str) -> ThreadId {
     let thread = pump.post(None, None, payload).await.unwrap().thread();
     pump.settle(thread).await;
     thread
+}
+
+/// Serves `pump`'s HTTP API on a loopback port until the test ends, requiring `token` and
+/// refusing bodies over `max_body` bytes; returns the base URL (`http://127.0.0.1:PORT`).
+pub async fn serve(pump: &PumpHandle, token: &str, max_body: usize) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let (pump, token) = (pump.clone(), token.to_owned());
+    tokio::spawn(async move {
+        server::serve(listener, pump, &token, max_body, std::future::pending()).await
+    });
+    base
+}
+
+/// The status and body of a problem-JSON answer; fails unless the content type says so.
+pub async fn problem(response: reqwest::Response) -> (reqwest::StatusCode, serde_json::Value) {
+    let status = response.status();
+    let content_type = response.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let text = response.text().await.unwrap();
+    assert_eq!(
+        content_type, "application/problem+json",
+        "status {status}: {text}"
+    );
+    (status, serde_json::from_str(&text).unwrap())
 }
 
 /// A scratch folder under the system temp dir, unique to one test of one run. Removed when the
