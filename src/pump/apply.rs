@@ -71,6 +71,14 @@ impl Applying<'_> {
     }
 
     /// Applies one step.
+    /// Keeps `payload` as what a child thread would report to its parent (`thread-result`);
+    /// a root thread reports to nobody and keeps nothing.
+    fn remember_result(&mut self, payload: &Payload) {
+        if self.entry.parent.is_some() {
+            self.inner.last_payload = Some(payload.clone());
+        }
+    }
+
     pub fn step(&mut self, step: Step) {
         if self.inner.state.is_closed() {
             let message = format!(
@@ -99,7 +107,7 @@ impl Applying<'_> {
                 reply,
             } => self.deliver(payload, targets, reply),
             Step::Egress { payload } => {
-                self.inner.last_payload = Some(payload.clone());
+                self.remember_result(&payload);
                 let env = self
                     .envelope(payload)
                     .with_to(Some(Arc::from(crate::system::CLIENT_SENDER)))
@@ -183,7 +191,7 @@ impl Applying<'_> {
             let me = Arc::clone(self.me_name());
             self.inner.ledger.iterate(&me);
         }
-        self.inner.last_payload = Some(payload.clone());
+        self.remember_result(&payload);
         let in_reply_to = reply.then(|| self.delivery.id());
         for target in targets {
             let to = Arc::clone(&self.shared.listeners[target].name);

@@ -64,7 +64,8 @@ pub(crate) struct ThreadInner {
     /// Records in this thread so far.
     pub records: u64,
     pub views: Vec<View>,
-    /// The last payload a listener emitted here (carried by `thread-result` when the thread ends).
+    /// The last payload a listener emitted here (carried by `thread-result` when the thread ends);
+    /// always `None` in a root thread, which has no parent to tell.
     pub last_payload: Option<Payload>,
     /// The governor's account and ledger of this thread.
     pub ledger: Ledger,
