@@ -23,6 +23,7 @@ pub mod echo;
 pub mod iteration;
 pub mod memory;
 pub mod report;
+pub mod soak;
 pub mod spawn;
 pub mod stores;
 pub mod threads;

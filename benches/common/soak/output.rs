@@ -1,0 +1,152 @@
+//! What the soak prints (a line per interval, a summary) and what it reports (figure 8).
+
+use serde_json::json;
+
+use super::super::baseline::PING;
+use super::super::report::{Better, Figure, Report};
+use super::super::runtime_name;
+use super::{Interval, QUEUE_CAPACITY, SHARED_THREADS, Soak, client};
+
+/// One interval's line.
+pub fn print_interval(i: &Interval) {
+    println!(
+        "  t={:>5.0} s  {:>7.0} req/s (acked {:>7.0}/s)  p50 {:>7.2} ms  p99 {:>8.2} ms  refused {:?}  rss {:.1} MiB  history {:.1} MiB  threads {}",
+        i.at,
+        i.rate,
+        i.acked_rate,
+        i.p50_ms,
+        i.p99_ms,
+        i.refused,
+        mib(i.rss),
+        mib(i.history),
+        i.threads
+    );
+}
+
+/// Bytes in MiB (2^20).
+pub fn mib(bytes: u64) -> f64 {
+    bytes as f64 / 1_048_576.0
+}
+
+/// The whole soak in two lines: answers, latency, and memory against the threads it holds.
+pub fn print_summary(soak: &Soak) {
+    let (Some(first), Some(last)) = (soak.intervals.first(), soak.intervals.last()) else {
+        return;
+    };
+    println!(
+        "soak: {} requests answered in the soak, {} messages acknowledged in all (the shared threads' first and the final check's included), refused {:?}; p50 {:.2} ms, p99 {:.2} ms over the whole soak",
+        soak.latency.total(),
+        soak.acked,
+        soak.refused,
+        soak.latency.quantile_ms(0.5),
+        soak.latency.quantile_ms(0.99)
+    );
+    println!(
+        "soak: resident {:.1} MiB before the load, {:.1} MiB after the first interval, {:.1} MiB at the end: {}",
+        mib(soak.rss_before),
+        mib(first.rss),
+        mib(last.rss),
+        growth_per_thread(first, last).map_or_else(String::new, |b| format!(
+            "{b:.0} B per thread added since the first interval"
+        ))
+    );
+}
+
+/// Resident memory gained between two intervals per thread added between them (threads stay
+/// open, so part of the growth is theirs by design), if threads were added.
+fn growth_per_thread(first: &Interval, last: &Interval) -> Option<f64> {
+    let threads = last.threads.checked_sub(first.threads).filter(|&t| t > 0)?;
+    Some((last.rss as f64 - first.rss as f64) / threads as f64)
+}
+
+/// One row of figure 8: id, name, unit, direction, and the value an interval gives it.
+type Row = (
+    &'static str,
+    &'static str,
+    &'static str,
+    Better,
+    fn(&Interval) -> f64,
+);
+
+const ROWS: [Row; 4] = [
+    (
+        "8",
+        "HTTP soak: requests/s answered, per interval",
+        "req/s",
+        Better::Higher,
+        |i| i.rate,
+    ),
+    (
+        "8b",
+        "HTTP soak: p50 latency, per interval",
+        "ms",
+        Better::Lower,
+        |i| i.p50_ms,
+    ),
+    (
+        "8c",
+        "HTTP soak: p99 latency, per interval",
+        "ms",
+        Better::Lower,
+        |i| i.p99_ms,
+    ),
+    (
+        "8d",
+        "HTTP soak: resident memory, per interval",
+        "MiB",
+        Better::Lower,
+        |i| mib(i.rss),
+    ),
+];
+
+/// Figure 8: per-interval series, with the first interval as the baseline and last / first as
+/// the ratio. The soak is measured against itself — there is no outside baseline for "the same
+/// after N minutes" — so a ratio near 1 means no drift with age: no slowdown, no latency creep,
+/// no memory growth. The first interval has the smallest history file and includes warm-up
+/// (connections opening); on a shared machine one interval can move by a third with other
+/// processes' load, so read the ratio with the samples, which are kept in time order.
+pub fn add_figures(soak: &Soak, report: &mut Report) {
+    let (Some(first), Some(last)) = (soak.intervals.first(), soak.intervals.last()) else {
+        return;
+    };
+    let params = params(soak, last);
+    for (id, name, unit, better, value) in ROWS {
+        let samples = soak.intervals.iter().map(value).collect();
+        let figure = Figure::new(id, name, unit, better, samples)
+            .baseline("the same soak's first interval", vec![value(first)])
+            .ratio(
+                value(last) / value(first),
+                "last interval / first interval (near 1: no drift with age)",
+            )
+            .params(params.clone())
+            .note("value is the median of the per-interval samples; samples are in time order");
+        report.add(figure);
+    }
+}
+
+/// The soak's settings and totals, for every figure of it.
+fn params(soak: &Soak, last: &Interval) -> serde_json::Value {
+    let s = soak.settings;
+    json!({
+        "secs": s.secs,
+        "clients": s.clients,
+        "interval_secs": s.every.as_secs(),
+        "shared_threads": SHARED_THREADS,
+        "queue_capacity": QUEUE_CAPACITY,
+        "conversation": client::CONVERSATION,
+        "payload_bytes": PING.len(),
+        "store": "SqliteHistory, synchronous=FULL",
+        "runtime": runtime_name(),
+        "requests": soak.latency.total(),
+        "acknowledged": soak.acked,
+        "refused": soak.refused,
+        "p50_ms_all": soak.latency.quantile_ms(0.5),
+        "p99_ms_all": soak.latency.quantile_ms(0.99),
+        "rss_before_load_mib": mib(soak.rss_before),
+        "rss_end_mib": mib(last.rss),
+        "history_end_mib": mib(last.history),
+        "threads_end": last.threads,
+        "rss_growth_bytes_per_thread_added": soak.intervals.first().and_then(|f| growth_per_thread(f, last)),
+        "records_verified": soak.verified,
+    })
+}
