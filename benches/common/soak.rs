@@ -5,12 +5,13 @@
 //! process and on the same runtime as the clients (the load generator shares the two cores, so
 //! the rates are a lower bound for the server alone). `AGENTPUMP_SOAK_CLIENTS` tasks (default
 //! 200) share one `reqwest::Client` pool and post for `AGENTPUMP_SOAK_SECS` seconds (default 60):
-//! every 50th request starts a thread of the client's own, odd ones go into one of 4 threads
-//! shared by all clients (whose queues fill: `503 queue-full`), even ones into the client's own.
+//! every 50th request (`AGENTPUMP_SOAK_CONVERSATION`) starts a thread of the client's own, odd
+//! ones go into one of 4 threads shared by all clients (whose queues fill: `503 queue-full`),
+//! even ones into the client's own.
 //! The turn and wall-clock budgets are lifted so the shared threads live through the soak.
 //!
-//! Every 5 s it prints requests/s, p50/p99 latency, refusals by code, resident memory, the
-//! history's size on disk and the number of threads. At the end it checks that the server still
+//! Every 5 s it prints requests/s, p50/p99 latency, refusals by code, CPU time per request and
+//! cores used, resident memory, the history's size on disk and the number of threads. At the end it checks that the server still
 //! answers, that the set of messages from the client in the store is exactly the set of
 //! acknowledged ones (by [`Fingerprint`](client::Fingerprint)), and that every hash chain
 //! verifies; any answer other than `201` or `503 queue-full` fails the soak.
@@ -53,6 +54,11 @@ pub struct Settings {
     pub clients: usize,
     /// Reporting interval (5 s; 1 s in a smoke test).
     pub every: Duration,
+    /// Requests a client sends into a thread of its own before starting the next
+    /// (`AGENTPUMP_SOAK_CONVERSATION`, default 50). Root threads stay open, so resident memory
+    /// grows with them by design; a very large value keeps the thread count fixed, to see the
+    /// memory of everything else alone.
+    pub conversation: u64,
 }
 
 impl Settings {
@@ -62,6 +68,7 @@ impl Settings {
             secs: cfg.size("AGENTPUMP_SOAK_SECS", 60, 2) as u64,
             clients: cfg.size("AGENTPUMP_SOAK_CLIENTS", 200, 8).max(1),
             every: Duration::from_secs(if cfg.full { 5 } else { 1 }),
+            conversation: cfg.size("AGENTPUMP_SOAK_CONVERSATION", 50, 50) as u64,
         }
     }
 }
@@ -79,10 +86,33 @@ struct Interval {
     p99_ms: f64,
     /// Refusals in this interval, by status and code.
     refused: BTreeMap<String, u64>,
+    /// CPU time of this process (server and clients) per answered request, in µs: unlike the
+    /// rate, it does not drop because other processes take the cores, so it shows drift with
+    /// age on a shared machine.
+    cpu_us_per_request: f64,
+    /// Cores this process kept busy (CPU seconds per second).
+    cores: f64,
     rss: u64,
     /// Bytes of the history file and its WAL.
     history: u64,
     threads: usize,
+}
+
+/// CPU time (user + system) this process has used, in seconds: `utime` and `stime` of
+/// `/proc/self/stat`, in clock ticks of 1/100 s (Linux's `USER_HZ`).
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the command name (which may hold spaces): state is the first, utime the 12th.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map_or(vec![], |(_, rest)| rest.split_whitespace().collect());
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    (ticks(11) + ticks(12)) as f64 / 100.0
 }
 
 /// The pump, its store's folder, and the API's address.
@@ -182,6 +212,7 @@ async fn soak(settings: Settings) -> Soak {
         token: Arc::from(TOKEN),
         shared: Arc::from(Vec::new()),
         payload: PING,
+        conversation: settings.conversation,
     };
     let mut acked = Fingerprint::default();
     let client = start_shared(client, &tally, &mut acked).await;
@@ -200,7 +231,9 @@ async fn soak(settings: Settings) -> Soak {
     let after = client.post("/threads", &tally).await;
     let after = after.expect("the server still answers after the soak");
     after.ids.iter().for_each(|id| acked.add(*id));
+    let checking = Instant::now();
     let verified = check(&host, &tally, acked).await;
+    println!("soak: checked in {:.1} s", checking.elapsed().as_secs_f64());
     host.pump.shutdown(Duration::from_secs(10)).await;
     let _ = std::fs::remove_dir_all(&host.dir);
     Soak {
@@ -237,10 +270,11 @@ async fn start_shared(client: Client, tally: &Tally, acked: &mut Fingerprint) ->
 async fn observe(host: &Host, tally: &Tally, settings: Settings) -> (Vec<Interval>, Counts) {
     let started = Instant::now();
     let end = started + Duration::from_secs(settings.secs);
-    let (mut last, mut last_acked, mut last_refused) = (
+    let (mut last, mut last_acked, mut last_refused, mut last_cpu) = (
         started,
         tally.acked.load(Ordering::Relaxed),
         tally.refusals(),
+        cpu_seconds(),
     );
     let (mut intervals, mut all) = (Vec::new(), Counts::empty());
     while last < end {
@@ -250,6 +284,7 @@ async fn observe(host: &Host, tally: &Tally, settings: Settings) -> (Vec<Interva
         let counts = tally.latency.drain();
         let acked = tally.acked.load(Ordering::Relaxed);
         let refused = tally.refusals();
+        let cpu = cpu_seconds();
         let interval = Interval {
             at: (now - started).as_secs_f64(),
             rate: counts.total() as f64 / secs,
@@ -257,6 +292,8 @@ async fn observe(host: &Host, tally: &Tally, settings: Settings) -> (Vec<Interva
             p50_ms: counts.quantile_ms(0.5),
             p99_ms: counts.quantile_ms(0.99),
             refused: difference(&refused, &last_refused),
+            cpu_us_per_request: (cpu - last_cpu) * 1e6 / counts.total().max(1) as f64,
+            cores: (cpu - last_cpu) / secs,
             rss: resident_bytes(),
             history: host.history_bytes(),
             threads: host.pump.threads().len(),
@@ -264,7 +301,7 @@ async fn observe(host: &Host, tally: &Tally, settings: Settings) -> (Vec<Interva
         output::print_interval(&interval);
         all.add(&counts);
         intervals.push(interval);
-        (last, last_acked, last_refused) = (now, acked, refused);
+        (last, last_acked, last_refused, last_cpu) = (now, acked, refused, cpu);
     }
     (intervals, all)
 }

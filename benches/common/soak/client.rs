@@ -12,8 +12,6 @@ use serde::Deserialize;
 
 use super::histogram::Histogram;
 
-/// Requests a client sends into one thread of its own before it starts the next one.
-pub const CONVERSATION: u64 = 50;
 /// Unexpected answers kept for the final message (all are counted).
 const KEPT: usize = 20;
 
@@ -106,6 +104,8 @@ pub struct Client {
     pub shared: Arc<[ThreadId]>,
     /// The payload every request carries.
     pub payload: &'static str,
+    /// Requests sent into a thread of the client's own before it starts the next one.
+    pub conversation: u64,
 }
 
 /// The `201` body of both posting routes.
@@ -118,7 +118,7 @@ pub struct Receipt {
 }
 
 impl Client {
-    /// Posts until `stop` is set (a request in flight is finished first): every `CONVERSATION`
+    /// Posts until `stop` is set (a request in flight is finished first): every `conversation`
     /// requests a new thread of its own, then odd requests into a shared thread and even ones
     /// into its own. Returns the fingerprint of the ids acknowledged.
     pub async fn run(self, n: usize, tally: Arc<Tally>, stop: Arc<AtomicBool>) -> Fingerprint {
@@ -126,9 +126,10 @@ impl Client {
         let mut own: Option<ThreadId> = None;
         let mut k: u64 = 0;
         while !stop.load(Ordering::Relaxed) {
+            let next = k % self.conversation.max(1) == 0;
             let path = match own {
-                Some(t) if k % CONVERSATION != 0 && k % 2 == 0 => format!("/threads/{t}/messages"),
-                Some(_) if k % CONVERSATION != 0 => {
+                Some(t) if !next && k % 2 == 0 => format!("/threads/{t}/messages"),
+                Some(_) if !next => {
                     let t = self.shared[(n + k as usize) % self.shared.len()];
                     format!("/threads/{t}/messages")
                 }

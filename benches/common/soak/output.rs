@@ -5,18 +5,20 @@ use serde_json::json;
 use super::super::baseline::PING;
 use super::super::report::{Better, Figure, Report};
 use super::super::runtime_name;
-use super::{Interval, QUEUE_CAPACITY, SHARED_THREADS, Soak, client};
+use super::{Interval, QUEUE_CAPACITY, SHARED_THREADS, Soak};
 
 /// One interval's line.
 pub fn print_interval(i: &Interval) {
     println!(
-        "  t={:>5.0} s  {:>7.0} req/s (acked {:>7.0}/s)  p50 {:>7.2} ms  p99 {:>8.2} ms  refused {:?}  rss {:.1} MiB  history {:.1} MiB  threads {}",
+        "  t={:>5.0} s  {:>7.0} req/s (acked {:>7.0}/s)  p50 {:>7.2} ms  p99 {:>8.2} ms  refused {:?}  cpu {:.0} µs/req on {:.2} cores  rss {:.1} MiB  history {:.1} MiB  threads {}",
         i.at,
         i.rate,
         i.acked_rate,
         i.p50_ms,
         i.p99_ms,
         i.refused,
+        i.cpu_us_per_request,
+        i.cores,
         mib(i.rss),
         mib(i.history),
         i.threads
@@ -46,9 +48,10 @@ pub fn print_summary(soak: &Soak) {
         mib(soak.rss_before),
         mib(first.rss),
         mib(last.rss),
-        growth_per_thread(first, last).map_or_else(String::new, |b| format!(
-            "{b:.0} B per thread added since the first interval"
-        ))
+        growth_per_thread(first, last).map_or_else(
+            || "no threads added since the first interval".to_owned(),
+            |b| format!("{b:.0} B per thread added since the first interval")
+        )
     );
 }
 
@@ -68,7 +71,7 @@ type Row = (
     fn(&Interval) -> f64,
 );
 
-const ROWS: [Row; 4] = [
+const ROWS: [Row; 5] = [
     (
         "8",
         "HTTP soak: requests/s answered, per interval",
@@ -97,14 +100,22 @@ const ROWS: [Row; 4] = [
         Better::Lower,
         |i| mib(i.rss),
     ),
+    (
+        "8e",
+        "HTTP soak: process CPU time per request, per interval",
+        "µs",
+        Better::Lower,
+        |i| i.cpu_us_per_request,
+    ),
 ];
 
 /// Figure 8: per-interval series, with the first interval as the baseline and last / first as
 /// the ratio. The soak is measured against itself — there is no outside baseline for "the same
 /// after N minutes" — so a ratio near 1 means no drift with age: no slowdown, no latency creep,
 /// no memory growth. The first interval has the smallest history file and includes warm-up
-/// (connections opening); on a shared machine one interval can move by a third with other
-/// processes' load, so read the ratio with the samples, which are kept in time order.
+/// (connections opening); on a shared machine the rate and latencies of one interval move by
+/// half with other processes' load, so read their ratios with the samples (kept in time order)
+/// and with 8e, CPU time per request, which other processes do not inflate.
 pub fn add_figures(soak: &Soak, report: &mut Report) {
     let (Some(first), Some(last)) = (soak.intervals.first(), soak.intervals.last()) else {
         return;
@@ -133,7 +144,7 @@ fn params(soak: &Soak, last: &Interval) -> serde_json::Value {
         "interval_secs": s.every.as_secs(),
         "shared_threads": SHARED_THREADS,
         "queue_capacity": QUEUE_CAPACITY,
-        "conversation": client::CONVERSATION,
+        "conversation": s.conversation,
         "payload_bytes": PING.len(),
         "store": "SqliteHistory, synchronous=FULL",
         "runtime": runtime_name(),
