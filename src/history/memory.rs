@@ -1,13 +1,17 @@
 //! [`MemoryHistory`]: history kept in process memory, for tests and ephemeral runs.
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
+use dashmap::DashMap;
+use dashmap::mapref::entry::Entry;
 
 use super::{
-    Batch, HistoryError, HistoryStore, Record, RecordKind, Recovery, Ticket, verify_chain,
+    Batch, ChainBreak, Delivered, HistoryError, HistoryStore, Record, RecordKind, Recovery, Ticket,
+    verify_chain,
 };
 use crate::Counters;
 use crate::governor::HaltingReport;
@@ -15,28 +19,31 @@ use crate::system::SYSTEM_NS;
 use crate::{MessageId, ThreadId, ThreadInfo, ThreadState};
 
 /// History in memory: complete and hash-chained like the durable store, gone when dropped.
+///
+/// Each thread's records sit behind that thread's own lock, so threads append side by side;
+/// only sequence numbers (one atomic counter) and the id index (a sharded map) are shared.
 #[derive(Debug, Default)]
 pub struct MemoryHistory {
-    inner: Mutex<Inner>,
+    /// The last sequence number handed out.
+    seq: AtomicU64,
+    logs: DashMap<ThreadId, Arc<Mutex<ThreadLog>>>,
+    /// Where each record is: its thread and its index in that thread's log.
+    by_id: DashMap<MessageId, (ThreadId, usize)>,
+    /// Saved snapshots, each with the order in which its thread was first saved.
+    threads: DashMap<ThreadId, (u64, ThreadInfo)>,
+    saved: AtomicU64,
+    reports: DashMap<ThreadId, Vec<HaltingReport>>,
 }
 
+/// One thread's records.
 #[derive(Debug, Default)]
-struct Inner {
-    records: Vec<Record>,
-    by_thread: HashMap<ThreadId, ThreadLog>,
-    by_id: HashMap<MessageId, usize>,
-    pending: BTreeSet<usize>,
-    threads: HashMap<ThreadId, ThreadInfo>,
-    reports: HashMap<ThreadId, Vec<HaltingReport>>,
-    counters: HashMap<ThreadId, Counters>,
-    /// Snapshot ids in the order threads were first saved.
-    thread_order: Vec<ThreadId>,
-}
-
-#[derive(Debug)]
 struct ThreadLog {
-    indexes: Vec<usize>,
+    records: Chunks,
     last_digest: [u8; 32],
+    /// Indexes of records still waiting for delivery.
+    pending: BTreeSet<usize>,
+    /// Summed from the delivered marks.
+    counters: Counters,
 }
 
 impl MemoryHistory {
@@ -45,11 +52,113 @@ impl MemoryHistory {
         Self::default()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
-        self.inner
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    /// The log of `thread`, created when it has none yet.
+    fn log(&self, thread: ThreadId) -> Arc<Mutex<ThreadLog>> {
+        if let Some(log) = self.logs.get(&thread) {
+            return Arc::clone(&log);
+        }
+        Arc::clone(&self.logs.entry(thread).or_default())
     }
+
+    /// Every thread's log, locked one after the other, with `f` applied to each.
+    fn each_log(&self, mut f: impl FnMut(ThreadId, &ThreadLog)) {
+        let logs: Vec<_> = self
+            .logs
+            .iter()
+            .map(|e| (*e.key(), Arc::clone(e.value())))
+            .collect();
+        for (thread, log) in logs {
+            f(thread, &lock(&log));
+        }
+    }
+
+    /// The records of every thread that `keep` selects, in sequence order.
+    fn select(&self, keep: impl Fn(&Record, usize, &ThreadLog) -> bool) -> Vec<Record> {
+        let mut out = Vec::new();
+        self.each_log(|_, log| {
+            out.extend(
+                log.records
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, r)| keep(r, *i, log))
+                    .map(|(_, r)| r.clone()),
+            );
+        });
+        out.sort_by_key(|r| r.seq);
+        out
+    }
+}
+
+/// Records in chunks of at most [`Chunks::SIZE`]: a long thread grows by adding a chunk, never
+/// by copying everything it holds to a bigger allocation.
+#[derive(Debug, Default)]
+struct Chunks(Vec<Vec<Record>>);
+
+impl Chunks {
+    const SIZE: usize = 512;
+
+    fn len(&self) -> usize {
+        self.0
+            .last()
+            .map_or(0, |last| (self.0.len() - 1) * Self::SIZE + last.len())
+    }
+
+    fn push(&mut self, record: Record) {
+        match self.0.last_mut() {
+            Some(last) if last.len() < Self::SIZE => last.push(record),
+            // A thread's first chunk grows like a vector (most threads are short); later
+            // ones are allocated whole.
+            Some(_) => {
+                let mut chunk = Vec::with_capacity(Self::SIZE);
+                chunk.push(record);
+                self.0.push(chunk);
+            }
+            None => self.0.push(vec![record]),
+        }
+    }
+
+    fn get(&self, index: usize) -> Option<&Record> {
+        self.0.get(index / Self::SIZE)?.get(index % Self::SIZE)
+    }
+
+    fn iter(&self) -> impl Iterator<Item = &Record> {
+        self.0.iter().flatten()
+    }
+
+    /// The records from the first with `seq >= since` on.
+    fn since(&self, since: u64) -> Vec<Record> {
+        let (mut lo, mut hi) = (0, self.len());
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            if self.get(mid).is_some_and(|r| r.seq < since) {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        let from = self.0.get(lo / Self::SIZE..).unwrap_or_default();
+        from.iter()
+            .flatten()
+            .skip(lo % Self::SIZE)
+            .cloned()
+            .collect()
+    }
+}
+
+/// The locked log of `thread` among a batch's.
+fn log_of<'a>(
+    logs: &'a mut [(ThreadId, MutexGuard<'_, ThreadLog>)],
+    thread: ThreadId,
+) -> &'a mut ThreadLog {
+    let (_, log) = logs
+        .iter_mut()
+        .find(|(t, _)| *t == thread)
+        .expect("every thread of the batch is locked");
+    log
+}
+
+fn lock(log: &Mutex<ThreadLog>) -> MutexGuard<'_, ThreadLog> {
+    log.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// Microseconds since the Unix epoch, now.
@@ -63,110 +172,93 @@ pub(crate) fn now_us() -> i64 {
 impl HistoryStore for MemoryHistory {
     fn append(&self, batch: Batch) -> Result<Ticket, HistoryError> {
         let time_us = now_us();
-        let mut inner = self.lock();
-        let inner = &mut *inner;
-        if let Some(delivered) = &batch.delivered {
-            if let Some(&index) = inner.by_id.get(&delivered.id) {
-                inner.pending.remove(&index);
-                if delivered.handled {
-                    let thread = inner.records[index].thread;
-                    let c = inner.counters.entry(thread).or_default();
-                    c.deliveries += 1;
-                    c.tokens_in += delivered.usage.tokens_in;
-                    c.tokens_out += delivered.usage.tokens_out;
-                    c.cost += delivered.usage.cost;
-                    c.tool_calls += delivered.usage.tool_calls;
-                    c.estimated_usage += u64::from(delivered.usage.estimated);
+        let delivered = batch
+            .delivered
+            .as_ref()
+            .and_then(|d| self.by_id.get(&d.id).map(|at| (d, *at)));
+        let mut touched = batch
+            .records
+            .iter()
+            .map(|r| r.envelope.thread())
+            .chain(delivered.map(|(_, (thread, _))| thread));
+        let first = touched.next();
+        if let Some(thread) = first.filter(|&t| touched.all(|other| other == t)) {
+            // The common case: one thread (a delivery and its outputs).
+            let log = self.log(thread);
+            self.write(&mut [(thread, lock(&log))], &batch, delivered, time_us);
+        } else if first.is_some() {
+            // Lock every thread the batch touches, in id order (no deadlock between batches),
+            // so each thread sees the batch whole.
+            let mut threads: Vec<ThreadId> =
+                batch.records.iter().map(|r| r.envelope.thread()).collect();
+            threads.extend(delivered.map(|(_, (thread, _))| thread));
+            threads.sort_unstable();
+            threads.dedup();
+            let logs: Vec<_> = threads.iter().map(|&t| (t, self.log(t))).collect();
+            let mut guards: Vec<_> = logs.iter().map(|(t, log)| (*t, lock(log))).collect();
+            self.write(&mut guards, &batch, delivered, time_us);
+        }
+        for info in batch.threads {
+            let order = || self.saved.fetch_add(1, Ordering::Relaxed);
+            match self.threads.entry(info.id) {
+                Entry::Occupied(mut e) => e.get_mut().1 = info,
+                Entry::Vacant(e) => {
+                    e.insert((order(), info));
                 }
             }
         }
-        for new in &batch.records {
-            let index = inner.records.len();
-            let mut record = Record::from_new(new, index as u64 + 1, time_us);
-            let log = inner
-                .by_thread
-                .entry(record.thread)
-                .or_insert_with(|| ThreadLog {
-                    indexes: Vec::new(),
-                    last_digest: [0; 32],
-                });
-            record.seal(&log.last_digest);
-            log.last_digest = record.digest;
-            log.indexes.push(index);
-            inner.by_id.insert(record.id, index);
-            if new.pending {
-                inner.pending.insert(index);
-            }
-            inner.records.push(record);
-        }
-        for info in batch.threads {
-            if !inner.threads.contains_key(&info.id) {
-                inner.thread_order.push(info.id);
-            }
-            inner.threads.insert(info.id, info);
-        }
         for report in batch.reports {
-            inner.reports.entry(report.thread).or_default().push(report);
+            self.reports.entry(report.thread).or_default().push(report);
         }
         Ok(Ticket::ready())
     }
 
     async fn thread(&self, thread: ThreadId, since: u64) -> Result<Vec<Record>, HistoryError> {
-        let inner = self.lock();
-        let Some(log) = inner.by_thread.get(&thread) else {
+        let Some(log) = self.logs.get(&thread).map(|l| Arc::clone(&l)) else {
             return Ok(Vec::new());
         };
-        let first = log.indexes.partition_point(|&i| (i as u64) + 1 < since);
-        Ok(log.indexes[first..]
-            .iter()
-            .map(|&i| inner.records[i].clone())
-            .collect())
+        let log = lock(&log);
+        Ok(log.records.since(since))
     }
 
     async fn record(&self, id: MessageId) -> Result<Option<Record>, HistoryError> {
-        let inner = self.lock();
-        Ok(inner.by_id.get(&id).map(|&i| inner.records[i].clone()))
+        let Some((thread, index)) = self.by_id.get(&id).map(|at| *at) else {
+            return Ok(None);
+        };
+        let log = self.log(thread);
+        let record = lock(&log).records.get(index).cloned();
+        Ok(record)
     }
 
     async fn pending(&self) -> Result<Vec<Record>, HistoryError> {
-        let inner = self.lock();
-        Ok(inner
-            .pending
-            .iter()
-            .map(|&i| inner.records[i].clone())
-            .collect())
+        Ok(self.select(|_, i, log| log.pending.contains(&i)))
     }
 
     async fn reports(&self, thread: ThreadId) -> Result<Vec<HaltingReport>, HistoryError> {
         Ok(self
-            .lock()
             .reports
             .get(&thread)
-            .cloned()
+            .map(|r| r.clone())
             .unwrap_or_default())
     }
 
     async fn threads(&self, state: Option<ThreadState>) -> Result<Vec<ThreadInfo>, HistoryError> {
-        let inner = self.lock();
+        let saved = self.saved_in_order();
         let mut children: HashMap<ThreadId, Vec<ThreadId>> = HashMap::new();
-        for id in &inner.thread_order {
-            if let Some(parent) = inner.threads[id].parent {
-                children.entry(parent).or_default().push(*id);
+        for info in &saved {
+            if let Some(parent) = info.parent {
+                children.entry(parent).or_default().push(info.id);
             }
         }
-        let busy: std::collections::HashSet<ThreadId> = inner
-            .pending
-            .iter()
-            .map(|&i| inner.records[i].thread)
-            .collect();
-        let mut out: Vec<ThreadInfo> = inner
-            .threads
-            .values()
-            .cloned()
+        let mut live: HashMap<ThreadId, (bool, Counters)> = HashMap::new();
+        self.each_log(|thread, log| {
+            live.insert(thread, (!log.pending.is_empty(), log.counters.clone()));
+        });
+        let mut out: Vec<ThreadInfo> = saved
+            .into_iter()
             .map(|mut t| {
-                t.children = children.get(&t.id).cloned().unwrap_or_default();
-                let counters = inner.counters.get(&t.id).cloned().unwrap_or_default();
-                let busy = busy.contains(&t.id);
+                t.children = children.remove(&t.id).unwrap_or_default();
+                let (busy, counters) = live.remove(&t.id).unwrap_or_default();
                 t.with_live_state(busy, counters)
             })
             .filter(|t| state.is_none_or(|s| t.state == s))
@@ -176,33 +268,85 @@ impl HistoryStore for MemoryHistory {
     }
 
     fn recovery(&self) -> Result<Recovery, HistoryError> {
-        let inner = self.lock();
-        let of =
-            |f: &dyn Fn(&Record) -> bool| inner.records.iter().filter(|r| f(r)).cloned().collect();
+        let mut counters = HashMap::new();
+        let mut records = HashMap::new();
+        self.each_log(|thread, log| {
+            counters.insert(thread, log.counters.clone());
+            records.insert(thread, log.records.len() as u64);
+        });
         Ok(Recovery {
-            threads: inner
-                .thread_order
-                .iter()
-                .map(|id| inner.threads[id].clone())
-                .collect(),
-            counters: inner.counters.clone(),
-            records: inner
-                .by_thread
-                .iter()
-                .map(|(id, log)| (*id, log.indexes.len() as u64))
-                .collect(),
-            pending: inner
-                .pending
-                .iter()
-                .map(|&i| inner.records[i].clone())
-                .collect(),
-            governor: of(&|r| r.kind == RecordKind::Message && r.to.as_deref() == Some("governor")),
-            halts: of(&|r| r.kind == RecordKind::System && r.root.is(SYSTEM_NS, "halt")),
+            threads: self.saved_in_order(),
+            counters,
+            records,
+            pending: self.select(|_, i, log| log.pending.contains(&i)),
+            governor: self.select(|r, _, _| {
+                r.kind == RecordKind::Message && r.to.as_deref() == Some("governor")
+            }),
+            halts: self
+                .select(|r, _, _| r.kind == RecordKind::System && r.root.is(SYSTEM_NS, "halt")),
         })
     }
 
     async fn verify(&self) -> Result<u64, HistoryError> {
-        let inner = self.lock();
-        Ok(verify_chain(&inner.records)?)
+        let mut checked = 0;
+        let mut first_break: Option<ChainBreak> = None;
+        self.each_log(|_, log| match verify_chain(log.records.iter()) {
+            Ok(n) => checked += n,
+            Err(b) => {
+                if first_break.as_ref().is_none_or(|f| b.seq < f.seq) {
+                    first_break = Some(b);
+                }
+            }
+        });
+        match first_break {
+            Some(b) => Err(b.into()),
+            None => Ok(checked),
+        }
+    }
+}
+
+impl MemoryHistory {
+    /// Writes a batch's delivered mark and records into the locked logs of its threads.
+    fn write(
+        &self,
+        logs: &mut [(ThreadId, MutexGuard<'_, ThreadLog>)],
+        batch: &Batch,
+        delivered: Option<(&Delivered, (ThreadId, usize))>,
+        time_us: i64,
+    ) {
+        if let Some((d, (thread, index))) = delivered {
+            let log = log_of(logs, thread);
+            log.pending.remove(&index);
+            if d.handled {
+                let (c, u) = (&mut log.counters, &d.usage);
+                c.deliveries += 1;
+                c.tokens_in += u.tokens_in;
+                c.tokens_out += u.tokens_out;
+                c.cost += u.cost;
+                c.tool_calls += u.tool_calls;
+                c.estimated_usage += u64::from(u.estimated);
+            }
+        }
+        for new in &batch.records {
+            let log = log_of(logs, new.envelope.thread());
+            let seq = self.seq.fetch_add(1, Ordering::Relaxed) + 1;
+            let mut record = Record::from_new(new, seq, time_us);
+            record.seal(&log.last_digest);
+            log.last_digest = record.digest;
+            let index = log.records.len();
+            self.by_id.insert(record.id, (record.thread, index));
+            if new.pending {
+                log.pending.insert(index);
+            }
+            log.records.push(record);
+        }
+    }
+
+    /// Every saved snapshot, in the order threads were first saved.
+    fn saved_in_order(&self) -> Vec<ThreadInfo> {
+        let mut saved: Vec<(u64, ThreadInfo)> =
+            self.threads.iter().map(|e| e.value().clone()).collect();
+        saved.sort_by_key(|(order, _)| *order);
+        saved.into_iter().map(|(_, info)| info).collect()
     }
 }

@@ -110,40 +110,150 @@ impl Record {
     /// written as its byte length, `:`, the bytes, and `\n`. The length prefixes make the
     /// encoding injective: no bytes can move from one field to another without changing the digest.
     pub fn chained_digest(&self, previous: &[u8; 32]) -> [u8; 32] {
-        use std::fmt::Write as _;
         let mut h = Sha256::new();
         h.update(previous);
-        let field = |h: &mut Sha256, text: &str| {
-            let mut len = itoa_buffer();
-            let _ = write!(len, "{}:", text.len());
-            h.update(len.as_bytes());
-            h.update(text.as_bytes());
-            h.update(b"\n");
-        };
-        let mut buf = String::with_capacity(64);
-        let mut formatted = |h: &mut Sha256, value: &dyn std::fmt::Display| {
-            buf.clear();
-            let _ = write!(buf, "{value}");
-            field(h, &buf);
-        };
-        formatted(&mut h, &self.seq);
-        formatted(&mut h, &self.time_us);
-        field(&mut h, self.kind.as_str());
-        formatted(&mut h, &self.thread);
-        formatted(&mut h, &self.id);
-        field(&mut h, &self.from);
-        field(&mut h, self.to.as_deref().unwrap_or(""));
-        match self.in_reply_to {
-            Some(id) => formatted(&mut h, &id),
-            None => field(&mut h, ""),
+        let mut number = Decimal::new();
+        let mut uuid = [0u8; 36];
+        field(&mut h, &[number.of(self.seq.into())]);
+        field(&mut h, &[number.of(self.time_us.into())]);
+        field(&mut h, &[self.kind.as_str().as_bytes()]);
+        field(&mut h, &[hyphenated(self.thread.as_uuid(), &mut uuid)]);
+        field(&mut h, &[hyphenated(self.id.as_uuid(), &mut uuid)]);
+        field(&mut h, &[self.from.as_bytes()]);
+        field(&mut h, &[self.to.as_deref().unwrap_or("").as_bytes()]);
+        let reply = self.in_reply_to.map(|id| *id.as_uuid());
+        let reply = reply
+            .as_ref()
+            .map_or(&b""[..], |id| hyphenated(id, &mut uuid));
+        field(&mut h, &[reply]);
+        let (ns, local) = (
+            self.root.namespace().as_bytes(),
+            self.root.local().as_bytes(),
+        );
+        if ns.is_empty() {
+            field(&mut h, &[local]);
+        } else {
+            field(&mut h, &[b"{", ns, b"}", local]);
         }
-        formatted(&mut h, &self.root);
-        field(&mut h, &self.payload);
+        field(&mut h, &[self.payload.as_bytes()]);
         h.finalize().into()
     }
 }
 
-/// A small reusable buffer for formatting a length.
-fn itoa_buffer() -> String {
-    String::with_capacity(24)
+/// Hashes one field of the canonical bytes: its length in decimal, `:`, its bytes (given in
+/// parts), `\n`.
+fn field(h: &mut Sha256, parts: &[&[u8]]) {
+    let len: usize = parts.iter().map(|p| p.len()).sum();
+    h.update(Decimal::new().of(len as i128));
+    h.update(b":");
+    for part in parts {
+        h.update(part);
+    }
+    h.update(b"\n");
+}
+
+/// A UUID in its hyphenated lower-case form, as `Display` writes it.
+fn hyphenated<'a>(uuid: &uuid::Uuid, buf: &'a mut [u8; 36]) -> &'a [u8] {
+    uuid.hyphenated().encode_lower(buf).as_bytes()
+}
+
+/// Room to write an integer in decimal, as `Display` writes it, without the formatting machinery.
+struct Decimal([u8; 40]);
+
+impl Decimal {
+    fn new() -> Self {
+        Self([0; 40])
+    }
+
+    fn of(&mut self, value: i128) -> &[u8] {
+        let mut at = self.0.len();
+        let mut rest = value.unsigned_abs();
+        loop {
+            at -= 1;
+            self.0[at] = b'0' + (rest % 10) as u8;
+            rest /= 10;
+            if rest == 0 {
+                break;
+            }
+        }
+        if value < 0 {
+            at -= 1;
+            self.0[at] = b'-';
+        }
+        &self.0[at..]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The canonical bytes exactly as [`Record::chained_digest`] documents them, written the
+    /// plain way with `format!`.
+    fn documented_digest(r: &Record, previous: &[u8; 32]) -> [u8; 32] {
+        let fields = [
+            r.seq.to_string(),
+            r.time_us.to_string(),
+            r.kind.as_str().to_owned(),
+            r.thread.to_string(),
+            r.id.to_string(),
+            r.from.to_string(),
+            r.to.as_deref().unwrap_or("").to_owned(),
+            r.in_reply_to.map(|id| id.to_string()).unwrap_or_default(),
+            r.root.to_string(),
+            r.payload.to_string(),
+        ];
+        let mut h = Sha256::new();
+        h.update(previous);
+        for f in fields {
+            h.update(format!("{}:{f}\n", f.len()));
+        }
+        h.finalize().into()
+    }
+
+    #[test]
+    fn the_digest_is_the_documented_one_for_every_field_shape() {
+        let base = Record {
+            seq: 1,
+            time_us: 1_763_000_000_123_456,
+            kind: RecordKind::Message,
+            thread: ThreadId::new(),
+            id: MessageId::new(),
+            from: Arc::from("client"),
+            to: Some(Arc::from("echo")),
+            in_reply_to: Some(MessageId::new()),
+            root: QName::new("urn:x:v1", "say"),
+            payload: Arc::from("<say xmlns=\"urn:x:v1\">héllo</say>"),
+            digest: [0; 32],
+        };
+        let shapes = [
+            base.clone(),
+            Record {
+                seq: u64::MAX,
+                time_us: -42,
+                kind: RecordKind::Egress,
+                to: None,
+                in_reply_to: None,
+                root: QName::new("", "bare"),
+                payload: Arc::from(""),
+                ..base.clone()
+            },
+            Record {
+                seq: 0,
+                time_us: 0,
+                kind: RecordKind::Decision,
+                from: Arc::from(""),
+                ..base.clone()
+            },
+        ];
+        for previous in [[0u8; 32], [0xab; 32]] {
+            for r in &shapes {
+                assert_eq!(
+                    r.chained_digest(&previous),
+                    documented_digest(r, &previous),
+                    "{r:?}"
+                );
+            }
+        }
+    }
 }
