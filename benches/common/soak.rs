@@ -7,14 +7,15 @@
 //! 200) share one `reqwest::Client` pool and post for `AGENTPUMP_SOAK_SECS` seconds (default 60):
 //! every 50th request (`AGENTPUMP_SOAK_CONVERSATION`) starts a thread of the client's own, odd
 //! ones go into one of 4 threads shared by all clients (whose queues fill: `503 queue-full`),
-//! even ones into the client's own.
-//! The turn and wall-clock budgets are lifted so the shared threads live through the soak.
+//! even ones into the client's own. The turn and wall-clock budgets are lifted so the shared
+//! threads live through the soak.
 //!
 //! Every 5 s it prints requests/s, p50/p99 latency, refusals by code, CPU time per request and
-//! cores used, resident memory, the history's size on disk and the number of threads. At the end it checks that the server still
-//! answers, that the set of messages from the client in the store is exactly the set of
-//! acknowledged ones (by [`Fingerprint`](client::Fingerprint)), and that every hash chain
-//! verifies; any answer other than `201` or `503 queue-full` fails the soak.
+//! cores used, resident memory, the history's size on disk and the number of threads started.
+//! At the end it checks that the server still answers, that the set of messages from the client
+//! in the store is exactly the set of acknowledged ones (by
+//! [`Fingerprint`](client::Fingerprint)), and that every hash chain verifies; any answer other
+//! than `201` or `503 queue-full` fails the soak.
 
 mod client;
 mod histogram;
@@ -95,7 +96,8 @@ struct Interval {
     rss: u64,
     /// Bytes of the history file and its WAL.
     history: u64,
-    threads: usize,
+    /// Threads started over HTTP so far (all stay open).
+    threads: u64,
 }
 
 /// CPU time (user + system) this process has used, in seconds: `utime` and `stime` of
@@ -296,7 +298,7 @@ async fn observe(host: &Host, tally: &Tally, settings: Settings) -> (Vec<Interva
             cores: (cpu - last_cpu) / secs,
             rss: resident_bytes(),
             history: host.history_bytes(),
-            threads: host.pump.threads().len(),
+            threads: tally.started.load(Ordering::Relaxed),
         };
         output::print_interval(&interval);
         all.add(&counts);
