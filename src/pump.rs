@@ -48,6 +48,8 @@ pub(crate) struct Shared {
     system_thread: Arc<ThreadEntry>,
     system_name: Arc<str>,
     governor_name: Arc<str>,
+    /// `client`, the name of outside senders, shared by every record to or from them.
+    client_name: Arc<str>,
     /// Notified when a runner ends; used by `settle`.
     quiet: Notify,
     /// What the last restart brought back.
@@ -86,6 +88,7 @@ impl Shared {
             system_thread,
             system_name: Arc::from(SYSTEM_SENDER),
             governor_name: Arc::from("governor"),
+            client_name: Arc::from(crate::system::CLIENT_SENDER),
             quiet: Notify::new(),
             recovered: std::sync::OnceLock::new(),
             waiters: AtomicUsize::new(0),

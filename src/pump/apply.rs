@@ -110,7 +110,7 @@ impl Applying<'_> {
                 self.remember_result(&payload);
                 let env = self
                     .envelope(payload)
-                    .with_to(Some(Arc::from(crate::system::CLIENT_SENDER)))
+                    .with_to(Some(Arc::clone(&self.shared.client_name)))
                     .with_in_reply_to(Some(self.delivery.id()));
                 self.tx.record(self.inner, env, RecordKind::Egress);
             }

@@ -113,6 +113,13 @@ enum Named {
     Existing(Arc<ThreadEntry>),
 }
 
+/// The thread outside input names: as written in an envelope's `<thread>`, or as an id.
+#[derive(Debug, Clone, Copy)]
+enum Naming<'a> {
+    Written(&'a str),
+    Id(ThreadId),
+}
+
 impl PumpHandle {
     /// Sends an envelope (`urn:agentpump:envelope:v1` or AgentServer v2.1) into the pump:
     /// `<thread>` absent starts a new root thread; `<to>` directs it at one listener, otherwise it
@@ -145,7 +152,7 @@ impl PumpHandle {
         let in_reply_to = incoming.in_reply_to();
         self.admit(
             dialect,
-            thread.as_deref(),
+            thread.as_deref().map(Naming::Written),
             to.as_deref(),
             in_reply_to,
             Ok(incoming.into_payload()),
@@ -166,15 +173,15 @@ impl PumpHandle {
     ) -> Result<Receipt, IngressError> {
         let parsed = Payload::parse(payload, &self.shared.config.limits)
             .map_err(|e| (e, attempt(payload.as_bytes())));
-        let thread = thread.map(|t| t.to_string());
-        self.admit(Dialect::default(), thread.as_deref(), to, None, parsed)
+        let thread = thread.map(Naming::Id);
+        self.admit(Dialect::default(), thread, to, None, parsed)
             .await
     }
 
     async fn admit(
         &self,
         dialect: Dialect,
-        thread: Option<&str>,
+        thread: Option<Naming<'_>>,
         to: Option<&str>,
         in_reply_to: Option<MessageId>,
         payload: Result<Payload, (EnvelopeError, String)>,
@@ -229,7 +236,7 @@ impl Shared {
     fn admit(
         self: &Arc<Self>,
         dialect: Dialect,
-        thread: Option<&str>,
+        thread: Option<Naming<'_>>,
         to: Option<&str>,
         in_reply_to: Option<MessageId>,
         payload: Result<Payload, (EnvelopeError, String)>,
@@ -325,7 +332,7 @@ impl Shared {
         let is_new = inner.records == 0;
         for target in targets {
             let to = Arc::clone(&self.listeners[target].name);
-            let env = Envelope::new(Arc::from(CLIENT_SENDER), entry.id, payload.clone())
+            let env = Envelope::new(Arc::clone(&self.client_name), entry.id, payload.clone())
                 .with_to(Some(to))
                 .with_in_reply_to(in_reply_to);
             tx.queue(&mut inner, Place::Here, env, target, RecordKind::Message);
@@ -349,21 +356,27 @@ impl Shared {
     }
 
     /// Resolves the thread an outside message names, or the answer refusing it.
-    fn named_thread(&self, thread: Option<&str>) -> Result<Named, SystemMessage> {
-        let Some(text) = thread else {
+    fn named_thread(&self, thread: Option<Naming<'_>>) -> Result<Named, SystemMessage> {
+        let Some(naming) = thread else {
             return Ok(Named::New);
         };
         let unknown = |code: ThreadErrorCode, message: &str| SystemMessage::ThreadError {
-            unknown_id: text.to_owned(),
+            unknown_id: match naming {
+                Naming::Written(text) => text.to_owned(),
+                Naming::Id(id) => id.to_string(),
+            },
             code,
             message: message.to_owned(),
         };
-        let id: ThreadId = text.parse().map_err(|_| {
-            unknown(
-                ThreadErrorCode::MalformedThreadId,
-                "a thread id is a UUID; omit <thread> to start a new thread",
-            )
-        })?;
+        let id = match naming {
+            Naming::Id(id) => id,
+            Naming::Written(text) => text.parse().map_err(|_| {
+                unknown(
+                    ThreadErrorCode::MalformedThreadId,
+                    "a thread id is a UUID; omit <thread> to start a new thread",
+                )
+            })?,
+        };
         match self.registry.get(id) {
             Some(entry) if entry.is_system => Err(SystemMessage::Error {
                 code: ErrorCode::ThreadClosed,

@@ -46,7 +46,7 @@ impl Shared {
             }
             Recipient::Client => tx.record(
                 inner,
-                env.with_to(Some(Arc::from(CLIENT_SENDER))),
+                env.with_to(Some(Arc::clone(&self.client_name))),
                 RecordKind::System,
             ),
             Recipient::RecordOnly(name) => tx.record(
