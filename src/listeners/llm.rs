@@ -102,15 +102,11 @@ pub struct LlmAgent {
 impl LlmAgent {
     /// An agent with role prompt `definition` (who it is, what it is for).
     pub fn new(config: LlmConfig, definition: impl Into<String>) -> Self {
-        let http = reqwest::Client::builder()
-            .timeout(config.timeout)
-            .build()
-            .unwrap_or_default();
         Self {
             config,
             definition: definition.into(),
             peers: Vec::new(),
-            http,
+            http: reqwest::Client::new(),
         }
     }
 

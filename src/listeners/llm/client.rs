@@ -72,7 +72,8 @@ pub(crate) async fn complete(
         .and_then(|name| std::env::var(name).ok());
     let mut attempt = 0;
     loop {
-        let mut request = http.post(&url).json(&body);
+        // The timeout is set per request, so it holds whatever client the agent was built with.
+        let mut request = http.post(&url).timeout(config.timeout).json(&body);
         if let Some(key) = &key {
             request = request.bearer_auth(key);
         }
