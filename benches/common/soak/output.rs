@@ -114,8 +114,9 @@ const ROWS: [Row; 5] = [
 /// after N minutes" — so a ratio near 1 means no drift with age: no slowdown, no latency creep,
 /// no memory growth. The first interval has the smallest history file and includes warm-up
 /// (connections opening); on a shared machine the rate and latencies of one interval move by
-/// half with other processes' load, so read their ratios with the samples (kept in time order)
-/// and with 8e, CPU time per request, which other processes do not inflate.
+/// half with other processes' load, so read their ratios with the samples (kept in time order),
+/// with 8e (CPU time per request, which waiting for a core does not inflate) and with the
+/// cores used, printed per interval.
 pub fn add_figures(soak: &Soak, report: &mut Report) {
     let (Some(first), Some(last)) = (soak.intervals.first(), soak.intervals.last()) else {
         return;
