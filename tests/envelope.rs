@@ -81,3 +81,24 @@ fn envelope_meta_and_attributes_are_checked() {
         "{err}"
     );
 }
+
+/// Found by fuzzing: `<to>&#1;</to>` was accepted, and the envelope written back carried a raw
+/// U+0001 that no parser (ours included) reads. Meta fields now allow the references payloads do.
+#[test]
+fn meta_fields_refuse_references_to_forbidden_characters() {
+    for meta in ["<to>&#1;</to>", "<thread>&#x1B;</thread>", "<to>&#0;</to>"] {
+        let xml = format!(
+            "<message xmlns='{ENVELOPE_NS}'><meta>{meta}</meta><x xmlns='urn:x'/></message>"
+        );
+        let err = Incoming::parse(xml.as_bytes(), &Limits::default()).unwrap_err();
+        assert!(
+            err.to_string().contains("invalid character reference"),
+            "{meta}: {err}"
+        );
+    }
+    let xml = format!(
+        "<message xmlns='{ENVELOPE_NS}'><meta><to>a&amp;&#x42;</to></meta><x xmlns='urn:x'/></message>"
+    );
+    let msg = Incoming::parse(xml.as_bytes(), &Limits::default()).unwrap();
+    assert_eq!(msg.to(), Some("a&B"));
+}

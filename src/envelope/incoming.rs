@@ -229,6 +229,8 @@ fn read_meta(
             }
             Event::Text(ref t) if field.is_some() => value.push_str(t),
             Event::GeneralRef(ref r) if field.is_some() => {
+                // The same references as in a payload: `&#1;` here would be written back raw.
+                scan::check_reference(r, &at)?;
                 let reference = format!("&{};", &**r);
                 let resolved = quick_xml::escape::unescape(&reference).map_err(|_| {
                     EnvelopeError::UnknownEntity {

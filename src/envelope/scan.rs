@@ -218,7 +218,11 @@ fn check_attributes(
     Ok(declares_default_ns)
 }
 
-fn check_reference(r: &BytesRef<'_>, at: &dyn Fn() -> Position) -> Result<(), EnvelopeError> {
+/// Allows character references to characters XML permits and the five predefined entities.
+pub(crate) fn check_reference(
+    r: &BytesRef<'_>,
+    at: &dyn Fn() -> Position,
+) -> Result<(), EnvelopeError> {
     if r.is_char_ref() {
         return match r.resolve_char_ref() {
             Ok(Some(c)) if !is_forbidden(c) => Ok(()),
