@@ -73,6 +73,7 @@ pub fn extract(text: &str, limits: &Limits) -> Result<Vec<Payload>, ExtractError
         let at = i + rel;
         let rest = &text[at..];
         if rest.starts_with(MAGIC_PREFIX) {
+            check_room(&found, limits)?;
             let (payload, len) = magic(rest).map_err(|message| ExtractError::Magic {
                 message,
                 at: Position::locate(text, at),
@@ -93,16 +94,22 @@ pub fn extract(text: &str, limits: &Limits) -> Result<Vec<Payload>, ExtractError
             i = at + 1;
             continue;
         }
-        if found.len() == limits.max_outputs {
-            return Err(ExtractError::TooMany {
-                limit: limits.max_outputs,
-            });
-        }
+        check_room(&found, limits)?;
         let (payload, end) = Payload::parse_at(text, at, 0, limits)?;
         found.push(payload);
         i = end;
     }
     Ok(found)
+}
+
+/// Fails when `found` already holds [`Limits::max_outputs`] payloads (Ask-Loop controls count).
+fn check_room(found: &[Payload], limits: &Limits) -> Result<(), ExtractError> {
+    if found.len() >= limits.max_outputs {
+        return Err(ExtractError::TooMany {
+            limit: limits.max_outputs,
+        });
+    }
+    Ok(())
 }
 
 /// Reads an Ask-Loop `LOOP` control at the start of `rest` as the equivalent `<loop>` payload;

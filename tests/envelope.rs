@@ -2,7 +2,7 @@
 //! with a precise error, or accepted exactly.
 
 use agentpump::envelope::ENVELOPE_NS;
-use agentpump::extract::extract;
+use agentpump::extract::{ExtractError, extract};
 use agentpump::{EnvelopeError, Incoming, Limits, Payload, QName};
 
 fn parse(text: &str) -> Result<Payload, EnvelopeError> {
@@ -101,4 +101,20 @@ fn meta_fields_refuse_references_to_forbidden_characters() {
     );
     let msg = Incoming::parse(xml.as_bytes(), &Limits::default()).unwrap();
     assert_eq!(msg.to(), Some("a&B"));
+}
+
+/// Found by fuzzing: Ask-Loop text-form controls were not counted against `max_outputs`, so an
+/// output of 65 of them extracted 65 payloads.
+#[test]
+fn extraction_counts_ask_loop_controls_against_max_outputs() {
+    let control = r#"<<<NSENVELOPE_MAGIC_9E3B6F2D:V2:LOOP:{"control":"continue"}>>>"#;
+    let limits = Limits::default();
+    assert_eq!(extract(&control.repeat(64), &limits).unwrap().len(), 64);
+    let err = extract(&control.repeat(65), &limits).unwrap_err();
+    assert_eq!(err, ExtractError::TooMany { limit: 64 });
+    let mixed = format!("{}{control}", "<a xmlns='urn:a'/>".repeat(64));
+    assert_eq!(
+        extract(&mixed, &limits).unwrap_err(),
+        ExtractError::TooMany { limit: 64 }
+    );
 }
