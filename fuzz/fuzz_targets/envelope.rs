@@ -1,0 +1,9 @@
+//! Fuzzes envelope and payload parsing; the invariants are `check_envelope` in `fuzz/checks.rs`.
+
+#![no_main]
+
+#[allow(dead_code)] // each target uses one of the checks
+#[path = "../checks.rs"]
+mod checks;
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| checks::check_envelope(data));
