@@ -230,15 +230,7 @@ fn read_meta(
             Event::Text(ref t) if field.is_some() => value.push_str(t),
             Event::GeneralRef(ref r) if field.is_some() => {
                 // The same references as in a payload: `&#1;` here would be written back raw.
-                scan::check_reference(r, &at)?;
-                let reference = format!("&{};", &**r);
-                let resolved = quick_xml::escape::unescape(&reference).map_err(|_| {
-                    EnvelopeError::UnknownEntity {
-                        name: r.to_string(),
-                        at: at(),
-                    }
-                })?;
-                value.push_str(&resolved);
+                value.push(scan::resolve_reference(r, &at)?);
             }
             Event::End(_) if field.is_some() => {
                 meta.set(field.take().expect("checked"), value.trim().to_owned());

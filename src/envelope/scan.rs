@@ -14,7 +14,14 @@ use super::{EnvelopeError, Limits, Position, QName};
 use crate::system::is_reserved_namespace;
 
 /// The five entities XML predefines; every other named entity is refused.
-const PREDEFINED_ENTITIES: [&str; 5] = ["lt", "gt", "amp", "apos", "quot"];
+/// The five entities XML predefines, and the characters they stand for.
+const PREDEFINED_ENTITIES: [(&str, char); 5] = [
+    ("lt", '<'),
+    ("gt", '>'),
+    ("amp", '&'),
+    ("apos", '\''),
+    ("quot", '"'),
+];
 
 /// One complete element found by [`element`].
 #[derive(Debug)]
@@ -117,7 +124,9 @@ pub(crate) fn element(
                     return Ok(finish(root, end, reserved_inside));
                 }
             }
-            Event::GeneralRef(ref r) => check_reference(r, &start)?,
+            Event::GeneralRef(ref r) => {
+                resolve_reference(r, &start)?;
+            }
             Event::DocType(_) => return Err(EnvelopeError::Doctype { at: start() }),
             Event::Decl(_) => {
                 let message = "XML declaration inside a message".to_owned();
@@ -218,28 +227,29 @@ fn check_attributes(
     Ok(declares_default_ns)
 }
 
-/// Allows character references to characters XML permits and the five predefined entities.
-pub(crate) fn check_reference(
+/// The character a reference stands for: a character reference to a character XML permits,
+/// or one of the five predefined entities; anything else is refused.
+pub(crate) fn resolve_reference(
     r: &BytesRef<'_>,
     at: &dyn Fn() -> Position,
-) -> Result<(), EnvelopeError> {
+) -> Result<char, EnvelopeError> {
     if r.is_char_ref() {
         return match r.resolve_char_ref() {
-            Ok(Some(c)) if !is_forbidden(c) => Ok(()),
+            Ok(Some(c)) if !is_forbidden(c) => Ok(c),
             Ok(Some(_)) | Ok(None) | Err(_) => Err(EnvelopeError::Malformed {
                 message: format!("invalid character reference `&{};`", &**r),
                 at: at(),
             }),
         };
     }
-    if PREDEFINED_ENTITIES.contains(&&**r) {
-        Ok(())
-    } else {
-        Err(EnvelopeError::UnknownEntity {
+    PREDEFINED_ENTITIES
+        .iter()
+        .find(|(name, _)| *name == &**r)
+        .map(|(_, c)| *c)
+        .ok_or_else(|| EnvelopeError::UnknownEntity {
             name: r.to_string(),
             at: at(),
         })
-    }
 }
 
 /// C0 control characters other than tab, line feed and carriage return.
