@@ -112,19 +112,19 @@ impl Record {
     pub fn chained_digest(&self, previous: &[u8; 32]) -> [u8; 32] {
         let mut h = Sha256::new();
         h.update(previous);
-        let mut number = Decimal::new();
+        let mut digits = Digits::new();
         let mut uuid = [0u8; 36];
-        field(&mut h, &[number.of(self.seq.into())]);
-        field(&mut h, &[number.of(self.time_us.into())]);
+        field(&mut h, &[digits.unsigned(self.seq)]);
+        field(&mut h, &[digits.signed(self.time_us)]);
         field(&mut h, &[self.kind.as_str().as_bytes()]);
         field(&mut h, &[hyphenated(self.thread.as_uuid(), &mut uuid)]);
         field(&mut h, &[hyphenated(self.id.as_uuid(), &mut uuid)]);
         field(&mut h, &[self.from.as_bytes()]);
         field(&mut h, &[self.to.as_deref().unwrap_or("").as_bytes()]);
-        let reply = self.in_reply_to.map(|id| *id.as_uuid());
-        let reply = reply
-            .as_ref()
-            .map_or(&b""[..], |id| hyphenated(id, &mut uuid));
+        let reply = match &self.in_reply_to {
+            Some(id) => hyphenated(id.as_uuid(), &mut uuid),
+            None => b"",
+        };
         field(&mut h, &[reply]);
         let (ns, local) = (
             self.root.namespace().as_bytes(),
@@ -144,7 +144,7 @@ impl Record {
 /// parts), `\n`.
 fn field(h: &mut Sha256, parts: &[&[u8]]) {
     let len: usize = parts.iter().map(|p| p.len()).sum();
-    h.update(Decimal::new().of(len as i128));
+    h.update(Digits::new().unsigned(len as u64));
     h.update(b":");
     for part in parts {
         h.update(part);
@@ -158,29 +158,40 @@ fn hyphenated<'a>(uuid: &uuid::Uuid, buf: &'a mut [u8; 36]) -> &'a [u8] {
 }
 
 /// Room to write an integer in decimal, as `Display` writes it, without the formatting machinery.
-struct Decimal([u8; 40]);
+struct Digits([u8; 20]);
 
-impl Decimal {
+impl Digits {
     fn new() -> Self {
-        Self([0; 40])
+        Self([0; 20])
     }
 
-    fn of(&mut self, value: i128) -> &[u8] {
+    fn unsigned(&mut self, value: u64) -> &[u8] {
+        let start = self.write(value);
+        &self.0[start..]
+    }
+
+    /// An `i64`: its magnitude, with `-` in front when negative (`i64::MIN` included).
+    fn signed(&mut self, value: i64) -> &[u8] {
+        let mut start = self.write(value.unsigned_abs());
+        if value < 0 {
+            start -= 1;
+            self.0[start] = b'-';
+        }
+        &self.0[start..]
+    }
+
+    /// Writes `value` right-aligned (u64::MAX has 20 digits, so a sign still fits before it
+    /// whenever the value came from an i64); returns where it starts.
+    fn write(&mut self, mut value: u64) -> usize {
         let mut at = self.0.len();
-        let mut rest = value.unsigned_abs();
         loop {
             at -= 1;
-            self.0[at] = b'0' + (rest % 10) as u8;
-            rest /= 10;
-            if rest == 0 {
-                break;
+            self.0[at] = b'0' + (value % 10) as u8;
+            value /= 10;
+            if value == 0 {
+                return at;
             }
         }
-        if value < 0 {
-            at -= 1;
-            self.0[at] = b'-';
-        }
-        &self.0[at..]
     }
 }
 
@@ -236,6 +247,10 @@ mod tests {
                 in_reply_to: None,
                 root: QName::new("", "bare"),
                 payload: Arc::from(""),
+                ..base.clone()
+            },
+            Record {
+                time_us: i64::MIN,
                 ..base.clone()
             },
             Record {
