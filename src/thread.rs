@@ -13,7 +13,7 @@ use std::sync::Arc;
 use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 
-use crate::{Dialect, ThreadId};
+use crate::{Dialect, ThreadId, Usage};
 
 /// Where a thread is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -105,6 +105,17 @@ pub struct Counters {
     /// Deliveries whose usage was estimated (the endpoint reported none), not measured.
     #[serde(default)]
     pub estimated_usage: u64,
+}
+
+impl Counters {
+    /// Adds what a handler reported using (tokens, cost, tool calls, whether it was estimated).
+    pub(crate) fn add_usage(&mut self, u: &Usage) {
+        self.tokens_in += u.tokens_in;
+        self.tokens_out += u.tokens_out;
+        self.cost += u.cost;
+        self.tool_calls += u.tool_calls;
+        self.estimated_usage += u64::from(u.estimated);
+    }
 }
 
 /// A snapshot of one thread.

@@ -72,18 +72,24 @@ impl MemoryHistory {
         }
     }
 
-    /// The records of every thread that `keep` selects, in sequence order.
-    fn select(&self, keep: impl Fn(&Record, usize, &ThreadLog) -> bool) -> Vec<Record> {
+    /// Every record still waiting for delivery, in sequence order.
+    fn pending_records(&self) -> Vec<Record> {
         let mut out = Vec::new();
         self.each_log(|_, log| {
             out.extend(
-                log.records
+                log.pending
                     .iter()
-                    .enumerate()
-                    .filter(|(i, r)| keep(r, *i, log))
-                    .map(|(_, r)| r.clone()),
+                    .filter_map(|&i| log.records.get(i).cloned()),
             );
         });
+        out.sort_by_key(|r| r.seq);
+        out
+    }
+
+    /// The records of every thread that `keep` selects, in sequence order.
+    fn select(&self, keep: impl Fn(&Record) -> bool) -> Vec<Record> {
+        let mut out = Vec::new();
+        self.each_log(|_, log| out.extend(log.records.iter().filter(|r| keep(r)).cloned()));
         out.sort_by_key(|r| r.seq);
         out
     }
@@ -176,22 +182,22 @@ impl HistoryStore for MemoryHistory {
             .delivered
             .as_ref()
             .and_then(|d| self.by_id.get(&d.id).map(|at| (d, *at)));
-        let mut touched = batch
-            .records
-            .iter()
-            .map(|r| r.envelope.thread())
-            .chain(delivered.map(|(_, (thread, _))| thread));
-        let first = touched.next();
-        if let Some(thread) = first.filter(|&t| touched.all(|other| other == t)) {
+        let touched = || {
+            batch
+                .records
+                .iter()
+                .map(|r| r.envelope.thread())
+                .chain(delivered.map(|(_, (thread, _))| thread))
+        };
+        let first = touched().next();
+        if let Some(thread) = first.filter(|&t| touched().all(|other| other == t)) {
             // The common case: one thread (a delivery and its outputs).
             let log = self.log(thread);
             self.write(&mut [(thread, lock(&log))], &batch, delivered, time_us);
         } else if first.is_some() {
             // Lock every thread the batch touches, in id order (no deadlock between batches),
             // so each thread sees the batch whole.
-            let mut threads: Vec<ThreadId> =
-                batch.records.iter().map(|r| r.envelope.thread()).collect();
-            threads.extend(delivered.map(|(_, (thread, _))| thread));
+            let mut threads: Vec<ThreadId> = touched().collect();
             threads.sort_unstable();
             threads.dedup();
             let logs: Vec<_> = threads.iter().map(|&t| (t, self.log(t))).collect();
@@ -225,13 +231,15 @@ impl HistoryStore for MemoryHistory {
         let Some((thread, index)) = self.by_id.get(&id).map(|at| *at) else {
             return Ok(None);
         };
-        let log = self.log(thread);
+        let Some(log) = self.logs.get(&thread).map(|l| Arc::clone(&l)) else {
+            return Ok(None);
+        };
         let record = lock(&log).records.get(index).cloned();
         Ok(record)
     }
 
     async fn pending(&self) -> Result<Vec<Record>, HistoryError> {
-        Ok(self.select(|_, i, log| log.pending.contains(&i)))
+        Ok(self.pending_records())
     }
 
     async fn reports(&self, thread: ThreadId) -> Result<Vec<HaltingReport>, HistoryError> {
@@ -278,12 +286,10 @@ impl HistoryStore for MemoryHistory {
             threads: self.saved_in_order(),
             counters,
             records,
-            pending: self.select(|_, i, log| log.pending.contains(&i)),
-            governor: self.select(|r, _, _| {
-                r.kind == RecordKind::Message && r.to.as_deref() == Some("governor")
-            }),
-            halts: self
-                .select(|r, _, _| r.kind == RecordKind::System && r.root.is(SYSTEM_NS, "halt")),
+            pending: self.pending_records(),
+            governor: self
+                .select(|r| r.kind == RecordKind::Message && r.to.as_deref() == Some("governor")),
+            halts: self.select(|r| r.kind == RecordKind::System && r.root.is(SYSTEM_NS, "halt")),
         })
     }
 
@@ -318,13 +324,8 @@ impl MemoryHistory {
             let log = log_of(logs, thread);
             log.pending.remove(&index);
             if d.handled {
-                let (c, u) = (&mut log.counters, &d.usage);
-                c.deliveries += 1;
-                c.tokens_in += u.tokens_in;
-                c.tokens_out += u.tokens_out;
-                c.cost += u.cost;
-                c.tool_calls += u.tool_calls;
-                c.estimated_usage += u64::from(u.estimated);
+                log.counters.deliveries += 1;
+                log.counters.add_usage(&d.usage);
             }
         }
         for new in &batch.records {

@@ -54,13 +54,8 @@ impl Applying<'_> {
     pub fn count(&mut self, usage: &Usage, spent: &Usage) {
         let c = &mut self.inner.counters;
         c.deliveries += 1;
-        for u in [usage, spent] {
-            c.tokens_in += u.tokens_in;
-            c.tokens_out += u.tokens_out;
-            c.cost += u.cost;
-            c.tool_calls += u.tool_calls;
-            c.estimated_usage += u64::from(u.estimated);
-        }
+        c.add_usage(usage);
+        c.add_usage(spent);
         if let Some(exhausted) = self.inner.ledger.account.charge(usage.amount()) {
             if exhausted.budget != BudgetName::Turns {
                 self.signals
