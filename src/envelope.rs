@@ -140,6 +140,11 @@ impl Envelope {
         self.to.as_deref()
     }
 
+    /// The addressee, shared.
+    pub fn to_shared(&self) -> Option<&Arc<str>> {
+        self.to.as_ref()
+    }
+
     /// The thread it belongs to.
     pub fn thread(&self) -> ThreadId {
         self.thread

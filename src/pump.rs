@@ -175,6 +175,13 @@ impl PumpHandle {
                 loop {
                     // A scan that raced with a runner starting somewhere in the tree is repeated.
                     let before = top.tree_epoch.load(Ordering::SeqCst);
+                    {
+                        // A thread without children (the usual case) is checked under one lock.
+                        let inner = top.lock();
+                        if inner.children.is_empty() {
+                            return inner.is_quiet();
+                        }
+                    }
                     let subtree = shared.registry.subtree(thread);
                     if !subtree.iter().all(|e| e.lock().is_quiet()) {
                         return false;

@@ -3,12 +3,16 @@
 //! and resolves the root's [`QName`] with only the element's own namespace declarations in scope,
 //! so a payload means the same inside an envelope and on its own.
 
-use quick_xml::NsReader;
-use quick_xml::XmlVersion;
+use std::cell::RefCell;
+use std::collections::HashSet;
+
 use quick_xml::errors::Error as XmlError;
 use quick_xml::escape::EscapeError;
+use quick_xml::events::attributes::AttrError;
 use quick_xml::events::{BytesRef, BytesStart, Event};
-use quick_xml::name::{NamespaceError, ResolveResult};
+use quick_xml::name::{NamespaceError, NamespaceResolver, ResolveResult};
+use quick_xml::{Reader, XmlVersion};
+use smallvec::SmallVec;
 
 use super::{EnvelopeError, Limits, Position, QName};
 use crate::system::is_reserved_namespace;
@@ -57,35 +61,81 @@ pub(crate) fn element(
     outer_depth: usize,
     limits: &Limits,
 ) -> Result<Element, EnvelopeError> {
+    RESOLVER.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut resolver) => {
+            resolver.set_level(0);
+            let scanned = scan(&mut resolver, full, base, outer_depth, limits);
+            // A huge element may have left huge bindings behind: not kept for the next scan.
+            if full.len() - base > RETAINED_SCAN_BYTES {
+                *resolver = NamespaceResolver::default();
+            }
+            scanned
+        }
+        Err(_) => scan(
+            &mut NamespaceResolver::default(),
+            full,
+            base,
+            outer_depth,
+            limits,
+        ),
+    })
+}
+
+/// Texts longer than this do not leave their namespace bindings' memory behind in [`RESOLVER`].
+const RETAINED_SCAN_BYTES: usize = 64 * 1024;
+
+thread_local! {
+    /// The namespace bindings in scope during a scan, kept from one scan to the next on the same
+    /// OS thread: a scan then allocates no binding stack of its own.
+    static RESOLVER: RefCell<NamespaceResolver> = RefCell::new(NamespaceResolver::default());
+}
+
+/// [`element`] with a resolver that holds only the predefined bindings.
+fn scan(
+    resolver: &mut NamespaceResolver,
+    full: &str,
+    base: usize,
+    outer_depth: usize,
+    limits: &Limits,
+) -> Result<Element, EnvelopeError> {
     let at = |offset: u64| Position::locate(full, base + offset as usize);
-    let mut reader = NsReader::from_str(&full[base..]);
+    let mut reader = Reader::from_str(&full[base..]);
     reader.config_mut().check_comments = true;
     let mut depth = 0usize;
     let mut root: Option<(QName, bool)> = None;
     let mut reserved_inside = false;
+    // The scope of an empty element or of an end tag ends after the event is handled.
+    let mut pending_pop = false;
     loop {
+        if std::mem::take(&mut pending_pop) {
+            resolver.pop();
+        }
         // Positions are computed only for errors: locating one rescans the text.
         let offset = reader.buffer_position();
         let start = || at(offset);
-        let (resolved, event) = match reader.read_resolved_event() {
-            Ok(pair) => pair,
+        let event = match reader.read_event() {
+            Ok(event) => event,
             Err(err) => return Err(malformed(&err, at(reader.error_position()))),
-        };
-        // Only the root's namespace is kept (owned); below it, only whether it is reserved.
-        let (reserved, root_namespace) = match resolved {
-            ResolveResult::Bound(ns) => (
-                is_reserved_namespace(ns.0),
-                (depth == 0).then(|| ns.0.to_owned()),
-            ),
-            ResolveResult::Unbound => (false, (depth == 0).then(String::new)),
-            ResolveResult::Unknown(prefix) => {
-                let element = event_name(&event);
-                return Err(unknown_prefix(prefix, element, start()));
-            }
         };
         match event {
             Event::Start(ref e) | Event::Empty(ref e) => {
                 let empty = matches!(event, Event::Empty(_));
+                resolver
+                    .push(e)
+                    .map_err(|err| malformed(&XmlError::Namespace(err), start()))?;
+                pending_pop = empty;
+                // Only the root's namespace is kept (owned); below it, only whether it is reserved.
+                let (reserved, root_namespace) = match resolver.resolve_element(e.name()).0 {
+                    ResolveResult::Bound(ns) => (
+                        is_reserved_namespace(ns.0),
+                        (depth == 0).then(|| ns.0.to_owned()),
+                    ),
+                    ResolveResult::Unbound => (false, (depth == 0).then(String::new)),
+                    ResolveResult::Unknown(prefix) => {
+                        let element = e.name().0.to_owned();
+                        return Err(unknown_prefix(prefix, element, start()));
+                    }
+                };
                 if outer_depth + depth + 1 > limits.max_depth {
                     let element = e.name().0.to_owned();
                     let limit = limits.max_depth;
@@ -95,7 +145,7 @@ pub(crate) fn element(
                         at: start(),
                     });
                 }
-                let declares = check_attributes(e, &reader, limits, &start)?;
+                let declares = check_attributes(e, resolver, limits, &start)?;
                 if depth == 0 {
                     let local = e.local_name();
                     let local = local.as_ref();
@@ -118,6 +168,7 @@ pub(crate) fn element(
                 }
             }
             Event::End(_) => {
+                pending_pop = true;
                 depth -= 1;
                 if depth == 0 {
                     let end = base + reader.buffer_position() as usize;
@@ -170,14 +221,17 @@ fn finish(root: Option<(QName, bool)>, end: usize, reserved_inside: bool) -> Ele
 /// Counts attributes, checks their values' entities and prefixes; reports `xmlns="…"` on the way.
 fn check_attributes(
     e: &BytesStart<'_>,
-    reader: &NsReader<&[u8]>,
+    resolver: &NamespaceResolver,
     limits: &Limits,
     at: &dyn Fn() -> Position,
 ) -> Result<bool, EnvelopeError> {
     let mut count = 0usize;
     let mut declares_default_ns = false;
-    for attr in e.attributes() {
+    let mut keys = Keys::default();
+    for attr in e.attributes().with_checks(false) {
         let attr = attr.map_err(|err| malformed(&XmlError::InvalidAttr(err), at()))?;
+        keys.insert(e, attr.key.0)
+            .map_err(|err| malformed(&XmlError::InvalidAttr(err), at()))?;
         count += 1;
         if count > limits.max_attributes {
             let element = e.name().0.to_owned();
@@ -195,8 +249,7 @@ fn check_attributes(
         }
         declares_default_ns |= key == "xmlns";
         if !key.starts_with("xmlns") {
-            if let ResolveResult::Unknown(prefix) = reader.resolver().resolve_attribute(attr.key).0
-            {
+            if let ResolveResult::Unknown(prefix) = resolver.resolve_attribute(attr.key).0 {
                 return Err(unknown_prefix(prefix, key.to_owned(), at()));
             }
         }
@@ -225,6 +278,39 @@ fn check_attributes(
         }
     }
     Ok(declares_default_ns)
+}
+
+/// The attribute names of one start tag seen so far, to refuse a repeated one without an
+/// allocation for the usual few: names are compared one by one until there are
+/// [`Keys::LINEAR`] of them, then looked up in a set.
+#[derive(Default)]
+struct Keys<'a> {
+    names: SmallVec<[&'a str; Keys::LINEAR]>,
+    set: Option<HashSet<&'a str>>,
+}
+
+impl<'a> Keys<'a> {
+    const LINEAR: usize = 16;
+
+    /// Adds the attribute name `key` of tag `e`; fails as quick-xml does when it was there
+    /// already (positions relative to the tag).
+    fn insert(&mut self, e: &'a BytesStart<'_>, key: &'a str) -> Result<(), AttrError> {
+        let position = |name: &str| name.as_ptr() as usize - e.as_ptr() as usize;
+        let seen = match &mut self.set {
+            Some(set) => !set.insert(key),
+            None => self.names.contains(&key),
+        };
+        if seen {
+            let previous = self.names.iter().find(|n| **n == key).copied();
+            let previous = previous.map_or(0, position);
+            return Err(AttrError::Duplicated(position(key), previous));
+        }
+        self.names.push(key);
+        if self.set.is_none() && self.names.len() > Self::LINEAR {
+            self.set = Some(self.names.iter().copied().collect());
+        }
+        Ok(())
+    }
 }
 
 /// The character a reference stands for: a character reference to a character XML permits,
@@ -265,14 +351,6 @@ fn unknown_prefix(prefix: String, element: String, at: Position) -> EnvelopeErro
     }
 }
 
-fn event_name(event: &Event<'_>) -> String {
-    match event {
-        Event::Start(e) | Event::Empty(e) => e.name().0.to_owned(),
-        Event::End(e) => e.name().0.to_owned(),
-        _ => String::new(),
-    }
-}
-
 /// The error for what the parser refused at `at`. Its limit on namespace bindings in scope is
 /// a limit like ours, not malformed XML.
 pub(crate) fn malformed(err: &XmlError, at: Position) -> EnvelopeError {
@@ -283,5 +361,60 @@ pub(crate) fn malformed(err: &XmlError, at: Position) -> EnvelopeError {
     EnvelopeError::Malformed {
         message: err.to_string(),
         at,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scan_text(text: &str) -> Result<Element, EnvelopeError> {
+        element(text, 0, 0, &Limits::default())
+    }
+
+    #[test]
+    fn bindings_of_one_scan_are_gone_in_the_next() {
+        let declared = scan_text("<p:a xmlns:p='urn:p'><p:b/></p:a>").unwrap();
+        assert_eq!(declared.qname, QName::new("urn:p", "a"));
+        // The same prefix, undeclared: refused, whether the scan before it ended well or not.
+        let undeclared = scan_text("<p:a/>").unwrap_err();
+        assert!(
+            matches!(undeclared, EnvelopeError::UnknownPrefix { ref prefix, .. } if prefix == "p")
+        );
+        scan_text("<q:a xmlns:q='urn:q'><q:b>").unwrap_err();
+        let after_error = scan_text("<a><q:b/></a>").unwrap_err();
+        assert!(
+            matches!(after_error, EnvelopeError::UnknownPrefix { ref prefix, .. } if prefix == "q")
+        );
+        // A default namespace does not outlive its scan either.
+        scan_text("<a xmlns='urn:d'/>").unwrap();
+        assert_eq!(scan_text("<a/>").unwrap().qname, QName::new("", "a"));
+    }
+
+    #[test]
+    fn a_repeated_attribute_is_refused_among_few_and_among_many() {
+        let few = scan_text("<a x='1' y='2' x='3'/>").unwrap_err().to_string();
+        assert!(few.contains("duplicated attribute"), "{few}");
+        let many: String = (0..40).map(|i| format!(" k{i}='v'")).collect();
+        let ok = scan_text(&format!("<a{many}/>")).unwrap();
+        assert_eq!(ok.qname, QName::new("", "a"));
+        let repeated = scan_text(&format!("<a{many} k7='again'/>"))
+            .unwrap_err()
+            .to_string();
+        assert!(repeated.contains("duplicated attribute"), "{repeated}");
+        // Positions are those quick-xml reports: the repeated name, then the first one.
+        assert!(
+            few.contains("position 14") && few.contains("position 2"),
+            "{few}"
+        );
+    }
+
+    #[test]
+    fn a_mismatched_end_tag_is_named() {
+        let err = scan_text("<a><b></c></a>").unwrap_err().to_string();
+        assert!(
+            err.contains("expected `</b>`, but `</c>` was found"),
+            "{err}"
+        );
     }
 }

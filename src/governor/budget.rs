@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use rust_decimal::Decimal;
+use smallvec::SmallVec;
 use serde::{Deserialize, Serialize};
 
 /// A budget dimension.
@@ -196,11 +197,12 @@ fn no_room_for(amount: Amount) -> impl Fn(&AccountState, usize) -> bool {
 /// Adds `amount` to every level of a locked chain (child first); a level that carved a
 /// dimension for the level below releases that much of its reservation.
 fn spend(guards: &mut [MutexGuard<'_, AccountState>], amount: Amount) {
-    let carved: Vec<[bool; 5]> = guards.iter().map(|g| g.carved).collect();
-    for (level, state) in guards.iter_mut().enumerate() {
+    for level in 0..guards.len() {
+        let below = level.checked_sub(1).map(|b| guards[b].carved);
+        let state = &mut guards[level];
         for (d, add) in amount.0.iter().enumerate() {
             state.spent.0[d] += add;
-            if level > 0 && carved[level - 1][d] {
+            if below.is_some_and(|carved| carved[d]) {
                 let r = &mut state.reserved.0[d];
                 *r -= (*add).min(*r);
             }
@@ -228,6 +230,9 @@ fn first_over(
     }
     None
 }
+
+/// The locked accounts of a chain, child first.
+type Guards<'a> = SmallVec<[MutexGuard<'a, AccountState>; 8]>;
 
 /// One thread's account.
 #[derive(Debug)]
@@ -266,13 +271,15 @@ impl Account {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// This account and its ancestors, child first.
-    fn chain(self: &Arc<Self>) -> Vec<Arc<Account>> {
-        let mut chain = vec![Arc::clone(self)];
-        while let Some(parent) = chain.last().and_then(|a| a.parent.clone()) {
-            chain.push(parent);
+    /// This account and its ancestors, locked child first (on the stack for the usual depths).
+    fn lock_chain(&self) -> Guards<'_> {
+        let mut guards = Guards::new();
+        let mut at = Some(self);
+        while let Some(account) = at {
+            guards.push(account.lock());
+            at = account.parent.as_deref();
         }
-        chain
+        guards
     }
 
     /// Withdraws `amount` if every level has room; charges every level. Nothing changes on error.
@@ -280,8 +287,7 @@ impl Account {
         if amount.is_zero() {
             return Ok(());
         }
-        let chain = self.chain();
-        let mut guards: Vec<_> = chain.iter().map(|a| a.lock()).collect();
+        let mut guards = self.lock_chain();
         if let Some(exhausted) = first_over(&guards, no_room_for(amount)) {
             return Err(exhausted);
         }
@@ -291,8 +297,7 @@ impl Account {
 
     /// Whether `amount` could be withdrawn now (nothing changes).
     pub fn check(self: &Arc<Self>, amount: Amount) -> Result<(), Exhausted> {
-        let chain = self.chain();
-        let guards: Vec<_> = chain.iter().map(|a| a.lock()).collect();
+        let guards = self.lock_chain();
         first_over(&guards, no_room_for(amount)).map_or(Ok(()), Err)
     }
 
@@ -300,8 +305,7 @@ impl Account {
     /// limit. Returns the first budget that is now exhausted, if any.
     pub fn charge(self: &Arc<Self>, amount: Amount) -> Option<Exhausted> {
         if !amount.is_zero() {
-            let chain = self.chain();
-            let mut guards: Vec<_> = chain.iter().map(|a| a.lock()).collect();
+            let mut guards = self.lock_chain();
             spend(&mut guards, amount);
         }
         self.exhausted()
@@ -310,8 +314,7 @@ impl Account {
     /// The first dimension spent to its limit at this level or above (reservations for children
     /// do not count: they are promises, not spend).
     pub fn exhausted(self: &Arc<Self>) -> Option<Exhausted> {
-        let chain = self.chain();
-        let guards: Vec<_> = chain.iter().map(|a| a.lock()).collect();
+        let guards = self.lock_chain();
         first_over(&guards, |state, d| {
             state.limit[d].is_some_and(|limit| state.spent.0[d] >= limit)
         })
@@ -401,12 +404,9 @@ impl Account {
     }
 
     /// `(limit, spent)` per spent dimension of this account.
-    pub fn snapshot(&self) -> Vec<(BudgetName, Option<Decimal>, Decimal)> {
+    pub fn snapshot(&self) -> [(BudgetName, Option<Decimal>, Decimal); 5] {
         let state = self.lock();
-        SPENT
-            .iter()
-            .map(|&n| (n, state.limit[n.index()], state.spent.get(n)))
-            .collect()
+        SPENT.map(|n| (n, state.limit[n.index()], state.spent.get(n)))
     }
 }
 

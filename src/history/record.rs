@@ -90,7 +90,7 @@ impl Record {
             thread: env.thread(),
             id: env.id(),
             from: Arc::clone(env.from_shared()),
-            to: env.to().map(Arc::from),
+            to: env.to_shared().cloned(),
             in_reply_to: env.in_reply_to(),
             root: env.payload().qname().clone(),
             payload: env.payload().to_shared(),
