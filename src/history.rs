@@ -60,6 +60,8 @@ type Commit = Pin<Box<dyn Future<Output = Result<(), HistoryError>> + Send>>;
 /// A queued message leaving its queue, committed with what came of it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Delivered {
+    /// The thread the message is in.
+    pub thread: ThreadId,
     /// The message.
     pub id: MessageId,
     /// Whether a handler ran for it (false when it was refused, e.g. its thread had closed).

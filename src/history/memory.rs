@@ -1,6 +1,6 @@
 //! [`MemoryHistory`]: history kept in process memory, for tests and ephemeral runs.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -10,7 +10,7 @@ use dashmap::DashMap;
 use dashmap::mapref::entry::Entry;
 
 use super::{
-    Batch, ChainBreak, Delivered, HistoryError, HistoryStore, Record, RecordKind, Recovery, Ticket,
+    Batch, ChainBreak, HistoryError, HistoryStore, Record, RecordKind, Recovery, Ticket,
     verify_chain,
 };
 use crate::Counters;
@@ -21,14 +21,13 @@ use crate::{MessageId, ThreadId, ThreadInfo, ThreadState};
 /// History in memory: complete and hash-chained like the durable store, gone when dropped.
 ///
 /// Each thread's records sit behind that thread's own lock, so threads append side by side;
-/// only sequence numbers (one atomic counter) and the id index (a sharded map) are shared.
+/// only sequence numbers (one atomic counter) and the map of threads (sharded) are shared.
+/// There is no index by message id: [`HistoryStore::record`] looks through every thread.
 #[derive(Debug, Default)]
 pub struct MemoryHistory {
     /// The last sequence number handed out.
     seq: AtomicU64,
     logs: DashMap<ThreadId, Arc<Mutex<ThreadLog>>>,
-    /// Where each record is: its thread and its index in that thread's log.
-    by_id: DashMap<MessageId, (ThreadId, usize)>,
     /// Saved snapshots, each with the order in which its thread was first saved.
     threads: DashMap<ThreadId, (u64, ThreadInfo)>,
     saved: AtomicU64,
@@ -40,10 +39,23 @@ pub struct MemoryHistory {
 struct ThreadLog {
     records: Chunks,
     last_digest: [u8; 32],
-    /// Indexes of records still waiting for delivery.
-    pending: BTreeSet<usize>,
+    /// Indexes of records still waiting for delivery, in order (deliveries take them from the
+    /// front: a queue is delivered in history order).
+    pending: VecDeque<usize>,
     /// Summed from the delivered marks.
     counters: Counters,
+}
+
+impl ThreadLog {
+    /// Takes message `id` off the pending list; false when it is not pending.
+    fn take_pending(&mut self, id: MessageId) -> bool {
+        let records = &self.records;
+        let at = self
+            .pending
+            .iter()
+            .position(|&i| records.get(i).is_some_and(|r| r.id == id));
+        at.and_then(|at| self.pending.remove(at)).is_some()
+    }
 }
 
 impl MemoryHistory {
@@ -178,22 +190,18 @@ pub(crate) fn now_us() -> i64 {
 impl HistoryStore for MemoryHistory {
     fn append(&self, batch: Batch) -> Result<Ticket, HistoryError> {
         let time_us = now_us();
-        let delivered = batch
-            .delivered
-            .as_ref()
-            .and_then(|d| self.by_id.get(&d.id).map(|at| (d, *at)));
         let touched = || {
             batch
                 .records
                 .iter()
                 .map(|r| r.envelope.thread())
-                .chain(delivered.map(|(_, (thread, _))| thread))
+                .chain(batch.delivered.as_ref().map(|d| d.thread))
         };
         let first = touched().next();
         if let Some(thread) = first.filter(|&t| touched().all(|other| other == t)) {
             // The common case: one thread (a delivery and its outputs).
             let log = self.log(thread);
-            self.write(&mut [(thread, lock(&log))], &batch, delivered, time_us);
+            self.write(&mut [(thread, lock(&log))], &batch, time_us);
         } else if first.is_some() {
             // Lock every thread the batch touches, in id order (no deadlock between batches),
             // so each thread sees the batch whole.
@@ -202,7 +210,7 @@ impl HistoryStore for MemoryHistory {
             threads.dedup();
             let logs: Vec<_> = threads.iter().map(|&t| (t, self.log(t))).collect();
             let mut guards: Vec<_> = logs.iter().map(|(t, log)| (*t, lock(log))).collect();
-            self.write(&mut guards, &batch, delivered, time_us);
+            self.write(&mut guards, &batch, time_us);
         }
         for info in batch.threads {
             let order = || self.saved.fetch_add(1, Ordering::Relaxed);
@@ -228,14 +236,13 @@ impl HistoryStore for MemoryHistory {
     }
 
     async fn record(&self, id: MessageId) -> Result<Option<Record>, HistoryError> {
-        let Some((thread, index)) = self.by_id.get(&id).map(|at| *at) else {
-            return Ok(None);
-        };
-        let Some(log) = self.logs.get(&thread).map(|l| Arc::clone(&l)) else {
-            return Ok(None);
-        };
-        let record = lock(&log).records.get(index).cloned();
-        Ok(record)
+        let mut found = None;
+        self.each_log(|_, log| {
+            if found.is_none() {
+                found = log.records.iter().find(|r| r.id == id).cloned();
+            }
+        });
+        Ok(found)
     }
 
     async fn pending(&self) -> Result<Vec<Record>, HistoryError> {
@@ -317,13 +324,11 @@ impl MemoryHistory {
         &self,
         logs: &mut [(ThreadId, MutexGuard<'_, ThreadLog>)],
         batch: &Batch,
-        delivered: Option<(&Delivered, (ThreadId, usize))>,
         time_us: i64,
     ) {
-        if let Some((d, (thread, index))) = delivered {
-            let log = log_of(logs, thread);
-            log.pending.remove(&index);
-            if d.handled {
+        if let Some(d) = &batch.delivered {
+            let log = log_of(logs, d.thread);
+            if log.take_pending(d.id) && d.handled {
                 log.counters.deliveries += 1;
                 log.counters.add_usage(&d.usage);
             }
@@ -335,9 +340,8 @@ impl MemoryHistory {
             record.seal(&log.last_digest);
             log.last_digest = record.digest;
             let index = log.records.len();
-            self.by_id.insert(record.id, (record.thread, index));
             if new.pending {
-                log.pending.insert(index);
+                log.pending.push_back(index);
             }
             log.records.push(record);
         }

@@ -120,7 +120,7 @@ impl Shared {
         let mut inner = entry.lock();
         let mut a = Applying {
             shared: self,
-            tx: Tx::new(Some(done.delivery.id())),
+            tx: Tx::delivering(done.delivery.thread(), done.delivery.id()),
             entry,
             inner: &mut inner,
             parent: parent.as_ref().zip(parent_inner.as_deref_mut()),

@@ -146,7 +146,7 @@ impl Shared {
             if inner.state.is_closed() {
                 return;
             }
-            let mut tx = Tx::new(None);
+            let mut tx = Tx::new();
             let pair = parent.as_ref().zip(parent_inner.as_deref_mut());
             let mut parent_view = pair.map(|(e, i)| (&**e, i));
             self.halt_locked(
@@ -396,7 +396,7 @@ impl PumpHandle {
                 inner.ledger.stop_requested = true;
                 return Ok(());
             }
-            let mut tx = Tx::new(None);
+            let mut tx = Tx::new();
             let mut view = parent
                 .as_ref()
                 .zip(parent_inner.as_deref_mut())
@@ -456,7 +456,7 @@ impl PumpHandle {
             if let Some(p) = parent_inner.as_deref_mut() {
                 p.live_children += 1;
             }
-            let mut tx = Tx::new(None);
+            let mut tx = Tx::new();
             let decision = decision_xml("action=\"resume\"", extra);
             shared.decide(&mut tx, &entry, &mut inner, decision);
             tx.snapshot(&entry, &inner);

@@ -328,7 +328,7 @@ impl Shared {
                 dialect,
             );
         }
-        let mut tx = Tx::new(None);
+        let mut tx = Tx::new();
         let is_new = inner.records == 0;
         for target in targets {
             let to = Arc::clone(&self.listeners[target].name);
@@ -413,7 +413,7 @@ impl Shared {
         dialect: Dialect,
     ) -> Admitted {
         let mut inner = entry.lock();
-        let mut tx = Tx::new(None);
+        let mut tx = Tx::new();
         self.notice(
             &mut tx,
             entry,

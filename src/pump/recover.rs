@@ -165,7 +165,7 @@ impl Shared {
             message,
         };
         let mut inner = entry.lock();
-        let mut tx = Tx::new(Some(record.id));
+        let mut tx = Tx::delivering(record.thread, record.id);
         self.notice(
             &mut tx,
             entry,

@@ -96,7 +96,7 @@ impl Shared {
         let mut committed = None;
         if let (Some(parent), Some(parent_inner)) = (&parent, parent_inner.as_deref_mut()) {
             if !stopped && !inner.state.is_closed() && inner.live_children == 0 {
-                let mut tx = Tx::new(None);
+                let mut tx = Tx::new();
                 inner.state = ThreadState::Done;
                 tx.snapshot(entry, &inner);
                 let last = inner.last_payload.clone();
@@ -139,7 +139,7 @@ impl Shared {
         tracing::error!(thread = %entry.id, message = %id, "internal error while delivering");
         let committed: Committed = {
             let mut inner = entry.lock();
-            let mut tx = Tx::new(Some(id));
+            let mut tx = Tx::delivering(entry.id, id);
             let listener = &self.listeners[target].name;
             let message =
                 format!("internal error while delivering to `{listener}`; its outputs are dropped");
@@ -158,7 +158,7 @@ impl Shared {
     async fn refuse_closed(self: &Arc<Self>, entry: &Arc<ThreadEntry>, item: Queued) {
         let committed: Committed = {
             let mut inner = entry.lock();
-            let mut tx = Tx::new(Some(item.envelope.id()));
+            let mut tx = Tx::delivering(entry.id, item.envelope.id());
             let message = format!(
                 "thread {} is {}; the message to `{}` was not delivered",
                 entry.id, inner.state, self.listeners[item.target].name

@@ -42,7 +42,7 @@ impl PumpHandle {
                 if inner.queue.is_empty() {
                     continue;
                 }
-                let mut tx = Tx::new(None);
+                let mut tx = Tx::new();
                 let items: Vec<_> = inner.queue.drain(..).collect();
                 undelivered += items.len();
                 for item in items {

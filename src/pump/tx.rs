@@ -9,7 +9,7 @@ use crate::governor::HaltingReport;
 use crate::history::{Batch, Delivered, HistoryError, NewRecord, RecordKind, Ticket};
 use crate::listener::Usage;
 use crate::thread::registry::{Queued, ThreadEntry, ThreadInner};
-use crate::{Envelope, MessageId};
+use crate::{Envelope, MessageId, ThreadId};
 
 /// Effects waiting to be committed.
 #[derive(Debug, Default)]
@@ -31,16 +31,22 @@ pub(crate) enum Place {
 }
 
 impl Tx {
-    /// A transaction that takes message `delivered` (if any) off its queue.
-    pub fn new(delivered: Option<MessageId>) -> Self {
-        let delivered = delivered.map(|id| Delivered {
+    /// A transaction that delivers nothing (an outside send, a halt, a shutdown notice).
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A transaction that takes message `id` of `thread` off its queue.
+    pub fn delivering(thread: ThreadId, id: MessageId) -> Self {
+        let delivered = Delivered {
+            thread,
             id,
             handled: false,
             usage: Usage::default(),
-        });
+        };
         Self {
             batch: Batch {
-                delivered,
+                delivered: Some(delivered),
                 ..Batch::default()
             },
             ..Self::default()
