@@ -88,6 +88,12 @@ pub fn figures(cfg: &Config, rt: &Runtime, report: &mut Report, suffix: &str) {
     let clients = cfg.size("AGENTPUMP_BENCH_CLIENTS", 2, 2).max(1);
     let messages = (2 * threads * rounds) as f64;
     let memory = || -> Arc<dyn HistoryStore> { Arc::new(MemoryHistory::new()) };
+    if super::profiling() {
+        for _ in 0..cfg.runs {
+            on_workers(rt, run(memory(), threads, rounds, clients));
+        }
+        return;
+    }
     on_workers(rt, run(memory(), threads / 10 + 1, 1, clients));
     on_workers(rt, baseline::many_tasks(threads / 10 + 1, 1, clients));
     let (mut base, mut pump, mut forgetful, mut create) = (vec![], vec![], vec![], vec![]);

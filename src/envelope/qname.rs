@@ -1,5 +1,6 @@
 //! [`QName`]: the routing key of a payload (namespace URI + local name, never the prefix).
 
+use std::cell::RefCell;
 use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
@@ -29,6 +30,30 @@ impl QName {
         }
     }
 
+    /// The same as [`QName::new`], but shared with the names recently made on this OS thread:
+    /// the roots of payloads repeat, and a repeat costs no allocation.
+    pub(crate) fn recent(namespace: &str, local: &str) -> Self {
+        RECENT.with(|cell| {
+            let Ok(mut recent) = cell.try_borrow_mut() else {
+                return Self::new(namespace, local);
+            };
+            if let Some(name) = recent.names.iter().find(|n| n.is(namespace, local)) {
+                return name.clone();
+            }
+            let name = Self::new(namespace, local);
+            // Round robin: a stream of ever new names (hostile input) keeps at most
+            // `Recent::SIZE` of them alive.
+            let next = recent.next;
+            if next < recent.names.len() {
+                recent.names[next] = name.clone();
+            } else {
+                recent.names.push(name.clone());
+            }
+            recent.next = (next + 1) % Recent::SIZE;
+            name
+        })
+    }
+
     /// The namespace URI, empty when the element is in no namespace.
     pub fn namespace(&self) -> &str {
         &self.namespace
@@ -43,6 +68,22 @@ impl QName {
     pub fn is(&self, namespace: &str, local: &str) -> bool {
         &*self.namespace == namespace && &*self.local == local
     }
+}
+
+/// The names [`QName::recent`] hands out again.
+#[derive(Default)]
+struct Recent {
+    names: Vec<QName>,
+    /// Where the next new name goes once `names` is full.
+    next: usize,
+}
+
+impl Recent {
+    const SIZE: usize = 32;
+}
+
+thread_local! {
+    static RECENT: RefCell<Recent> = RefCell::new(Recent::default());
 }
 
 impl fmt::Display for QName {
@@ -78,5 +119,34 @@ impl<'de> serde::Deserialize<'de> for QName {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let text = <std::borrow::Cow<'de, str>>::deserialize(d)?;
         Ok(text.parse().unwrap_or_else(|never| match never {}))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn recent_names_are_shared_and_never_mixed_up() {
+        let a = QName::recent("urn:a", "x");
+        let again = QName::recent("urn:a", "x");
+        assert!(
+            Arc::ptr_eq(&a.namespace, &again.namespace),
+            "a repeat is shared"
+        );
+        // Same local name in another namespace, and the reverse: distinct names.
+        assert_eq!(QName::recent("urn:b", "x"), QName::new("urn:b", "x"));
+        assert_eq!(QName::recent("", "x"), QName::new("", "x"));
+        // More names than the cache holds: each still comes back right, and the cache stays
+        // bounded.
+        for i in 0..Recent::SIZE * 3 {
+            let local = format!("n{i}");
+            assert_eq!(
+                QName::recent("urn:many", &local),
+                QName::new("urn:many", &local)
+            );
+        }
+        RECENT.with(|r| assert_eq!(r.borrow().names.len(), Recent::SIZE));
+        assert_eq!(QName::recent("urn:a", "x"), a);
     }
 }

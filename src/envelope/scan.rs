@@ -124,13 +124,16 @@ fn scan(
                     .push(e)
                     .map_err(|err| malformed(&XmlError::Namespace(err), start()))?;
                 pending_pop = empty;
-                // Only the root's namespace is kept (owned); below it, only whether it is reserved.
-                let (reserved, root_namespace) = match resolver.resolve_element(e.name()).0 {
+                // Only the root's name is kept; below it, only whether it is reserved.
+                let (reserved, root_name) = match resolver.resolve_element(e.name()).0 {
                     ResolveResult::Bound(ns) => (
                         is_reserved_namespace(ns.0),
-                        (depth == 0).then(|| ns.0.to_owned()),
+                        (depth == 0).then(|| QName::recent(ns.0, e.local_name().as_ref())),
                     ),
-                    ResolveResult::Unbound => (false, (depth == 0).then(String::new)),
+                    ResolveResult::Unbound => (
+                        false,
+                        (depth == 0).then(|| QName::recent("", e.local_name().as_ref())),
+                    ),
                     ResolveResult::Unknown(prefix) => {
                         let element = e.name().0.to_owned();
                         return Err(unknown_prefix(prefix, element, start()));
@@ -146,13 +149,8 @@ fn scan(
                     });
                 }
                 let declares = check_attributes(e, resolver, limits, &start)?;
-                if depth == 0 {
-                    let local = e.local_name();
-                    let local = local.as_ref();
-                    root = Some((
-                        QName::new(root_namespace.unwrap_or_default(), local),
-                        declares,
-                    ));
+                if let Some(name) = root_name {
+                    root = Some((name, declares));
                 } else if reserved {
                     reserved_inside = true;
                 }

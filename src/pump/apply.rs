@@ -8,6 +8,7 @@ use rust_decimal::Decimal;
 use super::Shared;
 use super::notice::Recipient;
 use super::plan::Step;
+use super::route::Targets;
 use super::tx::{Place, Tx};
 use crate::governor::budget::{Amount, BudgetName};
 use crate::governor::ledger::Ledger;
@@ -160,7 +161,7 @@ impl Applying<'_> {
         Envelope::new(Arc::clone(self.me_name()), self.entry.id, payload)
     }
 
-    fn deliver(&mut self, payload: Payload, targets: Vec<usize>, reply: bool) {
+    fn deliver(&mut self, payload: Payload, targets: Targets, reply: bool) {
         let capacity = self.shared.config.queue_capacity;
         let room = capacity.saturating_sub(self.inner.queue.len() + self.tx.queued_here());
         if targets.len() > room {
@@ -204,7 +205,7 @@ impl Applying<'_> {
         request: Payload,
         sub_id: Option<&str>,
         initial: Payload,
-        targets: Vec<usize>,
+        targets: Targets,
         budget: &crate::governor::Budget,
     ) {
         let env = self.envelope(request);

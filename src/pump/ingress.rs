@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use super::notice::Recipient;
-use super::route::{Refusal, Route, Sender, smuggled};
+use super::route::{Refusal, Route, Sender, Targets, smuggled};
 use super::tx::{Place, Tx};
 use super::{PumpHandle, Shared};
 use crate::history::{HistoryError, RecordKind, Ticket};
@@ -292,7 +292,7 @@ impl Shared {
     fn enqueue_outside(
         self: &Arc<Self>,
         entry: &Arc<ThreadEntry>,
-        targets: Vec<usize>,
+        targets: Targets,
         payload: Payload,
         in_reply_to: Option<MessageId>,
         dialect: Dialect,

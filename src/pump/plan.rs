@@ -2,7 +2,7 @@
 //! turned into a [`Step`] — before any thread is locked.
 
 use super::Shared;
-use super::route::{Refusal, Route, Sender, huh_code, smuggled};
+use super::route::{Refusal, Route, Sender, Targets, huh_code, smuggled};
 use crate::Payload;
 use crate::extract::{ExtractError, extract};
 use crate::governor::{Budget, GovernorMessage};
@@ -16,7 +16,7 @@ pub(crate) enum Step {
     /// Deliver to these listeners in this thread.
     Deliver {
         payload: Payload,
-        targets: Vec<usize>,
+        targets: Targets,
         reply: bool,
     },
     /// Send out of the pump to the outside sender.
@@ -28,7 +28,7 @@ pub(crate) enum Step {
         request: Payload,
         sub_id: Option<String>,
         initial: Payload,
-        targets: Vec<usize>,
+        targets: Targets,
         budget: Budget,
     },
     /// Tell the governor something.
@@ -132,7 +132,7 @@ impl Shared {
         };
         if let Sender::Listener { index, .. } = sender {
             if !self.listeners[index].loops() && targets.contains(&index) {
-                targets.retain(|&t| t != index);
+                targets.retain(|t| *t != index);
                 let message = format!(
                     "`{}` may not message itself: it is registered without loop permission",
                     self.listeners[index].name

@@ -3,12 +3,17 @@
 
 use std::sync::Arc;
 
+use smallvec::{SmallVec, smallvec};
+
 use super::Shared;
 use crate::listener::Target;
 use crate::system::{
     CLIENT_SENDER, ErrorCode, HuhCode, SYSTEM_SENDER, SystemMessage, is_reserved_namespace,
 };
 use crate::{EnvelopeError, QName};
+
+/// The listeners a payload goes to, by index, in registration order (rarely more than a few).
+pub(crate) type Targets = SmallVec<[usize; 4]>;
 
 /// Who produced a payload.
 #[derive(Debug, Clone, Copy)]
@@ -23,7 +28,7 @@ pub(crate) enum Sender<'a> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Route {
     /// To these listeners, in registration order.
-    Listeners(Vec<usize>),
+    Listeners(Targets),
     /// Out of the pump, to the outside sender of the thread.
     Client,
 }
@@ -90,7 +95,7 @@ impl Shared {
             name => self
                 .by_name
                 .get(name)
-                .map(|&i| Route::Listeners(vec![i]))
+                .map(|&i| Route::Listeners(smallvec![i]))
                 .ok_or_else(|| no_route(&format!("the caller `{name}` is not a listener"))),
         }
     }
@@ -116,7 +121,7 @@ impl Shared {
                 format!("`{name}` is not a peer of `{}`", self.sender_name(sender)),
             ));
         }
-        Ok(Route::Listeners(vec![index]))
+        Ok(Route::Listeners(smallvec![index]))
     }
 
     fn route_by_root(&self, sender: Sender<'_>, root: &QName) -> Result<Route, Refusal> {
@@ -126,7 +131,7 @@ impl Shared {
                 format!("no listener accepts {root}"),
             ));
         };
-        let allowed: Vec<usize> = candidates
+        let allowed: Targets = candidates
             .iter()
             .copied()
             .filter(|&i| self.may_address(sender, i))

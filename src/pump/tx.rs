@@ -4,6 +4,8 @@
 
 use std::sync::Arc;
 
+use smallvec::SmallVec;
+
 use super::Shared;
 use crate::governor::HaltingReport;
 use crate::history::{Batch, Delivered, HistoryError, NewRecord, RecordKind, Ticket};
@@ -13,12 +15,14 @@ use crate::{Envelope, MessageId, ThreadId};
 
 /// Effects waiting to be committed.
 #[derive(Debug, Default)]
+///
+/// A delivery usually queues one or two messages: those lists live inline, without allocating.
 pub(crate) struct Tx {
     batch: Batch,
-    here: Vec<Queued>,
-    parent: Vec<Queued>,
+    here: SmallVec<[Queued; 2]>,
+    parent: SmallVec<[Queued; 1]>,
     children: Vec<Arc<ThreadEntry>>,
-    queued_ids: Vec<MessageId>,
+    queued_ids: SmallVec<[MessageId; 2]>,
 }
 
 /// Which locked thread a queued message goes to.
