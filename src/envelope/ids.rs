@@ -3,9 +3,11 @@
 use std::fmt;
 use std::str::FromStr;
 
-use uuid::Uuid;
+use uuid::timestamp::context::{ContextV7, ThreadLocalContext};
+use uuid::{Timestamp, Uuid};
 
-/// Identifier of one message, assigned by the pump (UUID v7, so ids sort by creation time).
+/// Identifier of one message, assigned by the pump (UUID v7, so ids sort by creation time: to
+/// the millisecond, and exactly among the ids one OS thread made).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct MessageId(Uuid);
 
@@ -17,6 +19,17 @@ pub struct ThreadId(Uuid);
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("`{0}` is not a UUID")]
 pub struct IdError(String);
+
+thread_local! {
+    /// The v7 counter of this OS thread: `Uuid::now_v7` shares one behind a process-wide mutex,
+    /// which every message would take.
+    static V7: ContextV7 = const { ContextV7::new() };
+}
+
+/// A fresh v7 UUID from this OS thread's counter.
+fn message_uuid() -> Uuid {
+    Uuid::new_v7(Timestamp::now(ThreadLocalContext::new(&V7)))
+}
 
 macro_rules! uuid_newtype {
     ($name:ident, $new:expr) => {
@@ -74,7 +87,7 @@ macro_rules! uuid_newtype {
     };
 }
 
-uuid_newtype!(MessageId, Uuid::now_v7());
+uuid_newtype!(MessageId, message_uuid());
 uuid_newtype!(ThreadId, Uuid::new_v4());
 
 #[cfg(test)]
@@ -90,8 +103,12 @@ mod tests {
 
     #[test]
     fn message_ids_sort_by_creation() {
-        let a = MessageId::new();
-        let b = MessageId::new();
-        assert!(a < b);
+        let ids: Vec<MessageId> = (0..10_000).map(|_| MessageId::new()).collect();
+        assert!(ids.windows(2).all(|w| w[0] < w[1]), "strictly rising");
+        assert!(ids.iter().all(|id| id.as_uuid().get_version_num() == 7));
+        // Another OS thread's ids, made later, sort after these (to the millisecond).
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        let later = std::thread::spawn(MessageId::new).join().unwrap();
+        assert!(ids.last().is_some_and(|last| *last < later));
     }
 }
