@@ -259,6 +259,12 @@ mod tests {
             (format!("{ok_meta}</message>"), "no payload element found"),
             (format!("{ok_meta}<a xmlns='urn:a'/><b xmlns='urn:b'/></message>"), "second payload element <b>"),
             (format!("{ok_meta}<p:a/></message>"), "prefix `p` of <p:a>"),
+            // A namespace error points at the tag that declares it, in the envelope and in the payload.
+            (
+                "<message xmlns='urn:agentpump:envelope:v1'>\n <meta xmlns:xml='urn:x'/></message>".into(),
+                "malformed XML at line 2, column 2",
+            ),
+            (format!("{ok_meta}\n  <a xmlns:xml='urn:x'/></message>"), "malformed XML at line 2, column 3"),
             (format!("{ok_meta}<a xmlns='urn:a'/>"), "malformed XML at line 1, column 69: expected </message>"),
             (
                 "<!DOCTYPE m [<!ENTITY x SYSTEM 'file:///etc/passwd'>]><message/>".into(),

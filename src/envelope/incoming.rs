@@ -138,7 +138,7 @@ fn read_root(
         let at = || Position::locate(text, offset);
         let (resolved, event) = match reader.read_resolved_event() {
             Ok(pair) => pair,
-            Err(err) => return Err(malformed(err, text, reader.error_position())),
+            Err(err) => return Err(malformed(err, text, reader, offset)),
         };
         match event {
             Event::Decl(_) | Event::Comment(_) | Event::PI(_) => {}
@@ -191,7 +191,7 @@ fn read_meta(
         let at = || Position::locate(text, offset);
         let (resolved, event) = match reader.read_resolved_event() {
             Ok(pair) => pair,
-            Err(err) => return Err(malformed(err, text, reader.error_position())),
+            Err(err) => return Err(malformed(err, text, reader, offset)),
         };
         let in_envelope =
             matches!(resolved, ResolveResult::Bound(ns) if ns.0 == dialect.namespace());
@@ -308,8 +308,20 @@ fn unexpected(found: &str, expected: &'static str, at: Position) -> EnvelopeErro
     }
 }
 
-fn malformed(err: quick_xml::Error, text: &str, offset: u64) -> EnvelopeError {
-    scan::malformed(&err, Position::locate(text, offset as usize))
+/// The error for what the reader refused in the event that starts at `offset`: a namespace
+/// error is placed at that tag (quick-xml gives it no position), any other where quick-xml
+/// found it.
+fn malformed(
+    err: quick_xml::Error,
+    text: &str,
+    reader: &NsReader<&[u8]>,
+    offset: usize,
+) -> EnvelopeError {
+    let at = match err {
+        quick_xml::Error::Namespace(_) => offset,
+        _ => reader.error_position() as usize,
+    };
+    scan::malformed(&err, Position::locate(text, at))
 }
 
 /// Fails when `e` carries more attributes than [`Limits::max_attributes`].

@@ -33,7 +33,10 @@ impl QName {
     /// The same as [`QName::new`], but shared with the names recently made on this OS thread:
     /// the roots of payloads repeat, and a repeat costs no allocation.
     pub(crate) fn recent(namespace: &str, local: &str) -> Self {
-        RECENT.with(|cell| {
+        if namespace.len() + local.len() > Recent::MAX_BYTES {
+            return Self::new(namespace, local);
+        }
+        let shared = RECENT.try_with(|cell| {
             let Ok(mut recent) = cell.try_borrow_mut() else {
                 return Self::new(namespace, local);
             };
@@ -51,7 +54,9 @@ impl QName {
             }
             recent.next = (next + 1) % Recent::SIZE;
             name
-        })
+        });
+        // Only while this OS thread is being torn down is there no cache.
+        shared.unwrap_or_else(|_| Self::new(namespace, local))
     }
 
     /// The namespace URI, empty when the element is in no namespace.
@@ -80,6 +85,8 @@ struct Recent {
 
 impl Recent {
     const SIZE: usize = 32;
+    /// Longer names are not kept: 32 names of at most this many bytes each, per OS thread.
+    const MAX_BYTES: usize = 256;
 }
 
 thread_local! {
@@ -148,5 +155,10 @@ mod tests {
         }
         RECENT.with(|r| assert_eq!(r.borrow().names.len(), Recent::SIZE));
         assert_eq!(QName::recent("urn:a", "x"), a);
+        // A long name is made, not kept: hostile URIs cannot pin memory in the cache.
+        let long = "u".repeat(Recent::MAX_BYTES);
+        assert_eq!(QName::recent(&long, "x"), QName::new(&long, "x"));
+        let kept = RECENT.with(|r| r.borrow().names.iter().any(|n| n.namespace() == long));
+        assert!(!kept);
     }
 }

@@ -61,24 +61,29 @@ pub(crate) fn element(
     outer_depth: usize,
     limits: &Limits,
 ) -> Result<Element, EnvelopeError> {
-    RESOLVER.with(|cell| match cell.try_borrow_mut() {
-        Ok(mut resolver) => {
-            resolver.set_level(0);
-            let scanned = scan(&mut resolver, full, base, outer_depth, limits);
-            // A huge element may have left huge bindings behind: not kept for the next scan.
-            if full.len() - base > RETAINED_SCAN_BYTES {
-                *resolver = NamespaceResolver::default();
-            }
-            scanned
-        }
-        Err(_) => scan(
+    let fresh = || {
+        scan(
             &mut NamespaceResolver::default(),
             full,
             base,
             outer_depth,
             limits,
-        ),
-    })
+        )
+    };
+    let reused = RESOLVER.try_with(|cell| {
+        let Ok(mut resolver) = cell.try_borrow_mut() else {
+            return fresh();
+        };
+        resolver.set_level(0);
+        let scanned = scan(&mut resolver, full, base, outer_depth, limits);
+        // A huge element may have left huge bindings behind: not kept for the next scan.
+        if full.len() - base > RETAINED_SCAN_BYTES {
+            *resolver = NamespaceResolver::default();
+        }
+        scanned
+    });
+    // Only while this OS thread is being torn down is there no resolver to reuse.
+    reused.unwrap_or_else(|_| fresh())
 }
 
 /// Texts longer than this do not leave their namespace bindings' memory behind in [`RESOLVER`].
@@ -405,6 +410,15 @@ mod tests {
             few.contains("position 14") && few.contains("position 2"),
             "{few}"
         );
+    }
+
+    #[test]
+    fn a_namespace_error_points_at_its_tag() {
+        let err = scan_text("<a>\n  <b xmlns:xml='urn:x'/></a>").unwrap_err();
+        let EnvelopeError::Malformed { at, .. } = err else {
+            panic!("{err:?}")
+        };
+        assert_eq!((at.line, at.column), (2, 3));
     }
 
     #[test]

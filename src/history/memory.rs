@@ -10,7 +10,7 @@ use dashmap::DashMap;
 use dashmap::mapref::entry::Entry;
 
 use super::{
-    Batch, ChainBreak, HistoryError, HistoryStore, Record, RecordKind, Recovery, Ticket,
+    Batch, ChainBreak, Delivered, HistoryError, HistoryStore, Record, RecordKind, Recovery, Ticket,
     verify_chain,
 };
 use crate::Counters;
@@ -190,18 +190,26 @@ pub(crate) fn now_us() -> i64 {
 impl HistoryStore for MemoryHistory {
     fn append(&self, batch: Batch) -> Result<Ticket, HistoryError> {
         let time_us = now_us();
+        // A mark for a thread this store has never seen names no record: nothing to lock.
+        let delivered = batch.delivered.as_ref().filter(|d| {
+            self.logs.contains_key(&d.thread)
+                || batch
+                    .records
+                    .iter()
+                    .any(|r| r.envelope.thread() == d.thread)
+        });
         let touched = || {
             batch
                 .records
                 .iter()
                 .map(|r| r.envelope.thread())
-                .chain(batch.delivered.as_ref().map(|d| d.thread))
+                .chain(delivered.map(|d| d.thread))
         };
         let first = touched().next();
         if let Some(thread) = first.filter(|&t| touched().all(|other| other == t)) {
             // The common case: one thread (a delivery and its outputs).
             let log = self.log(thread);
-            self.write(&mut [(thread, lock(&log))], &batch, time_us);
+            self.write(&mut [(thread, lock(&log))], &batch, delivered, time_us);
         } else if first.is_some() {
             // Lock every thread the batch touches, in id order (no deadlock between batches),
             // so each thread sees the batch whole.
@@ -210,7 +218,7 @@ impl HistoryStore for MemoryHistory {
             threads.dedup();
             let logs: Vec<_> = threads.iter().map(|&t| (t, self.log(t))).collect();
             let mut guards: Vec<_> = logs.iter().map(|(t, log)| (*t, lock(log))).collect();
-            self.write(&mut guards, &batch, time_us);
+            self.write(&mut guards, &batch, delivered, time_us);
         }
         for info in batch.threads {
             let order = || self.saved.fetch_add(1, Ordering::Relaxed);
@@ -324,11 +332,15 @@ impl MemoryHistory {
         &self,
         logs: &mut [(ThreadId, MutexGuard<'_, ThreadLog>)],
         batch: &Batch,
+        delivered: Option<&Delivered>,
         time_us: i64,
     ) {
-        if let Some(d) = &batch.delivered {
+        if let Some(d) = delivered {
             let log = log_of(logs, d.thread);
-            if log.take_pending(d.id) && d.handled {
+            // A mark counts once it names a record of the thread, pending or not (as the
+            // durable store, which marks the record by id).
+            let known = log.take_pending(d.id) || log.records.iter().any(|r| r.id == d.id);
+            if known && d.handled {
                 log.counters.deliveries += 1;
                 log.counters.add_usage(&d.usage);
             }
@@ -353,5 +365,72 @@ impl MemoryHistory {
             self.threads.iter().map(|e| e.value().clone()).collect();
         saved.sort_by_key(|(order, _)| *order);
         saved.into_iter().map(|(_, info)| info).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::history::NewRecord;
+    use crate::listener::Usage;
+    use crate::{Envelope, Limits, Payload};
+
+    fn append_one(h: &MemoryHistory, thread: ThreadId, pending: bool) -> MessageId {
+        let payload = Payload::parse("<ping/>", &Limits::default()).unwrap();
+        let envelope = Envelope::new(Arc::from("a"), thread, payload);
+        let id = envelope.id();
+        let record = NewRecord {
+            envelope,
+            kind: RecordKind::Message,
+            pending,
+        };
+        h.append(Batch {
+            records: vec![record],
+            ..Batch::default()
+        })
+        .unwrap();
+        id
+    }
+
+    fn mark(h: &MemoryHistory, thread: ThreadId, id: MessageId) {
+        let delivered = Delivered {
+            thread,
+            id,
+            handled: true,
+            usage: Usage {
+                tool_calls: 1,
+                ..Usage::default()
+            },
+        };
+        h.append(Batch {
+            delivered: Some(delivered),
+            ..Batch::default()
+        })
+        .unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_delivered_mark_takes_its_record_off_pending_and_counts() {
+        let h = MemoryHistory::new();
+        let t = ThreadId::new();
+        let (first, second) = (append_one(&h, t, true), append_one(&h, t, true));
+        // Out of order: the second is delivered first (a queue normally goes front to back).
+        mark(&h, t, second);
+        let pending: Vec<MessageId> = h.pending().await.unwrap().iter().map(|r| r.id).collect();
+        assert_eq!(pending, [first]);
+        mark(&h, t, first);
+        assert!(h.pending().await.unwrap().is_empty());
+        // A record appended as not pending counts too, like the durable store counts it.
+        let direct = append_one(&h, t, false);
+        mark(&h, t, direct);
+        let counters = &h.recovery().unwrap().counters[&t];
+        assert_eq!((counters.deliveries, counters.tool_calls), (3, 3));
+        // A mark naming a thread the store never saw changes nothing and creates no thread.
+        let stranger = ThreadId::new();
+        mark(&h, stranger, MessageId::new());
+        assert!(!h.recovery().unwrap().counters.contains_key(&stranger));
+        // Records are found by id in any thread.
+        assert_eq!(h.record(second).await.unwrap().map(|r| r.id), Some(second));
+        assert_eq!(h.record(MessageId::new()).await.unwrap(), None);
     }
 }

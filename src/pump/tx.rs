@@ -14,9 +14,9 @@ use crate::thread::registry::{Queued, ThreadEntry, ThreadInner};
 use crate::{Envelope, MessageId, ThreadId};
 
 /// Effects waiting to be committed.
-#[derive(Debug, Default)]
 ///
 /// A delivery usually queues one or two messages: those lists live inline, without allocating.
+#[derive(Debug, Default)]
 pub(crate) struct Tx {
     batch: Batch,
     here: SmallVec<[Queued; 2]>,
