@@ -107,36 +107,67 @@ impl MemoryHistory {
     }
 }
 
-/// Records in chunks of at most [`Chunks::SIZE`]: a long thread grows by adding a chunk, never
-/// by copying everything it holds to a bigger allocation.
+/// Records in chunks that are never moved once allocated: a thread's first chunks hold 1, 2, 4,
+/// … 256 records (short threads stay small), later ones [`Chunks::SIZE`] each. A long thread
+/// grows by adding a chunk, never by copying what it holds to a bigger allocation.
 #[derive(Debug, Default)]
 struct Chunks(Vec<Vec<Record>>);
 
 impl Chunks {
+    /// The size of every chunk after the growing ones.
     const SIZE: usize = 512;
+    /// How many chunks grow (1, 2, 4, … `SIZE / 2` records; `SIZE - 1` in all).
+    const GROWING: usize = Self::SIZE.trailing_zeros() as usize;
+
+    fn capacity_of(chunk: usize) -> usize {
+        if chunk < Self::GROWING {
+            1 << chunk
+        } else {
+            Self::SIZE
+        }
+    }
+
+    /// The index of the first record of `chunk`.
+    fn start_of(chunk: usize) -> usize {
+        if chunk < Self::GROWING {
+            (1 << chunk) - 1
+        } else {
+            Self::SIZE - 1 + (chunk - Self::GROWING) * Self::SIZE
+        }
+    }
+
+    /// The chunk holding record `index`, and its place there.
+    fn locate(index: usize) -> (usize, usize) {
+        if index < Self::SIZE - 1 {
+            let chunk = (usize::BITS - 1 - (index + 1).leading_zeros()) as usize;
+            (chunk, index - Self::start_of(chunk))
+        } else {
+            let past = index - (Self::SIZE - 1);
+            (Self::GROWING + past / Self::SIZE, past % Self::SIZE)
+        }
+    }
 
     fn len(&self) -> usize {
         self.0
             .last()
-            .map_or(0, |last| (self.0.len() - 1) * Self::SIZE + last.len())
+            .map_or(0, |last| Self::start_of(self.0.len() - 1) + last.len())
     }
 
     fn push(&mut self, record: Record) {
+        let chunks = self.0.len();
         match self.0.last_mut() {
-            Some(last) if last.len() < Self::SIZE => last.push(record),
-            // A thread's first chunk grows like a vector (most threads are short); later
-            // ones are allocated whole.
-            Some(_) => {
-                let mut chunk = Vec::with_capacity(Self::SIZE);
+            Some(last) if last.len() < Self::capacity_of(chunks - 1) => last.push(record),
+            _ => {
+                let mut chunk = Vec::with_capacity(Self::capacity_of(chunks));
                 chunk.push(record);
                 self.0.push(chunk);
             }
-            None => self.0.push(vec![record]),
         }
     }
 
     fn get(&self, index: usize) -> Option<&Record> {
-        self.0.get(index / Self::SIZE)?.get(index % Self::SIZE)
+        let (chunk, at) = Self::locate(index);
+        self.0.get(chunk)?.get(at)
     }
 
     fn iter(&self) -> impl Iterator<Item = &Record> {
@@ -154,12 +185,9 @@ impl Chunks {
                 hi = mid;
             }
         }
-        let from = self.0.get(lo / Self::SIZE..).unwrap_or_default();
-        from.iter()
-            .flatten()
-            .skip(lo % Self::SIZE)
-            .cloned()
-            .collect()
+        let (chunk, at) = Self::locate(lo);
+        let from = self.0.get(chunk..).unwrap_or_default();
+        from.iter().flatten().skip(at).cloned().collect()
     }
 }
 
@@ -407,6 +435,56 @@ mod tests {
             ..Batch::default()
         })
         .unwrap();
+    }
+
+    #[test]
+    fn chunks_find_every_record_and_never_grow_a_chunk() {
+        let payload = Payload::parse("<ping/>", &Limits::default()).unwrap();
+        let new = NewRecord {
+            envelope: Envelope::new(Arc::from("a"), ThreadId::new(), payload),
+            kind: RecordKind::Message,
+            pending: false,
+        };
+        let mut chunks = Chunks::default();
+        let n = 3 * Chunks::SIZE + 7;
+        for seq in 0..n {
+            chunks.push(Record::from_new(&new, seq as u64 * 2, 0));
+            assert_eq!(chunks.len(), seq + 1);
+        }
+        for (i, chunk) in chunks.0.iter().enumerate() {
+            assert_eq!(
+                chunk.capacity(),
+                Chunks::capacity_of(i),
+                "chunk {i} was allocated once"
+            );
+        }
+        for i in 0..n {
+            assert_eq!(chunks.get(i).map(|r| r.seq), Some(i as u64 * 2));
+        }
+        assert!(chunks.get(n).is_none());
+        let seqs: Vec<u64> = chunks.iter().map(|r| r.seq).collect();
+        assert_eq!(seqs, (0..n as u64).map(|s| s * 2).collect::<Vec<_>>());
+        for since in [
+            0,
+            1,
+            2,
+            509,
+            510,
+            511,
+            1021,
+            1022,
+            1023,
+            2 * n as u64 - 2,
+            2 * n as u64,
+        ] {
+            let expected = seqs.iter().filter(|&&s| s >= since).count();
+            let got = chunks.since(since);
+            assert_eq!(got.len(), expected, "since {since}");
+            assert!(
+                got.first()
+                    .is_none_or(|r| r.seq >= since && r.seq < since + 2)
+            );
+        }
     }
 
     #[tokio::test]
