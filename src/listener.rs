@@ -13,7 +13,7 @@ mod typed;
 use async_trait::async_trait;
 
 pub use context::{BudgetExhausted, Context, Usage};
-pub(crate) use context::{Output, Target};
+pub(crate) use context::{Output, Outputs, Target};
 pub use delivery::Delivery;
 pub use registration::{Registration, RegistrationError, Role};
 pub use typed::{Typed, TypedListener, to_xml};

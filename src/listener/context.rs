@@ -1,6 +1,7 @@
 //! [`Context`]: what a handler may do — reply, send, emit, spawn, finish the thread, clear its
 //! context, report usage — and its read access to the thread's history.
 
+use smallvec::SmallVec;
 use std::fmt;
 use std::sync::Arc;
 
@@ -79,13 +80,16 @@ pub(crate) enum Output {
     Text(String),
 }
 
+/// What one delivery emitted, in order (most emit one or two: kept inline).
+pub(crate) type Outputs = SmallVec<[Output; 2]>;
+
 /// The handler's side of one delivery. Intents are recorded here and leave when the handler
 /// returns `Ok`.
 pub struct Context {
     thread: ThreadId,
     me: Arc<str>,
     delivery: MessageId,
-    outputs: Vec<Output>,
+    outputs: Outputs,
     usage: Usage,
     spent: Usage,
     store: Arc<dyn HistoryStore>,
@@ -116,7 +120,7 @@ impl Context {
             thread,
             me,
             delivery,
-            outputs: Vec::new(),
+            outputs: Outputs::new(),
             usage: Usage::default(),
             spent: Usage::default(),
             store,
@@ -301,7 +305,7 @@ impl Context {
     }
 
     /// Outputs, usage still to charge, and usage already withdrawn with [`Context::spend`].
-    pub(crate) fn into_parts(self) -> (Vec<Output>, Usage, Usage) {
+    pub(crate) fn into_parts(self) -> (Outputs, Usage, Usage) {
         (self.outputs, self.usage, self.spent)
     }
 }

@@ -11,7 +11,7 @@ use tokio::time::Instant;
 use super::Shared;
 use super::apply::Applying;
 use super::govern::Admission;
-use super::plan::Step;
+use super::plan::Steps;
 use super::tx::Tx;
 use crate::ThreadId;
 use crate::governor::{BudgetName, Signals, Verdict};
@@ -54,7 +54,7 @@ impl Shared {
                         outputs.len()
                     );
                 }
-                (Vec::new(), Some(failure))
+                (Steps::new(), Some(failure))
             }
         };
         let done = Done {
@@ -103,7 +103,7 @@ struct Done<'a> {
     me: usize,
     delivery: &'a Delivery,
     failure: Option<Failure>,
-    steps: Vec<Step>,
+    steps: Steps,
     usage: Usage,
     spent: Usage,
     warnings: Vec<SystemMessage>,

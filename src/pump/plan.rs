@@ -1,14 +1,19 @@
 //! Planning a delivery's outputs: each output text is parsed again (zero trust), checked, and
 //! turned into a [`Step`] — before any thread is locked.
 
+use smallvec::{SmallVec, smallvec};
+
 use super::Shared;
 use super::route::{Refusal, Route, Sender, Targets, huh_code, smuggled};
 use crate::Payload;
 use crate::extract::{ExtractError, extract};
 use crate::governor::{Budget, GovernorMessage};
-use crate::listener::{Delivery, Output, Target};
+use crate::listener::{Delivery, Output, Outputs, Target};
 use crate::system::{ErrorCode, GOVERNOR_NS};
 use crate::system::{HuhCode, Request, SYSTEM_NS};
+
+/// A delivery's steps, in order (usually one or two: kept inline).
+pub(crate) type Steps = SmallVec<[Step; 2]>;
 
 /// One effect of a delivery, decided and waiting to be applied.
 #[derive(Debug)]
@@ -47,18 +52,18 @@ pub(crate) enum Step {
 
 impl Shared {
     /// Turns the outputs of listener `me`, handling `delivery`, into steps.
-    pub(crate) fn plan(&self, me: usize, delivery: &Delivery, outputs: Vec<Output>) -> Vec<Step> {
+    pub(crate) fn plan(&self, me: usize, delivery: &Delivery, outputs: Outputs) -> Steps {
         let sender = Sender::Listener {
             index: me,
             caller: delivery.from(),
         };
         let limits = &self.config.limits;
-        let mut steps = Vec::with_capacity(outputs.len());
+        let mut steps = Steps::new();
         let mut payloads = 0usize;
         for output in outputs {
-            let (target, found) = match output {
+            let (target, found): (Target, SmallVec<[Payload; 1]>) = match output {
                 Output::Payload(target, text) => match Payload::parse(&text, limits) {
-                    Ok(p) => (target, vec![p]),
+                    Ok(p) => (target, smallvec![p]),
                     Err(e) => {
                         steps.push(refused(Refusal::unparsed(&e), text));
                         continue;
@@ -70,7 +75,7 @@ impl Shared {
                         steps.push(refused(Refusal::Huh(HuhCode::NoPayload, message), text));
                         continue;
                     }
-                    Ok(found) => (Target::Route, found),
+                    Ok(found) => (Target::Route, SmallVec::from_vec(found)),
                     Err(e) => {
                         let code = match &e {
                             ExtractError::Payload(p) => huh_code(p),
@@ -106,7 +111,7 @@ impl Shared {
         sender: Sender<'_>,
         target: &Target,
         payload: Payload,
-        steps: &mut Vec<Step>,
+        steps: &mut Steps,
     ) {
         let namespace = payload.qname().namespace();
         if namespace == SYSTEM_NS {
