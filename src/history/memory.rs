@@ -220,11 +220,13 @@ impl HistoryStore for MemoryHistory {
         let time_us = now_us();
         // A mark for a thread this store has never seen names no record: nothing to lock.
         let delivered = batch.delivered.as_ref().filter(|d| {
-            self.logs.contains_key(&d.thread)
-                || batch
+            let among_records = || {
+                batch
                     .records
                     .iter()
                     .any(|r| r.envelope.thread() == d.thread)
+            };
+            among_records() || self.logs.contains_key(&d.thread)
         });
         let touched = || {
             batch
