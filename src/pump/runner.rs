@@ -54,10 +54,12 @@ impl Shared {
                 };
                 match next {
                     Some((item, false)) => {
-                        self.deliver_contained(&entry, item).await;
+                        // Boxed: the runner future stays small, so a wake does not copy a
+                        // delivery's whole state machine into its new task.
+                        Box::pin(self.deliver_contained(&entry, item)).await;
                         tokio::task::consume_budget().await;
                     }
-                    Some((item, true)) => self.refuse_closed(&entry, item).await,
+                    Some((item, true)) => Box::pin(self.refuse_closed(&entry, item)).await,
                     None if self.finish_run(&entry).await => {
                         self.runners.fetch_sub(1, Ordering::AcqRel);
                         self.quiet_changed();
