@@ -191,16 +191,16 @@ impl Chunks {
     }
 }
 
-/// The locked log of `thread` among a batch's.
+/// The locked log of `thread` among a batch's, which are sorted by thread id (a fan-out's batch
+/// locks one log per child: a linear search per record made it quadratic).
 fn log_of<'a>(
     logs: &'a mut [(ThreadId, MutexGuard<'_, ThreadLog>)],
     thread: ThreadId,
 ) -> &'a mut ThreadLog {
-    let (_, log) = logs
-        .iter_mut()
-        .find(|(t, _)| *t == thread)
+    let at = logs
+        .binary_search_by_key(&thread, |(t, _)| *t)
         .expect("every thread of the batch is locked");
-    log
+    &mut logs[at].1
 }
 
 fn lock(log: &Mutex<ThreadLog>) -> MutexGuard<'_, ThreadLog> {
