@@ -1,7 +1,8 @@
 //! The checked element scanner shared by payload and envelope parsing: one pass of quick-xml's
-//! namespace-aware reader that enforces the [`Limits`], refuses DTDs and undeclared entities,
-//! and resolves the root's [`QName`] with only the element's own namespace declarations in scope,
-//! so a payload means the same inside an envelope and on its own.
+//! reader, with namespace scopes kept in a resolver reused per OS thread, that enforces the
+//! [`Limits`], refuses DTDs and undeclared entities, and resolves the root's [`QName`] with only
+//! the element's own namespace declarations in scope, so a payload means the same inside an
+//! envelope and on its own.
 
 use std::cell::RefCell;
 use std::collections::HashSet;
