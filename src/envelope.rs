@@ -12,6 +12,7 @@ mod limits;
 mod payload;
 mod qname;
 mod scan;
+mod vocabulary;
 
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -25,6 +26,7 @@ pub use limits::Limits;
 pub use payload::Payload;
 pub use qname::QName;
 pub(crate) use scan::check_chars;
+pub(crate) use vocabulary::{Vocabulary, unexpected_attribute};
 
 /// Namespace of the agentpump envelope.
 pub const ENVELOPE_NS: &str = "urn:agentpump:envelope:v1";

@@ -6,6 +6,7 @@
 //! done, converged, diverging, stuck, aborted, stopped or out of budget.
 
 pub(crate) mod budget;
+mod decision;
 pub(crate) mod ledger;
 mod messages;
 mod policy;
@@ -13,8 +14,11 @@ pub mod report;
 mod verdict;
 
 pub use budget::{Budget, BudgetName};
+pub(crate) use decision::Decision;
+pub(crate) use messages::{
+    BUDGET_ATTRIBUTES, budget_xml, decimal as messages_decimal, parse_budget,
+};
 pub use messages::{CertificateType, Control, Goal, GovernorMessage, Lane, Signal};
-pub(crate) use messages::{budget_xml, decimal as messages_decimal, parse_budget};
 pub use policy::GovernorPolicy;
 pub use report::HaltingReport;
 pub(crate) use verdict::Signals;

@@ -68,6 +68,10 @@ pub struct Delivered {
     pub handled: bool,
     /// What the handler reported spending (tokens, cost, tool calls).
     pub usage: Usage,
+    /// A notice the governor sent on its own initiative (a budget warning): handled, but it
+    /// cost no turn. Counted in [`Counters::notices`](crate::Counters::notices), not in
+    /// `deliveries`.
+    pub free: bool,
 }
 
 /// What a store knows about threads that lived before this process: what a restarted pump
@@ -82,7 +86,9 @@ pub struct Recovery {
     pub records: HashMap<ThreadId, u64>,
     /// Accepted messages never delivered, in acceptance order.
     pub pending: Vec<Record>,
-    /// Messages listeners addressed to the governor, in order (goals, residuals, criteria, …).
+    /// Messages listeners addressed to the governor (goals, residuals, criteria, …) and the
+    /// governor's own decisions (carve-outs, resumes, halts), in order: replayed, they give
+    /// every ledger exactly the budget it had.
     pub governor: Vec<Record>,
     /// Halts recorded per thread, in order (to restore why a thread is halted).
     pub halts: Vec<Record>,

@@ -22,6 +22,16 @@ pub use typed::{Typed, TypedListener, to_xml};
 ///
 /// `handle` takes `&self` only: per-thread state lives in the thread's history, not the listener.
 ///
+/// # Handlers must not block
+///
+/// A handler runs on the pump's async runtime, among every other thread's deliveries. Await
+/// I/O; never call blocking code (`std::thread::sleep`, synchronous HTTP or file reads, a long
+/// computation) directly: it holds an OS thread the runtime needs, and the delivery timeout
+/// cannot interrupt it. A handler that comes back after its timeout anyway has its outputs
+/// refused and `system-error code="handler-timeout"` recorded. For handlers that must block,
+/// register with [`Registration::blocking`]: they run on tokio's blocking pool, other threads
+/// keep being served, and the timeout is enforced the moment it passes.
+///
 /// # Example
 ///
 /// ```

@@ -90,8 +90,12 @@ impl ThreadInfo {
 /// What a thread has used so far.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Counters {
-    /// Deliveries made to listeners.
+    /// Deliveries made to listeners that cost a turn.
     pub deliveries: u64,
+    /// Notices the governor sent on its own initiative (budget warnings), delivered without
+    /// costing a turn.
+    #[serde(default)]
+    pub notices: u64,
     /// Deliveries whose handler failed (error, panic or timeout).
     pub failures: u64,
     /// Tokens read by models, as reported by listeners.

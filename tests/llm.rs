@@ -88,7 +88,7 @@ async fn run(pump: &PumpHandle, payload: &str) -> ThreadId {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_agent_thinks_calls_a_tool_is_verified_and_is_certified_exact() {
     let goal = format!(
-        r#"<goal xmlns="{GOV}"><text>compute 6 * 7</text><criterion id="checked">an independent check agrees</criterion></goal>"#
+        r#"<goal xmlns="{GOV}" certificates="EXACT"><text>compute 6 * 7</text><criterion id="checked">an independent check agrees</criterion></goal>"#
     );
     let (model, base) = serve_model(
         vec![

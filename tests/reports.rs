@@ -13,7 +13,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use agentpump::governor::{Budget, Control, Goal, GovernorPolicy, HaltingReport, Lane, Signal};
+use agentpump::governor::{
+    Budget, CertificateType, Control, Goal, GovernorPolicy, HaltingReport, Lane, Signal,
+};
 use agentpump::history::RecordKind;
 use agentpump::system::GOVERNOR_NS;
 use agentpump::{Delivery, PumpBuilder, PumpConfig, PumpHandle, Registration, ThreadId};
@@ -157,6 +159,7 @@ fn exact() -> [Registration; 2] {
                 cx.goal(&Goal {
                     text: "answer, checked by someone else".into(),
                     criteria: vec![("checked".into(), "the verifier agrees".into())],
+                    certificates: vec![CertificateType::Exact],
                     ..Goal::default()
                 });
                 cx.send("verifier", p("check", "42"));
@@ -179,7 +182,7 @@ fn converged() -> Registration {
     listener("converger", "step", |msg, cx| {
         if number(msg) == 1 {
             cx.emit(format!(
-                "<goal xmlns=\"{GOVERNOR_NS}\" r-p=\"1e-4\"><text>converge</text></goal>"
+                "<goal xmlns=\"{GOVERNOR_NS}\" r-p=\"1e-4\" certificates=\"CONVERGED\"><text>converge</text></goal>"
             ));
             cx.residual(Decimal::new(5, 1));
             cx.emit(p("step", "2"));

@@ -824,6 +824,7 @@ fn halt_classes() -> BTreeSet<String> {
         HaltClass::Aborted,
         HaltClass::NoProgress,
         HaltClass::DoneUncertified,
+        HaltClass::NeedInfo,
     ];
     let _exhaustive = |class: &HaltClass| match class {
         HaltClass::Exact
@@ -833,7 +834,8 @@ fn halt_classes() -> BTreeSet<String> {
         | HaltClass::Backpressure(_)
         | HaltClass::Aborted
         | HaltClass::NoProgress
-        | HaltClass::DoneUncertified => (),
+        | HaltClass::DoneUncertified
+        | HaltClass::NeedInfo => (),
     };
     all.iter().map(|c| c.as_str().to_owned()).collect()
 }

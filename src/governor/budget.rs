@@ -173,6 +173,11 @@ impl Amount {
         self.0[name.index()]
     }
 
+    /// Adds `value` in dimension `name`.
+    pub fn add(&mut self, name: BudgetName, value: Decimal) {
+        self.0[name.index()] += value;
+    }
+
     fn is_zero(&self) -> bool {
         self.0.iter().all(Decimal::is_zero)
     }
@@ -302,39 +307,101 @@ impl Account {
     }
 
     /// Charges `amount` (already spent, e.g. tokens a model used) to every level, even past a
-    /// limit. Returns the first budget that is now exhausted, if any.
-    pub fn charge(self: &Arc<Self>, amount: Amount) -> Option<Exhausted> {
+    /// limit. Returns every budget now breached, from the spender up (empty when none).
+    pub fn charge(self: &Arc<Self>, amount: Amount) -> Breaches {
         if !amount.is_zero() {
             let mut guards = self.lock_chain();
             spend(&mut guards, amount);
         }
-        self.exhausted()
+        self.breached()
     }
 
-    /// The first dimension spent to its limit at this level or above (reservations for children
-    /// do not count: they are promises, not spend).
-    pub fn exhausted(self: &Arc<Self>) -> Option<Exhausted> {
+    /// Every dimension spent *past* its limit at this level or above, from the spender up, each
+    /// named once. Spending a budget exactly is allowed: only going past it is a breach.
+    /// Reservations for children do not count: they are promises, not spend.
+    pub fn breached(self: &Arc<Self>) -> Breaches {
         let guards = self.lock_chain();
-        first_over(&guards, |state, d| {
-            state.limit[d].is_some_and(|limit| state.spent.0[d] >= limit)
-        })
+        let mut out = Breaches::new();
+        for (level, state) in guards.iter().enumerate() {
+            for name in SPENT {
+                let d = name.index();
+                let covered = level > 0 && guards[level - 1].carved[d];
+                let over = state.limit[d].is_some_and(|limit| state.spent.0[d] > limit);
+                if !covered && over && !out.iter().any(|e: &Exhausted| e.budget == name) {
+                    out.push(Exhausted {
+                        budget: name,
+                        level,
+                    });
+                }
+            }
+        }
+        out
     }
 
     /// Opens a child account. Dimensions the child's `budget` names are carved out of this one
-    /// (at most what is available here) and reserved; the others draw on this account as spent.
-    pub fn child(self: &Arc<Self>, budget: &Budget) -> Arc<Account> {
+    /// and reserved; the others draw on this account as spent. A carve-out gets at most what is
+    /// available here, and in the turns dimension at most what leaves `floor` turns unreserved
+    /// (the spawner's own notices and results). Nothing changes on error.
+    ///
+    /// # Errors
+    ///
+    /// [`CarveRefused`] when a dimension the budget asks for (more than zero of) would be
+    /// granted nothing.
+    pub fn child(
+        self: &Arc<Self>,
+        budget: &Budget,
+        floor: u64,
+    ) -> Result<Arc<Account>, CarveRefused> {
         let requested = budget.spent_limits();
         let mut carved = [false; 5];
         let mut limit = [None; 5];
         let mut state = self.lock();
         for d in 0..5 {
-            if let Some(want) = requested[d] {
-                let available = state.limit[d]
-                    .map(|l| (l - state.spent.0[d] - state.reserved.0[d]).max(Decimal::ZERO));
-                let grant = available.map_or(want, |a| want.min(a));
-                state.reserved.0[d] += grant;
-                carved[d] = true;
-                limit[d] = Some(grant);
+            let Some(want) = requested[d] else { continue };
+            let keep = if d == BudgetName::Turns.index() {
+                Decimal::from(floor)
+            } else {
+                Decimal::ZERO
+            };
+            let available = state.limit[d]
+                .map(|l| (l - state.spent.0[d] - state.reserved.0[d] - keep).max(Decimal::ZERO));
+            let grant = available.map_or(want, |a| want.min(a));
+            if grant.is_zero() && !want.is_zero() {
+                return Err(CarveRefused {
+                    budget: SPENT[d],
+                    asked: want,
+                    available: available.unwrap_or_default(),
+                    floor: keep,
+                });
+            }
+            carved[d] = true;
+            limit[d] = Some(grant);
+        }
+        for (reserved, grant) in state.reserved.0.iter_mut().zip(limit) {
+            *reserved += grant.unwrap_or_default();
+        }
+        drop(state);
+        Ok(Arc::new(Account {
+            parent: Some(Arc::clone(self)),
+            state: Mutex::new(AccountState {
+                carved,
+                limit,
+                spent: Amount::default(),
+                reserved: Amount::default(),
+                closed: false,
+            }),
+        }))
+    }
+
+    /// Reopens a carved child with exactly the limits it was granted (recovery replays the
+    /// recorded grant; no clamping happens twice). Dimensions without a grant draw on `self`.
+    pub fn child_granted(self: &Arc<Self>, granted: &Budget) -> Arc<Account> {
+        let limit = granted.spent_limits();
+        let carved = limit.map(|l| l.is_some());
+        let mut state = self.lock();
+        for (d, l) in limit.iter().enumerate() {
+            if let Some(l) = l {
+                state.reserved.0[d] += *l;
             }
         }
         drop(state);
@@ -403,10 +470,66 @@ impl Account {
         }
     }
 
-    /// `(limit, spent)` per spent dimension of this account.
-    pub fn snapshot(&self) -> [(BudgetName, Option<Decimal>, Decimal); 5] {
+    /// Limit, spend and reservations per spent dimension of this account.
+    pub fn snapshot(&self) -> [Line; 5] {
         let state = self.lock();
-        SPENT.map(|n| (n, state.limit[n.index()], state.spent.get(n)))
+        SPENT.map(|name| Line {
+            name,
+            limit: state.limit[name.index()],
+            spent: state.spent.get(name),
+            reserved: state.reserved.get(name),
+        })
+    }
+}
+
+/// One dimension of an account, as [`Account::snapshot`] reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Line {
+    pub name: BudgetName,
+    /// `None` when unlimited.
+    pub limit: Option<Decimal>,
+    /// Spent by the account and everything below it.
+    pub spent: Decimal,
+    /// Held for carved children, not yet spent by them.
+    pub reserved: Decimal,
+}
+
+impl Line {
+    /// What is left to spend here: limit − spent − reserved, not below zero.
+    pub fn remaining(&self) -> Option<Decimal> {
+        self.limit
+            .map(|l| (l - self.spent - self.reserved).max(Decimal::ZERO))
+    }
+}
+
+/// The budgets breached by a charge (usually none or one: kept inline).
+pub(crate) type Breaches = SmallVec<[Exhausted; 1]>;
+
+/// A carve-out that would grant nothing in a dimension it asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct CarveRefused {
+    pub budget: BudgetName,
+    pub asked: Decimal,
+    pub available: Decimal,
+    /// Turns the spawner keeps for its own notices and results.
+    pub floor: Decimal,
+}
+
+impl fmt::Display for CarveRefused {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "spawn refused: the carve-out asks for {} of {} but {} can be granted",
+            self.asked, self.budget, self.available
+        )?;
+        if !self.floor.is_zero() {
+            write!(
+                f,
+                " (the spawner keeps {} turns for the notices and results of its open children)",
+                self.floor
+            )?;
+        }
+        Ok(())
     }
 }
 
@@ -424,8 +547,8 @@ mod tests {
             tokens: Some(100),
             ..Budget::default()
         });
-        let a = root.child(&Budget::default());
-        let b = root.child(&Budget::default());
+        let a = root.child(&Budget::default(), 0).unwrap();
+        let b = root.child(&Budget::default(), 0).unwrap();
         assert_eq!(a.withdraw(tokens(60)), Ok(()));
         assert_eq!(
             b.withdraw(tokens(50)),
@@ -435,8 +558,9 @@ mod tests {
             })
         );
         assert_eq!(b.withdraw(tokens(40)), Ok(()));
+        let line = root.snapshot()[1];
         assert_eq!(
-            root.snapshot()[1],
+            (line.name, line.limit, line.spent),
             (
                 BudgetName::Tokens,
                 Some(Decimal::from(100)),
@@ -451,11 +575,16 @@ mod tests {
             tokens: Some(100),
             ..Budget::default()
         });
-        let carved = root.child(&Budget {
-            tokens: Some(70),
-            ..Budget::default()
-        });
-        let greedy = root.child(&Budget::default());
+        let carved = root
+            .child(
+                &Budget {
+                    tokens: Some(70),
+                    ..Budget::default()
+                },
+                0,
+            )
+            .unwrap();
+        let greedy = root.child(&Budget::default(), 0).unwrap();
         assert!(
             greedy.withdraw(tokens(31)).is_err(),
             "70 of 100 are reserved"
@@ -469,12 +598,42 @@ mod tests {
             "the unspent 20 came back"
         );
         assert!(greedy.withdraw(tokens(1)).is_err());
-        // A carve-out larger than what is left is cut to what is left.
-        let late = root.child(&Budget {
-            tokens: Some(500),
+        // A carve-out larger than what is left is cut to what is left; one that would be
+        // granted nothing is refused, and nothing is reserved for it.
+        let tokens_only = |n| Budget {
+            tokens: Some(n),
             ..Budget::default()
-        });
-        assert_eq!(late.snapshot()[1].1, Some(Decimal::ZERO));
+        };
+        let late = root.child(&tokens_only(500), 0).unwrap_err();
+        assert_eq!(late.budget, BudgetName::Tokens);
+        assert_eq!(root.snapshot()[1].reserved, Decimal::ZERO);
+    }
+
+    #[test]
+    fn a_turns_carve_out_leaves_the_spawner_its_floor() {
+        let turns = |n| Budget {
+            turns: Some(n),
+            ..Budget::default()
+        };
+        let root = Account::root(&turns(100));
+        root.withdraw(Amount::of(BudgetName::Turns, Decimal::ONE))
+            .unwrap();
+        // Three children asking 40 each; the spawner keeps 2 turns per open child.
+        let grants: Vec<Decimal> = (1..=3)
+            .map(|open| {
+                let child = root.child(&turns(40), 2 * open).unwrap();
+                child.snapshot()[0].limit.unwrap()
+            })
+            .collect();
+        assert_eq!(grants, [40, 40, 13].map(Decimal::from));
+        let line = root.snapshot()[0];
+        assert_eq!(line.remaining(), Some(Decimal::from(6)));
+        let refused = root.child(&turns(1), 8).unwrap_err();
+        assert_eq!(
+            refused.to_string(),
+            "spawn refused: the carve-out asks for 1 of max-turns but 0 can be granted \
+             (the spawner keeps 8 turns for the notices and results of its open children)"
+        );
     }
 
     #[test]
@@ -483,18 +642,20 @@ mod tests {
             cost: Some(Decimal::new(100, 2)),
             ..Budget::default()
         });
-        let child = root.child(&Budget::default());
-        assert_eq!(
-            child.charge(Amount::of(BudgetName::Cost, Decimal::new(99, 2))),
-            None
+        let child = root.child(&Budget::default(), 0).unwrap();
+        assert!(
+            child
+                .charge(Amount::of(BudgetName::Cost, Decimal::new(100, 2)))
+                .is_empty(),
+            "spending a budget exactly is not a breach"
         );
-        let over = child.charge(Amount::of(BudgetName::Cost, Decimal::new(2, 2)));
+        let over = child.charge(Amount::of(BudgetName::Cost, Decimal::new(1, 2)));
         assert_eq!(
-            over,
-            Some(Exhausted {
+            over.as_slice(),
+            [Exhausted {
                 budget: BudgetName::Cost,
                 level: 1
-            })
+            }]
         );
     }
 
@@ -526,11 +687,16 @@ mod tests {
             for _ in 0..(1 + rng.next(12)) {
                 let (parent, _) = accounts[rng.next(accounts.len() as u64) as usize].clone();
                 let carve = (rng.next(2) == 0).then(|| rng.next(limit));
-                let child = parent.child(&Budget {
-                    tokens: carve,
-                    ..Budget::default()
-                });
-                let granted = child.snapshot()[1].1.map(|d| u64::try_from(d).unwrap());
+                let Ok(child) = parent.child(
+                    &Budget {
+                        tokens: carve,
+                        ..Budget::default()
+                    },
+                    0,
+                ) else {
+                    continue;
+                };
+                let granted = child.snapshot()[1].limit.map(|d| u64::try_from(d).unwrap());
                 accounts.push((child, granted));
             }
             let workers: Vec<_> = (0..4u64)
@@ -551,7 +717,7 @@ mod tests {
                 })
                 .collect();
             let took: u64 = workers.into_iter().map(|w| w.join().unwrap()).sum();
-            let spent_at = |a: &Arc<Account>| u64::try_from(a.snapshot()[1].2).unwrap();
+            let spent_at = |a: &Arc<Account>| u64::try_from(a.snapshot()[1].spent).unwrap();
             assert!(
                 spent_at(&root) <= limit,
                 "seed {seed}: root spent {} of {limit}",

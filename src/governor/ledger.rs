@@ -1,6 +1,7 @@
 //! [`Ledger`]: what the governor keeps per thread besides its budget account — goal, residuals,
 //! criteria, learnings, self-iterations, the no-progress window and the warnings already given.
 
+use std::collections::VecDeque;
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
@@ -43,7 +44,7 @@ pub(crate) struct Ledger {
     /// Self-iterations per listener.
     pub iterations: Vec<(Arc<str>, u64)>,
     /// Hashes of the last deliveries' (from, to, payload), newest last.
-    recent: Vec<u64>,
+    recent: VecDeque<u64>,
     /// Hash of the last loop-control payload and how many times in a row it came.
     last_control: (u64, usize),
     /// Budgets already warned about.
@@ -67,7 +68,7 @@ impl Ledger {
             max_depth,
             progress: None,
             iterations: Vec::new(),
-            recent: Vec::new(),
+            recent: VecDeque::new(),
             last_control: (0, 0),
             warned: Vec::new(),
             queue_full_streak: 0,
@@ -101,20 +102,32 @@ impl Ledger {
         self.progress.get_or_insert_with(Box::default)
     }
 
-    /// Records one delivery of `(from, to, payload)`; true when the same triple has now come
-    /// `window` times within the last `2 × window` deliveries (a loop or an A↔B ping-pong).
-    pub fn repeats(&mut self, from: &str, to: &str, payload: &str, window: usize) -> bool {
-        if window == 0 {
+    /// Records one delivery of `(from, to, payload)`; true when the deliveries so far end with
+    /// one round of `p` deliveries repeated `window` times in a row, for a period `p` of 1 to
+    /// `max_period`: a self-loop (1), an A↔B ping-pong (2), A→B→C→A (3), … — each with
+    /// identical bytes every round. A rally whose payloads change is never a cycle.
+    pub fn cycles(
+        &mut self,
+        from: &str,
+        to: &str,
+        payload: &str,
+        window: usize,
+        max_period: usize,
+    ) -> bool {
+        if window == 0 || max_period == 0 {
             return false;
         }
         let mut h = DefaultHasher::new();
         (from, to, payload).hash(&mut h);
-        let digest = h.finish();
-        if self.recent.len() == 2 * window {
-            self.recent.remove(0);
+        if self.recent.len() == window * max_period {
+            self.recent.pop_front();
         }
-        self.recent.push(digest);
-        self.recent.iter().filter(|&&d| d == digest).count() >= window
+        self.recent.push_back(h.finish());
+        let (recent, n) = (&self.recent, self.recent.len());
+        (1..=max_period).any(|p| {
+            let span = window * p;
+            span <= n && (0..span - p).all(|j| recent[n - 1 - j] == recent[n - 1 - j - p])
+        })
     }
 
     /// Records a loop-control payload; true when the same one came `window` times in a row.
@@ -130,8 +143,19 @@ impl Ledger {
         window > 0 && self.last_control.1 >= window
     }
 
-    /// Forgets the no-progress history (after a resume).
-    pub fn reset_progress_guard(&mut self) {
+    /// Resumes after a halt: `extra` is added to the limits (a wall clock extends the deadline
+    /// from now), and the stop request, the queue-full streak and the no-progress history are
+    /// forgotten.
+    pub fn resume(&mut self, extra: &Budget) {
+        self.account.extend(extra);
+        if let Some(w) = extra.wall_clock {
+            let from = self
+                .deadline
+                .map_or(Instant::now(), |d| d.max(Instant::now()));
+            self.deadline = Some(from + w);
+        }
+        self.stop_requested = false;
+        self.queue_full_streak = 0;
         self.recent.clear();
         self.last_control = (0, 0);
     }
@@ -157,8 +181,13 @@ impl Ledger {
 /// What a governor message changed, for the caller to act on.
 #[derive(Debug)]
 pub(crate) enum Absorbed {
-    /// A goal was declared: its criteria count and budget overrides, for the decision record.
-    Goal { criteria: usize, budget: Budget },
+    /// A goal was declared: its criteria count and budget overrides, for the decision record,
+    /// and whether it names any applicable certificate.
+    Goal {
+        criteria: usize,
+        budget: Budget,
+        certified: bool,
+    },
     /// A loop signal, to resolve with the others of the delivery.
     Loop(Signal),
     /// A residual was added.
@@ -189,6 +218,7 @@ impl Ledger {
                 let absorbed = Absorbed::Goal {
                     criteria: goal.criteria.len(),
                     budget: goal.budget.clone(),
+                    certified: !goal.certificates.is_empty(),
                 };
                 progress.goal = Some(goal);
                 absorbed

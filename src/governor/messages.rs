@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use super::Budget;
 use crate::Payload;
+use crate::envelope::Vocabulary;
 use crate::system::GOVERNOR_NS;
 
 /// What a loop signal asks for.
@@ -143,7 +144,8 @@ pub struct Goal {
     pub text: String,
     /// `(id, description)` of each acceptance criterion.
     pub criteria: Vec<(String, String)>,
-    /// Certificates that may end the thread; empty = all.
+    /// Certificates that may end the thread (phuc-loop's `halting_certificates_applicable`).
+    /// A goal that declares none halts its thread at once with `EXIT_NEED_INFO`.
     pub certificates: Vec<CertificateType>,
     /// Convergence threshold for residuals.
     pub r_p: Option<Decimal>,
@@ -174,6 +176,41 @@ impl Goal {
         x.push_str("</goal>");
         x
     }
+}
+
+/// The attributes a `<budget/>` element may carry.
+pub(crate) const BUDGET_ATTRIBUTES: &[&str] = &[
+    "turns",
+    "tokens",
+    "cost",
+    "tool-calls",
+    "threads",
+    "wall-clock-ms",
+    "depth",
+];
+
+/// What each governor message may contain. `loop` is absent: Ask-Loop v2 says of its payload
+/// "Any other fields are for logging and diagnostics", so it may carry any.
+fn vocabulary(local: &str) -> Option<Vocabulary<'_>> {
+    let (attributes, children): (&[&str], &[(&str, &[&str])]) = match local {
+        "goal" => (
+            &["r-p", "certificates"],
+            &[
+                ("text", &[]),
+                ("criterion", &["id"]),
+                ("budget", BUDGET_ATTRIBUTES),
+            ],
+        ),
+        "residual" => (&["value"], &[]),
+        "criterion" => (&["id", "met", "evidence"], &[]),
+        "learning" => (&["lane"], &[]),
+        _ => return None,
+    };
+    Some(Vocabulary {
+        element: local,
+        attributes,
+        children,
+    })
 }
 
 /// The `<budget …/>` element (with `prefix`, e.g. `sys:`) for a budget, empty when nothing is limited.
@@ -305,6 +342,9 @@ impl GovernorMessage {
         let text = payload.as_str();
         let local = payload.qname().local();
         let de = |e: quick_xml::DeError| format!("<{local}>: {e}");
+        if let Some(words) = vocabulary(local) {
+            words.check(text)?;
+        }
         match local {
             "goal" => {
                 let g: GoalXml = quick_xml::de::from_str(text).map_err(de)?;

@@ -21,10 +21,17 @@ pub struct GovernorPolicy {
     pub budget: Budget,
     /// Fraction of a budget at which one `system-error code="budget-warning"` is sent (0.8).
     pub warning_fraction: Decimal,
-    /// Repeats that count as no progress: the same control signal this many times in a row, or
-    /// the same (from, to, payload) this many times within twice as many deliveries (3).
+    /// Repeats that count as no progress (3): the same control signal this many times in a
+    /// row, or the same cycle of deliveries — the same (from, to, payload) sequence of any
+    /// period up to [`GovernorPolicy::cycle_max_period`] — this many times in a row. 0 turns
+    /// the guard off; it needs at least 2 to mean anything.
     pub no_progress_window: usize,
-    /// Consecutive residual increases that count as divergence (3).
+    /// The longest cycle of deliveries the no-progress guard looks for (8): A→B→…→A with
+    /// up to this many deliveries per round, repeated [`GovernorPolicy::no_progress_window`]
+    /// times with identical payloads.
+    pub cycle_max_period: usize,
+    /// Residuals in a row, each larger than the one before, that count as divergence (3):
+    /// phuc-loop's `all_increasing(residuals[-3:])`.
     pub divergence_window: usize,
     /// Default convergence threshold when a goal gives none (`1e-10`).
     pub r_p: Decimal,
@@ -54,6 +61,7 @@ impl Default for GovernorPolicy {
             budget: Self::default_budget(),
             warning_fraction: Decimal::new(8, 1),
             no_progress_window: 3,
+            cycle_max_period: 8,
             divergence_window: 3,
             r_p: Decimal::new(1, 10),
             queue_full_limit: 10,

@@ -7,7 +7,7 @@ use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 
 use super::ledger::Ledger;
-use super::verdict::Verdict;
+use super::verdict::{HaltClass, Verdict, rising_run_start};
 use crate::{Counters, MessageId, ThreadId};
 
 /// The halting report of one halt. Serialized as JSON; `schemas/halting-report.schema.json`.
@@ -43,6 +43,26 @@ pub struct HaltingReport {
     pub budget: BTreeMap<String, BudgetLine>,
     /// Lane-typed learnings reported in the thread.
     pub learnings: Vec<Learning>,
+    /// The lowest residual reported and its iteration (phuc-loop's `best_result_so_far`);
+    /// `null` when no residual was reported.
+    #[serde(default)]
+    pub best_result_so_far: Option<BestResult>,
+    /// For DIVERGED: the iteration whose residual first rose in the final rising run.
+    #[serde(default)]
+    pub divergence_start_iteration: Option<u64>,
+    /// For DIVERGED: the iteration just before the rise (the lowest residual of the run).
+    #[serde(default)]
+    pub last_known_good_iteration: Option<u64>,
+}
+
+/// The best residual so far. Iterations are numbered by residual reports: the n-th residual a
+/// thread reports belongs to iteration n.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BestResult {
+    /// Its iteration (1-based).
+    pub iteration: u64,
+    /// The residual, as an exact decimal string.
+    pub residual_decimal_string: String,
 }
 
 /// The halting certificate block.
@@ -86,7 +106,10 @@ pub struct BudgetLine {
     pub limit: Option<String>,
     /// Spent by the thread and its descendants.
     pub spent: String,
-    /// What is left (limit − spent, not below zero).
+    /// Held for carved children and not yet spent by them.
+    #[serde(default = "zero")]
+    pub reserved: String,
+    /// What is left to spend (limit − spent − reserved, not below zero).
     pub remaining: Option<String>,
 }
 
@@ -135,18 +158,24 @@ pub(crate) fn build(
             })
             .unwrap_or_default(),
     });
+    let best_result_so_far = progress.and_then(|p| best(&p.residuals));
+    let diverged = verdict.class == HaltClass::Diverged;
+    let run_start = progress
+        .filter(|_| diverged)
+        .map(|p| rising_run_start(&p.residuals) as u64);
     let elapsed = ledger.started.elapsed();
     let budget = ledger
         .account
         .snapshot()
         .into_iter()
-        .map(|(name, limit, spent)| {
-            let line = BudgetLine {
-                limit: limit.map(|l| l.to_string()),
-                spent: spent.to_string(),
-                remaining: limit.map(|l| (l - spent).max(Decimal::ZERO).to_string()),
+        .map(|line| {
+            let out = BudgetLine {
+                limit: line.limit.map(|l| l.to_string()),
+                spent: line.spent.to_string(),
+                reserved: line.reserved.to_string(),
+                remaining: line.remaining().map(|r| r.to_string()),
             };
-            (name.as_str().to_owned(), line)
+            (line.name.as_str().to_owned(), out)
         })
         .collect();
     HaltingReport {
@@ -182,7 +211,26 @@ pub(crate) fn build(
                     .collect()
             })
             .unwrap_or_default(),
+        best_result_so_far,
+        divergence_start_iteration: run_start.map(|s| s + 2),
+        last_known_good_iteration: run_start.map(|s| s + 1),
     }
+}
+
+/// The lowest residual (the first, on a tie) and its 1-based iteration.
+fn best(residuals: &[Decimal]) -> Option<BestResult> {
+    let (at, value) = residuals
+        .iter()
+        .enumerate()
+        .min_by(|a, b| a.1.cmp(b.1).then(a.0.cmp(&b.0)))?;
+    Some(BestResult {
+        iteration: at as u64 + 1,
+        residual_decimal_string: value.to_string(),
+    })
+}
+
+fn zero() -> String {
+    "0".to_owned()
 }
 
 /// Exact seconds (microsecond resolution), normalized.

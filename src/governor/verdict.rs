@@ -10,6 +10,17 @@ use super::ledger::Progress;
 use super::messages::{CertificateType, Control};
 
 /// Why a thread halted. The first five carry a phuc-loop certificate; the rest do not.
+///
+/// phuc-loop's rules, as the governor applies them:
+///
+/// - EXACT: "goal_achieved == true AND all acceptance_criteria passed", "residual: 0 (exact)" —
+///   `done` with every declared criterion met by another listener, or a residual of exactly
+///   zero; only when the goal declares EXACT applicable.
+/// - CONVERGED: "residual < R_p", compared as exact decimals.
+/// - DIVERGED: "all_increasing(residuals[-3:])" — the last `divergence_window` residuals each
+///   larger than the one before.
+/// - need-info: "If `halting_certificates_applicable` is missing or empty: `EXIT_NEED_INFO`
+///   immediately."
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum HaltClass {
@@ -31,6 +42,8 @@ pub enum HaltClass {
     NoProgress,
     /// `done` without a certificate: no criteria declared, or not all met by another listener.
     DoneUncertified,
+    /// A goal declared no applicable certificate: the loop cannot know when it is done.
+    NeedInfo,
 }
 
 impl HaltClass {
@@ -42,7 +55,7 @@ impl HaltClass {
             Self::Diverged => Some(CertificateType::Diverged),
             Self::Timeout(_) => Some(CertificateType::Timeout),
             Self::Backpressure(_) => Some(CertificateType::Backpressure),
-            Self::Aborted | Self::NoProgress | Self::DoneUncertified => None,
+            Self::Aborted | Self::NoProgress | Self::DoneUncertified | Self::NeedInfo => None,
         }
     }
 
@@ -57,6 +70,7 @@ impl HaltClass {
             Self::Aborted => "aborted",
             Self::NoProgress => "no-progress",
             Self::DoneUncertified => "done-uncertified",
+            Self::NeedInfo => "need-info",
         }
     }
 
@@ -67,7 +81,7 @@ impl HaltClass {
             Self::Diverged => "EXIT_DIVERGED",
             Self::Timeout(_) => "EXIT_BUDGET_EXCEEDED",
             Self::Backpressure(_) | Self::Aborted | Self::NoProgress => "EXIT_BLOCKED",
-            Self::DoneUncertified => "EXIT_NEED_INFO",
+            Self::DoneUncertified | Self::NeedInfo => "EXIT_NEED_INFO",
         }
     }
 
@@ -107,6 +121,14 @@ impl Verdict {
 
     pub(crate) fn timeout(budget: BudgetName) -> Self {
         Self::new(HaltClass::Timeout(budget), budget.as_str())
+    }
+
+    /// TIMEOUT for breached budgets, naming every one (`max-tokens max-cost`); `None` when
+    /// nothing is breached.
+    pub(crate) fn breach(breaches: &[super::budget::Exhausted]) -> Option<Self> {
+        let first = breaches.first()?;
+        let names: Vec<&str> = breaches.iter().map(|e| e.budget.as_str()).collect();
+        Some(Self::new(HaltClass::Timeout(first.budget), names.join(" ")))
     }
 
     pub(crate) fn backpressure(reason: &str) -> Self {
@@ -178,7 +200,11 @@ fn done_verdict(progress: Option<&Progress>, me: &str) -> Verdict {
         c.met && c.reported_by.as_deref().is_some_and(|by| by != me)
     };
     if criteria.iter().all(|c| independent(&c)) {
-        Verdict::new(HaltClass::Exact, "all-criteria-met")
+        if applicable(progress, CertificateType::Exact) {
+            Verdict::new(HaltClass::Exact, "all-criteria-met")
+        } else {
+            Verdict::new(HaltClass::DoneUncertified, "exact-not-applicable")
+        }
     } else if criteria.iter().all(|c| c.met) {
         Verdict::new(HaltClass::DoneUncertified, "criteria-self-certified")
     } else {
@@ -186,24 +212,45 @@ fn done_verdict(progress: Option<&Progress>, me: &str) -> Verdict {
     }
 }
 
+/// Whether certificate `c` may end the thread: the goal declares it, or no goal was declared (a
+/// thread that only reports residuals).
+fn applicable(progress: Option<&Progress>, c: CertificateType) -> bool {
+    progress
+        .and_then(|p| p.goal.as_ref())
+        .is_none_or(|g| g.certificates.contains(&c))
+}
+
 fn residual_verdict(progress: Option<&Progress>, r_p: Decimal, window: usize) -> Option<Verdict> {
-    let progress = progress?;
-    let applicable = |c: CertificateType| {
-        progress
-            .goal
-            .as_ref()
-            .is_none_or(|g| g.certificates.is_empty() || g.certificates.contains(&c))
-    };
-    let residuals = &progress.residuals;
+    let residuals = &progress?.residuals;
     let last = *residuals.last()?;
+    let applicable = |c| applicable(progress, c);
+    if last.is_zero() && applicable(CertificateType::Exact) {
+        return Some(Verdict::new(HaltClass::Exact, "residual-zero"));
+    }
     if applicable(CertificateType::Converged) && last < r_p {
         return Some(Verdict::new(HaltClass::Converged, "residual-below-r-p"));
     }
-    if applicable(CertificateType::Diverged) && window > 0 && residuals.len() > window {
-        let tail = &residuals[residuals.len() - window - 1..];
-        if tail.windows(2).all(|w| w[1] > w[0]) {
-            return Some(Verdict::new(HaltClass::Diverged, "residual-rising"));
-        }
+    if applicable(CertificateType::Diverged) && diverging(residuals, window) {
+        return Some(Verdict::new(HaltClass::Diverged, "residual-rising"));
     }
     None
+}
+
+/// phuc-loop's `len(residuals) >= 3 AND all_increasing(residuals[-3:])`, for a window of `w`.
+pub(crate) fn diverging(residuals: &[Decimal], w: usize) -> bool {
+    w > 0
+        && residuals.len() >= w
+        && residuals[residuals.len() - w..]
+            .windows(2)
+            .all(|pair| pair[1] > pair[0])
+}
+
+/// Where the rising run at the end of `residuals` starts (0-based; `len − 1` when the last did
+/// not rise).
+pub(crate) fn rising_run_start(residuals: &[Decimal]) -> usize {
+    let mut start = residuals.len().saturating_sub(1);
+    while start > 0 && residuals[start] > residuals[start - 1] {
+        start -= 1;
+    }
+    start
 }

@@ -332,8 +332,10 @@ impl HistoryStore for MemoryHistory {
             counters,
             records,
             pending: self.pending_records(),
-            governor: self
-                .select(|r| r.kind == RecordKind::Message && r.to.as_deref() == Some("governor")),
+            governor: self.select(|r| {
+                (r.kind == RecordKind::Message && r.to.as_deref() == Some("governor"))
+                    || r.kind == RecordKind::Decision
+            }),
             halts: self.select(|r| r.kind == RecordKind::System && r.root.is(SYSTEM_NS, "halt")),
         })
     }
@@ -371,7 +373,11 @@ impl MemoryHistory {
             // durable store, which marks the record by id).
             let known = log.take_pending(d.id) || log.records.iter().any(|r| r.id == d.id);
             if known && d.handled {
-                log.counters.deliveries += 1;
+                if d.free {
+                    log.counters.notices += 1;
+                } else {
+                    log.counters.deliveries += 1;
+                }
                 log.counters.add_usage(&d.usage);
             }
         }
@@ -431,6 +437,7 @@ mod tests {
                 tool_calls: 1,
                 ..Usage::default()
             },
+            free: false,
         };
         h.append(Batch {
             delivered: Some(delivered),

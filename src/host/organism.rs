@@ -96,6 +96,7 @@ struct Governor {
     enabled: Option<bool>,
     warning_fraction: Option<Spanned<String>>,
     no_progress_window: Option<usize>,
+    cycle_max_period: Option<usize>,
     divergence_window: Option<usize>,
     r_p: Option<Spanned<String>>,
     queue_full_limit: Option<u32>,
@@ -277,6 +278,7 @@ impl Organism {
             warning_fraction: decimal("warning_fraction", &g.warning_fraction)?
                 .unwrap_or(defaults.warning_fraction),
             no_progress_window: g.no_progress_window.unwrap_or(defaults.no_progress_window),
+            cycle_max_period: g.cycle_max_period.unwrap_or(defaults.cycle_max_period),
             divergence_window: g.divergence_window.unwrap_or(defaults.divergence_window),
             r_p: decimal("r_p", &g.r_p)?.unwrap_or(defaults.r_p),
             queue_full_limit: g.queue_full_limit.unwrap_or(defaults.queue_full_limit),

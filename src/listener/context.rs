@@ -83,6 +83,15 @@ pub(crate) enum Output {
 /// What one delivery emitted, in order (most emit one or two: kept inline).
 pub(crate) type Outputs = SmallVec<[Output; 2]>;
 
+impl Output {
+    /// The output as the listener wrote it.
+    pub(crate) fn text(&self) -> &str {
+        match self {
+            Self::Payload(_, text) | Self::Text(text) => text,
+        }
+    }
+}
+
 /// The handler's side of one delivery. Intents are recorded here and leave when the handler
 /// returns `Ok`.
 pub struct Context {
@@ -126,6 +135,22 @@ impl Context {
             store,
             view,
             account,
+        }
+    }
+
+    /// A context for the same delivery with nothing recorded yet, for a handler that runs on
+    /// another OS thread (its outputs come back as the returned context).
+    pub(crate) fn fork(&self) -> Self {
+        Self {
+            thread: self.thread,
+            me: Arc::clone(&self.me),
+            delivery: self.delivery,
+            outputs: Outputs::new(),
+            usage: Usage::default(),
+            spent: Usage::default(),
+            store: Arc::clone(&self.store),
+            view: self.view,
+            account: Arc::clone(&self.account),
         }
     }
 
@@ -269,9 +294,7 @@ impl Context {
         self.account
             .snapshot()
             .into_iter()
-            .filter_map(|(name, limit, spent)| {
-                limit.map(|l| (name, (l - spent).max(Decimal::ZERO)))
-            })
+            .filter_map(|line| line.remaining().map(|left| (line.name, left)))
             .collect()
     }
 

@@ -43,6 +43,7 @@ pub struct Registration {
     pub(crate) role: Role,
     pub(crate) timeout: Duration,
     pub(crate) may_loop: Option<bool>,
+    pub(crate) blocking: bool,
     pub(crate) listener: Arc<dyn Listener>,
 }
 
@@ -54,6 +55,7 @@ impl fmt::Debug for Registration {
             .field("peers", &self.peers)
             .field("role", &self.role)
             .field("timeout", &self.timeout)
+            .field("blocking", &self.blocking)
             .finish_non_exhaustive()
     }
 }
@@ -126,6 +128,7 @@ impl Registration {
             role: Role::Tool,
             timeout: Self::DEFAULT_TIMEOUT,
             may_loop: None,
+            blocking: false,
             listener,
         }
     }
@@ -155,6 +158,16 @@ impl Registration {
     /// Sets the role.
     pub fn role(mut self, role: Role) -> Self {
         self.role = role;
+        self
+    }
+
+    /// Runs this listener's handler on tokio's blocking pool (`spawn_blocking`), for handlers
+    /// that call blocking code. Other threads keep being served while it blocks, and its
+    /// delivery timeout is enforced when it passes: the delivery fails with `handler-timeout`
+    /// at once, and whatever the handler does afterwards is dropped. Costs a thread handoff per
+    /// delivery (a few microseconds); async handlers should not use it.
+    pub fn blocking(mut self) -> Self {
+        self.blocking = true;
         self
     }
 

@@ -10,9 +10,9 @@ use super::notice::Recipient;
 use super::plan::Step;
 use super::route::Targets;
 use super::tx::{Place, Tx};
-use crate::governor::budget::{Amount, BudgetName};
+use crate::governor::budget::{Amount, BudgetName, CarveRefused};
 use crate::governor::ledger::Ledger;
-use crate::governor::{Signals, Verdict};
+use crate::governor::{Decision, Signals, Verdict};
 use crate::history::RecordKind;
 use crate::listener::{Delivery, Usage};
 use crate::system::{ErrorCode, SystemMessage, ThreadStatus};
@@ -29,6 +29,9 @@ pub(crate) struct Applying<'a> {
     pub me: usize,
     pub delivery: &'a Delivery,
     pub signals: Signals,
+    /// The first refusal of this delivery's outputs and how many there were: one notice tells
+    /// the listener, however many outputs were refused (at planning or while applying).
+    pub refusals: Option<(SystemMessage, usize)>,
 }
 
 impl Applying<'_> {
@@ -49,20 +52,42 @@ impl Applying<'_> {
         );
     }
 
-    /// Counts the delivery and charges the usage it reported; a budget spent to its limit
-    /// becomes a halt signal.
+    /// Notes a refusal of one of the delivery's outputs (`count` of them).
+    pub fn refuse(&mut self, notice: SystemMessage, count: usize) {
+        match &mut self.refusals {
+            Some((_, n)) => *n += count,
+            None => self.refusals = Some((notice, count)),
+        }
+    }
+
+    /// Tells the listener about its refused outputs: one notice, counting them all.
+    pub fn tell_refusals(&mut self) {
+        if let Some((notice, count)) = self.refusals.take() {
+            let notice = if count > 1 {
+                notice.summarizing(count)
+            } else {
+                notice
+            };
+            self.tell_me(notice);
+        }
+    }
+
+    /// Counts the delivery (as a turn, or as a free notice) and charges the usage it
+    /// reported; a budget spent *past* its limit — any of them, every one named — becomes a
+    /// halt signal, which outranks the delivery's `done`.
     /// `usage` is charged now; `spent` was withdrawn during the handler and is only counted.
-    pub fn count(&mut self, usage: &Usage, spent: &Usage) {
+    pub fn count(&mut self, usage: &Usage, spent: &Usage, free: bool) {
         let c = &mut self.inner.counters;
-        c.deliveries += 1;
+        if free {
+            c.notices += 1;
+        } else {
+            c.deliveries += 1;
+        }
         c.add_usage(usage);
         c.add_usage(spent);
-        if let Some(exhausted) = self.inner.ledger.account.charge(usage.amount()) {
-            if exhausted.budget != BudgetName::Turns {
-                self.signals
-                    .halt
-                    .get_or_insert(Verdict::timeout(exhausted.budget));
-            }
+        let breaches = self.inner.ledger.account.charge(usage.amount());
+        if let Some(verdict) = Verdict::breach(&breaches) {
+            self.signals.halt.get_or_insert(verdict);
         }
     }
 
@@ -110,7 +135,11 @@ impl Applying<'_> {
                     .with_in_reply_to(Some(self.delivery.id()));
                 self.tx.record(self.inner, env, RecordKind::Egress);
             }
-            Step::Refused { refusal, original } => self.tell_me(refusal.into_notice(original)),
+            Step::Refused {
+                refusal,
+                original,
+                count,
+            } => self.refuse(refusal.into_notice(original), count),
             Step::Spawn {
                 request,
                 sub_id,
@@ -169,10 +198,13 @@ impl Applying<'_> {
                 "queue of thread {} is full ({capacity} messages); payload not accepted",
                 self.entry.id
             );
-            self.tell_me(SystemMessage::Error {
-                code: ErrorCode::QueueFull,
-                message,
-            });
+            self.refuse(
+                SystemMessage::Error {
+                    code: ErrorCode::QueueFull,
+                    message,
+                },
+                1,
+            );
             let ledger = &mut self.inner.ledger;
             ledger.queue_full_streak += 1;
             if ledger.queue_full_streak >= self.shared.config.governor.queue_full_limit {
@@ -211,30 +243,36 @@ impl Applying<'_> {
         let env = self.envelope(request);
         self.tx.record(self.inner, env, RecordKind::Message);
         let depth = self.entry.depth + 1;
-        let refused = if self.inner.ledger.max_depth.is_some_and(|max| depth > max) {
-            Some(format!(
+        let child = if self.inner.ledger.max_depth.is_some_and(|max| depth > max) {
+            Err(format!(
                 "spawn refused: depth {depth} is over the max-depth budget"
             ))
-        } else if let Err(e) = self
-            .inner
-            .ledger
-            .account
-            .withdraw(Amount::of(BudgetName::Threads, Decimal::ONE))
-        {
-            Some(format!("spawn refused: the {} budget is spent", e.budget))
         } else {
-            None
+            self.shared
+                .new_child(self.entry, self.inner, self.me_name(), sub_id, budget)
+                .map_err(|refused| refused.to_string())
         };
-        if let Some(message) = refused {
-            self.tell_me(SystemMessage::Error {
-                code: ErrorCode::BudgetExhausted,
-                message,
-            });
-            return;
-        }
-        let child = self
-            .shared
-            .new_child(self.entry, self.inner, self.me_name(), sub_id, budget);
+        let child = child.and_then(|child| {
+            let thread = Amount::of(BudgetName::Threads, Decimal::ONE);
+            match self.inner.ledger.account.withdraw(thread) {
+                Ok(()) => Ok(child),
+                Err(e) => {
+                    // Give the carve-out back: the child never existed.
+                    child.lock().ledger.account.close();
+                    Err(format!("spawn refused: the {} budget is spent", e.budget))
+                }
+            }
+        });
+        let child = match child {
+            Ok(child) => child,
+            Err(message) => {
+                let notice = SystemMessage::Error {
+                    code: ErrorCode::BudgetExhausted,
+                    message,
+                };
+                return self.refuse(notice, 1);
+            }
+        };
         for target in targets {
             let to = Arc::clone(&self.shared.listeners[target].name);
             let env = Envelope::new(Arc::clone(self.me_name()), child.id, initial.clone())
@@ -242,10 +280,12 @@ impl Applying<'_> {
             self.tx.queue_in_child(&child, env, target);
         }
         if budget != &crate::governor::Budget::default() {
-            let attributes = format!("action=\"carve\" thread=\"{}\"", child.id);
-            let decision = super::govern::decision_xml(&attributes, &child_limits(&child));
+            let decision = Decision::Carve {
+                thread: child.id,
+                granted: child_limits(&child),
+            };
             self.shared
-                .decide(&mut self.tx, self.entry, self.inner, decision);
+                .decide(&mut self.tx, self.entry, self.inner, &decision);
         }
         let notice = SystemMessage::ThreadSpawned {
             assigned: child.id,
@@ -265,9 +305,10 @@ impl Applying<'_> {
 fn child_limits(child: &ThreadEntry) -> crate::governor::Budget {
     let inner = child.lock();
     let mut b = crate::governor::Budget::default();
-    for (name, limit, _) in inner.ledger.account.snapshot() {
+    for line in inner.ledger.account.snapshot() {
+        let limit = line.limit;
         let as_u64 = limit.and_then(|l| u64::try_from(l).ok());
-        match name {
+        match line.name {
             BudgetName::Turns => b.turns = as_u64,
             BudgetName::Tokens => b.tokens = as_u64,
             BudgetName::Cost => b.cost = limit,
@@ -281,6 +322,12 @@ fn child_limits(child: &ThreadEntry) -> crate::governor::Budget {
 
 impl Shared {
     /// Creates a child thread entry (not yet registered) with its carved account and deadline.
+    /// The spawner keeps a floor of 2 turns per open child, this one included (its
+    /// `thread-spawned` notice and its `thread-result`), out of any turns carve-out.
+    ///
+    /// # Errors
+    ///
+    /// [`CarveRefused`] when the carve-out would grant nothing in a dimension it asks for.
     pub(crate) fn new_child(
         &self,
         parent: &ThreadEntry,
@@ -288,7 +335,7 @@ impl Shared {
         spawner: &Arc<str>,
         sub_id: Option<&str>,
         budget: &crate::governor::Budget,
-    ) -> Arc<ThreadEntry> {
+    ) -> Result<Arc<ThreadEntry>, CarveRefused> {
         let sub_id = sub_id
             .map(sanitize_sub_id)
             .filter(|s| !s.is_empty())
@@ -304,7 +351,9 @@ impl Shared {
             (Some(m), Some(d)) => Some(m.min(parent.depth + 1 + d)),
             (m, d) => m.or(d.map(|d| parent.depth + 1 + d)),
         };
-        let ledger = Ledger::new(parent_ledger.account.child(budget), deadline, max_depth);
+        let floor = 2 * (inner.live_children as u64 + 1);
+        let account = parent_ledger.account.child(budget, floor)?;
+        let ledger = Ledger::new(account, deadline, max_depth);
         let child = ThreadEntry::new(
             ThreadId::new(),
             Some(parent),
@@ -314,7 +363,7 @@ impl Shared {
             ledger,
         );
         child.lock().state = ThreadState::Active;
-        Arc::new(child)
+        Ok(Arc::new(child))
     }
 }
 

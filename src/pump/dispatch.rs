@@ -23,13 +23,14 @@ use crate::thread::registry::{Queued, ThreadEntry};
 impl Shared {
     /// Delivers one queued message and commits what came of it.
     pub(crate) async fn deliver(self: &Arc<Self>, entry: &Arc<ThreadEntry>, item: Queued) {
-        let (view, deadline, warnings, account) = match self.gate(entry, &item) {
+        let (view, deadline, warnings, account, cost) = match self.gate(entry, &item) {
             Admission::Go {
                 view,
                 deadline,
                 warnings,
                 account,
-            } => (view, deadline, warnings, account),
+                cost,
+            } => (view, deadline, warnings, account, cost),
             Admission::Halt(verdict) => return self.halt_before(entry, item, verdict).await,
         };
         let registration = &self.listeners[item.target];
@@ -43,7 +44,8 @@ impl Shared {
             account,
         );
         let outcome = invoke(registration, &delivery, &mut cx, deadline).await;
-        let (outputs, usage, spent) = cx.into_parts();
+        let (outputs, usage, mut spent) = cx.into_parts();
+        spent.add(&cost.usage());
         let (steps, failure) = match outcome {
             Ok(()) => (self.plan(item.target, &delivery, outputs), None),
             Err(mut failure) => {
@@ -64,6 +66,7 @@ impl Shared {
             steps,
             usage,
             spent,
+            free: cost.free,
             warnings,
         };
         let committed = self.apply_done(entry, done);
@@ -106,6 +109,8 @@ struct Done<'a> {
     steps: Steps,
     usage: Usage,
     spent: Usage,
+    /// A governor notice that cost no turn.
+    free: bool,
     warnings: Vec<SystemMessage>,
 }
 
@@ -127,11 +132,12 @@ impl Shared {
             me: done.me,
             delivery: done.delivery,
             signals: Signals::default(),
+            refusals: None,
         };
-        a.count(&done.usage, &done.spent);
+        a.count(&done.usage, &done.spent, done.free);
         let mut total = done.usage.clone();
         total.add(&done.spent);
-        a.tx.handled(total);
+        a.tx.handled(total, done.free);
         for warning in done.warnings {
             a.tell_me(warning);
         }
@@ -141,6 +147,7 @@ impl Shared {
         for step in done.steps {
             a.step(step);
         }
+        a.tell_refusals();
         a.conclude();
         let Applying {
             tx, inner, parent, ..
@@ -215,8 +222,13 @@ impl From<ErrorCode> for FailureCode {
     }
 }
 
+/// What a handler call came to: its result (or panic) and when it finished; `None` when the
+/// deadline passed first.
+type Handled = Option<(std::thread::Result<Result<(), ListenerError>>, Instant)>;
+
 /// Runs the handler within its timeout and the thread's deadline, turning an error, a panic or
-/// a timeout into a [`Failure`].
+/// a timeout into a [`Failure`]. A handler that blocked its OS thread past the deadline cannot be
+/// interrupted; when it comes back late its outputs are refused all the same.
 async fn invoke(
     registration: &Registration,
     delivery: &Delivery,
@@ -226,36 +238,42 @@ async fn invoke(
     let name = &registration.name;
     let own = Instant::now() + registration.timeout;
     let until = deadline.map_or(own, |d| d.min(own));
-    let handling = AssertUnwindSafe(registration.listener.handle(delivery, cx)).catch_unwind();
-    let (code, message) = match tokio::time::timeout_at(until, handling).await {
-        Ok(Ok(Ok(()))) => return Ok(()),
-        Ok(Ok(Err(ListenerError::Failed(m)))) => (
+    let handled: Handled = if registration.blocking {
+        on_blocking_pool(registration, delivery, cx, until).await
+    } else {
+        let handling = AssertUnwindSafe(registration.listener.handle(delivery, cx)).catch_unwind();
+        let finished = async { (handling.await, Instant::now()) };
+        tokio::time::timeout_at(until, finished).await.ok()
+    };
+    let (code, message) = match handled.filter(|(_, at)| *at <= until).map(|(r, _)| r) {
+        Some(Ok(Ok(()))) => return Ok(()),
+        Some(Ok(Err(ListenerError::Failed(m)))) => (
             ErrorCode::HandlerFailed.into(),
             format!("`{name}` failed: {m}"),
         ),
-        Ok(Ok(Err(ListenerError::InvalidPayload(m)))) => (
+        Some(Ok(Err(ListenerError::InvalidPayload(m)))) => (
             FailureCode::InvalidPayload,
             format!("`{name}` cannot read the payload: {m}"),
         ),
-        Ok(Ok(Err(ListenerError::Backpressure(m)))) => {
+        Some(Ok(Err(ListenerError::Backpressure(m)))) => {
             (FailureCode::Backpressure, format!("`{name}`: {m}"))
         }
-        Ok(Ok(Err(ListenerError::Upstream(m)))) => {
+        Some(Ok(Err(ListenerError::Upstream(m)))) => {
             (ErrorCode::UpstreamFailed.into(), format!("`{name}`: {m}"))
         }
-        Ok(Ok(Err(ListenerError::OverBudget(b)))) => (
+        Some(Ok(Err(ListenerError::OverBudget(b)))) => (
             FailureCode::OverBudget(b),
             format!("`{name}`: the {b} budget has no room"),
         ),
-        Ok(Err(panic)) => (
+        Some(Err(panic)) => (
             ErrorCode::HandlerPanicked.into(),
             format!("`{name}` panicked: {}", panic_text(&*panic)),
         ),
-        Err(_) if until < own => (
+        None if until < own => (
             FailureCode::Deadline,
             format!("`{name}` ran into the thread's wall-clock budget"),
         ),
-        Err(_) => (
+        None => (
             ErrorCode::HandlerTimeout.into(),
             format!(
                 "`{name}` did not finish within {} ms",
@@ -264,6 +282,37 @@ async fn invoke(
         ),
     };
     Err(Failure { code, message })
+}
+
+/// Runs a blocking handler on tokio's blocking pool with a context of its own, which comes
+/// back into `cx` if it finishes in time. Past `until` it is left running and forgotten.
+async fn on_blocking_pool(
+    registration: &Registration,
+    delivery: &Delivery,
+    cx: &mut Context,
+    until: Instant,
+) -> Handled {
+    let (listener, delivery) = (Arc::clone(&registration.listener), delivery.clone());
+    let mut own = cx.fork();
+    let runtime = tokio::runtime::Handle::current();
+    let job = tokio::task::spawn_blocking(move || {
+        let handling = AssertUnwindSafe(listener.handle(&delivery, &mut own)).catch_unwind();
+        let result = runtime.block_on(handling);
+        (result, Instant::now(), own)
+    });
+    match tokio::time::timeout_at(until, job).await {
+        Ok(Ok((result, at, own))) => {
+            *cx = own;
+            Some((result, at))
+        }
+        Ok(Err(join)) => {
+            let panic = join
+                .try_into_panic()
+                .unwrap_or_else(|_| Box::new("cancelled"));
+            Some((Err(panic), Instant::now()))
+        }
+        Err(_) => None,
+    }
 }
 
 fn panic_text(panic: &(dyn Any + Send)) -> String {

@@ -15,9 +15,12 @@ use super::{PumpHandle, Shared};
 use crate::governor::budget::{Account, Amount, BudgetName};
 use crate::governor::ledger::{Absorbed, Ledger};
 use crate::governor::report::{self, HaltingReport};
-use crate::governor::{Budget, GovernorMessage, HaltClass, Verdict, budget_xml};
+use crate::governor::{Budget, Decision, GovernorMessage, HaltClass, Verdict};
 use crate::history::{HistoryError, RecordKind};
-use crate::system::{ErrorCode, GOVERNOR_NS, SystemMessage, ThreadStatus};
+use crate::listener::{Registration, Role, Usage};
+use crate::system::{
+    CLIENT_SENDER, ErrorCode, GOVERNOR_NS, SYSTEM_SENDER, SystemMessage, ThreadStatus,
+};
 use crate::thread::registry::{Queued, ThreadEntry, ThreadInner};
 use crate::{Envelope, Payload, ThreadId, ThreadState};
 
@@ -29,6 +32,8 @@ pub(crate) enum Admission {
         deadline: Option<Instant>,
         warnings: Vec<SystemMessage>,
         account: Arc<Account>,
+        /// What the gate withdrew (a turn, a tool call), to record with the delivery.
+        cost: Cost,
     },
     /// Do not deliver: halt the thread.
     Halt(Verdict),
@@ -80,6 +85,7 @@ impl Shared {
                 deadline: None,
                 warnings: Vec::new(),
                 account,
+                cost: Cost::default(),
             };
         }
         if l.stop_requested {
@@ -98,26 +104,26 @@ impl Shared {
         if l.deadline.is_some_and(|d| Instant::now() >= d) {
             return Admission::Halt(Verdict::timeout(BudgetName::WallClock));
         }
-        if let Some(e) = l.account.exhausted() {
-            return Admission::Halt(Verdict::timeout(e.budget));
+        if let Some(verdict) = Verdict::breach(&l.account.breached()) {
+            return Admission::Halt(verdict);
         }
-        // Outside input is the caller's choice; loops are made of what listeners and the pump emit.
         let env = &item.envelope;
-        let from_listener = env.from() != crate::system::CLIENT_SENDER;
-        if from_listener
-            && l.repeats(
+        let cost = Cost::of(env, &self.listeners[item.target]);
+        // Outside input is the caller's choice, and the governor's own notices are not part of
+        // a conversation; loops are made of what listeners and the pump emit.
+        if env.from() != CLIENT_SENDER
+            && !cost.free
+            && l.cycles(
                 env.from(),
                 listener,
                 env.payload().as_str(),
                 policy.no_progress_window,
+                policy.cycle_max_period,
             )
         {
             return Admission::Halt(Verdict::new(HaltClass::NoProgress, "repeated-message"));
         }
-        if let Err(e) = l
-            .account
-            .withdraw(Amount::of(BudgetName::Turns, Decimal::ONE))
-        {
+        if let Err(e) = l.account.withdraw(cost.amount()) {
             return Admission::Halt(Verdict::timeout(e.budget));
         }
         let warnings = warnings(l, policy.warning_fraction);
@@ -126,6 +132,7 @@ impl Shared {
             deadline: l.deadline,
             warnings,
             account: Arc::clone(&l.account),
+            cost,
         }
     }
 
@@ -169,8 +176,9 @@ impl Shared {
         tx: &mut Tx,
         entry: &ThreadEntry,
         inner: &mut ThreadInner,
-        xml: String,
+        decision: &Decision,
     ) {
+        let xml = decision.to_xml();
         let payload = Payload::from_trusted(crate::QName::new(GOVERNOR_NS, "decision"), xml, true);
         let env = Envelope::new(Arc::clone(&self.governor_name), entry.id, payload);
         tx.record(inner, env, RecordKind::Decision);
@@ -204,12 +212,7 @@ impl Shared {
             .certificate()
             .map_or("none", |c| c.as_str())
             .to_owned();
-        let decision = format!(
-            "<decision xmlns=\"{GOVERNOR_NS}\" action=\"halt\" class=\"{}\" reason=\"{}\"/>",
-            verdict.class,
-            quick_xml::escape::escape(verdict.reason.as_str())
-        );
-        self.decide(tx, entry, inner, decision);
+        self.decide(tx, entry, inner, &Decision::halt(&verdict));
         let halt = SystemMessage::Halt {
             reason: verdict.reason.clone(),
             class: verdict.class.as_str().to_owned(),
@@ -265,13 +268,58 @@ impl Shared {
     }
 }
 
+/// What the gate withdraws for one delivery.
+///
+/// Every delivery costs a turn, except a notice the governor sends on its own initiative (a
+/// budget warning must not spend the budget it warns about). A call delivered to a listener
+/// registered with the tool role also costs a tool call, charged to the caller's thread.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Cost {
+    /// The delivery costs no turn.
+    pub free: bool,
+    /// The delivery is a tool call.
+    pub tool_call: bool,
+}
+
+impl Cost {
+    fn of(env: &Envelope, to: &Registration) -> Self {
+        let from_pump = env.from() == SYSTEM_SENDER;
+        Self {
+            free: from_pump && SystemMessage::is_budget_warning(env.payload()),
+            tool_call: !from_pump && to.role == Role::Tool,
+        }
+    }
+
+    fn amount(self) -> Amount {
+        let mut amount = Amount::default();
+        if !self.free {
+            amount = Amount::of(BudgetName::Turns, Decimal::ONE);
+        }
+        if self.tool_call {
+            amount.add(BudgetName::ToolCalls, Decimal::ONE);
+        }
+        amount
+    }
+
+    /// The usage to record with the delivery for what the gate withdrew (turns are counted
+    /// by the delivery itself).
+    pub fn usage(self) -> Usage {
+        Usage {
+            tool_calls: u64::from(self.tool_call),
+            ..Usage::default()
+        }
+    }
+}
+
 /// One `budget-warning` per budget that crossed the warning fraction and was not warned about.
 fn warnings(ledger: &mut Ledger, fraction: Decimal) -> Vec<SystemMessage> {
     let mut out = Vec::new();
-    for (name, limit, spent) in ledger.account.snapshot() {
-        let Some(limit) = limit else { continue };
+    for line in ledger.account.snapshot() {
+        let (name, spent) = (line.name, line.spent);
+        let (Some(limit), Some(left)) = (line.limit, line.remaining()) else {
+            continue;
+        };
         if limit > Decimal::ZERO && spent >= limit * fraction && ledger.first_warning(name) {
-            let left = (limit - spent).max(Decimal::ZERO);
             let message = format!("budget {name}: {spent} of {limit} used, {left} remain; wrap up");
             out.push(SystemMessage::Error {
                 code: ErrorCode::BudgetWarning,
@@ -312,11 +360,20 @@ impl Applying<'_> {
         let me = Arc::clone(&self.shared.listeners[self.me].name);
         let window = self.shared.config.governor.no_progress_window;
         match self.inner.ledger.absorb(message, &me, self.entry.depth) {
-            Absorbed::Goal { criteria, budget } => {
-                let decision =
-                    decision_xml(&format!("action=\"goal\" criteria=\"{criteria}\""), &budget);
+            Absorbed::Goal {
+                criteria,
+                budget,
+                certified,
+            } => {
+                let decision = Decision::Goal { criteria, budget };
                 self.shared
-                    .decide(&mut self.tx, self.entry, self.inner, decision);
+                    .decide(&mut self.tx, self.entry, self.inner, &decision);
+                if !certified {
+                    // phuc-loop: "If `halting_certificates_applicable` is missing or empty:
+                    // `EXIT_NEED_INFO` immediately."
+                    let verdict = Verdict::new(HaltClass::NeedInfo, "no-certificates-declared");
+                    self.signals.halt.get_or_insert(verdict);
+                }
             }
             Absorbed::Loop(signal) => {
                 if self.inner.ledger.same_control(payload.as_str(), window) {
@@ -441,24 +498,16 @@ impl PumpHandle {
                     needed: "halted",
                 });
             }
-            let ledger = &mut inner.ledger;
-            ledger.account.extend(extra);
-            if let Some(w) = extra.wall_clock {
-                let from = ledger
-                    .deadline
-                    .map_or(Instant::now(), |d| d.max(Instant::now()));
-                ledger.deadline = Some(from + w);
-            }
-            ledger.stop_requested = false;
-            ledger.queue_full_streak = 0;
-            ledger.reset_progress_guard();
+            inner.ledger.resume(extra);
             inner.state = ThreadState::Idle;
             if let Some(p) = parent_inner.as_deref_mut() {
                 p.live_children += 1;
             }
             let mut tx = Tx::new();
-            let decision = decision_xml("action=\"resume\"", extra);
-            shared.decide(&mut tx, &entry, &mut inner, decision);
+            let decision = Decision::Resume {
+                added: extra.clone(),
+            };
+            shared.decide(&mut tx, &entry, &mut inner, &decision);
             tx.snapshot(&entry, &inner);
             let committed = tx.commit(shared, (&entry, &mut inner), None);
             shared.wake(&entry, &mut inner);
@@ -475,13 +524,5 @@ impl PumpHandle {
     /// [`HistoryError::Query`] when the store cannot be read.
     pub async fn reports(&self, thread: ThreadId) -> Result<Vec<HaltingReport>, HistoryError> {
         self.shared.store.reports(thread).await
-    }
-}
-
-/// A `<decision>` element with `attributes` and, when anything is limited, a `<budget>` child.
-pub(crate) fn decision_xml(attributes: &str, budget: &Budget) -> String {
-    match budget_xml(budget, "") {
-        b if b.is_empty() => format!("<decision xmlns=\"{GOVERNOR_NS}\" {attributes}/>"),
-        b => format!("<decision xmlns=\"{GOVERNOR_NS}\" {attributes}>{b}</decision>"),
     }
 }

@@ -22,7 +22,9 @@ pub(crate) enum Recipient<'a> {
 }
 
 impl Shared {
-    /// Queues (or records) a pump notice for `to` in this thread.
+    /// Queues (or records) a pump notice for `to` in this thread. A notice respects the queue's
+    /// capacity like any message: when the thread's queue is full it is recorded, addressed to
+    /// the listener, without being delivered (the listener sees it in its history).
     pub(crate) fn notice(
         &self,
         tx: &mut Tx,
@@ -36,7 +38,10 @@ impl Shared {
         let env =
             Envelope::new(system, entry.id, message.to_payload()).with_in_reply_to(in_reply_to);
         match to {
-            Recipient::Listener(index) if !inner.state.is_closed() => {
+            Recipient::Listener(index)
+                if !inner.state.is_closed()
+                    && inner.queue.len() + tx.queued_here() < self.config.queue_capacity =>
+            {
                 let env = env.with_to(Some(Arc::clone(&self.listeners[index].name)));
                 tx.queue(inner, Place::Here, env, index, RecordKind::System);
             }

@@ -10,7 +10,7 @@ use crate::extract::{ExtractError, extract};
 use crate::governor::{Budget, GovernorMessage};
 use crate::listener::{Delivery, Output, Outputs, Target};
 use crate::system::{ErrorCode, GOVERNOR_NS};
-use crate::system::{HuhCode, Request, SYSTEM_NS};
+use crate::system::{HuhCode, Request, SYSTEM_NS, attempt};
 
 /// A delivery's steps, in order (usually one or two: kept inline).
 pub(crate) type Steps = SmallVec<[Step; 2]>;
@@ -26,8 +26,13 @@ pub(crate) enum Step {
     },
     /// Send out of the pump to the outside sender.
     Egress { payload: Payload },
-    /// Tell the listener its output was refused (`huh` / `system-error`).
-    Refused { refusal: Refusal, original: String },
+    /// Tell the listener its output was refused (`huh` / `system-error`); `count` outputs
+    /// (more than one for outputs past the limit, refused unread).
+    Refused {
+        refusal: Refusal,
+        original: String,
+        count: usize,
+    },
     /// Start a child thread.
     Spawn {
         request: Payload,
@@ -60,7 +65,20 @@ impl Shared {
         let limits = &self.config.limits;
         let mut steps = Steps::new();
         let mut payloads = 0usize;
+        let (mut excess, mut excess_at) = (0usize, None);
         for output in outputs {
+            // Past the limit an output is refused unread: a flood costs no parsing.
+            if payloads >= limits.max_outputs {
+                if excess == 0 {
+                    excess_at = Some(steps.len());
+                    let message =
+                        format!("more than {} payloads in one delivery", limits.max_outputs);
+                    let refusal = Refusal::Huh(HuhCode::LimitExceeded, message);
+                    steps.push(refused(refusal, attempt(output.text().as_bytes())));
+                }
+                excess += 1;
+                continue;
+            }
             let (target, found): (Target, SmallVec<[Payload; 1]>) = match output {
                 Output::Payload(target, text) => match Payload::parse(&text, limits) {
                     Ok(p) => (target, smallvec![p]),
@@ -102,6 +120,10 @@ impl Shared {
                 }
                 self.plan_payload(sender, &target, payload, &mut steps);
             }
+        }
+        // The first output past the limit stands for all of them.
+        if let Some(Step::Refused { count, .. }) = excess_at.and_then(|at| steps.get_mut(at)) {
+            *count = excess;
         }
         steps
     }
@@ -209,5 +231,9 @@ impl Shared {
 }
 
 fn refused(refusal: Refusal, original: String) -> Step {
-    Step::Refused { refusal, original }
+    Step::Refused {
+        refusal,
+        original,
+        count: 1,
+    }
 }

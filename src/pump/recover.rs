@@ -12,8 +12,8 @@ use super::notice::Recipient;
 use super::tx::Tx;
 use crate::governor::budget::{Account, Amount, BudgetName};
 use crate::governor::ledger::Ledger;
-use crate::governor::{Budget, GovernorMessage};
-use crate::history::Recovery;
+use crate::governor::{Budget, Decision, GovernorMessage};
+use crate::history::{RecordKind, Recovery};
 use crate::system::{ErrorCode, SystemMessage};
 use crate::thread::registry::{Queued, ThreadEntry};
 use crate::{Envelope, Payload, ThreadId, ThreadState};
@@ -41,14 +41,23 @@ impl Shared {
             governor,
             ..
         } = recovery;
+        // Carve-outs as granted: a child's account is reopened with exactly those limits.
+        let granted: HashMap<ThreadId, Budget> = governor
+            .iter()
+            .filter_map(|r| match Decision::parse(&r.payload)? {
+                Decision::Carve { thread, granted } => Some((thread, granted)),
+                _ => None,
+            })
+            .collect();
         let mut restored: HashMap<ThreadId, Arc<ThreadEntry>> = HashMap::new();
         for info in &threads {
             let parent = info.parent.and_then(|p| restored.get(&p));
             let ledger = match parent {
                 Some(parent) => {
                     let p = parent.lock();
+                    let carve = granted.get(&info.id).cloned().unwrap_or_default();
                     Ledger::new(
-                        p.ledger.account.child(&Budget::default()),
+                        p.ledger.account.child_granted(&carve),
                         p.ledger.deadline,
                         p.ledger.max_depth,
                     )
@@ -76,6 +85,7 @@ impl Shared {
                 continue;
             };
             let mut inner = entry.lock();
+            // Notices that cost no turn were counted apart (`notices`), so turns are exact.
             let mut spent = Amount::of(BudgetName::Turns, Decimal::from(c.deliveries));
             spent.0[1] = Decimal::from(c.tokens_in + c.tokens_out);
             spent.0[2] = c.cost;
@@ -89,17 +99,14 @@ impl Shared {
             }
         }
         for record in governor {
-            let Some(entry) = restored.get(&record.thread) else {
-                continue;
-            };
-            let message = Payload::parse(&record.payload, &self.config.limits)
-                .ok()
-                .and_then(|p| GovernorMessage::parse(&p).ok());
-            if let Some(message) = message {
-                entry
-                    .lock()
-                    .ledger
-                    .absorb(message, &record.from, entry.depth);
+            if let Some(entry) = restored.get(&record.thread) {
+                self.replay(entry, &record);
+            }
+        }
+        for entry in restored.values() {
+            let inner = entry.lock();
+            if inner.state.is_closed() {
+                inner.ledger.account.close();
             }
         }
         let mut requeued = 0;
@@ -150,6 +157,28 @@ impl Shared {
             "recovered from history"
         );
         Ok(report)
+    }
+
+    /// Replays one governor record into a thread's ledger: a message from a listener as the
+    /// governor took it in, a halt as the closing of the account, a resume as its extension —
+    /// in record order, so a goal's tightening and a resume's addition compose as they did.
+    fn replay(&self, entry: &ThreadEntry, record: &crate::history::Record) {
+        let mut inner = entry.lock();
+        let ledger = &mut inner.ledger;
+        if record.kind == RecordKind::Decision {
+            match Decision::parse(&record.payload) {
+                Some(Decision::Halt { .. }) => ledger.account.close(),
+                Some(Decision::Resume { added }) => ledger.resume(&added),
+                _ => {}
+            }
+            return;
+        }
+        let message = Payload::parse(&record.payload, &self.config.limits)
+            .ok()
+            .and_then(|p| GovernorMessage::parse(&p).ok());
+        if let Some(message) = message {
+            ledger.absorb(message, &record.from, entry.depth);
+        }
     }
 
     /// A pending message whose listener is no longer registered: resolved with a recorded notice.

@@ -47,6 +47,7 @@ impl Tx {
             id,
             handled: false,
             usage: Usage::default(),
+            free: false,
         };
         Self {
             batch: Batch {
@@ -57,11 +58,13 @@ impl Tx {
         }
     }
 
-    /// Marks the taken message as handled by a listener that reported `usage`.
-    pub fn handled(&mut self, usage: Usage) {
+    /// Marks the taken message as handled by a listener that reported `usage`; `free` when
+    /// it was a governor notice that cost no turn.
+    pub fn handled(&mut self, usage: Usage, free: bool) {
         if let Some(d) = self.batch.delivered.as_mut() {
             d.handled = true;
             d.usage = usage;
+            d.free = free;
         }
     }
 

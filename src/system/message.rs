@@ -121,7 +121,41 @@ pub enum SystemMessage {
     },
 }
 
+/// How the pump renders a budget warning, up to its message.
+const BUDGET_WARNING_START: &str =
+    "<system-error xmlns=\"urn:agentpump:system:v1\"><code>budget-warning</code>";
+
 impl SystemMessage {
+    /// Whether `payload`, sent by the pump, is a budget warning: a notice the governor sends on
+    /// its own initiative, which costs the listener no turn. (Only the pump sends as
+    /// `system`, so its own rendering is what to look for.)
+    pub(crate) fn is_budget_warning(payload: &Payload) -> bool {
+        payload.as_str().starts_with(BUDGET_WARNING_START)
+    }
+
+    /// The same refusal, standing for `count` refusals of one delivery's outputs: the listener
+    /// gets one notice, however many outputs were refused.
+    pub(crate) fn summarizing(self, count: usize) -> Self {
+        let say =
+            |m: String| format!("{count} outputs of this delivery were refused; the first: {m}");
+        match self {
+            Self::Huh {
+                code,
+                message,
+                original,
+            } => Self::Huh {
+                code,
+                message: say(message),
+                original,
+            },
+            Self::Error { code, message } => Self::Error {
+                code,
+                message: say(message),
+            },
+            other => other,
+        }
+    }
+
     /// The element's local name.
     pub fn element(&self) -> &'static str {
         match self {

@@ -8,7 +8,8 @@ use quick_xml::events::{BytesStart, Event};
 use quick_xml::name::ResolveResult;
 
 use super::{HuhCode, SYSTEM_NS, is_reserved_namespace};
-use crate::governor::{Budget, budget_xml, parse_budget};
+use crate::envelope::unexpected_attribute;
+use crate::governor::{BUDGET_ATTRIBUTES, Budget, budget_xml, parse_budget};
 use crate::{EnvelopeError, Limits, Payload};
 
 /// A request a listener made in the system namespace, parsed and validated.
@@ -134,7 +135,12 @@ impl Request {
             "spawn-thread" if !empty => parse_spawn(&mut reader, &start, text, limits),
             "spawn-thread" => Err(invalid("<spawn-thread> needs an <initial-payload>")),
             "clear-context" => {
-                let keep = match attribute(&start, "keep-messages")? {
+                // Seed 003 spells it `keep_messages`: a documented alias.
+                unexpected_attribute(&start, "clear-context", &["keep-messages", "keep_messages"])
+                    .map_err(|m| invalid(&m))?;
+                let keep =
+                    attribute(&start, "keep-messages")?.or(attribute(&start, "keep_messages")?);
+                let keep = match keep {
                     None => 0,
                     Some(v) => v.parse().map_err(|_| {
                         invalid(&format!("keep-messages=\"{v}\" is not a whole number"))
@@ -142,8 +148,12 @@ impl Request {
                 };
                 Ok(Self::ClearContext { keep })
             }
-            "thread-done" if empty => Ok(Self::ThreadDone { payload: None }),
+            "thread-done" if empty => {
+                unexpected_attribute(&start, "thread-done", &[]).map_err(|m| invalid(&m))?;
+                Ok(Self::ThreadDone { payload: None })
+            }
             "thread-done" => {
+                unexpected_attribute(&start, "thread-done", &[]).map_err(|m| invalid(&m))?;
                 let span = reader
                     .read_to_end(start.name())
                     .map_err(|e| invalid(&e.to_string()))?;
@@ -168,7 +178,11 @@ fn parse_spawn(
     text: &str,
     limits: &Limits,
 ) -> Result<Request, RequestError> {
-    let suggested_sub_id = attribute(root, "suggested-sub-id")?;
+    // Seed 003 spells it `suggested_sub_id`: a documented alias.
+    let spellings = ["suggested-sub-id", "suggested_sub_id", "to"];
+    unexpected_attribute(root, "spawn-thread", &spellings).map_err(|m| invalid(&m))?;
+    let suggested_sub_id =
+        attribute(root, "suggested-sub-id")?.or(attribute(root, "suggested_sub_id")?);
     let to = attribute(root, "to")?;
     let mut initial = None;
     let mut budget = None;
@@ -195,6 +209,7 @@ fn parse_spawn(
                 if in_system && e.local_name().as_ref() == "budget" && budget.is_none() =>
             {
                 // `<budget …/>` and `<budget …></budget>` are the same element.
+                unexpected_attribute(e, "budget", BUDGET_ATTRIBUTES).map_err(|m| invalid(&m))?;
                 let element = format!("<budget {}/>", e.attributes_raw());
                 budget = Some(parse_budget(&element).map_err(|m| invalid(&m))?);
                 if matches!(event, Event::Start(_)) {

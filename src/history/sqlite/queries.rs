@@ -183,7 +183,7 @@ pub(crate) fn threads(
 fn counters(conn: &Connection) -> rusqlite::Result<HashMap<ThreadId, Counters>> {
     let mut counters = HashMap::new();
     let mut stmt = conn.prepare_cached(
-        "SELECT thread, count(*), sum(tokens_in), sum(tokens_out), group_concat(cost, ' '), sum(tool_calls), sum(usage_estimated) FROM records WHERE handled = 1 GROUP BY thread",
+        "SELECT thread, sum(handled = 1), sum(tokens_in), sum(tokens_out), group_concat(cost, ' '), sum(tool_calls), sum(usage_estimated), sum(handled = 2) FROM records WHERE handled > 0 GROUP BY thread",
     )?;
     for row in stmt.query_map([], |r| {
         Ok((
@@ -194,9 +194,10 @@ fn counters(conn: &Connection) -> rusqlite::Result<HashMap<ThreadId, Counters>> 
             r.get::<_, String>(4)?,
             r.get::<_, i64>(5)?,
             r.get::<_, i64>(6)?,
+            r.get::<_, i64>(7)?,
         ))
     })? {
-        let (thread, n, tin, tout, costs, tools, estimated) = row?;
+        let (thread, n, tin, tout, costs, tools, estimated, notices) = row?;
         let cost = costs
             .split(' ')
             .map(|c| parse::<Decimal>(4, c))
@@ -209,6 +210,7 @@ fn counters(conn: &Connection) -> rusqlite::Result<HashMap<ThreadId, Counters>> 
             tool_calls: tools as u64,
             cost,
             estimated_usage: estimated as u64,
+            notices: notices as u64,
         };
         counters.insert(parse(0, &thread)?, c);
     }
@@ -232,7 +234,7 @@ pub(crate) fn recovery(conn: &Connection) -> rusqlite::Result<Recovery> {
         pending: pending(conn)?,
         governor: records(
             conn,
-            "WHERE recipient = 'governor' AND kind = 'message' ORDER BY seq",
+            "WHERE (recipient = 'governor' AND kind = 'message') OR kind = 'decision' ORDER BY seq",
             [],
         )?,
         halts: records(

@@ -85,6 +85,10 @@ pub(crate) fn prepare(conn: &mut Connection, durability: Durability) -> Result<(
         tx.execute("INSERT INTO meta (key, value) VALUES ('application', 'agentpump'), ('schema_version', ?1)", [SCHEMA_VERSION.to_string()])?;
         tx.commit()?;
     }
+    // Added after schema 1 shipped: created in older files too (recovery reads decisions).
+    conn.execute_batch(
+        "CREATE INDEX IF NOT EXISTS records_decisions ON records (seq) WHERE kind = 'decision';",
+    )?;
     Ok(())
 }
 

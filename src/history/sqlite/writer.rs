@@ -94,7 +94,8 @@ fn write(conn: &mut Connection, jobs: &[Job]) -> rusqlite::Result<()> {
                 let u = &d.usage;
                 deliver.execute(params![
                     d.id.to_string(),
-                    d.handled,
+                    // 0 refused, 1 handled (a turn), 2 handled notice that cost no turn.
+                    i64::from(d.handled) * if d.free { 2 } else { 1 },
                     u.tokens_in as i64,
                     u.tokens_out as i64,
                     u.cost.to_string(),

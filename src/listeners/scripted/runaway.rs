@@ -3,7 +3,7 @@
 use async_trait::async_trait;
 
 use super::{DEMO_NS, text};
-use crate::governor::{Budget, Goal};
+use crate::governor::{Budget, CertificateType, Goal};
 use crate::{Context, Delivery, Listener, ListenerError};
 
 /// On `<ruminate>`: declares a goal that allows 12 turns, then keeps thinking a new thought by
@@ -21,6 +21,8 @@ impl Listener for ScriptedRunaway {
         if n == 0 {
             cx.goal(&Goal {
                 text: "think it over".into(),
+                // It would stop on a residual below r-p; it never reports one.
+                certificates: vec![CertificateType::Converged],
                 budget: Budget {
                     turns: Some(12),
                     ..Budget::default()

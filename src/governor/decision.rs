@@ -1,0 +1,147 @@
+//! [`Decision`]: what the governor records it did — declared a goal, carved a budget for a
+//! child, resumed a thread, halted it. Written into the thread as `<decision>` (kind
+//! `decision`, from `governor`), and read back when a restarted pump replays the ledgers.
+
+use std::fmt::Write as _;
+
+use quick_xml::escape::escape;
+use quick_xml::events::Event;
+
+use super::messages::{budget_xml, parse_budget};
+use super::{Budget, Verdict};
+use crate::ThreadId;
+use crate::system::GOVERNOR_NS;
+
+/// One governor decision.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Decision {
+    /// A goal was declared: how many criteria, and the budget it tightened.
+    Goal { criteria: usize, budget: Budget },
+    /// A child was spawned with a carve-out: the limits it was granted.
+    Carve { thread: ThreadId, granted: Budget },
+    /// A halted thread was resumed with this much more budget.
+    Resume { added: Budget },
+    /// The thread halted.
+    Halt { class: String, reason: String },
+}
+
+impl Decision {
+    /// The halt decision for a verdict.
+    pub fn halt(verdict: &Verdict) -> Self {
+        Self::Halt {
+            class: verdict.class.as_str().to_owned(),
+            reason: verdict.reason.clone(),
+        }
+    }
+
+    /// The `<decision>` element.
+    pub fn to_xml(&self) -> String {
+        let mut x = format!("<decision xmlns=\"{GOVERNOR_NS}\"");
+        let budget = match self {
+            Self::Goal { criteria, budget } => {
+                let _ = write!(x, " action=\"goal\" criteria=\"{criteria}\"");
+                budget
+            }
+            Self::Carve { thread, granted } => {
+                let _ = write!(x, " action=\"carve\" thread=\"{thread}\"");
+                granted
+            }
+            Self::Resume { added } => {
+                x.push_str(" action=\"resume\"");
+                added
+            }
+            Self::Halt { class, reason } => {
+                let reason = escape(reason.as_str());
+                let _ = write!(
+                    x,
+                    " action=\"halt\" class=\"{class}\" reason=\"{reason}\"/>"
+                );
+                return x;
+            }
+        };
+        match budget_xml(budget, "") {
+            b if b.is_empty() => x.push_str("/>"),
+            b => {
+                let _ = write!(x, ">{b}</decision>");
+            }
+        }
+        x
+    }
+
+    /// Reads a `<decision>` element the pump wrote; `None` for anything else.
+    pub fn parse(xml: &str) -> Option<Self> {
+        let mut reader = quick_xml::Reader::from_str(xml);
+        let (root, empty) = match reader.read_event().ok()? {
+            Event::Start(e) => (e.into_owned(), false),
+            Event::Empty(e) => (e.into_owned(), true),
+            _ => return None,
+        };
+        let attribute = |name: &str| -> Option<String> {
+            let a = root.try_get_attribute(name).ok()??;
+            let value = a
+                .normalized_value(quick_xml::XmlVersion::Implicit1_0)
+                .ok()?;
+            Some(value.into_owned())
+        };
+        let mut budget = Budget::default();
+        if !empty {
+            if let Ok(Event::Empty(e) | Event::Start(e)) = reader.read_event() {
+                if e.local_name().as_ref() == "budget" {
+                    budget = parse_budget(&format!("<budget {}/>", e.attributes_raw())).ok()?;
+                }
+            }
+        }
+        Some(match attribute("action")?.as_str() {
+            "goal" => Self::Goal {
+                criteria: attribute("criteria")?.parse().ok()?,
+                budget,
+            },
+            "carve" => Self::Carve {
+                thread: attribute("thread")?.parse().ok()?,
+                granted: budget,
+            },
+            "resume" => Self::Resume { added: budget },
+            "halt" => Self::Halt {
+                class: attribute("class")?,
+                reason: attribute("reason")?,
+            },
+            _ => return None,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_decision_reads_back_as_written() {
+        let budget = Budget {
+            turns: Some(20),
+            cost: Some(rust_decimal::Decimal::new(5, 1)),
+            ..Budget::default()
+        };
+        let all = [
+            Decision::Goal {
+                criteria: 2,
+                budget: budget.clone(),
+            },
+            Decision::Carve {
+                thread: ThreadId::new(),
+                granted: budget.clone(),
+            },
+            Decision::Resume { added: budget },
+            Decision::Resume {
+                added: Budget::default(),
+            },
+            Decision::Halt {
+                class: "TIMEOUT".into(),
+                reason: "max-tokens max-cost & <more>".into(),
+            },
+        ];
+        for decision in all {
+            assert_eq!(Decision::parse(&decision.to_xml()), Some(decision));
+        }
+        assert_eq!(Decision::parse("<decision action=\"dance\"/>"), None);
+    }
+}
