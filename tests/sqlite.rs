@@ -50,6 +50,26 @@ async fn history_survives_closing_and_reopening_the_file() {
     assert!(pump.verify().await.unwrap() >= 8);
 }
 
+#[tokio::test]
+async fn a_closed_store_is_one_self_contained_file() {
+    let dir = Scratch::new("sqlite");
+    let store = Arc::new(SqliteHistory::open(dir.db()).unwrap());
+    let pump = echo_pump(Arc::clone(&store));
+    let thread = start(&pump, &p("say", "one")).await;
+    pump.settle(thread).await;
+    pump.shutdown(std::time::Duration::from_secs(1)).await;
+    let records = pump.history(thread).await.unwrap();
+    store.close().unwrap();
+    store.close().unwrap(); // closing twice is harmless
+    let wal = std::fs::metadata(dir.write("probe", "").with_file_name("history.db-wal"));
+    assert!(wal.map_or(true, |m| m.len() == 0), "the log was checkpointed");
+    // Only the database file, copied elsewhere, holds the whole history.
+    let copy = Scratch::new("sqlite-copy");
+    std::fs::copy(dir.db(), copy.db()).unwrap();
+    let copied = SqliteHistory::open_read_only(copy.db()).unwrap();
+    assert_eq!(copied.thread(thread, 0).await.unwrap(), records);
+}
+
 fn sql(db: &std::path::Path, statement: &str) {
     let conn = rusqlite::Connection::open(db).unwrap();
     conn.execute_batch(statement).unwrap();

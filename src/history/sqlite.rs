@@ -66,7 +66,7 @@ pub struct SqliteHistory {
     order: Mutex<Order>,
     failed: Failure,
     jobs: Mutex<Option<mpsc::SyncSender<writer::Job>>>,
-    writer: Mutex<Option<JoinHandle<()>>>,
+    writer: Mutex<Option<JoinHandle<Result<(), String>>>>,
     reader: Mutex<Connection>,
 }
 
@@ -178,6 +178,40 @@ impl SqliteHistory {
         })
     }
 
+    /// Closes the store: the writer commits every batch it was handed, then checkpoints the
+    /// write-ahead log into the database file and truncates it, so the file alone holds the
+    /// whole history (it can be copied or moved without its `-wal`). Later appends are refused
+    /// with [`HistoryError::Unavailable`]; queries keep working. Closing twice is harmless, and
+    /// dropping the store closes it.
+    ///
+    /// # Errors
+    ///
+    /// [`HistoryError::Unavailable`] when the checkpoint failed or could not complete (another
+    /// process was reading the file); the history is then still whole, in the file and its
+    /// `-wal` together.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let dir = std::env::temp_dir().join(format!("agentpump-close-{}", std::process::id()));
+    /// std::fs::create_dir_all(&dir)?;
+    /// let store = agentpump::history::SqliteHistory::open(dir.join("history.db"))?;
+    /// store.close()?;
+    /// # std::fs::remove_dir_all(&dir)?; Ok(()) }
+    /// ```
+    pub fn close(&self) -> Result<(), HistoryError> {
+        self.jobs.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let writer = self.writer.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let Some(handle) = writer else {
+            return Ok(());
+        };
+        let outcome = handle
+            .join()
+            .unwrap_or_else(|_| Err("the history writer panicked".into()));
+        outcome.map_err(|why| HistoryError::Unavailable(format!("{}: {why}", self.path.display())))
+    }
+
     /// The file this store writes.
     pub fn path(&self) -> &Path {
         &self.path
@@ -210,11 +244,10 @@ fn unavailable(path: &Path, e: &rusqlite::Error) -> HistoryError {
 }
 
 impl Drop for SqliteHistory {
-    /// Flushes: the writer commits every batch it was handed, then stops.
+    /// Closes the store (see [`SqliteHistory::close`]); a failure is logged.
     fn drop(&mut self) {
-        self.jobs.lock().unwrap_or_else(|p| p.into_inner()).take();
-        if let Some(handle) = self.writer.lock().unwrap_or_else(|p| p.into_inner()).take() {
-            let _ = handle.join();
+        if let Err(e) = self.close() {
+            tracing::error!(error = %e, "closing the history store");
         }
     }
 }

@@ -21,22 +21,42 @@ pub(crate) struct Job {
     pub done: oneshot::Sender<Result<(), HistoryError>>,
 }
 
-/// Starts the writer on its own OS thread (SQLite calls block).
+/// Starts the writer on its own OS thread (SQLite calls block). The thread ends once every
+/// sender is gone, after writing all it was handed and checkpointing the write-ahead log into
+/// the database file; it returns why the checkpoint failed, if it did.
 pub(crate) fn spawn(
-    conn: Connection,
+    mut conn: Connection,
     failed: Failure,
     options: SqliteOptions,
-) -> Result<(mpsc::SyncSender<Job>, JoinHandle<()>), HistoryError> {
+) -> Result<(mpsc::SyncSender<Job>, JoinHandle<Result<(), String>>), HistoryError> {
     let (jobs, inbox) = mpsc::sync_channel(options.backlog.max(1));
     let handle = std::thread::Builder::new()
         .name("agentpump-history".into())
-        .spawn(move || run(conn, &inbox, &failed, options.group.max(1)))
+        .spawn(move || {
+            run(&mut conn, &inbox, &failed, options.group.max(1));
+            checkpoint(&conn)
+        })
         .map_err(|e| HistoryError::Unavailable(format!("cannot start the history writer: {e}")))?;
     Ok((jobs, handle))
 }
 
+/// Copies every committed page from the write-ahead log into the database file and truncates
+/// the log, so the file alone holds the whole history once the store is closed.
+fn checkpoint(conn: &Connection) -> Result<(), String> {
+    let (busy, _, _): (i64, i64, i64) = conn
+        .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |row| {
+            Ok((row.get(0)?, row.get(1)?, row.get(2)?))
+        })
+        .map_err(|e| format!("checkpoint failed: {e}"))?;
+    if busy == 0 {
+        Ok(())
+    } else {
+        Err("checkpoint incomplete: another connection is reading the database".into())
+    }
+}
+
 fn run(
-    mut conn: Connection,
+    conn: &mut Connection,
     inbox: &mpsc::Receiver<Job>,
     failed: &Mutex<Option<String>>,
     group: usize,
@@ -54,7 +74,7 @@ fn run(
         let already = failed.lock().unwrap_or_else(|p| p.into_inner()).clone();
         let result = match already {
             Some(why) => Err(why),
-            None => write(&mut conn, &jobs).map_err(|e| e.to_string()),
+            None => write(conn, &jobs).map_err(|e| e.to_string()),
         };
         if let Err(why) = &result {
             tracing::error!(error = %why, "history commit failed; the store refuses further writes");
