@@ -62,7 +62,10 @@ async fn a_closed_store_is_one_self_contained_file() {
     store.close().unwrap();
     store.close().unwrap(); // closing twice is harmless
     let wal = std::fs::metadata(dir.write("probe", "").with_file_name("history.db-wal"));
-    assert!(wal.map_or(true, |m| m.len() == 0), "the log was checkpointed");
+    assert!(
+        wal.map_or(true, |m| m.len() == 0),
+        "the log was checkpointed"
+    );
     // Only the database file, copied elsewhere, holds the whole history.
     let copy = Scratch::new("sqlite-copy");
     std::fs::copy(dir.db(), copy.db()).unwrap();

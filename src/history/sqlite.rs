@@ -15,7 +15,6 @@ mod writer;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, mpsc};
-use std::thread::JoinHandle;
 
 use async_trait::async_trait;
 use rusqlite::Connection;
@@ -66,7 +65,7 @@ pub struct SqliteHistory {
     order: Mutex<Order>,
     failed: Failure,
     jobs: Mutex<Option<mpsc::SyncSender<writer::Job>>>,
-    writer: Mutex<Option<JoinHandle<Result<(), String>>>>,
+    writer: Mutex<Option<writer::Writer>>,
     reader: Mutex<Connection>,
 }
 

@@ -21,6 +21,9 @@ pub(crate) struct Job {
     pub done: oneshot::Sender<Result<(), HistoryError>>,
 }
 
+/// The writer thread; joining it gives why the final checkpoint failed, if it did.
+pub(crate) type Writer = JoinHandle<Result<(), String>>;
+
 /// Starts the writer on its own OS thread (SQLite calls block). The thread ends once every
 /// sender is gone, after writing all it was handed and checkpointing the write-ahead log into
 /// the database file; it returns why the checkpoint failed, if it did.
@@ -28,7 +31,7 @@ pub(crate) fn spawn(
     mut conn: Connection,
     failed: Failure,
     options: SqliteOptions,
-) -> Result<(mpsc::SyncSender<Job>, JoinHandle<Result<(), String>>), HistoryError> {
+) -> Result<(mpsc::SyncSender<Job>, Writer), HistoryError> {
     let (jobs, inbox) = mpsc::sync_channel(options.backlog.max(1));
     let handle = std::thread::Builder::new()
         .name("agentpump-history".into())
