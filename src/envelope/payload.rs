@@ -111,6 +111,72 @@ impl Payload {
     }
 }
 
+impl Payload {
+    /// The same payload with its root's default namespace declaration set to `namespace`
+    /// (inserted when the root has none; `""` undeclares it). Only the root's start tag changes;
+    /// unprefixed descendants follow the root unless they declare their own. Used at the
+    /// AgentServer boundary, whose payloads are in no namespace.
+    ///
+    /// # Errors
+    ///
+    /// The rewritten payload fails to parse under `limits` (it grew past a limit, or the root
+    /// start tag cannot be read).
+    pub(crate) fn with_default_namespace(
+        &self,
+        namespace: &str,
+        limits: &Limits,
+    ) -> Result<Self, EnvelopeError> {
+        let text = &*self.text;
+        let (name_end, declaration) = root_default_declaration(text);
+        let value = quick_xml::escape::escape(namespace);
+        let rewritten = match declaration {
+            Some(span) => format!(
+                "{}xmlns=\"{value}\"{}",
+                &text[..span.start],
+                &text[span.end..]
+            ),
+            None => format!(
+                "{} xmlns=\"{value}\"{}",
+                &text[..name_end],
+                &text[name_end..]
+            ),
+        };
+        Self::parse(&rewritten, limits)
+    }
+}
+
+/// Where the root's name ends, and the byte span of its `xmlns="…"` attribute if it has one.
+fn root_default_declaration(text: &str) -> (usize, Option<std::ops::Range<usize>>) {
+    let name_end = text[1..]
+        .find(|c: char| c.is_whitespace() || c == '>' || c == '/')
+        .map_or(text.len(), |i| i + 1);
+    let mut at = name_end;
+    let bytes = text.as_bytes();
+    // Attributes of a parsed payload are well-formed: name, `=`, quoted value.
+    loop {
+        while at < text.len() && bytes[at].is_ascii_whitespace() {
+            at += 1;
+        }
+        if at >= text.len() || matches!(bytes[at], b'>' | b'/') {
+            return (name_end, None);
+        }
+        let start = at;
+        let eq = at + text[at..].find('=').unwrap_or(text.len() - at);
+        let name = text[start..eq].trim_end();
+        let mut q = eq + 1;
+        while q < text.len() && bytes[q].is_ascii_whitespace() {
+            q += 1;
+        }
+        let quote = bytes.get(q).copied().unwrap_or(b'"') as char;
+        let close = text[q + 1..].find(quote).map_or(text.len(), |i| q + 1 + i);
+        let end = (close + 1).min(text.len());
+        if name == "xmlns" {
+            return (name_end, Some(start..end));
+        }
+        at = end;
+    }
+}
+
 /// Fails unless only whitespace follows `end` in `text`.
 fn check_nothing_after(text: &str, end: usize) -> Result<(), EnvelopeError> {
     let rest = &text[end..];

@@ -23,6 +23,20 @@ pub struct PumpConfig {
     pub batch: usize,
     /// Budgets, thresholds and the stop file (see [`GovernorPolicy`]).
     pub governor: GovernorPolicy,
+    /// How AgentServer v2.1 payloads are taken in (see [`AgentServerConfig`]).
+    pub agentserver: AgentServerConfig,
+}
+
+/// AgentServer v2.1 interop. AgentServer payloads usually have no namespace, and no listener
+/// can register a root in none: an organism that serves AgentServer clients declares the
+/// namespace those payloads are taken into.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AgentServerConfig {
+    /// The namespace an AgentServer payload whose root is in no namespace is moved into on
+    /// ingress (`<Greeting xmlns="">` becomes `<Greeting xmlns="urn:…">`, and routes as
+    /// `{urn:…}Greeting`); answers in that namespace go back to AgentServer clients in no
+    /// namespace. `None` (the default): such payloads are refused with `no-route`.
+    pub namespace: Option<String>,
 }
 
 impl PumpConfig {
@@ -39,6 +53,7 @@ impl Default for PumpConfig {
             queue_capacity: Self::DEFAULT_QUEUE_CAPACITY,
             batch: Self::DEFAULT_BATCH,
             governor: GovernorPolicy::default(),
+            agentserver: AgentServerConfig::default(),
         }
     }
 }

@@ -188,6 +188,16 @@ pub(crate) async fn history(
     }
 }
 
+/// `GET /threads/{id}/answers`: what went out to the outside sender, as a JSON array of
+/// envelopes in the dialect that started the thread (AgentServer clients get theirs).
+pub(crate) async fn answers(
+    State(api): State<Api>,
+    Path(id): Path<String>,
+) -> Result<Response, Problem> {
+    let id = known(&api, &id)?;
+    Ok(Json(api.pump.answers(id).await?).into_response())
+}
+
 /// `GET /threads/{id}/tree`.
 pub(crate) async fn tree(
     State(api): State<Api>,
