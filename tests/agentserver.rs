@@ -136,6 +136,20 @@ async fn a_new_agentserver_conversation_opens_its_thread_and_is_answered_in_kind
         answers(&base, &thread).await,
         [expected("World"), expected("again")]
     );
+    // Posted to the thread's own route, an AgentServer envelope's payload is taken in alike.
+    let path = format!("/threads/{thread}/messages");
+    let third = make_envelope(
+        "<Greeting><Name>third</Name></Greeting>",
+        "user",
+        "greeter",
+        &thread,
+    );
+    assert_eq!(
+        post(&base, &path, third).await.status(),
+        StatusCode::CREATED
+    );
+    settle(&pump, &thread).await;
+    assert_eq!(answers(&base, &thread).await.len(), 3);
     // History keeps the payload in the organism's namespace; the chain verifies.
     let history = pump.history(thread.parse().unwrap()).await.unwrap();
     assert!(
