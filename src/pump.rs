@@ -25,6 +25,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use tokio::sync::Notify;
 
+pub(crate) use builder::usable_namespace;
 pub use builder::{AgentServerConfig, BuildError, PumpBuilder, PumpConfig};
 pub use govern::ControlError;
 pub use ingress::{IngressError, Receipt};

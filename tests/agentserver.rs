@@ -237,6 +237,20 @@ fn organism_toml_declares_the_namespace_of_agentserver_payloads() {
         err.contains("organism.toml:2") && err.contains("namespace"),
         "{err}"
     );
+    // The builder refuses a namespace that cannot be declared, or that the pump owns.
+    for bad in ["urn:a b", "urn:\"q\"", "urn:a&b", "urn:agentpump:system:v1"] {
+        let config = PumpConfig {
+            agentserver: AgentServerConfig {
+                namespace: Some(bad.into()),
+            },
+            ..PumpConfig::default()
+        };
+        let err = PumpBuilder::new().config(config).build().unwrap_err();
+        assert!(
+            err.to_string().contains("agentserver.namespace"),
+            "{bad}: {err}"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -115,7 +115,8 @@ impl Payload {
     /// The same payload with its root's default namespace declaration set to `namespace`
     /// (inserted when the root has none; `""` undeclares it). Only the root's start tag changes;
     /// unprefixed descendants follow the root unless they declare their own. Used at the
-    /// AgentServer boundary, whose payloads are in no namespace.
+    /// AgentServer boundary, whose payloads are in no namespace. `namespace` is written as it is
+    /// (XML allows no references in a namespace declaration); the builder checks it.
     ///
     /// # Errors
     ///
@@ -128,7 +129,7 @@ impl Payload {
     ) -> Result<Self, EnvelopeError> {
         let text = &*self.text;
         let (name_end, declaration) = root_default_declaration(text);
-        let value = quick_xml::escape::escape(namespace);
+        let value = namespace;
         let rewritten = match declaration {
             Some(span) => format!(
                 "{}xmlns=\"{value}\"{}",
@@ -289,5 +290,54 @@ mod tests {
                 limit: 64
             }
         ));
+    }
+
+    #[test]
+    fn the_root_default_namespace_is_set_and_released_exactly() {
+        let set = |text: &str, ns: &str| {
+            let p = Payload::parse(text, &Limits::default()).unwrap();
+            let q = p.with_default_namespace(ns, &Limits::default()).unwrap();
+            (q.qname().to_string(), q.as_str().to_owned())
+        };
+        let cases = [
+            (
+                r#"<G xmlns=""><N>W</N></G>"#,
+                "urn:x",
+                "{urn:x}G",
+                r#"<G xmlns="urn:x"><N>W</N></G>"#,
+            ),
+            ("<G/>", "urn:x", "{urn:x}G", r#"<G xmlns="urn:x"/>"#),
+            (
+                r#"<G a="1"><N/></G>"#,
+                "urn:x",
+                "{urn:x}G",
+                r#"<G xmlns="urn:x" a="1"><N/></G>"#,
+            ),
+            (
+                r#"<G t='xmlns="no"' xmlns:p="urn:p" xmlns = '' />"#,
+                "urn:x",
+                "{urn:x}G",
+                r#"<G t='xmlns="no"' xmlns:p="urn:p" xmlns="urn:x" />"#,
+            ),
+            (
+                r#"<R xmlns="urn:x"><m/></R>"#,
+                "",
+                "R",
+                r#"<R xmlns=""><m/></R>"#,
+            ),
+            (
+                r#"<G xmlns="">&amp;</G>"#,
+                "urn:a",
+                "{urn:a}G",
+                r#"<G xmlns="urn:a">&amp;</G>"#,
+            ),
+        ];
+        for (text, ns, qname, expected) in cases {
+            assert_eq!(
+                set(text, ns),
+                (qname.to_owned(), expected.to_owned()),
+                "{text}"
+            );
+        }
     }
 }

@@ -294,8 +294,11 @@ impl Organism {
             stop_file: g.stop_file.clone(),
         };
         if let Some(ns) = &self.agentserver.namespace {
-            if ns.get_ref().trim().is_empty() {
-                let message = "`namespace` must be a namespace URI (`urn:…`), not empty".into();
+            if !crate::pump::usable_namespace(ns.get_ref()) {
+                let message = format!(
+                    "`namespace` must be a namespace URI (`urn:…`): not empty, no spaces, quotes, `<` or `&`, not pump-owned; got `{}`",
+                    ns.get_ref()
+                );
                 return Err(self.at(origin, ns, message));
             }
             config.agentserver.namespace = Some(ns.get_ref().clone());

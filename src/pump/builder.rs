@@ -35,7 +35,9 @@ pub struct AgentServerConfig {
     /// The namespace an AgentServer payload whose root is in no namespace is moved into on
     /// ingress (`<Greeting xmlns="">` becomes `<Greeting xmlns="urn:…">`, and routes as
     /// `{urn:…}Greeting`); answers in that namespace go back to AgentServer clients in no
-    /// namespace. `None` (the default): such payloads are refused with `no-route`.
+    /// namespace. `None` (the default): such payloads are refused with `no-route`. The namespace
+    /// must be writable literally (no spaces, quotes, `<` or `&`) and not pump-owned, or
+    /// [`PumpBuilder::build`] refuses it.
     pub namespace: Option<String>,
 }
 
@@ -149,6 +151,13 @@ impl PumpBuilder {
 }
 
 fn check_config(config: &PumpConfig) -> Result<(), BuildError> {
+    if let Some(ns) = &config.agentserver.namespace {
+        if !usable_namespace(ns) {
+            return Err(BuildError::Config(format!(
+                "agentserver.namespace `{ns}` must be a namespace URI (`urn:…`): not empty, no spaces, quotes, `<` or `&`"
+            )));
+        }
+    }
     let limits = &config.limits;
     let zero = [
         ("batch", config.batch),
@@ -161,6 +170,14 @@ fn check_config(config: &PumpConfig) -> Result<(), BuildError> {
         Some((name, _)) => Err(BuildError::Config(format!("{name} must be at least 1"))),
         None => Ok(()),
     }
+}
+
+/// Whether `ns` can be written literally as a namespace declaration (XML allows no references
+/// there) and is not a pump-owned namespace.
+pub(crate) fn usable_namespace(ns: &str) -> bool {
+    !ns.is_empty()
+        && !ns.contains(|c: char| c.is_whitespace() || matches!(c, '"' | '\'' | '<' | '&'))
+        && !crate::system::is_reserved_namespace(ns)
 }
 
 type Indexes = (HashMap<Arc<str>, usize>, HashMap<QName, Vec<usize>>);
