@@ -218,3 +218,29 @@ async fn a_full_writer_queue_slows_appends_but_never_stalls_them() {
         "every thread holds its message and the echo"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_sees_every_record_appended_before_it() {
+    // A listener reads its thread while the commit of the message it is handling may still be
+    // in flight (the demo's planner missed its last `thread-result` this way, now and then).
+    let dir = Scratch::new("sqlite");
+    let store = SqliteHistory::open(dir.db()).unwrap();
+    let thread = ThreadId::new();
+    let limits = agentpump::Limits::default();
+    for n in 1..=50 {
+        let payload = agentpump::Payload::parse(&p("say", &n.to_string()), &limits).unwrap();
+        let envelope = agentpump::Envelope::new("client".into(), thread, payload);
+        let batch = agentpump::history::Batch {
+            records: vec![agentpump::history::NewRecord {
+                envelope,
+                kind: agentpump::history::RecordKind::Message,
+                pending: false,
+            }],
+            ..Default::default()
+        };
+        let ticket = store.append(batch).unwrap();
+        // Read at once, before waiting for the ticket.
+        assert_eq!(store.thread(thread, 0).await.unwrap().len(), n);
+        ticket.wait().await.unwrap();
+    }
+}

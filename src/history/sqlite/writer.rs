@@ -1,7 +1,7 @@
 //! The writer thread: takes batches in the order `append` fixed, commits as many as are waiting
 //! in one transaction (group commit), then resolves their tickets.
 
-use std::sync::{Mutex, mpsc};
+use std::sync::{Arc, Mutex, mpsc};
 use std::thread::JoinHandle;
 
 use rusqlite::{Connection, params};
@@ -21,6 +21,10 @@ pub(crate) struct Job {
     pub done: oneshot::Sender<Result<(), HistoryError>>,
 }
 
+/// The highest seq whose batch the writer has resolved (committed, or failed and refused):
+/// readers wait for it to reach what was appended before they read.
+pub(crate) type Resolved = Arc<tokio::sync::watch::Sender<u64>>;
+
 /// The writer thread; joining it gives why the final checkpoint failed, if it did.
 pub(crate) type Writer = JoinHandle<Result<(), String>>;
 
@@ -30,13 +34,14 @@ pub(crate) type Writer = JoinHandle<Result<(), String>>;
 pub(crate) fn spawn(
     mut conn: Connection,
     failed: Failure,
+    resolved: Resolved,
     options: SqliteOptions,
 ) -> Result<(mpsc::SyncSender<Job>, Writer), HistoryError> {
     let (jobs, inbox) = mpsc::sync_channel(options.backlog.max(1));
     let handle = std::thread::Builder::new()
         .name("agentpump-history".into())
         .spawn(move || {
-            run(&mut conn, &inbox, &failed, options.group.max(1));
+            run(&mut conn, &inbox, &failed, &resolved, options.group.max(1));
             checkpoint(&conn)
         })
         .map_err(|e| HistoryError::Unavailable(format!("cannot start the history writer: {e}")))?;
@@ -62,6 +67,7 @@ fn run(
     conn: &mut Connection,
     inbox: &mpsc::Receiver<Job>,
     failed: &Mutex<Option<String>>,
+    resolved: &tokio::sync::watch::Sender<u64>,
     group: usize,
 ) {
     // `recv` fails once every sender is gone and the inbox is empty: everything handed over
@@ -85,6 +91,17 @@ fn run(
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .get_or_insert_with(|| why.clone());
+        }
+        let last = jobs
+            .iter()
+            .filter_map(|job| job.records.last().map(|(r, _)| r.seq))
+            .max();
+        if let Some(last) = last {
+            resolved.send_if_modified(|seq| {
+                let raised = last > *seq;
+                *seq = (*seq).max(last);
+                raised
+            });
         }
         for job in jobs {
             let outcome = result
