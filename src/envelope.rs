@@ -34,7 +34,10 @@ pub const ENVELOPE_NS: &str = "urn:agentpump:envelope:v1";
 pub const AGENTSERVER_NS: &str = "https://xml-pipeline.org/ns/envelope/v1";
 
 /// Which envelope format a message uses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "kebab-case")]
 pub enum Dialect {
     /// `urn:agentpump:envelope:v1`, with `id`, `from`, `to`, `thread`, `in-reply-to`.
     #[default]
@@ -50,6 +53,11 @@ impl Dialect {
             Self::Agentpump => ENVELOPE_NS,
             Self::AgentServer => AGENTSERVER_NS,
         }
+    }
+
+    /// Whether this is the agentpump dialect (the default).
+    pub fn is_agentpump(&self) -> bool {
+        *self == Self::Agentpump
     }
 
     fn meta_fields(self) -> &'static str {

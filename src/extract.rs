@@ -6,7 +6,13 @@
 //! element must then be a well-formed, self-contained payload, or extraction fails saying where
 //! and what — an agent gets that message back as `huh` and can correct itself.
 
+mod address;
+
+use std::ops::Range;
+
 use quick_xml::escape::escape;
+
+pub use address::{Address, Addressed, addressed};
 
 use crate::governor::MAGIC_PREFIX;
 use crate::system::GOVERNOR_NS;
@@ -30,6 +36,14 @@ pub enum ExtractError {
         /// What is wrong with it.
         message: String,
         /// Where it starts.
+        at: Position,
+    },
+    /// A `<reply>` or `<send to="…">` wrapper that cannot be read (see [`addressed`]).
+    #[error("{message} at {at}")]
+    Address {
+        /// What is wrong with it.
+        message: String,
+        /// Where the wrapper starts.
         at: Position,
     },
     /// A declaration, comment or CDATA section that never ends.
@@ -59,6 +73,13 @@ pub enum ExtractError {
 /// # Ok::<(), agentpump::extract::ExtractError>(())
 /// ````
 pub fn extract(text: &str, limits: &Limits) -> Result<Vec<Payload>, ExtractError> {
+    check_text(text, limits)?;
+    let found = elements(text, 0..text.len(), 0, limits)?;
+    Ok(found.into_iter().map(|(_, payload)| payload).collect())
+}
+
+/// Refuses text over the size limit or with forbidden characters.
+fn check_text(text: &str, limits: &Limits) -> Result<(), ExtractError> {
     if text.len() > limits.max_bytes {
         return Err(EnvelopeError::TooLarge {
             size: text.len(),
@@ -67,18 +88,29 @@ pub fn extract(text: &str, limits: &Limits) -> Result<Vec<Payload>, ExtractError
         .into());
     }
     crate::envelope::check_chars(text)?;
+    Ok(())
+}
+
+/// Every payload element in `text[range]`, with where it starts; `depth` is how deep the range
+/// sits inside other elements (a wrapper's content is at depth 1).
+fn elements(
+    text: &str,
+    range: Range<usize>,
+    depth: usize,
+    limits: &Limits,
+) -> Result<Vec<(usize, Payload)>, ExtractError> {
     let mut found = Vec::new();
-    let mut i = 0;
-    while let Some(rel) = text[i..].find('<') {
+    let mut i = range.start;
+    while let Some(rel) = text[i..range.end].find('<') {
         let at = i + rel;
-        let rest = &text[at..];
+        let rest = &text[at..range.end];
         if rest.starts_with(MAGIC_PREFIX) {
-            check_room(&found, limits)?;
+            check_room(found.len(), limits)?;
             let (payload, len) = magic(rest).map_err(|message| ExtractError::Magic {
                 message,
                 at: Position::locate(text, at),
             })?;
-            found.push(payload);
+            found.push((at, payload));
             i = at + len;
             continue;
         }
@@ -94,17 +126,17 @@ pub fn extract(text: &str, limits: &Limits) -> Result<Vec<Payload>, ExtractError
             i = at + 1;
             continue;
         }
-        check_room(&found, limits)?;
-        let (payload, end) = Payload::parse_at(text, at, 0, limits)?;
-        found.push(payload);
+        check_room(found.len(), limits)?;
+        let (payload, end) = Payload::parse_at(text, at, depth, limits)?;
+        found.push((at, payload));
         i = end;
     }
     Ok(found)
 }
 
-/// Fails when `found` already holds [`Limits::max_outputs`] payloads (Ask-Loop controls count).
-fn check_room(found: &[Payload], limits: &Limits) -> Result<(), ExtractError> {
-    if found.len() >= limits.max_outputs {
+/// Fails when `found` payloads already reach [`Limits::max_outputs`] (Ask-Loop controls count).
+fn check_room(found: usize, limits: &Limits) -> Result<(), ExtractError> {
+    if found >= limits.max_outputs {
         return Err(ExtractError::TooMany {
             limit: limits.max_outputs,
         });

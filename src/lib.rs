@@ -36,7 +36,9 @@ pub use envelope::{
 pub use listener::{
     Context, Delivery, Listener, ListenerError, Registration, Role, Typed, TypedListener, Usage,
 };
-pub use pump::{BuildError, IngressError, PumpBuilder, PumpConfig, PumpHandle, Receipt};
+pub use pump::{
+    AgentServerConfig, BuildError, IngressError, PumpBuilder, PumpConfig, PumpHandle, Receipt,
+};
 pub use thread::{Counters, ThreadInfo, ThreadState};
 
 /// The README's code, compiled and run as a doc test.

@@ -5,6 +5,7 @@
 //! A delivery's outputs are parsed again, routed (by root, `to`, peers, reply), recorded and
 //! queued in one transaction.
 
+mod agentserver;
 mod apply;
 mod builder;
 mod dispatch;
@@ -24,7 +25,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use tokio::sync::Notify;
 
-pub use builder::{BuildError, PumpBuilder, PumpConfig};
+pub(crate) use builder::usable_namespace;
+pub use builder::{AgentServerConfig, BuildError, PumpBuilder, PumpConfig};
 pub use govern::ControlError;
 pub use ingress::{IngressError, Receipt};
 pub use recover::RecoveryReport;
@@ -63,6 +65,9 @@ pub(crate) struct Shared {
     /// Outside input holds it for reading while it is admitted; shutdown takes it for writing
     /// to set `closing`, so no admitted message can miss the drain.
     ingress_gate: std::sync::RwLock<()>,
+    /// Held while an AgentServer message opens a thread under the id its client chose, so two
+    /// messages naming the same new id open one thread.
+    adopting: std::sync::Mutex<()>,
     /// No new deliveries.
     stopped: AtomicBool,
 }
@@ -95,6 +100,7 @@ impl Shared {
             runners: AtomicUsize::new(0),
             closing: AtomicBool::new(false),
             ingress_gate: std::sync::RwLock::new(()),
+            adopting: std::sync::Mutex::new(()),
             stopped: AtomicBool::new(false),
         }
     }

@@ -142,6 +142,7 @@ pub struct ThreadInfo {
     /// Use so far.
     pub counters: Counters,
     /// The envelope dialect of the outside sender that started it: answers go out in kind.
-    #[serde(skip)]
+    /// Listed only when it is not the agentpump dialect.
+    #[serde(default, skip_serializing_if = "Dialect::is_agentpump")]
     pub dialect: Dialect,
 }

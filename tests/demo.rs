@@ -78,3 +78,34 @@ fn the_demo_runs_and_everything_it_suggests_works() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// The number in `agentpump verify`'s line (`FILE: N records verified, …`).
+fn verified_records(out: &str) -> u64 {
+    out.split_whitespace()
+        .find_map(|w| w.parse().ok())
+        .unwrap_or_else(|| panic!("no record count in {out}"))
+}
+
+#[test]
+fn the_demo_database_is_one_self_contained_file_after_it_exits() {
+    let dir = std::env::temp_dir().join(format!("agentpump-demo-{}", agentpump::ThreadId::new()));
+    let copy = dir.join("copy");
+    std::fs::create_dir_all(&copy).unwrap();
+    let (ok, _, err) = agentpump(&["demo", "--db", "x.db"], &dir);
+    assert!(ok, "{err}");
+    let (ok, out, err) = agentpump(&["verify", "--db", "x.db"], &dir);
+    assert!(ok, "{err}");
+    let records = verified_records(&out);
+    assert!(records > 50, "{out}");
+    let wal = dir.join("x.db-wal");
+    assert!(
+        !wal.exists() || std::fs::metadata(&wal).unwrap().len() == 0,
+        "a non-empty write-ahead log is left behind"
+    );
+    // A user copies only the database file.
+    std::fs::copy(dir.join("x.db"), copy.join("copy.db")).unwrap();
+    let (ok, out, err) = agentpump(&["verify", "--db", "copy.db"], &copy);
+    assert!(ok, "{err}");
+    assert_eq!(verified_records(&out), records, "{out}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -13,7 +13,7 @@ use agentpump::{PumpBuilder, PumpConfig, PumpHandle, Registration, Role, ThreadI
 use rust_decimal::Decimal;
 use serde_json::json;
 use support::model::{Reply, answer, serve_model, status};
-use support::{Script, notices, p, q};
+use support::{Script, egress, notices, p, q};
 
 const GOV: &str = "urn:agentpump:governor:v1";
 
@@ -440,4 +440,106 @@ async fn usage_reported_in_part_is_charged_as_reported_and_estimated_for_the_res
     assert_eq!(counters.tokens_in, 7, "the reported half is charged as is");
     assert!(counters.tokens_out > 0, "the missing half is estimated");
     assert_eq!(counters.estimated_usage, 1, "and the call is marked");
+}
+
+/// The system notices of a thread other than budget warnings: what went wrong, if anything.
+async fn complaints(pump: &PumpHandle, thread: ThreadId) -> Vec<(String, String, String)> {
+    notices(pump, thread)
+        .await
+        .into_iter()
+        .filter(|(_, element, code)| element != "halt" && code != "budget-warning")
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_answers_the_client_who_asked_after_using_a_tool() {
+    let (model, base) = serve_model(
+        vec![
+            answer(r#"<calc xmlns="urn:agentpump:calc:v1">6 * 7</calc>"#, 50, 10),
+            answer(
+                &format!(
+                    r#"The calculator says 42. <send to="client">{}</send> <loop xmlns="{GOV}" control="done"/>"#,
+                    p("answer", "42")
+                ),
+                80,
+                10,
+            ),
+        ],
+        None,
+    )
+    .await;
+    let pump = pump(
+        LlmConfig::new(base, "scripted-model"),
+        GovernorPolicy::default_budget(),
+    );
+    let thread = run(&pump, &p("ask", "what is 6 * 7?")).await;
+    assert_eq!(complaints(&pump, thread).await, []);
+    assert_eq!(egress(&pump, thread).await, [p("answer", "42")]);
+    let requests = model.requests.lock().unwrap().clone();
+    let system = requests[0]["messages"][0]["content"].as_str().unwrap();
+    assert!(
+        system.contains(r#"<send to="NAME">"#) && system.contains("<reply>"),
+        "the protocol teaches addressing: {system}"
+    );
+    assert!(system.contains("handling now is from `client`"), "{system}");
+    let second = requests[1]["messages"][0]["content"].as_str().unwrap();
+    assert!(
+        second.contains("handling now is from `calculator`"),
+        "{second}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_replies_to_the_message_it_is_handling() {
+    let (_model, base) = serve_model(
+        vec![answer(
+            &format!(
+                "```xml\n<reply>\n  {}\n</reply>\n```\n<<<NSENVELOPE_MAGIC_9E3B6F2D:V2:LOOP:{{\"control\":\"done\"}}>>>",
+                p("answer", "hello")
+            ),
+            50,
+            10,
+        )],
+        None,
+    )
+    .await;
+    let pump = pump(
+        LlmConfig::new(base, "scripted-model"),
+        GovernorPolicy::default_budget(),
+    );
+    let thread = run(&pump, &p("ask", "say hello")).await;
+    assert_eq!(complaints(&pump, thread).await, []);
+    assert_eq!(egress(&pump, thread).await, [p("answer", "hello")]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrong_address_comes_back_to_the_agent_as_a_precise_notice() {
+    let (_model, base) = serve_model(
+        vec![
+            answer(&format!(r#"<send>{}</send>"#, p("answer", "1")), 50, 10),
+            answer(
+                &format!(r#"<send to="nobody">{}</send>"#, p("answer", "2")),
+                50,
+                10,
+            ),
+            answer(&format!(r#"<loop xmlns="{GOV}" control="abort"/>"#), 50, 10),
+        ],
+        None,
+    )
+    .await;
+    let pump = pump(
+        LlmConfig::new(base, "scripted-model"),
+        GovernorPolicy::default_budget(),
+    );
+    let thread = run(&pump, &p("ask", "?")).await;
+    let got = complaints(&pump, thread).await;
+    assert_eq!(
+        got,
+        [
+            ("assistant".into(), "huh".into(), "invalid-request".into()),
+            ("assistant".into(), "system-error".into(), "no-route".into()),
+        ],
+        "{got:?}"
+    );
+    assert_eq!(egress(&pump, thread).await, Vec::<String>::new());
 }

@@ -111,6 +111,73 @@ impl Payload {
     }
 }
 
+impl Payload {
+    /// The same payload with its root's default namespace declaration set to `namespace`
+    /// (inserted when the root has none; `""` undeclares it). Only the root's start tag changes;
+    /// unprefixed descendants follow the root unless they declare their own. Used at the
+    /// AgentServer boundary, whose payloads are in no namespace. `namespace` is written as it is
+    /// (XML allows no references in a namespace declaration); the builder checks it.
+    ///
+    /// # Errors
+    ///
+    /// The rewritten payload fails to parse under `limits` (it grew past a limit, or the root
+    /// start tag cannot be read).
+    pub(crate) fn with_default_namespace(
+        &self,
+        namespace: &str,
+        limits: &Limits,
+    ) -> Result<Self, EnvelopeError> {
+        let text = &*self.text;
+        let (name_end, declaration) = root_default_declaration(text);
+        let value = namespace;
+        let rewritten = match declaration {
+            Some(span) => format!(
+                "{}xmlns=\"{value}\"{}",
+                &text[..span.start],
+                &text[span.end..]
+            ),
+            None => format!(
+                "{} xmlns=\"{value}\"{}",
+                &text[..name_end],
+                &text[name_end..]
+            ),
+        };
+        Self::parse(&rewritten, limits)
+    }
+}
+
+/// Where the root's name ends, and the byte span of its `xmlns="…"` attribute if it has one.
+fn root_default_declaration(text: &str) -> (usize, Option<std::ops::Range<usize>>) {
+    let name_end = text[1..]
+        .find(|c: char| c.is_whitespace() || c == '>' || c == '/')
+        .map_or(text.len(), |i| i + 1);
+    let mut at = name_end;
+    let bytes = text.as_bytes();
+    // Attributes of a parsed payload are well-formed: name, `=`, quoted value.
+    loop {
+        while at < text.len() && bytes[at].is_ascii_whitespace() {
+            at += 1;
+        }
+        if at >= text.len() || matches!(bytes[at], b'>' | b'/') {
+            return (name_end, None);
+        }
+        let start = at;
+        let eq = at + text[at..].find('=').unwrap_or(text.len() - at);
+        let name = text[start..eq].trim_end();
+        let mut q = eq + 1;
+        while q < text.len() && bytes[q].is_ascii_whitespace() {
+            q += 1;
+        }
+        let quote = bytes.get(q).copied().unwrap_or(b'"') as char;
+        let close = text[q + 1..].find(quote).map_or(text.len(), |i| q + 1 + i);
+        let end = (close + 1).min(text.len());
+        if name == "xmlns" {
+            return (name_end, Some(start..end));
+        }
+        at = end;
+    }
+}
+
 /// Fails unless only whitespace follows `end` in `text`.
 fn check_nothing_after(text: &str, end: usize) -> Result<(), EnvelopeError> {
     let rest = &text[end..];
@@ -223,5 +290,54 @@ mod tests {
                 limit: 64
             }
         ));
+    }
+
+    #[test]
+    fn the_root_default_namespace_is_set_and_released_exactly() {
+        let set = |text: &str, ns: &str| {
+            let p = Payload::parse(text, &Limits::default()).unwrap();
+            let q = p.with_default_namespace(ns, &Limits::default()).unwrap();
+            (q.qname().to_string(), q.as_str().to_owned())
+        };
+        let cases = [
+            (
+                r#"<G xmlns=""><N>W</N></G>"#,
+                "urn:x",
+                "{urn:x}G",
+                r#"<G xmlns="urn:x"><N>W</N></G>"#,
+            ),
+            ("<G/>", "urn:x", "{urn:x}G", r#"<G xmlns="urn:x"/>"#),
+            (
+                r#"<G a="1"><N/></G>"#,
+                "urn:x",
+                "{urn:x}G",
+                r#"<G xmlns="urn:x" a="1"><N/></G>"#,
+            ),
+            (
+                r#"<G t='xmlns="no"' xmlns:p="urn:p" xmlns = '' />"#,
+                "urn:x",
+                "{urn:x}G",
+                r#"<G t='xmlns="no"' xmlns:p="urn:p" xmlns="urn:x" />"#,
+            ),
+            (
+                r#"<R xmlns="urn:x"><m/></R>"#,
+                "",
+                "R",
+                r#"<R xmlns=""><m/></R>"#,
+            ),
+            (
+                r#"<G xmlns="">&amp;</G>"#,
+                "urn:a",
+                "{urn:a}G",
+                r#"<G xmlns="urn:a">&amp;</G>"#,
+            ),
+        ];
+        for (text, ns, qname, expected) in cases {
+            assert_eq!(
+                set(text, ns),
+                (qname.to_owned(), expected.to_owned()),
+                "{text}"
+            );
+        }
     }
 }

@@ -15,7 +15,6 @@ mod writer;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, mpsc};
-use std::thread::JoinHandle;
 
 use async_trait::async_trait;
 use rusqlite::Connection;
@@ -66,8 +65,12 @@ pub struct SqliteHistory {
     order: Mutex<Order>,
     failed: Failure,
     jobs: Mutex<Option<mpsc::SyncSender<writer::Job>>>,
-    writer: Mutex<Option<JoinHandle<()>>>,
+    writer: Mutex<Option<writer::Writer>>,
     reader: Mutex<Connection>,
+    /// The highest seq handed to the writer, and the highest it has resolved: a read waits
+    /// until every record appended before it is committed, so it sees them.
+    appended: std::sync::atomic::AtomicU64,
+    resolved: writer::Resolved,
 }
 
 /// What `append` decides before the writer sees a batch.
@@ -131,8 +134,13 @@ impl SqliteHistory {
             .busy_timeout(std::time::Duration::from_secs(5))
             .map_err(fail)?;
         let failed = Failure::default();
-        let (jobs, handle) = writer::spawn(conn, Arc::clone(&failed), options)?;
+        let appended = order.next_seq;
+        let resolved = Arc::new(tokio::sync::watch::Sender::new(appended));
+        let (jobs, handle) =
+            writer::spawn(conn, Arc::clone(&failed), Arc::clone(&resolved), options)?;
         Ok(Self {
+            appended: appended.into(),
+            resolved,
             path,
             order: Mutex::new(order),
             failed,
@@ -169,6 +177,8 @@ impl SqliteHistory {
         })?;
         let order = queries::order(&reader).map_err(fail)?;
         Ok(Self {
+            appended: 0.into(),
+            resolved: Arc::new(tokio::sync::watch::Sender::new(0)),
             path,
             order: Mutex::new(order),
             failed: Arc::new(Mutex::new(Some("opened read-only".into()))),
@@ -178,9 +188,55 @@ impl SqliteHistory {
         })
     }
 
+    /// Closes the store: the writer commits every batch it was handed, then checkpoints the
+    /// write-ahead log into the database file and truncates it, so the file alone holds the
+    /// whole history (it can be copied or moved without its `-wal`). Later appends are refused
+    /// with [`HistoryError::Unavailable`]; queries keep working. Closing twice is harmless, and
+    /// dropping the store closes it.
+    ///
+    /// # Errors
+    ///
+    /// [`HistoryError::Unavailable`] when the checkpoint failed or could not complete (another
+    /// process was reading the file); the history is then still whole, in the file and its
+    /// `-wal` together.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let dir = std::env::temp_dir().join(format!("agentpump-close-{}", std::process::id()));
+    /// std::fs::create_dir_all(&dir)?;
+    /// let store = agentpump::history::SqliteHistory::open(dir.join("history.db"))?;
+    /// store.close()?;
+    /// # std::fs::remove_dir_all(&dir)?; Ok(()) }
+    /// ```
+    pub fn close(&self) -> Result<(), HistoryError> {
+        self.jobs.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let writer = self.writer.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let Some(handle) = writer else {
+            return Ok(());
+        };
+        let outcome = handle
+            .join()
+            .unwrap_or_else(|_| Err("the history writer panicked".into()));
+        // Nothing more will be committed: reads wait for nothing from now on.
+        self.resolved.send_replace(u64::MAX);
+        outcome.map_err(|why| HistoryError::Unavailable(format!("{}: {why}", self.path.display())))
+    }
+
     /// The file this store writes.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Waits until every record appended so far has been committed (or its commit failed), so
+    /// that a read sees what was appended before it — a listener reading its thread sees the
+    /// message it is handling, though that message's commit may still be in flight.
+    async fn caught_up(&self) {
+        let target = self.appended.load(std::sync::atomic::Ordering::Acquire);
+        let mut resolved = self.resolved.subscribe();
+        // The sender lives in `self`, so the wait ends only by reaching the target.
+        let _ = resolved.wait_for(|seq| *seq >= target).await;
     }
 
     fn read(&self) -> MutexGuard<'_, Connection> {
@@ -210,11 +266,10 @@ fn unavailable(path: &Path, e: &rusqlite::Error) -> HistoryError {
 }
 
 impl Drop for SqliteHistory {
-    /// Flushes: the writer commits every batch it was handed, then stops.
+    /// Closes the store (see [`SqliteHistory::close`]); a failure is logged.
     fn drop(&mut self) {
-        self.jobs.lock().unwrap_or_else(|p| p.into_inner()).take();
-        if let Some(handle) = self.writer.lock().unwrap_or_else(|p| p.into_inner()).take() {
-            let _ = handle.join();
+        if let Err(e) = self.close() {
+            tracing::error!(error = %e, "closing the history store");
         }
     }
 }
@@ -259,6 +314,9 @@ impl HistoryStore for SqliteHistory {
         sender
             .send(job)
             .map_err(|_| HistoryError::Unavailable("history writer stopped".into()))?;
+        // Only once the writer has the batch: it will resolve these seqs.
+        self.appended
+            .fetch_max(order.next_seq, std::sync::atomic::Ordering::AcqRel);
         drop(order);
         let path = self.path.display().to_string();
         Ok(Ticket::pending(async move {
@@ -268,10 +326,12 @@ impl HistoryStore for SqliteHistory {
     }
 
     async fn thread(&self, thread: ThreadId, since: u64) -> Result<Vec<Record>, HistoryError> {
+        self.caught_up().await;
         queries::thread(&self.read(), thread, since).map_err(|e| self.query_error(&e))
     }
 
     async fn record(&self, id: MessageId) -> Result<Option<Record>, HistoryError> {
+        self.caught_up().await;
         queries::record(&self.read(), id).map_err(|e| self.query_error(&e))
     }
 
@@ -280,10 +340,12 @@ impl HistoryStore for SqliteHistory {
     }
 
     async fn reports(&self, thread: ThreadId) -> Result<Vec<HaltingReport>, HistoryError> {
+        self.caught_up().await;
         queries::reports(&self.read(), thread).map_err(|e| self.query_error(&e))
     }
 
     async fn threads(&self, state: Option<ThreadState>) -> Result<Vec<ThreadInfo>, HistoryError> {
+        self.caught_up().await;
         queries::threads(&self.read(), state).map_err(|e| self.query_error(&e))
     }
 
@@ -292,6 +354,7 @@ impl HistoryStore for SqliteHistory {
     }
 
     async fn verify(&self) -> Result<u64, HistoryError> {
+        self.caught_up().await;
         queries::verify(&self.read()).map_err(|e| match e {
             queries::VerifyError::Sqlite(e) => self.query_error(&e),
             queries::VerifyError::Chain(b) => HistoryError::Chain(b),

@@ -59,32 +59,57 @@ pub fn run(db: Option<PathBuf>) -> Result<String, String> {
         .build()
         .map_err(|e| e.to_string())?;
     runtime.block_on(async {
-        let store = organism.open_store_at(&db)?;
-        let pump = organism
-            .builder(origin)?
-            .history(Arc::new(store))
-            .build()
-            .map_err(|e| e.to_string())?;
-        let mut roots = Vec::new();
-        for (_, to, payload) in STARTS {
-            let receipt = pump
-                .post(None, Some(to), payload)
-                .await
-                .map_err(|e| e.to_string())?;
-            roots.push(receipt.thread());
-        }
-        for &root in &roots {
-            if tokio::time::timeout(Duration::from_secs(30), pump.settle(root))
-                .await
-                .is_err()
-            {
-                return Err(format!("thread {root} did not settle within 30 s"));
-            }
-        }
-        let text = show(&pump, &roots, &db).await?;
-        pump.shutdown(Duration::from_secs(5)).await;
-        Ok(text)
+        let store = Arc::new(organism.open_store_at(&db)?);
+        let outcome = drive(&organism, origin, Arc::clone(&store), &db).await;
+        // Every exit path closes the store, so `db` alone holds the whole history.
+        let closed = store.close().map_err(|e| e.to_string());
+        outcome.and_then(|text| closed.map(|()| text))
     })
+}
+
+/// Builds the pump on `store`, runs the demo's threads to their end (or until Ctrl-C), shuts
+/// the pump down and returns the text to print.
+async fn drive(
+    organism: &Organism,
+    origin: &str,
+    store: Arc<crate::history::SqliteHistory>,
+    db: &Path,
+) -> Result<String, String> {
+    let pump = organism
+        .builder(origin)?
+        .history(store)
+        .build()
+        .map_err(|e| e.to_string())?;
+    let outcome = tokio::select! {
+        biased;
+        _ = tokio::signal::ctrl_c() => Err(format!(
+            "interrupted; what ran so far is in {}",
+            db.display()
+        )),
+        outcome = start_and_show(&pump, db) => outcome,
+    };
+    pump.shutdown(Duration::from_secs(5)).await;
+    outcome
+}
+
+async fn start_and_show(pump: &PumpHandle, db: &Path) -> Result<String, String> {
+    let mut roots = Vec::new();
+    for (_, to, payload) in STARTS {
+        let receipt = pump
+            .post(None, Some(to), payload)
+            .await
+            .map_err(|e| e.to_string())?;
+        roots.push(receipt.thread());
+    }
+    for &root in &roots {
+        if tokio::time::timeout(Duration::from_secs(30), pump.settle(root))
+            .await
+            .is_err()
+        {
+            return Err(format!("thread {root} did not settle within 30 s"));
+        }
+    }
+    show(pump, &roots, db).await
 }
 
 /// Removes the previous demo's history; refuses a file that is not an agentpump history.

@@ -34,6 +34,9 @@ pub struct Organism {
     /// `[server]`: the HTTP API.
     #[serde(default)]
     pub server: Server,
+    /// `[agentserver]`: AgentServer v2.1 interop.
+    #[serde(default)]
+    agentserver: AgentServerSection,
     /// `[[listener]]`: the listeners, in registration order.
     #[serde(default)]
     listener: Vec<Spanned<ListenerSection>>,
@@ -41,6 +44,14 @@ pub struct Organism {
     text: String,
     #[serde(skip)]
     base: PathBuf,
+}
+
+/// `[agentserver]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AgentServerSection {
+    /// The namespace AgentServer payloads in no namespace are taken into.
+    namespace: Option<Spanned<String>>,
 }
 
 /// `[organism]`.
@@ -284,6 +295,16 @@ impl Organism {
             queue_full_limit: g.queue_full_limit.unwrap_or(defaults.queue_full_limit),
             stop_file: g.stop_file.clone(),
         };
+        if let Some(ns) = &self.agentserver.namespace {
+            if !crate::pump::usable_namespace(ns.get_ref()) {
+                let message = format!(
+                    "`namespace` must be a namespace URI (`urn:…`): not empty, no spaces, quotes, `<` or `&`, not pump-owned; got `{}`",
+                    ns.get_ref()
+                );
+                return Err(self.at(origin, ns, message));
+            }
+            config.agentserver.namespace = Some(ns.get_ref().clone());
+        }
         Ok(config)
     }
 

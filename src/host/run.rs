@@ -7,6 +7,8 @@ use std::time::Duration;
 
 use super::organism::Organism;
 use super::server;
+use crate::PumpHandle;
+use crate::history::SqliteHistory;
 
 /// How long shutdown lets queued messages drain.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
@@ -25,26 +27,64 @@ pub fn run(path: &Path) -> Result<String, String> {
         .build()
         .map_err(|e| e.to_string())?;
     runtime.block_on(async move {
-        let store = organism.open_store(&base)?;
-        let pump = organism.builder(&origin)?.history(Arc::new(store)).build().map_err(|e| e.to_string())?;
-        let token_file = organism.server.token_file.clone().map_or_else(|| base.join("agentpump.token"), |f| base.join(f));
-        let token = server::load_or_create_token(organism.server.token_env.as_deref(), &token_file).map_err(|e| e.to_string())?;
-        let listener = tokio::net::TcpListener::bind(&organism.server.bind)
-            .await
-            .map_err(|e| format!("{}: cannot listen: {e}", organism.server.bind))?;
-        let address = listener.local_addr().map_err(|e| e.to_string())?;
-        let recovered = pump.recovered();
-        println!("agentpump: listening on http://{address} (token in {})", token_file.display());
-        tracing::info!(%address, threads = recovered.threads, requeued = recovered.requeued, "serving");
-        server::serve(listener, pump.clone(), &token, organism.server.max_body_bytes, signal())
-            .await
-            .map_err(|e| e.to_string())?;
-        let report = pump.shutdown(SHUTDOWN_GRACE).await;
-        Ok(format!(
-            "agentpump: stopped; {} message(s) left undelivered and recorded for the next start\n",
-            report.undelivered
-        ))
+        let store = Arc::new(organism.open_store(&base)?);
+        let outcome = serve(&organism, &origin, &base, Arc::clone(&store)).await;
+        // Every exit path closes the store, so the history file alone holds the whole history.
+        let closed = store.close().map_err(|e| e.to_string());
+        outcome.and_then(|text| closed.map(|()| text))
     })
+}
+
+/// Builds the pump on `store` and serves until a signal or a server error; the pump is shut
+/// down either way.
+async fn serve(
+    organism: &Organism,
+    origin: &str,
+    base: &Path,
+    store: Arc<SqliteHistory>,
+) -> Result<String, String> {
+    let pump = organism
+        .builder(origin)?
+        .history(store)
+        .build()
+        .map_err(|e| e.to_string())?;
+    let served = listen(organism, base, &pump).await;
+    let report = pump.shutdown(SHUTDOWN_GRACE).await;
+    served?;
+    Ok(format!(
+        "agentpump: stopped; {} message(s) left undelivered and recorded for the next start\n",
+        report.undelivered
+    ))
+}
+
+/// Binds the address, prints where it listens and serves the HTTP API until a signal.
+async fn listen(organism: &Organism, base: &Path, pump: &PumpHandle) -> Result<(), String> {
+    let token_file = organism
+        .server
+        .token_file
+        .clone()
+        .map_or_else(|| base.join("agentpump.token"), |f| base.join(f));
+    let token = server::load_or_create_token(organism.server.token_env.as_deref(), &token_file)
+        .map_err(|e| e.to_string())?;
+    let listener = tokio::net::TcpListener::bind(&organism.server.bind)
+        .await
+        .map_err(|e| format!("{}: cannot listen: {e}", organism.server.bind))?;
+    let address = listener.local_addr().map_err(|e| e.to_string())?;
+    let recovered = pump.recovered();
+    println!(
+        "agentpump: listening on http://{address} (token in {})",
+        token_file.display()
+    );
+    tracing::info!(%address, threads = recovered.threads, requeued = recovered.requeued, "serving");
+    server::serve(
+        listener,
+        pump.clone(),
+        &token,
+        organism.server.max_body_bytes,
+        signal(),
+    )
+    .await
+    .map_err(|e| e.to_string())
 }
 
 /// Resolves on SIGINT or SIGTERM.

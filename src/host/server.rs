@@ -51,6 +51,7 @@ fn routes_for(api: Api, max_body: usize) -> Router {
         .route("/threads/{id}", get(routes::thread))
         .route("/threads/{id}/messages", post(routes::post_message))
         .route("/threads/{id}/history", get(routes::history))
+        .route("/threads/{id}/answers", get(routes::answers))
         .route("/threads/{id}/tree", get(routes::tree))
         .route("/threads/{id}/report", get(routes::report))
         .route("/threads/{id}/stop", post(routes::stop))

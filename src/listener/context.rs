@@ -71,6 +71,16 @@ pub(crate) enum Target {
     Listener(String),
 }
 
+impl From<crate::extract::Address> for Target {
+    fn from(address: crate::extract::Address) -> Self {
+        match address {
+            crate::extract::Address::Route => Self::Route,
+            crate::extract::Address::Reply => Self::Reply,
+            crate::extract::Address::To(name) => Self::Listener(name),
+        }
+    }
+}
+
 /// One output of a handler, as text: it is parsed again by the pump (zero trust).
 #[derive(Debug, Clone)]
 pub(crate) enum Output {
@@ -190,7 +200,10 @@ impl Context {
     }
 
     /// Emits every payload found in free text (prose, code fences, several elements), as
-    /// [`extract`](crate::extract::extract) finds them; text without any gets `huh code="no-payload"`.
+    /// [`addressed`](crate::extract::addressed) finds them: a payload inside `<reply>…</reply>`
+    /// goes to the sender of this delivery (as [`Context::reply`]), one inside
+    /// `<send to="NAME">…</send>` to `NAME` (as [`Context::send`]), any other is routed by its
+    /// root (as [`Context::emit`]). Text without any payload gets `huh code="no-payload"`.
     pub fn emit_text(&mut self, text: impl Into<String>) {
         self.outputs.push(Output::Text(text.into()));
     }

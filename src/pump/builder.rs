@@ -23,6 +23,22 @@ pub struct PumpConfig {
     pub batch: usize,
     /// Budgets, thresholds and the stop file (see [`GovernorPolicy`]).
     pub governor: GovernorPolicy,
+    /// How AgentServer v2.1 payloads are taken in (see [`AgentServerConfig`]).
+    pub agentserver: AgentServerConfig,
+}
+
+/// AgentServer v2.1 interop. AgentServer payloads usually have no namespace, and no listener
+/// can register a root in none: an organism that serves AgentServer clients declares the
+/// namespace those payloads are taken into.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AgentServerConfig {
+    /// The namespace an AgentServer payload whose root is in no namespace is moved into on
+    /// ingress (`<Greeting xmlns="">` becomes `<Greeting xmlns="urn:…">`, and routes as
+    /// `{urn:…}Greeting`); answers in that namespace go back to AgentServer clients in no
+    /// namespace. `None` (the default): such payloads are refused with `no-route`. The namespace
+    /// must be writable literally (no spaces, quotes, `<` or `&`) and not pump-owned, or
+    /// [`PumpBuilder::build`] refuses it.
+    pub namespace: Option<String>,
 }
 
 impl PumpConfig {
@@ -39,6 +55,7 @@ impl Default for PumpConfig {
             queue_capacity: Self::DEFAULT_QUEUE_CAPACITY,
             batch: Self::DEFAULT_BATCH,
             governor: GovernorPolicy::default(),
+            agentserver: AgentServerConfig::default(),
         }
     }
 }
@@ -134,6 +151,13 @@ impl PumpBuilder {
 }
 
 fn check_config(config: &PumpConfig) -> Result<(), BuildError> {
+    if let Some(ns) = &config.agentserver.namespace {
+        if !usable_namespace(ns) {
+            return Err(BuildError::Config(format!(
+                "agentserver.namespace `{ns}` must be a namespace URI (`urn:…`): not empty, no spaces, quotes, `<` or `&`"
+            )));
+        }
+    }
     let limits = &config.limits;
     let zero = [
         ("batch", config.batch),
@@ -146,6 +170,14 @@ fn check_config(config: &PumpConfig) -> Result<(), BuildError> {
         Some((name, _)) => Err(BuildError::Config(format!("{name} must be at least 1"))),
         None => Ok(()),
     }
+}
+
+/// Whether `ns` can be written literally as a namespace declaration (XML allows no references
+/// there) and is not a pump-owned namespace.
+pub(crate) fn usable_namespace(ns: &str) -> bool {
+    !ns.is_empty()
+        && !ns.contains(|c: char| c.is_whitespace() || matches!(c, '"' | '\'' | '<' | '&'))
+        && !crate::system::is_reserved_namespace(ns)
 }
 
 type Indexes = (HashMap<Arc<str>, usize>, HashMap<QName, Vec<usize>>);

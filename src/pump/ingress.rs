@@ -111,6 +111,8 @@ fn describe(answer: &SystemMessage) -> String {
 enum Named {
     New,
     Existing(Arc<ThreadEntry>),
+    /// An AgentServer client's new conversation: a root thread under the id it chose.
+    Adopt(ThreadId),
 }
 
 /// The thread outside input names: as written in an envelope's `<thread>`, or as an id.
@@ -150,12 +152,19 @@ impl PumpHandle {
         let to = incoming.to().map(str::to_owned);
         let thread = incoming.thread().map(str::to_owned);
         let in_reply_to = incoming.in_reply_to();
+        let payload = incoming.into_payload();
+        let payload = match dialect {
+            Dialect::Agentpump => Ok(payload),
+            Dialect::AgentServer => shared
+                .adopt_payload(payload.clone())
+                .map_err(|e| (e, attempt(payload.as_str().as_bytes()))),
+        };
         self.admit(
             dialect,
             thread.as_deref().map(Naming::Written),
             to.as_deref(),
             in_reply_to,
-            Ok(incoming.into_payload()),
+            payload,
         )
         .await
     }
@@ -247,13 +256,13 @@ impl Shared {
         if self.closing.load(Ordering::Acquire) {
             return self.refuse(&self.system_thread, shutting_down(), dialect);
         }
-        let named = match self.named_thread(thread) {
+        let named = match self.named_thread(thread, dialect) {
             Ok(named) => named,
             Err(answer) => return self.refuse(&self.system_thread, answer, dialect),
         };
         let home = match &named {
             Named::Existing(entry) => Arc::clone(entry),
-            Named::New => Arc::clone(&self.system_thread),
+            Named::New | Named::Adopt(_) => Arc::clone(&self.system_thread),
         };
         let payload = match payload {
             Ok(p) => p,
@@ -273,20 +282,35 @@ impl Shared {
             Ok(Route::Listeners(targets)) => targets,
             Ok(Route::Client) => unreachable!("an outside sender is never routed to itself"),
             Err(refusal) => {
+                let refusal = match dialect {
+                    Dialect::AgentServer => self.explain_refusal(refusal, &payload),
+                    Dialect::Agentpump => refusal,
+                };
                 let answer = refusal.into_notice(attempt(payload.as_str().as_bytes()));
                 return self.refuse(&home, answer, dialect);
             }
         };
         let entry = match named {
             Named::Existing(entry) => entry,
-            Named::New => {
-                let id = ThreadId::new();
-                let path = Arc::from(&id.to_string()[..8]);
-                let ledger = self.root_ledger();
-                Arc::new(ThreadEntry::new(id, None, None, path, dialect, ledger))
+            Named::New => self.new_root(ThreadId::new(), dialect),
+            Named::Adopt(id) => {
+                let _adopting = self.adopting.lock().unwrap_or_else(|p| p.into_inner());
+                // Another message may have opened it meanwhile: then it goes in there.
+                let entry = match self.registry.get(id) {
+                    Some(entry) => entry,
+                    None => self.new_root(id, dialect),
+                };
+                return self.enqueue_outside(&entry, targets, payload, in_reply_to, dialect);
             }
         };
         self.enqueue_outside(&entry, targets, payload, in_reply_to, dialect)
+    }
+
+    /// A root thread for outside input, not registered until its first message is recorded.
+    fn new_root(&self, id: ThreadId, dialect: Dialect) -> Arc<ThreadEntry> {
+        let path = Arc::from(&id.to_string()[..8]);
+        let ledger = self.root_ledger();
+        Arc::new(ThreadEntry::new(id, None, None, path, dialect, ledger))
     }
 
     fn enqueue_outside(
@@ -355,8 +379,13 @@ impl Shared {
         }
     }
 
-    /// Resolves the thread an outside message names, or the answer refusing it.
-    fn named_thread(&self, thread: Option<Naming<'_>>) -> Result<Named, SystemMessage> {
+    /// Resolves the thread an outside message names, or the answer refusing it. An AgentServer
+    /// client names a new conversation by a fresh UUID: an unknown id in that dialect opens it.
+    fn named_thread(
+        &self,
+        thread: Option<Naming<'_>>,
+        dialect: Dialect,
+    ) -> Result<Named, SystemMessage> {
         let Some(naming) = thread else {
             return Ok(Named::New);
         };
@@ -384,6 +413,7 @@ impl Shared {
                     .to_owned(),
             }),
             Some(entry) => Ok(Named::Existing(entry)),
+            None if dialect == Dialect::AgentServer => Ok(Named::Adopt(id)),
             None => Err(unknown(
                 ThreadErrorCode::UnknownThread,
                 "no such thread; omit <thread> to start a new one, or emit <spawn-thread/> to branch",

@@ -6,7 +6,7 @@ use smallvec::{SmallVec, smallvec};
 use super::Shared;
 use super::route::{Refusal, Route, Sender, Targets, huh_code, smuggled};
 use crate::Payload;
-use crate::extract::{ExtractError, extract};
+use crate::extract::{ExtractError, addressed};
 use crate::governor::{Budget, GovernorMessage};
 use crate::listener::{Delivery, Output, Outputs, Target};
 use crate::system::{ErrorCode, GOVERNOR_NS};
@@ -79,34 +79,39 @@ impl Shared {
                 excess += 1;
                 continue;
             }
-            let (target, found): (Target, SmallVec<[Payload; 1]>) = match output {
+            let found: SmallVec<[(Target, Payload); 1]> = match output {
                 Output::Payload(target, text) => match Payload::parse(&text, limits) {
-                    Ok(p) => (target, smallvec![p]),
+                    Ok(p) => smallvec![(target, p)],
                     Err(e) => {
                         steps.push(refused(Refusal::unparsed(&e), text));
                         continue;
                     }
                 },
-                Output::Text(text) => match extract(&text, limits) {
+                Output::Text(text) => match addressed(&text, limits) {
                     Ok(found) if found.is_empty() => {
                         let message = "no payload element in the output".to_owned();
                         steps.push(refused(Refusal::Huh(HuhCode::NoPayload, message), text));
                         continue;
                     }
-                    Ok(found) => (Target::Route, SmallVec::from_vec(found)),
+                    Ok(found) => found
+                        .into_iter()
+                        .map(|a| (a.address.into(), a.payload))
+                        .collect(),
                     Err(e) => {
                         let code = match &e {
                             ExtractError::Payload(p) => huh_code(p),
                             ExtractError::TooMany { .. } => HuhCode::LimitExceeded,
                             ExtractError::Unterminated { .. } => HuhCode::MalformedXml,
-                            ExtractError::Magic { .. } => HuhCode::InvalidRequest,
+                            ExtractError::Magic { .. } | ExtractError::Address { .. } => {
+                                HuhCode::InvalidRequest
+                            }
                         };
                         steps.push(refused(Refusal::Huh(code, e.to_string()), text));
                         continue;
                     }
                 },
             };
-            for payload in found {
+            for (target, payload) in found {
                 payloads += 1;
                 if payloads > limits.max_outputs {
                     let message =

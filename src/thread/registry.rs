@@ -114,7 +114,7 @@ impl ThreadEntry {
             None,
             info.spawner.clone(),
             Arc::clone(&info.path),
-            Dialect::default(),
+            info.dialect,
             ledger,
         );
         entry.parent = info.parent;

@@ -1,7 +1,7 @@
 //! The writer thread: takes batches in the order `append` fixed, commits as many as are waiting
 //! in one transaction (group commit), then resolves their tickets.
 
-use std::sync::{Mutex, mpsc};
+use std::sync::{Arc, Mutex, mpsc};
 use std::thread::JoinHandle;
 
 use rusqlite::{Connection, params};
@@ -21,24 +21,53 @@ pub(crate) struct Job {
     pub done: oneshot::Sender<Result<(), HistoryError>>,
 }
 
-/// Starts the writer on its own OS thread (SQLite calls block).
+/// The highest seq whose batch the writer has resolved (committed, or failed and refused):
+/// readers wait for it to reach what was appended before they read.
+pub(crate) type Resolved = Arc<tokio::sync::watch::Sender<u64>>;
+
+/// The writer thread; joining it gives why the final checkpoint failed, if it did.
+pub(crate) type Writer = JoinHandle<Result<(), String>>;
+
+/// Starts the writer on its own OS thread (SQLite calls block). The thread ends once every
+/// sender is gone, after writing all it was handed and checkpointing the write-ahead log into
+/// the database file; it returns why the checkpoint failed, if it did.
 pub(crate) fn spawn(
-    conn: Connection,
+    mut conn: Connection,
     failed: Failure,
+    resolved: Resolved,
     options: SqliteOptions,
-) -> Result<(mpsc::SyncSender<Job>, JoinHandle<()>), HistoryError> {
+) -> Result<(mpsc::SyncSender<Job>, Writer), HistoryError> {
     let (jobs, inbox) = mpsc::sync_channel(options.backlog.max(1));
     let handle = std::thread::Builder::new()
         .name("agentpump-history".into())
-        .spawn(move || run(conn, &inbox, &failed, options.group.max(1)))
+        .spawn(move || {
+            run(&mut conn, &inbox, &failed, &resolved, options.group.max(1));
+            checkpoint(&conn)
+        })
         .map_err(|e| HistoryError::Unavailable(format!("cannot start the history writer: {e}")))?;
     Ok((jobs, handle))
 }
 
+/// Copies every committed page from the write-ahead log into the database file and truncates
+/// the log, so the file alone holds the whole history once the store is closed.
+fn checkpoint(conn: &Connection) -> Result<(), String> {
+    let (busy, _, _): (i64, i64, i64) = conn
+        .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |row| {
+            Ok((row.get(0)?, row.get(1)?, row.get(2)?))
+        })
+        .map_err(|e| format!("checkpoint failed: {e}"))?;
+    if busy == 0 {
+        Ok(())
+    } else {
+        Err("checkpoint incomplete: another connection is reading the database".into())
+    }
+}
+
 fn run(
-    mut conn: Connection,
+    conn: &mut Connection,
     inbox: &mpsc::Receiver<Job>,
     failed: &Mutex<Option<String>>,
+    resolved: &tokio::sync::watch::Sender<u64>,
     group: usize,
 ) {
     // `recv` fails once every sender is gone and the inbox is empty: everything handed over
@@ -54,7 +83,7 @@ fn run(
         let already = failed.lock().unwrap_or_else(|p| p.into_inner()).clone();
         let result = match already {
             Some(why) => Err(why),
-            None => write(&mut conn, &jobs).map_err(|e| e.to_string()),
+            None => write(conn, &jobs).map_err(|e| e.to_string()),
         };
         if let Err(why) = &result {
             tracing::error!(error = %why, "history commit failed; the store refuses further writes");
@@ -62,6 +91,17 @@ fn run(
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .get_or_insert_with(|| why.clone());
+        }
+        let last = jobs
+            .iter()
+            .filter_map(|job| job.records.last().map(|(r, _)| r.seq))
+            .max();
+        if let Some(last) = last {
+            resolved.send_if_modified(|seq| {
+                let raised = last > *seq;
+                *seq = (*seq).max(last);
+                raised
+            });
         }
         for job in jobs {
             let outcome = result

@@ -11,7 +11,7 @@ use serde::Deserialize;
 use super::{Api, Problem};
 use crate::governor::Budget;
 use crate::history::export;
-use crate::{EnvelopeError, Incoming, ThreadId, ThreadState};
+use crate::{Dialect, EnvelopeError, Incoming, ThreadId, ThreadState};
 
 /// Query of `POST /threads` and `POST /threads/{id}/messages` for a bare payload.
 #[derive(Debug, Deserialize)]
@@ -118,9 +118,11 @@ pub(crate) async fn post_message(
     let receipt = match Incoming::parse(&body, &Default::default()) {
         Ok(msg) => {
             let to = msg.to().or(q.to.as_deref());
-            api.pump
-                .post(Some(thread), to, msg.payload().as_str())
-                .await
+            let payload = match msg.dialect() {
+                Dialect::AgentServer => api.pump.adopt_payload(msg.payload().clone()),
+                Dialect::Agentpump => msg.payload().clone(),
+            };
+            api.pump.post(Some(thread), to, payload.as_str()).await
         }
         Err(EnvelopeError::NotAnEnvelope { .. }) => {
             let text = bare_payload(&body);
@@ -186,6 +188,16 @@ pub(crate) async fn history(
             format!("format `{other}`: use json or xml"),
         )),
     }
+}
+
+/// `GET /threads/{id}/answers`: what went out to the outside sender, as a JSON array of
+/// envelopes in the dialect that started the thread (AgentServer clients get theirs).
+pub(crate) async fn answers(
+    State(api): State<Api>,
+    Path(id): Path<String>,
+) -> Result<Response, Problem> {
+    let id = known(&api, &id)?;
+    Ok(Json(api.pump.answers(id).await?).into_response())
 }
 
 /// `GET /threads/{id}/tree`.

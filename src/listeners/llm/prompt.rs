@@ -42,6 +42,9 @@ const PROTOCOL: &str = "You act only by writing XML payload elements; prose arou
 answer may hold several payloads. Every payload names its namespace (xmlns).
 - To think another step, emit your own root element: it comes back to you as the next turn.
 - To use a peer, emit one of the payloads shown below; its answer comes back to you.
+- To answer the sender of the message you are handling, wrap the payload: <reply>…payload…</reply>. \
+To address one listener by name — a peer, yourself, or `client` (whoever started this thread from outside) — \
+wrap it: <send to=\"NAME\">…payload…</send>. Unwrapped payloads are routed by their root element.
 - Tell the governor how you are doing: <residual xmlns=\"urn:agentpump:governor:v1\" value=\"0.01\"/> \
 (an exact decimal), <criterion xmlns=\"urn:agentpump:governor:v1\" id=\"…\" met=\"true\" evidence=\"…\"/>, \
 <learning xmlns=\"urn:agentpump:governor:v1\" lane=\"C\">…</learning>.
@@ -59,8 +62,11 @@ pub(crate) fn messages(
     mode: ContextMode,
 ) -> Vec<ChatMessage> {
     let me = cx.me();
-    let mut system =
-        format!("{definition}\n\nYou are the agent `{me}` in an agentpump organism. {PROTOCOL}\n");
+    let mut system = format!(
+        "{definition}\n\nYou are the agent `{me}` in an agentpump organism. {PROTOCOL}\n\
+        The message you are handling now is from `{}`; <reply> goes there.\n",
+        current.from()
+    );
     if !peers.is_empty() {
         system.push_str("\nPeers you may address:\n");
         for p in peers {
