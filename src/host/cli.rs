@@ -61,7 +61,7 @@ pub enum Command {
     },
     /// Print a thread's history.
     History {
-        /// The thread id.
+        /// The thread: its id, a unique prefix of it, or its path (46a2acab.part1).
         thread: String,
         /// Where to read from.
         #[command(flatten)]
@@ -78,7 +78,7 @@ pub enum Command {
     },
     /// Print a thread's halting report (JSON).
     Report {
-        /// The thread id.
+        /// The thread: its id, a unique prefix of it, or its path (46a2acab.part1).
         thread: String,
         /// Where to read from.
         #[command(flatten)]
@@ -91,7 +91,7 @@ pub enum Command {
     Send {
         /// The file.
         file: PathBuf,
-        /// Into this thread (default: a new thread).
+        /// Into this thread: an id, a unique prefix, or a path (default: a new thread).
         #[arg(long)]
         thread: Option<String>,
         /// To this listener (for a bare payload; default: every listener of its root).
@@ -103,7 +103,7 @@ pub enum Command {
     },
     /// Stop a thread on a running host (it halts with BACKPRESSURE).
     Stop {
-        /// The thread id.
+        /// The thread: its id, a unique prefix of it, or its path (46a2acab.part1).
         thread: String,
         /// The running host.
         #[command(flatten)]
@@ -111,7 +111,7 @@ pub enum Command {
     },
     /// Resume a halted thread on a running host, adding budget.
     Resume {
-        /// The thread id.
+        /// The thread: its id, a unique prefix of it, or its path (46a2acab.part1).
         thread: String,
         /// Turns to add.
         #[arg(long)]

@@ -38,9 +38,13 @@ fn block_on<T>(f: impl std::future::Future<Output = T>) -> T {
         .block_on(f)
 }
 
-fn thread_id(text: &str) -> Result<ThreadId, String> {
-    text.parse()
-        .map_err(|_| format!("`{text}` is not a thread id (a UUID such as 6f1c2a3b-…)"))
+/// The thread `text` names in `db`: an id, a unique id prefix, or a displayed path.
+async fn thread_id(store: &SqliteHistory, db: &Path, text: &str) -> Result<ThreadId, String> {
+    if let Ok(id) = text.parse() {
+        return Ok(id);
+    }
+    let threads = store.threads(None).await.map_err(|e| e.to_string())?;
+    super::resolve::resolve(&threads, text, &db.display().to_string())
 }
 
 /// Lists threads, optionally only those in `state`.
@@ -101,9 +105,9 @@ pub fn history(
     format: HistoryFormat,
     tree: bool,
 ) -> Result<String, String> {
-    let id = thread_id(thread)?;
     let store = open(db)?;
     block_on(async {
+        let id = thread_id(&store, db, thread).await?;
         let threads = if tree {
             store.subtree(id).await
         } else {
@@ -156,9 +160,9 @@ pub fn history(
 ///
 /// A malformed or unknown thread id, a thread that never halted, or the file cannot be read.
 pub fn report(db: &Path, thread: &str) -> Result<String, String> {
-    let id = thread_id(thread)?;
     let store = open(db)?;
     block_on(async {
+        let id = thread_id(&store, db, thread).await?;
         let mut reports = store.reports(id).await.map_err(|e| e.to_string())?;
         if reports.is_empty() {
             let known = store

@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::ThreadId;
 use crate::host::inspect::{self, HistoryFormat, ThreadsFormat};
 
 /// How long connecting to the host may take.
@@ -102,6 +103,18 @@ impl Host {
         })
     }
 
+    /// The full id of the thread `text` names on the host: an id, a unique prefix of one, or a
+    /// displayed path (`46a2acab.part1`).
+    fn resolve(&self, text: &str) -> Result<ThreadId, String> {
+        if let Ok(id) = text.parse() {
+            return Ok(id);
+        }
+        let list = self.call(reqwest::Method::GET, "/threads", None)?;
+        let threads: Vec<crate::ThreadInfo> = serde_json::from_str(&list)
+            .map_err(|e| format!("{}: the host's thread list is unreadable: {e}", self.url))?;
+        super::resolve::resolve(&threads, text, &self.url)
+    }
+
     /// Sends a file's envelope or payload, into `thread` or a new thread.
     ///
     /// # Errors
@@ -123,7 +136,7 @@ impl Host {
         };
         let query = to.map(|t| format!("?to={}", encode(t))).unwrap_or_default();
         let path = match thread {
-            Some(id) => format!("/threads/{id}/messages{query}"),
+            Some(text) => format!("/threads/{}/messages{query}", self.resolve(text)?),
             None => format!("/threads{query}"),
         };
         self.call(reqwest::Method::POST, &path, Some(body))
@@ -136,6 +149,7 @@ impl Host {
     ///
     /// The host refuses (unknown thread, already closed).
     pub fn stop(&self, thread: &str) -> Result<String, String> {
+        let thread = self.resolve(thread)?;
         self.call(
             reqwest::Method::POST,
             &format!("/threads/{thread}/stop"),
@@ -150,6 +164,7 @@ impl Host {
     ///
     /// The host refuses (unknown thread, not halted).
     pub fn resume(&self, thread: &str, budget: &crate::governor::Budget) -> Result<String, String> {
+        let thread = self.resolve(thread)?;
         let body = serde_json::to_vec(budget).map_err(|e| e.to_string())?;
         self.call(
             reqwest::Method::POST,
@@ -180,6 +195,7 @@ impl Host {
     ///
     /// The host cannot be reached or refuses.
     pub fn history(&self, thread: &str, format: HistoryFormat) -> Result<String, String> {
+        let thread = self.resolve(thread)?;
         let wire = if format == HistoryFormat::Xml {
             "xml"
         } else {
@@ -210,6 +226,7 @@ impl Host {
     ///
     /// The host cannot be reached, or the thread has not halted.
     pub fn report(&self, thread: &str) -> Result<String, String> {
+        let thread = self.resolve(thread)?;
         self.call(
             reqwest::Method::GET,
             &format!("/threads/{thread}/report"),
