@@ -2,7 +2,7 @@
 //! (`pump.send`, `pump.post`, a listener's output, HTTP) and the answer the pump must give — a
 //! recorded `huh` / `system-error` code, an HTTP status with its problem code, or exact delivery.
 //! After every row the pump must still serve: an echo in a new thread answers and a thread that
-//! was live before is untouched. The table is the README's "Hostile input" table, row for row.
+//! was live before is untouched. The table is docs/reliability.md's table, row for row.
 //!
 //! Cases that need their own organism (a second pump, a spawn bomb, a panicking handler, a
 //! 100 MB body, outputs over the limit) follow the table, each stating its answer the same way.
@@ -155,7 +155,7 @@ fn attributes(n: usize, namespaces: bool) -> String {
 }
 
 /// The table. Rows that only differ in the way in are kept together, so each case reads as one
-/// block; every row is one line of the README table.
+/// block; every row is one line of docs/reliability.md's table.
 #[rustfmt::skip]
 fn cases() -> Vec<Case> {
     use Answer::{Delivered, Halted, Http, Refused};

@@ -253,7 +253,7 @@ pub(crate) async fn method_not_allowed() -> Problem {
     Problem::new(
         StatusCode::METHOD_NOT_ALLOWED,
         "method-not-allowed",
-        "this route does not take that method; see the README's HTTP API section",
+        "this route does not take that method; see docs/http-api.md",
     )
 }
 
@@ -261,6 +261,6 @@ pub(crate) async fn not_found() -> Problem {
     Problem::new(
         StatusCode::NOT_FOUND,
         "no-route",
-        "no such route; see the README's HTTP API section",
+        "no such route; see docs/http-api.md",
     )
 }
