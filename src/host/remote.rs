@@ -73,7 +73,7 @@ impl Host {
             .map_err(|e| e.to_string())?;
         runtime.block_on(async {
             let url = format!("{}{path}", self.url);
-            let client = reqwest::Client::builder()
+            let client = crate::listeners::llm::http_client()
                 .connect_timeout(CONNECT_TIMEOUT)
                 .timeout(REQUEST_TIMEOUT)
                 .build()

@@ -8,6 +8,7 @@
 //! model can correct itself; the governor bounds how often.
 
 mod client;
+pub(crate) use client::http_client;
 mod prompt;
 
 use std::time::Duration;
@@ -106,7 +107,9 @@ impl LlmAgent {
             config,
             definition: definition.into(),
             peers: Vec::new(),
-            http: reqwest::Client::new(),
+            http: client::http_client()
+                .build()
+                .expect("an HTTP client with default settings builds"),
         }
     }
 

@@ -9,6 +9,19 @@ use super::LlmConfig;
 use super::prompt::ChatMessage;
 use crate::listener::ListenerError;
 
+/// A reqwest client builder whose TLS runs on rustls with the `ring` provider.
+///
+/// The build uses `ring` rather than reqwest's default `aws-lc-rs` (a C and cmake build that
+/// dominated a cold build); `ring` is installed as the process default provider unless the
+/// embedding program installed one first, which is then used.
+pub(crate) fn http_client() -> reqwest::ClientBuilder {
+    if rustls::crypto::CryptoProvider::get_default().is_none() {
+        // Losing a race to another installer is fine: a provider is installed either way.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    }
+    reqwest::Client::builder()
+}
+
 /// What the model answered.
 #[derive(Debug)]
 pub(crate) struct Answer {
