@@ -57,7 +57,7 @@ impl Api {
         let base = support::serve(&pump, TOKEN, 64 * 1024).await;
         Self {
             base,
-            client: reqwest::Client::new(),
+            client: support::http_client(),
             pump,
             store,
         }
@@ -422,7 +422,7 @@ async fn shutdown_ends_open_event_streams_instead_of_waiting_for_them() {
     let server = tokio::spawn(server::serve(listener, pump.clone(), TOKEN, 1024, async {
         let _ = stopped.await;
     }));
-    let response = reqwest::Client::new()
+    let response = support::http_client()
         .get(format!("{base}/threads/{thread}/events"))
         .bearer_auth(TOKEN)
         .send()
@@ -459,7 +459,7 @@ async fn an_event_stream_whose_history_breaks_says_so_and_ends() {
         .unwrap()
         .execute_batch("ALTER TABLE records RENAME TO gone;")
         .unwrap();
-    let response = reqwest::Client::new()
+    let response = support::http_client()
         .get(format!("{base}/threads/{thread}/events"))
         .bearer_auth(TOKEN)
         .send()
@@ -522,7 +522,7 @@ fn sigterm_under_load_exits_cleanly_and_loses_nothing_acknowledged() {
         .build()
         .unwrap();
     let acked: Vec<String> = runtime.block_on(async {
-        let client = reqwest::Client::new();
+        let client = support::http_client();
         let senders: Vec<_> = (0..8)
             .map(|i| {
                 let (client, base, token) = (client.clone(), base.clone(), token.clone());

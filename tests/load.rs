@@ -365,7 +365,7 @@ fn check_answered(outcomes: &[Outcome], records: &[Record]) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_clients_get_answers_and_every_acknowledged_message_is_stored_once() {
     let host = Host::start().await;
-    let http = reqwest::Client::new();
+    let http = support::http_client();
     let mut setup = Vec::new();
     let shared: Arc<[ThreadId]> = shared_threads(&http, &host.base, &mut setup).await.into();
     let base: Arc<str> = Arc::from(host.base.as_str());

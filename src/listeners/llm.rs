@@ -9,6 +9,7 @@
 
 mod client;
 pub(crate) use client::http_client;
+pub use client::install_tls_provider;
 mod prompt;
 
 use std::time::Duration;
