@@ -74,8 +74,9 @@ impl Shared {
         by_root: HashMap<QName, Vec<usize>>,
         store: Arc<dyn HistoryStore>,
         config: PumpConfig,
+        system_id: Option<ThreadId>,
     ) -> Self {
-        let system_thread = Arc::new(ThreadEntry::system());
+        let system_thread = Arc::new(ThreadEntry::system(system_id.unwrap_or_default()));
         let registry = Registry::default();
         registry.insert(Arc::clone(&system_thread));
         Self {
@@ -99,8 +100,11 @@ impl Shared {
         }
     }
 
-    /// Records a lifecycle message in the system thread.
-    fn record_system(&self, message: SystemMessage) -> Result<(), HistoryError> {
+    /// Records a lifecycle message in the system thread; the ticket resolves once it is committed.
+    fn record_system(
+        &self,
+        message: SystemMessage,
+    ) -> Result<crate::history::Ticket, HistoryError> {
         let entry = &self.system_thread;
         let mut inner = entry.lock();
         inner.records += 1;
@@ -118,7 +122,7 @@ impl Shared {
             threads: vec![entry.stored_info(&inner)],
             ..Batch::default()
         };
-        self.store.append(batch).map(drop)
+        self.store.append(batch)
     }
 
     /// Waits until `done()` holds, checking again whenever a runner ends.
@@ -147,6 +151,7 @@ impl Shared {
         self.record_system(SystemMessage::Boot {
             listeners: self.listeners.len(),
         })
+        .map(drop)
     }
 }
 

@@ -81,8 +81,16 @@ pub fn run(db: Option<PathBuf>) -> Result<String, String> {
                 return Err(format!("thread {root} did not settle within 30 s"));
             }
         }
-        let text = show(&pump, &roots, &db).await?;
+        let mut text = format!(
+            "agentpump demo — every message below is in {}\n\n",
+            db.display()
+        );
+        text.push_str(&show(&pump, &roots).await?);
         pump.shutdown(Duration::from_secs(5)).await;
+        // Counted after the shutdown records, so it is the count `verify` prints.
+        let verified = pump.verify().await.map_err(|e| e.to_string())?;
+        let _ = writeln!(text, "\nHash chains verified: {verified} records.");
+        text.push_str(&inspect_commands(&roots, &db));
         Ok(text)
     })
 }
@@ -105,13 +113,8 @@ fn remove_database(db: &Path) -> Result<(), String> {
     Ok(())
 }
 
-async fn show(pump: &PumpHandle, roots: &[ThreadId], db: &Path) -> Result<String, String> {
+async fn show(pump: &PumpHandle, roots: &[ThreadId]) -> Result<String, String> {
     let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "agentpump demo — every message below is in {}\n",
-        db.display()
-    );
     let _ = writeln!(out, "What ran (one root thread each):");
     for ((what, _, _), root) in STARTS.iter().zip(roots) {
         let _ = writeln!(out, "  {}  {what}", &root.to_string()[..8]);
@@ -120,9 +123,14 @@ async fn show(pump: &PumpHandle, roots: &[ThreadId], db: &Path) -> Result<String
     for &root in roots {
         for t in pump.tree(root) {
             let indent = "  ".repeat(t.depth as usize + 1);
+            let why = if t.depth == 0 && t.state == crate::ThreadState::Idle {
+                "  (answered; a root thread stays open for more input until its agent signals done or it is stopped)"
+            } else {
+                ""
+            };
             let _ = writeln!(
                 out,
-                "{indent}{:<24} {:<7} {:>3} deliveries",
+                "{indent}{:<24} {:<7} {:>3} deliveries{why}",
                 t.path, t.state, t.counters.deliveries
             );
         }
@@ -155,8 +163,12 @@ async fn show(pump: &PumpHandle, roots: &[ThreadId], db: &Path) -> Result<String
     if let Some(answer) = collected.iter().rfind(|r| r.root.is(DEMO_NS, "collected")) {
         let _ = writeln!(out, "\nThe planner collected: {}", answer.payload);
     }
-    let verified = pump.verify().await.map_err(|e| e.to_string())?;
-    let _ = writeln!(out, "\nHash chains verified: {verified} records.");
+    Ok(out)
+}
+
+/// The commands that inspect the demo's database.
+fn inspect_commands(roots: &[ThreadId], db: &Path) -> String {
+    let mut out = String::new();
     let db = db.display();
     let _ = writeln!(out, "\nInspect it yourself:");
     let _ = writeln!(out, "  agentpump threads --db {db}");
@@ -168,5 +180,5 @@ async fn show(pump: &PumpHandle, roots: &[ThreadId], db: &Path) -> Result<String
         out,
         "(with cargo: cargo run --release -- threads --db {db}, …)"
     );
-    Ok(out)
+    out
 }
