@@ -482,13 +482,15 @@ fn sigterm_under_load_exits_cleanly_and_loses_nothing_acknowledged() {
     let organism = dir.join("organism.toml");
     std::fs::write(
         &organism,
-        "[store]\npath = \"history.db\"\n[server]\nbind = \"127.0.0.1:0\"\n\
+        "[store]\npath = \"history.db\"\n\
          [[listener]]\nname = \"echo\"\nkind = \"builtin\"\nbuiltin = \"echo\"\naccepts = [\"{urn:test:v1}say\"]\n",
     )
     .unwrap();
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_agentpump"))
-        .args(["run", organism.to_str().unwrap()])
+        .args(["run", organism.to_str().unwrap(), "--port", "0"])
+        .env("RUST_LOG", "info")
         .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
     let mut lines = std::io::BufRead::lines(std::io::BufReader::new(child.stdout.take().unwrap()));
@@ -558,8 +560,21 @@ fn sigterm_under_load_exits_cleanly_and_loses_nothing_acknowledged() {
         }
         acked
     });
+    let mut logs = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut logs).unwrap();
     let status = child.wait().unwrap();
     assert!(status.success(), "exit status {status}");
+    // Logs to a pipe: no colour codes, and one info line per request.
+    assert!(!logs.contains('\u{1b}'), "{logs}");
+    assert!(
+        logs.lines()
+            .filter(|l| l.contains("INFO")
+                && l.contains("path=/threads")
+                && l.contains("status=201"))
+            .count()
+            >= acked.len(),
+        "{logs}"
+    );
     assert!(!acked.is_empty());
     let store = SqliteHistory::open_read_only(dir.join("history.db")).unwrap();
     runtime.block_on(async {
@@ -625,17 +640,29 @@ async fn the_cli_talks_to_a_running_host() {
             .iter()
             .any(|t| t["id"] == thread.as_str())
     );
-    let (ok, _, err) = run(&["history", &thread, "--tree"]).await;
+    let (ok, out, err) = run(&["history", &thread[..8], "--tree"]).await;
     assert!(
-        !ok && err.contains("--tree reads the history file"),
-        "{err}"
+        ok && out.starts_with(&format!("== thread {} [idle]", &thread[..8])),
+        "{out}{err}"
     );
+    // One format name, one shape: json is an array, jsonl one object per line.
+    let (_, json, _) = run(&["history", &thread, "--format", "json"]).await;
+    let (_, jsonl, _) = run(&["history", &thread, "--format", "jsonl"]).await;
+    let records: Vec<agentpump::history::Record> = serde_json::from_str(&json).unwrap();
+    assert_eq!(records.len(), jsonl.lines().count());
     let (ok, _, _) = run(&["stop", &thread]).await;
     assert!(ok);
-    let (ok, out, _) = run(&["report", &thread]).await;
+    let (ok, out, err) = run(&["report", &thread]).await;
+    let reports: Vec<agentpump::governor::HaltingReport> =
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}{err}"));
     assert!(
-        ok && out.contains("\"stop_reason\": \"stop-request\"")
-            || out.contains("\"stop_reason\":\"stop-request\""),
+        ok && reports.len() == 1 && reports[0].stop_reason == "stop-request",
+        "{out}"
+    );
+    let (_, out, _) = run(&["threads"]).await;
+    let row = out.lines().find(|l| l.contains(&thread)).unwrap();
+    assert!(
+        out.starts_with("ID ") && out.contains(" CLASS ") && row.contains("BACKPRESSURE"),
         "{out}"
     );
     let (ok, out, _) = run(&["resume", &thread, "--turns", "5"]).await;
@@ -652,5 +679,101 @@ async fn the_cli_talks_to_a_running_host() {
         !ok && err.contains("no body&to=echo") && err.contains("no-route"),
         "{err}"
     );
+    // `send --wait` waits for the thread to settle and prints what came back.
+    let (ok, out, err) = run(&["send", file.to_str().unwrap(), "--wait"]).await;
+    assert!(
+        ok && out.contains("echo -> client") && out.contains("from the cli"),
+        "{out}{err}"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn the_cli_says_to_start_a_host_that_is_not_running() {
+    let file = std::env::temp_dir().join(format!("agentpump-nohost-{}.xml", ThreadId::new()));
+    std::fs::write(&file, p("say", "anyone?")).unwrap();
+    // A port nothing listens on: bind one, then let it go.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("http://127.0.0.1:{port}");
+    for args in [vec!["send", file.to_str().unwrap()], vec!["threads"]] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_agentpump"))
+            .args(&args)
+            .args(["--url", &url, "--token", TOKEN])
+            .output()
+            .unwrap();
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert!(
+            !out.status.success() && err.contains("start it with `agentpump run`"),
+            "{args:?}: {err}"
+        );
+    }
+    std::fs::remove_file(&file).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unknown_keys_and_urls_are_refused_by_name() {
+    let api = Api::start().await;
+    let created: serde_json::Value = api
+        .post("/threads", p("say", "hi"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let thread = created["thread"].as_str().unwrap().to_owned();
+    api.pump.settle(thread.parse().unwrap()).await;
+    api.pump.stop(thread.parse().unwrap()).await.unwrap();
+    api.pump.settle(thread.parse().unwrap()).await;
+    let resume = format!("/threads/{thread}/resume");
+    let cases = [
+        (
+            api.post(&resume, r#"{"turnz": 10}"#),
+            400,
+            "unknown-key",
+            "turnz",
+        ),
+        (api.get("/threads?stat=idle"), 400, "unknown-key", "stat"),
+        (
+            api.get(&format!("/threads/{thread}/history?formt=xml")),
+            400,
+            "unknown-key",
+            "formt",
+        ),
+        (
+            api.get(&format!("/threads/{thread}/tree?depth=1")),
+            400,
+            "unknown-key",
+            "depth",
+        ),
+        (
+            api.post("/threads?to=echo&too=x", p("say", "x")),
+            400,
+            "unknown-key",
+            "too",
+        ),
+        (api.get("/thread"), 404, "unknown-url", "/thread"),
+        (
+            api.post("/threads?to=nobody", p("say", "x")),
+            422,
+            "no-route",
+            "nobody",
+        ),
+    ];
+    for (request, status, code, words) in cases {
+        let (got, body) = problem(request.send().await.unwrap()).await;
+        assert_eq!(
+            (got.as_u16(), body["code"].as_str()),
+            (status, Some(code)),
+            "{body}"
+        );
+        assert!(body["detail"].as_str().unwrap().contains(words), "{body}");
+    }
+    // The refused resume resumed nothing.
+    let info = api.pump.thread(thread.parse().unwrap()).unwrap();
+    assert_eq!(info.state, agentpump::ThreadState::Halted);
 }

@@ -11,6 +11,8 @@ use crate::host::inspect::{self, HistoryFormat, ThreadsFormat};
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long one request may take, answer included.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
+/// How often `send --wait` looks at the thread.
+const WAIT_POLL: Duration = Duration::from_millis(100);
 
 /// `text` percent-encoded for a query value (everything but RFC 3986 unreserved characters).
 fn encode(text: &str) -> String {
@@ -82,10 +84,16 @@ impl Host {
             if let Some(body) = body {
                 request = request.body(body);
             }
-            let response = request
-                .send()
-                .await
-                .map_err(|e| format!("cannot reach {url}: {e}"))?;
+            let response = request.send().await.map_err(|e| {
+                if e.is_connect() {
+                    format!(
+                        "no agentpump host answers at {} ({e}): start it with `agentpump run`, or pass --url to where it runs",
+                        self.url
+                    )
+                } else {
+                    format!("cannot reach {url}: {e}")
+                }
+            })?;
             let status = response.status();
             let text = response.text().await.map_err(|e| format!("{url}: {e}"))?;
             if status.is_success() {
@@ -115,7 +123,8 @@ impl Host {
         super::resolve::resolve(&threads, text, &self.url)
     }
 
-    /// Sends a file's envelope or payload, into `thread` or a new thread.
+    /// Sends a file's envelope or payload, into `thread` or a new thread; with `wait`, waits up
+    /// to that long for the thread to settle and adds what happened after the message.
     ///
     /// # Errors
     ///
@@ -125,6 +134,7 @@ impl Host {
         file: &Path,
         thread: Option<&str>,
         to: Option<&str>,
+        wait: Option<Duration>,
     ) -> Result<String, String> {
         let body = if file == Path::new("-") {
             let mut bytes = Vec::new();
@@ -139,8 +149,18 @@ impl Host {
             Some(text) => format!("/threads/{}/messages{query}", self.resolve(text)?),
             None => format!("/threads{query}"),
         };
-        self.call(reqwest::Method::POST, &path, Some(body))
-            .map(|t| t + "\n")
+        let receipt = self.call(reqwest::Method::POST, &path, Some(body))?;
+        let Some(patience) = wait else {
+            return Ok(receipt + "\n");
+        };
+        let answer: serde_json::Value = serde_json::from_str(&receipt)
+            .map_err(|e| format!("{}: unreadable receipt: {e}", self.url))?;
+        let thread = answer["thread"]
+            .as_str()
+            .and_then(|t| t.parse().ok())
+            .ok_or_else(|| format!("{}: the receipt names no thread: {receipt}", self.url))?;
+        let transcript = self.wait(thread, answer["ids"][0].as_str(), patience)?;
+        Ok(format!("{receipt}\n{transcript}"))
     }
 
     /// Stops a thread.
@@ -186,53 +206,109 @@ impl Host {
         let text = self.call(reqwest::Method::GET, &format!("/threads{query}"), None)?;
         let threads: Vec<crate::ThreadInfo> = serde_json::from_str(&text)
             .map_err(|e| format!("{}: the host's thread list is unreadable: {e}", self.url))?;
-        Ok(inspect::render_threads(&threads, format))
+        let mut reports = Vec::new();
+        if format == ThreadsFormat::Text {
+            for t in threads
+                .iter()
+                .filter(|t| t.state == crate::ThreadState::Halted)
+            {
+                reports.extend(self.reports(t.id)?);
+            }
+        }
+        Ok(inspect::render_threads(
+            &threads,
+            &inspect::halts_of(reports),
+            format,
+        ))
     }
 
-    /// A thread's history: JSON, XML, or a transcript built from the JSON.
+    /// Every halting report of `thread`, oldest first.
+    fn reports(&self, thread: ThreadId) -> Result<Vec<crate::governor::HaltingReport>, String> {
+        let text = self.call(
+            reqwest::Method::GET,
+            &format!("/threads/{thread}/reports"),
+            None,
+        )?;
+        serde_json::from_str(&text).map_err(|e| format!("{}: unreadable reports: {e}", self.url))
+    }
+
+    /// One JSON document from `path`.
+    fn json<T: serde::de::DeserializeOwned>(&self, path: &str) -> Result<T, String> {
+        let text = self.call(reqwest::Method::GET, path, None)?;
+        serde_json::from_str(&text)
+            .map_err(|e| format!("{}{path}: unreadable answer: {e}", self.url))
+    }
+
+    /// A thread's history (with `tree`, its whole subtree), printed as from a file.
     ///
     /// # Errors
     ///
     /// The host cannot be reached or refuses.
-    pub fn history(&self, thread: &str, format: HistoryFormat) -> Result<String, String> {
+    pub fn history(
+        &self,
+        thread: &str,
+        format: HistoryFormat,
+        tree: bool,
+    ) -> Result<String, String> {
         let thread = self.resolve(thread)?;
-        let wire = if format == HistoryFormat::Xml {
-            "xml"
+        let threads: Vec<crate::ThreadInfo> = if tree {
+            self.json(&format!("/threads/{thread}/tree"))?
         } else {
-            "json"
+            vec![self.json(&format!("/threads/{thread}"))?]
         };
-        let text = self.call(
-            reqwest::Method::GET,
-            &format!("/threads/{thread}/history?format={wire}"),
-            None,
-        )?;
-        Ok(match format {
-            HistoryFormat::Xml => text,
-            HistoryFormat::Jsonl | HistoryFormat::Text => {
-                let records: Vec<crate::history::Record> =
-                    serde_json::from_str(&text).map_err(|e| e.to_string())?;
-                if format == HistoryFormat::Jsonl {
-                    crate::history::export::to_jsonl(&records)
-                } else {
-                    crate::history::export::transcript(&records, 0)
-                }
-            }
-        })
+        let mut records: Vec<crate::history::Record> = Vec::new();
+        for t in &threads {
+            records.extend(self.json::<Vec<_>>(&format!("/threads/{}/history?format=json", t.id))?);
+        }
+        Ok(inspect::render_tree(&threads, &records, format))
     }
 
-    /// A thread's latest halting report (JSON).
+    /// Every halting report of a thread, as a JSON array (oldest first), as from a file.
     ///
     /// # Errors
     ///
     /// The host cannot be reached, or the thread has not halted.
     pub fn report(&self, thread: &str) -> Result<String, String> {
         let thread = self.resolve(thread)?;
-        self.call(
-            reqwest::Method::GET,
-            &format!("/threads/{thread}/report"),
-            None,
-        )
-        .map(|t| t + "\n")
+        let reports = self.reports(thread)?;
+        if reports.is_empty() {
+            return Err(format!("thread {thread} has no halting report"));
+        }
+        Ok(serde_json::to_string_pretty(&reports).expect("reports serialize") + "\n")
+    }
+
+    /// Waits until `thread` has nothing left to do (idle, done or halted), up to `patience`,
+    /// then returns its records after `after` (the sent message) as a transcript.
+    ///
+    /// # Errors
+    ///
+    /// The host cannot be reached, or the thread is still working after `patience`.
+    pub fn wait(
+        &self,
+        thread: ThreadId,
+        after: Option<&str>,
+        patience: Duration,
+    ) -> Result<String, String> {
+        let deadline = std::time::Instant::now() + patience;
+        loop {
+            let info: crate::ThreadInfo = self.json(&format!("/threads/{thread}"))?;
+            if info.state != crate::ThreadState::Active {
+                break;
+            }
+            if std::time::Instant::now() >= deadline {
+                return Err(format!(
+                    "thread {thread} is still active after {} s; follow it with `agentpump history {thread}`",
+                    patience.as_secs()
+                ));
+            }
+            std::thread::sleep(WAIT_POLL);
+        }
+        let records: Vec<crate::history::Record> =
+            self.json(&format!("/threads/{thread}/history?format=json"))?;
+        let start = after
+            .and_then(|id| records.iter().position(|r| r.id.to_string() == id))
+            .unwrap_or(0);
+        Ok(crate::history::export::transcript(&records[start..], 0))
     }
 }
 
