@@ -208,6 +208,21 @@ impl PumpHandle {
         self.shared.store.thread(thread, 0).await
     }
 
+    /// The records of `root` and every thread spawned below it, in the order they were
+    /// accepted (global `seq`): a whole tree's history in one read.
+    ///
+    /// # Errors
+    ///
+    /// [`HistoryError::Query`] when the store cannot be read.
+    pub async fn tree_history(&self, root: ThreadId) -> Result<Vec<Record>, HistoryError> {
+        let mut records = Vec::new();
+        for t in self.tree(root) {
+            records.extend(self.shared.store.thread(t.id, 0).await?);
+        }
+        records.sort_by_key(|r| r.seq);
+        Ok(records)
+    }
+
     /// A snapshot of one thread, if it exists.
     pub fn thread(&self, id: ThreadId) -> Option<ThreadInfo> {
         self.shared.registry.get(id).map(|e| e.info(&e.lock()))
