@@ -395,15 +395,116 @@ async fn events_arrive_in_order_and_end_when_the_thread_halts() {
         .await
         .expect("the stream ends")
         .unwrap();
-    let records: Vec<agentpump::history::Record> = body
-        .lines()
-        .filter_map(|l| l.strip_prefix("data: "))
+    let records: Vec<agentpump::history::Record> = events(&body, "record")
+        .iter()
         .map(|d| serde_json::from_str(d).unwrap())
         .collect();
     assert!(records.windows(2).all(|w| w[0].seq < w[1].seq), "in order");
     let all = api.pump.history(thread.parse().unwrap()).await.unwrap();
     assert_eq!(records, all, "every record, once");
     assert_eq!(records.last().unwrap().root.local(), "halt");
+    // The last event says the thread settled, and how.
+    let settled = events(&body, "settled");
+    assert_eq!(settled.len(), 1, "{body}");
+    let settled: serde_json::Value = serde_json::from_str(settled[0]).unwrap();
+    assert_eq!(
+        (settled["state"].as_str(), settled["seq"].as_u64()),
+        (Some("halted"), Some(records.last().unwrap().seq))
+    );
+    assert!(
+        body.trim_end().ends_with('}')
+            && body.trim_end().rfind("event: settled") > body.rfind("event: record")
+    );
+}
+
+/// The data of each event named `name` in an event-stream body.
+fn events<'a>(body: &'a str, name: &str) -> Vec<&'a str> {
+    body.split("\n\n")
+        .filter(|e| e.lines().any(|l| l == format!("event: {name}")))
+        .filter_map(|e| e.lines().find_map(|l| l.strip_prefix("data: ")))
+        .collect()
+}
+
+/// Reads `response` until an event named `name` has arrived (or 10 s pass).
+async fn read_until(response: &mut reqwest::Response, name: &str) -> String {
+    let mut body = String::new();
+    let wanted = format!("event: {name}");
+    while !body.contains(&wanted) {
+        let chunk = tokio::time::timeout(Duration::from_secs(10), response.chunk())
+            .await
+            .unwrap_or_else(|_| panic!("no {name} event in 10 s: {body}"))
+            .unwrap()
+            .unwrap_or_else(|| panic!("the stream ended before {name}: {body}"));
+        body.push_str(std::str::from_utf8(&chunk).unwrap());
+    }
+    body
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn event_streams_say_when_the_thread_settles_and_resume_after_last_event_id() {
+    let api = Api::start().await;
+    let created: serde_json::Value = api
+        .post("/threads", p("say", "hi"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let thread = created["thread"].as_str().unwrap().to_owned();
+    let path = format!("/threads/{thread}/events");
+    let mut response = api.get(&path).send().await.unwrap();
+    let body = read_until(&mut response, "settled").await;
+    let seqs: Vec<u64> = events(&body, "record")
+        .iter()
+        .map(|d| {
+            serde_json::from_str::<agentpump::history::Record>(d)
+                .unwrap()
+                .seq
+        })
+        .collect();
+    assert_eq!(seqs.len(), 2, "the say and its echo: {body}");
+    let settled: serde_json::Value = serde_json::from_str(events(&body, "settled")[0]).unwrap();
+    assert_eq!(settled["state"], "idle", "{body}");
+    assert_eq!(settled["seq"], seqs[1], "{body}");
+    // After another message, the stream goes on and settles again.
+    api.post(&format!("/threads/{thread}/messages"), p("say", "again"))
+        .send()
+        .await
+        .unwrap();
+    let more = read_until(&mut response, "settled").await;
+    assert_eq!(events(&more, "record").len(), 2, "{more}");
+    drop(response);
+    // A client that reconnects with Last-Event-ID gets only what came after it.
+    let mut resumed = api
+        .get(&path)
+        .header("Last-Event-ID", seqs[0].to_string())
+        .send()
+        .await
+        .unwrap();
+    let body = read_until(&mut resumed, "settled").await;
+    let again: Vec<u64> = events(&body, "record")
+        .iter()
+        .map(|d| {
+            serde_json::from_str::<agentpump::history::Record>(d)
+                .unwrap()
+                .seq
+        })
+        .collect();
+    assert_eq!(again.len(), 3, "{body}");
+    assert!(again[0] == seqs[1] && again[0] > seqs[0], "{body}");
+    let (status, problem) = support::problem(
+        api.get(&path)
+            .header("Last-Event-ID", "yesterday")
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(
+        (status, problem["code"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("bad-last-event-id"))
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
