@@ -115,5 +115,38 @@ fn the_demo_runs_and_everything_it_suggests_works() {
         std::fs::read_to_string(dir.join("notes.txt")).unwrap(),
         "my notes"
     );
+    // Not even with a `-wal` beside it (an empty file, a text file), or a `-wal` alone: every
+    // file is left exactly as it was, and nothing is added.
+    for (main, wal) in [
+        (Some("my notes"), "not a wal"),
+        (Some(""), "not a wal"),
+        (None, "an orphan wal"),
+    ] {
+        let name = format!("other-{}.db", agentpump::ThreadId::new());
+        if let Some(text) = main {
+            std::fs::write(dir.join(&name), text).unwrap();
+        }
+        std::fs::write(dir.join(format!("{name}-wal")), wal).unwrap();
+        let (ok, _, err) = agentpump(&["demo", "--db", &name], &dir);
+        assert!(
+            !ok && err.contains("the demo replaces only an agentpump history"),
+            "{err}"
+        );
+        if let Some(text) = main {
+            assert_eq!(std::fs::read_to_string(dir.join(&name)).unwrap(), text);
+        }
+        assert!(
+            !dir.join(&name).exists() || main.is_some(),
+            "{name} was created"
+        );
+        assert_eq!(
+            std::fs::read_to_string(dir.join(format!("{name}-wal"))).unwrap(),
+            wal
+        );
+        assert!(
+            !dir.join(format!("{name}-shm")).exists(),
+            "{name}-shm was created"
+        );
+    }
     std::fs::remove_dir_all(&dir).unwrap();
 }

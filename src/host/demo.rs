@@ -95,13 +95,43 @@ pub fn run(db: Option<PathBuf>) -> Result<String, String> {
     })
 }
 
+/// The first bytes of every SQLite database file.
+const SQLITE_HEADER: &[u8; 16] = b"SQLite format 3\0";
+
 /// Removes the previous demo's history; refuses a file that is not an agentpump history.
+///
+/// Nothing is opened with SQLite before the file is known to be a SQLite database: opening a
+/// file that is not one can still rewrite or delete a `-wal` file beside it.
 fn remove_database(db: &Path) -> Result<(), String> {
-    if db.exists() {
-        crate::history::SqliteHistory::open_read_only(db).map_err(|e| {
-            format!("{e}; the demo replaces only an agentpump history, choose another --db")
-        })?;
+    let refuse = |why: String| {
+        format!("{why}; the demo replaces only an agentpump history, choose another --db")
+    };
+    let sidecar = |suffix: &str| PathBuf::from(format!("{}{suffix}", db.display()));
+    if !db.exists() {
+        if let Some(orphan) = ["-wal", "-shm"]
+            .map(sidecar)
+            .into_iter()
+            .find(|f| f.exists())
+        {
+            return Err(refuse(format!(
+                "{} exists without {}: it is not the demo's",
+                orphan.display(),
+                db.display()
+            )));
+        }
+        return Ok(());
     }
+    let mut header = [0u8; 16];
+    let read = std::fs::File::open(db)
+        .and_then(|mut f| std::io::Read::read(&mut f, &mut header))
+        .map_err(|e| format!("{}: {e}", db.display()))?;
+    if read < header.len() || &header != SQLITE_HEADER {
+        return Err(refuse(format!(
+            "{}: not an agentpump database (not an SQLite file)",
+            db.display()
+        )));
+    }
+    crate::history::SqliteHistory::open_read_only(db).map_err(|e| refuse(e.to_string()))?;
     for suffix in ["", "-wal", "-shm"] {
         let file = PathBuf::from(format!("{}{suffix}", db.display()));
         match std::fs::remove_file(&file) {
