@@ -149,8 +149,22 @@ async fn the_commands_read_a_history_file() {
 
     let (ok, out, err) = run(&["report", &halted.to_string(), "--db", db_arg]);
     assert!(ok, "{err}");
-    let report: HaltingReport = serde_json::from_str(&out).unwrap();
-    assert_eq!((report.class.as_str(), report.thread), ("TIMEOUT", halted));
+    // Always an array, oldest first, even for one halt.
+    let reports: Vec<HaltingReport> = serde_json::from_str(&out).unwrap();
+    assert_eq!(reports.len(), 1, "{out}");
+    assert_eq!(
+        (reports[0].class.as_str(), reports[0].thread),
+        ("TIMEOUT", halted)
+    );
+    let (_, table, _) = run(&["threads", "--db", db_arg]);
+    let row = table
+        .lines()
+        .find(|l| l.contains(&halted.to_string()))
+        .unwrap();
+    assert!(
+        table.starts_with("ID ") && row.contains("TIMEOUT"),
+        "{table}"
+    );
 
     let (ok, out, _) = run(&["verify", "--db", db_arg]);
     assert!(

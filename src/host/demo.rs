@@ -85,9 +85,12 @@ pub fn run(db: Option<PathBuf>) -> Result<String, String> {
             "agentpump demo — every message below is in {}\n\n",
             db.display()
         );
-        text.push_str(&show(&pump, &roots).await?);
+        // Shown after the shutdown, which drains every thread and waits for every runner and
+        // commit: read earlier, under load, the planner's last delivery was sometimes counted
+        // but its answer not yet in history. The count below includes the shutdown records,
+        // so it is the count `verify` prints.
         pump.shutdown(Duration::from_secs(5)).await;
-        // Counted after the shutdown records, so it is the count `verify` prints.
+        text.push_str(&show(&pump, &roots).await?);
         let verified = pump.verify().await.map_err(|e| e.to_string())?;
         let _ = writeln!(text, "\nHash chains verified: {verified} records.");
         text.push_str(&inspect_commands(&roots, &db));
