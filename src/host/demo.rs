@@ -205,9 +205,15 @@ fn inspect_commands(roots: &[ThreadId], db: &Path) -> String {
     let db = db.display();
     let _ = writeln!(out, "\nInspect it yourself:");
     let _ = writeln!(out, "  agentpump threads --db {db}");
-    let _ = writeln!(out, "  agentpump history {} --db {db}", roots[0]);
-    let _ = writeln!(out, "  agentpump history {} --db {db} --tree", roots[1]);
-    let _ = writeln!(out, "  agentpump report {} --db {db}", roots[2]);
+    // The short ids printed above name the threads as well as the full ones.
+    let short = |root: ThreadId| root.to_string()[..8].to_owned();
+    let _ = writeln!(out, "  agentpump history {} --db {db}", short(roots[0]));
+    let _ = writeln!(
+        out,
+        "  agentpump history {} --db {db} --tree",
+        short(roots[1])
+    );
+    let _ = writeln!(out, "  agentpump report {} --db {db}", short(roots[2]));
     let _ = writeln!(out, "  agentpump verify --db {db}");
     let _ = writeln!(
         out,
