@@ -10,6 +10,7 @@ mod ids;
 mod incoming;
 mod limits;
 mod payload;
+mod prolog;
 mod qname;
 mod scan;
 mod vocabulary;

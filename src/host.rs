@@ -7,5 +7,6 @@ pub mod demo;
 pub mod inspect;
 pub mod organism;
 pub mod remote;
+mod resolve;
 pub mod run;
 pub mod server;

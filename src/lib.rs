@@ -39,9 +39,33 @@ pub use listener::{
 pub use pump::{
     AgentServerConfig, BuildError, IngressError, PumpBuilder, PumpConfig, PumpHandle, Receipt,
 };
+pub use system::Spawn;
 pub use thread::{Counters, ThreadInfo, ThreadState};
+
+/// The attribute every `impl Listener` needs (the trait has an async method), re-exported so a
+/// program needs no `async-trait` dependency of its own: `#[agentpump::async_trait]`.
+pub use async_trait::async_trait;
 
 /// The README's code, compiled and run as a doc test.
 #[doc = include_str!("../README.md")]
 #[cfg(doctest)]
 pub struct ReadmeDoctests;
+
+/// The code of the reference pages in `docs/`, compiled and run as doc tests.
+#[cfg(doctest)]
+pub mod docs {
+    #[doc = include_str!("../docs/listeners.md")]
+    pub struct Listeners;
+    #[doc = include_str!("../docs/organism.md")]
+    pub struct Organism;
+    #[doc = include_str!("../docs/http-api.md")]
+    pub struct HttpApi;
+    #[doc = include_str!("../docs/governor.md")]
+    pub struct Governor;
+    #[doc = include_str!("../docs/history.md")]
+    pub struct History;
+    #[doc = include_str!("../docs/reliability.md")]
+    pub struct Reliability;
+    #[doc = include_str!("../docs/performance.md")]
+    pub struct Performance;
+}

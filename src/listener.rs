@@ -7,6 +7,7 @@
 
 mod context;
 mod delivery;
+mod notices;
 pub(crate) mod registration;
 mod typed;
 
@@ -15,12 +16,17 @@ use async_trait::async_trait;
 pub use context::{BudgetExhausted, Context, Usage};
 pub(crate) use context::{Output, Outputs, Target};
 pub use delivery::Delivery;
+pub use notices::{Huh, SystemError, ThreadResult, ThreadSpawned};
 pub use registration::{Registration, RegistrationError, Role};
 pub use typed::{Typed, TypedListener, to_xml};
 
 /// A participant of the pump: Rust code, an LLM agent or a workflow script.
 ///
 /// `handle` takes `&self` only: per-thread state lives in the thread's history, not the listener.
+///
+/// Every `impl Listener` needs the `#[async_trait]` attribute (re-exported as
+/// `agentpump::async_trait`, so no dependency of your own is needed): the trait has an async
+/// method, and without the attribute the compiler reports a lifetime mismatch on `handle`.
 ///
 /// # Handlers must not block
 ///
@@ -35,11 +41,11 @@ pub use typed::{Typed, TypedListener, to_xml};
 /// # Example
 ///
 /// ```
-/// use agentpump::{Context, Delivery, Listener, ListenerError};
+/// use agentpump::{Context, Delivery, Listener, ListenerError, async_trait};
 ///
 /// struct Echo;
 ///
-/// #[async_trait::async_trait]
+/// #[async_trait]
 /// impl Listener for Echo {
 ///     async fn handle(&self, msg: &Delivery, cx: &mut Context) -> Result<(), ListenerError> {
 ///         cx.reply(msg.payload().as_str());

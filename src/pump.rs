@@ -79,8 +79,9 @@ impl Shared {
         by_root: HashMap<QName, Vec<usize>>,
         store: Arc<dyn HistoryStore>,
         config: PumpConfig,
+        system_id: Option<ThreadId>,
     ) -> Self {
-        let system_thread = Arc::new(ThreadEntry::system());
+        let system_thread = Arc::new(ThreadEntry::system(system_id.unwrap_or_default()));
         let registry = Registry::default();
         registry.insert(Arc::clone(&system_thread));
         Self {
@@ -105,8 +106,11 @@ impl Shared {
         }
     }
 
-    /// Records a lifecycle message in the system thread.
-    fn record_system(&self, message: SystemMessage) -> Result<(), HistoryError> {
+    /// Records a lifecycle message in the system thread; the ticket resolves once it is committed.
+    fn record_system(
+        &self,
+        message: SystemMessage,
+    ) -> Result<crate::history::Ticket, HistoryError> {
         let entry = &self.system_thread;
         let mut inner = entry.lock();
         inner.records += 1;
@@ -124,7 +128,7 @@ impl Shared {
             threads: vec![entry.stored_info(&inner)],
             ..Batch::default()
         };
-        self.store.append(batch).map(drop)
+        self.store.append(batch)
     }
 
     /// Waits until `done()` holds, checking again whenever a runner ends.
@@ -153,6 +157,7 @@ impl Shared {
         self.record_system(SystemMessage::Boot {
             listeners: self.listeners.len(),
         })
+        .map(drop)
     }
 }
 
@@ -207,6 +212,21 @@ impl PumpHandle {
     /// [`HistoryError::Query`] when the store cannot be read.
     pub async fn history(&self, thread: ThreadId) -> Result<Vec<Record>, HistoryError> {
         self.shared.store.thread(thread, 0).await
+    }
+
+    /// The records of `root` and every thread spawned below it, in the order they were
+    /// accepted (global `seq`): a whole tree's history in one read.
+    ///
+    /// # Errors
+    ///
+    /// [`HistoryError::Query`] when the store cannot be read.
+    pub async fn tree_history(&self, root: ThreadId) -> Result<Vec<Record>, HistoryError> {
+        let mut records = Vec::new();
+        for t in self.tree(root) {
+            records.extend(self.shared.store.thread(t.id, 0).await?);
+        }
+        records.sort_by_key(|r| r.seq);
+        Ok(records)
     }
 
     /// A snapshot of one thread, if it exists.

@@ -67,3 +67,18 @@ fn check_fails_with_one_precise_line() {
         );
     }
 }
+
+#[test]
+fn check_accepts_every_shipped_example() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("schemas/examples");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "xml"))
+        .collect();
+    files.sort();
+    assert!(files.len() >= 30, "{files:?}");
+    let (ok, stdout, stderr) = check(&files);
+    assert!(ok, "{stderr}");
+    assert_eq!(stdout.lines().count(), files.len(), "{stdout}");
+}

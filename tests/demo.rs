@@ -53,6 +53,45 @@ fn the_demo_runs_and_everything_it_suggests_works() {
         assert!(out.contains("Hash chains verified"));
     }
     let (_, out, _) = agentpump(&["demo"], &dir);
+    // The count the demo prints is the count `verify` prints: shutdown records included.
+    let printed = out
+        .lines()
+        .find_map(|l| l.strip_prefix("Hash chains verified: "))
+        .and_then(|l| l.strip_suffix(" records."))
+        .unwrap_or_else(|| panic!("no count in:\n{out}"))
+        .to_owned();
+    let (_, verified, _) = agentpump(&["verify", "--db", "agentpump-demo.db"], &dir);
+    assert!(
+        verified.contains(&format!(": {printed} records verified")),
+        "demo says {printed}, verify says {verified}"
+    );
+    // A root that stays idle says why.
+    let idle: Vec<&str> = out
+        .lines()
+        .skip_while(|l| !l.starts_with("Thread tree:"))
+        .take_while(|l| !l.is_empty())
+        .filter(|l| l.contains(" idle "))
+        .collect();
+    assert!(
+        !idle.is_empty() && idle.iter().all(|l| l.contains("open for more input")),
+        "{idle:?}"
+    );
+    // Finished threads get no shutdown notices; the pump's thread says nothing was left.
+    let (ok, system, err) = agentpump(&["history", "system", "--db", "agentpump-demo.db"], &dir);
+    assert!(ok, "{err}");
+    assert!(system.contains("undelivered=\"0\""), "{system}");
+    let (_, json, _) = agentpump(
+        &["threads", "--db", "agentpump-demo.db", "--format", "json"],
+        &dir,
+    );
+    let threads: Vec<agentpump::ThreadInfo> = serde_json::from_str(&json).unwrap();
+    for t in threads.iter().filter(|t| t.state.is_closed()) {
+        let (_, history, _) = agentpump(
+            &["history", &t.id.to_string(), "--db", "agentpump-demo.db"],
+            &dir,
+        );
+        assert!(!history.contains("shutting-down"), "{}: {history}", t.path);
+    }
     let suggested: Vec<&str> = out
         .lines()
         .skip_while(|l| !l.starts_with("Inspect it yourself:"))
@@ -76,6 +115,39 @@ fn the_demo_runs_and_everything_it_suggests_works() {
         std::fs::read_to_string(dir.join("notes.txt")).unwrap(),
         "my notes"
     );
+    // Not even with a `-wal` beside it (an empty file, a text file), or a `-wal` alone: every
+    // file is left exactly as it was, and nothing is added.
+    for (main, wal) in [
+        (Some("my notes"), "not a wal"),
+        (Some(""), "not a wal"),
+        (None, "an orphan wal"),
+    ] {
+        let name = format!("other-{}.db", agentpump::ThreadId::new());
+        if let Some(text) = main {
+            std::fs::write(dir.join(&name), text).unwrap();
+        }
+        std::fs::write(dir.join(format!("{name}-wal")), wal).unwrap();
+        let (ok, _, err) = agentpump(&["demo", "--db", &name], &dir);
+        assert!(
+            !ok && err.contains("the demo replaces only an agentpump history"),
+            "{err}"
+        );
+        if let Some(text) = main {
+            assert_eq!(std::fs::read_to_string(dir.join(&name)).unwrap(), text);
+        }
+        assert!(
+            !dir.join(&name).exists() || main.is_some(),
+            "{name} was created"
+        );
+        assert_eq!(
+            std::fs::read_to_string(dir.join(format!("{name}-wal"))).unwrap(),
+            wal
+        );
+        assert!(
+            !dir.join(format!("{name}-shm")).exists(),
+            "{name}-shm was created"
+        );
+    }
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

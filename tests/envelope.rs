@@ -118,3 +118,63 @@ fn extraction_counts_ask_loop_controls_against_max_outputs() {
         ExtractError::TooMany { limit: 64 }
     );
 }
+
+#[test]
+fn a_leading_xml_declaration_is_read_on_payloads_and_envelopes() {
+    let payload = "<a xmlns='urn:x'>1</a>";
+    let envelope = format!("<message xmlns='{ENVELOPE_NS}'><meta/>{payload}</message>");
+    // (prolog, accepted, or the words of the refusal)
+    let cases: [(&str, Result<(), &str>); 9] = [
+        (r#"<?xml version="1.0" encoding="UTF-8"?>"#, Ok(())),
+        (
+            "<?xml version='1.0' encoding='utf-8' standalone='yes'?>\n",
+            Ok(()),
+        ),
+        (
+            "<?xml version=\"1.0\"?>\r\n<!-- written by lxml -->\n",
+            Ok(()),
+        ),
+        ("\n  <?xml version=\"1.0\"?><!--a--><!--b-->", Ok(())),
+        (
+            r#"<?xml version="1.0" encoding="ISO-8859-1"?>"#,
+            Err("encoding `ISO-8859-1`: only UTF-8 is accepted"),
+        ),
+        (
+            r#"<?xml version="1.0" encoding="UTF-16"?>"#,
+            Err("encoding `UTF-16`: only UTF-8 is accepted"),
+        ),
+        (
+            r#"<?xml version="1.0"?><?xml version="1.0"?>"#,
+            Err("XML declaration"),
+        ),
+        (
+            r#"<?xml version="1.0""#,
+            Err("malformed XML at line 1, column 1"),
+        ),
+        (
+            "<!-- never closed",
+            Err("malformed XML at line 1, column 1"),
+        ),
+    ];
+    for (prolog, expected) in cases {
+        let bare = parse(&format!("{prolog}{payload}"));
+        match expected {
+            Ok(()) => assert_eq!(bare.unwrap().as_str(), payload, "{prolog:?}"),
+            Err(words) => {
+                let err = bare.unwrap_err().to_string();
+                assert!(err.contains(words), "{prolog:?}: {err}");
+            }
+        }
+    }
+    // An envelope: the same declarations, the same refusals.
+    for (prolog, expected) in &cases[..6] {
+        let parsed = Incoming::parse(format!("{prolog}{envelope}").as_bytes(), &Limits::default());
+        match expected {
+            Ok(()) => assert_eq!(parsed.unwrap().payload().as_str(), payload, "{prolog:?}"),
+            Err(words) => {
+                let err = parsed.unwrap_err().to_string();
+                assert!(err.contains(words), "{prolog:?}: {err}");
+            }
+        }
+    }
+}

@@ -130,7 +130,7 @@ async fn a_full_disk_refuses_new_input_precisely_and_loses_nothing_acknowledged(
         .await
     });
 
-    let client = reqwest::Client::new();
+    let client = support::http_client();
     let health = || {
         client
             .get(format!("{base}/health"))

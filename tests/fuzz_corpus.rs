@@ -49,7 +49,7 @@ fn the_extract_corpus_passes() {
     replay("extract", checks::check_extract);
 }
 
-/// Organism files: the shipped ones, the README's reference and broken variants.
+/// Organism files: the shipped ones, docs/organism.md's reference and broken variants.
 #[test]
 fn the_organism_corpus_passes() {
     replay("organism", checks::check_organism);

@@ -57,7 +57,7 @@ impl Api {
         let base = support::serve(&pump, TOKEN, 64 * 1024).await;
         Self {
             base,
-            client: reqwest::Client::new(),
+            client: support::http_client(),
             pump,
             store,
         }
@@ -395,15 +395,116 @@ async fn events_arrive_in_order_and_end_when_the_thread_halts() {
         .await
         .expect("the stream ends")
         .unwrap();
-    let records: Vec<agentpump::history::Record> = body
-        .lines()
-        .filter_map(|l| l.strip_prefix("data: "))
+    let records: Vec<agentpump::history::Record> = events(&body, "record")
+        .iter()
         .map(|d| serde_json::from_str(d).unwrap())
         .collect();
     assert!(records.windows(2).all(|w| w[0].seq < w[1].seq), "in order");
     let all = api.pump.history(thread.parse().unwrap()).await.unwrap();
     assert_eq!(records, all, "every record, once");
     assert_eq!(records.last().unwrap().root.local(), "halt");
+    // The last event says the thread settled, and how.
+    let settled = events(&body, "settled");
+    assert_eq!(settled.len(), 1, "{body}");
+    let settled: serde_json::Value = serde_json::from_str(settled[0]).unwrap();
+    assert_eq!(
+        (settled["state"].as_str(), settled["seq"].as_u64()),
+        (Some("halted"), Some(records.last().unwrap().seq))
+    );
+    assert!(
+        body.trim_end().ends_with('}')
+            && body.trim_end().rfind("event: settled") > body.rfind("event: record")
+    );
+}
+
+/// The data of each event named `name` in an event-stream body.
+fn events<'a>(body: &'a str, name: &str) -> Vec<&'a str> {
+    body.split("\n\n")
+        .filter(|e| e.lines().any(|l| l == format!("event: {name}")))
+        .filter_map(|e| e.lines().find_map(|l| l.strip_prefix("data: ")))
+        .collect()
+}
+
+/// Reads `response` until an event named `name` has arrived (or 10 s pass).
+async fn read_until(response: &mut reqwest::Response, name: &str) -> String {
+    let mut body = String::new();
+    let wanted = format!("event: {name}");
+    while !body.contains(&wanted) {
+        let chunk = tokio::time::timeout(Duration::from_secs(10), response.chunk())
+            .await
+            .unwrap_or_else(|_| panic!("no {name} event in 10 s: {body}"))
+            .unwrap()
+            .unwrap_or_else(|| panic!("the stream ended before {name}: {body}"));
+        body.push_str(std::str::from_utf8(&chunk).unwrap());
+    }
+    body
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn event_streams_say_when_the_thread_settles_and_resume_after_last_event_id() {
+    let api = Api::start().await;
+    let created: serde_json::Value = api
+        .post("/threads", p("say", "hi"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let thread = created["thread"].as_str().unwrap().to_owned();
+    let path = format!("/threads/{thread}/events");
+    let mut response = api.get(&path).send().await.unwrap();
+    let body = read_until(&mut response, "settled").await;
+    let seqs: Vec<u64> = events(&body, "record")
+        .iter()
+        .map(|d| {
+            serde_json::from_str::<agentpump::history::Record>(d)
+                .unwrap()
+                .seq
+        })
+        .collect();
+    assert_eq!(seqs.len(), 2, "the say and its echo: {body}");
+    let settled: serde_json::Value = serde_json::from_str(events(&body, "settled")[0]).unwrap();
+    assert_eq!(settled["state"], "idle", "{body}");
+    assert_eq!(settled["seq"], seqs[1], "{body}");
+    // After another message, the stream goes on and settles again.
+    api.post(&format!("/threads/{thread}/messages"), p("say", "again"))
+        .send()
+        .await
+        .unwrap();
+    let more = read_until(&mut response, "settled").await;
+    assert_eq!(events(&more, "record").len(), 2, "{more}");
+    drop(response);
+    // A client that reconnects with Last-Event-ID gets only what came after it.
+    let mut resumed = api
+        .get(&path)
+        .header("Last-Event-ID", seqs[0].to_string())
+        .send()
+        .await
+        .unwrap();
+    let body = read_until(&mut resumed, "settled").await;
+    let again: Vec<u64> = events(&body, "record")
+        .iter()
+        .map(|d| {
+            serde_json::from_str::<agentpump::history::Record>(d)
+                .unwrap()
+                .seq
+        })
+        .collect();
+    assert_eq!(again.len(), 3, "{body}");
+    assert!(again[0] == seqs[1] && again[0] > seqs[0], "{body}");
+    let (status, problem) = support::problem(
+        api.get(&path)
+            .header("Last-Event-ID", "yesterday")
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(
+        (status, problem["code"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("bad-last-event-id"))
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -422,7 +523,7 @@ async fn shutdown_ends_open_event_streams_instead_of_waiting_for_them() {
     let server = tokio::spawn(server::serve(listener, pump.clone(), TOKEN, 1024, async {
         let _ = stopped.await;
     }));
-    let response = reqwest::Client::new()
+    let response = support::http_client()
         .get(format!("{base}/threads/{thread}/events"))
         .bearer_auth(TOKEN)
         .send()
@@ -459,7 +560,7 @@ async fn an_event_stream_whose_history_breaks_says_so_and_ends() {
         .unwrap()
         .execute_batch("ALTER TABLE records RENAME TO gone;")
         .unwrap();
-    let response = reqwest::Client::new()
+    let response = support::http_client()
         .get(format!("{base}/threads/{thread}/events"))
         .bearer_auth(TOKEN)
         .send()
@@ -482,13 +583,15 @@ fn sigterm_under_load_exits_cleanly_and_loses_nothing_acknowledged() {
     let organism = dir.join("organism.toml");
     std::fs::write(
         &organism,
-        "[store]\npath = \"history.db\"\n[server]\nbind = \"127.0.0.1:0\"\n\
+        "[store]\npath = \"history.db\"\n\
          [[listener]]\nname = \"echo\"\nkind = \"builtin\"\nbuiltin = \"echo\"\naccepts = [\"{urn:test:v1}say\"]\n",
     )
     .unwrap();
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_agentpump"))
-        .args(["run", organism.to_str().unwrap()])
+        .args(["run", organism.to_str().unwrap(), "--port", "0"])
+        .env("RUST_LOG", "info")
         .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
     let mut lines = std::io::BufRead::lines(std::io::BufReader::new(child.stdout.take().unwrap()));
@@ -522,7 +625,7 @@ fn sigterm_under_load_exits_cleanly_and_loses_nothing_acknowledged() {
         .build()
         .unwrap();
     let acked: Vec<String> = runtime.block_on(async {
-        let client = reqwest::Client::new();
+        let client = support::http_client();
         let senders: Vec<_> = (0..8)
             .map(|i| {
                 let (client, base, token) = (client.clone(), base.clone(), token.clone());
@@ -558,8 +661,21 @@ fn sigterm_under_load_exits_cleanly_and_loses_nothing_acknowledged() {
         }
         acked
     });
+    let mut logs = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut logs).unwrap();
     let status = child.wait().unwrap();
     assert!(status.success(), "exit status {status}");
+    // Logs to a pipe: no colour codes, and one info line per request.
+    assert!(!logs.contains('\u{1b}'), "{logs}");
+    assert!(
+        logs.lines()
+            .filter(|l| l.contains("INFO")
+                && l.contains("path=/threads")
+                && l.contains("status=201"))
+            .count()
+            >= acked.len(),
+        "{logs}"
+    );
     assert!(!acked.is_empty());
     // Stopped by a signal, the host closed its store: the database file alone holds it all.
     let wal = std::fs::metadata(dir.join("history.db-wal")).map_or(0, |m| m.len());
@@ -630,17 +746,29 @@ async fn the_cli_talks_to_a_running_host() {
             .iter()
             .any(|t| t["id"] == thread.as_str())
     );
-    let (ok, _, err) = run(&["history", &thread, "--tree"]).await;
+    let (ok, out, err) = run(&["history", &thread[..8], "--tree"]).await;
     assert!(
-        !ok && err.contains("--tree reads the history file"),
-        "{err}"
+        ok && out.starts_with(&format!("== thread {} [idle]", &thread[..8])),
+        "{out}{err}"
     );
+    // One format name, one shape: json is an array, jsonl one object per line.
+    let (_, json, _) = run(&["history", &thread, "--format", "json"]).await;
+    let (_, jsonl, _) = run(&["history", &thread, "--format", "jsonl"]).await;
+    let records: Vec<agentpump::history::Record> = serde_json::from_str(&json).unwrap();
+    assert_eq!(records.len(), jsonl.lines().count());
     let (ok, _, _) = run(&["stop", &thread]).await;
     assert!(ok);
-    let (ok, out, _) = run(&["report", &thread]).await;
+    let (ok, out, err) = run(&["report", &thread]).await;
+    let reports: Vec<agentpump::governor::HaltingReport> =
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}{err}"));
     assert!(
-        ok && out.contains("\"stop_reason\": \"stop-request\"")
-            || out.contains("\"stop_reason\":\"stop-request\""),
+        ok && reports.len() == 1 && reports[0].stop_reason == "stop-request",
+        "{out}"
+    );
+    let (_, out, _) = run(&["threads"]).await;
+    let row = out.lines().find(|l| l.contains(&thread)).unwrap();
+    assert!(
+        out.starts_with("ID ") && out.contains(" CLASS ") && row.contains("BACKPRESSURE"),
         "{out}"
     );
     let (ok, out, _) = run(&["resume", &thread, "--turns", "5"]).await;
@@ -657,5 +785,101 @@ async fn the_cli_talks_to_a_running_host() {
         !ok && err.contains("no body&to=echo") && err.contains("no-route"),
         "{err}"
     );
+    // `send --wait` waits for the thread to settle and prints what came back.
+    let (ok, out, err) = run(&["send", file.to_str().unwrap(), "--wait"]).await;
+    assert!(
+        ok && out.contains("echo -> client") && out.contains("from the cli"),
+        "{out}{err}"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn the_cli_says_to_start_a_host_that_is_not_running() {
+    let file = std::env::temp_dir().join(format!("agentpump-nohost-{}.xml", ThreadId::new()));
+    std::fs::write(&file, p("say", "anyone?")).unwrap();
+    // A port nothing listens on: bind one, then let it go.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("http://127.0.0.1:{port}");
+    for args in [vec!["send", file.to_str().unwrap()], vec!["threads"]] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_agentpump"))
+            .args(&args)
+            .args(["--url", &url, "--token", TOKEN])
+            .output()
+            .unwrap();
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert!(
+            !out.status.success() && err.contains("start it with `agentpump run`"),
+            "{args:?}: {err}"
+        );
+    }
+    std::fs::remove_file(&file).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unknown_keys_and_urls_are_refused_by_name() {
+    let api = Api::start().await;
+    let created: serde_json::Value = api
+        .post("/threads", p("say", "hi"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let thread = created["thread"].as_str().unwrap().to_owned();
+    api.pump.settle(thread.parse().unwrap()).await;
+    api.pump.stop(thread.parse().unwrap()).await.unwrap();
+    api.pump.settle(thread.parse().unwrap()).await;
+    let resume = format!("/threads/{thread}/resume");
+    let cases = [
+        (
+            api.post(&resume, r#"{"turnz": 10}"#),
+            400,
+            "unknown-key",
+            "turnz",
+        ),
+        (api.get("/threads?stat=idle"), 400, "unknown-key", "stat"),
+        (
+            api.get(&format!("/threads/{thread}/history?formt=xml")),
+            400,
+            "unknown-key",
+            "formt",
+        ),
+        (
+            api.get(&format!("/threads/{thread}/tree?depth=1")),
+            400,
+            "unknown-key",
+            "depth",
+        ),
+        (
+            api.post("/threads?to=echo&too=x", p("say", "x")),
+            400,
+            "unknown-key",
+            "too",
+        ),
+        (api.get("/thread"), 404, "unknown-url", "/thread"),
+        (
+            api.post("/threads?to=nobody", p("say", "x")),
+            422,
+            "no-route",
+            "nobody",
+        ),
+    ];
+    for (request, status, code, words) in cases {
+        let (got, body) = problem(request.send().await.unwrap()).await;
+        assert_eq!(
+            (got.as_u16(), body["code"].as_str()),
+            (status, Some(code)),
+            "{body}"
+        );
+        assert!(body["detail"].as_str().unwrap().contains(words), "{body}");
+    }
+    // The refused resume resumed nothing.
+    let info = api.pump.thread(thread.parse().unwrap()).unwrap();
+    assert_eq!(info.state, agentpump::ThreadState::Halted);
 }

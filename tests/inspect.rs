@@ -149,8 +149,22 @@ async fn the_commands_read_a_history_file() {
 
     let (ok, out, err) = run(&["report", &halted.to_string(), "--db", db_arg]);
     assert!(ok, "{err}");
-    let report: HaltingReport = serde_json::from_str(&out).unwrap();
-    assert_eq!((report.class.as_str(), report.thread), ("TIMEOUT", halted));
+    // Always an array, oldest first, even for one halt.
+    let reports: Vec<HaltingReport> = serde_json::from_str(&out).unwrap();
+    assert_eq!(reports.len(), 1, "{out}");
+    assert_eq!(
+        (reports[0].class.as_str(), reports[0].thread),
+        ("TIMEOUT", halted)
+    );
+    let (_, table, _) = run(&["threads", "--db", db_arg]);
+    let row = table
+        .lines()
+        .find(|l| l.contains(&halted.to_string()))
+        .unwrap();
+    assert!(
+        table.starts_with("ID ") && row.contains("TIMEOUT"),
+        "{table}"
+    );
 
     let (ok, out, _) = run(&["verify", "--db", db_arg]);
     assert!(
@@ -316,4 +330,55 @@ async fn long_threads_and_big_trees_read_back_complete_through_every_format() {
     ]);
     assert!(ok, "{err}");
     assert_eq!(out.lines().count(), all.len());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn threads_are_named_by_a_unique_prefix_or_a_displayed_path() {
+    let dir = Scratch::new("inspect");
+    let db = dir.db();
+    // 21 threads and the system thread: more than 16, so two ids share a first hex digit.
+    let root = {
+        let pump = pump_on(&db, Budget::unlimited());
+        let root = start(&pump, &p("fan", "20")).await;
+        pump.shutdown(std::time::Duration::from_secs(5)).await;
+        root
+    };
+    let db_arg = db.to_str().unwrap();
+    let full = root.to_string();
+    let short = &full[..8];
+
+    let (ok, out, err) = run(&["history", short, "--db", db_arg]);
+    assert!(ok, "{err}");
+    assert!(out.starts_with(&format!("== thread {short} ")), "{out}");
+    let (ok, out, err) = run(&["history", &format!("{short}.leaf7"), "--db", db_arg]);
+    assert!(ok, "{err}");
+    assert!(
+        out.starts_with(&format!("== thread {short}.leaf7 ")) && out.contains(">7</leafdone>"),
+        "{out}"
+    );
+    let (ok, out, err) = run(&["history", &short.to_uppercase(), "--db", db_arg, "--tree"]);
+    assert!(ok && out.matches("== thread ").count() == 21, "{err}");
+
+    // An ambiguous prefix names every thread it matches; the exit is non-zero.
+    let (_, json, _) = run(&["threads", "--db", db_arg, "--format", "json"]);
+    let listed: Vec<agentpump::ThreadInfo> = serde_json::from_str(&json).unwrap();
+    let ids: Vec<String> = listed.iter().map(|t| t.id.to_string()).collect();
+    let digit = (0..16)
+        .map(|d| format!("{d:x}"))
+        .find(|d| ids.iter().filter(|id| id.starts_with(d.as_str())).count() >= 2)
+        .unwrap();
+    let matching: Vec<&String> = ids.iter().filter(|id| id.starts_with(&digit)).collect();
+    let (ok, out, err) = run(&["report", &digit, "--db", db_arg]);
+    assert!(!ok && out.is_empty(), "{out}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains(&format!("`{digit}` matches {} threads", matching.len()))
+            && matching.iter().all(|id| err.contains(id.as_str())),
+        "{err}"
+    );
+    let (ok, _, err) = run(&["history", &format!("{short}.nope"), "--db", db_arg]);
+    assert!(
+        !ok && err.contains(&format!("no thread matches `{short}.nope`")),
+        "{err}"
+    );
 }

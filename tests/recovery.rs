@@ -55,6 +55,30 @@ async fn a_restarted_pump_delivers_what_was_accepted_but_not_delivered() {
     );
     assert!(store.pending().await.unwrap().is_empty());
     second.verify().await.unwrap();
+    // One system thread across restarts: the first pump's, continued.
+    assert_eq!(second.system_thread(), first.system_thread());
+    assert_eq!(
+        second
+            .threads()
+            .iter()
+            .filter(|t| &*t.path == "system")
+            .count(),
+        1
+    );
+    let third = PumpBuilder::new()
+        .history(Arc::clone(&store))
+        .build()
+        .unwrap();
+    assert_eq!(third.system_thread(), first.system_thread());
+    let boots = third
+        .history(third.system_thread())
+        .await
+        .unwrap()
+        .iter()
+        .filter(|r| r.root.local() == "boot")
+        .count();
+    assert_eq!(boots, 3);
+    third.verify().await.unwrap();
     // The first pump's system thread is closed like the new one.
     let old_system = first.system_thread();
     assert_eq!(

@@ -108,10 +108,13 @@ fn assert_valid(schema: &str, files: &[PathBuf], what: &str) {
 // ---------------------------------------------------------------------------------------------
 
 /// The XSD an example file is checked against: `envelope-*.xml` against envelope.xsd,
-/// `governor-*.xml` against governor.xsd, every other `.xml` against system.xsd.
+/// `history-*.xml` against history.xsd, `governor-*.xml` against governor.xsd, every other
+/// `.xml` against system.xsd.
 fn schema_of(file_name: &str) -> &'static str {
     if file_name.starts_with("envelope-") {
         "envelope.xsd"
+    } else if file_name.starts_with("history-") {
+        "history.xsd"
     } else if file_name.starts_with("governor-") {
         "governor.xsd"
     } else {
@@ -527,7 +530,37 @@ fn invalid_documents() -> Vec<(&'static str, &'static str, String, &'static str)
             format!("<message {env}><meta/><residual {gov} value=\"0.1f\"/></message>"),
             "[facet 'pattern'] The value '0.1f' is not accepted",
         ),
+        (
+            "history-record-unknown-kind",
+            "history.xsd",
+            history_record("kind=\"note\"", ""),
+            "The value 'note' is not an element of the set",
+        ),
+        (
+            "history-record-short-digest",
+            "history.xsd",
+            history_record("kind=\"message\"", "").replace(&"a".repeat(64), "abc"),
+            "[facet 'pattern'] The value 'abc' is not accepted",
+        ),
+        (
+            "history-record-invalid-envelope",
+            "history.xsd",
+            history_record(
+                "kind=\"message\"",
+                &format!("<message {env}><meta/></message>"),
+            ),
+            "Missing child element(s)",
+        ),
     ]
+}
+
+/// A history export with one record: `attributes` besides seq, time and digest, and `content`.
+fn history_record(attributes: &str, content: &str) -> String {
+    format!(
+        "<history xmlns=\"urn:agentpump:history:v1\"><record seq=\"1\" \
+         time=\"2026-11-24T15:07:02.123456Z\" {attributes} digest=\"{}\">{content}</record></history>",
+        "a".repeat(64)
+    )
 }
 
 #[test]
@@ -1238,6 +1271,14 @@ async fn every_system_and_governor_message_the_pump_emits_validates() {
         written.prefixed > 0 && written.unprefixed > 0,
         "both envelope forms must be exercised: {written:?}"
     );
+    // The export wrapper: every thread's records, as `history --format xml` writes them.
+    let mut exports = Vec::new();
+    for thread in pump.threads() {
+        let records = pump.history(thread.id).await.expect("history");
+        let name = format!("export-{}.xml", thread.id);
+        exports.push(scratch.write(&name, &agentpump::history::export::to_xml(&records)));
+    }
+    assert_valid("history.xsd", &exports, "history exports");
     assert_coverage(&written.seen);
     assert_governor_coverage(&written.governed);
 }

@@ -437,3 +437,52 @@ async fn thread_done_closes_a_root_thread_and_later_outputs_are_recorded_as_refu
         "thread-closed"
     );
 }
+
+#[tokio::test]
+async fn a_spawner_reads_system_messages_typed_and_the_tree_reads_in_one_call() {
+    // Reports what it reads, typed, to the client.
+    let reader = Registration::new(
+        "parent",
+        Script::new(|msg, cx| {
+            if let Some(r) = msg.thread_result() {
+                let answer = r.payload().map_or("", |p| p.as_str());
+                let line = format!("result {:?} of {}: {answer}", r.status(), r.thread());
+                cx.send("client", p("saw", &line.replace('<', "&lt;")));
+            } else if let Some(s) = msg.thread_spawned() {
+                cx.send("client", p("saw", &format!("spawned {}", s.path())));
+            } else if let Some(e) = msg.system_error() {
+                let line = format!("error {} retry={}", e.code(), e.retry_allowed());
+                cx.send("client", p("saw", &line));
+            } else if msg.qname().local() == "fan" {
+                cx.spawn(Spawn::new(p("job", "3")).sub_id("only"));
+                cx.send("nobody", p("job", "0"));
+            }
+            Ok(())
+        }),
+    )
+    .accepts(q("fan"))
+    .peers(["worker"]);
+    let pump = PumpBuilder::new()
+        .register(reader)
+        .register(worker())
+        .register(squarer())
+        .build()
+        .unwrap();
+    let root = start(&pump, &p("fan", "1")).await;
+    let child = pump.tree(root)[1].id;
+    let saw = egress(&pump, root).await.join("\n");
+    let path = format!("{}.only", &root.to_string()[..8]);
+    assert!(saw.contains(&format!("spawned {path}")), "{saw}");
+    assert!(saw.contains("error no-route retry=false"), "{saw}");
+    assert!(
+        saw.contains(&format!("result Done of {child}: &lt;squared"))
+            && saw.contains(">9&lt;/squared>"),
+        "{saw}"
+    );
+    // The whole tree in one read, in the order it was accepted.
+    let all = pump.tree_history(root).await.unwrap();
+    let own = pump.history(root).await.unwrap().len() + pump.history(child).await.unwrap().len();
+    assert_eq!(all.len(), own);
+    assert!(all.windows(2).all(|w| w[0].seq < w[1].seq));
+    assert!(all.iter().any(|r| r.thread == child) && all.iter().any(|r| r.thread == root));
+}

@@ -210,7 +210,10 @@ async fn soak(settings: Settings) -> Soak {
     let host = Host::start().await;
     let tally = Arc::new(Tally::new());
     let client = Client {
-        http: reqwest::Client::new(),
+        http: {
+            agentpump::listeners::llm::install_tls_provider();
+            reqwest::Client::new()
+        },
         base: Arc::clone(&host.base),
         token: Arc::from(TOKEN),
         shared: Arc::from(Vec::new()),

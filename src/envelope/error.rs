@@ -119,6 +119,14 @@ pub enum EnvelopeError {
         /// Where it is.
         at: Position,
     },
+    /// An XML declaration names an encoding other than UTF-8.
+    #[error("the XML declaration at {at} names encoding `{found}`: only UTF-8 is accepted")]
+    Encoding {
+        /// The encoding it names.
+        found: String,
+        /// Where the declaration starts.
+        at: Position,
+    },
     /// Not well-formed XML.
     #[error("malformed XML at {at}: {message}")]
     Malformed {

@@ -141,7 +141,8 @@ fn read_root(
             Err(err) => return Err(malformed(err, text, reader, offset)),
         };
         match event {
-            Event::Decl(_) | Event::Comment(_) | Event::PI(_) => {}
+            Event::Decl(ref decl) => super::prolog::check_encoding(decl, at)?,
+            Event::Comment(_) | Event::PI(_) => {}
             Event::Text(t) if t.trim().is_empty() => {}
             Event::DocType(_) => return Err(EnvelopeError::Doctype { at: at() }),
             Event::Start(ref e) | Event::Empty(ref e) => {

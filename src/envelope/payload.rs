@@ -17,7 +17,8 @@ pub struct Payload {
 }
 
 impl Payload {
-    /// Parses a text that holds exactly one element (surrounding whitespace allowed).
+    /// Parses a text that holds exactly one element (surrounding whitespace allowed), after an
+    /// optional prolog: an XML declaration (encoding UTF-8 or none), whitespace and comments.
     ///
     /// # Errors
     ///
@@ -42,6 +43,7 @@ impl Payload {
         }
         scan::check_chars(text)?;
         let start = text.len() - text.trim_start().len();
+        let start = super::prolog::skip(text, start)?;
         if start == text.len() {
             return Err(EnvelopeError::NoPayload);
         }

@@ -28,6 +28,12 @@ pub enum Command {
         /// The organism file.
         #[arg(default_value_os_t = super::run::default_organism())]
         organism: PathBuf,
+        /// Listen on this address instead of the organism's `[server] bind` (host:port).
+        #[arg(long)]
+        bind: Option<String>,
+        /// Listen on this port (on the organism's host, 127.0.0.1 by default).
+        #[arg(long, conflicts_with = "bind")]
+        port: Option<u16>,
     },
     /// Run the demo organism (listeners/demo/) offline and show what happened.
     Demo {
@@ -61,7 +67,7 @@ pub enum Command {
     },
     /// Print a thread's history.
     History {
-        /// The thread id.
+        /// The thread: its id, a unique prefix of it, or its path (46a2acab.part1).
         thread: String,
         /// Where to read from.
         #[command(flatten)]
@@ -72,13 +78,13 @@ pub enum Command {
         /// Output format.
         #[arg(long, value_enum, default_value_t = HistoryFormat::Text)]
         format: HistoryFormat,
-        /// Include every thread spawned below it, indented by depth (history files only).
+        /// Include every thread spawned below it, indented by depth.
         #[arg(long)]
         tree: bool,
     },
-    /// Print a thread's halting report (JSON).
+    /// Print a thread's halting reports: a JSON array, oldest first (from a file or a host).
     Report {
-        /// The thread id.
+        /// The thread: its id, a unique prefix of it, or its path (46a2acab.part1).
         thread: String,
         /// Where to read from.
         #[command(flatten)]
@@ -91,19 +97,25 @@ pub enum Command {
     Send {
         /// The file.
         file: PathBuf,
-        /// Into this thread (default: a new thread).
+        /// Into this thread: an id, a unique prefix, or a path (default: a new thread).
         #[arg(long)]
         thread: Option<String>,
         /// To this listener (for a bare payload; default: every listener of its root).
         #[arg(long)]
         to: Option<String>,
+        /// Wait for the thread to settle, then print what happened after the message.
+        #[arg(long)]
+        wait: bool,
+        /// How long --wait waits, in seconds.
+        #[arg(long, default_value_t = 60, requires = "wait")]
+        wait_secs: u64,
         /// The running host.
         #[command(flatten)]
         host: HostArgs,
     },
     /// Stop a thread on a running host (it halts with BACKPRESSURE).
     Stop {
-        /// The thread id.
+        /// The thread: its id, a unique prefix of it, or its path (46a2acab.part1).
         thread: String,
         /// The running host.
         #[command(flatten)]
@@ -111,7 +123,7 @@ pub enum Command {
     },
     /// Resume a halted thread on a running host, adding budget.
     Resume {
-        /// The thread id.
+        /// The thread: its id, a unique prefix of it, or its path (46a2acab.part1).
         thread: String,
         /// Turns to add.
         #[arg(long)]
@@ -127,6 +139,9 @@ pub enum Command {
         host: HostArgs,
     },
     /// Recompute every hash chain; exit 1 naming the first record that does not match.
+    ///
+    /// Reads the history file itself (needs --db): a running host's file can be verified while
+    /// it runs, since reading never blocks the writer.
     Verify {
         /// The history database.
         #[arg(long)]
@@ -134,23 +149,26 @@ pub enum Command {
     },
 }
 
-/// Where to read from: a history file, or a running host.
+/// Where to read from: a history file, or a running host (the default, as for `send`).
 #[derive(Debug, clap::Args)]
-#[group(id = "source", required = true, multiple = false)]
+#[group(id = "source", multiple = false)]
 pub struct Source {
     /// The history database file.
     #[arg(long)]
     pub db: Option<PathBuf>,
-    /// A running host's base URL (`http://127.0.0.1:7878`).
-    #[arg(long)]
-    pub url: Option<String>,
+    /// A running host's base URL.
+    #[arg(long, default_value = DEFAULT_URL)]
+    pub url: String,
 }
+
+/// Where `agentpump run` listens unless told otherwise, and where the client commands look.
+pub const DEFAULT_URL: &str = "http://127.0.0.1:7878";
 
 /// A running host.
 #[derive(Debug, clap::Args)]
 pub struct HostArgs {
     /// The host's base URL.
-    #[arg(long, default_value = "http://127.0.0.1:7878")]
+    #[arg(long, default_value = DEFAULT_URL)]
     pub url: String,
     /// How to authenticate.
     #[command(flatten)]
@@ -176,7 +194,9 @@ fn host(url: &str, auth: Auth) -> Result<Host, String> {
 pub fn run() -> ExitCode {
     let cli = Cli::parse();
     // Logs go to stderr, filtered by RUST_LOG (default: warnings and errors).
+    // Colour only on a terminal: logs written to a file or a pipe carry no escape codes.
     let _ = tracing_subscriber::fmt()
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
         )
@@ -201,7 +221,11 @@ fn dispatch(command: Command, out: &mut impl std::io::Write) -> Result<(), Strin
     };
     match command {
         Command::Demo { db } => print(super::demo::run(db)),
-        Command::Run { organism } => print(super::run::run(&organism)),
+        Command::Run {
+            organism,
+            bind,
+            port,
+        } => print(super::run::run(&organism, bind, port)),
         Command::Check { files } => {
             let mut text = Vec::new();
             let checked = check::run(&files, &mut text);
@@ -213,10 +237,11 @@ fn dispatch(command: Command, out: &mut impl std::io::Write) -> Result<(), Strin
             auth,
             state,
             format,
-        } => print(match (source.db, source.url) {
-            (Some(db), _) => inspect::threads(&db, state, format),
-            (None, url) => host(&url.unwrap_or_default(), auth)
-                .and_then(|h| h.threads(state.map(|s| s.as_str()), format)),
+        } => print(match source.db {
+            Some(db) => inspect::threads(&db, state, format),
+            None => {
+                host(&source.url, auth).and_then(|h| h.threads(state.map(|s| s.as_str()), format))
+            }
         }),
         Command::History {
             thread,
@@ -224,30 +249,33 @@ fn dispatch(command: Command, out: &mut impl std::io::Write) -> Result<(), Strin
             auth,
             format,
             tree,
-        } => print(match (source.db, source.url) {
-            (Some(db), _) => inspect::history(&db, &thread, format, tree),
-            (None, _) if tree => Err("--tree reads the history file: use it with --db".into()),
-            (None, url) => {
-                host(&url.unwrap_or_default(), auth).and_then(|h| h.history(&thread, format))
-            }
+        } => print(match source.db {
+            Some(db) => inspect::history(&db, &thread, format, tree),
+            None => host(&source.url, auth).and_then(|h| h.history(&thread, format, tree)),
         }),
         Command::Report {
             thread,
             source,
             auth,
-        } => print(match (source.db, source.url) {
-            (Some(db), _) => inspect::report(&db, &thread),
-            (None, url) => host(&url.unwrap_or_default(), auth).and_then(|h| h.report(&thread)),
+        } => print(match source.db {
+            Some(db) => inspect::report(&db, &thread),
+            None => host(&source.url, auth).and_then(|h| h.report(&thread)),
         }),
         Command::Verify { db } => print(inspect::verify(&db)),
         Command::Send {
             file,
             thread,
             to,
+            wait,
+            wait_secs,
             host: h,
-        } => print(
-            host(&h.url, h.auth).and_then(|h| h.send(&file, thread.as_deref(), to.as_deref())),
-        ),
+        } => {
+            let wait = wait.then(|| std::time::Duration::from_secs(wait_secs));
+            print(
+                host(&h.url, h.auth)
+                    .and_then(|h| h.send(&file, thread.as_deref(), to.as_deref(), wait)),
+            )
+        }
         Command::Stop { thread, host: h } => {
             print(host(&h.url, h.auth).and_then(|h| h.stop(&thread)))
         }

@@ -80,19 +80,33 @@ async fn drive(
         .history(store)
         .build()
         .map_err(|e| e.to_string())?;
-    let outcome = tokio::select! {
+    let started = tokio::select! {
         biased;
         _ = tokio::signal::ctrl_c() => Err(format!(
             "interrupted; what ran so far is in {}",
             db.display()
         )),
-        outcome = start_and_show(&pump, db) => outcome,
+        started = start_and_settle(&pump) => started,
     };
+    // Shown after the shutdown, which drains every thread and waits for every runner and
+    // commit: read earlier, under load, the planner's last delivery was sometimes counted but
+    // its answer not yet in history. The count below includes the shutdown records, so it is
+    // the count `verify` prints.
     pump.shutdown(Duration::from_secs(5)).await;
-    outcome
+    let roots = started?;
+    let mut text = format!(
+        "agentpump demo — every message below is in {}\n\n",
+        db.display()
+    );
+    text.push_str(&show(&pump, &roots).await?);
+    let verified = pump.verify().await.map_err(|e| e.to_string())?;
+    let _ = writeln!(text, "\nHash chains verified: {verified} records.");
+    text.push_str(&inspect_commands(&roots, db));
+    Ok(text)
 }
 
-async fn start_and_show(pump: &PumpHandle, db: &Path) -> Result<String, String> {
+/// Starts the demo's root threads and waits until each has settled.
+async fn start_and_settle(pump: &PumpHandle) -> Result<Vec<ThreadId>, String> {
     let mut roots = Vec::new();
     for (_, to, payload) in STARTS {
         let receipt = pump
@@ -109,16 +123,46 @@ async fn start_and_show(pump: &PumpHandle, db: &Path) -> Result<String, String> 
             return Err(format!("thread {root} did not settle within 30 s"));
         }
     }
-    show(pump, &roots, db).await
+    Ok(roots)
 }
 
+/// The first bytes of every SQLite database file.
+const SQLITE_HEADER: &[u8; 16] = b"SQLite format 3\0";
+
 /// Removes the previous demo's history; refuses a file that is not an agentpump history.
+///
+/// Nothing is opened with SQLite before the file is known to be a SQLite database: opening a
+/// file that is not one can still rewrite or delete a `-wal` file beside it.
 fn remove_database(db: &Path) -> Result<(), String> {
-    if db.exists() {
-        crate::history::SqliteHistory::open_read_only(db).map_err(|e| {
-            format!("{e}; the demo replaces only an agentpump history, choose another --db")
-        })?;
+    let refuse = |why: String| {
+        format!("{why}; the demo replaces only an agentpump history, choose another --db")
+    };
+    let sidecar = |suffix: &str| PathBuf::from(format!("{}{suffix}", db.display()));
+    if !db.exists() {
+        if let Some(orphan) = ["-wal", "-shm"]
+            .map(sidecar)
+            .into_iter()
+            .find(|f| f.exists())
+        {
+            return Err(refuse(format!(
+                "{} exists without {}: it is not the demo's",
+                orphan.display(),
+                db.display()
+            )));
+        }
+        return Ok(());
     }
+    let mut header = [0u8; 16];
+    let read = std::fs::File::open(db)
+        .and_then(|mut f| std::io::Read::read(&mut f, &mut header))
+        .map_err(|e| format!("{}: {e}", db.display()))?;
+    if read < header.len() || &header != SQLITE_HEADER {
+        return Err(refuse(format!(
+            "{}: not an agentpump database (not an SQLite file)",
+            db.display()
+        )));
+    }
+    crate::history::SqliteHistory::open_read_only(db).map_err(|e| refuse(e.to_string()))?;
     for suffix in ["", "-wal", "-shm"] {
         let file = PathBuf::from(format!("{}{suffix}", db.display()));
         match std::fs::remove_file(&file) {
@@ -130,13 +174,8 @@ fn remove_database(db: &Path) -> Result<(), String> {
     Ok(())
 }
 
-async fn show(pump: &PumpHandle, roots: &[ThreadId], db: &Path) -> Result<String, String> {
+async fn show(pump: &PumpHandle, roots: &[ThreadId]) -> Result<String, String> {
     let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "agentpump demo — every message below is in {}\n",
-        db.display()
-    );
     let _ = writeln!(out, "What ran (one root thread each):");
     for ((what, _, _), root) in STARTS.iter().zip(roots) {
         let _ = writeln!(out, "  {}  {what}", &root.to_string()[..8]);
@@ -145,9 +184,14 @@ async fn show(pump: &PumpHandle, roots: &[ThreadId], db: &Path) -> Result<String
     for &root in roots {
         for t in pump.tree(root) {
             let indent = "  ".repeat(t.depth as usize + 1);
+            let why = if t.depth == 0 && t.state == crate::ThreadState::Idle {
+                "  (answered; a root thread stays open for more input until its agent signals done or it is stopped)"
+            } else {
+                ""
+            };
             let _ = writeln!(
                 out,
-                "{indent}{:<24} {:<7} {:>3} deliveries",
+                "{indent}{:<24} {:<7} {:>3} deliveries{why}",
                 t.path, t.state, t.counters.deliveries
             );
         }
@@ -180,18 +224,28 @@ async fn show(pump: &PumpHandle, roots: &[ThreadId], db: &Path) -> Result<String
     if let Some(answer) = collected.iter().rfind(|r| r.root.is(DEMO_NS, "collected")) {
         let _ = writeln!(out, "\nThe planner collected: {}", answer.payload);
     }
-    let verified = pump.verify().await.map_err(|e| e.to_string())?;
-    let _ = writeln!(out, "\nHash chains verified: {verified} records.");
+    Ok(out)
+}
+
+/// The commands that inspect the demo's database.
+fn inspect_commands(roots: &[ThreadId], db: &Path) -> String {
+    let mut out = String::new();
     let db = db.display();
     let _ = writeln!(out, "\nInspect it yourself:");
     let _ = writeln!(out, "  agentpump threads --db {db}");
-    let _ = writeln!(out, "  agentpump history {} --db {db}", roots[0]);
-    let _ = writeln!(out, "  agentpump history {} --db {db} --tree", roots[1]);
-    let _ = writeln!(out, "  agentpump report {} --db {db}", roots[2]);
+    // The short ids printed above name the threads as well as the full ones.
+    let short = |root: ThreadId| root.to_string()[..8].to_owned();
+    let _ = writeln!(out, "  agentpump history {} --db {db}", short(roots[0]));
+    let _ = writeln!(
+        out,
+        "  agentpump history {} --db {db} --tree",
+        short(roots[1])
+    );
+    let _ = writeln!(out, "  agentpump report {} --db {db}", short(roots[2]));
     let _ = writeln!(out, "  agentpump verify --db {db}");
     let _ = writeln!(
         out,
         "(with cargo: cargo run --release -- threads --db {db}, …)"
     );
-    Ok(out)
+    out
 }

@@ -1,9 +1,10 @@
 //! `agentpump threads | history | report | verify --db FILE`: reading a history file without a
 //! running host. Each returns its output as text, or one line saying precisely what failed.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
+use crate::governor::HaltingReport;
 use crate::history::{HistoryStore, Record, SqliteHistory, export};
 use crate::{ThreadId, ThreadInfo, ThreadState};
 
@@ -16,15 +17,41 @@ pub enum ThreadsFormat {
     Json,
 }
 
-/// Output formats of `history`.
+/// Output formats of `history`. `json` and `jsonl` mean what they mean everywhere (the HTTP
+/// API's `?format=` included): a JSON array, and one JSON object per line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum HistoryFormat {
     /// A readable transcript.
     Text,
     /// One envelope per record inside `<history>`.
     Xml,
+    /// A JSON array of records.
+    Json,
     /// One JSON object per record per line.
     Jsonl,
+}
+
+/// How a halted thread ended, for the `threads` table: its latest report's class and goal.
+pub(crate) type Halts = HashMap<ThreadId, (String, Option<String>)>;
+
+/// The class and goal of each thread's latest halting report.
+pub(crate) fn halts_of(reports: impl IntoIterator<Item = HaltingReport>) -> Halts {
+    reports
+        .into_iter()
+        .map(|r| (r.thread, (r.class, r.goal)))
+        .collect()
+}
+
+/// Records in `format`.
+pub(crate) fn render_records(records: &[Record], format: HistoryFormat) -> String {
+    match format {
+        HistoryFormat::Jsonl => export::to_jsonl(records),
+        HistoryFormat::Json => {
+            serde_json::to_string_pretty(records).expect("records serialize") + "\n"
+        }
+        HistoryFormat::Xml => export::to_xml(records),
+        HistoryFormat::Text => export::transcript(records, 0),
+    }
 }
 
 fn open(db: &Path) -> Result<SqliteHistory, String> {
@@ -38,9 +65,13 @@ fn block_on<T>(f: impl std::future::Future<Output = T>) -> T {
         .block_on(f)
 }
 
-fn thread_id(text: &str) -> Result<ThreadId, String> {
-    text.parse()
-        .map_err(|_| format!("`{text}` is not a thread id (a UUID such as 6f1c2a3b-…)"))
+/// The thread `text` names in `db`: an id, a unique id prefix, or a displayed path.
+async fn thread_id(store: &SqliteHistory, db: &Path, text: &str) -> Result<ThreadId, String> {
+    if let Ok(id) = text.parse() {
+        return Ok(id);
+    }
+    let threads = store.threads(None).await.map_err(|e| e.to_string())?;
+    super::resolve::resolve(&threads, text, &db.display().to_string())
 }
 
 /// Lists threads, optionally only those in `state`.
@@ -54,27 +85,51 @@ pub fn threads(
     format: ThreadsFormat,
 ) -> Result<String, String> {
     let store = open(db)?;
-    let threads = block_on(store.threads(state)).map_err(|e| e.to_string())?;
-    Ok(render_threads(&threads, format))
+    block_on(async {
+        let threads = store.threads(state).await.map_err(|e| e.to_string())?;
+        let mut reports = Vec::new();
+        for t in threads.iter().filter(|t| t.state == ThreadState::Halted) {
+            reports.extend(store.reports(t.id).await.map_err(|e| e.to_string())?);
+        }
+        Ok(render_threads(&threads, &halts_of(reports), format))
+    })
 }
 
 /// Threads as the `threads` command prints them, from the store or from a host.
-pub(crate) fn render_threads(threads: &[ThreadInfo], format: ThreadsFormat) -> String {
+pub(crate) fn render_threads(
+    threads: &[ThreadInfo],
+    halts: &Halts,
+    format: ThreadsFormat,
+) -> String {
     match format {
         ThreadsFormat::Json => {
             serde_json::to_string_pretty(threads).expect("snapshots serialize") + "\n"
         }
-        ThreadsFormat::Text => thread_table(threads),
+        ThreadsFormat::Text => thread_table(threads, halts),
     }
 }
 
-fn thread_table(threads: &[ThreadInfo]) -> String {
-    let mut out = format!("{:<36}  {:<8}  {:>10}  PATH\n", "ID", "STATE", "DELIVERIES");
+/// How much of a goal the table shows.
+const GOAL_CHARS: usize = 48;
+
+fn thread_table(threads: &[ThreadInfo], halts: &Halts) -> String {
+    let mut out = format!(
+        "{:<36}  {:<8}  {:>10}  {:<16}  {:<24}  GOAL\n",
+        "ID", "STATE", "DELIVERIES", "CLASS", "PATH"
+    );
     let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
     for t in threads {
+        let (class, goal) = match halts.get(&t.id) {
+            Some((class, goal)) => (class.as_str(), goal.as_deref().unwrap_or("-")),
+            None => ("-", "-"),
+        };
+        let goal: String = match goal.chars().nth(GOAL_CHARS) {
+            Some(_) => goal.chars().take(GOAL_CHARS - 1).chain(['…']).collect(),
+            None => goal.to_owned(),
+        };
         out.push_str(&format!(
-            "{:<36}  {:<8}  {:>10}  {}\n",
-            t.id, t.state, t.counters.deliveries, t.path
+            "{:<36}  {:<8}  {:>10}  {:<16}  {:<24}  {goal}\n",
+            t.id, t.state, t.counters.deliveries, class, t.path
         ));
         *counts.entry(t.state.as_str()).or_default() += 1;
     }
@@ -101,9 +156,9 @@ pub fn history(
     format: HistoryFormat,
     tree: bool,
 ) -> Result<String, String> {
-    let id = thread_id(thread)?;
     let store = open(db)?;
     block_on(async {
+        let id = thread_id(&store, db, thread).await?;
         let threads = if tree {
             store.subtree(id).await
         } else {
@@ -113,53 +168,59 @@ pub fn history(
                 .map(|all| all.into_iter().filter(|t| t.id == id).collect())
         }
         .map_err(|e| e.to_string())?;
-        let Some(top) = threads.first() else {
+        if threads.is_empty() {
             return Err(format!("no thread {id} in {}", db.display()));
-        };
-        let base = top.depth;
-        let mut records: Vec<(u32, Record)> = Vec::new();
-        for t in &threads {
-            let rs = store.thread(t.id, 0).await.map_err(|e| e.to_string())?;
-            records.extend(rs.into_iter().map(|r| (t.depth - base, r)));
         }
-        let plain: Vec<Record> = records.iter().map(|(_, r)| r.clone()).collect();
-        Ok(match format {
-            HistoryFormat::Jsonl => export::to_jsonl(&plain),
-            HistoryFormat::Xml => export::to_xml(&plain),
-            HistoryFormat::Text => {
-                let mut out = String::new();
-                for t in &threads {
-                    let indent = 2 * (t.depth - base) as usize;
-                    out.push_str(&format!(
-                        "{}== thread {} [{}] {}\n",
-                        " ".repeat(indent),
-                        t.path,
-                        t.state,
-                        t.id
-                    ));
-                    let own: Vec<Record> = records
-                        .iter()
-                        .filter(|(_, r)| r.thread == t.id)
-                        .map(|(_, r)| r.clone())
-                        .collect();
-                    out.push_str(&export::transcript(&own, indent));
-                }
-                out
-            }
-        })
+        let mut records = Vec::new();
+        for t in &threads {
+            records.extend(store.thread(t.id, 0).await.map_err(|e| e.to_string())?);
+        }
+        Ok(render_tree(&threads, &records, format))
     })
 }
 
-/// The halting reports of a thread as JSON (an array when it halted more than once).
+/// The records of `threads` (a thread and, for `--tree`, its subtree, parents first) in
+/// `format`; the transcript is indented by depth under one heading per thread.
+pub(crate) fn render_tree(
+    threads: &[ThreadInfo],
+    records: &[Record],
+    format: HistoryFormat,
+) -> String {
+    if format != HistoryFormat::Text {
+        return render_records(records, format);
+    }
+    let base = threads.first().map_or(0, |t| t.depth);
+    let mut out = String::new();
+    for t in threads {
+        let indent = 2 * (t.depth - base) as usize;
+        out.push_str(&format!(
+            "{}== thread {} [{}] {}\n",
+            " ".repeat(indent),
+            t.path,
+            t.state,
+            t.id
+        ));
+        let own: Vec<Record> = records
+            .iter()
+            .filter(|r| r.thread == t.id)
+            .cloned()
+            .collect();
+        out.push_str(&export::transcript(&own, indent));
+    }
+    out
+}
+
+/// The halting reports of a thread as a JSON array, oldest first (one per halt; a resumed thread
+/// can halt again). `--url` prints the same shape.
 ///
 /// # Errors
 ///
 /// A malformed or unknown thread id, a thread that never halted, or the file cannot be read.
 pub fn report(db: &Path, thread: &str) -> Result<String, String> {
-    let id = thread_id(thread)?;
     let store = open(db)?;
     block_on(async {
-        let mut reports = store.reports(id).await.map_err(|e| e.to_string())?;
+        let id = thread_id(&store, db, thread).await?;
+        let reports = store.reports(id).await.map_err(|e| e.to_string())?;
         if reports.is_empty() {
             let known = store
                 .threads(None)
@@ -172,12 +233,7 @@ pub fn report(db: &Path, thread: &str) -> Result<String, String> {
                 Some(t) => format!("thread {id} has no halting report: it is {}", t.state),
             });
         }
-        let json = if reports.len() == 1 {
-            serde_json::to_string_pretty(&reports.pop())
-        } else {
-            serde_json::to_string_pretty(&reports)
-        };
-        Ok(json.expect("reports serialize") + "\n")
+        Ok(serde_json::to_string_pretty(&reports).expect("reports serialize") + "\n")
     })
 }
 

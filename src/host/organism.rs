@@ -594,7 +594,7 @@ mod tests {
 
     #[test]
     fn the_readme_reference_parses() {
-        let readme = include_str!("../../README.md");
+        let readme = include_str!("../../docs/organism.md");
         let section = &readme[readme.find("## Running an organism").unwrap()..];
         let text = section
             .split("```toml\n")

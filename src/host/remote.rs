@@ -4,12 +4,15 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::ThreadId;
 use crate::host::inspect::{self, HistoryFormat, ThreadsFormat};
 
 /// How long connecting to the host may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long one request may take, answer included.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
+/// How often `send --wait` looks at the thread.
+const WAIT_POLL: Duration = Duration::from_millis(100);
 
 /// `text` percent-encoded for a query value (everything but RFC 3986 unreserved characters).
 fn encode(text: &str) -> String {
@@ -72,7 +75,7 @@ impl Host {
             .map_err(|e| e.to_string())?;
         runtime.block_on(async {
             let url = format!("{}{path}", self.url);
-            let client = reqwest::Client::builder()
+            let client = crate::listeners::llm::http_client()
                 .connect_timeout(CONNECT_TIMEOUT)
                 .timeout(REQUEST_TIMEOUT)
                 .build()
@@ -81,10 +84,16 @@ impl Host {
             if let Some(body) = body {
                 request = request.body(body);
             }
-            let response = request
-                .send()
-                .await
-                .map_err(|e| format!("cannot reach {url}: {e}"))?;
+            let response = request.send().await.map_err(|e| {
+                if e.is_connect() {
+                    format!(
+                        "no agentpump host answers at {} ({e}): start it with `agentpump run`, or pass --url to where it runs",
+                        self.url
+                    )
+                } else {
+                    format!("cannot reach {url}: {e}")
+                }
+            })?;
             let status = response.status();
             let text = response.text().await.map_err(|e| format!("{url}: {e}"))?;
             if status.is_success() {
@@ -102,7 +111,20 @@ impl Host {
         })
     }
 
-    /// Sends a file's envelope or payload, into `thread` or a new thread.
+    /// The full id of the thread `text` names on the host: an id, a unique prefix of one, or a
+    /// displayed path (`46a2acab.part1`).
+    fn resolve(&self, text: &str) -> Result<ThreadId, String> {
+        if let Ok(id) = text.parse() {
+            return Ok(id);
+        }
+        let list = self.call(reqwest::Method::GET, "/threads", None)?;
+        let threads: Vec<crate::ThreadInfo> = serde_json::from_str(&list)
+            .map_err(|e| format!("{}: the host's thread list is unreadable: {e}", self.url))?;
+        super::resolve::resolve(&threads, text, &self.url)
+    }
+
+    /// Sends a file's envelope or payload, into `thread` or a new thread; with `wait`, waits up
+    /// to that long for the thread to settle and adds what happened after the message.
     ///
     /// # Errors
     ///
@@ -112,6 +134,7 @@ impl Host {
         file: &Path,
         thread: Option<&str>,
         to: Option<&str>,
+        wait: Option<Duration>,
     ) -> Result<String, String> {
         let body = if file == Path::new("-") {
             let mut bytes = Vec::new();
@@ -123,11 +146,21 @@ impl Host {
         };
         let query = to.map(|t| format!("?to={}", encode(t))).unwrap_or_default();
         let path = match thread {
-            Some(id) => format!("/threads/{id}/messages{query}"),
+            Some(text) => format!("/threads/{}/messages{query}", self.resolve(text)?),
             None => format!("/threads{query}"),
         };
-        self.call(reqwest::Method::POST, &path, Some(body))
-            .map(|t| t + "\n")
+        let receipt = self.call(reqwest::Method::POST, &path, Some(body))?;
+        let Some(patience) = wait else {
+            return Ok(receipt + "\n");
+        };
+        let answer: serde_json::Value = serde_json::from_str(&receipt)
+            .map_err(|e| format!("{}: unreadable receipt: {e}", self.url))?;
+        let thread = answer["thread"]
+            .as_str()
+            .and_then(|t| t.parse().ok())
+            .ok_or_else(|| format!("{}: the receipt names no thread: {receipt}", self.url))?;
+        let transcript = self.wait(thread, answer["ids"][0].as_str(), patience)?;
+        Ok(format!("{receipt}\n{transcript}"))
     }
 
     /// Stops a thread.
@@ -136,6 +169,7 @@ impl Host {
     ///
     /// The host refuses (unknown thread, already closed).
     pub fn stop(&self, thread: &str) -> Result<String, String> {
+        let thread = self.resolve(thread)?;
         self.call(
             reqwest::Method::POST,
             &format!("/threads/{thread}/stop"),
@@ -150,6 +184,7 @@ impl Host {
     ///
     /// The host refuses (unknown thread, not halted).
     pub fn resume(&self, thread: &str, budget: &crate::governor::Budget) -> Result<String, String> {
+        let thread = self.resolve(thread)?;
         let body = serde_json::to_vec(budget).map_err(|e| e.to_string())?;
         self.call(
             reqwest::Method::POST,
@@ -171,51 +206,109 @@ impl Host {
         let text = self.call(reqwest::Method::GET, &format!("/threads{query}"), None)?;
         let threads: Vec<crate::ThreadInfo> = serde_json::from_str(&text)
             .map_err(|e| format!("{}: the host's thread list is unreadable: {e}", self.url))?;
-        Ok(inspect::render_threads(&threads, format))
+        let mut reports = Vec::new();
+        if format == ThreadsFormat::Text {
+            for t in threads
+                .iter()
+                .filter(|t| t.state == crate::ThreadState::Halted)
+            {
+                reports.extend(self.reports(t.id)?);
+            }
+        }
+        Ok(inspect::render_threads(
+            &threads,
+            &inspect::halts_of(reports),
+            format,
+        ))
     }
 
-    /// A thread's history: JSON, XML, or a transcript built from the JSON.
+    /// Every halting report of `thread`, oldest first.
+    fn reports(&self, thread: ThreadId) -> Result<Vec<crate::governor::HaltingReport>, String> {
+        let text = self.call(
+            reqwest::Method::GET,
+            &format!("/threads/{thread}/reports"),
+            None,
+        )?;
+        serde_json::from_str(&text).map_err(|e| format!("{}: unreadable reports: {e}", self.url))
+    }
+
+    /// One JSON document from `path`.
+    fn json<T: serde::de::DeserializeOwned>(&self, path: &str) -> Result<T, String> {
+        let text = self.call(reqwest::Method::GET, path, None)?;
+        serde_json::from_str(&text)
+            .map_err(|e| format!("{}{path}: unreadable answer: {e}", self.url))
+    }
+
+    /// A thread's history (with `tree`, its whole subtree), printed as from a file.
     ///
     /// # Errors
     ///
     /// The host cannot be reached or refuses.
-    pub fn history(&self, thread: &str, format: HistoryFormat) -> Result<String, String> {
-        let wire = if format == HistoryFormat::Xml {
-            "xml"
+    pub fn history(
+        &self,
+        thread: &str,
+        format: HistoryFormat,
+        tree: bool,
+    ) -> Result<String, String> {
+        let thread = self.resolve(thread)?;
+        let threads: Vec<crate::ThreadInfo> = if tree {
+            self.json(&format!("/threads/{thread}/tree"))?
         } else {
-            "json"
+            vec![self.json(&format!("/threads/{thread}"))?]
         };
-        let text = self.call(
-            reqwest::Method::GET,
-            &format!("/threads/{thread}/history?format={wire}"),
-            None,
-        )?;
-        Ok(match format {
-            HistoryFormat::Xml => text,
-            HistoryFormat::Jsonl | HistoryFormat::Text => {
-                let records: Vec<crate::history::Record> =
-                    serde_json::from_str(&text).map_err(|e| e.to_string())?;
-                if format == HistoryFormat::Jsonl {
-                    crate::history::export::to_jsonl(&records)
-                } else {
-                    crate::history::export::transcript(&records, 0)
-                }
-            }
-        })
+        let mut records: Vec<crate::history::Record> = Vec::new();
+        for t in &threads {
+            records.extend(self.json::<Vec<_>>(&format!("/threads/{}/history?format=json", t.id))?);
+        }
+        Ok(inspect::render_tree(&threads, &records, format))
     }
 
-    /// A thread's latest halting report (JSON).
+    /// Every halting report of a thread, as a JSON array (oldest first), as from a file.
     ///
     /// # Errors
     ///
     /// The host cannot be reached, or the thread has not halted.
     pub fn report(&self, thread: &str) -> Result<String, String> {
-        self.call(
-            reqwest::Method::GET,
-            &format!("/threads/{thread}/report"),
-            None,
-        )
-        .map(|t| t + "\n")
+        let thread = self.resolve(thread)?;
+        let reports = self.reports(thread)?;
+        if reports.is_empty() {
+            return Err(format!("thread {thread} has no halting report"));
+        }
+        Ok(serde_json::to_string_pretty(&reports).expect("reports serialize") + "\n")
+    }
+
+    /// Waits until `thread` has nothing left to do (idle, done or halted), up to `patience`,
+    /// then returns its records after `after` (the sent message) as a transcript.
+    ///
+    /// # Errors
+    ///
+    /// The host cannot be reached, or the thread is still working after `patience`.
+    pub fn wait(
+        &self,
+        thread: ThreadId,
+        after: Option<&str>,
+        patience: Duration,
+    ) -> Result<String, String> {
+        let deadline = std::time::Instant::now() + patience;
+        loop {
+            let info: crate::ThreadInfo = self.json(&format!("/threads/{thread}"))?;
+            if info.state != crate::ThreadState::Active {
+                break;
+            }
+            if std::time::Instant::now() >= deadline {
+                return Err(format!(
+                    "thread {thread} is still active after {} s; follow it with `agentpump history {thread}`",
+                    patience.as_secs()
+                ));
+            }
+            std::thread::sleep(WAIT_POLL);
+        }
+        let records: Vec<crate::history::Record> =
+            self.json(&format!("/threads/{thread}/history?format=json"))?;
+        let start = after
+            .and_then(|id| records.iter().position(|r| r.id.to_string() == id))
+            .unwrap_or(0);
+        Ok(crate::history::export::transcript(&records[start..], 0))
     }
 }
 

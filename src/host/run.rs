@@ -18,8 +18,20 @@ pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 /// # Errors
 ///
 /// The organism file, the store, the token or the address is unusable — one line saying which.
-pub fn run(path: &Path) -> Result<String, String> {
-    let organism = Organism::load(path)?;
+///
+/// `bind` (host:port) or `port` replace the organism's `[server] bind` (a port keeps its host).
+pub fn run(path: &Path, bind: Option<String>, port: Option<u16>) -> Result<String, String> {
+    let mut organism = Organism::load(path)?;
+    if let Some(bind) = bind {
+        organism.server.bind = bind;
+    } else if let Some(port) = port {
+        let host = organism
+            .server
+            .bind
+            .rsplit_once(':')
+            .map_or("127.0.0.1", |(h, _)| h);
+        organism.server.bind = format!("{host}:{port}");
+    }
     let origin = path.display().to_string();
     let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
     let runtime = tokio::runtime::Builder::new_multi_thread()

@@ -6,6 +6,7 @@ mod auth;
 mod events;
 mod problem;
 mod routes;
+mod strict;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -54,9 +55,11 @@ fn routes_for(api: Api, max_body: usize) -> Router {
         .route("/threads/{id}/answers", get(routes::answers))
         .route("/threads/{id}/tree", get(routes::tree))
         .route("/threads/{id}/report", get(routes::report))
+        .route("/threads/{id}/reports", get(routes::reports))
         .route("/threads/{id}/stop", post(routes::stop))
         .route("/threads/{id}/resume", post(routes::resume))
         .route("/threads/{id}/events", get(events::follow))
+        .route_layer(axum::middleware::from_fn(strict::known_query_keys))
         .fallback(routes::not_found)
         .method_not_allowed_fallback(routes::method_not_allowed)
         .layer(axum::middleware::from_fn_with_state(
@@ -64,6 +67,7 @@ fn routes_for(api: Api, max_body: usize) -> Router {
             auth::require_token,
         ))
         .layer(DefaultBodyLimit::max(max_body))
+        .layer(axum::middleware::from_fn(strict::log_request))
         .with_state(api)
 }
 

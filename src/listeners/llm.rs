@@ -8,6 +8,8 @@
 //! model can correct itself; the governor bounds how often.
 
 mod client;
+pub(crate) use client::http_client;
+pub use client::install_tls_provider;
 mod prompt;
 
 use std::time::Duration;
@@ -106,7 +108,9 @@ impl LlmAgent {
             config,
             definition: definition.into(),
             peers: Vec::new(),
-            http: reqwest::Client::new(),
+            http: client::http_client()
+                .build()
+                .expect("an HTTP client with default settings builds"),
         }
     }
 

@@ -136,12 +136,19 @@ impl PumpBuilder {
         let (by_name, by_root) = validate(&self.registrations)?;
         let store = self.store.unwrap_or_else(|| Arc::new(MemoryHistory::new()));
         let recovery = store.recovery()?;
+        // One system thread across restarts: an earlier run's is continued.
+        let system_id = recovery
+            .threads
+            .iter()
+            .find(|t| t.parent.is_none() && &*t.path == "system")
+            .map(|t| t.id);
         let shared = Arc::new(Shared::new(
             self.registrations,
             by_name,
             by_root,
             store,
             self.config,
+            system_id,
         ));
         shared.record_boot()?;
         let report = shared.recover(recovery)?;

@@ -51,6 +51,10 @@ impl Shared {
             .collect();
         let mut restored: HashMap<ThreadId, Arc<ThreadEntry>> = HashMap::new();
         for info in &threads {
+            if info.id == self.system_thread.id {
+                restored.insert(info.id, Arc::clone(&self.system_thread));
+                continue;
+            }
             let parent = info.parent.and_then(|p| restored.get(&p));
             let ledger = match parent {
                 Some(parent) => {
@@ -95,7 +99,7 @@ impl Shared {
         }
         for (id, n) in records {
             if let Some(entry) = restored.get(&id) {
-                entry.lock().records = n;
+                entry.lock().records += n; // the system thread already holds this run's boot
             }
         }
         for record in governor {

@@ -14,15 +14,16 @@ use crate::system::{ErrorCode, SystemMessage};
 pub struct ShutdownReport {
     /// Whether every queue drained within the grace period.
     pub drained: bool,
-    /// Messages accepted but not delivered; each has a `system-error code="shutting-down"`
-    /// record in its thread and stays pending in history (a durable store re-queues it on restart).
+    /// Messages accepted but not delivered in threads still open; each has a `system-error
+    /// code="shutting-down"` record in its thread and stays pending in history (a durable store
+    /// re-queues it on restart). Messages queued in halted or done threads are not counted.
     pub undelivered: usize,
 }
 
 impl PumpHandle {
     /// Stops the pump: new outside input is refused at once; queued messages keep being delivered
     /// for up to `grace`; then running handlers finish, every message still queued is recorded as
-    /// not delivered, and `shutdown` is recorded in the system thread.
+    /// not delivered, and `shutdown` is recorded in the system thread (committed when this returns).
     pub async fn shutdown(&self, grace: Duration) -> ShutdownReport {
         let shared = &self.shared;
         {
@@ -39,7 +40,9 @@ impl PumpHandle {
         for entry in shared.registry.all() {
             let committed = {
                 let mut inner = entry.lock();
-                if inner.queue.is_empty() {
+                // A halted or done thread delivers nothing anyway: its queue stays pending (a
+                // resume after restart delivers it) and it gets no shutdown notice.
+                if inner.queue.is_empty() || inner.state.is_closed() {
                     continue;
                 }
                 let mut tx = Tx::new();
@@ -69,7 +72,12 @@ impl PumpHandle {
             shared.finish_commit(entry.id, committed).await;
         }
         shared.quiet_changed();
-        if let Err(error) = shared.record_system(SystemMessage::Shutdown { undelivered }) {
+        // Waited for, so a reader of the store after `shutdown` returns sees the record.
+        let recorded = match shared.record_system(SystemMessage::Shutdown { undelivered }) {
+            Ok(ticket) => ticket.wait().await,
+            Err(error) => Err(error),
+        };
+        if let Err(error) = recorded {
             tracing::error!(%error, "could not record shutdown");
         }
         ShutdownReport {

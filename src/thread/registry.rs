@@ -129,18 +129,11 @@ impl ThreadEntry {
         entry
     }
 
-    /// The pump's own thread.
-    pub fn system() -> Self {
+    /// The pump's own thread, `id` (an earlier run's, continued after a restart, or a new one).
+    pub fn system(id: ThreadId) -> Self {
         let ledger = Ledger::new(Account::root(&Budget::unlimited()), None, None);
         let path = Arc::from("system");
-        let mut entry = Self::new(
-            ThreadId::new(),
-            None,
-            None,
-            path,
-            Dialect::default(),
-            ledger,
-        );
+        let mut entry = Self::new(id, None, None, path, Dialect::default(), ledger);
         entry.is_system = true;
         entry
     }

@@ -208,3 +208,10 @@ impl Drop for Scratch {
         }
     }
 }
+
+/// A reqwest client, with the TLS provider agentpump's build relies on installed.
+#[allow(dead_code)]
+pub fn http_client() -> reqwest::Client {
+    agentpump::listeners::llm::install_tls_provider();
+    reqwest::Client::new()
+}

@@ -166,7 +166,7 @@ pub(crate) async fn thread(
     Ok(Json(api.pump.thread(id)).into_response())
 }
 
-/// `GET /threads/{id}/history[?format=json|xml]`.
+/// `GET /threads/{id}/history[?format=json|jsonl|xml]`: a JSON array, JSON lines, or XML.
 pub(crate) async fn history(
     State(api): State<Api>,
     Path(id): Path<String>,
@@ -177,6 +177,11 @@ pub(crate) async fn history(
     let records = api.pump.history(id).await?;
     match q.format.as_deref().unwrap_or("json") {
         "json" => Ok(Json(records).into_response()),
+        "jsonl" => Ok((
+            [(header::CONTENT_TYPE, "application/jsonl")],
+            export::to_jsonl(&records),
+        )
+            .into_response()),
         "xml" => Ok((
             [(header::CONTENT_TYPE, "application/xml")],
             export::to_xml(&records),
@@ -185,7 +190,7 @@ pub(crate) async fn history(
         other => Err(Problem::new(
             StatusCode::BAD_REQUEST,
             "bad-format",
-            format!("format `{other}`: use json or xml"),
+            format!("format `{other}`: use json, jsonl or xml"),
         )),
     }
 }
@@ -226,6 +231,15 @@ pub(crate) async fn report(
     }
 }
 
+/// `GET /threads/{id}/reports`: every halting report, oldest first (`[]` if it never halted).
+pub(crate) async fn reports(
+    State(api): State<Api>,
+    Path(id): Path<String>,
+) -> Result<Response, Problem> {
+    let id = known(&api, &id)?;
+    Ok(Json(api.pump.reports(id).await?).into_response())
+}
+
 /// `POST /threads/{id}/stop`.
 pub(crate) async fn stop(
     State(api): State<Api>,
@@ -250,8 +264,12 @@ pub(crate) async fn resume(
     let extra: Budget = if body.is_empty() {
         Budget::default()
     } else {
-        serde_json::from_slice(&body)
-            .map_err(|e| Problem::new(StatusCode::BAD_REQUEST, "bad-budget", e.to_string()))?
+        let bad = |e: serde_json::Error| {
+            Problem::new(StatusCode::BAD_REQUEST, "bad-budget", e.to_string())
+        };
+        let value: serde_json::Value = serde_json::from_slice(&body).map_err(bad)?;
+        check_budget_keys(&value)?;
+        serde_json::from_value(value).map_err(bad)?
     };
     api.pump
         .resume(id, &extra)
@@ -260,19 +278,42 @@ pub(crate) async fn resume(
     Ok(StatusCode::ACCEPTED.into_response())
 }
 
+/// Refuses a key the budget does not have (`{"turnz": 10}` must not resume with nothing added).
+fn check_budget_keys(value: &serde_json::Value) -> Result<(), Problem> {
+    let known = serde_json::to_value(Budget::default()).expect("a budget serializes");
+    let (Some(given), Some(known)) = (value.as_object(), known.as_object()) else {
+        return Ok(()); // not an object: serde says what is wrong with it
+    };
+    match given.keys().find(|k| !known.contains_key(*k)) {
+        None => Ok(()),
+        Some(key) => {
+            let allowed: Vec<&str> = known.keys().map(String::as_str).collect();
+            Err(super::strict::unknown_key(
+                key,
+                "budget key",
+                "POST /threads/{id}/resume",
+                &allowed,
+            ))
+        }
+    }
+}
+
 /// Anything else.
 pub(crate) async fn method_not_allowed() -> Problem {
     Problem::new(
         StatusCode::METHOD_NOT_ALLOWED,
         "method-not-allowed",
-        "this route does not take that method; see the README's HTTP API section",
+        "this route does not take that method; see docs/http-api.md",
     )
 }
 
-pub(crate) async fn not_found() -> Problem {
+pub(crate) async fn not_found(uri: axum::http::Uri) -> Problem {
     Problem::new(
         StatusCode::NOT_FOUND,
-        "no-route",
-        "no such route; see the README's HTTP API section",
+        "unknown-url",
+        format!(
+            "no such URL `{}`; the routes are in docs/http-api.md",
+            uri.path()
+        ),
     )
 }

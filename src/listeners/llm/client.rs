@@ -9,6 +9,27 @@ use super::LlmConfig;
 use super::prompt::ChatMessage;
 use crate::listener::ListenerError;
 
+/// Installs rustls' `ring` provider as the process's default TLS provider, unless the program
+/// installed one already.
+///
+/// agentpump builds reqwest with rustls on `ring` rather than reqwest's default `aws-lc-rs` (a C
+/// and cmake build that dominated a cold build), so reqwest finds no provider of its own: a
+/// program that builds its own `reqwest::Client` in the same build (a test, an embedding
+/// program without reqwest's `rustls` feature) calls this first. agentpump's own clients call
+/// it themselves.
+pub fn install_tls_provider() {
+    if rustls::crypto::CryptoProvider::get_default().is_none() {
+        // Losing a race to another installer is fine: a provider is installed either way.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    }
+}
+
+/// A reqwest client builder with a TLS provider installed ([`install_tls_provider`]).
+pub(crate) fn http_client() -> reqwest::ClientBuilder {
+    install_tls_provider();
+    reqwest::Client::builder()
+}
+
 /// What the model answered.
 #[derive(Debug)]
 pub(crate) struct Answer {
