@@ -9,3 +9,4 @@ pub mod organism;
 pub mod remote;
 pub mod run;
 pub mod server;
+pub mod view;

@@ -34,7 +34,7 @@ pub fn run(path: &Path) -> Result<String, String> {
             .map_err(|e| format!("{}: cannot listen: {e}", organism.server.bind))?;
         let address = listener.local_addr().map_err(|e| e.to_string())?;
         let recovered = pump.recovered();
-        println!("agentpump: listening on http://{address} (token in {})", token_file.display());
+        println!("agentpump: listening on http://{address} (token in {}); the history viewer is at http://{address}/", token_file.display());
         tracing::info!(%address, threads = recovered.threads, requeued = recovered.requeued, "serving");
         server::serve(listener, pump.clone(), &token, organism.server.max_body_bytes, signal())
             .await
@@ -48,7 +48,7 @@ pub fn run(path: &Path) -> Result<String, String> {
 }
 
 /// Resolves on SIGINT or SIGTERM.
-async fn signal() {
+pub(crate) async fn signal() {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};
