@@ -79,7 +79,8 @@ pub(crate) fn matches(filter: &ThreadFilter, summary: &ThreadSummary, records: &
         return false;
     }
     if let Some(class) = &filter.class {
-        let hit = summary.class.as_ref() == Some(class) || summary.certificate.as_ref() == Some(class);
+        let hit =
+            summary.class.as_ref() == Some(class) || summary.certificate.as_ref() == Some(class);
         if !hit {
             return false;
         }
@@ -90,28 +91,38 @@ pub(crate) fn matches(filter: &ThreadFilter, summary: &ThreadSummary, records: &
                 || records.iter().any(|r| {
                     r.root.to_string().to_lowercase().contains(&text)
                         || r.from.to_lowercase().contains(&text)
-                        || r.to.as_deref().is_some_and(|t| t.to_lowercase().contains(&text))
+                        || r.to
+                            .as_deref()
+                            .is_some_and(|t| t.to_lowercase().contains(&text))
                 })
         }
         _ => true,
     }
 }
 
-/// [`HistoryStore::roots`] for any store: reads every snapshot and filters in memory.
+/// [`HistoryStore::roots`] for any store: reads every root thread and filters in memory. A
+/// thread's place (its cursor) is the seq of its first record, so creation order holds whatever
+/// order the store lists snapshots in; a thread with no record yet sorts last, cursor 0.
 pub(crate) async fn roots_by_scan(
     store: &(impl HistoryStore + ?Sized),
     filter: &ThreadFilter,
 ) -> Result<ThreadPage, HistoryError> {
-    let all = store.threads(None).await?;
-    let size = filter.page_size();
-    let mut threads = Vec::new();
-    let mut next = None;
-    for (i, info) in all.into_iter().enumerate().rev() {
-        let cursor = i as u64 + 1;
-        if info.parent.is_some() || filter.before.is_some_and(|b| cursor >= b) {
+    let mut all = Vec::new();
+    for info in store.threads(None).await? {
+        if info.parent.is_some() {
             continue;
         }
         let records = store.thread(info.id, 0).await?;
+        let cursor = records.first().map_or(0, |r| r.seq);
+        if filter.before.is_some_and(|b| cursor >= b) {
+            continue;
+        }
+        all.push((cursor, info, records));
+    }
+    all.sort_by_key(|t| std::cmp::Reverse(t.0));
+    let size = filter.page_size();
+    let mut threads: Vec<ThreadSummary> = Vec::new();
+    for (cursor, info, records) in all {
         let (class, certificate) = halt_class(&store.reports(info.id).await?);
         let summary = ThreadSummary {
             started_us: records.first().map(|r| r.time_us),
@@ -124,12 +135,15 @@ pub(crate) async fn roots_by_scan(
             continue;
         }
         if threads.len() == size {
-            next = threads.last().map(|t: &ThreadSummary| t.cursor);
-            break;
+            let next = threads.last().map(|t| t.cursor);
+            return Ok(ThreadPage { threads, next });
         }
         threads.push(summary);
     }
-    Ok(ThreadPage { threads, next })
+    Ok(ThreadPage {
+        threads,
+        next: None,
+    })
 }
 
 /// [`HistoryStore::records_after`] for any store.

@@ -22,7 +22,9 @@ use async_trait::async_trait;
 use rusqlite::Connection;
 
 use super::memory::now_us;
-use super::{Batch, HistoryError, HistoryStore, Record, Recovery, ThreadFilter, ThreadPage, Ticket};
+use super::{
+    Batch, HistoryError, HistoryStore, Record, Recovery, ThreadFilter, ThreadPage, Ticket,
+};
 use crate::governor::HaltingReport;
 use crate::{MessageId, ThreadId, ThreadInfo, ThreadState};
 

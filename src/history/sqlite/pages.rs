@@ -8,15 +8,16 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use super::queries::{parse, records, snapshot};
 use crate::governor::HaltingReport;
-use crate::history::page::{ThreadFilter, ThreadPage, ThreadSummary, halt_class};
 use crate::history::Record;
+use crate::history::page::{ThreadFilter, ThreadPage, ThreadSummary, halt_class};
 use crate::{Counters, ThreadId, ThreadInfo, ThreadState};
 
 /// The SQL condition and arguments of `filter` (without the cursor).
 fn conditions(filter: &ThreadFilter) -> (String, Vec<Value>) {
     let mut sql = String::from("parent IS NULL");
     let mut args: Vec<Value> = Vec::new();
-    const PENDING: &str = "EXISTS (SELECT 1 FROM records r WHERE r.thread = threads.id AND r.pending = 1)";
+    const PENDING: &str =
+        "EXISTS (SELECT 1 FROM records r WHERE r.thread = threads.id AND r.pending = 1)";
     match filter.state {
         Some(ThreadState::Done) => sql.push_str(" AND state = 'done'"),
         Some(ThreadState::Halted) => sql.push_str(" AND state = 'halted'"),
@@ -24,7 +25,9 @@ fn conditions(filter: &ThreadFilter) -> (String, Vec<Value>) {
             sql.push_str(&format!(" AND state IN ('active', 'idle') AND {PENDING}"));
         }
         Some(ThreadState::Idle) => {
-            sql.push_str(&format!(" AND state IN ('active', 'idle') AND NOT {PENDING}"));
+            sql.push_str(&format!(
+                " AND state IN ('active', 'idle') AND NOT {PENDING}"
+            ));
         }
         None => {}
     }
@@ -65,7 +68,9 @@ pub(crate) fn roots(conn: &Connection, filter: &ThreadFilter) -> rusqlite::Resul
     );
     let mut stmt = conn.prepare_cached(&query)?;
     let rows: Vec<(i64, String)> = stmt
-        .query_map(rusqlite::params_from_iter(args), |r| Ok((r.get(0)?, r.get(1)?)))?
+        .query_map(rusqlite::params_from_iter(args), |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })?
         .collect::<rusqlite::Result<_>>()?;
     let more = rows.len() > size;
     let mut threads = Vec::with_capacity(size);
@@ -97,7 +102,8 @@ fn summary(conn: &Connection, cursor: u64, json: &str) -> rusqlite::Result<Threa
         )
         .optional()?;
     let mut children = Vec::new();
-    let mut stmt = conn.prepare_cached("SELECT id FROM threads WHERE parent = ?1 ORDER BY rowid")?;
+    let mut stmt =
+        conn.prepare_cached("SELECT id FROM threads WHERE parent = ?1 ORDER BY rowid")?;
     for child in stmt.query_map([&id], |r| r.get::<_, String>(0))? {
         children.push(parse::<ThreadId>(0, &child?)?);
     }
@@ -111,7 +117,11 @@ fn summary(conn: &Connection, cursor: u64, json: &str) -> rusqlite::Result<Threa
     let reports: Vec<HaltingReport> = report
         .map(|json| {
             serde_json::from_str(&json).map_err(|e| {
-                rusqlite::Error::FromSqlConversionFailure(0, rusqlite::types::Type::Text, Box::new(e))
+                rusqlite::Error::FromSqlConversionFailure(
+                    0,
+                    rusqlite::types::Type::Text,
+                    Box::new(e),
+                )
             })
         })
         .transpose()?

@@ -1,14 +1,16 @@
-//! `GET /threads/{id}/events`: a thread's records as server-sent events, in order, as they are
-//! committed; the stream ends once the thread is done or halted and everything is sent, or when
+//! `GET /threads/{id}/events[?after=SEQ]`: a thread's records (those after `SEQ`, default all) as
+//! server-sent events, in order, as they are committed; the stream ends once the thread is done or halted and everything is sent, or when
 //! the server shuts down.
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::time::Duration;
 
-use axum::extract::{Path, State};
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Path, Query, State};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures_util::Stream;
+use serde::Deserialize;
 
 use super::routes::thread_id;
 use super::{Api, Problem};
@@ -18,22 +20,34 @@ use crate::history::Record;
 /// How often the stream looks for new records.
 const POLL: Duration = Duration::from_millis(50);
 
+/// Query of `GET /threads/{id}/events`: skip the records up to this seq (a page shows them already).
+#[derive(Debug, Deserialize)]
+pub(crate) struct After {
+    after: Option<u64>,
+}
+
 pub(crate) async fn follow(
     State(api): State<Api>,
     Path(id): Path<String>,
+    q: Result<Query<After>, QueryRejection>,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, Problem> {
+    let after = q
+        .map_err(|e| Problem::new(e.status(), "bad-query", e.body_text()))?
+        .0
+        .after;
     let thread = thread_id(&id)?;
     if api.pump.thread(thread).is_none() {
         return Err(Problem::unknown_thread(&id));
     }
-    Ok(Sse::new(stream(api, thread)).keep_alive(KeepAlive::default()))
+    let next = after.map_or(0, |seq| seq.saturating_add(1));
+    Ok(Sse::new(stream(api, thread, next)).keep_alive(KeepAlive::default()))
 }
 
-fn stream(api: Api, thread: ThreadId) -> impl Stream<Item = Result<Event, Infallible>> {
+fn stream(api: Api, thread: ThreadId, next: u64) -> impl Stream<Item = Result<Event, Infallible>> {
     let state = Follow {
         api,
         thread,
-        next: 0,
+        next,
         ready: VecDeque::new(),
         finished: false,
     };

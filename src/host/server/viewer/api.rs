@@ -41,7 +41,7 @@ pub(crate) struct Node {
     info: ThreadInfo,
     /// Its latest halting report.
     report: Option<HaltingReport>,
-    /// The `<budget>` its spawner carved out for it, as written in the spawn request.
+    /// The `<budget>` carved out for it at its spawner, as the governor's decision wrote it.
     carve_out: Option<String>,
 }
 
@@ -160,20 +160,17 @@ pub(crate) async fn thread(
     .into_response())
 }
 
-/// Per child: the `<budget>` of the spawn request its `thread-spawned` answers.
+/// Per child: the `<budget>` the governor reserved for it, from its `carve` decision (the
+/// spawner's request, clamped to what the spawner had left).
 fn carve_outs(records: &[Record]) -> HashMap<ThreadId, String> {
-    let by_id: HashMap<_, _> = records.iter().map(|r| (r.id, r)).collect();
-    let mut out = HashMap::new();
-    for r in records.iter().filter(|r| r.root.local() == "thread-spawned") {
-        let child = attribute(&r.payload, "assigned-id").and_then(|c| c.parse().ok());
-        let request = r.in_reply_to.and_then(|id| by_id.get(&id));
-        if let (Some(child), Some(request)) = (child, request) {
-            if let Some(budget) = element(&request.payload, "budget") {
-                out.insert(child, budget.to_owned());
-            }
-        }
-    }
-    out
+    records
+        .iter()
+        .filter(|r| r.root.local() == "decision" && r.payload.contains(r#" action="carve""#))
+        .filter_map(|r| {
+            let child = attribute(&r.payload, "thread")?.parse().ok()?;
+            Some((child, element(&r.payload, "budget")?.to_owned()))
+        })
+        .collect()
 }
 
 /// The value of the first `name="…"` in `xml`.
@@ -184,13 +181,10 @@ fn attribute<'a>(xml: &'a str, name: &str) -> Option<&'a str> {
 
 /// The first element named `local` (any prefix) in `xml`, as written.
 fn element<'a>(xml: &'a str, local: &str) -> Option<&'a str> {
-    let at = xml
-        .match_indices(local)
-        .map(|(i, _)| i)
-        .find(|&i| {
-            let before = &xml[..i];
-            before.ends_with('<') || (before.ends_with(':') && before.rfind('<') > before.rfind('>'))
-        })?;
+    let at = xml.match_indices(local).map(|(i, _)| i).find(|&i| {
+        let before = &xml[..i];
+        before.ends_with('<') || (before.ends_with(':') && before.rfind('<') > before.rfind('>'))
+    })?;
     let start = xml[..at].rfind('<')?;
     let open_end = start + xml[start..].find('>')?;
     if xml[..open_end].ends_with('/') {
@@ -241,8 +235,14 @@ mod tests {
         let spawn = r#"<sys:spawn-thread xmlns:sys="urn:agentpump:system:v1" suggested-sub-id="part1"><sys:budget turns="6"/><sys:initial-payload><task xmlns="urn:d">budget</task></sys:initial-payload></sys:spawn-thread>"#;
         assert_eq!(element(spawn, "budget"), Some(r#"<sys:budget turns="6"/>"#));
         let open = r#"<spawn-thread><budget><turns>3</turns></budget></spawn-thread>"#;
-        assert_eq!(element(open, "budget"), Some("<budget><turns>3</turns></budget>"));
+        assert_eq!(
+            element(open, "budget"),
+            Some("<budget><turns>3</turns></budget>")
+        );
         assert_eq!(element("<spawn-thread/>", "budget"), None);
-        assert_eq!(attribute(r#"<a assigned-id="x1" b="2"/>"#, "assigned-id"), Some("x1"));
+        assert_eq!(
+            attribute(r#"<a assigned-id="x1" b="2"/>"#, "assigned-id"),
+            Some("x1")
+        );
     }
 }

@@ -7,6 +7,8 @@ use axum::response::{IntoResponse, Response};
 const INDEX: &str = include_str!("assets/index.html");
 const CSS: &str = include_str!("assets/viewer.css");
 const JS: &str = include_str!("assets/viewer.js");
+const XML_JS: &str = include_str!("assets/xml.js");
+const PLOT_JS: &str = include_str!("assets/plot.js");
 
 /// Only this origin, no inline script, no frames.
 const POLICY: &str = "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'; form-action 'self'";
@@ -35,7 +37,17 @@ pub(crate) async fn css() -> Response {
     asset("text/css; charset=utf-8", CSS)
 }
 
-/// `GET /viewer.js`.
+/// `GET /viewer.js`: the page's module.
 pub(crate) async fn js() -> Response {
     asset("text/javascript; charset=utf-8", JS)
+}
+
+/// `GET /xml.js`: pretty-printing and highlighting of payloads.
+pub(crate) async fn xml_js() -> Response {
+    asset("text/javascript; charset=utf-8", XML_JS)
+}
+
+/// `GET /plot.js`: the residual plot.
+pub(crate) async fn plot_js() -> Response {
+    asset("text/javascript; charset=utf-8", PLOT_JS)
 }
