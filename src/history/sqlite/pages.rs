@@ -32,9 +32,10 @@ fn conditions(filter: &ThreadFilter) -> (String, Vec<Value>) {
         None => {}
     }
     if let Some(class) = &filter.class {
-        // The latest report decides, as in the list.
+        // The latest report decides, as in the list. The reports are read once into a set
+        // (far fewer than threads), not looked up per thread.
         sql.push_str(
-            " AND (SELECT coalesce(json_extract(json, '$.class') = ?1 OR json_extract(json, '$.halting_certificate.type') = ?1, 0) FROM reports WHERE reports.thread = threads.id ORDER BY rowid DESC LIMIT 1)",
+            " AND threads.id IN (SELECT thread FROM reports r WHERE (json_extract(r.json, '$.class') = ?1 OR json_extract(r.json, '$.halting_certificate.type') = ?1) AND r.rowid = (SELECT max(rowid) FROM reports r2 WHERE r2.thread = r.thread))",
         );
         let n = args.len() + 1;
         sql = sql.replace("?1", &format!("?{n}"));
