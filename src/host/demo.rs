@@ -168,5 +168,9 @@ async fn show(pump: &PumpHandle, roots: &[ThreadId], db: &Path) -> Result<String
         out,
         "(with cargo: cargo run --release -- threads --db {db}, …)"
     );
+    let _ = writeln!(
+        out,
+        "\nOr browse it (a web page; open the URL it prints):\n  agentpump view --db {db}"
+    );
     Ok(out)
 }
