@@ -86,7 +86,7 @@ async fn the_viewer_works_in_a_real_browser() {
     let (newton, planner) = (roots[0], roots[1]);
     let base = support::serve(&pump, TOKEN, 1024 * 1024).await;
     let shots = shots(&scratch);
-    let b = Browser::start(&scratch).await;
+    let b = Browser::start(&scratch, false).await;
 
     // A wrong token shows no data, whether typed or in the address.
     b.goto(&format!("{base}/")).await;
@@ -190,6 +190,9 @@ async fn the_viewer_works_in_a_real_browser() {
     );
     assert!(b.count("#t-budgets meter").await >= 1, "budgets as bars");
     b.screenshot(&shots, "viewer-thread.png").await;
+    b.eval("document.getElementById('records-title').scrollIntoView(); return true")
+        .await;
+    b.screenshot(&shots, "viewer-transcript.png").await;
 
     // The planner: three children with their carve-outs.
     b.goto(&format!("{base}/#/thread/{planner}")).await;
@@ -281,4 +284,27 @@ async fn the_viewer_works_in_a_real_browser() {
         "console errors on agentpump view"
     );
     b.close().await;
+
+    // Dark: the page follows the system's colour scheme.
+    let dark = Browser::start(&scratch, true).await;
+    dark.goto(&view.url).await;
+    dark.until(
+        "the list, dark",
+        "document.querySelectorAll('#threads tbody tr').length >= 6",
+    )
+    .await;
+    dark.goto(&format!("{}#/thread/{newton}", view.base)).await;
+    dark.until(
+        "the √2 thread, dark",
+        "matchMedia('(prefers-color-scheme: dark)').matches && document.querySelectorAll('#residual-plot circle.pt').length >= 3",
+    )
+    .await;
+    let background = dark
+        .eval("return getComputedStyle(document.body).backgroundColor")
+        .await;
+    assert_eq!(background, "rgb(13, 17, 23)", "the dark palette");
+    dark.screenshot(&shots, "viewer-thread-dark.png").await;
+    let errors = dark.eval("return window.viewerErrors").await;
+    assert_eq!(errors, serde_json::json!([]), "console errors in dark mode");
+    dark.close().await;
 }

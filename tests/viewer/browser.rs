@@ -59,8 +59,9 @@ pub struct Browser {
 }
 
 impl Browser {
-    /// Starts chromedriver and a fresh headless Chromium profile inside `scratch`.
-    pub async fn start(scratch: &Scratch) -> Self {
+    /// Starts chromedriver and a fresh headless Chromium profile inside `scratch`, in a light
+    /// or (`dark`) a dark system colour scheme.
+    pub async fn start(scratch: &Scratch, dark: bool) -> Self {
         let driver = program(
             "CHROMEDRIVER",
             &["/usr/bin/chromedriver"],
@@ -68,7 +69,9 @@ impl Browser {
         );
         let chromium = program("CHROMIUM", &["/usr/bin/chromium"], "chromium");
         let port = free_port();
-        let log = std::fs::File::create(scratch.0.join("chromedriver.log")).unwrap();
+        let scheme = if dark { "dark" } else { "light" };
+        let log =
+            std::fs::File::create(scratch.0.join(format!("chromedriver-{scheme}.log"))).unwrap();
         let driver = Reaped(
             Command::new(&driver)
                 .arg(format!("--port={port}"))
@@ -77,18 +80,29 @@ impl Browser {
                 .spawn()
                 .unwrap_or_else(|e| panic!("{}: cannot start: {e}", driver.display())),
         );
-        let profile = scratch.0.join("chromium-profile");
+        let profile = scratch.0.join(format!("chromium-profile-{scheme}"));
+        let mut args = vec![
+            "--headless".to_owned(),
+            "--no-sandbox".into(),
+            "--disable-gpu".into(),
+            "--disable-quic".into(),
+            "--no-first-run".into(),
+            "--disable-background-networking".into(),
+            "--disable-component-update".into(),
+            "--disable-sync".into(),
+            "--disable-dev-shm-usage".into(),
+            "--window-size=1280,900".into(),
+            format!("--user-data-dir={}", profile.display()),
+        ];
+        if dark {
+            args.push("--force-dark-mode".into());
+            args.push("--blink-settings=preferredColorScheme=0".into());
+        }
         let caps = json!({
             "browserName": "chrome",
             "goog:chromeOptions": {
                 "binary": chromium,
-                "args": [
-                    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-                    "--no-first-run", "--disable-background-networking",
-                    "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage",
-                    "--window-size=1280,900",
-                    format!("--user-data-dir={}", profile.display()),
-                ],
+                "args": args,
             },
         });
         let Value::Object(caps) = caps else {
@@ -110,7 +124,10 @@ impl Browser {
                 }
                 Err(e) => panic!(
                     "no WebDriver session from chromedriver at {url}: {e}; see {}",
-                    scratch.0.join("chromedriver.log").display()
+                    scratch
+                        .0
+                        .join(format!("chromedriver-{scheme}.log"))
+                        .display()
                 ),
             }
         };

@@ -172,14 +172,16 @@ function drawReport(id, report) {
   for (const [k, v] of rows) if (v) dl.append(el("dt", { text: k }), el("dd", { text: v }));
   const criteria = cert ? cert.acceptance_criteria_checklist : [];
   const list = criteria.length ? el("ul", {}, ...criteria.map((c) => el("li", { text: `${c.met ? "✔" : "✘"} ${c.criterion} — ${c.reported_by || "unreported"}` }))) : null;
-  box.replaceChildren(dl, list, el("p", {}, el("a", { href: `/view/threads/${id}/report`, id: "report-json" }, "Report as JSON")));
+  const json = el("p", {}, el("a", { href: `/view/threads/${id}/report`, id: "report-json" }, "Report as JSON"));
+  box.replaceChildren(...(list ? [dl, list, json] : [dl, json]));
 }
 
 function drawTree(tree) {
   const byParent = new Map();
   for (const t of tree) { const k = t.parent || "root"; if (!byParent.has(k)) byParent.set(k, []); byParent.get(k).push(t); }
   const item = (t, depth) => {
-    const halt = t.report ? `${t.report.class}${t.report.halting_certificate ? ` · ${t.report.halting_certificate.type}` : ""}` : "";
+    const cert = t.report && t.report.halting_certificate;
+    const halt = t.report ? `${t.report.class}${cert && cert.type !== t.report.class ? ` · ${cert.type}` : ""}` : "";
     const kids = byParent.get(t.id) || [];
     return el("li", { class: "tree-node", "data-depth": String(depth), "data-thread": t.id },
       t.id === state.thread ? el("strong", { text: t.path }) : el("a", { href: `#/thread/${t.id}` }, t.path), " ",
