@@ -464,7 +464,14 @@ async fn the_viewer_trades_the_token_for_a_cookie_the_api_accepts() {
             .unwrap()
             .contains(r#"<script type="module" src="/viewer.js">"#)
     );
-    for path in ["/viewer.js", "/xml.js", "/plot.js", "/viewer.css"] {
+    for path in [
+        "/viewer.js",
+        "/dom.js",
+        "/panels.js",
+        "/xml.js",
+        "/plot.js",
+        "/viewer.css",
+    ] {
         let r = api
             .client
             .get(format!("{}{path}", api.base))

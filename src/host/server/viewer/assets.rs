@@ -9,6 +9,8 @@ const CSS: &str = include_str!("assets/viewer.css");
 const JS: &str = include_str!("assets/viewer.js");
 const XML_JS: &str = include_str!("assets/xml.js");
 const PLOT_JS: &str = include_str!("assets/plot.js");
+const DOM_JS: &str = include_str!("assets/dom.js");
+const PANELS_JS: &str = include_str!("assets/panels.js");
 
 /// Only this origin, no inline script, no frames.
 const POLICY: &str = "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'; form-action 'self'";
@@ -50,4 +52,14 @@ pub(crate) async fn xml_js() -> Response {
 /// `GET /plot.js`: the residual plot.
 pub(crate) async fn plot_js() -> Response {
     asset("text/javascript; charset=utf-8", PLOT_JS)
+}
+
+/// `GET /dom.js`: DOM helpers.
+pub(crate) async fn dom_js() -> Response {
+    asset("text/javascript; charset=utf-8", DOM_JS)
+}
+
+/// `GET /panels.js`: the panels of a thread.
+pub(crate) async fn panels_js() -> Response {
+    asset("text/javascript; charset=utf-8", PANELS_JS)
 }

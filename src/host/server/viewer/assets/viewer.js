@@ -1,7 +1,7 @@
 // agentpump history viewer: sign-in, the list of root threads, and one thread (tree, transcript,
 // residuals, budgets, halting report, integrity; live records and stop/resume on a running host).
-import { pretty } from "/xml.js";
-import { residualPlot } from "/plot.js";
+import { el, time, stateBadge } from "/dom.js";
+import { recordItem, drawPlot, drawBudgets, drawReport, drawTree } from "/panels.js";
 
 // Every error the page meets is kept here too, so a test (or a person in the console) can read it.
 window.viewerErrors = [];
@@ -10,22 +10,10 @@ console.error = (...args) => { window.viewerErrors.push(args.map(String).join(" 
 window.addEventListener("error", (e) => window.viewerErrors.push(`error: ${e.message}`));
 window.addEventListener("unhandledrejection", (e) => window.viewerErrors.push(`unhandled: ${e.reason}`));
 
-const SYS = "urn:agentpump:system:v1";
-const GOV = "urn:agentpump:governor:v1";
 const $ = (id) => document.getElementById(id);
 const state = { live: false, thread: null, last: 0, more: false, events: null, refresh: null, closed: false };
 
 class SignedOut extends Error {}
-
-function el(tag, attrs = {}, ...children) {
-  const e = document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs)) {
-    if (v === null || v === undefined || v === false) continue;
-    if (k === "class") e.className = v; else if (k === "text") e.textContent = v; else e.setAttribute(k, v === true ? "" : v);
-  }
-  e.append(...children.filter((c) => c !== null && c !== undefined));
-  return e;
-}
 
 function say(text) { $("status").textContent = text; }
 
@@ -59,18 +47,6 @@ async function signIn(token) {
   const r = await fetch("/session", { method: "POST", credentials: "same-origin", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ token }) });
   return r.status === 204;
 }
-
-function parseRoot(root) {
-  const m = /^\{([^}]*)\}(.*)$/.exec(root);
-  return m ? { ns: m[1], local: m[2] } : { ns: "", local: root };
-}
-
-function time(us) {
-  const d = new Date(us / 1000);
-  return el("time", { datetime: d.toISOString(), title: d.toISOString() }, d.toISOString().replace("T", " ").slice(0, 23));
-}
-
-function stateBadge(s) { return el("span", { class: `badge state-${s}`, text: s }); }
 
 // ---- list ----
 
@@ -117,82 +93,6 @@ function applyFilters(event) {
 
 // ---- one thread ----
 
-function recordItem(r) {
-  const root = parseRoot(r.root);
-  const cls = ["rec", `kind-${r.kind}`];
-  if (root.ns === SYS) cls.push("sys", `sys-${root.local}`);
-  if (root.ns === GOV) cls.push("gov", `gov-${root.local}`);
-  const label = root.ns === SYS ? "system" : root.ns === GOV ? "governor" : r.kind;
-  return el("li", { class: cls.join(" "), "data-seq": String(r.seq), "data-id": r.id, "data-root": root.local },
-    el("header", {},
-      el("span", { text: `#${r.seq}` }), time(r.time_us),
-      el("span", { class: "route", text: `${r.from} → ${r.to || "*"}` }),
-      el("span", { class: "kind", text: label }),
-      el("span", { text: root.local })),
-    pretty(r.payload),
-    el("details", {}, el("summary", { text: "Exact bytes" }), el("pre", { class: "raw", text: r.payload })));
-}
-
-function residualsOf(records) {
-  return records.filter((r) => r.root === `{${GOV}}residual`)
-    .map((r) => (/\svalue="([^"]*)"/.exec(r.payload) || [])[1]).filter((v) => v !== undefined);
-}
-
-function drawPlot(report) {
-  const cert = report && report.halting_certificate;
-  let values = cert ? cert.residual_history_decimal_strings : [];
-  if (!values.length) values = residualsOf(state.records);
-  const box = $("t-plot");
-  if (!values.length) { box.replaceChildren(el("p", { class: "muted", text: "No residuals reported." })); return; }
-  box.replaceChildren(residualPlot(values, cert ? cert.R_p_decimal_string : null));
-}
-
-function drawBudgets(report) {
-  const box = $("t-budgets");
-  if (!report) { box.replaceChildren(el("p", { class: "muted", text: "Spend against limits is reported when the thread halts." })); return; }
-  box.replaceChildren(...Object.entries(report.budget).map(([name, b]) => {
-    const spent = Number(b.spent), limit = b.limit === null ? null : Number(b.limit);
-    const id = `budget-${name}`;
-    return el("div", { class: "budget" },
-      el("label", { for: id, text: name }),
-      limit === null ? el("span", { id, class: "muted", text: "no limit" }) : el("meter", { id, min: "0", max: String(limit || 1), value: String(spent), high: String(0.8 * limit), optimum: "0" }),
-      el("span", { text: `${b.spent} spent${limit === null ? "" : ` of ${b.limit}, ${b.remaining} left`}` }));
-  }));
-}
-
-function drawReport(id, report) {
-  const box = $("t-report");
-  if (!report) { box.replaceChildren(el("p", { class: "muted", text: "The thread has not halted." })); return; }
-  const cert = report.halting_certificate;
-  const rows = [["Class", report.class], ["Status", report.status], ["Stop reason", report.stop_reason],
-    ["Certificate", cert ? `${cert.type} (lane ${cert.lane})` : "none"], ["Goal", report.goal],
-    ["Final residual", cert && cert.final_residual_decimal_string], ["r-p", cert && cert.R_p_decimal_string],
-    ["Iterations", String(report.iterations_completed)], ["Elapsed (s)", report.total_seconds_elapsed], ["Idle (s)", report.total_seconds_idle]];
-  const dl = el("dl", { class: "report", id: "report-fields" });
-  for (const [k, v] of rows) if (v) dl.append(el("dt", { text: k }), el("dd", { text: v }));
-  const criteria = cert ? cert.acceptance_criteria_checklist : [];
-  const list = criteria.length ? el("ul", {}, ...criteria.map((c) => el("li", { text: `${c.met ? "✔" : "✘"} ${c.criterion} — ${c.reported_by || "unreported"}` }))) : null;
-  const json = el("p", {}, el("a", { href: `/view/threads/${id}/report`, id: "report-json" }, "Report as JSON"));
-  box.replaceChildren(...(list ? [dl, list, json] : [dl, json]));
-}
-
-function drawTree(tree) {
-  const byParent = new Map();
-  for (const t of tree) { const k = t.parent || "root"; if (!byParent.has(k)) byParent.set(k, []); byParent.get(k).push(t); }
-  const item = (t, depth) => {
-    const cert = t.report && t.report.halting_certificate;
-    const halt = t.report ? `${t.report.class}${cert && cert.type !== t.report.class ? ` · ${cert.type}` : ""}` : "";
-    const kids = byParent.get(t.id) || [];
-    return el("li", { class: "tree-node", "data-depth": String(depth), "data-thread": t.id },
-      t.id === state.thread ? el("strong", { text: t.path }) : el("a", { href: `#/thread/${t.id}` }, t.path), " ",
-      stateBadge(t.state), halt ? el("span", { class: "badge", text: halt }) : null,
-      el("span", { class: "muted", text: ` ${t.counters.deliveries} deliveries` }),
-      t.carve_out ? el("span", { class: "carve", title: "budget carved out by the spawner", text: ` carve-out ${t.carve_out}` }) : null,
-      kids.length ? el("ul", {}, ...kids.map((k) => item(k, depth + 1))) : null);
-  };
-  $("t-tree").replaceChildren(item(tree[0], 0));
-}
-
 async function loadDetail() {
   const id = state.thread;
   const d = await api(`/view/threads/${id}`);
@@ -213,7 +113,7 @@ async function loadDetail() {
   $("stop").hidden = state.closed;
   $("resume-open").hidden = top.state !== "halted";
   if (top.state !== "halted") $("resume-form").hidden = true;
-  drawTree(d.tree); drawReport(id, top.report); drawBudgets(top.report); drawPlot(top.report);
+  drawTree(d.tree, state.thread); drawReport(id, top.report); drawBudgets(top.report); drawPlot(top.report, state.records);
   if (d.live && !state.closed) startEvents(); else if (state.closed) stopEvents();
 }
 
