@@ -55,7 +55,33 @@ impl Drop for Reaped {
 /// A WebDriver session in headless Chromium.
 pub struct Browser {
     client: Client,
+    /// Ends the session (the browser quits), then stops chromedriver, also when a test fails.
+    session: Session,
+}
+
+/// A chromedriver and its session. Chromium is chromedriver's child: killing chromedriver alone
+/// would leave the browser running after a failed test, so the session is deleted first.
+struct Session {
+    port: u16,
+    id: Option<String>,
     _driver: Reaped,
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        use std::io::{Read as _, Write as _};
+        let Some(id) = &self.id else { return };
+        let Ok(mut stream) = std::net::TcpStream::connect(("127.0.0.1", self.port)) else {
+            return;
+        };
+        let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
+        let request = format!(
+            "DELETE /session/{id} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+        );
+        if stream.write_all(request.as_bytes()).is_ok() {
+            let _ = stream.read_to_end(&mut Vec::new());
+        }
+    }
 }
 
 impl Browser {
@@ -131,11 +157,13 @@ impl Browser {
                 ),
             }
         };
-        client.set_window_size(1280, 900).await.unwrap();
-        Self {
-            client,
+        let session = Session {
+            port,
+            id: client.session_id().await.unwrap(),
             _driver: driver,
-        }
+        };
+        client.set_window_size(1280, 900).await.unwrap();
+        Self { client, session }
     }
 
     /// Opens `url`.
@@ -197,8 +225,9 @@ impl Browser {
     }
 
     /// Ends the session (the browser quits).
-    pub async fn close(self) {
-        self.client.close().await.unwrap();
+    pub async fn close(mut self) {
+        self.client.clone().close().await.unwrap();
+        self.session.id = None;
     }
 }
 
