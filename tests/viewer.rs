@@ -151,6 +151,19 @@ async fn the_viewer_works_in_a_real_browser() {
         )
         .await;
     }
+    // The search form from the keyboard: type, press Enter.
+    b.goto(&format!("{base}/#/")).await;
+    b.until(
+        "the full list",
+        "document.querySelectorAll('#threads tbody tr').length >= 6",
+    )
+    .await;
+    b.type_into("#f-q", "ruminate\u{E007}").await;
+    b.until(
+        "the search submitted with Enter",
+        &format!("location.hash.includes('q=ruminate') && document.querySelectorAll('#threads tbody tr').length === 1 && !!document.querySelector(\"tr[data-thread='{}']\")", roots[3]),
+    )
+    .await;
     b.goto(&format!("{base}/#/?limit=2")).await;
     b.until("a page of two", "document.querySelectorAll('#threads tbody tr').length === 2 && !document.getElementById('older').hidden").await;
     b.click("#older").await;
@@ -189,6 +202,10 @@ async fn the_viewer_works_in_a_real_browser() {
         "the halt is styled as a system message"
     );
     assert!(b.count("#t-budgets meter").await >= 1, "budgets as bars");
+    let linked = b
+        .eval("return fetch(document.getElementById('report-json').href).then(r => r.json()).then(j => j.halting_certificate.type)")
+        .await;
+    assert_eq!(linked, "CONVERGED", "the report's JSON link");
     b.screenshot(&shots, "viewer-thread.png").await;
     b.eval("document.getElementById('records-title').scrollIntoView(); return true")
         .await;
