@@ -7,6 +7,7 @@
 mod chain;
 pub mod export;
 mod memory;
+pub mod page;
 mod record;
 pub mod sqlite;
 
@@ -18,6 +19,7 @@ use async_trait::async_trait;
 
 pub use chain::{ChainBreak, verify_chain};
 pub use memory::MemoryHistory;
+pub use page::{ThreadFilter, ThreadPage, ThreadSummary};
 pub use record::{NewRecord, Record, RecordKind};
 pub use sqlite::{Durability, SqliteHistory, SqliteOptions};
 
@@ -202,4 +204,39 @@ pub trait HistoryStore: Send + Sync + fmt::Debug + 'static {
     ///
     /// [`HistoryError::Chain`] naming the first record that does not match.
     async fn verify(&self) -> Result<u64, HistoryError>;
+
+    /// A page of root threads, newest first, that pass `filter` (see [`ThreadFilter`]).
+    ///
+    /// # Errors
+    ///
+    /// [`HistoryError::Query`] when the store cannot be read.
+    async fn roots(&self, filter: &ThreadFilter) -> Result<ThreadPage, HistoryError> {
+        page::roots_by_scan(self, filter).await
+    }
+
+    /// Up to `limit` records of one thread with `seq > after`, in order (at most
+    /// [`page::MAX_PAGE`]).
+    ///
+    /// # Errors
+    ///
+    /// [`HistoryError::Query`] when the store cannot be read.
+    async fn records_after(
+        &self,
+        thread: ThreadId,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<Record>, HistoryError> {
+        page::records_by_scan(self, thread, after, limit).await
+    }
+
+    /// Recomputes one thread's chain; returns how many records were checked.
+    ///
+    /// # Errors
+    ///
+    /// [`HistoryError::Chain`] naming the first record that does not match, or
+    /// [`HistoryError::Query`] when the store cannot be read.
+    async fn verify_thread(&self, thread: ThreadId) -> Result<u64, HistoryError> {
+        let records = self.thread(thread, 0).await?;
+        Ok(verify_chain(&records)?)
+    }
 }

@@ -10,3 +10,4 @@ pub mod remote;
 mod resolve;
 pub mod run;
 pub mod server;
+pub mod view;

@@ -15,8 +15,9 @@
 //! - [`system`]: the pump's own messages (`huh`, `system-error`, `thread-result`, …) and the
 //!   requests listeners may make (`spawn-thread`, `clear-context`, `thread-done`).
 //! - [`governor`]: budgets, loop signals, halting certificates and halting reports.
-//! - [`history`]: records, hash chains and the [`HistoryStore`](history::HistoryStore) trait.
-//! - [`host`]: the `agentpump` command line.
+//! - [`history`]: records, hash chains, the [`HistoryStore`](history::HistoryStore) trait and its
+//!   paged reads.
+//! - [`host`]: the `agentpump` command line, the HTTP API and the history viewer.
 
 pub mod envelope;
 pub mod extract;

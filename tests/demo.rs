@@ -96,9 +96,15 @@ fn the_demo_runs_and_everything_it_suggests_works() {
         .lines()
         .skip_while(|l| !l.starts_with("Inspect it yourself:"))
         .skip(1)
+        .take_while(|l| !l.trim().is_empty())
         .filter_map(|l| l.trim().strip_prefix("agentpump "))
         .collect();
     assert_eq!(suggested.len(), 5, "{out}");
+    // The viewer is suggested apart: it serves until stopped (tests/viewer.rs runs it).
+    assert!(
+        out.contains("\n  agentpump view --db agentpump-demo.db\n"),
+        "{out}"
+    );
     for command in suggested {
         let args: Vec<&str> = command.split_whitespace().collect();
         let (ok, out, err) = agentpump(&args, &dir);

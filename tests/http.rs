@@ -508,6 +508,162 @@ async fn event_streams_say_when_the_thread_settles_and_resume_after_last_event_i
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_after_a_seq_skip_what_a_page_already_shows() {
+    let api = Api::start().await;
+    let thread = support::start(&api.pump, &p("tick", "start")).await;
+    let all = api.pump.history(thread).await.unwrap();
+    assert!(all.len() > 4);
+    let body = api
+        .get(&format!("/threads/{thread}/events?after={}", all[2].seq))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let seqs: Vec<u64> = body
+        .lines()
+        .filter_map(|l| l.strip_prefix("id: "))
+        .map(|id| id.parse().unwrap())
+        .collect();
+    let expected: Vec<u64> = all[3..].iter().map(|r| r.seq).collect();
+    assert_eq!(seqs, expected);
+    let r = api
+        .get(&format!("/threads/{thread}/events?after=x"))
+        .send()
+        .await
+        .unwrap();
+    let (status, body) = problem(r).await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("bad-query"))
+    );
+}
+
+/// The viewer's sign-in: the page itself needs no token, its data does; the token is exchanged
+/// for an HttpOnly, SameSite=Strict cookie that the API then accepts like the bearer header.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_viewer_trades_the_token_for_a_cookie_the_api_accepts() {
+    let api = Api::start().await;
+    let thread = support::start(&api.pump, &p("say", "hi")).await;
+    let page = api
+        .client
+        .get(format!("{}/", api.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(page.status(), StatusCode::OK);
+    assert!(
+        page.headers()["content-security-policy"]
+            .to_str()
+            .unwrap()
+            .contains("default-src 'self'")
+    );
+    assert!(
+        page.text()
+            .await
+            .unwrap()
+            .contains(r#"<script type="module" src="/viewer.js">"#)
+    );
+    for path in [
+        "/viewer.js",
+        "/dom.js",
+        "/panels.js",
+        "/xml.js",
+        "/plot.js",
+        "/viewer.css",
+    ] {
+        let r = api
+            .client
+            .get(format!("{}{path}", api.base))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::OK, "{path}");
+    }
+    let anonymous = api
+        .client
+        .get(format!("{}/view/threads", api.base))
+        .send()
+        .await
+        .unwrap();
+    let (status, _) = problem(anonymous).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "no token, no data");
+
+    let session = |token: &str| {
+        api.client
+            .post(format!("{}/session", api.base))
+            .json(&serde_json::json!({ "token": token }))
+            .send()
+    };
+    let (status, body) = problem(session("wrong").await.unwrap()).await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (StatusCode::UNAUTHORIZED, Some("unauthorized"))
+    );
+    let r = session(TOKEN).await.unwrap();
+    assert_eq!(r.status(), StatusCode::NO_CONTENT);
+    let cookie = r.headers()["set-cookie"].to_str().unwrap().to_owned();
+    for part in ["HttpOnly", "SameSite=Strict", "Path=/"] {
+        assert!(cookie.contains(part), "{cookie}");
+    }
+    let pair = cookie.split(';').next().unwrap().to_owned();
+    let with = |path: &str, cookie: &str| {
+        api.client
+            .get(format!("{}{path}", api.base))
+            .header("cookie", format!("theme=dark; {cookie}"))
+            .send()
+    };
+    for path in [
+        "/view/threads",
+        "/threads",
+        &format!("/view/threads/{thread}"),
+    ] {
+        assert_eq!(
+            with(path, &pair).await.unwrap().status(),
+            StatusCode::OK,
+            "{path}"
+        );
+    }
+    let page: serde_json::Value = with("/view/threads", &pair)
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(
+        page["threads"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["id"] == thread.to_string())
+    );
+    let (status, _) = problem(
+        with("/view/threads", "agentpump_token=guess")
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(
+        status,
+        StatusCode::UNAUTHORIZED,
+        "a wrong cookie is refused"
+    );
+    let r = api
+        .client
+        .delete(format!("{}/session", api.base))
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        r.headers()["set-cookie"]
+            .to_str()
+            .unwrap()
+            .contains("Max-Age=0")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_ends_open_event_streams_instead_of_waiting_for_them() {
     let pump = PumpBuilder::new()
         .register(Registration::new("echo", Echo).accepts(q("say")))

@@ -244,3 +244,110 @@ async fn a_read_sees_every_record_appended_before_it() {
         ticket.wait().await.unwrap();
     }
 }
+
+/// Root threads and record windows a page at a time, the same from SQLite's indexed queries and
+/// from the scan any store has: every root once, newest first, filters by state, halt class and
+/// text (with LIKE's wildcards taken literally).
+#[tokio::test]
+async fn pages_of_threads_and_records_agree_between_stores() {
+    use agentpump::history::{MemoryHistory, ThreadFilter};
+    let dir = Scratch::new("sqlite-pages");
+    let stores: [(&str, Arc<dyn HistoryStore>); 2] = [
+        ("sqlite", Arc::new(SqliteHistory::open(dir.db()).unwrap())),
+        ("memory", Arc::new(MemoryHistory::new())),
+    ];
+    for (name, store) in stores {
+        let pump = PumpBuilder::new()
+            .history(Arc::clone(&store))
+            .register(Registration::new("echo", Echo).accepts(q("say")))
+            .register(Registration::new("crier", Echo).accepts(q("yell")))
+            .build()
+            .unwrap();
+        let mut roots = Vec::new();
+        for i in 0..23 {
+            let payload = if i % 5 == 0 {
+                p("yell", "hear")
+            } else {
+                p("say", &i.to_string())
+            };
+            roots.push(start(&pump, &payload).await);
+        }
+        for &t in &roots[3..6] {
+            pump.stop(t).await.unwrap();
+        }
+        let page = |filter: ThreadFilter| {
+            let store = Arc::clone(&store);
+            async move {
+                let mut seen = Vec::new();
+                let mut filter = ThreadFilter { limit: 7, ..filter };
+                loop {
+                    let page = store.roots(&filter).await.unwrap();
+                    assert!(page.threads.len() <= 7);
+                    seen.extend(page.threads.iter().map(|t| t.info.id));
+                    match page.next {
+                        Some(next) => filter.before = Some(next),
+                        None => return seen,
+                    }
+                }
+            }
+        };
+        let all = page(ThreadFilter::default()).await;
+        let mut newest_first: Vec<ThreadId> = roots.iter().rev().copied().collect();
+        newest_first.push(pump.system_thread());
+        assert_eq!(all, newest_first, "{name}");
+        let halted = page(ThreadFilter {
+            state: Some(agentpump::ThreadState::Halted),
+            ..Default::default()
+        })
+        .await;
+        let stopped: Vec<ThreadId> = roots[3..6].iter().rev().copied().collect();
+        assert_eq!(halted, stopped);
+        let backpressure = page(ThreadFilter {
+            class: Some("BACKPRESSURE".into()),
+            ..Default::default()
+        })
+        .await;
+        assert_eq!(backpressure, stopped);
+        let yells = page(ThreadFilter {
+            text: Some("YELL".into()),
+            ..Default::default()
+        })
+        .await;
+        let expected: Vec<ThreadId> = roots.iter().step_by(5).rev().copied().collect();
+        assert_eq!(yells, expected, "payload root names, case-insensitive");
+        let criers = page(ThreadFilter {
+            text: Some("crie".into()),
+            ..Default::default()
+        })
+        .await;
+        assert_eq!(criers, expected, "listener names");
+        let wild = page(ThreadFilter {
+            text: Some("%".into()),
+            ..Default::default()
+        })
+        .await;
+        assert!(wild.is_empty(), "`%` is a character, not a wildcard");
+
+        let summary = &store.roots(&ThreadFilter::default()).await.unwrap().threads[17];
+        assert_eq!(summary.info.id, roots[5]);
+        assert_eq!(summary.class.as_deref(), Some("BACKPRESSURE"));
+        assert_eq!(summary.info.counters.deliveries, 1);
+        assert!(summary.started_us.is_some());
+
+        let records = store.thread(roots[0], 0).await.unwrap();
+        let mut windowed = Vec::new();
+        let mut after = 0;
+        loop {
+            let window = store.records_after(roots[0], after, 1).await.unwrap();
+            let Some(last) = window.last() else { break };
+            after = last.seq;
+            windowed.extend(window);
+        }
+        assert_eq!(windowed, records);
+        assert_eq!(
+            store.verify_thread(roots[0]).await.unwrap(),
+            records.len() as u64
+        );
+        pump.shutdown(std::time::Duration::from_secs(1)).await;
+    }
+}

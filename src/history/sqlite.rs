@@ -8,6 +8,7 @@
 //! commit fails (disk full, read-only file) the store refuses every later write with
 //! [`HistoryError::Unavailable`] — nothing acknowledged is lost, nothing half-written is kept.
 
+mod pages;
 mod queries;
 mod schema;
 mod writer;
@@ -20,7 +21,9 @@ use async_trait::async_trait;
 use rusqlite::Connection;
 
 use super::memory::now_us;
-use super::{Batch, HistoryError, HistoryStore, Record, Recovery, Ticket};
+use super::{
+    Batch, HistoryError, HistoryStore, Record, Recovery, ThreadFilter, ThreadPage, Ticket,
+};
 use crate::governor::HaltingReport;
 use crate::{MessageId, ThreadId, ThreadInfo, ThreadState};
 
@@ -175,12 +178,13 @@ impl SqliteHistory {
             schema::SchemaError::Sqlite(e) => unavailable(&path, &e),
             other => HistoryError::Unavailable(format!("{}: {other}", path.display())),
         })?;
-        let order = queries::order(&reader).map_err(fail)?;
+        // No append order: every write is refused, and computing it reads every thread's last
+        // digest (seconds on a history of a million threads, before the first answer).
         Ok(Self {
             appended: 0.into(),
             resolved: Arc::new(tokio::sync::watch::Sender::new(0)),
             path,
-            order: Mutex::new(order),
+            order: Mutex::new(Order::default()),
             failed: Arc::new(Mutex::new(Some("opened read-only".into()))),
             jobs: Mutex::new(None),
             writer: Mutex::new(None),
@@ -351,6 +355,24 @@ impl HistoryStore for SqliteHistory {
 
     fn recovery(&self) -> Result<Recovery, HistoryError> {
         queries::recovery(&self.read()).map_err(|e| self.query_error(&e))
+    }
+
+    async fn roots(&self, filter: &ThreadFilter) -> Result<ThreadPage, HistoryError> {
+        pages::roots(&self.read(), filter).map_err(|e| self.query_error(&e))
+    }
+
+    async fn subtree(&self, root: ThreadId) -> Result<Vec<ThreadInfo>, HistoryError> {
+        pages::subtree(&self.read(), root).map_err(|e| self.query_error(&e))
+    }
+
+    async fn records_after(
+        &self,
+        thread: ThreadId,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<Record>, HistoryError> {
+        let limit = limit.clamp(1, super::page::MAX_PAGE);
+        pages::records_after(&self.read(), thread, after, limit).map_err(|e| self.query_error(&e))
     }
 
     async fn verify(&self) -> Result<u64, HistoryError> {

@@ -138,6 +138,15 @@ pub enum Command {
         #[command(flatten)]
         host: HostArgs,
     },
+    /// Browse a history file in a web browser, read-only (prints the URL to open).
+    View {
+        /// The history database.
+        #[arg(long)]
+        db: PathBuf,
+        /// Where to listen.
+        #[arg(long, default_value = super::view::DEFAULT_ADDR)]
+        addr: String,
+    },
     /// Recompute every hash chain; exit 1 naming the first record that does not match.
     ///
     /// Reads the history file itself (needs --db): a running host's file can be verified while
@@ -262,6 +271,7 @@ fn dispatch(command: Command, out: &mut impl std::io::Write) -> Result<(), Strin
             None => host(&source.url, auth).and_then(|h| h.report(&thread)),
         }),
         Command::Verify { db } => print(inspect::verify(&db)),
+        Command::View { db, addr } => print(super::view::run(&db, &addr)),
         Command::Send {
             file,
             thread,

@@ -247,5 +247,9 @@ fn inspect_commands(roots: &[ThreadId], db: &Path) -> String {
         out,
         "(with cargo: cargo run --release -- threads --db {db}, …)"
     );
+    let _ = writeln!(
+        out,
+        "\nOr browse it (a web page; open the URL it prints):\n  agentpump view --db {db}"
+    );
     out
 }

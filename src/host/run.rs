@@ -84,9 +84,14 @@ async fn listen(organism: &Organism, base: &Path, pump: &PumpHandle) -> Result<(
     let address = listener.local_addr().map_err(|e| e.to_string())?;
     let recovered = pump.recovered();
     println!(
-        "agentpump: listening on http://{address} (token in {})",
+        "agentpump: listening on http://{address} (token in {}); the history viewer is at http://{address}/",
         token_file.display()
     );
+    // A person at a terminal gets the viewer's URL with the token to click; the token stays out
+    // of logs when stdout is a file or a pipe.
+    if std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+        println!("agentpump: open the history viewer at http://{address}/?token={token}");
+    }
     tracing::info!(%address, threads = recovered.threads, requeued = recovered.requeued, "serving");
     server::serve(
         listener,
@@ -100,7 +105,7 @@ async fn listen(organism: &Organism, base: &Path, pump: &PumpHandle) -> Result<(
 }
 
 /// Resolves on SIGINT or SIGTERM.
-async fn signal() {
+pub(crate) async fn signal() {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};

@@ -1,12 +1,13 @@
 //! The HTTP API (axum): start and post into threads, read threads, history, trees and reports,
 //! stop and resume, and follow a thread's records as server-sent events. Every route needs the
-//! bearer token; request bodies are size-limited; errors are problem JSON (RFC 9457).
+//! bearer token (or the viewer's session cookie); the history viewer is served at `/`; request bodies are size-limited; errors are problem JSON (RFC 9457).
 
 mod auth;
 mod events;
 mod problem;
 mod routes;
 mod strict;
+pub mod viewer;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -63,12 +64,17 @@ fn routes_for(api: Api, max_body: usize) -> Router {
         .fallback(routes::not_found)
         .method_not_allowed_fallback(routes::method_not_allowed)
         .layer(axum::middleware::from_fn_with_state(
-            api.clone(),
+            Arc::clone(&api.token),
             auth::require_token,
         ))
         .layer(DefaultBodyLimit::max(max_body))
+        .with_state(api.clone())
+        .merge(viewer::routes(viewer::Viewer {
+            store: Arc::clone(api.pump.store()),
+            pump: Some(api.pump.clone()),
+            token: Arc::clone(&api.token),
+        }))
         .layer(axum::middleware::from_fn(strict::log_request))
-        .with_state(api)
 }
 
 /// Serves the API on `listener` until `shutdown` resolves, then stops accepting connections,

@@ -20,7 +20,7 @@ pub(crate) enum VerifyError {
     Chain(ChainBreak),
 }
 
-fn parse<T: FromStr>(column: usize, text: &str) -> rusqlite::Result<T> {
+pub(crate) fn parse<T: FromStr>(column: usize, text: &str) -> rusqlite::Result<T> {
     text.parse().map_err(|_| {
         rusqlite::Error::InvalidColumnType(column, format!("`{text}`"), rusqlite::types::Type::Text)
     })
@@ -61,7 +61,7 @@ fn from_row(row: &Row<'_>) -> rusqlite::Result<Record> {
     })
 }
 
-fn records(
+pub(crate) fn records(
     conn: &Connection,
     filter: &str,
     args: impl rusqlite::Params,
@@ -134,6 +134,13 @@ pub(crate) fn reports(conn: &Connection, thread: ThreadId) -> rusqlite::Result<V
     .collect()
 }
 
+/// A saved thread snapshot from its JSON.
+pub(crate) fn snapshot(json: &str) -> rusqlite::Result<ThreadInfo> {
+    serde_json::from_str(json).map_err(|e| {
+        rusqlite::Error::FromSqlConversionFailure(0, rusqlite::types::Type::Text, Box::new(e))
+    })
+}
+
 /// Every snapshot in creation order: children filled in from the parent links, counters summed
 /// from the delivered marks, and an open thread's state derived from its queue (`active` while
 /// it has undelivered messages, else `idle`) — snapshots are saved on structural changes only.
@@ -144,16 +151,7 @@ pub(crate) fn threads(
     let mut stmt = conn.prepare_cached("SELECT info FROM threads ORDER BY rowid")?;
     let all: Vec<ThreadInfo> = stmt
         .query_map([], |r| r.get::<_, String>(0))?
-        .map(|json| {
-            let json = json?;
-            serde_json::from_str(&json).map_err(|e| {
-                rusqlite::Error::FromSqlConversionFailure(
-                    0,
-                    rusqlite::types::Type::Text,
-                    Box::new(e),
-                )
-            })
-        })
+        .map(|json| snapshot(&json?))
         .collect::<rusqlite::Result<_>>()?;
     let mut counters = counters(conn)?;
     let mut busy = std::collections::HashSet::new();

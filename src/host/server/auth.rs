@@ -2,13 +2,14 @@
 //! (readable only by its owner), and required on every request.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use axum::extract::{Request, State};
-use axum::http::{StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use super::{Api, Problem};
+use super::Problem;
 
 /// Why no token could be had.
 #[derive(Debug, thiserror::Error)]
@@ -79,37 +80,63 @@ fn write_private(file: &Path, token: &str) -> std::io::Result<()> {
     std::fs::write(file, format!("{token}\n"))
 }
 
-/// Refuses a request without `Authorization: Bearer <token>` — before anything is read or recorded.
+/// The cookie the viewer page exchanges the token for (see `POST /session`).
+pub(crate) const COOKIE: &str = "agentpump_token";
+
+/// Refuses a request that carries neither `Authorization: Bearer <token>` nor the viewer's
+/// session cookie holding it — before anything is read or recorded.
 pub(crate) async fn require_token(
-    State(api): State<Api>,
+    State(token): State<Arc<str>>,
     request: Request,
     next: Next,
 ) -> Response {
-    let given = request
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "));
-    match given {
-        Some(token) if constant_time_eq(token.as_bytes(), api.token.as_bytes()) => {
-            next.run(request).await
-        }
-        Some(_) => Problem::new(
-            StatusCode::UNAUTHORIZED,
-            "unauthorized",
-            "wrong bearer token",
-        )
-        .into_response(),
-        None => Problem::new(
-            StatusCode::UNAUTHORIZED,
-            "unauthorized",
-            "send Authorization: Bearer <token>",
-        )
-        .into_response(),
+    match check(request.headers(), &token) {
+        Ok(()) => next.run(request).await,
+        Err(problem) => problem.into_response(),
     }
 }
 
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+/// Whether `headers` carry `token` as a bearer token or in the session cookie.
+pub(crate) fn check(headers: &HeaderMap, token: &str) -> Result<(), Problem> {
+    let bearer = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
+    let given = bearer.or_else(|| cookie(headers));
+    match given {
+        Some(given) if constant_time_eq(given.as_bytes(), token.as_bytes()) => Ok(()),
+        Some(_) if bearer.is_some() => Err(Problem::new(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "wrong bearer token",
+        )),
+        Some(_) => Err(Problem::new(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "the session cookie holds a wrong token: sign in again",
+        )),
+        None => Err(Problem::new(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "send Authorization: Bearer <token>",
+        )),
+    }
+}
+
+/// The value of the session cookie, if the request has one.
+fn cookie(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(name, _)| *name == COOKIE)
+        .map(|(_, value)| value)
+}
+
+/// Compares without an early exit, so timing tells nothing about how much of a guess is right.
+pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 

@@ -1,16 +1,19 @@
-//! `GET /threads/{id}/events`: a thread's records as server-sent events, in order, as they are
-//! committed, after `Last-Event-ID` when a client reconnects; `settled` each time the thread goes
-//! idle with everything sent (so a client need not poll); the stream ends once the thread is
-//! done or halted and everything is sent (a last `settled`), or when the server shuts down.
+//! `GET /threads/{id}/events[?after=SEQ]`: a thread's records as server-sent events, in order, as
+//! they are committed — those after `SEQ` (a page that shows the earlier ones already), or after
+//! `Last-Event-ID` when a client reconnects; `settled` each time the thread goes idle with
+//! everything sent (so a client need not poll); the stream ends once the thread is done or
+//! halted and everything is sent (a last `settled`), or when the server shuts down.
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::time::Duration;
 
-use axum::extract::{Path, State};
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures_util::Stream;
+use serde::Deserialize;
 
 use super::routes::thread_id;
 use super::{Api, Problem};
@@ -20,16 +23,30 @@ use crate::{ThreadId, ThreadState};
 /// How often the stream looks for new records.
 const POLL: Duration = Duration::from_millis(50);
 
+/// Query of `GET /threads/{id}/events`: skip the records up to this seq (a page shows them already).
+#[derive(Debug, Deserialize)]
+pub(crate) struct After {
+    after: Option<u64>,
+}
+
 pub(crate) async fn follow(
     State(api): State<Api>,
     Path(id): Path<String>,
     headers: HeaderMap,
+    q: Result<Query<After>, QueryRejection>,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, Problem> {
+    let after = q
+        .map_err(|e| Problem::new(e.status(), "bad-query", e.body_text()))?
+        .0
+        .after;
     let thread = thread_id(&id)?;
     if api.pump.thread(thread).is_none() {
         return Err(Problem::unknown_thread(&id));
     }
-    let next = resume_after(&headers)?;
+    let next = match after {
+        Some(seq) => seq.saturating_add(1),
+        None => resume_after(&headers)?,
+    };
     Ok(Sse::new(stream(api, thread, next)).keep_alive(KeepAlive::default()))
 }
 

@@ -1,0 +1,73 @@
+//! The history viewer: a page (plain HTML, CSS and JS embedded in the binary) and the read-only
+//! JSON routes it reads, over any [`HistoryStore`]. `agentpump run` serves it at `/` beside the
+//! API, with a live pump behind it (new records over the event stream, stop and resume);
+//! `agentpump view --db FILE` serves it over a history file alone.
+//!
+//! Routes: `GET /`, `/viewer.css`, `/viewer.js`, `/dom.js`, `/panels.js`, `/xml.js`, `/plot.js` (no data, no token); `POST /session` exchanges
+//! the token for an HttpOnly, SameSite=Strict cookie and `DELETE /session` drops it; and, with
+//! the token (bearer or cookie), `GET /view/info`, `/view/threads`, `/view/threads/{id}`,
+//! `/view/threads/{id}/records` and `/view/threads/{id}/report`.
+
+mod api;
+mod assets;
+mod session;
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::routing::{get, post};
+
+use super::auth;
+use crate::PumpHandle;
+use crate::history::HistoryStore;
+
+/// Largest body the viewer's own routes take (a token in `POST /session`).
+const MAX_BODY: usize = 4 * 1024;
+
+/// What the viewer's handlers share.
+#[derive(Debug, Clone)]
+pub(crate) struct Viewer {
+    /// Where records, snapshots and reports are read.
+    pub store: Arc<dyn HistoryStore>,
+    /// The running pump, on `agentpump run`: live states, events, stop and resume.
+    pub pump: Option<PumpHandle>,
+    /// The token the cookie stands for.
+    pub token: Arc<str>,
+}
+
+/// The viewer's routes (to merge beside the API, or to serve alone).
+pub(crate) fn routes(viewer: Viewer) -> Router {
+    let protected = Router::new()
+        .route("/view/info", get(api::info))
+        .route("/view/threads", get(api::threads))
+        .route("/view/threads/{id}", get(api::thread))
+        .route("/view/threads/{id}/records", get(api::records))
+        .route("/view/threads/{id}/report", get(api::report))
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&viewer.token),
+            auth::require_token,
+        ));
+    Router::new()
+        .route("/", get(assets::index))
+        .route("/viewer.css", get(assets::css))
+        .route("/viewer.js", get(assets::js))
+        .route("/xml.js", get(assets::xml_js))
+        .route("/plot.js", get(assets::plot_js))
+        .route("/dom.js", get(assets::dom_js))
+        .route("/panels.js", get(assets::panels_js))
+        .route("/session", post(session::open).delete(session::close))
+        .merge(protected)
+        .layer(DefaultBodyLimit::max(MAX_BODY))
+        .with_state(viewer)
+}
+
+/// The viewer alone over `store`, read-only (what `agentpump view` serves), requiring `token`.
+pub fn read_only(store: Arc<dyn HistoryStore>, token: &str) -> Router {
+    routes(Viewer {
+        store,
+        pump: None,
+        token: Arc::from(token),
+    })
+    .fallback(super::routes::not_found)
+}

@@ -1,0 +1,83 @@
+// The panels of one thread: a transcript entry, the residual plot, budgets, the halting report
+// and the tree of child threads.
+import { el, time, stateBadge, parseRoot, SYS, GOV } from "/dom.js";
+import { pretty } from "/xml.js";
+import { residualPlot } from "/plot.js";
+
+const $ = (id) => document.getElementById(id);
+
+export function recordItem(r) {
+  const root = parseRoot(r.root);
+  const cls = ["rec", `kind-${r.kind}`];
+  if (root.ns === SYS) cls.push("sys", `sys-${root.local}`);
+  if (root.ns === GOV) cls.push("gov", `gov-${root.local}`);
+  const label = root.ns === SYS ? "system" : root.ns === GOV ? "governor" : r.kind;
+  return el("li", { class: cls.join(" "), "data-seq": String(r.seq), "data-id": r.id, "data-root": root.local },
+    el("header", {},
+      el("span", { text: `#${r.seq}` }), time(r.time_us),
+      el("span", { class: "route", text: `${r.from} → ${r.to || "*"}` }),
+      el("span", { class: "kind", text: label }),
+      el("span", { text: root.local })),
+    pretty(r.payload),
+    el("details", {}, el("summary", { text: "Exact bytes" }), el("pre", { class: "raw", text: r.payload })));
+}
+
+function residualsOf(records) {
+  return records.filter((r) => r.root === `{${GOV}}residual`)
+    .map((r) => (/\svalue="([^"]*)"/.exec(r.payload) || [])[1]).filter((v) => v !== undefined);
+}
+
+export function drawPlot(report, records) {
+  const cert = report && report.halting_certificate;
+  let values = cert ? cert.residual_history_decimal_strings : [];
+  if (!values.length) values = residualsOf(records);
+  const box = $("t-plot");
+  if (!values.length) { box.replaceChildren(el("p", { class: "muted", text: "No residuals reported." })); return; }
+  box.replaceChildren(residualPlot(values, cert ? cert.R_p_decimal_string : null));
+}
+
+export function drawBudgets(report) {
+  const box = $("t-budgets");
+  if (!report) { box.replaceChildren(el("p", { class: "muted", text: "Spend against limits is reported when the thread halts." })); return; }
+  box.replaceChildren(...Object.entries(report.budget).map(([name, b]) => {
+    const spent = Number(b.spent), limit = b.limit === null ? null : Number(b.limit);
+    const id = `budget-${name}`;
+    return el("div", { class: "budget" },
+      el("label", { for: id, text: name }),
+      limit === null ? el("span", { id, class: "muted", text: "no limit" }) : el("meter", { id, min: "0", max: String(limit || 1), value: String(spent), high: String(0.8 * limit), optimum: "0" }),
+      el("span", { text: `${b.spent} spent${limit === null ? "" : ` of ${b.limit}, ${b.remaining} left`}` }));
+  }));
+}
+
+export function drawReport(id, report) {
+  const box = $("t-report");
+  if (!report) { box.replaceChildren(el("p", { class: "muted", text: "The thread has not halted." })); return; }
+  const cert = report.halting_certificate;
+  const rows = [["Class", report.class], ["Status", report.status], ["Stop reason", report.stop_reason],
+    ["Certificate", cert ? `${cert.type} (lane ${cert.lane})` : "none"], ["Goal", report.goal],
+    ["Final residual", cert && cert.final_residual_decimal_string], ["r-p", cert && cert.R_p_decimal_string],
+    ["Iterations", String(report.iterations_completed)], ["Elapsed (s)", report.total_seconds_elapsed], ["Idle (s)", report.total_seconds_idle]];
+  const dl = el("dl", { class: "report", id: "report-fields" });
+  for (const [k, v] of rows) if (v) dl.append(el("dt", { text: k }), el("dd", { text: v }));
+  const criteria = cert ? cert.acceptance_criteria_checklist : [];
+  const list = criteria.length ? el("ul", {}, ...criteria.map((c) => el("li", { text: `${c.met ? "✔" : "✘"} ${c.criterion} — ${c.reported_by || "unreported"}` }))) : null;
+  const json = el("p", {}, el("a", { href: `/view/threads/${id}/report`, id: "report-json" }, "Report as JSON"));
+  box.replaceChildren(...(list ? [dl, list, json] : [dl, json]));
+}
+
+export function drawTree(tree, current) {
+  const byParent = new Map();
+  for (const t of tree) { const k = t.parent || "root"; if (!byParent.has(k)) byParent.set(k, []); byParent.get(k).push(t); }
+  const item = (t, depth) => {
+    const cert = t.report && t.report.halting_certificate;
+    const halt = t.report ? `${t.report.class}${cert && cert.type !== t.report.class ? ` · ${cert.type}` : ""}` : "";
+    const kids = byParent.get(t.id) || [];
+    return el("li", { class: "tree-node", "data-depth": String(depth), "data-thread": t.id },
+      t.id === current ? el("strong", { text: t.path }) : el("a", { href: `#/thread/${t.id}` }, t.path), " ",
+      stateBadge(t.state), halt ? el("span", { class: "badge", text: halt }) : null,
+      el("span", { class: "muted", text: ` ${t.counters.deliveries} deliveries` }),
+      t.carve_out ? el("span", { class: "carve", title: "budget carved out by the spawner", text: ` carve-out ${t.carve_out}` }) : null,
+      kids.length ? el("ul", {}, ...kids.map((k) => item(k, depth + 1))) : null);
+  };
+  $("t-tree").replaceChildren(item(tree[0], 0));
+}

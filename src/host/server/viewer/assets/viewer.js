@@ -1,0 +1,243 @@
+// agentpump history viewer: sign-in, the list of root threads, and one thread (tree, transcript,
+// residuals, budgets, halting report, integrity; live records and stop/resume on a running host).
+import { el, time, stateBadge } from "/dom.js";
+import { recordItem, drawPlot, drawBudgets, drawReport, drawTree } from "/panels.js";
+
+// Every error the page meets is kept here too, so a test (or a person in the console) can read it.
+window.viewerErrors = [];
+const consoleError = console.error.bind(console);
+console.error = (...args) => { window.viewerErrors.push(args.map(String).join(" ")); consoleError(...args); };
+window.addEventListener("error", (e) => window.viewerErrors.push(`error: ${e.message}`));
+window.addEventListener("unhandledrejection", (e) => window.viewerErrors.push(`unhandled: ${e.reason}`));
+
+const $ = (id) => document.getElementById(id);
+const state = { live: false, thread: null, last: 0, more: false, events: null, refresh: null, closed: false };
+
+class SignedOut extends Error {}
+
+function say(text) { $("status").textContent = text; }
+
+// A JSON call; 401 shows the sign-in form, any other failure is thrown with the problem's detail.
+async function api(path, options = {}) {
+  const { headers, ...rest } = options;
+  const response = await fetch(path, { credentials: "same-origin", ...rest, headers: { Accept: "application/json", ...(headers || {}) } });
+  if (response.status === 401) { showOnly("login"); throw new SignedOut("sign in first"); }
+  const text = await response.text();
+  if (!response.ok) {
+    let detail = text;
+    try { detail = JSON.parse(text).detail || text; } catch (_) { /* not problem JSON */ }
+    throw new Error(`${path}: ${response.status} ${detail}`);
+  }
+  return text ? JSON.parse(text) : null;
+}
+
+function failed(e) {
+  if (e instanceof SignedOut) return;
+  console.error(e.message || String(e));
+  say(`Error: ${e.message || e}`);
+}
+
+function showOnly(id) {
+  for (const s of ["login", "list", "thread"]) $(s).hidden = s !== id;
+  $("signout").hidden = id === "login";
+  if (id === "login") { stopEvents(); $("token").focus(); }
+}
+
+async function signIn(token) {
+  const r = await fetch("/session", { method: "POST", credentials: "same-origin", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ token }) });
+  return r.status === 204;
+}
+
+// ---- list ----
+
+function listQuery() {
+  const q = new URLSearchParams(location.hash.split("?")[1] || "");
+  for (const k of [...q.keys()]) if (!q.get(k)) q.delete(k);
+  return q;
+}
+
+async function showList() {
+  const q = listQuery();
+  $("f-state").value = q.get("state") || "";
+  $("f-class").value = q.get("class") || "";
+  $("f-q").value = q.get("q") || "";
+  const page = await api(`/view/threads?${q}`);
+  const body = $("threads").tBodies[0];
+  body.replaceChildren(...page.threads.map((t) => el("tr", { "data-thread": t.id },
+    el("td", {}, el("a", { href: `#/thread/${t.id}` }, t.path)),
+    el("td", {}, stateBadge(t.state)),
+    el("td", { text: t.class || "" }),
+    el("td", {}, t.certificate ? el("span", { class: "badge ok", text: t.certificate }) : ""),
+    el("td", { class: "num", text: String(t.counters.deliveries) }),
+    el("td", { class: "num", text: String(t.counters.tokens_in + t.counters.tokens_out) }),
+    el("td", { class: "num", text: t.counters.cost }),
+    el("td", { class: "num", text: String(t.children.length) }),
+    el("td", {}, t.started_us ? time(t.started_us) : ""))));
+  $("threads-caption").textContent = page.threads.length ? `Root threads, newest first (${page.threads.length} on this page)` : "No thread matches";
+  const older = new URLSearchParams(q);
+  if (page.next) older.set("before", page.next);
+  $("older").hidden = !page.next;
+  $("older").href = `#/?${older}`;
+  const first = new URLSearchParams(q); first.delete("before");
+  $("first").href = `#/?${first}`;
+  showOnly("list");
+  say("");
+}
+
+function applyFilters(event) {
+  event.preventDefault();
+  const q = new URLSearchParams();
+  for (const [k, id] of [["state", "f-state"], ["class", "f-class"], ["q", "f-q"]]) if ($(id).value) q.set(k, $(id).value);
+  location.hash = `#/?${q}`;
+}
+
+// ---- one thread ----
+
+async function loadDetail() {
+  const id = state.thread;
+  const d = await api(`/view/threads/${id}`);
+  if (id !== state.thread) return;
+  const top = d.tree[0];
+  state.closed = top.state === "done" || top.state === "halted";
+  state.report = top.report;
+  $("t-title").textContent = `Thread ${top.path}`;
+  const integrity = d.integrity.verified
+    ? el("span", { class: "badge ok", id: "integrity", title: "hash chain recomputed", text: `chain verified (${d.integrity.records} records)` })
+    : el("span", { class: "badge bad", id: "integrity", title: d.integrity.detail, text: `chain broken at #${d.integrity.broken_at}` });
+  const cert = top.report && top.report.halting_certificate;
+  const badges = [stateBadge(top.state), integrity];
+  if (top.report) badges.splice(1, 0, el("span", { class: "badge", id: "halt-class", title: `halt class (${top.report.stop_reason})`, text: top.report.class }));
+  if (cert) badges.splice(2, 0, el("span", { class: "badge ok", id: "certificate", title: `certificate, lane ${cert.lane}`, text: cert.type }));
+  $("t-badges").replaceChildren(...badges);
+  $("t-actions").hidden = !d.live;
+  $("stop").hidden = state.closed;
+  $("resume-open").hidden = top.state !== "halted";
+  if (top.state !== "halted") $("resume-form").hidden = true;
+  drawTree(d.tree, state.thread); drawReport(id, top.report); drawBudgets(top.report); drawPlot(top.report, state.records);
+  if (d.live && !state.closed) startEvents(); else if (state.closed) stopEvents();
+}
+
+function append(records) {
+  const list = $("t-records");
+  for (const r of records) {
+    if (r.seq <= state.last) continue;
+    state.records.push(r);
+    list.append(recordItem(r));
+    state.last = r.seq;
+  }
+}
+
+async function loadRecords() {
+  const page = await api(`/view/threads/${state.thread}/records?after=${state.last}&limit=200`);
+  append(page);
+  state.more = page.length === 200;
+  $("more").hidden = !state.more;
+}
+
+async function showThread(id) {
+  stopEvents();
+  Object.assign(state, { thread: id, last: 0, more: false, records: [], report: null });
+  $("t-records").replaceChildren();
+  $("t-title").textContent = "Thread";
+  showOnly("thread");
+  await loadRecords();
+  await loadDetail();
+  say("");
+}
+
+// Live: the API's event stream sends the thread's records after the last one shown (a record
+// that arrives twice is skipped). The stream ends when the thread closes; a later resume opens it again.
+function startEvents() {
+  if (state.events || !state.live) return;
+  const es = new EventSource(`/threads/${state.thread}/events?after=${state.last}`, { withCredentials: true });
+  state.events = es;
+  $("t-live").hidden = false;
+  es.addEventListener("record", (e) => {
+    const r = JSON.parse(e.data);
+    if (r.thread !== state.thread || state.more) return;
+    append([r]);
+    clearTimeout(state.refresh);
+    state.refresh = setTimeout(() => loadDetail().catch(failed), 250);
+  });
+  es.addEventListener("error", () => {
+    if (es.readyState !== EventSource.CLOSED && !state.closed) return;
+    stopEvents();
+  });
+  es.addEventListener("open", () => { if (state.closed) stopEvents(); });
+}
+
+function stopEvents() {
+  if (state.events) state.events.close();
+  state.events = null;
+  $("t-live").hidden = true;
+}
+
+async function act(path, body) {
+  say("Working…");
+  await api(path, { method: "POST", headers: { "Content-Type": "application/json" }, body: body === undefined ? "" : JSON.stringify(body) });
+  stopEvents();
+  await loadDetail();
+  await loadRecords();
+  say("Done.");
+}
+
+function resumeBudget() {
+  const budget = {};
+  for (const [k, id] of [["turns", "r-turns"], ["tokens", "r-tokens"], ["wall-clock", "r-wall"]]) {
+    if ($(id).value !== "") budget[k] = Number($(id).value);
+  }
+  return budget;
+}
+
+// ---- routing ----
+
+async function route() {
+  const m = /^#\/thread\/([0-9a-f-]{36})/.exec(location.hash);
+  try {
+    if (m) await showThread(m[1]); else { stopEvents(); state.thread = null; await showList(); }
+    const h = document.querySelector("section:not([hidden]) h1");
+    if (h) h.focus({ preventScroll: true });
+  } catch (e) { failed(e); }
+}
+
+async function start() {
+  const params = new URLSearchParams(location.search);
+  if (params.has("token")) {
+    const ok = await signIn(params.get("token"));
+    history.replaceState(null, "", location.pathname + location.hash);
+    if (!ok) { showOnly("login"); $("login-error").textContent = "The token in the address was not accepted."; return; }
+  }
+  try {
+    const info = await api("/view/info");
+    state.live = info.live;
+    $("mode").textContent = info.live ? "live host" : "history file (read-only)";
+    await route();
+  } catch (e) { failed(e); }
+}
+
+$("login-form").addEventListener("submit", async (event) => {
+  event.preventDefault();
+  $("login-error").textContent = "";
+  if (await signIn($("token").value)) { $("token").value = ""; await start(); } else {
+    $("login-error").textContent = "Wrong token: nothing is shown without the right one.";
+  }
+});
+$("signout").addEventListener("click", async () => { await fetch("/session", { method: "DELETE", credentials: "same-origin" }); showOnly("login"); });
+$("filters").addEventListener("submit", applyFilters);
+$("refresh").addEventListener("click", () => showList().catch(failed));
+$("more").addEventListener("click", () => loadRecords().catch(failed));
+$("stop").addEventListener("click", () => act(`/threads/${state.thread}/stop`).catch(failed));
+$("resume-open").addEventListener("click", () => {
+  const form = $("resume-form");
+  form.hidden = !form.hidden;
+  $("resume-open").setAttribute("aria-expanded", String(!form.hidden));
+  if (!form.hidden) $("r-turns").focus();
+});
+$("resume-cancel").addEventListener("click", () => { $("resume-form").hidden = true; $("resume-open").focus(); });
+$("resume-form").addEventListener("submit", (event) => {
+  event.preventDefault();
+  $("resume-form").hidden = true;
+  act(`/threads/${state.thread}/resume`, resumeBudget()).catch(failed);
+});
+window.addEventListener("hashchange", route);
+start();
