@@ -16,6 +16,8 @@
 //!   requests listeners may make (`spawn-thread`, `clear-context`, `thread-done`).
 //! - [`governor`]: budgets, loop signals, halting certificates and halting reports.
 //! - [`history`]: records, hash chains and the [`HistoryStore`](history::HistoryStore) trait.
+//! - [`process`]: the process language front end — APS documents, parser, typed AST, static
+//!   checks with AG codes (the engine that runs processes comes later).
 //! - [`host`]: the `agentpump` command line.
 
 pub mod envelope;
@@ -25,6 +27,7 @@ pub mod history;
 pub mod host;
 pub mod listener;
 pub mod listeners;
+pub mod process;
 pub mod pump;
 pub mod system;
 pub mod thread;

@@ -1,0 +1,293 @@
+//! The walk over one process in lexical order: which names are bound where, what is read,
+//! and the rules of each statement.
+
+use std::collections::HashSet;
+
+use super::{Context, names};
+use crate::process::ast::{Block, Ident, Origin, Process, Return, Stmt, StmtKind};
+use crate::process::code::Code;
+use crate::process::diagnostic::{Diagnostic, Span};
+use crate::process::expr::{Expr, ExprKind};
+
+/// The state of the walk over one process.
+pub(super) struct Walker<'a, 'd> {
+    pub(super) cx: &'a Context<'a>,
+    pub(super) process: &'a Process,
+    pub(super) diags: &'d mut Vec<Diagnostic>,
+    /// Symbols bound so far (CAPTURE, SET), in lexical order.
+    pub(super) bound: HashSet<String>,
+    /// First binding of each symbol, for AG-W01.
+    pub(super) first_bindings: Vec<Ident>,
+    /// Lowercase names in scope: arguments, then loop and RECOVER variables (a stack).
+    pub(super) locals: Vec<String>,
+    /// Nesting depth of FOREACH (for `_INDEX`).
+    pub(super) loops: usize,
+    /// Every symbol and local read anywhere in the process.
+    pub(super) reads: HashSet<String>,
+    /// Tools a USE has called so far (outside or inside PAR).
+    pub(super) used_tools: HashSet<String>,
+    /// The tools of the last PAR, in lexical order, until a JOIN, and the PAR's span.
+    pub(super) pending_par: Option<(Vec<String>, Span)>,
+    /// Keys of enclosing WITH defaults.
+    pub(super) with_keys: Vec<Vec<String>>,
+}
+
+/// Walks `p`; returns every name read (constants included), for the document's AG-W01.
+pub(super) fn process(
+    cx: &Context<'_>,
+    p: &Process,
+    diags: &mut Vec<Diagnostic>,
+) -> HashSet<String> {
+    let mut w = Walker {
+        cx,
+        process: p,
+        diags,
+        bound: HashSet::new(),
+        first_bindings: Vec::new(),
+        locals: p.args.iter().map(|a| a.name.name.clone()).collect(),
+        loops: 0,
+        reads: HashSet::new(),
+        used_tools: HashSet::new(),
+        pending_par: None,
+        with_keys: Vec::new(),
+    };
+    for a in &p.args {
+        names::lower(&a.name, "argument", w.diags);
+    }
+    w.block(&p.body);
+    if let Some((_, at)) = w.pending_par.take() {
+        w.error(
+            Code::ConcurrencyPolicy,
+            at,
+            "PAR results are never joined".into(),
+            "add a JOIN: block",
+        );
+    }
+    let unused = w
+        .first_bindings
+        .iter()
+        .chain(p.args.iter().map(|a| &a.name));
+    for id in unused.filter(|id| !w.reads.contains(&id.name)) {
+        let msg = format!("{} is bound but never used", id.name);
+        w.diags
+            .push(Diagnostic::new(Code::SymbolNotUsed, id.span, msg));
+    }
+    w.reads
+}
+
+impl Walker<'_, '_> {
+    pub(super) fn error(&mut self, code: Code, at: Span, msg: String, hint: &str) {
+        self.diags.push(Diagnostic::new(code, at, msg).hint(hint));
+    }
+
+    pub(super) fn block(&mut self, body: &Block) {
+        for s in body {
+            self.stmt(s);
+        }
+    }
+
+    fn stmt(&mut self, s: &Stmt) {
+        match &s.kind {
+            StmtKind::Run { process, params } => self.run(process, params),
+            StmtKind::Use(u) => self.use_stmt(u, false),
+            StmtKind::Capture(c) => self.capture(c, false),
+            StmtKind::Set {
+                symbol,
+                value,
+                origin,
+            } => {
+                self.expr(value);
+                if let Some(o) = origin {
+                    self.origin(o);
+                }
+                self.bind(symbol);
+            }
+            StmtKind::Unset(sym) => {
+                self.read_symbol(sym);
+                self.writable(sym);
+                self.bound.remove(&sym.name);
+            }
+            StmtKind::Return(Return::Symbols(list)) => {
+                list.iter().for_each(|s| self.read_symbol(s))
+            }
+            StmtKind::Return(Return::Pairs(pairs)) => self.params(pairs, "key"),
+            StmtKind::Assert(e) => self.condition(e),
+            StmtKind::AssertAll(list) => list.iter().for_each(|e| self.condition(e)),
+            StmtKind::Tell(t) => t.why.iter().for_each(|s| self.read_symbol(s)),
+            StmtKind::Milestone(_) => {}
+            StmtKind::Snap(snap) => snap
+                .symbols
+                .iter()
+                .chain(&snap.redact)
+                .for_each(|s| self.read_symbol(s)),
+            StmtKind::If {
+                branches,
+                otherwise,
+            } => {
+                for b in branches {
+                    self.condition(&b.cond);
+                    self.block(&b.body);
+                }
+                otherwise.iter().for_each(|b| self.block(b));
+            }
+            StmtKind::Condition { cond, body, .. } => {
+                self.condition(cond);
+                self.block(body);
+            }
+            StmtKind::With { defaults, body } => {
+                self.params(defaults, "WITH key");
+                self.with_keys
+                    .push(defaults.iter().map(|p| p.key.name.clone()).collect());
+                self.block(body);
+                self.with_keys.pop();
+            }
+            StmtKind::Par(uses) => self.par(uses, s.span),
+            StmtKind::Join(captures) => self.join(captures, s.span),
+            StmtKind::Foreach { var, list, body } => {
+                self.read_symbol(list);
+                self.scoped(var, "loop variable", body, true);
+            }
+            StmtKind::Try { body, err, recover } => {
+                self.block(body);
+                self.scoped(err, "RECOVER variable", recover, false);
+            }
+        }
+    }
+
+    fn scoped(&mut self, var: &Ident, what: &str, body: &Block, is_loop: bool) {
+        names::lower(var, what, self.diags);
+        self.locals.push(var.name.clone());
+        self.loops += usize::from(is_loop);
+        self.block(body);
+        self.loops -= usize::from(is_loop);
+        self.locals.pop();
+    }
+
+    fn origin(&mut self, o: &Origin) {
+        match o {
+            Origin::Tool(t) if !self.used_tools.contains(&t.name) => {
+                let msg = format!("SET origin `{}` is a tool no earlier USE calls", t.name);
+                self.error(
+                    Code::ForbiddenSymbolOrigin,
+                    t.span,
+                    msg,
+                    "USE the tool before naming it as the origin",
+                );
+            }
+            Origin::Symbol(s) if !self.is_defined(&s.name) => {
+                let msg = format!("SET origin {} is not defined", s.name);
+                self.error(
+                    Code::ForbiddenSymbolOrigin,
+                    s.span,
+                    msg,
+                    "the origin is a bound symbol, INP, a tool or \"Agent Inference\"",
+                );
+            }
+            Origin::Symbol(s) => {
+                self.reads.insert(s.name.clone());
+            }
+            _ => {}
+        }
+    }
+
+    /// Binds a symbol (CAPTURE, SET): constants are read-only (AG-013).
+    pub(super) fn bind(&mut self, sym: &Ident) {
+        names::symbol(sym, self.diags);
+        self.writable(sym);
+        if self.bound.insert(sym.name.clone())
+            && !self.first_bindings.iter().any(|i| i.name == sym.name)
+        {
+            self.first_bindings.push(sym.clone());
+        }
+    }
+
+    fn writable(&mut self, sym: &Ident) {
+        if self.cx.constants.contains(sym.name.as_str()) {
+            let msg = format!("{} is a constant and cannot be rebound", sym.name);
+            self.error(
+                Code::DuplicateSymbol,
+                sym.span,
+                msg,
+                "constants are read-only; use another symbol",
+            );
+        }
+    }
+
+    fn is_defined(&self, name: &str) -> bool {
+        self.bound.contains(name)
+            || self.cx.constants.contains(name)
+            || self.cx.runtime.contains(name)
+            || name == "INP"
+            || (name == "_INDEX" && self.loops > 0)
+    }
+
+    fn read_symbol(&mut self, sym: &Ident) {
+        self.symbol_at(&sym.name, sym.span);
+    }
+
+    fn symbol_at(&mut self, name: &str, at: Span) {
+        names::symbol_name(name, at, self.diags);
+        self.reads.insert(name.to_string());
+        if !self.is_defined(name) {
+            let msg = format!("{name} is not defined here");
+            let hint = "bind it first (CAPTURE, SET) or define it in <constants> or <runtime>";
+            self.error(Code::UndefinedSymbol, at, msg, hint);
+        }
+    }
+
+    /// A condition: AG-029 when it can only be a number, string or container.
+    fn condition(&mut self, e: &Expr) {
+        if e.is_plain_value() {
+            self.error(
+                Code::AssertInvalid,
+                e.span,
+                "condition is not a boolean expression".into(),
+                "compare it: X = 1, X > 0, NOT DONE",
+            );
+        }
+        self.expr(e);
+    }
+
+    pub(super) fn expr(&mut self, e: &Expr) {
+        e.walk(&mut |e| match &e.kind {
+            ExprKind::Symbol(name) => self.symbol_at(name, e.span),
+            ExprKind::Local(name) => self.local(name, e.span),
+            ExprKind::Placeholder(name) => self.placeholder(name, e.span),
+            _ => {}
+        });
+    }
+
+    fn local(&mut self, name: &str, at: Span) {
+        self.reads.insert(name.to_string());
+        if !self.locals.iter().any(|l| l == name) {
+            let msg = format!("{name} is not a loop variable, RECOVER variable or argument here");
+            self.error(
+                Code::UndefinedSymbol,
+                at,
+                msg,
+                "lowercase names are bound by FOREACH, RECOVER (…) and args=\"…\"",
+            );
+        }
+    }
+
+    /// INP (the process arguments) → constants → runtime; agent inference is off (03 default).
+    fn placeholder(&mut self, name: &str, at: Span) {
+        let arg = self
+            .process
+            .args
+            .iter()
+            .find(|a| a.name.name.eq_ignore_ascii_case(name));
+        if let Some(a) = arg {
+            self.reads.insert(a.name.name.clone());
+        } else if self.cx.constants.contains(name) || self.cx.runtime.contains(name) {
+            self.reads.insert(name.to_string());
+        } else {
+            let msg = format!(
+                "placeholder <{name}> resolves from no argument, constant or runtime value"
+            );
+            let hint =
+                "declare it in args=\"…\" of the process, or define it in <constants> or <runtime>";
+            self.error(Code::UnresolvedPlaceholder, at, msg, hint);
+        }
+    }
+}

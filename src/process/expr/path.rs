@@ -1,0 +1,113 @@
+//! [`Path`]: the `<path>` of a CAPTURE map, `"result.items[0].name?"`.
+//!
+//! ```text
+//! path    = segment , { "." , field | "[" , digits , "]" } , [ "?" ] ;
+//! segment = field | "[" , digits , "]" ;
+//! field   = ( letter | "_" | "$" ) , { letter | digit | "_" | "-" | "$" } ;
+//! ```
+//!
+//! A trailing `?` makes the field optional: when it is missing the symbol keeps its value.
+
+use std::fmt;
+
+use crate::process::code::Code;
+use crate::process::diagnostic::{Diagnostic, Span};
+
+/// One step of a path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PathSeg {
+    /// `.name` (or the leading `name`).
+    Field(String),
+    /// `[n]`.
+    Index(usize),
+}
+
+/// A parsed `<path>`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Path {
+    /// The steps from the result's root.
+    pub segs: Vec<PathSeg>,
+    /// Whether it ends in `?`.
+    pub optional: bool,
+    /// The string literal holding it.
+    pub span: Span,
+}
+
+impl fmt::Display for Path {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, seg) in self.segs.iter().enumerate() {
+            match seg {
+                PathSeg::Field(name) if i == 0 => write!(f, "{name}")?,
+                PathSeg::Field(name) => write!(f, ".{name}")?,
+                PathSeg::Index(n) => write!(f, "[{n}]")?,
+            }
+        }
+        if self.optional {
+            write!(f, "?")?;
+        }
+        Ok(())
+    }
+}
+
+fn field_char(c: char, first: bool) -> bool {
+    c.is_ascii_alphabetic() || c == '_' || c == '$' || (!first && (c.is_ascii_digit() || c == '-'))
+}
+
+/// Parses the text of a map path; `span` is the string literal (its column is the opening
+/// quote), so errors point at the character inside the literal.
+///
+/// # Errors
+///
+/// AG-028 naming the first character that does not fit the path grammar.
+pub fn parse_path(text: &str, span: Span) -> Result<Path, Diagnostic> {
+    let chars: Vec<char> = text.chars().collect();
+    let err = |i: usize, what: &str| {
+        let at = Span::new(span.line, span.column + 1 + i as u32, 1);
+        let msg = format!("invalid CAPTURE map path \"{text}\": {what}");
+        Diagnostic::new(Code::CapturePathError, at, msg)
+            .hint("a path is field names joined by `.`, indices `[n]`, optionally ending in `?`")
+    };
+    let (mut segs, mut i) = (Vec::new(), 0);
+    let optional = chars.last() == Some(&'?');
+    let end = chars.len() - usize::from(optional);
+    while i < end {
+        if chars[i] == '[' {
+            let start = i + 1;
+            i = start;
+            while i < end && chars[i].is_ascii_digit() {
+                i += 1;
+            }
+            if i == start || i >= end || chars[i] != ']' {
+                return Err(err(i.min(end), "expected digits and `]`"));
+            }
+            let n: String = chars[start..i].iter().collect();
+            segs.push(PathSeg::Index(
+                n.parse().map_err(|_| err(start, "index too large"))?,
+            ));
+            i += 1;
+            continue;
+        }
+        if !segs.is_empty() {
+            if chars[i] != '.' {
+                return Err(err(i, "expected `.` or `[`"));
+            }
+            i += 1;
+        }
+        let start = i;
+        while i < end && field_char(chars[i], i == start) {
+            i += 1;
+        }
+        if i == start {
+            return Err(err(i, "expected a field name"));
+        }
+        segs.push(PathSeg::Field(chars[start..i].iter().collect()));
+    }
+    if segs.is_empty() {
+        return Err(err(0, "empty path"));
+    }
+    Ok(Path {
+        segs,
+        optional,
+        span,
+    })
+}
