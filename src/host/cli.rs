@@ -126,6 +126,12 @@ pub enum Command {
         #[command(flatten)]
         host: HostArgs,
     },
+    /// Work with process files (the APS control language): `process check FILE…`.
+    Process {
+        /// What to do.
+        #[command(subcommand)]
+        command: super::process_check::ProcessCommand,
+    },
     /// Recompute every hash chain; exit 1 naming the first record that does not match.
     Verify {
         /// The history database.
@@ -240,6 +246,11 @@ fn dispatch(command: Command, out: &mut impl std::io::Write) -> Result<(), Strin
             (None, url) => host(&url.unwrap_or_default(), auth).and_then(|h| h.report(&thread)),
         }),
         Command::Verify { db } => print(inspect::verify(&db)),
+        Command::Process { command } => {
+            let (text, result) = super::process_check::run(command);
+            print(Ok(text))?;
+            result
+        }
         Command::Send {
             file,
             thread,

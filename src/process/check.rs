@@ -16,8 +16,9 @@
 //! UNSET that name a constant; AG-014 a literal for an `ISO8601` argument that is not ISO 8601
 //! with an offset; AG-015 booleans not in lower case, single or smart quotes; AG-016 a
 //! `<process>` tag without id or with malformed attributes or args; AG-017 USE in `<triggers>`;
-//! AG-018 PAR holding anything but USE, the same tool twice in a PAR, CAPTURE of a PAR tool
-//! before JOIN, JOIN without PAR or capturing out of lexical order, a PAR never joined; AG-019 a
+//! AG-018 PAR holding anything but USE, CAPTURE of a PAR tool before JOIN, JOIN without PAR,
+//! capturing out of lexical order or more often than the PAR uses the tool (the k-th CAPTURE of
+//! a tool takes the k-th USE of it), a PAR never joined; AG-019 a
 //! SET origin that is malformed, a tool never used or an undefined symbol; AG-022 a call of
 //! `random()` and the like, or USE of a random-looking tool (`random`, `rand`, `shuffle`,
 //! `sample`, `uuid` in its name) without a `seed` key (in `where:` or an enclosing WITH);

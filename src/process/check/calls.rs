@@ -216,19 +216,14 @@ impl Walker<'_, '_> {
                 "add a JOIN: block before the next PAR",
             );
         }
-        let mut tools: Vec<String> = Vec::new();
         for u in uses {
-            if tools.contains(&u.tool.name) {
-                let msg = format!("`{}` appears twice in one PAR", u.tool.name);
-                let hint = "JOIN captures by tool, so each PAR child must use a different tool";
-                self.error(Code::ConcurrencyPolicy, u.tool.span, msg, hint);
-            }
             self.use_stmt(u, true);
-            tools.push(u.tool.name.clone());
         }
-        self.pending_par = Some((tools, at));
+        self.pending_par = Some((uses.iter().map(|u| u.tool.name.clone()).collect(), at));
     }
 
+    /// The k-th CAPTURE of a tool in JOIN takes the result of the k-th USE of that tool in
+    /// the PAR; captures follow the PAR's lexical order.
     pub(super) fn join(&mut self, captures: &[Capture], at: Span) {
         let Some((tools, _)) = self.pending_par.clone() else {
             let msg = "JOIN without a PAR before it".to_string();
@@ -239,18 +234,20 @@ impl Walker<'_, '_> {
                 "JOIN captures the results of the PAR just before it",
             );
         };
-        let mut last: Option<usize> = None;
+        let (mut last, mut taken) = (None::<usize>, vec![false; tools.len()]);
         for c in captures {
-            let Some(index) = tools.iter().position(|t| *t == c.tool.name) else {
+            let next = (0..tools.len()).find(|&i| tools[i] == c.tool.name && !taken[i]);
+            let Some(index) = next else {
                 let msg = format!(
-                    "JOIN captures from `{}`, which is not in the PAR",
+                    "JOIN captures from `{}` more often than the PAR uses it",
                     c.tool.name
                 );
-                let hint = "capture only the tools the PAR launched";
+                let hint = "each CAPTURE in JOIN takes the result of one USE of the PAR";
                 self.error(Code::ConcurrencyPolicy, c.tool.span, msg, hint);
                 continue;
             };
-            if last.is_some_and(|l| index <= l) {
+            taken[index] = true;
+            if last.is_some_and(|l| index < l) {
                 let msg = format!(
                     "CAPTURE from `{}` is out of the lexical order of the PAR",
                     c.tool.name
