@@ -38,7 +38,7 @@ pub const RESERVED: &[&str] = &[
 fn reserved(name: &str, span: Span, what: &str, diags: &mut Vec<Diagnostic>) -> bool {
     let hit = RESERVED.contains(&name.to_ascii_uppercase().as_str());
     if hit {
-        let msg = format!("reserved word {name} used as a {what}");
+        let msg = format!("{what} {name} is a reserved word");
         diags.push(
             Diagnostic::new(Code::ReservedTokenMisuse, span, msg).hint("choose another name"),
         );

@@ -104,8 +104,9 @@ impl Walker<'_, '_> {
             }
             StmtKind::Unset(sym) => {
                 self.read_symbol(sym);
-                self.writable(sym);
-                self.bound.remove(&sym.name);
+                if self.writable(sym) {
+                    self.bound.remove(&sym.name);
+                }
             }
             StmtKind::Return(Return::Symbols(list)) => {
                 list.iter().for_each(|s| self.read_symbol(s))
@@ -193,7 +194,9 @@ impl Walker<'_, '_> {
     /// Binds a symbol (CAPTURE, SET): constants are read-only (AG-013).
     pub(super) fn bind(&mut self, sym: &Ident) {
         names::symbol(sym, self.diags);
-        self.writable(sym);
+        if !self.writable(sym) {
+            return;
+        }
         if self.bound.insert(sym.name.clone())
             && !self.first_bindings.iter().any(|i| i.name == sym.name)
         {
@@ -201,16 +204,15 @@ impl Walker<'_, '_> {
         }
     }
 
-    fn writable(&mut self, sym: &Ident) {
-        if self.cx.constants.contains(sym.name.as_str()) {
+    /// Whether `sym` may be bound or unset: constants are read-only (AG-013).
+    fn writable(&mut self, sym: &Ident) -> bool {
+        let constant = self.cx.constants.contains(sym.name.as_str());
+        if constant {
             let msg = format!("{} is a constant and cannot be rebound", sym.name);
-            self.error(
-                Code::DuplicateSymbol,
-                sym.span,
-                msg,
-                "constants are read-only; use another symbol",
-            );
+            let hint = "constants are read-only; use another symbol";
+            self.error(Code::DuplicateSymbol, sym.span, msg, hint);
         }
+        !constant
     }
 
     fn is_defined(&self, name: &str) -> bool {

@@ -94,7 +94,14 @@ fn object(cur: &mut Cursor<'_>) -> Parsed {
                 return Err(Diagnostic::new(Code::BadJson, cur.last(), msg));
             }
             cur.expect_punct(":", Code::BadJson)?;
-            pairs.push((key.clone(), parse_expr(cur)?));
+            let value = parse_expr(cur).map_err(|d| match d.code {
+                Code::Syntax => Diagnostic {
+                    code: Code::BadJson,
+                    ..d
+                },
+                _ => d,
+            })?;
+            pairs.push((key.clone(), value));
             if cur.eat_punct("}") {
                 break;
             }

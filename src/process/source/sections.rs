@@ -88,10 +88,14 @@ impl<'a> Reader<'a> {
         if self.process.is_some() {
             return self.process_line(number, indent, text, at);
         }
-        if let Some(name) = text.strip_prefix("</").and_then(|t| t.strip_suffix('>')) {
+        let open = self.open.map(|(s, _)| SECTIONS[s]);
+        let closing = text.strip_prefix("</").and_then(|t| t.strip_suffix('>'));
+        // Prompt text (instructions, formats, input) ends only at its own closing tag.
+        let prose = matches!(open, Some("instructions" | "formats" | "input"));
+        if let Some(name) = closing.filter(|n| !prose || open == Some(*n)) {
             return self.close(name, at);
         }
-        match self.open.map(|(s, _)| SECTIONS[s]) {
+        match open {
             None => self.outside(text, at),
             Some("constants") => self.constant(number, indent, text, false),
             Some("runtime") => self.constant(number, indent, text, true),

@@ -129,6 +129,7 @@ impl Reader<'_> {
             match name.as_str() {
                 "id" => p.id = Ident { name: value, span },
                 "name" => p.name = Some(value),
+                "args" if value.trim().is_empty() => {}
                 "args" => match args(&value, span) {
                     Ok(a) => p.args = a,
                     Err(d) => self.diags.push(d),
