@@ -127,20 +127,19 @@ impl<'a> Parser<'a> {
         }
     }
 
-    /// The body of `opener`, which must not be empty.
+    /// The body of `opener`, which must not be empty (a body whose every line is broken is
+    /// not empty: those lines were reported already).
     fn nonempty_body(&mut self, opener: &Line, code: Code) -> Result<Block, Diagnostic> {
-        let body = self.body(opener);
-        if body.is_empty()
-            && !self
-                .lines
-                .get(self.i)
-                .is_some_and(|l| l.indent > opener.indent)
-        {
+        let has_lines = self
+            .lines
+            .get(self.i)
+            .is_some_and(|l| l.indent > opener.indent);
+        if !has_lines {
             let msg = "empty block";
             let hint = "indent at least one statement under the line ending in `:`";
             return Err(Diagnostic::new(code, opener.span, msg).hint(hint));
         }
-        Ok(body)
+        Ok(self.body(opener))
     }
 
     /// The next line, if it is at `indent` and starts with `word`.

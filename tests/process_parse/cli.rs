@@ -41,7 +41,7 @@ fn the_shipped_processes_and_the_construct_fixture_check_clean() {
 #[test]
 fn a_bad_file_fails_with_rustc_style_diagnostics() {
     let file = path("tests/fixtures/processes/errors.aps");
-    let (ok, stdout, stderr) = check(&[], &[file.clone()]);
+    let (ok, stdout, stderr) = check(&[], std::slice::from_ref(&file));
     assert!(!ok);
     assert!(
         stderr.contains("agentpump: 5 errors in process files"),
@@ -81,7 +81,7 @@ fn a_bad_file_fails_with_rustc_style_diagnostics() {
 #[test]
 fn json_output_is_one_object_per_diagnostic() {
     let file = path("tests/fixtures/processes/errors.aps");
-    let (ok, stdout, _) = check(&["--format", "json"], &[file.clone()]);
+    let (ok, stdout, _) = check(&["--format", "json"], std::slice::from_ref(&file));
     assert!(!ok);
     let objects: Vec<serde_json::Value> = stdout
         .lines()

@@ -298,16 +298,13 @@ fn every_kind_of_value() {
 // indentation; deeper blocks may use any consistent step.
 #[test]
 fn indentation_levels_and_several_processes() {
-    let text = format!(
-        "{}",
-        wrap(
-            "",
-            "    IF AA:\n          TELL \"deep\"\n    TELL \"after\""
-        )
-        .replace(
-            "</process>\n</processes>",
-            "</process>\n<process id=\"q\">\nTELL \"flush left\"\n</process>\n</processes>"
-        )
+    let text = wrap(
+        "",
+        "    IF AA:\n          TELL \"deep\"\n    TELL \"after\"",
+    )
+    .replace(
+        "</process>\n</processes>",
+        "</process>\n<process id=\"q\">\nTELL \"flush left\"\n</process>\n</processes>",
     );
     let ps = parse_doc(&text);
     assert_eq!(ps.len(), 2);

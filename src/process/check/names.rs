@@ -79,31 +79,18 @@ fn id_lower(name: &str, max: usize) -> bool {
 
 /// A process id: `^[a-z][a-z0-9_-]{1,63}$`.
 pub fn process_id(id: &Ident, diags: &mut Vec<Diagnostic>) {
-    if !reserved(&id.name, id.span, "process id", diags)
-        && !(id_lower(&id.name, 64) && id.name.len() >= 2)
-    {
-        invalid(
-            &id.name,
-            id.span,
-            "process id",
-            "^[a-z][a-z0-9_-]{1,63}$",
-            diags,
-        );
-    }
+    tool_or_process(id, "process id", diags);
 }
 
 /// A tool name: `^[a-z][a-z0-9_-]{1,63}$`.
 pub fn tool(id: &Ident, diags: &mut Vec<Diagnostic>) {
-    if !reserved(&id.name, id.span, "tool name", diags)
-        && !(id_lower(&id.name, 64) && id.name.len() >= 2)
-    {
-        invalid(
-            &id.name,
-            id.span,
-            "tool name",
-            "^[a-z][a-z0-9_-]{1,63}$",
-            diags,
-        );
+    tool_or_process(id, "tool name", diags);
+}
+
+fn tool_or_process(id: &Ident, what: &str, diags: &mut Vec<Diagnostic>) {
+    let ok = id_lower(&id.name, 64) && id.name.len() >= 2;
+    if !reserved(&id.name, id.span, what, diags) && !ok {
+        invalid(&id.name, id.span, what, "^[a-z][a-z0-9_-]{1,63}$", diags);
     }
 }
 
