@@ -3,6 +3,7 @@
 //! and `agentpump process check`.
 
 mod process_parse {
+    pub mod blocks;
     pub mod cli;
     pub mod codes;
     pub mod expr;

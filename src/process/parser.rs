@@ -15,6 +15,7 @@ use super::source::ProcessSource;
 mod blocks;
 mod ident;
 mod stmt;
+mod story;
 
 /// One lexed body line.
 #[derive(Debug)]
@@ -103,11 +104,10 @@ impl<'a> Parser<'a> {
             }
             self.i += 1;
             match self.statement(line) {
-                Ok(Some(kind)) => out.push(Stmt {
+                Ok(kind) => out.push(Stmt {
                     kind,
                     span: line.span,
                 }),
-                Ok(None) => {}
                 Err(d) => {
                     self.diags.push(d);
                     if line.opens_block() {
@@ -149,8 +149,8 @@ impl<'a> Parser<'a> {
             .filter(|l| l.indent == indent && l.first_word() == Some(word))
     }
 
-    /// One statement. `Ok(None)` when the line was consumed without a statement of its own.
-    fn statement(&mut self, line: &'a Line) -> Result<Option<StmtKind>, Diagnostic> {
+    /// One statement, with the body of a block it opens.
+    fn statement(&mut self, line: &'a Line) -> Result<StmtKind, Diagnostic> {
         let mut cur = line.cursor();
         let word = line.first_word().unwrap_or_default();
         let kind = match word {
@@ -168,6 +168,6 @@ impl<'a> Parser<'a> {
             }
             _ => stmt::simple(&mut cur)?,
         };
-        Ok(Some(kind))
+        Ok(kind)
     }
 }

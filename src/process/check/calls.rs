@@ -157,26 +157,25 @@ impl Walker<'_, '_> {
 
     pub(super) fn capture(&mut self, c: &Capture, in_join: bool) {
         names::tool(&c.tool, self.diags);
-        let pending = self
-            .pending_par
-            .as_ref()
-            .is_some_and(|(tools, _)| tools.contains(&c.tool.name));
+        let pending = self.pending_par.as_ref();
+        let pending = pending.is_some_and(|(tools, _)| tools.contains(&c.tool.name));
         if pending && !in_join {
             let msg = format!("CAPTURE from `{}` before the JOIN of its PAR", c.tool.name);
-            self.error(
-                Code::ConcurrencyPolicy,
-                c.tool.span,
-                msg,
-                "JOIN: is the first place to capture PAR results",
-            );
+            let hint = "JOIN: is the first place to capture PAR results";
+            self.error(Code::ConcurrencyPolicy, c.tool.span, msg, hint);
         } else if !pending && !self.used_tools.contains(&c.tool.name) {
             let msg = format!("CAPTURE from `{}`, which no earlier USE calls", c.tool.name);
-            self.error(
-                Code::CaptureMissing,
-                c.tool.span,
-                msg,
-                "USE the tool before capturing its result",
-            );
+            let hint = "USE the tool before capturing its result";
+            self.error(Code::CaptureMissing, c.tool.span, msg, hint);
+        }
+        self.capture_map(c);
+        c.symbols.iter().for_each(|s| self.bind(s));
+    }
+
+    /// AG-028: with a map, every mapped symbol is captured and every captured symbol mapped.
+    fn capture_map(&mut self, c: &Capture) {
+        if c.map.is_empty() {
+            return;
         }
         for m in &c.map {
             if !c.symbols.iter().any(|s| s.name == m.symbol.name) {
@@ -184,25 +183,16 @@ impl Walker<'_, '_> {
                     "map binds {}, which is not in the CAPTURE list",
                     m.symbol.name
                 );
-                self.error(
-                    Code::CapturePathError,
-                    m.symbol.span,
-                    msg,
-                    "list every mapped symbol after CAPTURE",
-                );
+                let hint = "list every mapped symbol after CAPTURE";
+                self.error(Code::CapturePathError, m.symbol.span, msg, hint);
             }
         }
         for s in &c.symbols {
-            if !c.map.is_empty() && !c.map.iter().any(|m| m.symbol.name == s.name) {
+            if !c.map.iter().any(|m| m.symbol.name == s.name) {
                 let msg = format!("{} is captured but the map gives it no path", s.name);
-                self.error(
-                    Code::CapturePathError,
-                    s.span,
-                    msg,
-                    "add \"path\"→SYMBOL to map:",
-                );
+                let hint = "add \"path\"→SYMBOL to map:";
+                self.error(Code::CapturePathError, s.span, msg, hint);
             }
-            self.bind(s);
         }
     }
 

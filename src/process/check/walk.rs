@@ -108,19 +108,23 @@ impl Walker<'_, '_> {
                     self.bound.remove(&sym.name);
                 }
             }
-            StmtKind::Return(Return::Symbols(list)) => {
-                list.iter().for_each(|s| self.read_symbol(s))
-            }
+            StmtKind::Return(Return::Symbols(list)) => self.read_symbols(list),
             StmtKind::Return(Return::Pairs(pairs)) => self.params(pairs, "key"),
             StmtKind::Assert(e) => self.condition(e),
             StmtKind::AssertAll(list) => list.iter().for_each(|e| self.condition(e)),
             StmtKind::Tell(t) => t.why.iter().for_each(|s| self.read_symbol(s)),
             StmtKind::Milestone(_) => {}
-            StmtKind::Snap(snap) => snap
-                .symbols
-                .iter()
-                .chain(&snap.redact)
-                .for_each(|s| self.read_symbol(s)),
+            StmtKind::Snap(snap) => {
+                self.read_symbols(&snap.symbols);
+                self.read_symbols(&snap.redact);
+            }
+            _ => self.block_stmt(s),
+        }
+    }
+
+    /// Statements with bodies.
+    fn block_stmt(&mut self, s: &Stmt) {
+        match &s.kind {
             StmtKind::If {
                 branches,
                 otherwise,
@@ -137,8 +141,8 @@ impl Walker<'_, '_> {
             }
             StmtKind::With { defaults, body } => {
                 self.params(defaults, "WITH key");
-                self.with_keys
-                    .push(defaults.iter().map(|p| p.key.name.clone()).collect());
+                let keys = defaults.iter().map(|p| p.key.name.clone()).collect();
+                self.with_keys.push(keys);
                 self.block(body);
                 self.with_keys.pop();
             }
@@ -152,7 +156,12 @@ impl Walker<'_, '_> {
                 self.block(body);
                 self.scoped(err, "RECOVER variable", recover, false);
             }
+            _ => {}
         }
+    }
+
+    fn read_symbols(&mut self, list: &[Ident]) {
+        list.iter().for_each(|s| self.read_symbol(s));
     }
 
     fn scoped(&mut self, var: &Ident, what: &str, body: &Block, is_loop: bool) {

@@ -128,38 +128,8 @@ pub(super) fn fail(code: Code, span: Span, message: String) -> EvalError {
 pub fn eval(expr: &Expr, env: &dyn Env) -> Result<Value, EvalError> {
     let at = expr.span;
     Ok(match &expr.kind {
-        ExprKind::Str(s) => Value::Str(s.clone()),
-        ExprKind::Num(n) => Value::Num(*n),
-        ExprKind::Bool(b) => Value::Bool(*b),
-        ExprKind::Null => Value::Null,
-        ExprKind::Enum(names) => Value::List(names.iter().cloned().map(Value::Str).collect()),
-        ExprKind::Symbol(name) => env.symbol(name).ok_or_else(|| {
-            fail(
-                Code::UndefinedSymbol,
-                at,
-                format!("symbol {name} is not bound"),
-            )
-        })?,
-        ExprKind::Local(name) => env.local(name).ok_or_else(|| {
-            fail(
-                Code::UndefinedSymbol,
-                at,
-                format!("{name} is not bound here"),
-            )
-        })?,
-        ExprKind::Placeholder(name) => env.placeholder(name).ok_or_else(|| {
-            fail(
-                Code::UnresolvedPlaceholder,
-                at,
-                format!("placeholder <{name}> is unresolved"),
-            )
-        })?,
-        ExprKind::List(items) => Value::List(
-            items
-                .iter()
-                .map(|e| eval(e, env))
-                .collect::<Result<_, _>>()?,
-        ),
+        ExprKind::Symbol(_) | ExprKind::Local(_) | ExprKind::Placeholder(_) => name(expr, env)?,
+        ExprKind::List(items) => Value::List(all(items, env)?),
         ExprKind::Object(pairs) => Value::Object(
             pairs
                 .iter()
@@ -171,14 +141,43 @@ pub fn eval(expr: &Expr, env: &dyn Env) -> Result<Value, EvalError> {
         ExprKind::Unary(op, inner) => unary(*op, eval(inner, env)?, at)?,
         ExprKind::Binary(op, a, b) => binary(*op, a, b, env, at)?,
         ExprKind::Call(func, args) => {
-            let values = args
-                .iter()
-                .map(|e| eval(e, env))
-                .collect::<Result<Vec<_>, _>>()?;
+            let values = all(args, env)?;
             func.apply(values)
                 .map_err(|m| fail(Code::AssertInvalid, at, m))?
         }
+        ExprKind::Str(s) => Value::Str(s.clone()),
+        ExprKind::Num(n) => Value::Num(*n),
+        ExprKind::Bool(b) => Value::Bool(*b),
+        ExprKind::Null => Value::Null,
+        ExprKind::Enum(names) => Value::List(names.iter().cloned().map(Value::Str).collect()),
     })
+}
+
+fn all(items: &[Expr], env: &dyn Env) -> Result<Vec<Value>, EvalError> {
+    items.iter().map(|e| eval(e, env)).collect()
+}
+
+/// A symbol (AG-001 when unbound), a local (AG-001) or a placeholder (AG-006).
+fn name(expr: &Expr, env: &dyn Env) -> Result<Value, EvalError> {
+    let (value, code, message) = match &expr.kind {
+        ExprKind::Symbol(n) => (
+            env.symbol(n),
+            Code::UndefinedSymbol,
+            format!("symbol {n} is not bound"),
+        ),
+        ExprKind::Local(n) => (
+            env.local(n),
+            Code::UndefinedSymbol,
+            format!("{n} is not bound here"),
+        ),
+        ExprKind::Placeholder(n) => (
+            env.placeholder(n),
+            Code::UnresolvedPlaceholder,
+            format!("placeholder <{n}> is unresolved"),
+        ),
+        _ => (None, Code::AssertInvalid, "not a name".to_string()),
+    };
+    value.ok_or_else(|| fail(code, expr.span, message))
 }
 
 fn member(base: Value, name: &str, at: Span) -> Result<Value, EvalError> {

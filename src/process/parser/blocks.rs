@@ -40,25 +40,13 @@ impl<'a> Parser<'a> {
                 let cond = condition(cur)?;
                 self.if_chain(line, cond)?
             }
-            "GIVEN" | "WHEN" | "THEN" => {
-                let kind = match word {
-                    "GIVEN" => Bdd::Given,
-                    "WHEN" => Bdd::When,
-                    _ => Bdd::Then,
-                };
-                let cond = condition(cur)?;
-                StmtKind::Condition {
-                    kind,
-                    cond,
-                    body: self.body(line),
-                }
-            }
+            "GIVEN" => self.bdd(Bdd::Given, line, cur)?,
+            "WHEN" => self.bdd(Bdd::When, line, cur)?,
+            "THEN" => self.bdd(Bdd::Then, line, cur)?,
             "WITH" => {
                 let defaults = with_header(cur)?;
-                StmtKind::With {
-                    defaults,
-                    body: self.nonempty_body(line, Code::WithScopeError)?,
-                }
+                let body = self.nonempty_body(line, Code::WithScopeError)?;
+                StmtKind::With { defaults, body }
             }
             "PAR" => {
                 colon_end(cur)?;
@@ -68,22 +56,33 @@ impl<'a> Parser<'a> {
                 colon_end(cur)?;
                 StmtKind::Join(self.join(line)?)
             }
-            "FOREACH" => {
-                let var = local(cur)?;
-                cur.expect_word("IN", Code::Syntax)?;
-                let list = symbol(cur)?;
-                colon_end(cur)?;
-                StmtKind::Foreach {
-                    var,
-                    list,
-                    body: self.nonempty_body(line, Code::Syntax)?,
-                }
-            }
+            "FOREACH" => self.foreach(line, cur)?,
             _ => {
                 colon_end(cur)?;
                 self.try_recover(line)?
             }
         })
+    }
+
+    /// `GIVEN`/`WHEN`/`THEN cond:` with a body that may be empty.
+    fn bdd(
+        &mut self,
+        kind: Bdd,
+        line: &'a Line,
+        cur: &mut Cursor<'_>,
+    ) -> Result<StmtKind, Diagnostic> {
+        let cond = condition(cur)?;
+        let body = self.body(line);
+        Ok(StmtKind::Condition { kind, cond, body })
+    }
+
+    fn foreach(&mut self, line: &'a Line, cur: &mut Cursor<'_>) -> Result<StmtKind, Diagnostic> {
+        let var = local(cur)?;
+        cur.expect_word("IN", Code::Syntax)?;
+        let list = symbol(cur)?;
+        colon_end(cur)?;
+        let body = self.nonempty_body(line, Code::Syntax)?;
+        Ok(StmtKind::Foreach { var, list, body })
     }
 
     fn if_chain(&mut self, line: &'a Line, cond: Expr) -> Result<StmtKind, Diagnostic> {

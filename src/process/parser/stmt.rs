@@ -1,16 +1,15 @@
 //! One-line statements: RUN, USE, CAPTURE, SET, UNSET, RETURN, ASSERT, ASSERT ALL, TELL,
 //! MILESTONE, SNAP.
 
-use super::ident::{local, symbol, symbol_list, symbols, tick};
-use crate::process::ast::{
-    Capture, Level, MapEntry, Modifiers, Origin, Param, Return, Snap, StmtKind, Tell, Use,
-};
+use super::ident::{local, symbol, symbols, tick};
+use super::story;
+use crate::process::ast::{Capture, MapEntry, Modifiers, Origin, Param, StmtKind, Use};
 use crate::process::code::Code;
 use crate::process::diagnostic::{Diagnostic, Span};
-use crate::process::expr::{Expr, ExprKind, parse_expr, parse_path};
+use crate::process::expr::{Expr, parse_expr, parse_path};
 use crate::process::lexer::{Cursor, Tok};
 
-type R<T> = Result<T, Diagnostic>;
+pub(super) type R<T> = Result<T, Diagnostic>;
 
 const STATEMENTS: &str = "RUN, USE, CAPTURE, SET, UNSET, RETURN, ASSERT, TELL, MILESTONE, SNAP, \
                           IF, GIVEN, WHEN, THEN, WITH, PAR, JOIN, FOREACH, TRY";
@@ -31,14 +30,14 @@ pub(super) fn simple(cur: &mut Cursor<'_>) -> R<StmtKind> {
             cur.bump();
             StmtKind::Unset(symbol(cur)?)
         }
-        "RETURN" => ret(cur)?,
-        "ASSERT" => assert(cur)?,
-        "TELL" => StmtKind::Tell(tell(cur)?),
+        "RETURN" => story::ret(cur)?,
+        "ASSERT" => story::assert(cur)?,
+        "TELL" => StmtKind::Tell(story::tell(cur)?),
         "MILESTONE" => {
             cur.bump();
             StmtKind::Milestone(string(cur)?)
         }
-        "SNAP" => StmtKind::Snap(snap(cur)?),
+        "SNAP" => StmtKind::Snap(story::snap(cur)?),
         other => {
             let msg = format!("unknown statement {other}");
             return Err(Diagnostic::new(Code::Syntax, cur.here(), msg)
@@ -49,7 +48,7 @@ pub(super) fn simple(cur: &mut Cursor<'_>) -> R<StmtKind> {
     Ok(kind)
 }
 
-fn string(cur: &mut Cursor<'_>) -> R<String> {
+pub(super) fn string(cur: &mut Cursor<'_>) -> R<String> {
     match cur.peek().map(|t| &t.tok) {
         Some(Tok::Str(s)) => {
             let s = s.clone();
@@ -61,7 +60,7 @@ fn string(cur: &mut Cursor<'_>) -> R<String> {
 }
 
 /// `word:` (`where:`, `map:`, `why:`, `outcome:`) if next.
-fn eat_label(cur: &mut Cursor<'_>, word: &str) -> bool {
+pub(super) fn eat_label(cur: &mut Cursor<'_>, word: &str) -> bool {
     let hit = cur.peek().is_some_and(|t| t.is_word(word))
         && cur.peek_at(1).is_some_and(|t| t.is_punct(":"));
     if hit {
@@ -80,7 +79,7 @@ fn where_params(cur: &mut Cursor<'_>) -> R<Vec<Param>> {
 }
 
 /// `k=V, k=V, …` (at least one).
-fn pairs(cur: &mut Cursor<'_>) -> R<Vec<Param>> {
+pub(super) fn pairs(cur: &mut Cursor<'_>) -> R<Vec<Param>> {
     let mut out = Vec::new();
     loop {
         let key = local(cur)?;
@@ -268,88 +267,4 @@ fn origin(cur: &mut Cursor<'_>) -> R<Origin> {
     };
     cur.expect_punct(")", Code::ForbiddenSymbolOrigin)?;
     Ok(origin)
-}
-
-fn ret(cur: &mut Cursor<'_>) -> R<StmtKind> {
-    cur.bump();
-    cur.expect_punct(":", Code::Syntax)?;
-    let is_pairs = cur.peek_at(1).is_some_and(|t| t.is_punct("="));
-    Ok(StmtKind::Return(if is_pairs {
-        Return::Pairs(pairs(cur)?)
-    } else {
-        Return::Symbols(symbols(cur)?)
-    }))
-}
-
-fn assert(cur: &mut Cursor<'_>) -> R<StmtKind> {
-    cur.bump();
-    let invalid = |d: Diagnostic| match d.code {
-        Code::Syntax => Diagnostic {
-            code: Code::AssertInvalid,
-            ..d
-        },
-        _ => d,
-    };
-    if cur.peek().is_some_and(|t| t.is_word("ALL"))
-        && cur.peek_at(1).is_some_and(|t| t.is_punct(":"))
-    {
-        cur.bump();
-        cur.bump();
-        let list = parse_expr(cur).map_err(invalid)?;
-        let ExprKind::List(items) = list.kind else {
-            return Err(Diagnostic::new(
-                Code::AssertInvalid,
-                list.span,
-                "ASSERT ALL needs a [list] of conditions",
-            ));
-        };
-        return Ok(StmtKind::AssertAll(items));
-    }
-    Ok(StmtKind::Assert(parse_expr(cur).map_err(invalid)?))
-}
-
-fn tell(cur: &mut Cursor<'_>) -> R<Tell> {
-    cur.bump();
-    let mut t = Tell::default();
-    if matches!(cur.peek().map(|t| &t.tok), Some(Tok::Str(_))) {
-        t.message = Some(string(cur)?);
-    }
-    if eat_label(cur, "why") {
-        t.why = Some(symbol(cur)?);
-    }
-    if cur.eat_word("level") {
-        cur.expect_punct("=", Code::Syntax)?;
-        t.level = Some(if cur.eat_word("brief") {
-            Level::Brief
-        } else {
-            cur.expect_word("full", Code::Syntax)?;
-            Level::Full
-        });
-    }
-    if eat_label(cur, "outcome") {
-        t.outcome = Some(string(cur)?);
-    }
-    Ok(t)
-}
-
-fn snap(cur: &mut Cursor<'_>) -> R<Snap> {
-    cur.bump();
-    let mut s = Snap {
-        symbols: symbol_list(cur)?,
-        ..Snap::default()
-    };
-    if cur.eat_word("delta") {
-        cur.expect_punct("=", Code::Syntax)?;
-        s.delta = Some(if cur.eat_word("true") {
-            true
-        } else {
-            cur.expect_word("false", Code::Syntax)?;
-            false
-        });
-    }
-    if cur.eat_word("redact") {
-        cur.expect_punct("=", Code::Syntax)?;
-        s.redact = symbol_list(cur)?;
-    }
-    Ok(s)
 }

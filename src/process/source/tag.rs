@@ -125,6 +125,19 @@ impl Reader<'_> {
                 return Some(p);
             }
         };
+        self.process_attrs(&mut p, attrs, hint);
+        if p.id.name.is_empty() {
+            self.error(
+                Code::ProcessNameAttrMismatch,
+                at,
+                "<process> has no id",
+                hint,
+            );
+        }
+        Some(p)
+    }
+
+    fn process_attrs(&mut self, p: &mut ProcessSource, attrs: Vec<Attr>, hint: &str) {
         for (name, value, span) in attrs {
             match name.as_str() {
                 "id" => p.id = Ident { name: value, span },
@@ -140,15 +153,6 @@ impl Reader<'_> {
                 }
             }
         }
-        if p.id.name.is_empty() {
-            self.error(
-                Code::ProcessNameAttrMismatch,
-                at,
-                "<process> has no id",
-                hint,
-            );
-        }
-        Some(p)
     }
 
     /// Reads one line of `<triggers>`.
