@@ -26,11 +26,12 @@ fn the_shipped_processes_and_the_construct_fixture_check_clean() {
     let files = [
         path("listeners/processes/newton.aps"),
         path("listeners/processes/planner.aps"),
+        path("listeners/processes/safety.aps"),
         path("tests/fixtures/processes/all_constructs.aps"),
     ];
     let (ok, stdout, stderr) = check(&[], &files);
     assert!(ok, "{stdout}{stderr}");
-    assert_eq!(stdout.lines().count(), 3, "{stdout}");
+    assert_eq!(stdout.lines().count(), 4, "{stdout}");
     assert!(
         stdout.lines().all(|l| l.ends_with(" 0 errors, 0 warnings")),
         "{stdout}"
