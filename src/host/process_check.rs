@@ -13,7 +13,7 @@ use crate::process::{Severity, check_source};
 pub enum ProcessCommand {
     /// Check process files statically: every hard error and warning, exit 1 on any error.
     Check {
-        /// The process files (APS documents with <processes>).
+        /// The process files (APS documents with `<processes>`).
         #[arg(required = true)]
         files: Vec<PathBuf>,
         /// Output format.

@@ -122,3 +122,22 @@ impl fmt::Display for Code {
         write!(f, "{} {}", self.as_str(), self.name())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_code_of_07_is_listed_once_with_its_severity() {
+        assert_eq!(Code::ALL.len(), 46);
+        for c in Code::ALL {
+            assert_eq!(Code::parse(c.as_str()), Some(*c));
+            let warning = c.as_str().starts_with("AG-W");
+            assert_eq!(c.severity() == Severity::Warning, warning, "{c}");
+        }
+        assert_eq!(
+            Code::ProcessIdMismatch.to_string(),
+            "AG-004 ProcessIdMismatch"
+        );
+    }
+}

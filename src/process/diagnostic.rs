@@ -24,7 +24,8 @@ impl Span {
 }
 
 /// One finding: a code of 07, where, what and how to fix it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{code} at {}:{}: {message}", span.line, span.column)]
 pub struct Diagnostic {
     /// The code (its severity follows from it).
     pub code: Code,

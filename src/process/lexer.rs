@@ -208,3 +208,64 @@ mod cursor;
 mod scan;
 
 pub use cursor::{Cursor, describe};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn toks(text: &str) -> Vec<Tok> {
+        let (t, d) = lex(text, 1, 1);
+        assert!(d.is_empty(), "{d:?}");
+        t.into_iter().map(|t| t.tok).collect()
+    }
+
+    #[test]
+    fn placeholders_are_not_comparisons() {
+        assert_eq!(toks("<AB_1>"), [Tok::Placeholder("AB_1".into())]);
+        let cmp = toks("A < B");
+        assert_eq!(cmp[1], Tok::Punct("<"));
+        assert_eq!(toks("A<=B")[1], Tok::Punct("<="));
+    }
+
+    #[test]
+    fn minus_is_a_sign_only_where_a_value_cannot_end() {
+        assert_eq!(toks("x=-1")[2], Tok::Num(Decimal::from(-1)));
+        assert_eq!(toks("X - 1")[1], Tok::Punct("-"));
+        assert_eq!(toks("X -1")[1], Tok::Punct("-"));
+        assert_eq!(toks("(-2)")[1], Tok::Num(Decimal::from(-2)));
+    }
+
+    #[test]
+    fn words_keep_inner_dashes_only_when_lowercase() {
+        assert_eq!(toks("rand-int"), [Tok::Word("rand-int".into())]);
+        assert_eq!(toks("A-B").len(), 3);
+        assert_eq!(toks("2ND_TRY"), [Tok::Word("2ND_TRY".into())]);
+    }
+
+    #[test]
+    fn columns_count_characters() {
+        let (t, _) = lex("\"é\" → X", 4, 3);
+        assert_eq!(t[1].span, Span::new(4, 7, 1));
+        assert_eq!(t[1].tok, Tok::Punct("->"));
+        assert_eq!(t[2].span, Span::new(4, 9, 1));
+    }
+
+    #[test]
+    fn lexical_policy_codes() {
+        let codes = |text: &str| {
+            lex(text, 1, 1)
+                .1
+                .into_iter()
+                .map(|d| d.code)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(codes("A;"), [Code::SemicolonDetected]);
+        assert_eq!(
+            codes("A  B "),
+            [Code::PaddingWhitespace, Code::PaddingWhitespace]
+        );
+        assert_eq!(codes("TRUE 'x'"), [Code::CasePolicy, Code::CasePolicy]);
+        assert_eq!(codes("\"a\\n\""), [Code::Syntax]);
+        assert_eq!(codes("`open"), [Code::InvalidId]);
+    }
+}

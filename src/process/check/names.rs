@@ -137,3 +137,31 @@ pub fn is_iso8601(s: &str) -> bool {
     let offset_ok = (offset.starts_with('+') || offset.starts_with('-')) && hm(&offset[1..]);
     date_ok && clock_ok && offset_ok
 }
+
+#[cfg(test)]
+mod tests {
+    use super::is_iso8601;
+
+    #[test]
+    fn iso8601_dates_and_times_with_offsets() {
+        for ok in [
+            "2026-11-24",
+            "2026-11-24T16:50Z",
+            "2026-11-24T16:50:00Z",
+            "2026-11-24T16:50:00.123+01:00",
+        ] {
+            assert!(is_iso8601(ok), "{ok}");
+        }
+        for bad in [
+            "24/11/2026",
+            "2026-11-24T16:50",
+            "2026-11-24T16:50:00",
+            "2026-1-24",
+            "2026-11-24T1650Z",
+            "é026-11-24",
+            "2026-11-24T16:50:00.Z",
+        ] {
+            assert!(!is_iso8601(bad), "{bad}");
+        }
+    }
+}
