@@ -46,6 +46,17 @@ impl Line {
 }
 
 /// Parses a process body. Never fails: broken lines are reported and left out of the tree.
+///
+/// # Example
+///
+/// ```
+/// use agentpump::process::{ast::StmtKind, parser, source};
+/// let text = "<processes>\n<process id=\"p1\">\n  IF 1 < 2:\n    TELL \"yes\"\n</process>\n</processes>\n";
+/// let (doc, _) = source::read(text);
+/// let (process, diags) = parser::parse_process(&doc.processes[0]);
+/// assert!(diags.is_empty());
+/// assert!(matches!(process.body[0].kind, StmtKind::If { .. }));
+/// ```
 pub fn parse_process(src: &ProcessSource) -> (Process, Vec<Diagnostic>) {
     let mut diags = Vec::new();
     let lines: Vec<Line> = src
@@ -110,13 +121,31 @@ impl<'a> Parser<'a> {
                 }),
                 Err(d) => {
                     self.diags.push(d);
-                    if line.opens_block() {
-                        self.body(line);
-                    }
+                    self.skip_rest(line);
                 }
             }
         }
         out
+    }
+
+    /// After a broken line: skips the body it opens and, for a broken IF or TRY, the ELSE and
+    /// RECOVER lines that continue it, so they are not reported again as strays.
+    fn skip_rest(&mut self, line: &'a Line) {
+        if !line.opens_block() {
+            return;
+        }
+        self.body(line);
+        if !matches!(line.first_word(), Some("IF" | "ELSE" | "TRY")) {
+            return;
+        }
+        while let Some(next) = self.lines.get(self.i) {
+            let continuation = matches!(next.first_word(), Some("ELSE" | "RECOVER"));
+            if next.indent != line.indent || !continuation {
+                break;
+            }
+            self.i += 1;
+            self.body(next);
+        }
     }
 
     /// The body of the block `opener` opens (possibly empty).

@@ -83,6 +83,16 @@ pub struct Document {
 }
 
 /// Reads a document. Never fails: what cannot be read is reported and skipped.
+///
+/// # Example
+///
+/// ```
+/// let text = "<constants>\nLIMIT: 3\n</constants>\n<processes>\n<process id=\"p1\">\n  TELL\n</process>\n</processes>\n";
+/// let (doc, diags) = agentpump::process::source::read(text);
+/// assert!(diags.is_empty());
+/// assert_eq!(doc.constants[0].name.name, "LIMIT");
+/// assert_eq!(doc.processes[0].lines[0].number, 6);
+/// ```
 pub fn read(text: &str) -> (Document, Vec<Diagnostic>) {
     let text = text.replace("\r\n", "\n");
     let mut diags = Vec::new();

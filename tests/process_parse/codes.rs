@@ -176,7 +176,10 @@ fn one_run_reports_every_broken_line() {
 
 #[test]
 fn a_broken_block_opener_does_not_cascade_into_its_body() {
-    let found = codes(&wrap("", "  IF:\n    TELL\n    TELL\n  TELL"));
+    let found = codes(&wrap(
+        "",
+        "  IF:\n    TELL\n    TELL\n  ELSE IF true:\n    TELL\n  ELSE:\n    TELL\n  TELL",
+    ));
     assert_eq!(found.len(), 1, "{found:?}");
     assert_eq!(found[0].0, Code::AssertInvalid);
 }

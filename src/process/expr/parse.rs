@@ -15,6 +15,17 @@ type Parsed = Result<Expr, Diagnostic>;
 /// AP-001 for a token that cannot start or continue an expression, AG-007 inside a JSON
 /// object, AG-022 for a call of a random function, AG-029 for an unknown function or a wrong
 /// number of arguments.
+///
+/// # Example
+///
+/// ```
+/// use agentpump::process::expr::{BinOp, ExprKind, parse_expr};
+/// use agentpump::process::lexer::{Cursor, lex};
+/// let (tokens, _) = lex("err.type = \"timeout\" OR RETRIES > 3", 1, 1);
+/// let expr = parse_expr(&mut Cursor::new(&tokens, Default::default()))?;
+/// assert!(matches!(expr.kind, ExprKind::Binary(BinOp::Or, _, _)));
+/// # Ok::<(), agentpump::process::Diagnostic>(())
+/// ```
 pub fn parse_expr(cur: &mut Cursor<'_>) -> Parsed {
     or(cur)
 }

@@ -59,6 +59,17 @@ fn field_char(c: char, first: bool) -> bool {
 /// # Errors
 ///
 /// AG-028 naming the first character that does not fit the path grammar.
+///
+/// # Example
+///
+/// ```
+/// use agentpump::process::{Span, expr::parse_path};
+/// let path = parse_path("items[0].name?", Span::new(1, 20, 16))?;
+/// assert!(path.optional);
+/// assert_eq!(path.to_string(), "items[0].name?");
+/// assert_eq!(parse_path("a..b", Span::new(1, 20, 6)).unwrap_err().span.column, 23);
+/// # Ok::<(), agentpump::process::Diagnostic>(())
+/// ```
 pub fn parse_path(text: &str, span: Span) -> Result<Path, Diagnostic> {
     let chars: Vec<char> = text.chars().collect();
     let err = |i: usize, what: &str| {
