@@ -8,6 +8,7 @@ mod process_parse {
     pub mod codes;
     pub mod expr;
     pub mod grammar;
+    pub mod robust;
     pub mod safety;
     pub mod source;
 }
