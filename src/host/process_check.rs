@@ -37,35 +37,9 @@ pub fn run(command: ProcessCommand) -> (String, Result<(), String>) {
     let ProcessCommand::Check { files, format } = command;
     let (mut out, mut errors, mut failed) = (String::new(), 0, Vec::new());
     for file in &files {
-        let name = file.display().to_string();
-        let text = match std::fs::read_to_string(file) {
-            Ok(t) => t,
-            Err(e) => {
-                failed.push(format!("{name}: {e}"));
-                continue;
-            }
-        };
-        let checked = check_source(&text);
-        let count = |s| {
-            checked
-                .diagnostics
-                .iter()
-                .filter(|d| d.severity() == s)
-                .count()
-        };
-        let (e, w) = (count(Severity::Error), count(Severity::Warning));
-        errors += e;
-        for d in &checked.diagnostics {
-            match format {
-                Format::Text => out.push_str(&format!("{}\n", d.render(&name, &text))),
-                Format::Json => out.push_str(&format!("{}\n", d.to_json(&name))),
-            }
-        }
-        if format == Format::Text {
-            let n = checked.processes.len();
-            out.push_str(&format!(
-                "{name}: {n} processes, {e} errors, {w} warnings\n"
-            ));
+        match std::fs::read_to_string(file) {
+            Ok(text) => errors += check_file(&file.display().to_string(), &text, format, &mut out),
+            Err(e) => failed.push(format!("{}: {e}", file.display())),
         }
     }
     if errors > 0 {
@@ -77,4 +51,31 @@ pub fn run(command: ProcessCommand) -> (String, Result<(), String>) {
         Err(failed.join("; "))
     };
     (out, result)
+}
+
+/// Checks one file, appends its diagnostics (and, as text, a summary line) to `out`, and
+/// returns its number of hard errors.
+fn check_file(name: &str, text: &str, format: Format, out: &mut String) -> usize {
+    let checked = check_source(text);
+    let count = |s| {
+        checked
+            .diagnostics
+            .iter()
+            .filter(|d| d.severity() == s)
+            .count()
+    };
+    let (errors, warnings) = (count(Severity::Error), count(Severity::Warning));
+    for d in &checked.diagnostics {
+        match format {
+            Format::Text => out.push_str(&format!("{}\n", d.render(name, text))),
+            Format::Json => out.push_str(&format!("{}\n", d.to_json(name))),
+        }
+    }
+    if format == Format::Text {
+        let n = checked.processes.len();
+        out.push_str(&format!(
+            "{name}: {n} processes, {errors} errors, {warnings} warnings\n"
+        ));
+    }
+    errors
 }

@@ -54,6 +54,7 @@ use super::source::{ConstValue, Constant, Document};
 
 mod calls;
 mod names;
+mod reads;
 mod walk;
 
 /// What every process of a document can see.

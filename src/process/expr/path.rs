@@ -72,53 +72,78 @@ fn field_char(c: char, first: bool) -> bool {
 /// ```
 pub fn parse_path(text: &str, span: Span) -> Result<Path, Diagnostic> {
     let chars: Vec<char> = text.chars().collect();
-    let err = |i: usize, what: &str| {
+    let err = |(i, what): (usize, &str)| {
         let at = Span::new(span.line, span.column + 1 + i as u32, 1);
         let msg = format!("invalid CAPTURE map path \"{text}\": {what}");
         Diagnostic::new(Code::CapturePathError, at, msg)
             .hint("a path is field names joined by `.`, indices `[n]`, optionally ending in `?`")
     };
-    let (mut segs, mut i) = (Vec::new(), 0);
     let optional = chars.last() == Some(&'?');
     let end = chars.len() - usize::from(optional);
-    while i < end {
-        if chars[i] == '[' {
-            let start = i + 1;
-            i = start;
-            while i < end && chars[i].is_ascii_digit() {
-                i += 1;
-            }
-            if i == start || i >= end || chars[i] != ']' {
-                return Err(err(i.min(end), "expected digits and `]`"));
-            }
-            let n: String = chars[start..i].iter().collect();
-            segs.push(PathSeg::Index(
-                n.parse().map_err(|_| err(start, "index too large"))?,
-            ));
-            i += 1;
-            continue;
-        }
-        if !segs.is_empty() {
-            if chars[i] != '.' {
-                return Err(err(i, "expected `.` or `[`"));
-            }
-            i += 1;
-        }
-        let start = i;
-        while i < end && field_char(chars[i], i == start) {
-            i += 1;
-        }
-        if i == start {
-            return Err(err(i, "expected a field name"));
-        }
-        segs.push(PathSeg::Field(chars[start..i].iter().collect()));
+    let mut scan = Scan {
+        chars: &chars[..end],
+        i: 0,
+    };
+    let mut segs = Vec::new();
+    while scan.i < end {
+        let seg = if chars[scan.i] == '[' {
+            scan.index()
+        } else {
+            scan.field(!segs.is_empty())
+        };
+        segs.push(seg.map_err(err)?);
     }
     if segs.is_empty() {
-        return Err(err(0, "empty path"));
+        return Err(err((0, "empty path")));
     }
     Ok(Path {
         segs,
         optional,
         span,
     })
+}
+
+/// A position in a path's characters (without its `?`); errors are (offset, what).
+struct Scan<'a> {
+    chars: &'a [char],
+    i: usize,
+}
+
+impl Scan<'_> {
+    fn index(&mut self) -> Result<PathSeg, (usize, &'static str)> {
+        let start = self.i + 1;
+        self.i = start;
+        while self.chars.get(self.i).is_some_and(char::is_ascii_digit) {
+            self.i += 1;
+        }
+        if self.i == start || self.chars.get(self.i) != Some(&']') {
+            return Err((self.i, "expected digits and `]`"));
+        }
+        let n: String = self.chars[start..self.i].iter().collect();
+        self.i += 1;
+        n.parse()
+            .map(PathSeg::Index)
+            .map_err(|_| (start, "index too large"))
+    }
+
+    fn field(&mut self, after_segment: bool) -> Result<PathSeg, (usize, &'static str)> {
+        if after_segment {
+            if self.chars[self.i] != '.' {
+                return Err((self.i, "expected `.` or `[`"));
+            }
+            self.i += 1;
+        }
+        let start = self.i;
+        while self
+            .chars
+            .get(self.i)
+            .is_some_and(|&c| field_char(c, self.i == start))
+        {
+            self.i += 1;
+        }
+        if self.i == start {
+            return Err((self.i, "expected a field name"));
+        }
+        Ok(PathSeg::Field(self.chars[start..self.i].iter().collect()))
+    }
 }

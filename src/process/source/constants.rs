@@ -62,15 +62,7 @@ impl Reader<'_> {
         let vcol = vcol + (text.len() - name.name.len() - 1 - rest.len()) as u32;
         let value = match rest.strip_suffix("<<") {
             Some(kind) => self.block(number, vcol, kind),
-            None => {
-                let (tokens, diags) = lex(rest, number, vcol);
-                self.diags.extend(diags);
-                let end = Span::new(number, vcol + rest.chars().count() as u32, 1);
-                value(&tokens, end)
-                    .map(ConstValue::Value)
-                    .map_err(|d| self.diags.push(d))
-                    .ok()
-            }
+            None => self.inline(number, vcol, rest),
         };
         let Some(value) = value else { return };
         let list = if runtime {
@@ -79,6 +71,18 @@ impl Reader<'_> {
             &mut self.doc.constants
         };
         list.push(Constant { name, value });
+    }
+
+    /// `VALUE` of `SYMBOL: VALUE`, at column `col`.
+    fn inline(&mut self, number: u32, col: u32, rest: &str) -> Option<ConstValue> {
+        let (tokens, diags) = lex(rest, number, col);
+        self.diags.extend(diags);
+        let end = Span::new(number, col + rest.chars().count() as u32, 1);
+        let parsed = value(&tokens, end);
+        parsed
+            .map(ConstValue::Value)
+            .map_err(|d| self.diags.push(d))
+            .ok()
     }
 
     /// A block constant whose opening line ends in `kind<<`; reads its body up to `>>`.
@@ -100,22 +104,7 @@ impl Reader<'_> {
                     .collect::<Vec<_>>()
                     .join("\n"),
             )),
-            "JSON" => {
-                let mut tokens = Vec::new();
-                for (n, line) in &body {
-                    let (t, d) = lex(line, *n, 1);
-                    tokens.extend(t);
-                    self.diags
-                        .extend(d.into_iter().filter(|d| d.code != Code::PaddingWhitespace));
-                }
-                let end = body
-                    .last()
-                    .map_or(at, |(n, l)| Span::new(*n, l.len() as u32 + 1, 1));
-                value(&tokens, end)
-                    .map(ConstValue::Value)
-                    .map_err(|d| self.diags.push(d))
-                    .ok()
-            }
+            "JSON" => self.json_block(&body, at),
             other => {
                 let msg = format!("unknown block type {other}");
                 self.error(
@@ -127,6 +116,25 @@ impl Reader<'_> {
                 None
             }
         }
+    }
+
+    /// A `JSON<<` body: one JSON value over its lines (padding inside is allowed, 02).
+    fn json_block(&mut self, body: &[(u32, String)], at: Span) -> Option<ConstValue> {
+        let mut tokens = Vec::new();
+        for (n, line) in body {
+            let (t, d) = lex(line, *n, 1);
+            tokens.extend(t);
+            let d = d.into_iter().filter(|d| d.code != Code::PaddingWhitespace);
+            self.diags.extend(d);
+        }
+        let end = body
+            .last()
+            .map_or(at, |(n, l)| Span::new(*n, l.len() as u32 + 1, 1));
+        let parsed = value(&tokens, end);
+        parsed
+            .map(ConstValue::Value)
+            .map_err(|d| self.diags.push(d))
+            .ok()
     }
 
     /// The lines up to the first line that is exactly `>>`. Without one: AG-045, and the body
