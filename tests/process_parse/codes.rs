@@ -21,6 +21,10 @@ fn table() -> Vec<(Code, String, u32, &'static str)> {
         (UndefinedSymbol, wrap("", "  FOREACH it IN AA:\n    TELL\n  ASSERT it = 1"), 3, "AA"),
         (UndefinedSymbol, wrap("", "  SET LL := [1]\n  FOREACH it IN LL:\n    TELL\n  ASSERT it = 1"), 6, "it ="),
         (UndefinedSymbol, wrap("", "  SET AA := 1\n  UNSET AA\n  TELL why:AA"), 5, "AA"),
+        // 03: CAPTURE is the binding point; USE does not mutate the symbol table by itself.
+        (UndefinedSymbol, wrap("", "  USE `calc`\n  ASSERT RESULT > 0"), 4, "RESULT"),
+        (UndefinedSymbol, wrap("", "  SNAP [_INDEX]"), 3, "_INDEX"),
+        (UndefinedSymbol, wrap("", "  TRY:\n    USE `aa`\n  RECOVER (err):\n    TELL\n  ASSERT err.type = \"x\""), 7, "err"),
         (ReservedTokenMisuse, wrap("", "  SET THEN := 1"), 3, "THEN"),
         (ReservedTokenMisuse, wrap("", "  USE `tool` where: with=1"), 3, "with"),
         (InvalidId, wrap("", "  USE calc"), 3, "calc"),
