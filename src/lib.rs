@@ -16,8 +16,7 @@
 //!   requests listeners may make (`spawn-thread`, `clear-context`, `thread-done`).
 //! - [`governor`]: budgets, loop signals, halting certificates and halting reports.
 //! - [`history`]: records, hash chains and the [`HistoryStore`](history::HistoryStore) trait.
-//! - [`process`]: the process language front end — APS documents, parser, typed AST, static
-//!   checks with AG codes (the engine that runs processes comes later).
+//! - [`process`]: the process language front end: APS documents, parser, AST, static AG checks.
 //! - [`host`]: the `agentpump` command line.
 
 pub mod envelope;
