@@ -26,7 +26,13 @@ pub(super) fn apply(op: BinOp, a: Value, b: Value, at: Span) -> Result<Value, Ev
         In => member(a, b, at).map(Value::Bool),
         Add => add(a, b, at),
         Sub | Mul | Div | Rem => arithmetic(op, a, b, at),
-        And | Or => unreachable!("AND and OR short-circuit in eval"),
+        // `eval` short-circuits these; with both sides evaluated the result is the same.
+        And | Or => match (a, b) {
+            (Value::Bool(x), Value::Bool(y)) => {
+                Ok(Value::Bool(if op == And { x && y } else { x || y }))
+            }
+            (Value::Bool(_), other) | (other, _) => Err(type_error(at, "a condition", &other)),
+        },
     }
 }
 

@@ -95,16 +95,6 @@ fn sum(cur: &mut Cursor<'_>) -> Parsed {
         let op = match cur.peek().map(|t| &t.tok) {
             Some(Tok::Punct("+")) => BinOp::Add,
             Some(Tok::Punct("-")) => BinOp::Sub,
-            // `X -1`: the lexer read a negative number after a value; it is a subtraction.
-            Some(Tok::Num(n)) if n.is_sign_negative() => {
-                let t = cur.bump().expect("peeked");
-                let right = Expr {
-                    kind: ExprKind::Num(-*n),
-                    span: t.span,
-                };
-                left = join(BinOp::Sub, left, right);
-                continue;
-            }
             _ => return Ok(left),
         };
         cur.bump();

@@ -118,7 +118,10 @@ impl<'a> Reader<'a> {
                 format!("{text} in the document"),
                 "configuration and imports live outside the prompt (04)",
             ),
-            Some(n) if SECTIONS.contains(&n) && inner == Some(n) => self.open_section(n, at),
+            Some(n) if inner == Some(n) && SECTIONS.contains(&n) => {
+                let index = SECTIONS.iter().position(|x| *x == n).unwrap_or_default();
+                self.open_section(index, at)
+            }
             _ => self.error(
                 Code::TagMismatch,
                 at,
@@ -129,11 +132,8 @@ impl<'a> Reader<'a> {
         }
     }
 
-    fn open_section(&mut self, name: &str, at: Span) {
-        let s = SECTIONS
-            .iter()
-            .position(|x| *x == name)
-            .expect("known section");
+    fn open_section(&mut self, s: usize, at: Span) {
+        let name = SECTIONS[s];
         if self.seen[s] {
             let msg = format!("<{name}> appears a second time");
             self.error(
@@ -179,8 +179,7 @@ impl<'a> Reader<'a> {
 
     fn process_line(&mut self, number: u32, indent: u32, text: &str, at: Span) {
         if text == "</process>" {
-            let p = self.process.take().expect("open process");
-            self.doc.processes.push(p);
+            self.doc.processes.extend(self.process.take());
             return;
         }
         if text.starts_with("</") {
