@@ -6,6 +6,7 @@ pub mod cli;
 pub mod demo;
 pub mod inspect;
 pub mod organism;
+pub mod process_check;
 pub mod remote;
 mod resolve;
 pub mod run;

@@ -17,6 +17,7 @@
 //! - [`governor`]: budgets, loop signals, halting certificates and halting reports.
 //! - [`history`]: records, hash chains, the [`HistoryStore`](history::HistoryStore) trait and its
 //!   paged reads.
+//! - [`process`]: the process language front end: APS documents, parser, AST, static AG checks.
 //! - [`host`]: the `agentpump` command line, the HTTP API and the history viewer.
 
 pub mod envelope;
@@ -26,6 +27,7 @@ pub mod history;
 pub mod host;
 pub mod listener;
 pub mod listeners;
+pub mod process;
 pub mod pump;
 pub mod system;
 pub mod thread;

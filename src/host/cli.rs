@@ -147,6 +147,12 @@ pub enum Command {
         #[arg(long, default_value = super::view::DEFAULT_ADDR)]
         addr: String,
     },
+    /// Work with process files (the APS control language): `process check FILE…`.
+    Process {
+        /// What to do.
+        #[command(subcommand)]
+        command: super::process_check::ProcessCommand,
+    },
     /// Recompute every hash chain; exit 1 naming the first record that does not match.
     ///
     /// Reads the history file itself (needs --db): a running host's file can be verified while
@@ -272,6 +278,11 @@ fn dispatch(command: Command, out: &mut impl std::io::Write) -> Result<(), Strin
         }),
         Command::Verify { db } => print(inspect::verify(&db)),
         Command::View { db, addr } => print(super::view::run(&db, &addr)),
+        Command::Process { command } => {
+            let (text, result) = super::process_check::run(command);
+            print(Ok(text))?;
+            result
+        }
         Command::Send {
             file,
             thread,

@@ -1,0 +1,81 @@
+//! `agentpump process check FILE…`: read, parse and statically check process files, print
+//! every diagnostic (rustc-style, or one JSON object per line for editors), and fail if any
+//! is a hard error.
+
+use std::path::PathBuf;
+
+use clap::{Subcommand, ValueEnum};
+
+use crate::process::{Severity, check_source};
+
+/// The `process` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum ProcessCommand {
+    /// Check process files statically: every hard error and warning, exit 1 on any error.
+    Check {
+        /// The process files (APS documents with `<processes>`).
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = Format::Text)]
+        format: Format,
+    },
+}
+
+/// How diagnostics are printed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    /// rustc-style: header, position, source line, caret line, hint; a summary per file.
+    Text,
+    /// One JSON object per line and diagnostic: file, line, column, length, code, name,
+    /// severity, message, hint.
+    Json,
+}
+
+/// Runs a `process` subcommand: the text to print, and an error message when it failed.
+pub fn run(command: ProcessCommand) -> (String, Result<(), String>) {
+    let ProcessCommand::Check { files, format } = command;
+    let (mut out, mut errors, mut failed) = (String::new(), 0, Vec::new());
+    for file in &files {
+        match std::fs::read_to_string(file) {
+            Ok(text) => errors += check_file(&file.display().to_string(), &text, format, &mut out),
+            Err(e) => failed.push(format!("{}: {e}", file.display())),
+        }
+    }
+    if errors > 0 {
+        failed.push(format!("{errors} errors in process files"));
+    }
+    let result = if failed.is_empty() {
+        Ok(())
+    } else {
+        Err(failed.join("; "))
+    };
+    (out, result)
+}
+
+/// Checks one file, appends its diagnostics (and, as text, a summary line) to `out`, and
+/// returns its number of hard errors.
+fn check_file(name: &str, text: &str, format: Format, out: &mut String) -> usize {
+    let checked = check_source(text);
+    let count = |s| {
+        checked
+            .diagnostics
+            .iter()
+            .filter(|d| d.severity() == s)
+            .count()
+    };
+    let (errors, warnings) = (count(Severity::Error), count(Severity::Warning));
+    for d in &checked.diagnostics {
+        match format {
+            Format::Text => out.push_str(&format!("{}\n", d.render(name, text))),
+            Format::Json => out.push_str(&format!("{}\n", d.to_json(name))),
+        }
+    }
+    if format == Format::Text {
+        let n = checked.processes.len();
+        out.push_str(&format!(
+            "{name}: {n} processes, {errors} errors, {warnings} warnings\n"
+        ));
+    }
+    errors
+}

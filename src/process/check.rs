@@ -1,0 +1,144 @@
+//! Static checks: the codes of the APS error taxonomy (07) that can be decided from the text
+//! of a process file, before anything runs.
+//!
+//! # Which codes are raised where
+//!
+//! **Static, raised here or by the reader, lexer and parser** (hard errors unless noted):
+//! AG-001 a symbol or local read before any binding in lexical order (constants, runtime,
+//! arguments, CAPTURE, SET, FOREACH and RECOVER variables, `INP`, `_INDEX` inside FOREACH);
+//! AG-002 a reserved word used as symbol, id or key; AG-003 a name not matching its regex, an id
+//! not in backticks; AG-004 RUN or a trigger naming a missing process; AG-006 a placeholder
+//! that resolves from neither the process arguments (INP) nor constants nor runtime, a symbol in
+//! a JSON constant that is not a constant; AG-007 bad JSON; AG-008 CAPTURE from a tool no earlier
+//! USE calls; AG-009 unbalanced, misplaced, repeated or out-of-order section tags; AG-010
+//! comments in `<triggers>`/`<processes>`; AG-011 tabs; AG-012 `where:` keys not in strictly
+//! lexicographic order; AG-013 duplicate constants, process ids or arguments of SET/CAPTURE/
+//! UNSET that name a constant; AG-014 a literal for an `ISO8601` argument that is not ISO 8601
+//! with an offset; AG-015 booleans not in lower case, single or smart quotes; AG-016 a
+//! `<process>` tag without id or with malformed attributes or args; AG-017 USE in `<triggers>`;
+//! AG-018 PAR holding anything but USE, CAPTURE of a PAR tool before JOIN, JOIN without PAR,
+//! capturing out of lexical order or more often than the PAR uses the tool (the k-th CAPTURE of
+//! a tool takes the k-th USE of it), a PAR never joined; AG-019 a
+//! SET origin that is malformed, a tool never used or an undefined symbol; AG-022 a call of
+//! `random()` and the like, or USE of a random-looking tool (`random`, `rand`, `shuffle`,
+//! `sample`, `uuid` in its name) without a `seed` key (in `where:` or an enclosing WITH);
+//! AG-023 WITH without a JSON object or with an empty body; AG-027 modifiers out of order,
+//! repeated, or out of range (`timeout_ms` a whole number 1…86 400 000, `retry` 0…10); AG-028 a
+//! map path that does not parse, a map symbol not captured, a captured symbol without a path;
+//! AG-029 a condition that does not parse or cannot be a boolean, an unknown function; AG-030
+//! semicolons; AG-031 padding spaces; AG-035 `<config>`/`<import>`; AG-044 RUN arguments
+//! missing, extra or of a literal type the signature refuses; AG-045/AG-046 block constants;
+//! AG-W01 (warning) constants, arguments and bound symbols never read. AP-001 (not in 07)
+//! names text outside the grammar.
+//!
+//! **Runtime, for the engine**: AG-001/AG-008 along paths the lexical order cannot see (a branch
+//! not taken), AG-006 for INP values missing at run, AG-014 for computed times, AG-018 the
+//! composite error of a failed PAR child at JOIN, AG-022 for tools that declare randomness in
+//! their signature, AG-028 a path absent from a result or a failed coercion, AG-029 a condition
+//! that evaluates to a non-boolean, AG-032 secrets in logs (redaction), AG-034 tool signatures
+//! clashing between host and `predefinedTools.json`, AG-044 argument values of the wrong type,
+//! AG-W02 a step without a time where the organism's policy requires one, AG-W03 placeholders
+//! resolved by agent inference.
+//!
+//! **Left out (prompt formatting, not processes)**: AG-021 (STE lints), AG-024 (ALIAS lives in
+//! `config.json`, never in a process file), AG-033 (`<instructions>` lines), AG-036…AG-043
+//! (format contracts, DICT references, WHERE sections of `<formats>`).
+
+use std::collections::{HashMap, HashSet};
+
+use super::ast::Process;
+use super::code::Code;
+use super::diagnostic::Diagnostic;
+use super::expr::ExprKind;
+use super::source::{ConstValue, Constant, Document};
+
+mod calls;
+mod names;
+mod reads;
+mod walk;
+
+/// What every process of a document can see.
+struct Context<'a> {
+    constants: HashSet<&'a str>,
+    runtime: HashSet<&'a str>,
+    processes: HashMap<&'a str, &'a Process>,
+}
+
+/// Runs every static check on a read document and its parsed processes.
+pub fn check(doc: &Document, processes: &[Process]) -> Vec<Diagnostic> {
+    let mut diags = Vec::new();
+    let constants = bindings(&doc.constants, &mut diags);
+    let runtime = bindings(&doc.runtime, &mut diags);
+    let mut by_id: HashMap<&str, &Process> = HashMap::new();
+    for p in processes.iter().filter(|p| !p.id.name.is_empty()) {
+        names::process_id(&p.id, &mut diags);
+        if by_id.insert(&p.id.name, p).is_some() {
+            let msg = format!("process id {} is defined twice", p.id.name);
+            diags.push(
+                Diagnostic::new(Code::DuplicateSymbol, p.id.span, msg)
+                    .hint("process ids are unique"),
+            );
+        }
+    }
+    for t in &doc.triggers {
+        if !by_id.contains_key(t.target.name.as_str()) {
+            let msg = format!("trigger target {} is not a process", t.target.name);
+            diags.push(Diagnostic::new(Code::ProcessIdMismatch, t.target.span, msg));
+        }
+    }
+    let cx = Context {
+        constants,
+        runtime,
+        processes: by_id,
+    };
+    let mut reads = json_references(doc, &cx, &mut diags);
+    for p in processes {
+        reads.extend(walk::process(&cx, p, &mut diags));
+    }
+    for c in doc.constants.iter().chain(&doc.runtime) {
+        if !reads.contains(&c.name.name) {
+            let msg = format!("{} is defined but never used", c.name.name);
+            diags.push(Diagnostic::new(Code::SymbolNotUsed, c.name.span, msg));
+        }
+    }
+    diags
+}
+
+/// The names of a constants or runtime list, with AG-002/AG-003/AG-013 on them.
+fn bindings<'a>(list: &'a [Constant], diags: &mut Vec<Diagnostic>) -> HashSet<&'a str> {
+    let mut names = HashSet::new();
+    for c in list {
+        names::symbol(&c.name, diags);
+        if !names.insert(c.name.name.as_str()) {
+            let msg = format!("{} is defined twice", c.name.name);
+            diags.push(Diagnostic::new(Code::DuplicateSymbol, c.name.span, msg));
+        }
+    }
+    names
+}
+
+/// Symbols referenced inside constant and runtime values: each must be a constant (AG-006).
+fn json_references(
+    doc: &Document,
+    cx: &Context<'_>,
+    diags: &mut Vec<Diagnostic>,
+) -> HashSet<String> {
+    let mut reads = HashSet::new();
+    for c in doc.constants.iter().chain(&doc.runtime) {
+        let ConstValue::Value(e) = &c.value else {
+            continue;
+        };
+        e.walk(&mut |e| {
+            if let ExprKind::Symbol(name) = &e.kind {
+                if !cx.constants.contains(name.as_str()) {
+                    let msg = format!("{name} in the value of {} is not a constant", c.name.name);
+                    let hint = "symbols inside JSON values resolve from <constants>";
+                    diags
+                        .push(Diagnostic::new(Code::UnresolvedPlaceholder, e.span, msg).hint(hint));
+                }
+                reads.insert(name.clone());
+            }
+        });
+    }
+    reads
+}

@@ -1,0 +1,207 @@
+//! Every static code of 07 the front end implements, triggered, at its line and column. The
+//! column is where `needle` starts in that line (an oracle independent of the checker).
+
+use agentpump::process::{Code, Severity, check_source};
+
+use crate::{codes, wrap};
+
+/// (code, document, line, needle): `code` must be reported at `line`, at the column where
+/// `needle` starts in that line.
+fn table() -> Vec<(Code, String, u32, &'static str)> {
+    let c = |consts: &str, body: &str| {
+        format!(
+            "<constants>\n{consts}\n</constants>\n{}",
+            wrap("n: Number", body)
+        )
+    };
+    use Code::*;
+    vec![
+        (UndefinedSymbol, wrap("", "  SET AA := BB"), 3, "BB"),
+        (UndefinedSymbol, wrap("", "  ASSERT item = 1"), 3, "item"),
+        (UndefinedSymbol, wrap("", "  FOREACH it IN AA:\n    TELL\n  ASSERT it = 1"), 3, "AA"),
+        (UndefinedSymbol, wrap("", "  SET LL := [1]\n  FOREACH it IN LL:\n    TELL\n  ASSERT it = 1"), 6, "it ="),
+        (UndefinedSymbol, wrap("", "  SET AA := 1\n  UNSET AA\n  TELL why:AA"), 5, "AA"),
+        // 03: CAPTURE is the binding point; USE does not mutate the symbol table by itself.
+        (UndefinedSymbol, wrap("", "  USE `calc`\n  ASSERT RESULT > 0"), 4, "RESULT"),
+        (UndefinedSymbol, wrap("", "  SNAP [_INDEX]"), 3, "_INDEX"),
+        (UndefinedSymbol, wrap("", "  TRY:\n    USE `aa`\n  RECOVER (err):\n    TELL\n  ASSERT err.type = \"x\""), 7, "err"),
+        (ReservedTokenMisuse, wrap("", "  SET THEN := 1"), 3, "THEN"),
+        (ReservedTokenMisuse, wrap("", "  USE `tool` where: with=1"), 3, "with"),
+        (InvalidId, wrap("", "  USE calc"), 3, "calc"),
+        (InvalidId, wrap("", "  SET Ab := 1"), 3, "Ab"),
+        (InvalidId, wrap("", "  USE `Calc`"), 3, "`Calc`"),
+        (ProcessIdMismatch, wrap("", "  RUN `missing`"), 3, "`missing`"),
+        (ProcessIdMismatch, "<triggers>\n<trigger event=\"e\" target=\"nope\" />\n</triggers>\n<processes>\n<process id=\"pp\">\n  TELL\n</process>\n</processes>\n".into(), 2, "nope"),
+        (UnresolvedPlaceholder, wrap("", "  SET AA := <NOPE>"), 3, "<NOPE>"),
+        (UnresolvedPlaceholder, c("AA: {\"k\": BB}", "  TELL why:AA"), 2, "BB"),
+        (BadJson, wrap("", "  SET AA := {\"Key\": 1}"), 3, "\"Key\""),
+        (BadJson, wrap("", "  SET AA := {\"k\" 1}"), 3, "1}"),
+        (BadJson, c("AA: JSON<<\n{\"k\": }\n>>", "  TELL why:AA"), 3, "}"),
+        (CaptureMissing, wrap("", "  CAPTURE AA from `calc`"), 3, "`calc`"),
+        (TagMismatch, "<processes>\n<process id=\"pp\">\n  TELL\n</processes>\n".into(), 4, "</processes>"),
+        (TagMismatch, "<processes>\n<process id=\"pp\">\n  TELL\n</process>\n".into(), 1, "<processes>"),
+        (TagMismatch, format!("<runtime>\n</runtime>\n<constants>\n</constants>\n{}", wrap("", "  TELL")), 3, "<constants>"),
+        (CommentDetected, wrap("", "  TELL\n  // a note"), 4, "// a note"),
+        (CommentDetected, "<triggers>\n// no\n</triggers>\n".to_string() + &wrap("", "  TELL"), 2, "// no"),
+        (TabDetected, wrap("", "  TELL\t\"x\""), 3, "\t"),
+        (KeyOrder, wrap("", "  USE `calc` where: b=1, a=2"), 3, "a=2"),
+        (KeyOrder, wrap("", "  USE `calc` where: a=1, a=2"), 3, "a=2"),
+        (DuplicateSymbol, c("AA: 1\nAA: 2", "  TELL why:AA"), 3, "AA"),
+        (DuplicateSymbol, c("AA: 1", "  SET AA := 2"), 6, "AA"),
+        (DuplicateSymbol, "<processes>\n<process id=\"pp\">\n  TELL\n</process>\n<process id=\"pp\">\n  TELL\n</process>\n</processes>\n".into(), 5, "pp\">"),
+        (TimeFormat, String::from("<processes>\n<process id=\"pp\">\n  RUN `qq` where: at=\"24/11/2026\"\n</process>\n<process id=\"qq\" args=\"at: ISO8601\">\n  TELL\n</process>\n</processes>\n"), 3, "\"24/11/2026\""),
+        (TimeFormat, String::from("<processes>\n<process id=\"pp\">\n  RUN `qq` where: at=\"2026-11-24T16:50\"\n</process>\n<process id=\"qq\" args=\"at: ISO8601\">\n  TELL\n</process>\n</processes>\n"), 3, "\"2026"),
+        (CasePolicy, wrap("", "  SET AA := True"), 3, "True"),
+        (CasePolicy, wrap("", "  TELL 'x'"), 3, "'x'"),
+        (CasePolicy, wrap("", "  TELL “x”"), 3, "“"),
+        (ProcessNameAttrMismatch, "<processes>\n<process name=\"x\">\n  TELL\n</process>\n</processes>\n".into(), 2, "<process"),
+        (ProcessNameAttrMismatch, wrap("count", "  TELL"), 2, "count"),
+        (ProcessNameAttrMismatch, "<processes>\n<process id=\"pp\" colour=\"red\">\n  TELL\n</process>\n</processes>\n".into(), 2, "red"),
+        (ToolPolicy, "<triggers>\nUSE `calc`\n</triggers>\n".to_string() + &wrap("", "  TELL"), 2, "USE"),
+        (ConcurrencyPolicy, wrap("", "  PAR:\n    SET AA := 1"), 4, "SET"),
+        (ConcurrencyPolicy, wrap("", "  JOIN:\n    CAPTURE AA from `a`"), 3, "JOIN"),
+        (ConcurrencyPolicy, wrap("", "  PAR:\n    USE `a`\n  CAPTURE AA from `a`\n  JOIN:\n    CAPTURE BB from `a`"), 5, "`a`"),
+        (ConcurrencyPolicy, wrap("", "  PAR:\n    USE `a`\n    USE `b`\n  JOIN:\n    CAPTURE BB from `b`\n    CAPTURE AA from `a`"), 8, "CAPTURE"),
+        (ConcurrencyPolicy, wrap("", "  PAR:\n    USE `a`\n  JOIN:\n    CAPTURE AA from `a`\n    CAPTURE BB from `a`"), 7, "`a`"),
+        (ConcurrencyPolicy, wrap("", "  PAR:\n    USE `a`\n  TELL"), 3, "PAR"),
+        (ConcurrencyPolicy, wrap("", "  PAR:\n  TELL"), 3, "PAR"),
+        (ForbiddenSymbolOrigin, wrap("", "  SET AA := 1 (from `never`)"), 3, "`never`"),
+        (ForbiddenSymbolOrigin, wrap("", "  SET AA := 1 (from NOPE)"), 3, "NOPE"),
+        (ForbiddenSymbolOrigin, wrap("", "  SET AA := 1 (from nowhere)"), 3, "nowhere"),
+        (ForbiddenSymbolOrigin, wrap("", "  SET AA := 1 (by INP)"), 3, "by"),
+        (RandomnessPolicy, wrap("", "  SET AA := random()"), 3, "random"),
+        (RandomnessPolicy, wrap("", "  USE `random-pick`"), 3, "`random-pick`"),
+        (RandomnessPolicy, wrap("", "  USE `dice_shuffle` where: sides=6"), 3, "`dice"),
+        (WithScopeError, wrap("", "  WITH [1]:\n    TELL"), 3, "[1]"),
+        (WithScopeError, wrap("", "  WITH {\"a\": 1}:\n  TELL"), 3, "WITH"),
+        (TimeoutRetryPolicy, wrap("", "  USE `a` (timeout_ms=0)"), 3, "0)"),
+        (TimeoutRetryPolicy, wrap("", "  USE `a` (retry=11)"), 3, "11"),
+        (TimeoutRetryPolicy, wrap("", "  USE `a` (timeout_ms=1.5)"), 3, "1.5"),
+        (TimeoutRetryPolicy, wrap("", "  USE `a` (retry=1, atomic)"), 3, "atomic"),
+        (TimeoutRetryPolicy, wrap("", "  USE `a` (fast)"), 3, "fast"),
+        (TimeoutRetryPolicy, wrap("", "  USE `a` (retry=\"2\")"), 3, "\"2\""),
+        (CapturePathError, wrap("", "  USE `a`\n  CAPTURE AA from `a` map: \"x..y\"→AA"), 4, ".y"),
+        (CapturePathError, wrap("", "  USE `a`\n  CAPTURE AA from `a` map: \"x[q]\"→AA"), 4, "q]"),
+        (CapturePathError, wrap("", "  USE `a`\n  CAPTURE AA from `a` map: \"x\"→BB"), 4, "BB"),
+        (CapturePathError, wrap("", "  USE `a`\n  CAPTURE AA, BB from `a` map: \"x\"→AA"), 4, "BB"),
+        (AssertInvalid, wrap("", "  ASSERT 5"), 3, "5"),
+        (AssertInvalid, wrap("", "  ASSERT \"a\" + \"b\""), 3, "\"a\""),
+        (AssertInvalid, wrap("", "  SET AA := 1\n  IF AA +:\n    TELL"), 4, ":"),
+        (AssertInvalid, wrap("", "  ASSERT frob(1)"), 3, "frob"),
+        (AssertInvalid, wrap("", "  ASSERT len(1, 2)"), 3, "len"),
+        (AssertInvalid, wrap("", "  ASSERT ALL: 1"), 3, "1"),
+        (SemicolonDetected, wrap("", "  TELL \"x\";"), 3, ";"),
+        (PaddingWhitespace, wrap("", "  TELL  \"x\""), 3, "  \"x"),
+        (PaddingWhitespace, wrap("", "  TELL \"x\" "), 3, " \n"),
+        (PaddingWhitespace, c("AA:  1", "  TELL why:AA"), 2, " "),
+        (InPromptConfigOrImports, format!("<config>\n{}", wrap("", "  TELL")), 1, "<config>"),
+        (ProcessArgsMismatch, String::from("<processes>\n<process id=\"pp\">\n  RUN `qq`\n</process>\n<process id=\"qq\" args=\"n: Number\">\n  TELL why:n\n</process>\n</processes>\n"), 3, "`qq`"),
+        (ProcessArgsMismatch, String::from("<processes>\n<process id=\"pp\">\n  RUN `qq` where: m=1, n=2\n</process>\n<process id=\"qq\" args=\"n: Number\">\n  ASSERT n > 0\n</process>\n</processes>\n"), 3, "m=1"),
+        (ProcessArgsMismatch, String::from("<processes>\n<process id=\"pp\">\n  RUN `qq` where: n=\"two\"\n</process>\n<process id=\"qq\" args=\"n: Number\">\n  ASSERT n > 0\n</process>\n</processes>\n"), 3, "\"two\""),
+        (BlockConstantUnterminated, c("AA: TEXT<<\nbody", "  TELL why:AA"), 2, "TEXT<<"),
+        (BlockConstantTypeUnknown, c("AA: XML<<\n<a/>\n>>", "  TELL why:AA"), 2, "XML<<"),
+        (SymbolNotUsed, wrap("", "  SET AA := 1"), 3, "AA"),
+        (SymbolNotUsed, c("AA: 1", "  TELL"), 2, "AA"),
+        (SymbolNotUsed, wrap("unused: Number", "  TELL"), 2, "unused"),
+        (Syntax, wrap("", "  FROB AA"), 3, "FROB"),
+        (Syntax, wrap("", "  TELL\n      TELL"), 4, "TELL"),
+        (Syntax, wrap("", "  ELSE:\n    TELL"), 3, "ELSE"),
+        (Syntax, wrap("", "  TRY:\n    TELL"), 3, "TRY"),
+        (Syntax, wrap("", "  TELL \"open"), 3, "\"open"),
+        (Syntax, wrap("", "  SET AA := 1 2"), 3, "2"),
+    ]
+}
+
+#[test]
+fn every_static_code_is_raised_at_its_position() {
+    for (code, text, line, needle) in table() {
+        let source_line = text.lines().nth(line as usize - 1).unwrap_or_default();
+        let with_newline = format!("{source_line}\n");
+        let column = with_newline
+            .find(needle)
+            .map(|i| with_newline[..i].chars().count() as u32 + 1);
+        let column = column.unwrap_or_else(|| panic!("{needle:?} not in line {line} of\n{text}"));
+        let found = codes(&text);
+        assert!(
+            found.contains(&(code, line, column)),
+            "{} expected at {line}:{column} in\n{text}\nfound {found:?}",
+            code.as_str()
+        );
+    }
+}
+
+#[test]
+fn the_table_covers_every_static_code() {
+    let covered: std::collections::BTreeSet<Code> = table().into_iter().map(|c| c.0).collect();
+    let runtime_or_left_out = [
+        Code::SteValidationFailed,
+        Code::AliasMapError,
+        Code::SensitiveInLog,
+        Code::InstructionsLinePolicy,
+        Code::PredefinedToolCollision,
+        Code::LaxTime,
+        Code::HeuristicInference,
+    ];
+    for code in Code::ALL {
+        let formatting = (36..=43).any(|n| code.as_str() == format!("AG-0{n}"));
+        if !formatting && !runtime_or_left_out.contains(code) {
+            assert!(covered.contains(code), "{} has no case", code.as_str());
+        }
+    }
+}
+
+#[test]
+fn warnings_are_not_fatal_and_errors_are() {
+    let warned = check_source(&wrap("", "  SET AA := 1"));
+    assert!(
+        warned
+            .diagnostics
+            .iter()
+            .all(|d| d.severity() == Severity::Warning)
+    );
+    assert!(!warned.has_errors());
+    assert!(check_source(&wrap("", "  RUN `missing`")).has_errors());
+}
+
+#[test]
+fn one_run_reports_every_broken_line() {
+    let found = codes(&wrap(
+        "",
+        "  FROB\n  RUN `missing`\n  SET AA := <NOPE>\n  TELL why:AA",
+    ));
+    let lines: Vec<_> = found.iter().map(|f| (f.0, f.1)).collect();
+    assert!(lines.contains(&(Code::Syntax, 3)), "{found:?}");
+    assert!(lines.contains(&(Code::ProcessIdMismatch, 4)), "{found:?}");
+    assert!(
+        lines.contains(&(Code::UnresolvedPlaceholder, 5)),
+        "{found:?}"
+    );
+}
+
+#[test]
+fn a_broken_block_opener_does_not_cascade_into_its_body() {
+    let found = codes(&wrap(
+        "",
+        "  IF:\n    TELL\n    TELL\n  ELSE IF true:\n    TELL\n  ELSE:\n    TELL\n  TELL",
+    ));
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(found[0].0, Code::AssertInvalid);
+}
+
+#[test]
+fn diagnostics_render_like_rustc_with_caret_and_hint() {
+    let text = wrap("", "  RUN `missing`");
+    let d = &check_source(&text).diagnostics[0];
+    let rendered = d.render("f.aps", &text);
+    let expected = "error[AG-004 ProcessIdMismatch]: RUN names process missing, which is not defined\n \
+                    --> f.aps:3:7\n  |\n3 |   RUN `missing`\n  |       ^^^^^^^^^\n  = hint: ";
+    assert!(rendered.starts_with(expected), "{rendered}");
+    let json = d.to_json("f.aps");
+    assert_eq!(json["code"], "AG-004");
+    assert_eq!(json["name"], "ProcessIdMismatch");
+    assert_eq!(
+        (json["line"].as_u64(), json["column"].as_u64()),
+        (Some(3), Some(7))
+    );
+    assert_eq!(json["severity"], "error");
+}
