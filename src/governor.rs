@@ -30,6 +30,31 @@ pub const MAGIC_PREFIX: &str = "<<<NSENVELOPE_MAGIC_9E3B6F2D:V2:";
 /// Renders a halt in the Ask-Loop text form, for agents that speak it:
 /// `<<<NSENVELOPE_MAGIC_9E3B6F2D:V2:HALT:{"reason":"max-turns","class":"TIMEOUT"}>>>`.
 pub fn halt_magic(verdict: &Verdict) -> String {
-    let json = serde_json::json!({ "reason": verdict.reason, "class": verdict.class.as_str() });
+    magic_halt(&verdict.reason, verdict.class.as_str())
+}
+
+fn magic_halt(reason: &str, class: &str) -> String {
+    let json = serde_json::json!({ "reason": reason, "class": class });
     format!("{MAGIC_PREFIX}HALT:{json}>>>")
+}
+
+/// The Ask-Loop text form of a recorded `<halt>` system message (its `reason` and `class`), for
+/// agents that speak it; `None` when `payload` is not one.
+pub fn halt_magic_of(payload: &str) -> Option<String> {
+    let mut reader = quick_xml::Reader::from_str(payload);
+    let start = match reader.read_event().ok()? {
+        quick_xml::events::Event::Empty(e) | quick_xml::events::Event::Start(e) => e,
+        _ => return None,
+    };
+    if start.local_name().as_ref() != "halt" {
+        return None;
+    }
+    let attribute = |name: &str| {
+        let a = start.try_get_attribute(name).ok()??;
+        let v = a
+            .normalized_value(quick_xml::XmlVersion::Implicit1_0)
+            .ok()?;
+        Some(v.into_owned())
+    };
+    Some(magic_halt(&attribute("reason")?, &attribute("class")?))
 }

@@ -69,7 +69,7 @@ async fn start(namespace: Option<&str>) -> (PumpHandle, String) {
 }
 
 async fn post(base: &str, path: &str, body: String) -> reqwest::Response {
-    reqwest::Client::new()
+    support::http_client()
         .post(format!("{base}{path}"))
         .bearer_auth(TOKEN)
         .body(body)
@@ -79,7 +79,7 @@ async fn post(base: &str, path: &str, body: String) -> reqwest::Response {
 }
 
 async fn answers(base: &str, thread: &str) -> Vec<String> {
-    let response = reqwest::Client::new()
+    let response = support::http_client()
         .get(format!("{base}/threads/{thread}/answers"))
         .bearer_auth(TOKEN)
         .send()

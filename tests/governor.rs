@@ -519,7 +519,7 @@ async fn carve_outs_are_reserved_and_halting_a_parent_halts_every_child() {
     assert_eq!(refusals.len(), 1);
     assert!(
         refusals[0].payload.contains(
-            "16 outputs of this delivery were refused; the first: spawn refused: \
+            "16 outputs of this delivery were refused this way; the first: spawn refused: \
              the carve-out asks for 30 of max-tokens but 0 can be granted"
         ),
         "{}",

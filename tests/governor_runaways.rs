@@ -183,9 +183,9 @@ async fn one_turn_of_ten_thousand_outputs_makes_one_notice() {
             .collect();
         assert_eq!(refusals.len(), 1, "bad={bad}");
         let expected = if bad {
-            "10000 outputs of this delivery were refused"
+            "10000 outputs of this delivery were refused this way"
         } else {
-            "9936 outputs of this delivery were refused; the first: more than 64 payloads"
+            "9936 outputs of this delivery were refused this way; the first: more than 64 payloads"
         };
         assert!(
             refusals[0].payload.contains(expected),

@@ -543,3 +543,42 @@ async fn a_wrong_address_comes_back_to_the_agent_as_a_precise_notice() {
     );
     assert_eq!(egress(&pump, thread).await, Vec::<String>::new());
 }
+
+/// Issue 13, case 15: the Ask-Loop `HALT` signal "`<<<NSENVELOPE_MAGIC_9E3B6F2D:V2:HALT:{...}>>>`"
+/// (Ask-Loop v2 §3: "the host emits a `HALT` signal and terminates the loop") is what an LLM agent
+/// sees in its next prompt when its thread was halted and resumed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resumed_agent_sees_the_halt_in_ask_loop_text_form() {
+    let think = answer(&p("think", "more"), 10, 5);
+    let (model, base) = serve_model(vec![], Some(think)).await;
+    let budget = Budget {
+        turns: Some(2),
+        ..GovernorPolicy::default_budget()
+    };
+    let pump = pump(LlmConfig::new(base, "scripted-model"), budget);
+    let thread = run(&pump, &p("ask", "think twice")).await;
+    let report = pump.reports(thread).await.unwrap().pop().expect("halted");
+    assert_eq!(report.stop_reason, "max-turns");
+    // Two turns, and the budget warning (delivered without costing a turn).
+    let before = model.requests.lock().unwrap().len();
+    assert_eq!(before, 3);
+    let one_more = Budget {
+        turns: Some(1),
+        ..Budget::default()
+    };
+    pump.resume(thread, &one_more).await.unwrap();
+    tokio::time::timeout(Duration::from_secs(20), pump.settle(thread))
+        .await
+        .unwrap();
+    let requests = model.requests.lock().unwrap();
+    assert_eq!(requests.len(), before + 1, "the one turn the resume added");
+    let last = requests[before]["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap();
+    assert_eq!(
+        last["content"],
+        "from system:\n<<<NSENVELOPE_MAGIC_9E3B6F2D:V2:HALT:{\"class\":\"TIMEOUT\",\"reason\":\"max-turns\"}>>>"
+    );
+}

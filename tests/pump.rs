@@ -462,19 +462,24 @@ async fn a_full_queue_is_refused_never_dropped() {
         [("client".into(), "system-error".into(), "queue-full".into())]
     );
 
-    // A listener flooding its own thread: three fit, the other two are refused to it.
+    // A listener flooding its own thread: three fit, the other two are refused to it — in one
+    // notice that counts them.
     let flood = start(&pump, &p("flood", "")).await;
     let got = notices(&pump, flood).await;
     assert_eq!(
         got,
-        vec![
-            (
-                "flooder".to_string(),
-                "system-error".to_string(),
-                "queue-full".to_string()
-            );
-            2
-        ]
+        [(
+            "flooder".to_string(),
+            "system-error".to_string(),
+            "queue-full".to_string()
+        )]
+    );
+    let history = pump.history(flood).await.unwrap();
+    assert!(
+        history.iter().any(|r| r
+            .payload
+            .contains("2 outputs of this delivery were refused this way")),
+        "the notice counts both"
     );
 }
 

@@ -167,3 +167,152 @@ async fn spent_budget_and_halts_survive_a_restart() {
     assert_eq!(reports.len(), 2);
     assert_eq!(reports[1].budget["max-turns"].spent, "8");
 }
+
+/// Counts up by messaging itself forever.
+fn looper() -> Registration {
+    Registration::new(
+        "looper",
+        Script::new(|msg, cx| {
+            if !msg.is_system() {
+                let text = msg.payload().as_str();
+                let n: u64 = text[text.find('>').unwrap() + 1..text.rfind('<').unwrap()]
+                    .parse()
+                    .unwrap_or(0);
+                cx.emit(p("tick", &(n + 1).to_string()));
+            }
+            Ok(())
+        }),
+    )
+    .accepts(q("tick"))
+    .role(Role::Agent)
+}
+
+/// Issue 13, case 4: "SQLite store; halt; resume +10; shut down; reopen; resume +5: halts at
+/// once with `max-turns` 20/15." A recovered thread has exactly the budget it had: resumes and
+/// carve-outs are replayed with the goals, in record order.
+#[tokio::test]
+async fn budget_added_by_resume_survives_a_restart() {
+    let dir = support::Scratch::new("recovery-resume");
+    let config = || PumpConfig {
+        governor: GovernorPolicy {
+            budget: Budget {
+                turns: Some(10),
+                ..GovernorPolicy::default_budget()
+            },
+            ..GovernorPolicy::default()
+        },
+        ..PumpConfig::default()
+    };
+    let open = || {
+        let store = agentpump::history::SqliteHistory::open(dir.db()).unwrap();
+        PumpBuilder::new()
+            .config(config())
+            .history(Arc::new(store))
+            .register(looper())
+            .build()
+            .unwrap()
+    };
+    let turns = |n| Budget {
+        turns: Some(n),
+        ..Budget::default()
+    };
+    let first = open();
+    let thread = support::start(&first, &p("tick", "0")).await;
+    first.resume(thread, &turns(10)).await.unwrap();
+    first.settle(thread).await;
+    let before = first.reports(thread).await.unwrap().pop().unwrap();
+    assert_eq!(before.budget["max-turns"].limit.as_deref(), Some("20"));
+    first.shutdown(std::time::Duration::from_secs(1)).await;
+    drop(first);
+
+    let second = open();
+    assert_eq!(second.thread(thread).unwrap().state, ThreadState::Halted);
+    second.resume(thread, &turns(5)).await.unwrap();
+    second.settle(thread).await;
+    let after = second.reports(thread).await.unwrap().pop().unwrap();
+    let line = &after.budget["max-turns"];
+    assert_eq!(
+        (line.spent.as_str(), line.limit.as_deref()),
+        ("25", Some("25")),
+        "five more turns ran after the restart"
+    );
+    assert_eq!(second.thread(thread).unwrap().counters.deliveries, 25);
+}
+
+/// A carved child keeps exactly its grant across a restart: resumed after it, it gets what it
+/// was granted plus what the resume adds (before, it came back uncarved and unlimited).
+#[tokio::test]
+async fn a_carve_out_survives_a_restart() {
+    let dir = support::Scratch::new("recovery-carve");
+    let open = || {
+        let store = agentpump::history::SqliteHistory::open(dir.db()).unwrap();
+        let spawner = Registration::new(
+            "spawner",
+            Script::new(|msg, cx| {
+                if msg.qname().local() == "go" {
+                    let budget = Budget {
+                        turns: Some(30),
+                        ..Budget::default()
+                    };
+                    cx.spawn(agentpump::Spawn::new(p("tick", "0")).budget(budget));
+                }
+                Ok(())
+            }),
+        )
+        .accepts(q("go"))
+        .peers(["looper"]);
+        PumpBuilder::new()
+            .config(PumpConfig {
+                governor: GovernorPolicy {
+                    budget: Budget {
+                        turns: Some(100),
+                        ..GovernorPolicy::default_budget()
+                    },
+                    ..GovernorPolicy::default()
+                },
+                ..PumpConfig::default()
+            })
+            .history(Arc::new(store))
+            .register(spawner)
+            .register(looper())
+            .build()
+            .unwrap()
+    };
+    let first = open();
+    let root = support::start(&first, &p("go", "")).await;
+    let child = first.tree(root)[1].id;
+    first.settle(child).await;
+    let halted = first.reports(child).await.unwrap().pop().unwrap();
+    assert_eq!(
+        (
+            halted.stop_reason.as_str(),
+            halted.budget["max-turns"].limit.as_deref()
+        ),
+        ("max-turns", Some("30"))
+    );
+    first.shutdown(std::time::Duration::from_secs(1)).await;
+    drop(first);
+
+    let second = open();
+    second
+        .resume(
+            child,
+            &Budget {
+                turns: Some(5),
+                ..Budget::default()
+            },
+        )
+        .await
+        .unwrap();
+    second.settle(child).await;
+    let report = second.reports(child).await.unwrap().pop().unwrap();
+    let line = &report.budget["max-turns"];
+    assert_eq!(
+        (
+            report.stop_reason.as_str(),
+            line.spent.as_str(),
+            line.limit.as_deref()
+        ),
+        ("max-turns", "35", Some("35"))
+    );
+}

@@ -195,7 +195,7 @@ fn converged() -> Registration {
     .may_loop(true)
 }
 
-/// DIVERGED: residuals 1, 2, 3, 4, … one per iteration (the default window is 3).
+/// DIVERGED: residuals 1, 2, 3, … one per iteration (the default window is 3).
 fn diverged() -> Registration {
     listener("diverger", "rise", |msg, cx| {
         let n = number(msg);
@@ -394,9 +394,17 @@ async fn every_halt_class_leaves_a_report_that_matches_the_schema() {
         json!(["0.5", "0.00005"])
     );
     assert_eq!(certificate("CONVERGED")["R_p_decimal_string"], "0.0001");
+    // phuc-loop: "all_increasing(residuals[-3:])" — the third rising residual halts.
     assert_eq!(
         certificate("DIVERGED")["residual_history_decimal_strings"],
-        json!(["1", "2", "3", "4"])
+        json!(["1", "2", "3"])
+    );
+    assert_eq!(
+        (
+            &report("DIVERGED")["last_known_good_iteration"],
+            &report("DIVERGED")["divergence_start_iteration"]
+        ),
+        (&json!(1), &json!(2))
     );
     let checklist = &certificate("EXACT")["acceptance_criteria_checklist"];
     assert_eq!(checklist[0]["id"], "checked");

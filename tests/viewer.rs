@@ -227,7 +227,7 @@ async fn the_viewer_works_in_a_real_browser() {
         "!document.getElementById('t-live').hidden",
     )
     .await;
-    let posted: serde_json::Value = reqwest::Client::new()
+    let posted: serde_json::Value = support::http_client()
         .post(format!("{base}/threads/{planner}/messages?to=calculator"))
         .bearer_auth(TOKEN)
         .body(r#"<calc xmlns="urn:agentpump:calc:v1">40 + 2</calc>"#)

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use rust_decimal::Decimal;
 
-use crate::history::{HistoryError, HistoryStore, Record};
+use crate::history::{HistoryError, HistoryStore, Record, RecordKind};
 use quick_xml::escape::escape;
 
 use crate::governor::budget::{Account, Amount};
@@ -318,7 +318,8 @@ impl Context {
     }
 
     /// The thread's history as this listener sees it: everything after its last `clear-context`
-    /// (keeping what that request kept), up to and including this delivery.
+    /// (keeping what that request kept), up to and including this delivery — and then any
+    /// `halt` the thread went through while this delivery waited (it was resumed since).
     ///
     /// # Errors
     ///
@@ -326,9 +327,16 @@ impl Context {
     pub async fn history(&self) -> Result<Vec<Record>, HistoryError> {
         let mut records = self.store.thread(self.thread, 0).await?;
         // Nothing after this delivery: queue order is history order, so what follows it has not
-        // been delivered to this listener yet.
+        // been delivered to this listener yet — except halts: a message that waited through a
+        // halt and a resume is delivered after them, and the agent should know it was stopped.
         if let Some(here) = records.iter().position(|r| r.id == self.delivery) {
+            let halts: Vec<Record> = records[here + 1..]
+                .iter()
+                .filter(|r| r.kind == RecordKind::System && r.root.is(SYSTEM_NS, "halt"))
+                .cloned()
+                .collect();
             records.truncate(here + 1);
+            records.extend(halts);
         }
         if let Some((cleared_at, keep)) = self.view {
             // `cleared_at` is the request's position in the thread: that many records precede it.

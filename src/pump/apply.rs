@@ -3,6 +3,8 @@
 
 use std::sync::Arc;
 
+use smallvec::SmallVec;
+
 use rust_decimal::Decimal;
 
 use super::Shared;
@@ -29,9 +31,9 @@ pub(crate) struct Applying<'a> {
     pub me: usize,
     pub delivery: &'a Delivery,
     pub signals: Signals,
-    /// The first refusal of this delivery's outputs and how many there were: one notice tells
-    /// the listener, however many outputs were refused (at planning or while applying).
-    pub refusals: Option<(SystemMessage, usize)>,
+    /// The refusals of this delivery's outputs, one per kind (element and code) with how many
+    /// outputs it stands for: a flood of the same mistake is one notice, not one per output.
+    pub refusals: SmallVec<[(SystemMessage, usize); 1]>,
 }
 
 impl Applying<'_> {
@@ -52,17 +54,18 @@ impl Applying<'_> {
         );
     }
 
-    /// Notes a refusal of one of the delivery's outputs (`count` of them).
+    /// Notes a refusal of `count` of the delivery's outputs.
     pub fn refuse(&mut self, notice: SystemMessage, count: usize) {
-        match &mut self.refusals {
+        match self.refusals.iter_mut().find(|(n, _)| n.same_kind(&notice)) {
             Some((_, n)) => *n += count,
-            None => self.refusals = Some((notice, count)),
+            None => self.refusals.push((notice, count)),
         }
     }
 
-    /// Tells the listener about its refused outputs: one notice, counting them all.
+    /// Tells the listener about its refused outputs: one notice per kind of refusal, the
+    /// first of its kind, counting the others.
     pub fn tell_refusals(&mut self) {
-        if let Some((notice, count)) = self.refusals.take() {
+        for (notice, count) in std::mem::take(&mut self.refusals) {
             let notice = if count > 1 {
                 notice.summarizing(count)
             } else {
@@ -257,8 +260,10 @@ impl Applying<'_> {
             match self.inner.ledger.account.withdraw(thread) {
                 Ok(()) => Ok(child),
                 Err(e) => {
-                    // Give the carve-out back: the child never existed.
+                    // Give the carve-out back: the child never existed. A failed withdrawal is
+                    // a halt, as a turn's is: the tree has spawned all it may.
                     child.lock().ledger.account.close();
+                    self.signals.halt.get_or_insert(Verdict::timeout(e.budget));
                     Err(format!("spawn refused: the {} budget is spent", e.budget))
                 }
             }

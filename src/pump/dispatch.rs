@@ -6,6 +6,7 @@ use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
 use futures_util::FutureExt as _;
+use smallvec::SmallVec;
 use tokio::time::Instant;
 
 use super::Shared;
@@ -132,7 +133,7 @@ impl Shared {
             me: done.me,
             delivery: done.delivery,
             signals: Signals::default(),
-            refusals: None,
+            refusals: SmallVec::new(),
         };
         a.count(&done.usage, &done.spent, done.free);
         let mut total = done.usage.clone();

@@ -133,11 +133,21 @@ impl SystemMessage {
         payload.as_str().starts_with(BUDGET_WARNING_START)
     }
 
+    /// Whether two notices are the same kind of refusal: the same element and code.
+    pub(crate) fn same_kind(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Self::Huh { code: a, .. }, Self::Huh { code: b, .. }) => a == b,
+            (Self::Error { code: a, .. }, Self::Error { code: b, .. }) => a == b,
+            _ => false,
+        }
+    }
+
     /// The same refusal, standing for `count` refusals of one delivery's outputs: the listener
     /// gets one notice, however many outputs were refused.
     pub(crate) fn summarizing(self, count: usize) -> Self {
-        let say =
-            |m: String| format!("{count} outputs of this delivery were refused; the first: {m}");
+        let say = |m: String| {
+            format!("{count} outputs of this delivery were refused this way; the first: {m}")
+        };
         match self {
             Self::Huh {
                 code,

@@ -137,6 +137,7 @@ impl Browser {
         let url = format!("http://127.0.0.1:{port}");
         let started = Instant::now();
         let client = loop {
+            agentpump::listeners::llm::install_tls_provider();
             let attempt = ClientBuilder::rustls()
                 .unwrap()
                 .capabilities(caps.clone())

@@ -17,6 +17,7 @@ fn query_keys(method: &Method, path: &str) -> &'static [&'static str] {
         ("/threads", &Method::POST) | ("/threads/{id}/messages", _) => &["to"],
         ("/threads", _) => &["state"],
         ("/threads/{id}/history", _) => &["format"],
+        ("/threads/{id}/events", _) => &["after"],
         _ => &[],
     }
 }

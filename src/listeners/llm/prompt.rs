@@ -50,7 +50,9 @@ wrap it: <send to=\"NAME\">…payload…</send>. Unwrapped payloads are routed b
 <learning xmlns=\"urn:agentpump:governor:v1\" lane=\"C\">…</learning>.
 - When the goal is met: <loop xmlns=\"urn:agentpump:governor:v1\" control=\"done\"/>; to give up: control=\"abort\".
 - To branch: <spawn-thread xmlns=\"urn:agentpump:system:v1\" suggested-sub-id=\"…\"><initial-payload>…</initial-payload></spawn-thread>.
-- Messages from `system` (huh, system-error) say what went wrong: correct it and go on.";
+- Messages from `system` (huh, system-error) say what went wrong: correct it and go on.
+- <<<NSENVELOPE_MAGIC_9E3B6F2D:V2:HALT:{\"reason\":…,\"class\":…}>>> from `system` means the governor halted \
+this thread; if you are asked again, it was resumed: finish what is left within the budget.";
 
 /// The chat messages for one call.
 pub(crate) fn messages(
@@ -107,9 +109,14 @@ fn conversation(me: &str, history: &[Record]) -> Vec<ChatMessage> {
                 _ => out.push(ChatMessage::new("assistant", r.payload.to_string())),
             }
         } else {
+            // A halt reads as Ask-Loop's HALT signal, which the protocol teaches.
+            let halt = (r.kind == RecordKind::System)
+                .then(|| crate::governor::halt_magic_of(&r.payload))
+                .flatten();
+            let text = halt.as_deref().unwrap_or(&r.payload);
             out.push(ChatMessage::new(
                 "user",
-                format!("from {}:\n{}", r.from, r.payload),
+                format!("from {}:\n{text}", r.from),
             ));
         }
     }
