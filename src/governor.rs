@@ -5,6 +5,7 @@
 //! `learning`) and halts a thread with a typed [`HaltClass`] and a [`HaltingReport`] when it is
 //! done, converged, diverging, stuck, aborted, stopped or out of budget.
 
+mod audit;
 pub(crate) mod budget;
 mod decision;
 pub(crate) mod ledger;
@@ -13,6 +14,7 @@ mod policy;
 pub mod report;
 mod verdict;
 
+pub use audit::audit;
 pub use budget::{Budget, BudgetName};
 pub(crate) use decision::Decision;
 pub(crate) use messages::{

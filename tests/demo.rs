@@ -187,3 +187,43 @@ fn the_demo_database_is_one_self_contained_file_after_it_exits() {
     assert_eq!(verified_records(&out), records, "{out}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Issue 13, case 16: "`agentpump verify --certificates` re-derives every halt from the recorded
+/// history … and compares it with the stored report: exit 0 on the demo database, non-zero naming
+/// the thread after a report is edited."
+#[test]
+fn verify_certificates_rederives_every_halt_and_catches_an_edited_report() {
+    let dir = std::env::temp_dir().join(format!("agentpump-certs-{}", agentpump::ThreadId::new()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (ok, _, err) = agentpump(&["demo"], &dir);
+    assert!(ok, "{err}");
+    let args = ["verify", "--db", "agentpump-demo.db", "--certificates"];
+    let (ok, out, err) = agentpump(&args, &dir);
+    assert!(ok, "{err}");
+    assert!(
+        out.contains("halts re-derived from the history, every certificate agrees"),
+        "{out}"
+    );
+    // Someone turns the runaway's TIMEOUT into a CONVERGED in the stored report.
+    let db = rusqlite::Connection::open(dir.join("agentpump-demo.db")).unwrap();
+    let (thread, json): (String, String) = db
+        .query_row(
+            "SELECT thread, json FROM reports WHERE json LIKE '%\"stop_reason\":\"max-turns\"%' LIMIT 1",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    let edited = json.replace("\"EXIT_BUDGET_EXCEEDED\"", "\"EXIT_CONVERGED\"");
+    assert_ne!(edited, json);
+    db.execute(
+        "UPDATE reports SET json = ?1 WHERE thread = ?2",
+        [&edited, &thread],
+    )
+    .unwrap();
+    drop(db);
+    let (ok, _, err) = agentpump(&args, &dir);
+    assert!(!ok, "an edited report must fail the check");
+    assert!(err.contains(&format!("thread {thread}")), "{err}");
+    assert!(err.contains("digest differs"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -161,6 +161,11 @@ pub enum Command {
         /// The history database.
         #[arg(long)]
         db: PathBuf,
+        /// Also re-derive every halt from the recorded history (residuals, criteria, goal,
+        /// signals, budgets) and check it against its stored halting report; exit 1 naming
+        /// each thread whose report the history does not support.
+        #[arg(long)]
+        certificates: bool,
     },
 }
 
@@ -276,7 +281,13 @@ fn dispatch(command: Command, out: &mut impl std::io::Write) -> Result<(), Strin
             Some(db) => inspect::report(&db, &thread),
             None => host(&source.url, auth).and_then(|h| h.report(&thread)),
         }),
-        Command::Verify { db } => print(inspect::verify(&db)),
+        Command::Verify { db, certificates } => {
+            print(inspect::verify(&db))?;
+            if certificates {
+                print(inspect::verify_certificates(&db))?;
+            }
+            Ok(())
+        }
         Command::View { db, addr } => print(super::view::run(&db, &addr)),
         Command::Process { command } => {
             let (text, result) = super::process_check::run(command);

@@ -237,6 +237,52 @@ pub fn report(db: &Path, thread: &str) -> Result<String, String> {
     })
 }
 
+/// Re-derives every halt from the recorded history and checks it against its stored report
+/// ([`governor::audit`](crate::governor::audit)).
+///
+/// # Errors
+///
+/// Each halt the history does not support, naming its thread and halt; or the file cannot be
+/// read.
+pub fn verify_certificates(db: &Path) -> Result<String, String> {
+    let store = open(db)?;
+    block_on(async {
+        let mut checked = 0;
+        let mut wrong = Vec::new();
+        for thread in store.threads(None).await.map_err(|e| e.to_string())? {
+            let reports = store.reports(thread.id).await.map_err(|e| e.to_string())?;
+            if reports.is_empty() {
+                continue;
+            }
+            let records = store
+                .thread(thread.id, 0)
+                .await
+                .map_err(|e| e.to_string())?;
+            for report in reports {
+                checked += 1;
+                if let Err(why) = crate::governor::audit(&records, &report) {
+                    wrong.push(format!(
+                        "thread {} ({}), halt {}: {why}",
+                        thread.id, thread.path, report.halt_id
+                    ));
+                }
+            }
+        }
+        if wrong.is_empty() {
+            Ok(format!(
+                "{}: {checked} halts re-derived from the history, every certificate agrees\n",
+                db.display()
+            ))
+        } else {
+            Err(format!(
+                "{} of {checked} halts are not what the history supports:\n{}",
+                wrong.len(),
+                wrong.join("\n")
+            ))
+        }
+    })
+}
+
 /// Recomputes every hash chain.
 ///
 /// # Errors

@@ -48,6 +48,9 @@ wrap it: <send to=\"NAME\">…payload…</send>. Unwrapped payloads are routed b
 - Tell the governor how you are doing: <residual xmlns=\"urn:agentpump:governor:v1\" value=\"0.01\"/> \
 (an exact decimal), <criterion xmlns=\"urn:agentpump:governor:v1\" id=\"…\" met=\"true\" evidence=\"…\"/>, \
 <learning xmlns=\"urn:agentpump:governor:v1\" lane=\"C\">…</learning>.
+- To declare what done means: <goal xmlns=\"urn:agentpump:governor:v1\" certificates=\"EXACT\"><text>…</text>\
+<criterion id=\"…\">…</criterion></goal> — certificates lists how the goal may end (EXACT, CONVERGED, DIVERGED); \
+a goal that lists none halts the thread at once.
 - When the goal is met: <loop xmlns=\"urn:agentpump:governor:v1\" control=\"done\"/>; to give up: control=\"abort\".
 - To branch: <spawn-thread xmlns=\"urn:agentpump:system:v1\" suggested-sub-id=\"…\"><initial-payload>…</initial-payload></spawn-thread>.
 - Messages from `system` (huh, system-error) say what went wrong: correct it and go on.

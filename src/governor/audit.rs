@@ -1,0 +1,177 @@
+//! Re-deriving a halt from the history: what `agentpump verify --certificates` checks. A halting
+//! report is only worth trusting if the recorded thread supports it — the residuals, criteria,
+//! goal, signals and budgets the governor saw are all in the hash-chained history, and the `halt`
+//! message there carries the sha256 of the report it left.
+
+use rust_decimal::Decimal;
+use sha2::{Digest as _, Sha256};
+
+use super::messages::{CertificateType, Control, GovernorMessage};
+use super::report::HaltingReport;
+use super::verdict::diverging;
+use crate::history::{Record, RecordKind};
+use crate::system::{GOVERNOR_NS, SYSTEM_NS};
+use crate::{Limits, Payload};
+
+/// What the governor saw in a thread up to one of its halts, read back from the records.
+#[derive(Debug, Default)]
+struct Seen {
+    residuals: Vec<Decimal>,
+    /// `(id, met, reported by)`, latest per id.
+    criteria: Vec<(String, bool, String)>,
+    certificates: Option<Vec<CertificateType>>,
+    controls: Vec<(Control, String)>,
+}
+
+impl Seen {
+    /// Replays the governor messages of `records` (one thread, in order).
+    fn replay(records: &[Record]) -> Self {
+        let mut seen = Self::default();
+        let limits = Limits::default();
+        let messages = records
+            .iter()
+            .filter(|r| r.kind == RecordKind::Message && r.root.namespace() == GOVERNOR_NS)
+            .filter_map(|r| {
+                let payload = Payload::parse(&r.payload, &limits).ok()?;
+                Some((GovernorMessage::parse(&payload).ok()?, r.from.to_string()))
+            });
+        for (message, from) in messages {
+            match message {
+                GovernorMessage::Goal(goal) => seen.certificates = Some(goal.certificates),
+                GovernorMessage::Residual(r) => seen.residuals.push(r),
+                GovernorMessage::Criterion { id, met, .. } => {
+                    seen.criteria.retain(|(c, _, _)| *c != id);
+                    seen.criteria.push((id, met, from));
+                }
+                GovernorMessage::Loop(signal) => seen.controls.push((signal.control, from)),
+                GovernorMessage::Learning { .. } => {}
+            }
+        }
+        seen
+    }
+
+    fn applicable(&self, c: CertificateType) -> bool {
+        self.certificates
+            .as_ref()
+            .is_none_or(|all| all.contains(&c))
+    }
+}
+
+/// Checks one halting report against the records of its thread (all of them, in order).
+///
+/// # Errors
+///
+/// What does not agree: the report's digest against the `halt` message, its class, status or
+/// residuals against what was recorded, or a certificate the recorded evidence does not earn.
+pub fn audit(records: &[Record], report: &HaltingReport) -> Result<(), String> {
+    let at = records
+        .iter()
+        .position(|r| r.id == report.halt_id)
+        .ok_or_else(|| format!("no halt message {} in the thread", report.halt_id))?;
+    let halt = &records[at];
+    if halt.kind != RecordKind::System || !halt.root.is(SYSTEM_NS, "halt") {
+        return Err(format!("record {} is not a halt message", report.halt_id));
+    }
+    let json = serde_json::to_string(report).expect("a report serializes");
+    let digest = hex::encode(Sha256::digest(json.as_bytes()));
+    if !halt
+        .payload
+        .contains(&format!("report-digest=\"{digest}\""))
+    {
+        return Err("the report is not the one its halt message names (digest differs)".into());
+    }
+    for (attribute, value) in [("class", &report.class), ("reason", &report.stop_reason)] {
+        let quoted = format!(
+            "{attribute}=\"{}\"",
+            quick_xml::escape::escape(value.as_str())
+        );
+        if !halt.payload.contains(&quoted) {
+            return Err(format!("the halt message does not say {quoted}"));
+        }
+    }
+    let since = records[..at]
+        .iter()
+        .rposition(|r| r.kind == RecordKind::Decision && r.payload.contains("action=\"resume\""))
+        .map_or(0, |r| r + 1);
+    let seen = Seen::replay(&records[..at]);
+    let recorded: Vec<String> = seen.residuals.iter().map(Decimal::to_string).collect();
+    if let Some(cert) = &report.halting_certificate {
+        if cert.residual_history_decimal_strings != recorded {
+            return Err(format!(
+                "residuals {:?} in the report, {recorded:?} in the history",
+                cert.residual_history_decimal_strings
+            ));
+        }
+    }
+    derive(report, &seen, &records[since..at])
+}
+
+/// Whether the recorded evidence earns the report's class.
+fn derive(report: &HaltingReport, seen: &Seen, turn: &[Record]) -> Result<(), String> {
+    let last = seen.residuals.last().copied();
+    let r_p = report
+        .halting_certificate
+        .as_ref()
+        .and_then(|c| c.r_p_decimal_string.parse::<Decimal>().ok());
+    let said = |control: Control| turn.iter().rev().any(|r| said_in(r, control));
+    let earned = match (report.class.as_str(), report.stop_reason.as_str()) {
+        ("EXACT", "residual-zero") => {
+            last.is_some_and(|r| r.is_zero()) && seen.applicable(CertificateType::Exact)
+        }
+        ("EXACT", _) => {
+            let done_by: Vec<&str> = turn
+                .iter()
+                .filter(|r| said_in(r, Control::Done))
+                .map(|r| &*r.from)
+                .collect();
+            said(Control::Done)
+                && seen.applicable(CertificateType::Exact)
+                && !seen.criteria.is_empty()
+                && seen
+                    .criteria
+                    .iter()
+                    .all(|(_, met, by)| *met && !done_by.contains(&by.as_str()))
+        }
+        ("CONVERGED", _) => {
+            seen.applicable(CertificateType::Converged)
+                && matches!((last, r_p), (Some(l), Some(r)) if l < r)
+        }
+        ("DIVERGED", _) => {
+            seen.applicable(CertificateType::Diverged)
+                && diverging(&seen.residuals, 2)
+                && report.divergence_start_iteration.is_some()
+        }
+        ("TIMEOUT", reason) => reason.split(' ').all(|name| {
+            report.budget.get(name).is_none_or(|line| {
+                let (Some(limit), Ok(spent)) = (&line.limit, line.spent.parse::<Decimal>()) else {
+                    return name == "max-wall-clock";
+                };
+                limit.parse::<Decimal>().is_ok_and(|l| spent >= l)
+            })
+        }),
+        ("aborted", _) => said(Control::Abort),
+        ("done-uncertified", _) => said(Control::Done),
+        ("need-info", _) => seen.certificates.as_ref().is_some_and(Vec::is_empty),
+        ("BACKPRESSURE" | "no-progress", _) => true,
+        (other, _) => return Err(format!("unknown halt class `{other}`")),
+    };
+    if !earned {
+        return Err(format!(
+            "{} ({}) is not what the recorded history supports",
+            report.class, report.stop_reason
+        ));
+    }
+    Ok(())
+}
+
+/// Whether `record` is a `loop` signal with this control.
+fn said_in(record: &Record, control: Control) -> bool {
+    let word = match control {
+        Control::Continue => "continue",
+        Control::Done => "done",
+        Control::Abort => "abort",
+    };
+    record.kind == RecordKind::Message
+        && record.root.is(GOVERNOR_NS, "loop")
+        && record.payload.contains(&format!("control=\"{word}\""))
+}
