@@ -14,37 +14,12 @@ use agentpump::{
     ThreadId, ThreadState, Usage,
 };
 use rust_decimal::Decimal;
-use support::{Gate, Script, notices, p, q, start};
-
-fn pump_with(budget: Budget, registrations: Vec<Registration>) -> PumpHandle {
-    let governor = GovernorPolicy {
-        budget,
-        ..GovernorPolicy::default()
-    };
-    let config = PumpConfig {
-        governor,
-        ..PumpConfig::default()
-    };
-    registrations
-        .into_iter()
-        .fold(PumpBuilder::new().config(config), PumpBuilder::register)
-        .build()
-        .unwrap()
-}
+use support::{Gate, Script, body, governed as pump_with, notices, p, q, start};
 
 fn turns(n: u64) -> Budget {
     Budget {
         turns: Some(n),
         ..Budget::default()
-    }
-}
-
-/// The text inside a payload's root element.
-fn body(msg: &Delivery) -> String {
-    let t = msg.payload().as_str();
-    match (t.find('>'), t.rfind("</")) {
-        (Some(a), Some(b)) if a < b => t[a + 1..b].to_owned(),
-        _ => String::new(),
     }
 }
 
@@ -234,7 +209,7 @@ fn agent() -> Registration {
             if msg.is_system() {
                 return Ok(());
             }
-            match body(msg).as_str() {
+            match body(msg) {
                 "goal" => cx.goal(&Goal {
                     text: "ship it".into(),
                     criteria: vec![("tests".into(), "all tests pass".into())],

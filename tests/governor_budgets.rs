@@ -12,28 +12,11 @@ use agentpump::governor::{
 };
 use agentpump::history::RecordKind;
 use agentpump::system::Spawn;
-use agentpump::{
-    PumpBuilder, PumpConfig, PumpHandle, Registration, Role, ThreadId, ThreadState, Usage,
-};
+use agentpump::{PumpHandle, Registration, Role, ThreadId, ThreadState, Usage};
 use rust_decimal::Decimal;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use support::{Gate, Script, notices, p, q, start};
-
-fn pump_with(budget: Budget, registrations: Vec<Registration>) -> PumpHandle {
-    let config = PumpConfig {
-        governor: GovernorPolicy {
-            budget,
-            ..GovernorPolicy::default()
-        },
-        ..PumpConfig::default()
-    };
-    registrations
-        .into_iter()
-        .fold(PumpBuilder::new().config(config), PumpBuilder::register)
-        .build()
-        .unwrap()
-}
+use support::{Gate, Script, governed as pump_with, notices, number, p, q, start};
 
 async fn reports(pump: &PumpHandle, thread: ThreadId) -> Vec<HaltingReport> {
     pump.reports(thread).await.unwrap()
@@ -170,10 +153,7 @@ fn worker() -> Registration {
             if msg.is_system() {
                 return Ok(());
             }
-            let text = msg.payload().as_str();
-            let n: u32 = text[text.find('>').unwrap() + 1..text.rfind('<').unwrap()]
-                .parse()
-                .unwrap();
+            let n: u32 = number(msg);
             if n < 5 {
                 cx.emit(p("part", &(n + 1).to_string()));
             } else {
@@ -390,10 +370,7 @@ fn counter() -> Registration {
             if msg.is_system() {
                 return Ok(());
             }
-            let text = msg.payload().as_str();
-            let n: i64 = text[text.find('>').unwrap() + 1..text.rfind('<').unwrap()]
-                .parse()
-                .unwrap();
+            let n: i64 = number(msg);
             if n == 1 {
                 cx.goal(&Goal {
                     text: "count to ten".into(),

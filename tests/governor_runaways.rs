@@ -15,17 +15,7 @@ use agentpump::{PumpBuilder, PumpConfig, PumpHandle, Registration, Role, ThreadS
 use support::{Script, notices, p, q, start};
 
 fn pump(registrations: Vec<Registration>) -> PumpHandle {
-    registrations
-        .into_iter()
-        .fold(
-            PumpBuilder::new().config(PumpConfig {
-                governor: GovernorPolicy::default(),
-                ..PumpConfig::default()
-            }),
-            PumpBuilder::register,
-        )
-        .build()
-        .unwrap()
+    support::governed(GovernorPolicy::default_budget(), registrations)
 }
 
 /// Posts the first ball to `a` (all of them accept `<ball>`: posted by root, it would start
@@ -48,10 +38,7 @@ fn forwarder(name: &'static str, next: &'static str, vary: bool) -> Registration
             if msg.is_system() {
                 return Ok(());
             }
-            let text = msg.payload().as_str();
-            let n: u64 = text[text.find('>').unwrap() + 1..text.rfind('<').unwrap()]
-                .parse()
-                .unwrap();
+            let n: u64 = support::number(msg);
             if n < 60 {
                 let next_n = if vary { n + 1 } else { n };
                 cx.send(next, p("ball", &next_n.to_string()));

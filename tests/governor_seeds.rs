@@ -5,19 +5,12 @@
 mod support;
 
 use agentpump::governor::{Goal, GovernorPolicy, HaltingReport};
-use agentpump::{PumpBuilder, PumpConfig, PumpHandle, Registration, Role, ThreadId, ThreadState};
+use agentpump::{PumpHandle, Registration, Role, ThreadId, ThreadState};
 use rust_decimal::Decimal;
 use support::{Script, p, q, start};
 
 fn pump(registration: Registration) -> PumpHandle {
-    PumpBuilder::new()
-        .config(PumpConfig {
-            governor: GovernorPolicy::default(),
-            ..PumpConfig::default()
-        })
-        .register(registration)
-        .build()
-        .unwrap()
+    support::governed(GovernorPolicy::default_budget(), vec![registration])
 }
 
 /// On `<goal>CERTS</goal>` declares a goal with those certificates (none when empty, r-p 0.1);
@@ -26,8 +19,7 @@ fn optimizer() -> Registration {
     Registration::new(
         "optimizer",
         Script::new(|msg, cx| {
-            let text = msg.payload().as_str();
-            let body = &text[text.find('>').unwrap() + 1..text.rfind('<').unwrap_or(text.len())];
+            let body = support::body(msg);
             match msg.qname().local() {
                 "goal" => cx.goal(&Goal {
                     text: "approach zero".into(),

@@ -215,3 +215,42 @@ pub fn http_client() -> reqwest::Client {
     agentpump::listeners::llm::install_tls_provider();
     reqwest::Client::new()
 }
+
+/// A pump governed by the default policy with `budget` as the root budget, with these listeners.
+pub fn governed(
+    budget: agentpump::governor::Budget,
+    registrations: Vec<agentpump::Registration>,
+) -> PumpHandle {
+    let config = agentpump::PumpConfig {
+        governor: agentpump::governor::GovernorPolicy {
+            budget,
+            ..agentpump::governor::GovernorPolicy::default()
+        },
+        ..agentpump::PumpConfig::default()
+    };
+    registrations
+        .into_iter()
+        .fold(
+            agentpump::PumpBuilder::new().config(config),
+            agentpump::PumpBuilder::register,
+        )
+        .build()
+        .unwrap()
+}
+
+/// The text inside a payload's root element (`<n>7</n>` → `7`; empty for an empty element).
+pub fn body(msg: &Delivery) -> &str {
+    let t = msg.payload().as_str();
+    match (t.find('>'), t.rfind("</")) {
+        (Some(a), Some(b)) if a < b => &t[a + 1..b],
+        _ => "",
+    }
+}
+
+/// The number inside a payload's root element.
+pub fn number<T: std::str::FromStr>(msg: &Delivery) -> T
+where
+    T::Err: std::fmt::Debug,
+{
+    body(msg).trim().parse().expect("a number in the payload")
+}
