@@ -9,6 +9,7 @@ mod error;
 mod ids;
 mod incoming;
 mod limits;
+mod namespaces;
 mod payload;
 mod prolog;
 mod qname;
@@ -24,6 +25,7 @@ pub use error::{EnvelopeError, Position};
 pub use ids::{IdError, MessageId, ThreadId};
 pub use incoming::Incoming;
 pub use limits::Limits;
+pub use namespaces::{CLIENT_SENDER, GOVERNOR_NS, SYSTEM_NS, SYSTEM_SENDER, is_reserved_namespace};
 pub use payload::Payload;
 pub use qname::QName;
 pub(crate) use scan::check_chars;
@@ -97,26 +99,6 @@ impl Envelope {
     pub(crate) fn with_id(mut self, id: MessageId) -> Self {
         self.id = id;
         self
-    }
-
-    /// Rebuilds the envelope of a record (a restarted pump re-queues accepted messages).
-    ///
-    /// # Errors
-    ///
-    /// An [`EnvelopeError`] when the stored payload no longer parses under `limits`.
-    pub fn from_record(
-        record: &crate::history::Record,
-        limits: &Limits,
-    ) -> Result<Self, EnvelopeError> {
-        let payload = Payload::parse(&record.payload, limits)?;
-        Ok(Self {
-            id: record.id,
-            from: Arc::clone(&record.from),
-            to: record.to.clone(),
-            thread: record.thread,
-            in_reply_to: record.in_reply_to,
-            payload,
-        })
     }
 
     /// Sets the addressee.

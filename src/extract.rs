@@ -14,8 +14,8 @@ use quick_xml::escape::escape;
 
 pub use address::{Address, Addressed, addressed};
 
+use crate::envelope::GOVERNOR_NS;
 use crate::governor::MAGIC_PREFIX;
-use crate::system::GOVERNOR_NS;
 use crate::{EnvelopeError, Limits, Payload, Position};
 
 /// Why extraction failed.

@@ -5,16 +5,15 @@
 //! `learning`) and halts a thread with a typed [`HaltClass`] and a [`HaltingReport`] when it is
 //! done, converged, diverging, stuck, aborted, stopped or out of budget.
 
-mod audit;
 pub(crate) mod budget;
 mod decision;
 pub(crate) mod ledger;
 mod messages;
 mod policy;
 pub mod report;
+mod usage;
 mod verdict;
 
-pub use audit::audit;
 pub use budget::{Budget, BudgetName};
 pub(crate) use decision::Decision;
 pub(crate) use messages::{
@@ -23,8 +22,9 @@ pub(crate) use messages::{
 pub use messages::{CertificateType, Control, Goal, GovernorMessage, Lane, Signal};
 pub use policy::GovernorPolicy;
 pub use report::HaltingReport;
-pub(crate) use verdict::Signals;
+pub use usage::{Counters, Usage};
 pub use verdict::{HaltClass, Verdict};
+pub(crate) use verdict::{Signals, diverging};
 
 /// The Ask-Loop v2 text form of a control message: `<<<NSENVELOPE_MAGIC_9E3B6F2D:V2:KIND:{json}>>>`.
 pub const MAGIC_PREFIX: &str = "<<<NSENVELOPE_MAGIC_9E3B6F2D:V2:";

@@ -4,6 +4,7 @@
 //! `digest = sha256(previous digest of the thread ‖ canonical record bytes)`; the first record of
 //! a thread chains from 32 zero bytes. [`HistoryStore::verify`] recomputes every chain.
 
+mod audit;
 mod chain;
 pub mod export;
 mod memory;
@@ -17,6 +18,7 @@ use std::pin::Pin;
 
 use async_trait::async_trait;
 
+pub use audit::audit;
 pub use chain::{ChainBreak, verify_chain};
 pub use memory::MemoryHistory;
 pub use page::{ThreadFilter, ThreadPage, ThreadSummary};
@@ -26,7 +28,7 @@ pub use sqlite::{Durability, SqliteHistory, SqliteOptions};
 use std::collections::HashMap;
 
 use crate::governor::HaltingReport;
-use crate::listener::Usage;
+use crate::governor::Usage;
 use crate::{Counters, MessageId, ThreadId, ThreadInfo, ThreadState};
 
 /// Why the history store failed.

@@ -13,7 +13,8 @@ mod typed;
 
 use async_trait::async_trait;
 
-pub use context::{BudgetExhausted, Context, Usage};
+pub use crate::governor::Usage;
+pub use context::{BudgetExhausted, Context};
 pub(crate) use context::{Output, Outputs, Target};
 pub use delivery::Delivery;
 pub use notices::{Huh, SystemError, ThreadResult, ThreadSpawned};

@@ -10,10 +10,9 @@ use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
 
-use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 
-use crate::{Dialect, ThreadId, Usage};
+use crate::{Dialect, ThreadId};
 
 /// Where a thread is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -87,40 +86,7 @@ impl ThreadInfo {
     }
 }
 
-/// What a thread has used so far.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Counters {
-    /// Deliveries made to listeners that cost a turn.
-    pub deliveries: u64,
-    /// Notices the governor sent on its own initiative (budget warnings), delivered without
-    /// costing a turn.
-    #[serde(default)]
-    pub notices: u64,
-    /// Deliveries whose handler failed (error, panic or timeout).
-    pub failures: u64,
-    /// Tokens read by models, as reported by listeners.
-    pub tokens_in: u64,
-    /// Tokens written by models, as reported by listeners.
-    pub tokens_out: u64,
-    /// Tool calls, as reported by listeners.
-    pub tool_calls: u64,
-    /// Cost, as reported by listeners (exact decimal).
-    pub cost: Decimal,
-    /// Deliveries whose usage was estimated (the endpoint reported none), not measured.
-    #[serde(default)]
-    pub estimated_usage: u64,
-}
-
-impl Counters {
-    /// Adds what a handler reported using (tokens, cost, tool calls, whether it was estimated).
-    pub(crate) fn add_usage(&mut self, u: &Usage) {
-        self.tokens_in += u.tokens_in;
-        self.tokens_out += u.tokens_out;
-        self.cost += u.cost;
-        self.tool_calls += u.tool_calls;
-        self.estimated_usage += u64::from(u.estimated);
-    }
-}
+pub use crate::governor::Counters;
 
 /// A snapshot of one thread.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

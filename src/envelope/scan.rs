@@ -15,8 +15,8 @@ use quick_xml::name::{NamespaceError, NamespaceResolver, ResolveResult};
 use quick_xml::{Reader, XmlVersion};
 use smallvec::SmallVec;
 
+use super::is_reserved_namespace;
 use super::{EnvelopeError, Limits, Position, QName};
-use crate::system::is_reserved_namespace;
 
 /// The five entities XML predefines; every other named entity is refused.
 /// The five entities XML predefines, and the characters they stand for.

@@ -10,7 +10,7 @@ use quick_xml::events::Event;
 use super::messages::{budget_xml, parse_budget};
 use super::{Budget, Verdict};
 use crate::ThreadId;
-use crate::system::GOVERNOR_NS;
+use crate::envelope::GOVERNOR_NS;
 
 /// One governor decision.
 #[derive(Debug, Clone, PartialEq, Eq)]

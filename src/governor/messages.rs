@@ -12,8 +12,8 @@ use serde::{Deserialize, Serialize};
 
 use super::Budget;
 use crate::Payload;
+use crate::envelope::GOVERNOR_NS;
 use crate::envelope::Vocabulary;
-use crate::system::GOVERNOR_NS;
 
 /// What a loop signal asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]

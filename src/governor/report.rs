@@ -6,9 +6,10 @@ use std::collections::BTreeMap;
 use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 
+use super::Counters;
 use super::ledger::Ledger;
 use super::verdict::{HaltClass, Verdict, rising_run_start};
-use crate::{Counters, MessageId, ThreadId};
+use crate::{MessageId, ThreadId};
 
 /// The halting report of one halt. Serialized as JSON; `schemas/halting-report.schema.json`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 
 use super::{Record, RecordKind};
-use crate::{Dialect, Envelope, Limits};
+use crate::{Dialect, Limits};
 
 /// Namespace of the XML export's `<history>` and `<record>` elements.
 pub const HISTORY_NS: &str = "urn:agentpump:history:v1";
@@ -29,7 +29,7 @@ pub fn to_xml(records: &[Record]) -> String {
         max_outputs: usize::MAX,
     };
     for r in records {
-        let envelope = match Envelope::from_record(r, &limits) {
+        let envelope = match r.to_envelope(&limits) {
             Ok(env) => env.to_xml(Dialect::Agentpump),
             Err(_) => format!(
                 "<![CDATA[{}]]>",

@@ -14,8 +14,8 @@ use super::{
     verify_chain,
 };
 use crate::Counters;
+use crate::envelope::SYSTEM_NS;
 use crate::governor::HaltingReport;
-use crate::system::SYSTEM_NS;
 use crate::{MessageId, ThreadId, ThreadInfo, ThreadState};
 
 /// History in memory: complete and hash-chained like the durable store, gone when dropped.
@@ -407,8 +407,8 @@ impl MemoryHistory {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::governor::Usage;
     use crate::history::NewRecord;
-    use crate::listener::Usage;
     use crate::{Envelope, Limits, Payload};
 
     fn append_one(h: &MemoryHistory, thread: ThreadId, pending: bool) -> MessageId {

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 
-use crate::{Envelope, MessageId, QName, ThreadId};
+use crate::{Envelope, EnvelopeError, Limits, MessageId, Payload, QName, ThreadId};
 
 /// What a record is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -80,6 +80,19 @@ pub struct Record {
 }
 
 impl Record {
+    /// Rebuilds the envelope of this record (a restarted pump re-queues accepted messages).
+    ///
+    /// # Errors
+    ///
+    /// An [`EnvelopeError`] when the stored payload no longer parses under `limits`.
+    pub fn to_envelope(&self, limits: &Limits) -> Result<Envelope, EnvelopeError> {
+        let payload = Payload::parse(&self.payload, limits)?;
+        Ok(Envelope::new(Arc::clone(&self.from), self.thread, payload)
+            .with_id(self.id)
+            .with_to(self.to.clone())
+            .with_in_reply_to(self.in_reply_to))
+    }
+
     /// Builds a record from a new one; the digest is computed by [`Record::seal`].
     pub(crate) fn from_new(new: &NewRecord, seq: u64, time_us: i64) -> Self {
         let env = &new.envelope;

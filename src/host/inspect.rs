@@ -238,7 +238,7 @@ pub fn report(db: &Path, thread: &str) -> Result<String, String> {
 }
 
 /// Re-derives every halt from the recorded history and checks it against its stored report
-/// ([`governor::audit`](crate::governor::audit)).
+/// ([`history::audit`](crate::history::audit)).
 ///
 /// # Errors
 ///
@@ -260,7 +260,7 @@ pub fn verify_certificates(db: &Path) -> Result<String, String> {
                 .map_err(|e| e.to_string())?;
             for report in reports {
                 checked += 1;
-                if let Err(why) = crate::governor::audit(&records, &report) {
+                if let Err(why) = crate::history::audit(&records, &report) {
                     wrong.push(format!(
                         "thread {} ({}), halt {}: {why}",
                         thread.id, thread.path, report.halt_id

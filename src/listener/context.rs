@@ -10,47 +10,10 @@ use rust_decimal::Decimal;
 use crate::history::{HistoryError, HistoryStore, Record, RecordKind};
 use quick_xml::escape::escape;
 
-use crate::governor::budget::{Account, Amount};
-use crate::governor::{BudgetName, Goal, Lane, Signal};
+use crate::governor::budget::Account;
+use crate::governor::{BudgetName, Goal, Lane, Signal, Usage};
 use crate::system::{GOVERNOR_NS, SYSTEM_NS, Spawn};
 use crate::{MessageId, ThreadId};
-
-/// Model and tool use reported by a listener, added to the thread's counters.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Usage {
-    /// Tokens read.
-    pub tokens_in: u64,
-    /// Tokens written.
-    pub tokens_out: u64,
-    /// Cost, exact.
-    pub cost: Decimal,
-    /// Tool calls made.
-    pub tool_calls: u64,
-    /// True when the numbers are an estimate (an endpoint that reported no usage).
-    pub estimated: bool,
-}
-
-impl Usage {
-    /// Adds `other` to this.
-    pub fn add(&mut self, other: &Usage) {
-        self.estimated |= other.estimated;
-        self.tokens_in += other.tokens_in;
-        self.tokens_out += other.tokens_out;
-        self.cost += other.cost;
-        self.tool_calls += other.tool_calls;
-    }
-
-    /// The amounts in the governor's spent dimensions.
-    pub(crate) fn amount(&self) -> Amount {
-        let mut a = Amount::of(
-            BudgetName::Tokens,
-            Decimal::from(self.tokens_in + self.tokens_out),
-        );
-        a.0[2] = self.cost;
-        a.0[3] = Decimal::from(self.tool_calls);
-        a
-    }
-}
 
 /// A [`Context::spend`] that did not fit the budget.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]

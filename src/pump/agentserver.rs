@@ -79,7 +79,8 @@ impl PumpHandle {
         let records = shared.store.thread(thread, 0).await?;
         let mut out = Vec::new();
         for record in records.iter().filter(|r| r.kind == RecordKind::Egress) {
-            let env = Envelope::from_record(record, &shared.config.limits)
+            let env = record
+                .to_envelope(&shared.config.limits)
                 .map_err(|e| HistoryError::Query(format!("record {}: {e}", record.seq)))?;
             let env = match dialect {
                 Dialect::Agentpump => env,

@@ -16,7 +16,7 @@ use crate::governor::{Budget, Decision, GovernorMessage};
 use crate::history::{RecordKind, Recovery};
 use crate::system::{ErrorCode, SystemMessage};
 use crate::thread::registry::{Queued, ThreadEntry};
-use crate::{Envelope, Payload, ThreadId, ThreadState};
+use crate::{Payload, ThreadId, ThreadState};
 
 /// What a restart brought back.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -90,11 +90,7 @@ impl Shared {
             };
             let mut inner = entry.lock();
             // Notices that cost no turn were counted apart (`notices`), so turns are exact.
-            let mut spent = Amount::of(BudgetName::Turns, Decimal::from(c.deliveries));
-            spent.0[1] = Decimal::from(c.tokens_in + c.tokens_out);
-            spent.0[2] = c.cost;
-            spent.0[3] = Decimal::from(c.tool_calls);
-            inner.ledger.account.charge(spent);
+            inner.ledger.account.charge(c.spent());
             inner.counters = c;
         }
         for (id, n) in records {
@@ -123,7 +119,7 @@ impl Shared {
                 .to
                 .as_deref()
                 .and_then(|to| self.by_name.get(to).copied());
-            let envelope = Envelope::from_record(&record, &self.config.limits);
+            let envelope = record.to_envelope(&self.config.limits);
             match (target, envelope) {
                 (Some(target), Ok(envelope)) => {
                     entry.lock().queue.push_back(Queued { envelope, target });

@@ -6,11 +6,9 @@
 use rust_decimal::Decimal;
 use sha2::{Digest as _, Sha256};
 
-use super::messages::{CertificateType, Control, GovernorMessage};
-use super::report::HaltingReport;
-use super::verdict::diverging;
-use crate::history::{Record, RecordKind};
-use crate::system::{GOVERNOR_NS, SYSTEM_NS};
+use super::{Record, RecordKind};
+use crate::envelope::{GOVERNOR_NS, SYSTEM_NS};
+use crate::governor::{CertificateType, Control, GovernorMessage, HaltingReport, diverging};
 use crate::{Limits, Payload};
 
 /// What the governor saw in a thread up to one of its halts, read back from the records.

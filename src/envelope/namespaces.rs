@@ -1,0 +1,20 @@
+//! The pump's own words at the lowest floor: the namespaces only the pump handles and the
+//! sender names it injects. Every module above reads them from here (`system` re-exports them).
+
+use super::{AGENTSERVER_NS, ENVELOPE_NS};
+
+/// Namespace of the system messages and requests.
+pub const SYSTEM_NS: &str = "urn:agentpump:system:v1";
+/// Namespace of the governor messages (`goal`, `loop`, `residual`, `criterion`, `learning`).
+pub const GOVERNOR_NS: &str = "urn:agentpump:governor:v1";
+
+/// The name the pump uses as the sender of the messages it emits.
+pub const SYSTEM_SENDER: &str = "system";
+/// The name the pump gives to senders outside the pump (API, CLI, [`PumpHandle`](crate::PumpHandle)).
+pub const CLIENT_SENDER: &str = "client";
+
+/// Whether `namespace` is one only the pump handles (system, governor, either envelope): no
+/// listener may accept a root in it, and a payload in it from a listener or client is refused.
+pub fn is_reserved_namespace(namespace: &str) -> bool {
+    [SYSTEM_NS, GOVERNOR_NS, ENVELOPE_NS, AGENTSERVER_NS].contains(&namespace)
+}
