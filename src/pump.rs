@@ -8,8 +8,10 @@
 mod agentserver;
 mod apply;
 mod builder;
+mod control;
 mod dispatch;
-mod govern;
+mod gate;
+mod halt;
 mod ingress;
 mod notice;
 mod plan;
@@ -27,7 +29,7 @@ use tokio::sync::Notify;
 
 pub(crate) use builder::usable_namespace;
 pub use builder::{AgentServerConfig, BuildError, PumpBuilder, PumpConfig};
-pub use govern::ControlError;
+pub use control::ControlError;
 pub use ingress::{IngressError, Receipt};
 pub use recover::RecoveryReport;
 pub use shutdown::ShutdownReport;

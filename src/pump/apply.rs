@@ -1,25 +1,27 @@
 //! Applying a delivery's planned steps to its thread, with the thread (and its parent) locked:
 //! deliveries, egress, refusals, spawns, context views, thread-done, and governor messages.
 
+mod failure;
+mod govern;
+mod spawn;
+
+pub(crate) use failure::{Failure, FailureCode};
+
 use std::sync::Arc;
 
 use smallvec::SmallVec;
-
-use rust_decimal::Decimal;
 
 use super::Shared;
 use super::notice::Recipient;
 use super::plan::Step;
 use super::route::Targets;
 use super::tx::{Place, Tx};
-use crate::governor::budget::{Amount, BudgetName, CarveRefused};
-use crate::governor::ledger::Ledger;
-use crate::governor::{Decision, Signals, Verdict};
+use crate::governor::{Signals, Verdict};
 use crate::history::RecordKind;
 use crate::listener::{Delivery, Usage};
 use crate::system::{ErrorCode, SystemMessage, ThreadStatus};
 use crate::thread::registry::{ThreadEntry, ThreadInner, View};
-use crate::{Envelope, Payload, ThreadId, ThreadState};
+use crate::{Envelope, Payload, ThreadState};
 
 /// One delivery's effects being applied.
 pub(crate) struct Applying<'a> {
@@ -234,148 +236,4 @@ impl Applying<'_> {
                 .queue(self.inner, Place::Here, env, target, RecordKind::Message);
         }
     }
-
-    fn spawn(
-        &mut self,
-        request: Payload,
-        sub_id: Option<&str>,
-        initial: Payload,
-        targets: Targets,
-        budget: &crate::governor::Budget,
-    ) {
-        let env = self.envelope(request);
-        self.tx.record(self.inner, env, RecordKind::Message);
-        let depth = self.entry.depth + 1;
-        let child = if self.inner.ledger.max_depth.is_some_and(|max| depth > max) {
-            Err(format!(
-                "spawn refused: depth {depth} is over the max-depth budget"
-            ))
-        } else {
-            self.shared
-                .new_child(self.entry, self.inner, self.me_name(), sub_id, budget)
-                .map_err(|refused| refused.to_string())
-        };
-        let child = child.and_then(|child| {
-            let thread = Amount::of(BudgetName::Threads, Decimal::ONE);
-            match self.inner.ledger.account.withdraw(thread) {
-                Ok(()) => Ok(child),
-                Err(e) => {
-                    // Give the carve-out back: the child never existed. A failed withdrawal is
-                    // a halt, as a turn's is: the tree has spawned all it may.
-                    child.lock().ledger.account.close();
-                    self.signals.halt.get_or_insert(Verdict::timeout(e.budget));
-                    Err(format!("spawn refused: the {} budget is spent", e.budget))
-                }
-            }
-        });
-        let child = match child {
-            Ok(child) => child,
-            Err(message) => {
-                let notice = SystemMessage::Error {
-                    code: ErrorCode::BudgetExhausted,
-                    message,
-                };
-                return self.refuse(notice, 1);
-            }
-        };
-        for target in targets {
-            let to = Arc::clone(&self.shared.listeners[target].name);
-            let env = Envelope::new(Arc::clone(self.me_name()), child.id, initial.clone())
-                .with_to(Some(to));
-            self.tx.queue_in_child(&child, env, target);
-        }
-        if budget != &crate::governor::Budget::default() {
-            let decision = Decision::Carve {
-                thread: child.id,
-                granted: child_limits(&child),
-            };
-            self.shared
-                .decide(&mut self.tx, self.entry, self.inner, &decision);
-        }
-        let notice = SystemMessage::ThreadSpawned {
-            assigned: child.id,
-            parent: self.entry.id,
-            suggested_sub_id: child.path.rsplit('.').next().unwrap_or_default().to_owned(),
-            path: child.path.to_string(),
-        };
-        self.inner.children.push(child.id);
-        self.inner.live_children += 1;
-        self.tx.add_child(child);
-        self.tx.snapshot(self.entry, self.inner);
-        self.tell_me(notice);
-    }
-}
-
-/// The limits a child actually got (its carve-out after clamping to what the parent had).
-fn child_limits(child: &ThreadEntry) -> crate::governor::Budget {
-    let inner = child.lock();
-    let mut b = crate::governor::Budget::default();
-    for line in inner.ledger.account.snapshot() {
-        let limit = line.limit;
-        let as_u64 = limit.and_then(|l| u64::try_from(l).ok());
-        match line.name {
-            BudgetName::Turns => b.turns = as_u64,
-            BudgetName::Tokens => b.tokens = as_u64,
-            BudgetName::Cost => b.cost = limit,
-            BudgetName::ToolCalls => b.tool_calls = as_u64,
-            BudgetName::Threads => b.threads = as_u64,
-            BudgetName::WallClock | BudgetName::Depth => {}
-        }
-    }
-    b
-}
-
-impl Shared {
-    /// Creates a child thread entry (not yet registered) with its carved account and deadline.
-    /// The spawner keeps a floor of 2 turns per open child, this one included (its
-    /// `thread-spawned` notice and its `thread-result`), out of any turns carve-out.
-    ///
-    /// # Errors
-    ///
-    /// [`CarveRefused`] when the carve-out would grant nothing in a dimension it asks for.
-    pub(crate) fn new_child(
-        &self,
-        parent: &ThreadEntry,
-        inner: &ThreadInner,
-        spawner: &Arc<str>,
-        sub_id: Option<&str>,
-        budget: &crate::governor::Budget,
-    ) -> Result<Arc<ThreadEntry>, CarveRefused> {
-        let sub_id = sub_id
-            .map(sanitize_sub_id)
-            .filter(|s| !s.is_empty())
-            .unwrap_or_else(|| format!("child-{}", inner.children.len() + 1));
-        let path: Arc<str> = Arc::from(format!("{}.{sub_id}", parent.path));
-        let parent_ledger = &inner.ledger;
-        let now = tokio::time::Instant::now();
-        let deadline = match (parent_ledger.deadline, budget.wall_clock) {
-            (Some(d), Some(w)) => Some(d.min(now + w)),
-            (d, w) => d.or(w.map(|w| now + w)),
-        };
-        let max_depth = match (parent_ledger.max_depth, budget.depth) {
-            (Some(m), Some(d)) => Some(m.min(parent.depth + 1 + d)),
-            (m, d) => m.or(d.map(|d| parent.depth + 1 + d)),
-        };
-        let floor = 2 * (inner.live_children as u64 + 1);
-        let account = parent_ledger.account.child(budget, floor)?;
-        let ledger = Ledger::new(account, deadline, max_depth);
-        let child = ThreadEntry::new(
-            ThreadId::new(),
-            Some(parent),
-            Some(Arc::clone(spawner)),
-            path,
-            parent.dialect,
-            ledger,
-        );
-        child.lock().state = ThreadState::Active;
-        Ok(Arc::new(child))
-    }
-}
-
-/// Keeps `A-Z a-z 0-9 _ -` of a suggested sub-id, at most 64 characters.
-fn sanitize_sub_id(id: &str) -> String {
-    id.chars()
-        .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-'))
-        .take(64)
-        .collect()
 }

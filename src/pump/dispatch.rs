@@ -10,15 +10,15 @@ use smallvec::SmallVec;
 use tokio::time::Instant;
 
 use super::Shared;
-use super::apply::Applying;
-use super::govern::Admission;
+use super::apply::{Applying, Failure, FailureCode};
+use super::gate::Admission;
 use super::plan::Steps;
 use super::tx::Tx;
 use crate::ThreadId;
-use crate::governor::{BudgetName, Signals, Verdict};
+use crate::governor::Signals;
 use crate::history::{HistoryError, Ticket};
 use crate::listener::{Context, Delivery, ListenerError, Registration, Usage};
-use crate::system::{ErrorCode, HuhCode, SystemMessage};
+use crate::system::{ErrorCode, SystemMessage};
 use crate::thread::registry::{Queued, ThreadEntry};
 
 impl Shared {
@@ -154,72 +154,6 @@ impl Shared {
             tx, inner, parent, ..
         } = a;
         tx.commit(self, (entry, inner), parent)
-    }
-}
-
-impl Applying<'_> {
-    /// Reports a failed handler to the sender of the delivery, or halts on backpressure/deadline.
-    fn fail(&mut self, failure: Failure) {
-        let name = &self.shared.listeners[self.me].name;
-        tracing::warn!(thread = %self.entry.id, listener = %name, error = %failure.message, "handler failed");
-        let notice = match failure.code {
-            FailureCode::Error(code) => {
-                self.inner.counters.failures += 1;
-                SystemMessage::Error {
-                    code,
-                    message: failure.message,
-                }
-            }
-            FailureCode::InvalidPayload => SystemMessage::Huh {
-                code: HuhCode::InvalidPayload,
-                message: failure.message,
-                original: self.delivery.payload().as_str().to_owned(),
-            },
-            FailureCode::Backpressure => {
-                self.signals
-                    .halt
-                    .get_or_insert(Verdict::backpressure("upstream"));
-                return;
-            }
-            FailureCode::Deadline => {
-                self.signals
-                    .halt
-                    .get_or_insert(Verdict::timeout(BudgetName::WallClock));
-                return;
-            }
-            FailureCode::OverBudget(budget) => {
-                self.signals.halt.get_or_insert(Verdict::timeout(budget));
-                return;
-            }
-        };
-        let to = self.shared.recipient_of(self.delivery.from(), self.me);
-        let id = Some(self.delivery.id());
-        self.shared
-            .notice(&mut self.tx, self.entry, self.inner, to, notice, id);
-    }
-}
-
-/// How a handler failed.
-#[derive(Debug)]
-struct Failure {
-    code: FailureCode,
-    message: String,
-}
-
-#[derive(Debug)]
-enum FailureCode {
-    Error(ErrorCode),
-    InvalidPayload,
-    Backpressure,
-    /// The thread's wall-clock budget ran out during the handler.
-    Deadline,
-    /// The listener found no room for its next spend.
-    OverBudget(BudgetName),
-}
-
-impl From<ErrorCode> for FailureCode {
-    fn from(code: ErrorCode) -> Self {
-        Self::Error(code)
     }
 }
 

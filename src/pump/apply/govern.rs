@@ -1,0 +1,80 @@
+//! Applying what a delivery told the governor: taking in its governor messages, and deciding
+//! by precedence whether the delivery halts the thread.
+
+use std::sync::Arc;
+
+use super::Applying;
+use crate::governor::ledger::Absorbed;
+use crate::governor::{Decision, GovernorMessage, HaltClass, Verdict};
+use crate::history::RecordKind;
+use crate::{Envelope, Payload};
+
+impl Applying<'_> {
+    /// Takes in one governor message.
+    pub fn govern(&mut self, payload: Payload, message: GovernorMessage) {
+        let env = Envelope::new(
+            Arc::clone(&self.shared.listeners[self.me].name),
+            self.entry.id,
+            payload.clone(),
+        )
+        .with_to(Some(Arc::clone(&self.shared.governor_name)));
+        self.tx.record(self.inner, env, RecordKind::Message);
+        let me = Arc::clone(&self.shared.listeners[self.me].name);
+        let window = self.shared.config.governor.no_progress_window;
+        match self.inner.ledger.absorb(message, &me, self.entry.depth) {
+            Absorbed::Goal {
+                criteria,
+                budget,
+                certified,
+            } => {
+                let decision = Decision::Goal { criteria, budget };
+                self.shared
+                    .decide(&mut self.tx, self.entry, self.inner, &decision);
+                if !certified {
+                    // phuc-loop: "If `halting_certificates_applicable` is missing or empty:
+                    // `EXIT_NEED_INFO` immediately."
+                    let verdict = Verdict::new(HaltClass::NeedInfo, "no-certificates-declared");
+                    self.signals.halt.get_or_insert(verdict);
+                }
+            }
+            Absorbed::Loop(signal) => {
+                if self.inner.ledger.same_control(payload.as_str(), window) {
+                    self.signals.stuck = true;
+                }
+                self.signals.control(signal.control, signal.reason);
+            }
+            Absorbed::Residual => self.signals.residual = true,
+            Absorbed::Noted => {}
+        }
+    }
+
+    /// Decides, by precedence, whether this delivery halts the thread.
+    pub fn conclude(&mut self) {
+        if !self.shared.config.governor.enabled || self.inner.state.is_closed() {
+            return;
+        }
+        if self.inner.ledger.stop_requested {
+            self.signals
+                .halt
+                .get_or_insert(Verdict::backpressure("stop-request"));
+        }
+        let r_p = self.shared.r_p(&self.inner.ledger);
+        let window = self.shared.config.governor.divergence_window;
+        let me = &self.shared.listeners[self.me].name;
+        let signals = std::mem::take(&mut self.signals);
+        let Some(verdict) = signals.resolve(self.inner.ledger.progress.as_deref(), r_p, window, me)
+        else {
+            return;
+        };
+        let to = Arc::clone(me);
+        let parent = self.parent.as_mut().map(|(e, i)| (&***e, &mut **i));
+        self.shared.halt_locked(
+            &mut self.tx,
+            self.entry,
+            self.inner,
+            parent,
+            verdict,
+            Some(&to),
+        );
+    }
+}

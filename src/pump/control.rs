@@ -1,0 +1,140 @@
+//! The handle's control of threads: `stop`, `resume` and `reports`.
+
+use std::sync::Arc;
+
+use super::PumpHandle;
+use super::tx::Tx;
+use crate::governor::{Budget, Decision, HaltingReport, Verdict};
+use crate::history::HistoryError;
+use crate::thread::registry::ThreadEntry;
+use crate::{ThreadId, ThreadState};
+
+/// Why a thread cannot be stopped or resumed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ControlError {
+    /// No such thread.
+    #[error("no thread {0}")]
+    UnknownThread(ThreadId),
+    /// The thread is not in a state that allows it.
+    #[error("thread {thread} is {state}; {action} needs a {needed} thread")]
+    WrongState {
+        /// The thread.
+        thread: ThreadId,
+        /// Its state.
+        state: ThreadState,
+        /// `stop` or `resume`.
+        action: &'static str,
+        /// What it needs (`running or idle`, `halted`).
+        needed: &'static str,
+    },
+}
+
+impl PumpHandle {
+    /// The entry of a thread users may stop and resume: any but the system thread.
+    fn controllable(&self, thread: ThreadId) -> Result<Arc<ThreadEntry>, ControlError> {
+        self.shared
+            .registry
+            .get(thread)
+            .filter(|e| !e.is_system)
+            .ok_or(ControlError::UnknownThread(thread))
+    }
+
+    /// Stops a thread: halts it with BACKPRESSURE (`stop-request`) — at once when it is idle,
+    /// after the delivery in progress otherwise. Its descendants halt with it.
+    ///
+    /// # Errors
+    ///
+    /// [`ControlError`] for an unknown thread or one that is already done or halted.
+    pub async fn stop(&self, thread: ThreadId) -> Result<(), ControlError> {
+        let shared = &self.shared;
+        let entry = self.controllable(thread)?;
+        let committed = {
+            let parent = entry.parent.and_then(|p| shared.registry.get(p));
+            let mut parent_inner = parent.as_ref().map(|p| p.lock());
+            let mut inner = entry.lock();
+            if inner.state.is_closed() {
+                let state = inner.state;
+                return Err(ControlError::WrongState {
+                    thread,
+                    state,
+                    action: "stop",
+                    needed: "running or idle",
+                });
+            }
+            if inner.running {
+                inner.ledger.stop_requested = true;
+                return Ok(());
+            }
+            let mut tx = Tx::new();
+            let mut view = parent
+                .as_ref()
+                .zip(parent_inner.as_deref_mut())
+                .map(|(e, i)| (&**e, i));
+            let verdict = Verdict::backpressure("stop-request");
+            shared.halt_locked(
+                &mut tx,
+                &entry,
+                &mut inner,
+                view.as_mut().map(|(e, i)| (*e, &mut **i)),
+                verdict,
+                None,
+            );
+            let pair = parent.as_ref().zip(parent_inner.as_deref_mut());
+            tx.commit(shared, (&entry, &mut inner), pair)
+        };
+        shared.finish_commit(thread, committed).await;
+        Ok(())
+    }
+
+    /// Resumes a halted thread with `extra` added to its budget (limits that were unlimited stay
+    /// so; `wall_clock` extends the deadline from now). The decision is recorded; the thread
+    /// continues with the message it was about to deliver when it halted. Its descendants stay
+    /// halted.
+    ///
+    /// # Errors
+    ///
+    /// [`ControlError`] for an unknown thread or one that is not halted.
+    pub async fn resume(&self, thread: ThreadId, extra: &Budget) -> Result<(), ControlError> {
+        let shared = &self.shared;
+        let entry = self.controllable(thread)?;
+        let committed = {
+            let parent = entry.parent.and_then(|p| shared.registry.get(p));
+            let mut parent_inner = parent.as_ref().map(|p| p.lock());
+            let mut inner = entry.lock();
+            if inner.state != ThreadState::Halted {
+                let state = inner.state;
+                return Err(ControlError::WrongState {
+                    thread,
+                    state,
+                    action: "resume",
+                    needed: "halted",
+                });
+            }
+            inner.ledger.resume(extra);
+            inner.state = ThreadState::Idle;
+            if let Some(p) = parent_inner.as_deref_mut() {
+                p.live_children += 1;
+            }
+            let mut tx = Tx::new();
+            let decision = Decision::Resume {
+                added: extra.clone(),
+            };
+            shared.decide(&mut tx, &entry, &mut inner, &decision);
+            tx.snapshot(&entry, &inner);
+            let committed = tx.commit(shared, (&entry, &mut inner), None);
+            shared.wake(&entry, &mut inner);
+            committed
+        };
+        shared.finish_commit(thread, committed).await;
+        Ok(())
+    }
+
+    /// The halting reports of a thread, oldest first.
+    ///
+    /// # Errors
+    ///
+    /// [`HistoryError::Query`] when the store cannot be read.
+    pub async fn reports(&self, thread: ThreadId) -> Result<Vec<HaltingReport>, HistoryError> {
+        self.shared.store.reports(thread).await
+    }
+}

@@ -1,0 +1,150 @@
+//! Halting a thread: the governor's decision and report, the `halt` message, the cascade to
+//! descendants and the result to the parent — from the gate, after a delivery, or on a stop.
+
+use std::sync::Arc;
+
+use rust_decimal::Decimal;
+use sha2::{Digest as _, Sha256};
+
+use super::Shared;
+use super::tx::Tx;
+use crate::governor::ledger::Ledger;
+use crate::governor::report;
+use crate::governor::{Decision, Verdict};
+use crate::history::RecordKind;
+use crate::system::{GOVERNOR_NS, SystemMessage, ThreadStatus};
+use crate::thread::registry::{Queued, ThreadEntry, ThreadInner};
+use crate::{Envelope, Payload, ThreadState};
+
+impl Shared {
+    /// Halts a thread at the gate: the message goes back to the front of the queue, so a resume
+    /// continues exactly there.
+    pub(crate) async fn halt_before(
+        self: &Arc<Self>,
+        entry: &Arc<ThreadEntry>,
+        item: Queued,
+        verdict: Verdict,
+    ) {
+        let committed = {
+            let parent = entry.parent.and_then(|p| self.registry.get(p));
+            let mut parent_inner = parent.as_ref().map(|p| p.lock());
+            let mut inner = entry.lock();
+            let to = Arc::clone(&self.listeners[item.target].name);
+            inner.queue.push_front(item);
+            if inner.state.is_closed() {
+                return;
+            }
+            let mut tx = Tx::new();
+            let pair = parent.as_ref().zip(parent_inner.as_deref_mut());
+            let mut parent_view = pair.map(|(e, i)| (&**e, i));
+            self.halt_locked(
+                &mut tx,
+                entry,
+                &mut inner,
+                parent_view.as_mut().map(|(e, i)| (*e, &mut **i)),
+                verdict,
+                Some(&to),
+            );
+            let pair = parent.as_ref().zip(parent_inner.as_deref_mut());
+            tx.commit(self, (entry, &mut inner), pair)
+        };
+        self.finish_commit(entry.id, committed).await;
+    }
+
+    /// Records a governor decision in the thread.
+    pub(crate) fn decide(
+        &self,
+        tx: &mut Tx,
+        entry: &ThreadEntry,
+        inner: &mut ThreadInner,
+        decision: &Decision,
+    ) {
+        let xml = decision.to_xml();
+        let payload = Payload::from_trusted(crate::QName::new(GOVERNOR_NS, "decision"), xml, true);
+        let env = Envelope::new(Arc::clone(&self.governor_name), entry.id, payload);
+        tx.record(inner, env, RecordKind::Decision);
+    }
+
+    /// Halts a locked thread: report, decision, `halt` message, descendants, parent.
+    pub(crate) fn halt_locked(
+        &self,
+        tx: &mut Tx,
+        entry: &ThreadEntry,
+        inner: &mut ThreadInner,
+        parent: Option<(&ThreadEntry, &mut ThreadInner)>,
+        verdict: Verdict,
+        to: Option<&str>,
+    ) {
+        inner.state = ThreadState::Halted;
+        let halt_id = crate::MessageId::new();
+        let r_p = self.r_p(&inner.ledger);
+        let report = report::build(
+            entry.id,
+            &entry.path,
+            halt_id,
+            &verdict,
+            &inner.ledger,
+            &inner.counters,
+            r_p,
+        );
+        let json = serde_json::to_string(&report).expect("a report serializes");
+        let certificate = verdict
+            .class
+            .certificate()
+            .map_or("none", |c| c.as_str())
+            .to_owned();
+        self.decide(tx, entry, inner, &Decision::halt(&verdict));
+        let halt = SystemMessage::Halt {
+            reason: verdict.reason.clone(),
+            class: verdict.class.as_str().to_owned(),
+            certificate,
+            report_digest: hex::encode(Sha256::digest(json.as_bytes())),
+        };
+        let env = Envelope::new(Arc::clone(&self.system_name), entry.id, halt.to_payload())
+            .with_id(halt_id)
+            .with_to(to.map(Arc::from));
+        tx.record(inner, env, RecordKind::System);
+        tx.report(report);
+        tracing::info!(thread = %entry.id, class = %verdict.class, reason = %verdict.reason, "thread halted");
+        tx.snapshot(entry, inner);
+        for child_id in inner.children.clone() {
+            let Some(child) = self.registry.get(child_id) else {
+                continue;
+            };
+            let mut child_inner = child.lock();
+            if !child_inner.state.is_closed() {
+                let cascade = Verdict::backpressure("parent-halted");
+                self.halt_locked(
+                    tx,
+                    &child,
+                    &mut child_inner,
+                    Some((entry, inner)),
+                    cascade,
+                    None,
+                );
+            }
+        }
+        let halt_info = Some((verdict.class.as_str().to_owned(), verdict.reason));
+        let last = inner.last_payload.clone();
+        match parent {
+            Some((parent, parent_inner)) => self.report_to_parent(
+                tx,
+                (entry, inner),
+                (parent, parent_inner),
+                ThreadStatus::Halted,
+                halt_info,
+                last,
+            ),
+            None => inner.ledger.account.close(),
+        }
+    }
+
+    pub(crate) fn r_p(&self, ledger: &Ledger) -> Decimal {
+        ledger
+            .progress
+            .as_ref()
+            .and_then(|p| p.goal.as_ref())
+            .and_then(|g| g.r_p)
+            .unwrap_or(self.config.governor.r_p)
+    }
+}
