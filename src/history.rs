@@ -1,5 +1,8 @@
-//! History: every accepted message, system message and (later) governor decision as a
-//! [`Record`] in a per-thread sha256 hash chain, behind the [`HistoryStore`] trait.
+//! History: every accepted message, system message and governor decision as a [`Record`] in a
+//! per-thread sha256 hash chain, behind the [`HistoryStore`] trait — in memory
+//! ([`MemoryHistory`]) or durable in SQLite ([`SqliteHistory`](sqlite::SqliteHistory), the
+//! embedded default: WAL, one writer thread, group commit). [`audit`] re-derives a halt from the
+//! records it was decided on.
 //!
 //! `digest = sha256(previous digest of the thread ‖ canonical record bytes)`; the first record of
 //! a thread chains from 32 zero bytes. [`HistoryStore::verify`] recomputes every chain.

@@ -164,6 +164,39 @@ impl Shared {
 }
 
 /// The way into a running pump. Cheap to clone; every clone talks to the same pump.
+///
+/// What it does, by group:
+///
+/// - **Send into threads**: [`post`](Self::post) (a payload, into a new or an existing
+///   thread, optionally to one listener), [`send`](Self::send) (a whole envelope, either
+///   dialect); both answer with a [`Receipt`] once the message is durably recorded.
+/// - **Wait and read**: [`settle`](Self::settle) (until a thread and its tree have nothing left
+///   to do), [`history`](Self::history), [`tree_history`](Self::tree_history),
+///   [`answers`](Self::answers), [`thread`](Self::thread), [`threads`](Self::threads),
+///   [`tree`](Self::tree), [`reports`](Self::reports), [`verify`](Self::verify),
+///   [`store`](Self::store).
+/// - **Control**: [`stop`](Self::stop), [`resume`](Self::resume) with added budget.
+/// - **Lifecycle**: [`health`](Self::health), [`recovered`](Self::recovered) (what a restart
+///   brought back), [`system_thread`](Self::system_thread), [`shutdown`](Self::shutdown).
+///
+/// # Example
+///
+/// ```
+/// # use agentpump::{PumpBuilder, Registration, QName, governor::Budget};
+/// # use agentpump::listeners::Echo;
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let say = QName::new("urn:example:say:v1", "say");
+/// let pump = PumpBuilder::new().register(Registration::new("echo", Echo).accepts(say)).build()?;
+/// let thread = pump.post(None, None, r#"<say xmlns="urn:example:say:v1">hi</say>"#).await?.thread();
+/// pump.settle(thread).await;
+/// assert_eq!(pump.history(thread).await?.len(), 2); // the post and the echo's answer
+/// pump.stop(thread).await?; // halted: BACKPRESSURE, with a halting report
+/// assert_eq!(pump.reports(thread).await?[0].class, "BACKPRESSURE");
+/// pump.resume(thread, &Budget { turns: Some(5), ..Budget::default() }).await?;
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone)]
 pub struct PumpHandle {
     shared: Arc<Shared>,

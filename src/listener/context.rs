@@ -67,6 +67,51 @@ impl Output {
 
 /// The handler's side of one delivery. Intents are recorded here and leave when the handler
 /// returns `Ok`.
+///
+/// # Example: one iteration
+///
+/// A listener that emits its own root is delivered that payload again as its next turn — one
+/// iteration. This one counts to three, telling the governor how far it is from done; a
+/// residual of exactly zero ends it with an EXACT certificate. (Signalling `done` in that last
+/// turn too would end it `done-uncertified`: by precedence `done` outranks the residual.)
+///
+/// ```
+/// use agentpump::governor::{CertificateType, Goal};
+/// use agentpump::{Context, Delivery, Listener, ListenerError, PumpBuilder, QName, Registration, Role};
+/// use rust_decimal::Decimal;
+///
+/// struct Counter;
+///
+/// #[agentpump::async_trait]
+/// impl Listener for Counter {
+///     async fn handle(&self, msg: &Delivery, cx: &mut Context) -> Result<(), ListenerError> {
+///         if msg.is_system() {
+///             return Ok(()); // notices: nothing to do here
+///         }
+///         let n: u32 = msg.payload().as_str().split(['>', '<']).nth(2).unwrap_or("0").parse().unwrap_or(0);
+///         if n == 0 {
+///             cx.goal(&Goal { text: "count to 3".into(), certificates: vec![CertificateType::Exact], ..Goal::default() });
+///         }
+///         cx.residual(Decimal::from(3 - n)); // 0 on the last turn: EXACT
+///         if n < 3 {
+///             cx.emit(format!(r#"<n xmlns="urn:example:count:v1">{}</n>"#, n + 1)); // the next iteration
+///         }
+///         Ok(())
+///     }
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let n = QName::new("urn:example:count:v1", "n");
+/// let pump = PumpBuilder::new().register(Registration::new("counter", Counter).accepts(n).role(Role::Agent)).build()?;
+/// let thread = pump.post(None, None, r#"<n xmlns="urn:example:count:v1">0</n>"#).await?.thread();
+/// pump.settle(thread).await;
+/// let report = &pump.reports(thread).await?[0];
+/// assert_eq!((report.class.as_str(), report.stop_reason.as_str()), ("EXACT", "residual-zero"));
+/// assert_eq!(report.self_iterations["counter"], 3);
+/// # Ok(())
+/// # }
+/// ```
 pub struct Context {
     thread: ThreadId,
     me: Arc<str>,
