@@ -1,6 +1,6 @@
 //! History: every accepted message, system message and governor decision as a [`Record`] in a
 //! per-thread sha256 hash chain, behind the [`HistoryStore`] trait — in memory
-//! ([`MemoryHistory`]) or durable in SQLite ([`SqliteHistory`](sqlite::SqliteHistory), the
+//! ([`MemoryHistory`]) or durable in SQLite ([`SqliteHistory`], the
 //! embedded default: WAL, one writer thread, group commit). [`audit`] re-derives a halt from the
 //! records it was decided on.
 //!
