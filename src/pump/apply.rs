@@ -21,7 +21,7 @@ use crate::history::RecordKind;
 use crate::listener::{Delivery, Usage};
 use crate::system::{ErrorCode, SystemMessage, ThreadStatus};
 use crate::thread::registry::{ThreadEntry, ThreadInner, View};
-use crate::{Envelope, Payload, ThreadState};
+use crate::{Envelope, Payload};
 
 /// One delivery's effects being applied.
 pub(crate) struct Applying<'a> {
@@ -106,10 +106,11 @@ impl Applying<'_> {
     }
 
     pub fn step(&mut self, step: Step) {
-        if self.inner.state.is_closed() {
+        if self.inner.state().is_closed() {
             let message = format!(
                 "thread {} is {}; output not delivered",
-                self.entry.id, self.inner.state
+                self.entry.id,
+                self.inner.state()
             );
             let notice = SystemMessage::Error {
                 code: ErrorCode::ThreadClosed,
@@ -169,7 +170,7 @@ impl Applying<'_> {
             Step::Done { request, payload } => {
                 let env = self.envelope(request);
                 self.tx.record(self.inner, env, RecordKind::Message);
-                self.inner.state = ThreadState::Done;
+                self.inner.finish();
                 self.tx.snapshot(self.entry, self.inner);
                 match self.parent.as_mut() {
                     Some((parent, parent_inner)) => {

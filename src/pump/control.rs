@@ -52,8 +52,8 @@ impl PumpHandle {
             let parent = entry.parent.and_then(|p| shared.registry.get(p));
             let mut parent_inner = parent.as_ref().map(|p| p.lock());
             let mut inner = entry.lock();
-            if inner.state.is_closed() {
-                let state = inner.state;
+            if inner.state().is_closed() {
+                let state = inner.state();
                 return Err(ControlError::WrongState {
                     thread,
                     state,
@@ -101,8 +101,8 @@ impl PumpHandle {
             let parent = entry.parent.and_then(|p| shared.registry.get(p));
             let mut parent_inner = parent.as_ref().map(|p| p.lock());
             let mut inner = entry.lock();
-            if inner.state != ThreadState::Halted {
-                let state = inner.state;
+            if inner.state() != ThreadState::Halted {
+                let state = inner.state();
                 return Err(ControlError::WrongState {
                     thread,
                     state,
@@ -111,7 +111,7 @@ impl PumpHandle {
                 });
             }
             inner.ledger.resume(extra);
-            inner.state = ThreadState::Idle;
+            inner.resume();
             if let Some(p) = parent_inner.as_deref_mut() {
                 p.live_children += 1;
             }

@@ -14,7 +14,7 @@ use crate::governor::{Decision, Verdict};
 use crate::history::RecordKind;
 use crate::system::{GOVERNOR_NS, SystemMessage, ThreadStatus};
 use crate::thread::registry::{Queued, ThreadEntry, ThreadInner};
-use crate::{Envelope, Payload, ThreadState};
+use crate::{Envelope, Payload};
 
 impl Shared {
     /// Halts a thread at the gate: the message goes back to the front of the queue, so a resume
@@ -31,7 +31,7 @@ impl Shared {
             let mut inner = entry.lock();
             let to = Arc::clone(&self.listeners[item.target].name);
             inner.queue.push_front(item);
-            if inner.state.is_closed() {
+            if inner.state().is_closed() {
                 return;
             }
             let mut tx = Tx::new();
@@ -75,7 +75,7 @@ impl Shared {
         verdict: Verdict,
         to: Option<&str>,
     ) {
-        inner.state = ThreadState::Halted;
+        inner.halt();
         let halt_id = crate::MessageId::new();
         let r_p = self.r_p(&inner.ledger);
         let report = report::build(
@@ -112,7 +112,7 @@ impl Shared {
                 continue;
             };
             let mut child_inner = child.lock();
-            if !child_inner.state.is_closed() {
+            if !child_inner.state().is_closed() {
                 let cascade = Verdict::backpressure("parent-halted");
                 self.halt_locked(
                     tx,

@@ -322,10 +322,11 @@ impl Shared {
         dialect: Dialect,
     ) -> Admitted {
         let mut inner = entry.lock();
-        if inner.state.is_closed() {
+        if inner.state().is_closed() {
             let message = format!(
                 "thread {} is {} and accepts no new messages",
-                entry.id, inner.state
+                entry.id,
+                inner.state()
             );
             drop(inner);
             return self.refuse(

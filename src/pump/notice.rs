@@ -39,7 +39,7 @@ impl Shared {
             Envelope::new(system, entry.id, message.to_payload()).with_in_reply_to(in_reply_to);
         match to {
             Recipient::Listener(index)
-                if !inner.state.is_closed()
+                if !inner.state().is_closed()
                     && inner.queue.len() + tx.queued_here() < self.config.queue_capacity =>
             {
                 let env = env.with_to(Some(Arc::clone(&self.listeners[index].name)));
@@ -104,7 +104,7 @@ impl Shared {
             result.to_payload(),
         );
         match spawner {
-            Some(index) if !parent_inner.state.is_closed() => {
+            Some(index) if !parent_inner.state().is_closed() => {
                 let env = env.with_to(Some(Arc::clone(&self.listeners[index].name)));
                 tx.queue(parent_inner, Place::Parent, env, index, RecordKind::System);
             }

@@ -78,7 +78,7 @@ impl Shared {
                 p.ledger
                     .account
                     .charge(Amount::of(BudgetName::Threads, Decimal::ONE));
-                if !entry.lock().state.is_closed() {
+                if !entry.lock().state().is_closed() {
                     p.live_children += 1;
                 }
             }
@@ -105,7 +105,7 @@ impl Shared {
         }
         for entry in restored.values() {
             let inner = entry.lock();
-            if inner.state.is_closed() {
+            if inner.state().is_closed() {
                 inner.ledger.account.close();
             }
         }
@@ -147,7 +147,7 @@ impl Shared {
         }
         for entry in wake {
             let mut inner = entry.lock();
-            if inner.state != ThreadState::Halted {
+            if inner.state() != ThreadState::Halted {
                 self.wake(&entry, &mut inner);
             }
         }

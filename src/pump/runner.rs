@@ -20,7 +20,7 @@ type Committed = Result<Ticket, HistoryError>;
 impl Shared {
     /// Starts a runner for a thread that has queued work and none yet (caller holds its lock).
     pub(crate) fn wake(self: &Arc<Self>, entry: &Arc<ThreadEntry>, inner: &mut ThreadInner) {
-        let halted = inner.state == ThreadState::Halted;
+        let halted = inner.state() == ThreadState::Halted;
         if halted || inner.running || inner.queue.is_empty() || self.stopped.load(Ordering::Acquire)
         {
             return;
@@ -28,9 +28,7 @@ impl Shared {
         inner.running = true;
         inner.ledger.woke();
         entry.tree_epoch.fetch_add(1, Ordering::SeqCst);
-        if inner.state == ThreadState::Idle {
-            inner.state = ThreadState::Active;
-        }
+        inner.activate();
         self.runners.fetch_add(1, Ordering::AcqRel);
         let shared = Arc::clone(self);
         let entry = Arc::clone(entry);
@@ -43,13 +41,14 @@ impl Shared {
                 let next = {
                     let mut inner = entry.lock();
                     // A halted thread keeps its queue for a resume; control before data.
-                    if self.stopped.load(Ordering::Acquire) || inner.state == ThreadState::Halted {
+                    if self.stopped.load(Ordering::Acquire) || inner.state() == ThreadState::Halted
+                    {
                         None
                     } else {
                         inner
                             .queue
                             .pop_front()
-                            .map(|item| (item, inner.state.is_closed()))
+                            .map(|item| (item, inner.state().is_closed()))
                     }
                 };
                 match next {
@@ -92,14 +91,14 @@ impl Shared {
         let mut parent_inner = parent.as_ref().map(|p| p.lock());
         let mut inner = entry.lock();
         let stopped = self.stopped.load(Ordering::Acquire);
-        if !inner.queue.is_empty() && !stopped && inner.state != ThreadState::Halted {
+        if !inner.queue.is_empty() && !stopped && inner.state() != ThreadState::Halted {
             return None;
         }
         let mut committed = None;
         if let (Some(parent), Some(parent_inner)) = (&parent, parent_inner.as_deref_mut()) {
-            if !stopped && !inner.state.is_closed() && inner.live_children == 0 {
+            if !stopped && !inner.state().is_closed() && inner.live_children == 0 {
                 let mut tx = Tx::new();
-                inner.state = ThreadState::Done;
+                inner.finish();
                 tx.snapshot(entry, &inner);
                 let last = inner.last_payload.clone();
                 let child = (&**entry, &*inner);
@@ -120,9 +119,7 @@ impl Shared {
         inner.ledger.went_idle();
         // An idle thread keeps no queue buffer: a million idle threads would hold ~600 MB.
         inner.queue.shrink_to_fit();
-        if inner.state == ThreadState::Active {
-            inner.state = ThreadState::Idle;
-        }
+        inner.go_idle();
         Some(committed)
     }
 
@@ -163,7 +160,9 @@ impl Shared {
             let mut tx = Tx::delivering(entry.id, item.envelope.id());
             let message = format!(
                 "thread {} is {}; the message to `{}` was not delivered",
-                entry.id, inner.state, self.listeners[item.target].name
+                entry.id,
+                inner.state(),
+                self.listeners[item.target].name
             );
             let notice = SystemMessage::Error {
                 code: ErrorCode::ThreadClosed,

@@ -42,7 +42,7 @@ impl PumpHandle {
                 let mut inner = entry.lock();
                 // A halted or done thread delivers nothing anyway: its queue stays pending (a
                 // resume after restart delivers it) and it gets no shutdown notice.
-                if inner.queue.is_empty() || inner.state.is_closed() {
+                if inner.queue.is_empty() || inner.state().is_closed() {
                     continue;
                 }
                 let mut tx = Tx::new();

@@ -50,10 +50,12 @@ pub(crate) struct ThreadEntry {
     inner: Mutex<ThreadInner>,
 }
 
-/// The mutable part of a thread.
+/// The mutable part of a thread. Its state changes only through the transition methods
+/// ([`activate`](Self::activate), [`go_idle`](Self::go_idle), [`finish`](Self::finish),
+/// [`halt`](Self::halt), [`resume`](Self::resume)), so every change is in one place.
 #[derive(Debug)]
 pub(crate) struct ThreadInner {
-    pub state: ThreadState,
+    state: ThreadState,
     pub queue: VecDeque<Queued>,
     /// A runner task owns the queue.
     pub running: bool,
@@ -69,6 +71,47 @@ pub(crate) struct ThreadInner {
     pub last_payload: Option<Payload>,
     /// The governor's account and ledger of this thread.
     pub ledger: Ledger,
+}
+
+impl ThreadInner {
+    /// Where the thread is in its life.
+    pub fn state(&self) -> ThreadState {
+        self.state
+    }
+
+    /// An idle thread has work again (an open thread's state; a closed one stays closed).
+    pub fn activate(&mut self) {
+        if self.state == ThreadState::Idle {
+            self.state = ThreadState::Active;
+        }
+    }
+
+    /// An active thread ran out of work.
+    pub fn go_idle(&mut self) {
+        if self.state == ThreadState::Active {
+            self.state = ThreadState::Idle;
+        }
+    }
+
+    /// The thread is done: `thread-done`, or a child that ran out of work.
+    pub fn finish(&mut self) {
+        self.state = ThreadState::Done;
+    }
+
+    /// The governor halted the thread.
+    pub fn halt(&mut self) {
+        self.state = ThreadState::Halted;
+    }
+
+    /// A halted thread resumes, idle until its runner takes the next message.
+    pub fn resume(&mut self) {
+        debug_assert_eq!(
+            self.state,
+            ThreadState::Halted,
+            "only a halted thread resumes"
+        );
+        self.state = ThreadState::Idle;
+    }
 }
 
 impl ThreadEntry {
@@ -161,7 +204,7 @@ impl ThreadEntry {
             spawner: self.spawner.clone(),
             depth: self.depth,
             path: Arc::clone(&self.path),
-            state: inner.state,
+            state: inner.state(),
             children: Vec::new(),
             counters: inner.counters.clone(),
             dialect: self.dialect,

@@ -50,7 +50,7 @@ impl Applying<'_> {
 
     /// Decides, by precedence, whether this delivery halts the thread.
     pub fn conclude(&mut self) {
-        if !self.shared.config.governor.enabled || self.inner.state.is_closed() {
+        if !self.shared.config.governor.enabled || self.inner.state().is_closed() {
             return;
         }
         if self.inner.ledger.stop_requested {

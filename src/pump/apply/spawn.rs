@@ -15,7 +15,7 @@ use crate::pump::Shared;
 use crate::pump::route::Targets;
 use crate::system::{ErrorCode, SystemMessage};
 use crate::thread::registry::{ThreadEntry, ThreadInner};
-use crate::{Envelope, Payload, ThreadId, ThreadState};
+use crate::{Envelope, Payload, ThreadId};
 
 impl Applying<'_> {
     pub(super) fn spawn(
@@ -150,7 +150,7 @@ impl Shared {
             parent.dialect,
             ledger,
         );
-        child.lock().state = ThreadState::Active;
+        child.lock().activate();
         Ok(Arc::new(child))
     }
 }
