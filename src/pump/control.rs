@@ -49,9 +49,8 @@ impl PumpHandle {
         let shared = &self.shared;
         let entry = self.controllable(thread)?;
         let committed = {
-            let parent = entry.parent.and_then(|p| shared.registry.get(p));
-            let mut parent_inner = parent.as_ref().map(|p| p.lock());
-            let mut inner = entry.lock();
+            let family = shared.registry.family(&entry);
+            let (mut inner, mut parent_inner) = family.lock(&entry);
             if inner.state().is_closed() {
                 let state = inner.state();
                 return Err(ControlError::WrongState {
@@ -66,10 +65,7 @@ impl PumpHandle {
                 return Ok(());
             }
             let mut tx = Tx::new();
-            let mut view = parent
-                .as_ref()
-                .zip(parent_inner.as_deref_mut())
-                .map(|(e, i)| (&**e, i));
+            let mut view = family.pair(&mut parent_inner).map(|(e, i)| (&**e, i));
             let verdict = Verdict::backpressure("stop-request");
             shared.halt_locked(
                 &mut tx,
@@ -79,7 +75,7 @@ impl PumpHandle {
                 verdict,
                 None,
             );
-            let pair = parent.as_ref().zip(parent_inner.as_deref_mut());
+            let pair = family.pair(&mut parent_inner);
             tx.commit(shared, (&entry, &mut inner), pair)
         };
         shared.finish_commit(thread, committed).await;
@@ -98,9 +94,8 @@ impl PumpHandle {
         let shared = &self.shared;
         let entry = self.controllable(thread)?;
         let committed = {
-            let parent = entry.parent.and_then(|p| shared.registry.get(p));
-            let mut parent_inner = parent.as_ref().map(|p| p.lock());
-            let mut inner = entry.lock();
+            let family = shared.registry.family(&entry);
+            let (mut inner, mut parent_inner) = family.lock(&entry);
             if inner.state() != ThreadState::Halted {
                 let state = inner.state();
                 return Err(ControlError::WrongState {

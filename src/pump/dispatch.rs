@@ -121,15 +121,14 @@ impl Shared {
         entry: &Arc<ThreadEntry>,
         done: Done<'_>,
     ) -> Result<Ticket, HistoryError> {
-        let parent = entry.parent.and_then(|p| self.registry.get(p));
-        let mut parent_inner = parent.as_ref().map(|p| p.lock());
-        let mut inner = entry.lock();
+        let family = self.registry.family(entry);
+        let (mut inner, mut parent_inner) = family.lock(entry);
         let mut a = Applying {
             shared: self,
             tx: Tx::delivering(done.delivery.thread(), done.delivery.id()),
             entry,
             inner: &mut inner,
-            parent: parent.as_ref().zip(parent_inner.as_deref_mut()),
+            parent: family.pair(&mut parent_inner),
             me: done.me,
             delivery: done.delivery,
             signals: Signals::default(),

@@ -26,16 +26,15 @@ impl Shared {
         verdict: Verdict,
     ) {
         let committed = {
-            let parent = entry.parent.and_then(|p| self.registry.get(p));
-            let mut parent_inner = parent.as_ref().map(|p| p.lock());
-            let mut inner = entry.lock();
+            let family = self.registry.family(entry);
+            let (mut inner, mut parent_inner) = family.lock(entry);
             let to = Arc::clone(&self.listeners[item.target].name);
             inner.queue.push_front(item);
             if inner.state().is_closed() {
                 return;
             }
             let mut tx = Tx::new();
-            let pair = parent.as_ref().zip(parent_inner.as_deref_mut());
+            let pair = family.pair(&mut parent_inner);
             let mut parent_view = pair.map(|(e, i)| (&**e, i));
             self.halt_locked(
                 &mut tx,
@@ -45,7 +44,7 @@ impl Shared {
                 verdict,
                 Some(&to),
             );
-            let pair = parent.as_ref().zip(parent_inner.as_deref_mut());
+            let pair = family.pair(&mut parent_inner);
             tx.commit(self, (entry, &mut inner), pair)
         };
         self.finish_commit(entry.id, committed).await;

@@ -87,15 +87,14 @@ impl Shared {
     /// The locked part of [`Shared::finish_run`]: `None` if work remains, else the commit of an
     /// idle child's ending, if there was one.
     fn try_finish(self: &Arc<Self>, entry: &Arc<ThreadEntry>) -> Option<Option<Committed>> {
-        let parent = entry.parent.and_then(|p| self.registry.get(p));
-        let mut parent_inner = parent.as_ref().map(|p| p.lock());
-        let mut inner = entry.lock();
+        let family = self.registry.family(entry);
+        let (mut inner, mut parent_inner) = family.lock(entry);
         let stopped = self.stopped.load(Ordering::Acquire);
         if !inner.queue.is_empty() && !stopped && inner.state() != ThreadState::Halted {
             return None;
         }
         let mut committed = None;
-        if let (Some(parent), Some(parent_inner)) = (&parent, parent_inner.as_deref_mut()) {
+        if let Some((parent, parent_inner)) = family.pair(&mut parent_inner) {
             if !stopped && !inner.state().is_closed() && inner.live_children == 0 {
                 let mut tx = Tx::new();
                 inner.finish();

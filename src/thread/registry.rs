@@ -228,6 +228,36 @@ impl ThreadInner {
     }
 }
 
+/// A thread and its parent, which the pump locks together — parent first, then the thread: the
+/// one lock order of the whole pump (a thread's effects reach its parent: results, reservations).
+#[derive(Debug)]
+pub(crate) struct Family {
+    /// The parent, for a child thread that is still registered.
+    pub parent: Option<Arc<ThreadEntry>>,
+}
+
+/// The locked parent of a [`Family`], if it has one.
+pub(crate) type ParentGuard<'a> = Option<MutexGuard<'a, ThreadInner>>;
+
+impl Family {
+    /// Locks the parent (if any), then `entry`.
+    pub fn lock<'a>(
+        &'a self,
+        entry: &'a ThreadEntry,
+    ) -> (MutexGuard<'a, ThreadInner>, ParentGuard<'a>) {
+        let parent = self.parent.as_ref().map(|p| p.lock());
+        (entry.lock(), parent)
+    }
+
+    /// The locked parent as the pump's functions take it: the entry with its state.
+    pub fn pair<'a>(
+        &'a self,
+        guard: &'a mut ParentGuard<'_>,
+    ) -> Option<(&'a Arc<ThreadEntry>, &'a mut ThreadInner)> {
+        self.parent.as_ref().zip(guard.as_deref_mut())
+    }
+}
+
 /// Every live thread by id.
 #[derive(Debug, Default)]
 pub(crate) struct Registry {
@@ -235,6 +265,13 @@ pub(crate) struct Registry {
 }
 
 impl Registry {
+    /// The family of `entry`: its parent, to be locked with it.
+    pub fn family(&self, entry: &ThreadEntry) -> Family {
+        Family {
+            parent: entry.parent.and_then(|p| self.get(p)),
+        }
+    }
+
     pub fn get(&self, id: ThreadId) -> Option<Arc<ThreadEntry>> {
         self.threads.get(&id).map(|e| Arc::clone(&e))
     }
