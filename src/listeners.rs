@@ -2,7 +2,7 @@
 //!
 //! Every builtin is one row of [`TABLE`]: its name, how to make it, its roots, role, description
 //! and example. [`BUILTINS`] and [`builtin`] are read from it; adding a builtin is adding a row.
-//! [`llm`] (the LLM agent) needs the `llm` feature, on by default.
+//! `llm` (the LLM agent) needs the `llm` feature, on by default.
 
 pub mod calculator;
 mod echo;
