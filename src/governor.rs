@@ -16,9 +16,9 @@ mod verdict;
 
 pub use budget::{Budget, BudgetName};
 pub(crate) use decision::Decision;
-pub(crate) use messages::{
-    BUDGET_ATTRIBUTES, budget_xml, decimal as messages_decimal, parse_budget,
-};
+#[cfg(feature = "host")]
+pub(crate) use messages::decimal as messages_decimal;
+pub(crate) use messages::{BUDGET_ATTRIBUTES, budget_xml, parse_budget};
 pub use messages::{CertificateType, Control, Goal, GovernorMessage, Lane, Signal};
 pub use policy::GovernorPolicy;
 pub use report::HaltingReport;

@@ -18,12 +18,23 @@
 //! - [`history`]: records, hash chains, the [`HistoryStore`](history::HistoryStore) trait and its
 //!   paged reads.
 //! - [`process`]: the process language front end: APS documents, parser, AST, static AG checks.
-//! - [`host`]: the `agentpump` command line, the HTTP API and the history viewer.
+//! - [`host`]: the `agentpump` command line, the HTTP API and the history viewer (feature
+//!   `host`, on by default).
+//!
+//! # Features
+//!
+//! - `host` (default): the [`host`] module and the `agentpump` binary — clap, axum, toml,
+//!   tracing-subscriber, mimalloc. Enables `llm`.
+//! - `llm` (default, through `host`): [`listeners::llm`], the LLM agent — reqwest and rustls.
+//!
+//! Without them (`default-features = false`) the crate is the library alone: pump, listeners,
+//! governor, history and the process language front end.
 
 pub mod envelope;
 pub mod extract;
 pub mod governor;
 pub mod history;
+#[cfg(feature = "host")]
 pub mod host;
 pub mod listener;
 pub mod listeners;

@@ -1,7 +1,12 @@
 //! Ready-made Rust listeners, also reachable by name from an organism file (`kind = "builtin"`).
+//!
+//! Every builtin is one row of [`TABLE`]: its name, how to make it, its roots, role, description
+//! and example. [`BUILTINS`] and [`builtin`] are read from it; adding a builtin is adding a row.
+//! `llm` (the LLM agent) needs the `llm` feature, on by default.
 
 pub mod calculator;
 mod echo;
+#[cfg(feature = "llm")]
 pub mod llm;
 pub mod scripted;
 
@@ -9,6 +14,7 @@ use std::sync::Arc;
 
 pub use calculator::Calculator;
 pub use echo::Echo;
+#[cfg(feature = "llm")]
 pub use llm::{LlmAgent, LlmConfig};
 
 use scripted::{
@@ -44,106 +50,155 @@ impl std::fmt::Debug for Builtin {
     }
 }
 
-/// The names [`builtin`] knows.
-pub const BUILTINS: [&str; 10] = [
-    "echo",
-    "calculator",
-    "scripted-newton",
-    "scripted-planner",
-    "scripted-worker",
-    "scripted-author",
-    "scripted-verifier",
-    "scripted-runaway",
-    "scripted-ping",
-    "scripted-pong",
+/// One builtin listener: everything [`builtin`] hands out under its name.
+#[derive(Debug, Clone, Copy)]
+pub struct BuiltinRow {
+    /// The name an organism file gives as `builtin = "…"`.
+    pub name: &'static str,
+    /// Makes the listener.
+    pub make: fn() -> Arc<dyn Listener>,
+    /// The roots it accepts unless the organism file says otherwise: `(namespace, local name)`.
+    pub roots: &'static [(&'static str, &'static str)],
+    /// Its role.
+    pub role: Role,
+    /// One line on what it does.
+    pub description: &'static str,
+    /// An example payload it accepts (shown to LLM agents), or `""`.
+    pub example: &'static str,
+}
+
+impl BuiltinRow {
+    /// A fresh listener of this row, with its roots and role.
+    pub fn to_builtin(&self) -> Builtin {
+        Builtin {
+            listener: (self.make)(),
+            accepts: self
+                .roots
+                .iter()
+                .map(|(ns, local)| QName::new(ns, local))
+                .collect(),
+            role: self.role,
+            description: self.description,
+            example: self.example,
+            timeout: None,
+        }
+    }
+}
+
+/// Every builtin listener, in the order error messages list them.
+pub const TABLE: [BuiltinRow; 10] = [
+    BuiltinRow {
+        name: "echo",
+        make: || Arc::new(Echo),
+        roots: &[],
+        role: Role::Tool,
+        description: "answers every payload with itself",
+        example: "",
+    },
+    BuiltinRow {
+        name: "calculator",
+        make: || Arc::new(Calculator),
+        roots: &[(calculator::CALC_NS, "calc")],
+        role: Role::Tool,
+        description: "evaluates arithmetic exactly, in decimals",
+        example: r#"<calc xmlns="urn:agentpump:calc:v1">(1 + 2) / 4</calc>"#,
+    },
+    BuiltinRow {
+        name: "scripted-newton",
+        make: || Arc::new(ScriptedNewton),
+        roots: &[(DEMO_NS, "sqrt"), (DEMO_NS, "guess")],
+        role: Role::Agent,
+        description: "approaches a square root by Newton's method (scripted agent)",
+        example: "",
+    },
+    BuiltinRow {
+        name: "scripted-planner",
+        make: || Arc::new(ScriptedPlanner),
+        roots: &[(DEMO_NS, "plan")],
+        role: Role::Agent,
+        description: "fans a plan out to child threads and collects the results (scripted agent)",
+        example: "",
+    },
+    BuiltinRow {
+        name: "scripted-worker",
+        make: || Arc::new(ScriptedWorker),
+        roots: &[(DEMO_NS, "task")],
+        role: Role::Agent,
+        description: "does one task with the calculator and finishes its thread (scripted agent)",
+        example: "",
+    },
+    BuiltinRow {
+        name: "scripted-author",
+        make: || Arc::new(ScriptedAuthor),
+        roots: &[(DEMO_NS, "claim"), (DEMO_NS, "verdict")],
+        role: Role::Agent,
+        description: "makes a claim and has it checked (scripted agent)",
+        example: "",
+    },
+    BuiltinRow {
+        name: "scripted-verifier",
+        make: || Arc::new(ScriptedVerifier),
+        roots: &[(DEMO_NS, "check")],
+        role: Role::Verifier,
+        description: "checks a claim independently with the calculator (scripted verifier)",
+        example: "",
+    },
+    BuiltinRow {
+        name: "scripted-runaway",
+        make: || Arc::new(ScriptedRunaway),
+        roots: &[(DEMO_NS, "ruminate")],
+        role: Role::Agent,
+        description: "never decides it is done (scripted agent)",
+        example: "",
+    },
+    BuiltinRow {
+        name: "scripted-ping",
+        make: || Arc::new(ScriptedPingPong::new("scripted-pong")),
+        roots: &[(DEMO_NS, "ball")],
+        role: Role::Tool,
+        description: "returns every ball to scripted-pong (scripted agent)",
+        example: "",
+    },
+    BuiltinRow {
+        name: "scripted-pong",
+        make: || Arc::new(ScriptedPingPong::new("scripted-ping")),
+        roots: &[(DEMO_NS, "ball")],
+        role: Role::Tool,
+        description: "returns every ball to scripted-ping (scripted agent)",
+        example: "",
+    },
 ];
+
+/// The names [`builtin`] knows, in [`TABLE`]'s order.
+pub const BUILTINS: [&str; TABLE.len()] = {
+    let mut names = [""; TABLE.len()];
+    let mut i = 0;
+    while i < TABLE.len() {
+        names[i] = TABLE[i].name;
+        i += 1;
+    }
+    names
+};
 
 /// The ready-made listener called `name`, if there is one.
 pub fn builtin(name: &str) -> Option<Builtin> {
-    let demo = |locals: &[&str]| {
-        locals
-            .iter()
-            .map(|l| QName::new(DEMO_NS, l))
-            .collect::<Vec<_>>()
-    };
-    let (listener, accepts, role, description): (
-        Arc<dyn Listener>,
-        Vec<QName>,
-        Role,
-        &'static str,
-    ) = match name {
-        "echo" => (
-            Arc::new(Echo),
-            Vec::new(),
-            Role::Tool,
-            "answers every payload with itself",
-        ),
-        "calculator" => (
-            Arc::new(Calculator),
-            vec![Calculator::root()],
-            Role::Tool,
-            "evaluates arithmetic exactly, in decimals",
-        ),
-        "scripted-newton" => (
-            Arc::new(ScriptedNewton),
-            demo(&["sqrt", "guess"]),
-            Role::Agent,
-            "approaches a square root by Newton's method (scripted agent)",
-        ),
-        "scripted-planner" => (
-            Arc::new(ScriptedPlanner),
-            demo(&["plan"]),
-            Role::Agent,
-            "fans a plan out to child threads and collects the results (scripted agent)",
-        ),
-        "scripted-worker" => (
-            Arc::new(ScriptedWorker),
-            demo(&["task"]),
-            Role::Agent,
-            "does one task with the calculator and finishes its thread (scripted agent)",
-        ),
-        "scripted-author" => (
-            Arc::new(ScriptedAuthor),
-            demo(&["claim", "verdict"]),
-            Role::Agent,
-            "makes a claim and has it checked (scripted agent)",
-        ),
-        "scripted-verifier" => (
-            Arc::new(ScriptedVerifier),
-            demo(&["check"]),
-            Role::Verifier,
-            "checks a claim independently with the calculator (scripted verifier)",
-        ),
-        "scripted-runaway" => (
-            Arc::new(ScriptedRunaway),
-            demo(&["ruminate"]),
-            Role::Agent,
-            "never decides it is done (scripted agent)",
-        ),
-        "scripted-ping" => (
-            Arc::new(ScriptedPingPong::new("scripted-pong")),
-            demo(&["ball"]),
-            Role::Tool,
-            "returns every ball to scripted-pong (scripted agent)",
-        ),
-        "scripted-pong" => (
-            Arc::new(ScriptedPingPong::new("scripted-ping")),
-            demo(&["ball"]),
-            Role::Tool,
-            "returns every ball to scripted-ping (scripted agent)",
-        ),
-        _ => return None,
-    };
-    let example = match name {
-        "calculator" => r#"<calc xmlns="urn:agentpump:calc:v1">(1 + 2) / 4</calc>"#,
-        _ => "",
-    };
-    Some(Builtin {
-        listener,
-        accepts,
-        role,
-        description,
-        example,
-        timeout: None,
-    })
+    TABLE
+        .iter()
+        .find(|row| row.name == name)
+        .map(BuiltinRow::to_builtin)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_builtin_is_named_once_and_found_by_its_name() {
+        for (i, name) in BUILTINS.iter().enumerate() {
+            assert!(!BUILTINS[..i].contains(name), "`{name}` twice in TABLE");
+            let found = builtin(name).expect("every name of TABLE is a builtin");
+            assert_eq!(found.accepts.len(), TABLE[i].roots.len());
+        }
+        assert!(builtin("oracle").is_none());
+    }
 }

@@ -4,6 +4,7 @@
 
 mod process_parse {
     pub mod blocks;
+    #[cfg(feature = "host")] // runs the binary
     pub mod cli;
     pub mod codes;
     pub mod expr;

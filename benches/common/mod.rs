@@ -23,6 +23,7 @@ pub mod echo;
 pub mod iteration;
 pub mod memory;
 pub mod report;
+#[cfg(feature = "host")] // figure 8 serves the HTTP API
 pub mod soak;
 pub mod spawn;
 pub mod stores;

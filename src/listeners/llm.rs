@@ -8,6 +8,7 @@
 //! model can correct itself; the governor bounds how often.
 
 mod client;
+#[cfg(feature = "host")]
 pub(crate) use client::http_client;
 pub use client::install_tls_provider;
 mod prompt;

@@ -57,6 +57,7 @@ impl PumpHandle {
     /// An AgentServer payload as this pump takes it in (see
     /// [`AgentServerConfig::namespace`](super::AgentServerConfig::namespace)); for the HTTP API,
     /// which posts an envelope's payload into the thread of its path.
+    #[cfg(feature = "host")]
     pub(crate) fn adopt_payload(&self, payload: Payload) -> Payload {
         self.shared
             .adopt_payload(payload.clone())

@@ -1,12 +1,14 @@
 //! Shared helpers for the integration tests: small listeners and history queries.
 #![allow(dead_code)]
 
+#[cfg(feature = "host")]
 pub mod model;
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use agentpump::history::{Record, RecordKind};
+#[cfg(feature = "host")]
 use agentpump::host::server;
 use agentpump::{Context, Delivery, Listener, ListenerError, PumpHandle, QName, ThreadId};
 use tokio::sync::Semaphore;
@@ -147,6 +149,7 @@ pub async fn start(pump: &PumpHandle, payload: &str) -> ThreadId {
     thread
 }
 
+#[cfg(feature = "host")]
 /// Serves `pump`'s HTTP API on a loopback port until the test ends, requiring `token` and
 /// refusing bodies over `max_body` bytes; returns the base URL (`http://127.0.0.1:PORT`).
 pub async fn serve(pump: &PumpHandle, token: &str, max_body: usize) -> String {
@@ -159,6 +162,7 @@ pub async fn serve(pump: &PumpHandle, token: &str, max_body: usize) -> String {
     base
 }
 
+#[cfg(feature = "host")]
 /// The status and body of a problem-JSON answer; fails unless the content type says so.
 pub async fn problem(response: reqwest::Response) -> (reqwest::StatusCode, serde_json::Value) {
     let status = response.status();
@@ -209,6 +213,7 @@ impl Drop for Scratch {
     }
 }
 
+#[cfg(feature = "host")]
 /// A reqwest client, with the TLS provider agentpump's build relies on installed.
 #[allow(dead_code)]
 pub fn http_client() -> reqwest::Client {
