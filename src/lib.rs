@@ -5,6 +5,7 @@
 //!
 //! # Layout
 //!
+//! - [`Error`]: one error for callers, over each module's own (`?` converts).
 //! - [`envelope`]: the wire format — envelopes, payloads, qualified names, ids and limits.
 //! - [`extract`]: finding payload elements in listener or model text output.
 //! - [`listener`]: the [`Listener`] trait, the [`Context`] a handler works through, registrations
@@ -21,6 +22,7 @@
 //! - [`host`]: the `agentpump` command line, the HTTP API and the history viewer.
 
 pub mod envelope;
+mod error;
 pub mod extract;
 pub mod governor;
 pub mod history;
@@ -36,6 +38,7 @@ pub use envelope::{
     Dialect, Envelope, EnvelopeError, IdError, Incoming, Limits, MessageId, Payload, Position,
     QName, ThreadId,
 };
+pub use error::Error;
 pub use listener::{
     Context, Delivery, Listener, ListenerError, Registration, Role, Typed, TypedListener, Usage,
 };
