@@ -1,6 +1,7 @@
 //! [`Error`]: one error type for a program that uses the library and wants `?` to work across
 //! its parts.
 
+use crate::governor::AuditError;
 use crate::history::HistoryError;
 use crate::listener::RegistrationError;
 use crate::pump::{BuildError, ControlError, IngressError};
@@ -61,6 +62,9 @@ pub enum Error {
     /// The history store failed.
     #[error(transparent)]
     History(#[from] HistoryError),
+    /// A halting report does not agree with the recorded history.
+    #[error(transparent)]
+    Audit(#[from] AuditError),
 }
 
 impl From<IngressError> for Error {

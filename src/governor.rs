@@ -14,7 +14,7 @@ mod policy;
 pub mod report;
 mod verdict;
 
-pub use audit::audit;
+pub use audit::{AuditError, audit};
 pub use budget::{Budget, BudgetName};
 pub(crate) use decision::Decision;
 pub(crate) use messages::{
