@@ -75,14 +75,14 @@ pub fn check_organism(data: &[u8]) {
     };
     let organism = match Organism::parse(text, ORIGIN) {
         Ok(organism) => organism,
-        Err(err) => return names_origin(&err),
+        Err(err) => return names_origin(&err.to_string()),
     };
     if let Err(err) = organism.config(ORIGIN) {
-        names_origin(&err);
+        names_origin(&err.to_string());
     }
     let built = builds_only_pure_listeners(text).then(|| organism.registrations(ORIGIN));
     if let Some(Err(err)) = built {
-        names_origin(&err);
+        names_origin(&err.to_string());
     }
 }
 

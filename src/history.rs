@@ -18,10 +18,11 @@ pub mod sqlite;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 
 use async_trait::async_trait;
 
-pub use audit::audit;
+pub use audit::{AuditError, audit};
 pub use chain::{ChainBreak, verify_chain};
 pub use memory::MemoryHistory;
 pub use page::{ThreadFilter, ThreadPage, ThreadSummary};
@@ -34,19 +35,96 @@ use crate::governor::HaltingReport;
 use crate::governor::Usage;
 use crate::{Counters, MessageId, ThreadId, ThreadInfo, ThreadState};
 
+/// The error underneath a [`HistoryError`], kept as its `source()`: for [`SqliteHistory`] a
+/// `rusqlite::Error` (downcast it to inspect the SQLite code). Shared, so that one failed commit
+/// can fail every batch it held.
+pub type Cause = Arc<dyn std::error::Error + Send + Sync>;
+
 /// Why the history store failed.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+///
+/// The message (`what`) names the file and the problem, and already includes the cause's own
+/// text: these messages travel as strings (system notices, HTTP problem bodies, logs) where
+/// nobody walks the `source()` chain. The `source` is there for programs that inspect it.
+/// Two errors are equal when they are the same variant saying the same thing; sources are not
+/// compared.
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum HistoryError {
-    /// The store cannot accept writes (disk full, read-only, closed).
-    #[error("history store unavailable: {0}")]
-    Unavailable(String),
+    /// The store cannot accept writes (disk full, read-only, closed), or cannot be opened.
+    #[error("history store unavailable: {what}")]
+    Unavailable {
+        /// The file and the problem (`history.db: database is locked by another process`).
+        what: String,
+        /// The storage error underneath, when there is one.
+        #[source]
+        source: Option<Cause>,
+    },
     /// A read failed.
-    #[error("history query failed: {0}")]
-    Query(String),
+    #[error("history query failed: {what}")]
+    Query {
+        /// The file or record, and the problem.
+        what: String,
+        /// The storage error underneath, when there is one.
+        #[source]
+        source: Option<Cause>,
+    },
     /// A hash chain does not verify.
     #[error(transparent)]
     Chain(#[from] ChainBreak),
 }
+
+impl HistoryError {
+    /// A store that cannot take writes, for `what` reason (a [`HistoryStore`] of your own uses
+    /// this when its disk is full or it is closed).
+    pub fn unavailable(what: impl Into<String>) -> Self {
+        Self::Unavailable {
+            what: what.into(),
+            source: None,
+        }
+    }
+
+    /// A read that failed, for `what` reason.
+    pub fn query(what: impl Into<String>) -> Self {
+        Self::Query {
+            what: what.into(),
+            source: None,
+        }
+    }
+
+    /// This error with `source` kept as its cause (`Chain` has its own and is returned as is).
+    #[must_use]
+    pub fn because(self, source: impl std::error::Error + Send + Sync + 'static) -> Self {
+        self.because_shared(Arc::new(source))
+    }
+
+    /// As [`HistoryError::because`], with a cause already shared.
+    #[must_use]
+    pub fn because_shared(self, cause: Cause) -> Self {
+        match self {
+            Self::Unavailable { what, .. } => Self::Unavailable {
+                what,
+                source: Some(cause),
+            },
+            Self::Query { what, .. } => Self::Query {
+                what,
+                source: Some(cause),
+            },
+            chain @ Self::Chain(_) => chain,
+        }
+    }
+}
+
+impl PartialEq for HistoryError {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Self::Unavailable { what: a, .. }, Self::Unavailable { what: b, .. })
+            | (Self::Query { what: a, .. }, Self::Query { what: b, .. }) => a == b,
+            (Self::Chain(a), Self::Chain(b)) => a == b,
+            _ => false,
+        }
+    }
+}
+
+impl Eq for HistoryError {}
 
 /// One atomic write: records in order, thread snapshots, and the delivery they complete.
 #[derive(Debug, Default)]

@@ -4,6 +4,7 @@
 pub mod check;
 pub mod cli;
 pub mod demo;
+pub mod error;
 pub mod inspect;
 pub mod organism;
 pub mod process_check;
@@ -12,3 +13,5 @@ mod resolve;
 pub mod run;
 pub mod server;
 pub mod view;
+
+pub use error::HostError;

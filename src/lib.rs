@@ -5,6 +5,7 @@
 //!
 //! # Layout
 //!
+//! - [`Error`]: one error for callers, over each module's own (`?` converts).
 //! - [`envelope`]: the wire format — envelopes, payloads, qualified names, ids and limits.
 //! - [`extract`]: finding payload elements in listener or model text output.
 //! - [`listener`]: the [`Listener`] trait, the [`Context`] a handler works through, registrations
@@ -31,6 +32,7 @@
 //! governor, history and the process language front end.
 
 pub mod envelope;
+mod error;
 pub mod extract;
 pub mod governor;
 pub mod history;
@@ -47,6 +49,7 @@ pub use envelope::{
     Dialect, Envelope, EnvelopeError, IdError, Incoming, Limits, MessageId, Payload, Position,
     QName, ThreadId,
 };
+pub use error::Error;
 pub use listener::{
     Context, Delivery, Listener, ListenerError, Registration, Role, Typed, TypedListener, Usage,
 };

@@ -232,7 +232,8 @@ fn organism_toml_declares_the_namespace_of_agentserver_payloads() {
     let bad = "[agentserver]\nnamespace = \"\"\n";
     let err = agentpump::host::organism::Organism::parse(bad, "organism.toml")
         .and_then(|o| o.config("organism.toml").map(|_| ()))
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
     assert!(
         err.contains("organism.toml:2") && err.contains("namespace"),
         "{err}"

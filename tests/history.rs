@@ -209,9 +209,7 @@ impl agentpump::history::HistoryStore for NotDurable {
     ) -> Result<agentpump::history::Ticket, agentpump::history::HistoryError> {
         self.0.append(batch)?;
         Ok(agentpump::history::Ticket::pending(async {
-            Err(agentpump::history::HistoryError::Unavailable(
-                "disk full".into(),
-            ))
+            Err(agentpump::history::HistoryError::unavailable("disk full"))
         }))
     }
     async fn thread(

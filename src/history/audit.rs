@@ -7,6 +7,7 @@ use rust_decimal::Decimal;
 use sha2::{Digest as _, Sha256};
 
 use super::{Record, RecordKind};
+use crate::MessageId;
 use crate::envelope::{GOVERNOR_NS, SYSTEM_NS};
 use crate::governor::{CertificateType, Control, GovernorMessage, HaltingReport, diverging};
 use crate::{Limits, Payload};
@@ -55,20 +56,56 @@ impl Seen {
     }
 }
 
+/// Why a halting report does not agree with the recorded history.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AuditError {
+    /// The report names a halt message the thread does not have.
+    #[error("no halt message {0} in the thread")]
+    NoHalt(MessageId),
+    /// The record the report names is not a `halt` message.
+    #[error("record {0} is not a halt message")]
+    NotAHalt(MessageId),
+    /// The halt message carries the digest of another report.
+    #[error("the report is not the one its halt message names (digest differs)")]
+    DigestDiffers,
+    /// The halt message does not repeat the report's class or reason (`class="EXACT"`).
+    #[error("the halt message does not say {0}")]
+    Unsaid(String),
+    /// The report's residuals are not the ones recorded.
+    #[error("residuals {reported:?} in the report, {recorded:?} in the history")]
+    Residuals {
+        /// The residuals in the report's certificate.
+        reported: Vec<String>,
+        /// The residuals the recorded messages carry.
+        recorded: Vec<String>,
+    },
+    /// The report's class is none the governor gives.
+    #[error("unknown halt class `{0}`")]
+    UnknownClass(String),
+    /// The recorded evidence does not earn the report's class and reason.
+    #[error("{class} ({reason}) is not what the recorded history supports")]
+    Unearned {
+        /// The report's class.
+        class: String,
+        /// The report's stop reason.
+        reason: String,
+    },
+}
+
 /// Checks one halting report against the records of its thread (all of them, in order).
 ///
 /// # Errors
 ///
 /// What does not agree: the report's digest against the `halt` message, its class, status or
 /// residuals against what was recorded, or a certificate the recorded evidence does not earn.
-pub fn audit(records: &[Record], report: &HaltingReport) -> Result<(), String> {
+pub fn audit(records: &[Record], report: &HaltingReport) -> Result<(), AuditError> {
     let at = records
         .iter()
         .position(|r| r.id == report.halt_id)
-        .ok_or_else(|| format!("no halt message {} in the thread", report.halt_id))?;
+        .ok_or(AuditError::NoHalt(report.halt_id))?;
     let halt = &records[at];
     if halt.kind != RecordKind::System || !halt.root.is(SYSTEM_NS, "halt") {
-        return Err(format!("record {} is not a halt message", report.halt_id));
+        return Err(AuditError::NotAHalt(report.halt_id));
     }
     let json = serde_json::to_string(report).expect("a report serializes");
     let digest = hex::encode(Sha256::digest(json.as_bytes()));
@@ -76,7 +113,7 @@ pub fn audit(records: &[Record], report: &HaltingReport) -> Result<(), String> {
         .payload
         .contains(&format!("report-digest=\"{digest}\""))
     {
-        return Err("the report is not the one its halt message names (digest differs)".into());
+        return Err(AuditError::DigestDiffers);
     }
     for (attribute, value) in [("class", &report.class), ("reason", &report.stop_reason)] {
         let quoted = format!(
@@ -84,7 +121,7 @@ pub fn audit(records: &[Record], report: &HaltingReport) -> Result<(), String> {
             quick_xml::escape::escape(value.as_str())
         );
         if !halt.payload.contains(&quoted) {
-            return Err(format!("the halt message does not say {quoted}"));
+            return Err(AuditError::Unsaid(quoted));
         }
     }
     let since = records[..at]
@@ -95,17 +132,17 @@ pub fn audit(records: &[Record], report: &HaltingReport) -> Result<(), String> {
     let recorded: Vec<String> = seen.residuals.iter().map(Decimal::to_string).collect();
     if let Some(cert) = &report.halting_certificate {
         if cert.residual_history_decimal_strings != recorded {
-            return Err(format!(
-                "residuals {:?} in the report, {recorded:?} in the history",
-                cert.residual_history_decimal_strings
-            ));
+            return Err(AuditError::Residuals {
+                reported: cert.residual_history_decimal_strings.clone(),
+                recorded,
+            });
         }
     }
     derive(report, &seen, &records[since..at])
 }
 
 /// Whether the recorded evidence earns the report's class.
-fn derive(report: &HaltingReport, seen: &Seen, turn: &[Record]) -> Result<(), String> {
+fn derive(report: &HaltingReport, seen: &Seen, turn: &[Record]) -> Result<(), AuditError> {
     let last = seen.residuals.last().copied();
     let r_p = report
         .halting_certificate
@@ -151,13 +188,13 @@ fn derive(report: &HaltingReport, seen: &Seen, turn: &[Record]) -> Result<(), St
         ("done-uncertified", _) => said(Control::Done),
         ("need-info", _) => seen.certificates.as_ref().is_some_and(Vec::is_empty),
         ("BACKPRESSURE" | "no-progress", _) => true,
-        (other, _) => return Err(format!("unknown halt class `{other}`")),
+        (other, _) => return Err(AuditError::UnknownClass(other.to_owned())),
     };
     if !earned {
-        return Err(format!(
-            "{} ({}) is not what the recorded history supports",
-            report.class, report.stop_reason
-        ));
+        return Err(AuditError::Unearned {
+            class: report.class.clone(),
+            reason: report.stop_reason.clone(),
+        });
     }
     Ok(())
 }

@@ -117,18 +117,18 @@ impl SqliteHistory {
     /// As [`SqliteHistory::open`].
     pub fn open_with(path: impl AsRef<Path>, options: SqliteOptions) -> Result<Self, HistoryError> {
         let path = path.as_ref().to_path_buf();
-        let fail = |e: rusqlite::Error| unavailable(&path, &e);
+        let fail = |e: rusqlite::Error| unavailable(&path, e);
         let mut conn = Connection::open(&path).map_err(fail)?;
         // SQLite quietly opens a file it may not write read-only; every commit would fail.
         if conn.is_readonly(rusqlite::MAIN_DB).map_err(fail)? {
-            return Err(HistoryError::Unavailable(format!(
+            return Err(HistoryError::unavailable(format!(
                 "{}: read-only (the file or its disk cannot be written)",
                 path.display()
             )));
         }
         schema::prepare(&mut conn, options.durability).map_err(|e| match e {
-            schema::SchemaError::Sqlite(e) => unavailable(&path, &e),
-            other => HistoryError::Unavailable(format!("{}: {other}", path.display())),
+            schema::SchemaError::Sqlite(e) => unavailable(&path, e),
+            other => HistoryError::unavailable(format!("{}: {other}", path.display())),
         })?;
         let order = queries::order(&conn).map_err(fail)?;
         let reader = Connection::open_with_flags(&path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
@@ -163,20 +163,20 @@ impl SqliteHistory {
     pub fn open_read_only(path: impl AsRef<Path>) -> Result<Self, HistoryError> {
         let path = path.as_ref().to_path_buf();
         if !path.is_file() {
-            return Err(HistoryError::Unavailable(format!(
+            return Err(HistoryError::unavailable(format!(
                 "{}: no such file",
                 path.display()
             )));
         }
-        let fail = |e: rusqlite::Error| unavailable(&path, &e);
+        let fail = |e: rusqlite::Error| unavailable(&path, e);
         let reader = Connection::open_with_flags(&path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
             .map_err(fail)?;
         reader
             .busy_timeout(std::time::Duration::from_secs(1))
             .map_err(fail)?;
         schema::check(&reader).map_err(|e| match e {
-            schema::SchemaError::Sqlite(e) => unavailable(&path, &e),
-            other => HistoryError::Unavailable(format!("{}: {other}", path.display())),
+            schema::SchemaError::Sqlite(e) => unavailable(&path, e),
+            other => HistoryError::unavailable(format!("{}: {other}", path.display())),
         })?;
         // No append order: every write is refused, and computing it reads every thread's last
         // digest (seconds on a history of a million threads, before the first answer).
@@ -222,10 +222,12 @@ impl SqliteHistory {
         };
         let outcome = handle
             .join()
-            .unwrap_or_else(|_| Err("the history writer panicked".into()));
+            .unwrap_or_else(|_| Err(writer::CheckpointError::Panicked));
         // Nothing more will be committed: reads wait for nothing from now on.
         self.resolved.send_replace(u64::MAX);
-        outcome.map_err(|why| HistoryError::Unavailable(format!("{}: {why}", self.path.display())))
+        outcome.map_err(|why| {
+            HistoryError::unavailable(format!("{}: {why}", self.path.display())).because(why)
+        })
     }
 
     /// The file this store writes.
@@ -247,26 +249,24 @@ impl SqliteHistory {
         self.reader.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn query_error(&self, e: &rusqlite::Error) -> HistoryError {
-        HistoryError::Query(format!("{}: {e}", self.path.display()))
+    fn query_error(&self, e: rusqlite::Error) -> HistoryError {
+        HistoryError::query(format!("{}: {e}", self.path.display())).because(e)
     }
 }
 
-fn unavailable(path: &Path, e: &rusqlite::Error) -> HistoryError {
+fn unavailable(path: &Path, e: rusqlite::Error) -> HistoryError {
     let busy = matches!(
         e.sqlite_error_code(),
         Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
     );
-    if busy {
-        HistoryError::Unavailable(format!(
-            "{}: database is locked by another process",
-            path.display()
-        ))
+    let what = if busy {
+        format!("{}: database is locked by another process", path.display())
     } else if e.sqlite_error_code() == Some(rusqlite::ErrorCode::NotADatabase) {
-        HistoryError::Unavailable(format!("{}: not an agentpump database", path.display()))
+        format!("{}: not an agentpump database", path.display())
     } else {
-        HistoryError::Unavailable(format!("{}: {e}", path.display()))
-    }
+        format!("{}: {e}", path.display())
+    };
+    HistoryError::unavailable(what).because(e)
 }
 
 impl Drop for SqliteHistory {
@@ -282,7 +282,7 @@ impl Drop for SqliteHistory {
 impl HistoryStore for SqliteHistory {
     fn writable(&self) -> Result<(), HistoryError> {
         match &*self.failed.lock().unwrap_or_else(|p| p.into_inner()) {
-            Some(why) => Err(HistoryError::Unavailable(format!(
+            Some(why) => Err(HistoryError::unavailable(format!(
                 "{}: {why}",
                 self.path.display()
             ))),
@@ -314,10 +314,10 @@ impl HistoryStore for SqliteHistory {
         let jobs = self.jobs.lock().unwrap_or_else(|p| p.into_inner());
         let sender = jobs
             .as_ref()
-            .ok_or_else(|| HistoryError::Unavailable("history store is closed".into()))?;
+            .ok_or_else(|| HistoryError::unavailable("history store is closed"))?;
         sender
             .send(job)
-            .map_err(|_| HistoryError::Unavailable("history writer stopped".into()))?;
+            .map_err(|_| HistoryError::unavailable("history writer stopped"))?;
         // Only once the writer has the batch: it will resolve these seqs.
         self.appended
             .fetch_max(order.next_seq, std::sync::atomic::Ordering::AcqRel);
@@ -325,44 +325,44 @@ impl HistoryStore for SqliteHistory {
         let path = self.path.display().to_string();
         Ok(Ticket::pending(async move {
             wait.await
-                .map_err(|_| HistoryError::Unavailable(format!("{path}: history writer stopped")))?
+                .map_err(|_| HistoryError::unavailable(format!("{path}: history writer stopped")))?
         }))
     }
 
     async fn thread(&self, thread: ThreadId, since: u64) -> Result<Vec<Record>, HistoryError> {
         self.caught_up().await;
-        queries::thread(&self.read(), thread, since).map_err(|e| self.query_error(&e))
+        queries::thread(&self.read(), thread, since).map_err(|e| self.query_error(e))
     }
 
     async fn record(&self, id: MessageId) -> Result<Option<Record>, HistoryError> {
         self.caught_up().await;
-        queries::record(&self.read(), id).map_err(|e| self.query_error(&e))
+        queries::record(&self.read(), id).map_err(|e| self.query_error(e))
     }
 
     async fn pending(&self) -> Result<Vec<Record>, HistoryError> {
-        queries::pending(&self.read()).map_err(|e| self.query_error(&e))
+        queries::pending(&self.read()).map_err(|e| self.query_error(e))
     }
 
     async fn reports(&self, thread: ThreadId) -> Result<Vec<HaltingReport>, HistoryError> {
         self.caught_up().await;
-        queries::reports(&self.read(), thread).map_err(|e| self.query_error(&e))
+        queries::reports(&self.read(), thread).map_err(|e| self.query_error(e))
     }
 
     async fn threads(&self, state: Option<ThreadState>) -> Result<Vec<ThreadInfo>, HistoryError> {
         self.caught_up().await;
-        queries::threads(&self.read(), state).map_err(|e| self.query_error(&e))
+        queries::threads(&self.read(), state).map_err(|e| self.query_error(e))
     }
 
     fn recovery(&self) -> Result<Recovery, HistoryError> {
-        queries::recovery(&self.read()).map_err(|e| self.query_error(&e))
+        queries::recovery(&self.read()).map_err(|e| self.query_error(e))
     }
 
     async fn roots(&self, filter: &ThreadFilter) -> Result<ThreadPage, HistoryError> {
-        pages::roots(&self.read(), filter).map_err(|e| self.query_error(&e))
+        pages::roots(&self.read(), filter).map_err(|e| self.query_error(e))
     }
 
     async fn subtree(&self, root: ThreadId) -> Result<Vec<ThreadInfo>, HistoryError> {
-        pages::subtree(&self.read(), root).map_err(|e| self.query_error(&e))
+        pages::subtree(&self.read(), root).map_err(|e| self.query_error(e))
     }
 
     async fn records_after(
@@ -372,13 +372,13 @@ impl HistoryStore for SqliteHistory {
         limit: usize,
     ) -> Result<Vec<Record>, HistoryError> {
         let limit = limit.clamp(1, super::page::MAX_PAGE);
-        pages::records_after(&self.read(), thread, after, limit).map_err(|e| self.query_error(&e))
+        pages::records_after(&self.read(), thread, after, limit).map_err(|e| self.query_error(e))
     }
 
     async fn verify(&self) -> Result<u64, HistoryError> {
         self.caught_up().await;
         queries::verify(&self.read()).map_err(|e| match e {
-            queries::VerifyError::Sqlite(e) => self.query_error(&e),
+            queries::VerifyError::Sqlite(e) => self.query_error(e),
             queries::VerifyError::Chain(b) => HistoryError::Chain(b),
         })
     }

@@ -3,6 +3,7 @@
 use std::io::{Read as _, Write};
 use std::path::Path;
 
+use crate::host::HostError;
 use crate::{EnvelopeError, Incoming, Limits, Payload};
 
 /// Checks each file (an envelope in either dialect, or a bare payload) and writes one line per
@@ -11,13 +12,16 @@ use crate::{EnvelopeError, Incoming, Limits, Payload};
 /// # Errors
 ///
 /// A one-line message naming the first file that cannot be read or parsed, and why.
-pub fn run(files: &[impl AsRef<Path>], out: &mut impl Write) -> Result<(), String> {
+pub fn run(files: &[impl AsRef<Path>], out: &mut impl Write) -> Result<(), HostError> {
     let limits = Limits::default();
     for file in files {
         let file = file.as_ref();
-        let bytes = read(file).map_err(|e| format!("{}: {e}", file.display()))?;
-        let line = describe(&bytes, &limits).map_err(|e| format!("{}: {e}", file.display()))?;
-        writeln!(out, "{}: {line}", file.display()).map_err(|e| e.to_string())?;
+        let bytes = read(file).map_err(|e| HostError::io(file, e))?;
+        let line = describe(&bytes, &limits).map_err(|source| HostError::Envelope {
+            path: file.to_path_buf(),
+            source,
+        })?;
+        writeln!(out, "{}: {line}", file.display()).map_err(HostError::System)?;
     }
     Ok(())
 }

@@ -10,6 +10,7 @@ use super::check;
 use super::inspect::{self, HistoryFormat, ThreadsFormat};
 use super::remote::Host;
 use crate::ThreadState;
+use crate::host::HostError;
 
 /// agentpump: an agent runtime that routes namespaced XML between listeners on threads.
 #[derive(Debug, Parser)]
@@ -206,7 +207,7 @@ pub struct Auth {
     pub token_file: Option<PathBuf>,
 }
 
-fn host(url: &str, auth: Auth) -> Result<Host, String> {
+fn host(url: &str, auth: Auth) -> Result<Host, HostError> {
     Host::new(url, auth.token, auth.token_file)
 }
 
@@ -235,9 +236,9 @@ pub fn run() -> ExitCode {
 }
 
 /// Runs one command, writing its output to `out`.
-fn dispatch(command: Command, out: &mut impl std::io::Write) -> Result<(), String> {
-    let mut print = |text: Result<String, String>| {
-        text.and_then(|t| out.write_all(t.as_bytes()).map_err(|e| e.to_string()))
+fn dispatch(command: Command, out: &mut impl std::io::Write) -> Result<(), HostError> {
+    let mut print = |text: Result<String, HostError>| {
+        text.and_then(|t| out.write_all(t.as_bytes()).map_err(HostError::System))
     };
     match command {
         Command::Demo { db } => print(super::demo::run(db)),

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use super::organism::Organism;
 use crate::history::export;
+use crate::host::HostError;
 use crate::listeners::scripted::DEMO_NS;
 use crate::{PumpHandle, ThreadId};
 
@@ -49,7 +50,7 @@ const STARTS: [(&str, &str, &str); 5] = [
 /// # Errors
 ///
 /// One line saying what failed (the database cannot be written, the pump does not build).
-pub fn run(db: Option<PathBuf>) -> Result<String, String> {
+pub fn run(db: Option<PathBuf>) -> Result<String, HostError> {
     let origin = "listeners/demo/organism.toml";
     let organism = Organism::parse(DEMO_ORGANISM, origin)?;
     let db = db.unwrap_or_else(|| organism.store.path.clone());
@@ -57,12 +58,12 @@ pub fn run(db: Option<PathBuf>) -> Result<String, String> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
-        .map_err(|e| e.to_string())?;
+        .map_err(HostError::System)?;
     runtime.block_on(async {
         let store = Arc::new(organism.open_store_at(&db)?);
         let outcome = drive(&organism, origin, Arc::clone(&store), &db).await;
         // Every exit path closes the store, so `db` alone holds the whole history.
-        let closed = store.close().map_err(|e| e.to_string());
+        let closed = store.close().map_err(HostError::from);
         outcome.and_then(|text| closed.map(|()| text))
     })
 }
@@ -74,18 +75,14 @@ async fn drive(
     origin: &str,
     store: Arc<crate::history::SqliteHistory>,
     db: &Path,
-) -> Result<String, String> {
-    let pump = organism
-        .builder(origin)?
-        .history(store)
-        .build()
-        .map_err(|e| e.to_string())?;
+) -> Result<String, HostError> {
+    let pump = organism.builder(origin)?.history(store).build()?;
     let started = tokio::select! {
         biased;
-        _ = tokio::signal::ctrl_c() => Err(format!(
+        _ = tokio::signal::ctrl_c() => Err(HostError::Interrupted(format!(
             "interrupted; what ran so far is in {}",
             db.display()
-        )),
+        ))),
         started = start_and_settle(&pump) => started,
     };
     // Shown after the shutdown, which drains every thread and waits for every runner and
@@ -99,20 +96,17 @@ async fn drive(
         db.display()
     );
     text.push_str(&show(&pump, &roots).await?);
-    let verified = pump.verify().await.map_err(|e| e.to_string())?;
+    let verified = pump.verify().await?;
     let _ = writeln!(text, "\nHash chains verified: {verified} records.");
     text.push_str(&inspect_commands(&roots, db));
     Ok(text)
 }
 
 /// Starts the demo's root threads and waits until each has settled.
-async fn start_and_settle(pump: &PumpHandle) -> Result<Vec<ThreadId>, String> {
+async fn start_and_settle(pump: &PumpHandle) -> Result<Vec<ThreadId>, HostError> {
     let mut roots = Vec::new();
     for (_, to, payload) in STARTS {
-        let receipt = pump
-            .post(None, Some(to), payload)
-            .await
-            .map_err(|e| e.to_string())?;
+        let receipt = pump.post(None, Some(to), payload).await?;
         roots.push(receipt.thread());
     }
     for &root in &roots {
@@ -120,7 +114,9 @@ async fn start_and_settle(pump: &PumpHandle) -> Result<Vec<ThreadId>, String> {
             .await
             .is_err()
         {
-            return Err(format!("thread {root} did not settle within 30 s"));
+            return Err(HostError::Unsettled(format!(
+                "thread {root} did not settle within 30 s"
+            )));
         }
     }
     Ok(roots)
@@ -133,9 +129,11 @@ const SQLITE_HEADER: &[u8; 16] = b"SQLite format 3\0";
 ///
 /// Nothing is opened with SQLite before the file is known to be a SQLite database: opening a
 /// file that is not one can still rewrite or delete a `-wal` file beside it.
-fn remove_database(db: &Path) -> Result<(), String> {
+fn remove_database(db: &Path) -> Result<(), HostError> {
     let refuse = |why: String| {
-        format!("{why}; the demo replaces only an agentpump history, choose another --db")
+        HostError::Usage(format!(
+            "{why}; the demo replaces only an agentpump history, choose another --db"
+        ))
     };
     let sidecar = |suffix: &str| PathBuf::from(format!("{}{suffix}", db.display()));
     if !db.exists() {
@@ -155,7 +153,7 @@ fn remove_database(db: &Path) -> Result<(), String> {
     let mut header = [0u8; 16];
     let read = std::fs::File::open(db)
         .and_then(|mut f| std::io::Read::read(&mut f, &mut header))
-        .map_err(|e| format!("{}: {e}", db.display()))?;
+        .map_err(|e| HostError::io(db, e))?;
     if read < header.len() || &header != SQLITE_HEADER {
         return Err(refuse(format!(
             "{}: not an agentpump database (not an SQLite file)",
@@ -168,13 +166,13 @@ fn remove_database(db: &Path) -> Result<(), String> {
         match std::fs::remove_file(&file) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(format!("{}: cannot replace it: {e}", file.display())),
+            Err(source) => return Err(HostError::Replace { path: file, source }),
         }
     }
     Ok(())
 }
 
-async fn show(pump: &PumpHandle, roots: &[ThreadId]) -> Result<String, String> {
+async fn show(pump: &PumpHandle, roots: &[ThreadId]) -> Result<String, HostError> {
     let mut out = String::new();
     let _ = writeln!(out, "What ran (one root thread each):");
     for ((what, _, _), root) in STARTS.iter().zip(roots) {
@@ -200,12 +198,12 @@ async fn show(pump: &PumpHandle, roots: &[ThreadId]) -> Result<String, String> {
         out,
         "\nTranscript of the √2 thread (the agent asks the calculator, reports its residual, iterates):"
     );
-    let records = pump.history(roots[0]).await.map_err(|e| e.to_string())?;
+    let records = pump.history(roots[0]).await?;
     out.push_str(&export::transcript(&records, 2));
     let _ = writeln!(out, "\nHalts (each with a halting report):");
     for &root in roots {
         for t in pump.tree(root) {
-            for r in pump.reports(t.id).await.map_err(|e| e.to_string())? {
+            for r in pump.reports(t.id).await? {
                 let cert = r
                     .halting_certificate
                     .as_ref()
@@ -220,7 +218,7 @@ async fn show(pump: &PumpHandle, roots: &[ThreadId]) -> Result<String, String> {
             }
         }
     }
-    let collected = pump.history(roots[1]).await.map_err(|e| e.to_string())?;
+    let collected = pump.history(roots[1]).await?;
     if let Some(answer) = collected.iter().rfind(|r| r.root.is(DEMO_NS, "collected")) {
         let _ = writeln!(out, "\nThe planner collected: {}", answer.payload);
     }

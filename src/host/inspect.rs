@@ -6,6 +6,7 @@ use std::path::Path;
 
 use crate::governor::HaltingReport;
 use crate::history::{HistoryStore, Record, SqliteHistory, export};
+use crate::host::HostError;
 use crate::{ThreadId, ThreadInfo, ThreadState};
 
 /// Output formats of `threads`.
@@ -54,8 +55,8 @@ pub(crate) fn render_records(records: &[Record], format: HistoryFormat) -> Strin
     }
 }
 
-fn open(db: &Path) -> Result<SqliteHistory, String> {
-    SqliteHistory::open_read_only(db).map_err(|e| e.to_string())
+fn open(db: &Path) -> Result<SqliteHistory, HostError> {
+    Ok(SqliteHistory::open_read_only(db)?)
 }
 
 fn block_on<T>(f: impl std::future::Future<Output = T>) -> T {
@@ -66,11 +67,11 @@ fn block_on<T>(f: impl std::future::Future<Output = T>) -> T {
 }
 
 /// The thread `text` names in `db`: an id, a unique id prefix, or a displayed path.
-async fn thread_id(store: &SqliteHistory, db: &Path, text: &str) -> Result<ThreadId, String> {
+async fn thread_id(store: &SqliteHistory, db: &Path, text: &str) -> Result<ThreadId, HostError> {
     if let Ok(id) = text.parse() {
         return Ok(id);
     }
-    let threads = store.threads(None).await.map_err(|e| e.to_string())?;
+    let threads = store.threads(None).await?;
     super::resolve::resolve(&threads, text, &db.display().to_string())
 }
 
@@ -83,13 +84,13 @@ pub fn threads(
     db: &Path,
     state: Option<ThreadState>,
     format: ThreadsFormat,
-) -> Result<String, String> {
+) -> Result<String, HostError> {
     let store = open(db)?;
     block_on(async {
-        let threads = store.threads(state).await.map_err(|e| e.to_string())?;
+        let threads = store.threads(state).await?;
         let mut reports = Vec::new();
         for t in threads.iter().filter(|t| t.state == ThreadState::Halted) {
-            reports.extend(store.reports(t.id).await.map_err(|e| e.to_string())?);
+            reports.extend(store.reports(t.id).await?);
         }
         Ok(render_threads(&threads, &halts_of(reports), format))
     })
@@ -155,7 +156,7 @@ pub fn history(
     thread: &str,
     format: HistoryFormat,
     tree: bool,
-) -> Result<String, String> {
+) -> Result<String, HostError> {
     let store = open(db)?;
     block_on(async {
         let id = thread_id(&store, db, thread).await?;
@@ -166,14 +167,16 @@ pub fn history(
                 .threads(None)
                 .await
                 .map(|all| all.into_iter().filter(|t| t.id == id).collect())
-        }
-        .map_err(|e| e.to_string())?;
+        }?;
         if threads.is_empty() {
-            return Err(format!("no thread {id} in {}", db.display()));
+            return Err(HostError::usage(format!(
+                "no thread {id} in {}",
+                db.display()
+            )));
         }
         let mut records = Vec::new();
         for t in &threads {
-            records.extend(store.thread(t.id, 0).await.map_err(|e| e.to_string())?);
+            records.extend(store.thread(t.id, 0).await?);
         }
         Ok(render_tree(&threads, &records, format))
     })
@@ -216,22 +219,17 @@ pub(crate) fn render_tree(
 /// # Errors
 ///
 /// A malformed or unknown thread id, a thread that never halted, or the file cannot be read.
-pub fn report(db: &Path, thread: &str) -> Result<String, String> {
+pub fn report(db: &Path, thread: &str) -> Result<String, HostError> {
     let store = open(db)?;
     block_on(async {
         let id = thread_id(&store, db, thread).await?;
-        let reports = store.reports(id).await.map_err(|e| e.to_string())?;
+        let reports = store.reports(id).await?;
         if reports.is_empty() {
-            let known = store
-                .threads(None)
-                .await
-                .map_err(|e| e.to_string())?
-                .into_iter()
-                .find(|t| t.id == id);
-            return Err(match known {
+            let known = store.threads(None).await?.into_iter().find(|t| t.id == id);
+            return Err(HostError::Usage(match known {
                 None => format!("no thread {id} in {}", db.display()),
                 Some(t) => format!("thread {id} has no halting report: it is {}", t.state),
-            });
+            }));
         }
         Ok(serde_json::to_string_pretty(&reports).expect("reports serialize") + "\n")
     })
@@ -244,20 +242,17 @@ pub fn report(db: &Path, thread: &str) -> Result<String, String> {
 ///
 /// Each halt the history does not support, naming its thread and halt; or the file cannot be
 /// read.
-pub fn verify_certificates(db: &Path) -> Result<String, String> {
+pub fn verify_certificates(db: &Path) -> Result<String, HostError> {
     let store = open(db)?;
     block_on(async {
         let mut checked = 0;
         let mut wrong = Vec::new();
-        for thread in store.threads(None).await.map_err(|e| e.to_string())? {
-            let reports = store.reports(thread.id).await.map_err(|e| e.to_string())?;
+        for thread in store.threads(None).await? {
+            let reports = store.reports(thread.id).await?;
             if reports.is_empty() {
                 continue;
             }
-            let records = store
-                .thread(thread.id, 0)
-                .await
-                .map_err(|e| e.to_string())?;
+            let records = store.thread(thread.id, 0).await?;
             for report in reports {
                 checked += 1;
                 if let Err(why) = crate::history::audit(&records, &report) {
@@ -274,11 +269,11 @@ pub fn verify_certificates(db: &Path) -> Result<String, String> {
                 db.display()
             ))
         } else {
-            Err(format!(
+            Err(HostError::Check(format!(
                 "{} of {checked} halts are not what the history supports:\n{}",
                 wrong.len(),
                 wrong.join("\n")
-            ))
+            )))
         }
     })
 }
@@ -289,9 +284,9 @@ pub fn verify_certificates(db: &Path) -> Result<String, String> {
 ///
 /// The first record that does not verify (thread, seq, expected and found digests), or the file
 /// cannot be read.
-pub fn verify(db: &Path) -> Result<String, String> {
+pub fn verify(db: &Path) -> Result<String, HostError> {
     let store = open(db)?;
-    let checked = block_on(store.verify()).map_err(|e| e.to_string())?;
+    let checked = block_on(store.verify())?;
     Ok(format!(
         "{}: {checked} records verified, every chain intact\n",
         db.display()

@@ -11,6 +11,7 @@ use toml::Spanned;
 
 use crate::governor::{Budget, GovernorPolicy, messages_decimal};
 use crate::history::{Durability, SqliteHistory, SqliteOptions};
+use crate::host::HostError;
 use crate::listeners::builtin;
 use crate::listeners::llm::{ContextMode, LlmAgent, LlmConfig, PeerDoc};
 use crate::{Limits, PumpBuilder, PumpConfig, QName, Registration, Role};
@@ -213,14 +214,11 @@ impl Organism {
     /// # Errors
     ///
     /// One message naming the file, the line and the key or value at fault.
-    pub fn parse(text: &str, origin: &str) -> Result<Self, String> {
-        let mut organism: Organism = toml::from_str(text).map_err(|e| {
-            let at = e
-                .span()
-                .map(|s| line_of(text, s.start))
-                .map(|l| format!(":{l}"))
-                .unwrap_or_default();
-            format!("{origin}{at}: {}", e.message())
+    pub fn parse(text: &str, origin: &str) -> Result<Self, HostError> {
+        let mut organism: Organism = toml::from_str(text).map_err(|e| HostError::Organism {
+            origin: origin.to_owned(),
+            line: e.span().map(|s| line_of(text, s.start)),
+            message: e.message().to_owned(),
         })?;
         organism.text = text.to_owned();
         Ok(organism)
@@ -231,18 +229,19 @@ impl Organism {
     /// # Errors
     ///
     /// The file cannot be read, or as [`Organism::parse`].
-    pub fn load(path: &Path) -> Result<Self, String> {
-        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    pub fn load(path: &Path) -> Result<Self, HostError> {
+        let text = std::fs::read_to_string(path).map_err(|e| HostError::io(path, e))?;
         let mut organism = Self::parse(&text, &path.display().to_string())?;
         organism.base = path.parent().map(Path::to_path_buf).unwrap_or_default();
         Ok(organism)
     }
 
-    fn at<T>(&self, origin: &str, spanned: &Spanned<T>, message: String) -> String {
-        format!(
-            "{origin}:{}: {message}",
-            line_of(&self.text, spanned.span().start)
-        )
+    fn at<T>(&self, origin: &str, spanned: &Spanned<T>, message: String) -> HostError {
+        HostError::Organism {
+            origin: origin.to_owned(),
+            line: Some(line_of(&self.text, spanned.span().start)),
+            message,
+        }
     }
 
     /// The pump configuration: limits, queue capacity and governor policy.
@@ -250,7 +249,7 @@ impl Organism {
     /// # Errors
     ///
     /// A value that is not an exact decimal, naming its key and line.
-    pub fn config(&self, origin: &str) -> Result<PumpConfig, String> {
+    pub fn config(&self, origin: &str) -> Result<PumpConfig, HostError> {
         let mut config = PumpConfig::default();
         let l = &self.limits;
         let d = Limits::default();
@@ -263,7 +262,7 @@ impl Organism {
         config.queue_capacity = l.queue_capacity.unwrap_or(config.queue_capacity);
         let g = &self.governor;
         let decimal =
-            |key: &str, value: &Option<Spanned<String>>| -> Result<Option<Decimal>, String> {
+            |key: &str, value: &Option<Spanned<String>>| -> Result<Option<Decimal>, HostError> {
                 value
                     .as_ref()
                     .map(|v| messages_decimal(v.get_ref(), key).map_err(|m| self.at(origin, v, m)))
@@ -314,7 +313,7 @@ impl Organism {
     ///
     /// An unknown or not-yet-available kind, an unknown builtin, a root that is not Clark
     /// notation, an unknown role — naming the key and line.
-    pub fn registrations(&self, origin: &str) -> Result<Vec<Registration>, String> {
+    pub fn registrations(&self, origin: &str) -> Result<Vec<Registration>, HostError> {
         let docs: Vec<PeerDoc> = self.listener.iter().map(|l| doc(l.get_ref())).collect();
         self.listener
             .iter()
@@ -327,7 +326,7 @@ impl Organism {
         origin: &str,
         l: &ListenerSection,
         docs: &[PeerDoc],
-    ) -> Result<Registration, String> {
+    ) -> Result<Registration, HostError> {
         let found = match l.kind.get_ref().as_str() {
             "llm" => self.llm(origin, l, docs)?,
             "builtin" => {
@@ -423,7 +422,7 @@ impl Organism {
     /// # Errors
     ///
     /// As [`Organism::config`] and [`Organism::registrations`].
-    pub fn builder(&self, origin: &str) -> Result<PumpBuilder, String> {
+    pub fn builder(&self, origin: &str) -> Result<PumpBuilder, HostError> {
         let registrations = self.registrations(origin)?;
         Ok(registrations.into_iter().fold(
             PumpBuilder::new().config(self.config(origin)?),
@@ -436,7 +435,7 @@ impl Organism {
     /// # Errors
     ///
     /// The history file cannot be opened.
-    pub fn open_store(&self, base: &Path) -> Result<SqliteHistory, String> {
+    pub fn open_store(&self, base: &Path) -> Result<SqliteHistory, HostError> {
         self.open_store_at(&base.join(&self.store.path))
     }
 
@@ -445,7 +444,7 @@ impl Organism {
     /// # Errors
     ///
     /// The history file cannot be opened.
-    pub fn open_store_at(&self, path: &Path) -> Result<SqliteHistory, String> {
+    pub fn open_store_at(&self, path: &Path) -> Result<SqliteHistory, HostError> {
         let durability = match self.store.durability {
             DurabilitySetting::Full => Durability::Full,
             DurabilitySetting::Normal => Durability::Normal,
@@ -457,7 +456,7 @@ impl Organism {
                 ..SqliteOptions::default()
             },
         )
-        .map_err(|e| e.to_string())
+        .map_err(HostError::from)
     }
 }
 
@@ -468,7 +467,7 @@ impl Organism {
         origin: &str,
         l: &ListenerSection,
         docs: &[PeerDoc],
-    ) -> Result<crate::listeners::Builtin, String> {
+    ) -> Result<crate::listeners::Builtin, HostError> {
         let need = |what: &str| {
             self.at(
                 origin,
@@ -633,7 +632,10 @@ mod tests {
             .unwrap()
             .registrations("o.toml")
             .unwrap_err();
-        assert_eq!(err, "o.toml:3: an llm listener needs `base_url = \"…\"`");
+        assert_eq!(
+            err.to_string(),
+            "o.toml:3: an llm listener needs `base_url = \"…\"`"
+        );
     }
 
     #[test]
@@ -676,7 +678,8 @@ mod tests {
                         .and_then(|_| o.registrations("organism.toml"))
                         .map(|_| ())
                 })
-                .unwrap_err();
+                .unwrap_err()
+                .to_string();
             assert!(err.starts_with(expected), "{text:?}: {err}");
         }
     }

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use clap::{Subcommand, ValueEnum};
 
+use crate::host::HostError;
 use crate::process::{Severity, check_source};
 
 /// The `process` subcommands.
@@ -33,7 +34,7 @@ pub enum Format {
 }
 
 /// Runs a `process` subcommand: the text to print, and an error message when it failed.
-pub fn run(command: ProcessCommand) -> (String, Result<(), String>) {
+pub fn run(command: ProcessCommand) -> (String, Result<(), HostError>) {
     let ProcessCommand::Check { files, format } = command;
     let (mut out, mut errors, mut failed) = (String::new(), 0, Vec::new());
     for file in &files {
@@ -48,7 +49,7 @@ pub fn run(command: ProcessCommand) -> (String, Result<(), String>) {
     let result = if failed.is_empty() {
         Ok(())
     } else {
-        Err(failed.join("; "))
+        Err(HostError::Check(failed.join("; ")))
     };
     (out, result)
 }

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::ThreadId;
+use crate::host::HostError;
 use crate::host::inspect::{self, HistoryFormat, ThreadsFormat};
 
 /// How long connecting to the host may take.
@@ -44,7 +45,7 @@ impl Host {
         url: &str,
         token: Option<String>,
         token_file: Option<PathBuf>,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, HostError> {
         let token = match token
             .or_else(|| std::env::var("AGENTPUMP_TOKEN").ok())
             .filter(|t| !t.is_empty())
@@ -54,7 +55,7 @@ impl Host {
                 let file = token_file.unwrap_or_else(|| PathBuf::from("agentpump.token"));
                 std::fs::read_to_string(&file)
                     .map(|t| t.trim().to_owned())
-                    .map_err(|e| format!("no token: pass --token, set AGENTPUMP_TOKEN, or point --token-file at the host's token ({}: {e})", file.display()))?
+                    .map_err(|e| HostError::usage(format!("no token: pass --token, set AGENTPUMP_TOKEN, or point --token-file at the host's token ({}: {e})", file.display())))?
             }
         };
         Ok(Self {
@@ -68,58 +69,66 @@ impl Host {
         method: reqwest::Method,
         path: &str,
         body: Option<Vec<u8>>,
-    ) -> Result<String, String> {
+    ) -> Result<String, HostError> {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
-            .map_err(|e| e.to_string())?;
+            .map_err(HostError::System)?;
         runtime.block_on(async {
             let url = format!("{}{path}", self.url);
             let client = crate::listeners::llm::http_client()
                 .connect_timeout(CONNECT_TIMEOUT)
                 .timeout(REQUEST_TIMEOUT)
                 .build()
-                .map_err(|e| e.to_string())?;
+                .map_err(|e| HostError::http(format!("cannot make an HTTP client: {e}"), e))?;
             let mut request = client.request(method, &url).bearer_auth(&self.token);
             if let Some(body) = body {
                 request = request.body(body);
             }
             let response = request.send().await.map_err(|e| {
-                if e.is_connect() {
+                let message = if e.is_connect() {
                     format!(
                         "no agentpump host answers at {} ({e}): start it with `agentpump run`, or pass --url to where it runs",
                         self.url
                     )
                 } else {
                     format!("cannot reach {url}: {e}")
-                }
+                };
+                HostError::http(message, e)
             })?;
             let status = response.status();
-            let text = response.text().await.map_err(|e| format!("{url}: {e}"))?;
+            let text = response
+                .text()
+                .await
+                .map_err(|e| HostError::http(format!("{url}: {e}"), e))?;
             if status.is_success() {
                 return Ok(text);
             }
             let problem: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
-            Err(
+            Err(HostError::Remote(
                 match (problem["detail"].as_str(), problem["code"].as_str()) {
                     (Some(detail), Some(code)) => {
                         format!("{detail} ({code}, HTTP {})", status.as_u16())
                     }
                     _ => format!("{url}: HTTP {status}"),
                 },
-            )
+            ))
         })
     }
 
     /// The full id of the thread `text` names on the host: an id, a unique prefix of one, or a
     /// displayed path (`46a2acab.part1`).
-    fn resolve(&self, text: &str) -> Result<ThreadId, String> {
+    fn resolve(&self, text: &str) -> Result<ThreadId, HostError> {
         if let Ok(id) = text.parse() {
             return Ok(id);
         }
         let list = self.call(reqwest::Method::GET, "/threads", None)?;
-        let threads: Vec<crate::ThreadInfo> = serde_json::from_str(&list)
-            .map_err(|e| format!("{}: the host's thread list is unreadable: {e}", self.url))?;
+        let threads: Vec<crate::ThreadInfo> = serde_json::from_str(&list).map_err(|e| {
+            HostError::http(
+                format!("{}: the host's thread list is unreadable: {e}", self.url),
+                e,
+            )
+        })?;
         super::resolve::resolve(&threads, text, &self.url)
     }
 
@@ -135,14 +144,14 @@ impl Host {
         thread: Option<&str>,
         to: Option<&str>,
         wait: Option<Duration>,
-    ) -> Result<String, String> {
+    ) -> Result<String, HostError> {
         let body = if file == Path::new("-") {
             let mut bytes = Vec::new();
             std::io::Read::read_to_end(&mut std::io::stdin(), &mut bytes)
-                .map_err(|e| e.to_string())?;
+                .map_err(HostError::System)?;
             bytes
         } else {
-            std::fs::read(file).map_err(|e| format!("{}: {e}", file.display()))?
+            std::fs::read(file).map_err(|e| HostError::io(file, e))?
         };
         let query = to.map(|t| format!("?to={}", encode(t))).unwrap_or_default();
         let path = match thread {
@@ -154,11 +163,14 @@ impl Host {
             return Ok(receipt + "\n");
         };
         let answer: serde_json::Value = serde_json::from_str(&receipt)
-            .map_err(|e| format!("{}: unreadable receipt: {e}", self.url))?;
+            .map_err(|e| HostError::http(format!("{}: unreadable receipt: {e}", self.url), e))?;
         let thread = answer["thread"]
             .as_str()
             .and_then(|t| t.parse().ok())
-            .ok_or_else(|| format!("{}: the receipt names no thread: {receipt}", self.url))?;
+            .ok_or_else(|| HostError::Http {
+                message: format!("{}: the receipt names no thread: {receipt}", self.url),
+                source: None,
+            })?;
         let transcript = self.wait(thread, answer["ids"][0].as_str(), patience)?;
         Ok(format!("{receipt}\n{transcript}"))
     }
@@ -168,7 +180,7 @@ impl Host {
     /// # Errors
     ///
     /// The host refuses (unknown thread, already closed).
-    pub fn stop(&self, thread: &str) -> Result<String, String> {
+    pub fn stop(&self, thread: &str) -> Result<String, HostError> {
         let thread = self.resolve(thread)?;
         self.call(
             reqwest::Method::POST,
@@ -183,9 +195,14 @@ impl Host {
     /// # Errors
     ///
     /// The host refuses (unknown thread, not halted).
-    pub fn resume(&self, thread: &str, budget: &crate::governor::Budget) -> Result<String, String> {
+    pub fn resume(
+        &self,
+        thread: &str,
+        budget: &crate::governor::Budget,
+    ) -> Result<String, HostError> {
         let thread = self.resolve(thread)?;
-        let body = serde_json::to_vec(budget).map_err(|e| e.to_string())?;
+        let body = serde_json::to_vec(budget)
+            .map_err(|e| HostError::http(format!("cannot write the budget: {e}"), e))?;
         self.call(
             reqwest::Method::POST,
             &format!("/threads/{thread}/resume"),
@@ -199,13 +216,17 @@ impl Host {
     /// # Errors
     ///
     /// The host cannot be reached or refuses.
-    pub fn threads(&self, state: Option<&str>, format: ThreadsFormat) -> Result<String, String> {
+    pub fn threads(&self, state: Option<&str>, format: ThreadsFormat) -> Result<String, HostError> {
         let query = state
             .map(|s| format!("?state={}", encode(s)))
             .unwrap_or_default();
         let text = self.call(reqwest::Method::GET, &format!("/threads{query}"), None)?;
-        let threads: Vec<crate::ThreadInfo> = serde_json::from_str(&text)
-            .map_err(|e| format!("{}: the host's thread list is unreadable: {e}", self.url))?;
+        let threads: Vec<crate::ThreadInfo> = serde_json::from_str(&text).map_err(|e| {
+            HostError::http(
+                format!("{}: the host's thread list is unreadable: {e}", self.url),
+                e,
+            )
+        })?;
         let mut reports = Vec::new();
         if format == ThreadsFormat::Text {
             for t in threads
@@ -223,20 +244,21 @@ impl Host {
     }
 
     /// Every halting report of `thread`, oldest first.
-    fn reports(&self, thread: ThreadId) -> Result<Vec<crate::governor::HaltingReport>, String> {
+    fn reports(&self, thread: ThreadId) -> Result<Vec<crate::governor::HaltingReport>, HostError> {
         let text = self.call(
             reqwest::Method::GET,
             &format!("/threads/{thread}/reports"),
             None,
         )?;
-        serde_json::from_str(&text).map_err(|e| format!("{}: unreadable reports: {e}", self.url))
+        serde_json::from_str(&text)
+            .map_err(|e| HostError::http(format!("{}: unreadable reports: {e}", self.url), e))
     }
 
     /// One JSON document from `path`.
-    fn json<T: serde::de::DeserializeOwned>(&self, path: &str) -> Result<T, String> {
+    fn json<T: serde::de::DeserializeOwned>(&self, path: &str) -> Result<T, HostError> {
         let text = self.call(reqwest::Method::GET, path, None)?;
         serde_json::from_str(&text)
-            .map_err(|e| format!("{}{path}: unreadable answer: {e}", self.url))
+            .map_err(|e| HostError::http(format!("{}{path}: unreadable answer: {e}", self.url), e))
     }
 
     /// A thread's history (with `tree`, its whole subtree), printed as from a file.
@@ -249,7 +271,7 @@ impl Host {
         thread: &str,
         format: HistoryFormat,
         tree: bool,
-    ) -> Result<String, String> {
+    ) -> Result<String, HostError> {
         let thread = self.resolve(thread)?;
         let threads: Vec<crate::ThreadInfo> = if tree {
             self.json(&format!("/threads/{thread}/tree"))?
@@ -268,11 +290,13 @@ impl Host {
     /// # Errors
     ///
     /// The host cannot be reached, or the thread has not halted.
-    pub fn report(&self, thread: &str) -> Result<String, String> {
+    pub fn report(&self, thread: &str) -> Result<String, HostError> {
         let thread = self.resolve(thread)?;
         let reports = self.reports(thread)?;
         if reports.is_empty() {
-            return Err(format!("thread {thread} has no halting report"));
+            return Err(HostError::usage(format!(
+                "thread {thread} has no halting report"
+            )));
         }
         Ok(serde_json::to_string_pretty(&reports).expect("reports serialize") + "\n")
     }
@@ -288,7 +312,7 @@ impl Host {
         thread: ThreadId,
         after: Option<&str>,
         patience: Duration,
-    ) -> Result<String, String> {
+    ) -> Result<String, HostError> {
         let deadline = std::time::Instant::now() + patience;
         loop {
             let info: crate::ThreadInfo = self.json(&format!("/threads/{thread}"))?;
@@ -296,10 +320,10 @@ impl Host {
                 break;
             }
             if std::time::Instant::now() >= deadline {
-                return Err(format!(
+                return Err(HostError::Unsettled(format!(
                     "thread {thread} is still active after {} s; follow it with `agentpump history {thread}`",
                     patience.as_secs()
-                ));
+                )));
             }
             std::thread::sleep(WAIT_POLL);
         }

@@ -1,6 +1,7 @@
 //! Naming a thread on the command line: a full id, a unique prefix of one (`46a2acab`), or a
 //! displayed path (`46a2acab.part1`), as `threads` and the demo print them.
 
+use crate::host::HostError;
 use crate::{ThreadId, ThreadInfo};
 
 /// How many matching threads an ambiguity message names before it counts the rest.
@@ -18,7 +19,7 @@ pub(crate) fn resolve(
     threads: &[ThreadInfo],
     text: &str,
     source: &str,
-) -> Result<ThreadId, String> {
+) -> Result<ThreadId, HostError> {
     if let Ok(id) = text.parse() {
         return Ok(id);
     }
@@ -34,11 +35,13 @@ pub(crate) fn resolve(
     };
     match matches.as_slice() {
         [one] => Ok(one.id),
-        [] if !is_id_prefix(&prefix) && !text.contains('.') => Err(format!(
+        [] if !is_id_prefix(&prefix) && !text.contains('.') => Err(HostError::usage(format!(
             "`{text}` is not a thread id, id prefix or path (such as 46a2acab.part1)"
-        )),
-        [] => Err(format!("no thread matches `{text}` in {source}")),
-        many => Err(ambiguous(text, many)),
+        ))),
+        [] => Err(HostError::usage(format!(
+            "no thread matches `{text}` in {source}"
+        ))),
+        many => Err(HostError::usage(ambiguous(text, many))),
     }
 }
 

@@ -9,6 +9,7 @@ use super::organism::Organism;
 use super::server;
 use crate::PumpHandle;
 use crate::history::SqliteHistory;
+use crate::host::HostError;
 
 /// How long shutdown lets queued messages drain.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
@@ -20,7 +21,7 @@ pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 /// The organism file, the store, the token or the address is unusable — one line saying which.
 ///
 /// `bind` (host:port) or `port` replace the organism's `[server] bind` (a port keeps its host).
-pub fn run(path: &Path, bind: Option<String>, port: Option<u16>) -> Result<String, String> {
+pub fn run(path: &Path, bind: Option<String>, port: Option<u16>) -> Result<String, HostError> {
     let mut organism = Organism::load(path)?;
     if let Some(bind) = bind {
         organism.server.bind = bind;
@@ -37,12 +38,12 @@ pub fn run(path: &Path, bind: Option<String>, port: Option<u16>) -> Result<Strin
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
-        .map_err(|e| e.to_string())?;
+        .map_err(HostError::System)?;
     runtime.block_on(async move {
         let store = Arc::new(organism.open_store(&base)?);
         let outcome = serve(&organism, &origin, &base, Arc::clone(&store)).await;
         // Every exit path closes the store, so the history file alone holds the whole history.
-        let closed = store.close().map_err(|e| e.to_string());
+        let closed = store.close().map_err(HostError::from);
         outcome.and_then(|text| closed.map(|()| text))
     })
 }
@@ -54,12 +55,8 @@ async fn serve(
     origin: &str,
     base: &Path,
     store: Arc<SqliteHistory>,
-) -> Result<String, String> {
-    let pump = organism
-        .builder(origin)?
-        .history(store)
-        .build()
-        .map_err(|e| e.to_string())?;
+) -> Result<String, HostError> {
+    let pump = organism.builder(origin)?.history(store).build()?;
     let served = listen(organism, base, &pump).await;
     let report = pump.shutdown(SHUTDOWN_GRACE).await;
     served?;
@@ -70,18 +67,20 @@ async fn serve(
 }
 
 /// Binds the address, prints where it listens and serves the HTTP API until a signal.
-async fn listen(organism: &Organism, base: &Path, pump: &PumpHandle) -> Result<(), String> {
+async fn listen(organism: &Organism, base: &Path, pump: &PumpHandle) -> Result<(), HostError> {
     let token_file = organism
         .server
         .token_file
         .clone()
         .map_or_else(|| base.join("agentpump.token"), |f| base.join(f));
-    let token = server::load_or_create_token(organism.server.token_env.as_deref(), &token_file)
-        .map_err(|e| e.to_string())?;
+    let token = server::load_or_create_token(organism.server.token_env.as_deref(), &token_file)?;
     let listener = tokio::net::TcpListener::bind(&organism.server.bind)
         .await
-        .map_err(|e| format!("{}: cannot listen: {e}", organism.server.bind))?;
-    let address = listener.local_addr().map_err(|e| e.to_string())?;
+        .map_err(|source| HostError::Listen {
+            addr: organism.server.bind.clone(),
+            source,
+        })?;
+    let address = listener.local_addr().map_err(HostError::System)?;
     let recovered = pump.recovered();
     println!(
         "agentpump: listening on http://{address} (token in {}); the history viewer is at http://{address}/",
@@ -101,7 +100,7 @@ async fn listen(organism: &Organism, base: &Path, pump: &PumpHandle) -> Result<(
         signal(),
     )
     .await
-    .map_err(|e| e.to_string())
+    .map_err(HostError::System)
 }
 
 /// Resolves on SIGINT or SIGTERM.

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use super::server::viewer;
 use crate::history::SqliteHistory;
+use crate::host::HostError;
 
 /// Where `view` listens unless told otherwise (beside `run`'s 7878).
 pub const DEFAULT_ADDR: &str = "127.0.0.1:7879";
@@ -16,8 +17,8 @@ pub const DEFAULT_ADDR: &str = "127.0.0.1:7879";
 /// # Errors
 ///
 /// The file is not a readable agentpump history, or the address cannot be listened on.
-pub fn run(db: &Path, addr: &str) -> Result<String, String> {
-    let store = SqliteHistory::open_read_only(db).map_err(|e| e.to_string())?;
+pub fn run(db: &Path, addr: &str) -> Result<String, HostError> {
+    let store = SqliteHistory::open_read_only(db)?;
     let token = std::env::var("AGENTPUMP_TOKEN")
         .ok()
         .map(|t| t.trim().to_owned())
@@ -27,12 +28,15 @@ pub fn run(db: &Path, addr: &str) -> Result<String, String> {
         .worker_threads(2)
         .enable_all()
         .build()
-        .map_err(|e| e.to_string())?;
+        .map_err(HostError::System)?;
     runtime.block_on(async move {
         let listener = tokio::net::TcpListener::bind(addr)
             .await
-            .map_err(|e| format!("{addr}: cannot listen: {e}"))?;
-        let address = listener.local_addr().map_err(|e| e.to_string())?;
+            .map_err(|source| HostError::Listen {
+                addr: addr.to_owned(),
+                source,
+            })?;
+        let address = listener.local_addr().map_err(HostError::System)?;
         if !address.ip().is_loopback() {
             tracing::warn!(%address, "the viewer listens beyond loopback: anyone who can reach it and has the token reads the history");
         }
@@ -44,7 +48,7 @@ pub fn run(db: &Path, addr: &str) -> Result<String, String> {
         axum::serve(listener, app)
             .with_graceful_shutdown(super::run::signal())
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(HostError::System)?;
         Ok("agentpump: viewer stopped\n".to_owned())
     })
 }

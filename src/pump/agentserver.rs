@@ -80,9 +80,9 @@ impl PumpHandle {
         let records = shared.store.thread(thread, 0).await?;
         let mut out = Vec::new();
         for record in records.iter().filter(|r| r.kind == RecordKind::Egress) {
-            let env = record
-                .to_envelope(&shared.config.limits)
-                .map_err(|e| HistoryError::Query(format!("record {}: {e}", record.seq)))?;
+            let env = record.to_envelope(&shared.config.limits).map_err(|e| {
+                HistoryError::query(format!("record {}: {e}", record.seq)).because(e)
+            })?;
             let env = match dialect {
                 Dialect::Agentpump => env,
                 Dialect::AgentServer => {

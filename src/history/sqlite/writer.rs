@@ -10,7 +10,7 @@ use tokio::sync::oneshot;
 use super::{Failure, SqliteOptions};
 use crate::ThreadInfo;
 use crate::governor::HaltingReport;
-use crate::history::{Delivered, HistoryError, Record};
+use crate::history::{Cause, Delivered, HistoryError, Record};
 
 /// One appended batch, ordered and sealed.
 pub(crate) struct Job {
@@ -26,7 +26,21 @@ pub(crate) struct Job {
 pub(crate) type Resolved = Arc<tokio::sync::watch::Sender<u64>>;
 
 /// The writer thread; joining it gives why the final checkpoint failed, if it did.
-pub(crate) type Writer = JoinHandle<Result<(), String>>;
+pub(crate) type Writer = JoinHandle<Result<(), CheckpointError>>;
+
+/// Why the writer's final checkpoint did not leave the whole history in the database file.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum CheckpointError {
+    /// SQLite refused the checkpoint.
+    #[error("checkpoint failed: {0}")]
+    Failed(#[source] rusqlite::Error),
+    /// Another connection was reading, so the log could not be truncated.
+    #[error("checkpoint incomplete: another connection is reading the database")]
+    Incomplete,
+    /// The writer thread panicked.
+    #[error("the history writer panicked")]
+    Panicked,
+}
 
 /// Starts the writer on its own OS thread (SQLite calls block). The thread ends once every
 /// sender is gone, after writing all it was handed and checkpointing the write-ahead log into
@@ -44,22 +58,24 @@ pub(crate) fn spawn(
             run(&mut conn, &inbox, &failed, &resolved, options.group.max(1));
             checkpoint(&conn)
         })
-        .map_err(|e| HistoryError::Unavailable(format!("cannot start the history writer: {e}")))?;
+        .map_err(|e| {
+            HistoryError::unavailable(format!("cannot start the history writer: {e}")).because(e)
+        })?;
     Ok((jobs, handle))
 }
 
 /// Copies every committed page from the write-ahead log into the database file and truncates
 /// the log, so the file alone holds the whole history once the store is closed.
-fn checkpoint(conn: &Connection) -> Result<(), String> {
+fn checkpoint(conn: &Connection) -> Result<(), CheckpointError> {
     let (busy, _, _): (i64, i64, i64) = conn
         .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |row| {
             Ok((row.get(0)?, row.get(1)?, row.get(2)?))
         })
-        .map_err(|e| format!("checkpoint failed: {e}"))?;
+        .map_err(CheckpointError::Failed)?;
     if busy == 0 {
         Ok(())
     } else {
-        Err("checkpoint incomplete: another connection is reading the database".into())
+        Err(CheckpointError::Incomplete)
     }
 }
 
@@ -81,11 +97,11 @@ fn run(
             }
         }
         let already = failed.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        let result = match already {
-            Some(why) => Err(why),
-            None => write(conn, &jobs).map_err(|e| e.to_string()),
+        let result: Result<(), (String, Option<Cause>)> = match already {
+            Some(why) => Err((why, None)),
+            None => write(conn, &jobs).map_err(|e| (e.to_string(), Some(Arc::new(e) as Cause))),
         };
-        if let Err(why) = &result {
+        if let Err((why, _)) = &result {
             tracing::error!(error = %why, "history commit failed; the store refuses further writes");
             failed
                 .lock()
@@ -104,9 +120,13 @@ fn run(
             });
         }
         for job in jobs {
-            let outcome = result
-                .clone()
-                .map_err(|why| HistoryError::Unavailable(format!("commit failed: {why}")));
+            let outcome = result.clone().map_err(|(why, cause)| {
+                let e = HistoryError::unavailable(format!("commit failed: {why}"));
+                match cause {
+                    Some(cause) => e.because_shared(cause),
+                    None => e,
+                }
+            });
             let _ = job.done.send(outcome);
         }
     }
