@@ -157,10 +157,9 @@ fn warnings(ledger: &mut Ledger, fraction: Decimal) -> Vec<SystemMessage> {
     let mut out = Vec::new();
     for line in ledger.account.snapshot() {
         let (name, spent) = (line.name, line.spent);
-        let (Some(limit), Some(left)) = (line.limit, line.remaining()) else {
-            continue;
-        };
+        let Some(limit) = line.limit else { continue };
         if limit > Decimal::ZERO && spent >= limit * fraction && ledger.first_warning(name) {
+            let left = line.remaining().unwrap_or_default();
             let message = format!("budget {name}: {spent} of {limit} used, {left} remain; wrap up");
             out.push(SystemMessage::Error {
                 code: ErrorCode::BudgetWarning,
