@@ -353,7 +353,6 @@ impl Account {
         floor: u64,
     ) -> Result<Arc<Account>, CarveRefused> {
         let requested = budget.spent_limits();
-        let mut carved = [false; 5];
         let mut limit = [None; 5];
         let mut state = self.lock();
         for d in 0..5 {
@@ -374,41 +373,32 @@ impl Account {
                     floor: keep,
                 });
             }
-            carved[d] = true;
             limit[d] = Some(grant);
         }
-        for (reserved, grant) in state.reserved.0.iter_mut().zip(limit) {
-            *reserved += grant.unwrap_or_default();
-        }
-        drop(state);
-        Ok(Arc::new(Account {
-            parent: Some(Arc::clone(self)),
-            state: Mutex::new(AccountState {
-                carved,
-                limit,
-                spent: Amount::default(),
-                reserved: Amount::default(),
-                closed: false,
-            }),
-        }))
+        Ok(self.open_child(&mut state, limit))
     }
 
     /// Reopens a carved child with exactly the limits it was granted (recovery replays the
     /// recorded grant; no clamping happens twice). Dimensions without a grant draw on `self`.
     pub fn child_granted(self: &Arc<Self>, granted: &Budget) -> Arc<Account> {
-        let limit = granted.spent_limits();
-        let carved = limit.map(|l| l.is_some());
         let mut state = self.lock();
-        for (d, l) in limit.iter().enumerate() {
-            if let Some(l) = l {
-                state.reserved.0[d] += *l;
-            }
+        self.open_child(&mut state, granted.spent_limits())
+    }
+
+    /// A child account carved `limit` (the dimensions given) out of this one, whose locked state
+    /// is `state`: reserved here in the same critical section that decided the grant.
+    fn open_child(
+        self: &Arc<Self>,
+        state: &mut AccountState,
+        limit: [Option<Decimal>; 5],
+    ) -> Arc<Account> {
+        for (reserved, grant) in state.reserved.0.iter_mut().zip(limit) {
+            *reserved += grant.unwrap_or_default();
         }
-        drop(state);
         Arc::new(Account {
             parent: Some(Arc::clone(self)),
             state: Mutex::new(AccountState {
-                carved,
+                carved: limit.map(|l| l.is_some()),
                 limit,
                 spent: Amount::default(),
                 reserved: Amount::default(),
