@@ -53,6 +53,11 @@ fn worker() -> Registration {
                     }
                 }
                 "leaf" => cx.done(p("leafdone", text)),
+                "aim" => cx.goal(&agentpump::governor::Goal {
+                    text: text.to_owned(),
+                    certificates: vec![agentpump::governor::CertificateType::Exact],
+                    ..Default::default()
+                }),
                 _ => {}
             }
             Ok(())
@@ -61,6 +66,7 @@ fn worker() -> Registration {
     .accepts(q("count"))
     .accepts(q("fan"))
     .accepts(q("leaf"))
+    .accepts(q("aim"))
     .role(Role::Agent)
 }
 
@@ -104,6 +110,7 @@ async fn the_commands_read_a_history_file() {
         );
         let root = start(&pump, &p("fan", "3")).await;
         let halted = start(&pump, &p("count", "1/1000")).await;
+        start(&pump, &p("aim", "reach the aim")).await;
         pump.shutdown(std::time::Duration::from_secs(5)).await;
         (root, halted)
     };
@@ -117,7 +124,7 @@ async fn the_commands_read_a_history_file() {
     );
     assert!(
         out.trim_end()
-            .ends_with("threads: 3 done, 1 halted, 2 idle"),
+            .ends_with("threads: 3 done, 1 halted, 3 idle"),
         "{out}"
     );
     let (_, out, _) = run(&[
@@ -165,6 +172,11 @@ async fn the_commands_read_a_history_file() {
         table.starts_with("ID ") && row.contains("TIMEOUT"),
         "{table}"
     );
+    // A thread that has not halted shows the goal it declared.
+    let aiming = table
+        .lines()
+        .find(|l| l.contains(" idle ") && l.contains("reach the aim"));
+    assert!(aiming.is_some(), "{table}");
 
     let (ok, out, _) = run(&["verify", "--db", db_arg]);
     assert!(

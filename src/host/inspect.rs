@@ -92,8 +92,31 @@ pub fn threads(
         for t in threads.iter().filter(|t| t.state == ThreadState::Halted) {
             reports.extend(store.reports(t.id).await?);
         }
-        Ok(render_threads(&threads, &halts_of(reports), format))
+        let mut halts = halts_of(reports);
+        // A thread that has not halted has no report: its goal is the last one it declared.
+        for t in threads.iter().filter(|t| t.state != ThreadState::Halted) {
+            if let Some(goal) = declared_goal(&store.thread(t.id, 0).await?) {
+                halts.insert(t.id, ("-".to_owned(), Some(goal)));
+            }
+        }
+        Ok(render_threads(&threads, &halts, format))
     })
+}
+
+/// The text of the last goal declared in `records`, if any.
+fn declared_goal(records: &[Record]) -> Option<String> {
+    let limits = crate::Limits::default();
+    records
+        .iter()
+        .rev()
+        .filter(|r| r.root.is(crate::envelope::GOVERNOR_NS, "goal"))
+        .find_map(|r| {
+            let payload = crate::Payload::parse(&r.payload, &limits).ok()?;
+            match crate::governor::GovernorMessage::parse(&payload).ok()? {
+                crate::governor::GovernorMessage::Goal(goal) => Some(goal.text),
+                _ => None,
+            }
+        })
 }
 
 /// Threads as the `threads` command prints them, from the store or from a host.
