@@ -1039,3 +1039,56 @@ async fn unknown_keys_and_urls_are_refused_by_name() {
     let info = api.pump.thread(thread.parse().unwrap()).unwrap();
     assert_eq!(info.state, agentpump::ThreadState::Halted);
 }
+
+/// Issue 14, "one ingress door": the HTTP API hands the body and the URL's thread to the pump,
+/// which parses once with its own limits. An organism that raises `max_bytes` takes an envelope
+/// over the default limit posted to a thread's URL, into that thread — the URL's thread wins
+/// over the envelope's `<thread>`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_envelope_posted_to_a_threads_url_lands_in_that_thread() {
+    let limits = agentpump::Limits {
+        max_bytes: 4 * 1024 * 1024,
+        ..agentpump::Limits::default()
+    };
+    let pump = PumpBuilder::new()
+        .config(PumpConfig {
+            limits,
+            ..PumpConfig::default()
+        })
+        .register(Registration::new("echo", Echo).accepts(q("say")))
+        .build()
+        .unwrap();
+    let base = support::serve(&pump, "t0ken", 8 * 1024 * 1024).await;
+    let thread = support::start(&pump, &p("say", "first")).await;
+    let other = support::start(&pump, &p("say", "other")).await;
+    let big = "x".repeat(agentpump::Limits::default().max_bytes + 1);
+    let envelope = format!(
+        r#"<message xmlns="urn:agentpump:envelope:v1"><meta><thread>{other}</thread></meta>{}</message>"#,
+        p("say", &big)
+    );
+    let response = support::http_client()
+        .post(format!("{base}/threads/{thread}/messages"))
+        .bearer_auth("t0ken")
+        .body(envelope)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        response.status(),
+        StatusCode::CREATED,
+        "{:?}",
+        response.text().await
+    );
+    pump.settle(thread).await;
+    let landed = |records: &[agentpump::history::Record]| {
+        records.iter().any(|r| r.payload.len() > big.len())
+    };
+    assert!(
+        landed(&pump.history(thread).await.unwrap()),
+        "in the URL's thread"
+    );
+    assert!(
+        !landed(&pump.history(other).await.unwrap()),
+        "not in the envelope's"
+    );
+}

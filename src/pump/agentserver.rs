@@ -54,16 +54,6 @@ impl Shared {
 }
 
 impl PumpHandle {
-    /// An AgentServer payload as this pump takes it in (see
-    /// [`AgentServerConfig::namespace`](super::AgentServerConfig::namespace)); for the HTTP API,
-    /// which posts an envelope's payload into the thread of its path.
-    #[cfg(feature = "host")]
-    pub(crate) fn adopt_payload(&self, payload: Payload) -> Payload {
-        self.shared
-            .adopt_payload(payload.clone())
-            .unwrap_or(payload)
-    }
-
     /// What went out of `thread` to its outside sender (`egress` records, in order), each as an
     /// envelope in the dialect of the envelope that started the thread: an AgentServer client
     /// gets AgentServer envelopes, with payloads of the declared namespace back in none.

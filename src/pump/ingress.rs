@@ -134,22 +134,58 @@ impl PumpHandle {
     /// answer is in history.
     pub async fn send(&self, xml: impl AsRef<[u8]>) -> Result<Receipt, IngressError> {
         let bytes = xml.as_ref();
-        let shared = &self.shared;
-        let incoming = match Incoming::parse(bytes, &shared.config.limits) {
-            Ok(incoming) => incoming,
-            Err(e) => {
-                let original = attempt(bytes);
-                let (err, ticket) = shared.refuse_unparsed(e, original, Dialect::default());
-                return Err(
-                    match shared.await_commit(shared.system_thread.id, ticket).await {
-                        Ok(()) => err,
-                        Err(e) => IngressError::unrecorded(&e, Dialect::default()),
-                    },
-                );
+        match Incoming::parse(bytes, &self.shared.config.limits) {
+            Ok(incoming) => self.admit_envelope(incoming, None, None).await,
+            Err(e) => Err(self.refuse_unparsed(e, bytes).await),
+        }
+    }
+
+    /// The one door for bytes from outside (the HTTP API's): an envelope of either dialect or a
+    /// bare payload, parsed once with the pump's own limits. `into` is a thread the caller
+    /// names (a URL's): it wins over an envelope's `<thread>`; `None` lets the envelope name
+    /// it, or starts a root thread. `to` directs a message that names no addressee.
+    ///
+    /// # Errors
+    ///
+    /// As [`PumpHandle::send`].
+    pub async fn receive(
+        &self,
+        bytes: &[u8],
+        into: Option<ThreadId>,
+        to: Option<&str>,
+    ) -> Result<Receipt, IngressError> {
+        match Incoming::parse(bytes, &self.shared.config.limits) {
+            Ok(incoming) => self.admit_envelope(incoming, into, to).await,
+            Err(EnvelopeError::NotAnEnvelope { .. }) => {
+                let text = std::str::from_utf8(bytes).unwrap_or_default();
+                self.post(into, to, text.strip_prefix('\u{feff}').unwrap_or(text))
+                    .await
             }
-        };
+            // A broken envelope is refused and recorded, never posted whole as a payload.
+            Err(e) => Err(self.refuse_unparsed(e, bytes).await),
+        }
+    }
+
+    /// Refuses bytes that did not parse, recorded in the pump's thread.
+    async fn refuse_unparsed(&self, error: EnvelopeError, bytes: &[u8]) -> IngressError {
+        let shared = &self.shared;
+        let (err, ticket) = shared.refuse_unparsed(error, attempt(bytes), Dialect::default());
+        match shared.await_commit(shared.system_thread.id, ticket).await {
+            Ok(()) => err,
+            Err(e) => IngressError::unrecorded(&e, Dialect::default()),
+        }
+    }
+
+    /// Admits a parsed envelope: into `into` when given, else the thread it names.
+    async fn admit_envelope(
+        &self,
+        incoming: Incoming,
+        into: Option<ThreadId>,
+        to: Option<&str>,
+    ) -> Result<Receipt, IngressError> {
+        let shared = &self.shared;
         let dialect = incoming.dialect();
-        let to = incoming.to().map(str::to_owned);
+        let to = incoming.to().or(to).map(str::to_owned);
         let thread = incoming.thread().map(str::to_owned);
         let in_reply_to = incoming.in_reply_to();
         let payload = incoming.into_payload();
@@ -159,14 +195,11 @@ impl PumpHandle {
                 .adopt_payload(payload.clone())
                 .map_err(|e| (e, attempt(payload.as_str().as_bytes()))),
         };
-        self.admit(
-            dialect,
-            thread.as_deref().map(Naming::Written),
-            to.as_deref(),
-            in_reply_to,
-            payload,
-        )
-        .await
+        let naming = into
+            .map(Naming::Id)
+            .or(thread.as_deref().map(Naming::Written));
+        self.admit(dialect, naming, to.as_deref(), in_reply_to, payload)
+            .await
     }
 
     /// Posts one payload: into `thread` (or a new root thread), to `to` (or every listener of its root).

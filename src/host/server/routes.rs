@@ -11,7 +11,7 @@ use serde::Deserialize;
 use super::{Api, Problem};
 use crate::governor::Budget;
 use crate::history::export;
-use crate::{Dialect, EnvelopeError, Incoming, ThreadId, ThreadState};
+use crate::{ThreadId, ThreadState};
 
 /// Query of `POST /threads` and `POST /threads/{id}/messages` for a bare payload.
 #[derive(Debug, Deserialize)]
@@ -56,14 +56,6 @@ fn known(api: &Api, text: &str) -> Result<ThreadId, Problem> {
         .ok_or_else(|| Problem::unknown_thread(text))
 }
 
-/// A body that is not an envelope, as a bare payload's text. The envelope parse that said so
-/// read it as UTF-8 already (bodies that are not UTF-8 go to the envelope ingress, which refuses
-/// and records them); a leading byte order mark is skipped, as for an envelope.
-fn bare_payload(body: &Bytes) -> &str {
-    let text = std::str::from_utf8(body).unwrap_or_default();
-    text.strip_prefix('\u{feff}').unwrap_or(text)
-}
-
 /// The body, or the problem that refused it (413 past the size limit).
 fn body(body: Result<Bytes, BytesRejection>) -> Result<Bytes, Problem> {
     body.map_err(|e| {
@@ -95,13 +87,7 @@ pub(crate) async fn start(
 ) -> Result<Response, Problem> {
     let q = query(q)?;
     let body = self::body(body)?;
-    let receipt = match Incoming::parse(&body, &Default::default()) {
-        Err(EnvelopeError::NotAnEnvelope { .. }) => {
-            let text = bare_payload(&body);
-            api.pump.post(None, q.to.as_deref(), text).await
-        }
-        _ => api.pump.send(&body).await,
-    }?;
+    let receipt = api.pump.receive(&body, None, q.to.as_deref()).await?;
     Ok(accepted(&receipt))
 }
 
@@ -115,23 +101,11 @@ pub(crate) async fn post_message(
     let q = query(q)?;
     let thread = thread_id(&id)?;
     let body = self::body(body)?;
-    let receipt = match Incoming::parse(&body, &Default::default()) {
-        Ok(msg) => {
-            let to = msg.to().or(q.to.as_deref());
-            let payload = match msg.dialect() {
-                Dialect::AgentServer => api.pump.adopt_payload(msg.payload().clone()),
-                Dialect::Agentpump => msg.payload().clone(),
-            };
-            api.pump.post(Some(thread), to, payload.as_str()).await
-        }
-        Err(EnvelopeError::NotAnEnvelope { .. }) => {
-            let text = bare_payload(&body);
-            api.pump.post(Some(thread), q.to.as_deref(), text).await
-        }
-        // A broken envelope is refused and recorded by the pump's envelope ingress, never
-        // posted whole as if it were a payload.
-        Err(_) => api.pump.send(&body).await,
-    }?;
+    // One door: the pump parses the bytes once, with its own limits; the URL's thread wins.
+    let receipt = api
+        .pump
+        .receive(&body, Some(thread), q.to.as_deref())
+        .await?;
     Ok(accepted(&receipt))
 }
 
