@@ -24,7 +24,7 @@ pub use policy::GovernorPolicy;
 pub use report::HaltingReport;
 pub use usage::{Counters, Usage};
 pub use verdict::{HaltClass, Verdict};
-pub(crate) use verdict::{Signals, diverging};
+pub(crate) use verdict::{Signals, applicable, diverging};
 
 /// The Ask-Loop v2 text form of a control message: `<<<NSENVELOPE_MAGIC_9E3B6F2D:V2:KIND:{json}>>>`.
 pub const MAGIC_PREFIX: &str = "<<<NSENVELOPE_MAGIC_9E3B6F2D:V2:";
@@ -43,20 +43,41 @@ fn magic_halt(reason: &str, class: &str) -> String {
 /// The Ask-Loop text form of a recorded `<halt>` system message (its `reason` and `class`), for
 /// agents that speak it; `None` when `payload` is not one.
 pub fn halt_magic_of(payload: &str) -> Option<String> {
-    let mut reader = quick_xml::Reader::from_str(payload);
-    let start = match reader.read_event().ok()? {
-        quick_xml::events::Event::Empty(e) | quick_xml::events::Event::Start(e) => e,
-        _ => return None,
-    };
-    if start.local_name().as_ref() != "halt" {
-        return None;
+    let halt = HaltMessage::read(payload)?;
+    Some(magic_halt(&halt.reason, &halt.class))
+}
+
+/// What a recorded `<halt>` system message says, read back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct HaltMessage {
+    pub reason: String,
+    pub class: String,
+    /// sha256 (hex) of the halting report it left.
+    pub report_digest: String,
+}
+
+impl HaltMessage {
+    /// Reads a `<halt>` element the pump wrote; `None` for anything else.
+    pub fn read(payload: &str) -> Option<Self> {
+        let mut reader = quick_xml::Reader::from_str(payload);
+        let start = match reader.read_event().ok()? {
+            quick_xml::events::Event::Empty(e) | quick_xml::events::Event::Start(e) => e,
+            _ => return None,
+        };
+        if start.local_name().as_ref() != "halt" {
+            return None;
+        }
+        let attribute = |name: &str| {
+            let a = start.try_get_attribute(name).ok()??;
+            let v = a
+                .normalized_value(quick_xml::XmlVersion::Implicit1_0)
+                .ok()?;
+            Some(v.into_owned())
+        };
+        Some(Self {
+            reason: attribute("reason")?,
+            class: attribute("class")?,
+            report_digest: attribute("report-digest")?,
+        })
     }
-    let attribute = |name: &str| {
-        let a = start.try_get_attribute(name).ok()??;
-        let v = a
-            .normalized_value(quick_xml::XmlVersion::Implicit1_0)
-            .ok()?;
-        Some(v.into_owned())
-    };
-    Some(magic_halt(&attribute("reason")?, &attribute("class")?))
 }

@@ -214,7 +214,7 @@ fn done_verdict(progress: Option<&Progress>, me: &str) -> Verdict {
 
 /// Whether certificate `c` may end the thread: the goal declares it, or no goal was declared (a
 /// thread that only reports residuals).
-fn applicable(progress: Option<&Progress>, c: CertificateType) -> bool {
+pub(crate) fn applicable(progress: Option<&Progress>, c: CertificateType) -> bool {
     progress
         .and_then(|p| p.goal.as_ref())
         .is_none_or(|g| g.certificates.contains(&c))

@@ -3,56 +3,70 @@
 //! goal, signals and budgets the governor saw are all in the hash-chained history, and the `halt`
 //! message there carries the sha256 of the report it left.
 
+use std::sync::Arc;
+
 use rust_decimal::Decimal;
 use sha2::{Digest as _, Sha256};
 
 use super::{Record, RecordKind};
 use crate::MessageId;
 use crate::envelope::{GOVERNOR_NS, SYSTEM_NS};
-use crate::governor::{CertificateType, Control, GovernorMessage, HaltingReport, diverging};
+use crate::governor::budget::Account;
+use crate::governor::ledger::{Absorbed, Ledger, Progress};
+use crate::governor::{
+    Budget, CertificateType, Control, Decision, GovernorMessage, HaltMessage, HaltingReport,
+    applicable, diverging,
+};
 use crate::{Limits, Payload};
 
-/// What the governor saw in a thread up to one of its halts, read back from the records.
-#[derive(Debug, Default)]
+/// What the governor saw in a thread up to one of its halts: its ledger, rebuilt by the
+/// governor's own `absorb` from the recorded governor messages, and the loop signals with the
+/// position of the record that carried them.
 struct Seen {
-    residuals: Vec<Decimal>,
-    /// `(id, met, reported by)`, latest per id.
-    criteria: Vec<(String, bool, String)>,
-    certificates: Option<Vec<CertificateType>>,
-    controls: Vec<(Control, String)>,
+    ledger: Ledger,
+    controls: Vec<(usize, Control, Arc<str>)>,
 }
 
 impl Seen {
     /// Replays the governor messages of `records` (one thread, in order).
     fn replay(records: &[Record]) -> Self {
-        let mut seen = Self::default();
+        let mut seen = Self {
+            ledger: Ledger::new(Account::root(&Budget::unlimited()), None, None),
+            controls: Vec::new(),
+        };
         let limits = Limits::default();
-        let messages = records
-            .iter()
-            .filter(|r| r.kind == RecordKind::Message && r.root.namespace() == GOVERNOR_NS)
-            .filter_map(|r| {
-                let payload = Payload::parse(&r.payload, &limits).ok()?;
-                Some((GovernorMessage::parse(&payload).ok()?, r.from.to_string()))
-            });
-        for (message, from) in messages {
-            match message {
-                GovernorMessage::Goal(goal) => seen.certificates = Some(goal.certificates),
-                GovernorMessage::Residual(r) => seen.residuals.push(r),
-                GovernorMessage::Criterion { id, met, .. } => {
-                    seen.criteria.retain(|(c, _, _)| *c != id);
-                    seen.criteria.push((id, met, from));
-                }
-                GovernorMessage::Loop(signal) => seen.controls.push((signal.control, from)),
-                GovernorMessage::Learning { .. } => {}
+        for (at, r) in records.iter().enumerate() {
+            if r.kind != RecordKind::Message || r.root.namespace() != GOVERNOR_NS {
+                continue;
+            }
+            let Some(message) = Payload::parse(&r.payload, &limits)
+                .ok()
+                .and_then(|p| GovernorMessage::parse(&p).ok())
+            else {
+                continue;
+            };
+            if let Absorbed::Loop(signal) = seen.ledger.absorb(message, &r.from, 0) {
+                seen.controls
+                    .push((at, signal.control, Arc::clone(&r.from)));
             }
         }
         seen
     }
 
-    fn applicable(&self, c: CertificateType) -> bool {
-        self.certificates
-            .as_ref()
-            .is_none_or(|all| all.contains(&c))
+    fn progress(&self) -> Option<&Progress> {
+        self.ledger.progress.as_deref()
+    }
+
+    fn residuals(&self) -> &[Decimal] {
+        self.progress().map_or(&[], |p| &p.residuals)
+    }
+
+    /// Who signalled `control` at or after record `since`.
+    fn said(&self, control: Control, since: usize) -> impl Iterator<Item = &str> {
+        self.controls
+            .iter()
+            .filter(move |(at, c, _)| *at >= since && *c == control)
+            .map(|(_, _, by)| &**by)
     }
 }
 
@@ -103,33 +117,33 @@ pub fn audit(records: &[Record], report: &HaltingReport) -> Result<(), AuditErro
         .iter()
         .position(|r| r.id == report.halt_id)
         .ok_or(AuditError::NoHalt(report.halt_id))?;
-    let halt = &records[at];
-    if halt.kind != RecordKind::System || !halt.root.is(SYSTEM_NS, "halt") {
-        return Err(AuditError::NotAHalt(report.halt_id));
-    }
+    let record = &records[at];
+    let halt = (record.kind == RecordKind::System && record.root.is(SYSTEM_NS, "halt"))
+        .then(|| HaltMessage::read(&record.payload))
+        .flatten()
+        .ok_or(AuditError::NotAHalt(report.halt_id))?;
     let json = serde_json::to_string(report).expect("a report serializes");
-    let digest = hex::encode(Sha256::digest(json.as_bytes()));
-    if !halt
-        .payload
-        .contains(&format!("report-digest=\"{digest}\""))
-    {
+    if halt.report_digest != hex::encode(Sha256::digest(json.as_bytes())) {
         return Err(AuditError::DigestDiffers);
     }
-    for (attribute, value) in [("class", &report.class), ("reason", &report.stop_reason)] {
-        let quoted = format!(
-            "{attribute}=\"{}\"",
-            quick_xml::escape::escape(value.as_str())
-        );
-        if !halt.payload.contains(&quoted) {
-            return Err(AuditError::Unsaid(quoted));
+    for (attribute, said, reported) in [
+        ("class", &halt.class, &report.class),
+        ("reason", &halt.reason, &report.stop_reason),
+    ] {
+        if said != reported {
+            return Err(AuditError::Unsaid(format!("{attribute}=\"{reported}\"")));
         }
     }
+    // The signals that count are those since the last resume (a resumed thread starts over).
     let since = records[..at]
         .iter()
-        .rposition(|r| r.kind == RecordKind::Decision && r.payload.contains("action=\"resume\""))
+        .rposition(|r| {
+            r.kind == RecordKind::Decision
+                && matches!(Decision::parse(&r.payload), Some(Decision::Resume { .. }))
+        })
         .map_or(0, |r| r + 1);
     let seen = Seen::replay(&records[..at]);
-    let recorded: Vec<String> = seen.residuals.iter().map(Decimal::to_string).collect();
+    let recorded: Vec<String> = seen.residuals().iter().map(Decimal::to_string).collect();
     if let Some(cert) = &report.halting_certificate {
         if cert.residual_history_decimal_strings != recorded {
             return Err(AuditError::Residuals {
@@ -138,42 +152,43 @@ pub fn audit(records: &[Record], report: &HaltingReport) -> Result<(), AuditErro
             });
         }
     }
-    derive(report, &seen, &records[since..at])
+    derive(report, &seen, since)
 }
 
 /// Whether the recorded evidence earns the report's class.
-fn derive(report: &HaltingReport, seen: &Seen, turn: &[Record]) -> Result<(), AuditError> {
-    let last = seen.residuals.last().copied();
+fn derive(report: &HaltingReport, seen: &Seen, since: usize) -> Result<(), AuditError> {
+    let progress = seen.progress();
+    let applies = |c| applicable(progress, c);
+    let last = seen.residuals().last().copied();
     let r_p = report
         .halting_certificate
         .as_ref()
         .and_then(|c| c.r_p_decimal_string.parse::<Decimal>().ok());
-    let said = |control: Control| turn.iter().rev().any(|r| said_in(r, control));
+    let said = |control| seen.said(control, since).next().is_some();
     let earned = match (report.class.as_str(), report.stop_reason.as_str()) {
         ("EXACT", "residual-zero") => {
-            last.is_some_and(|r| r.is_zero()) && seen.applicable(CertificateType::Exact)
+            last.is_some_and(|r| r.is_zero()) && applies(CertificateType::Exact)
         }
         ("EXACT", _) => {
-            let done_by: Vec<&str> = turn
-                .iter()
-                .filter(|r| said_in(r, Control::Done))
-                .map(|r| &*r.from)
-                .collect();
-            said(Control::Done)
-                && seen.applicable(CertificateType::Exact)
-                && !seen.criteria.is_empty()
-                && seen
-                    .criteria
-                    .iter()
-                    .all(|(_, met, by)| *met && !done_by.contains(&by.as_str()))
+            let done_by: Vec<&str> = seen.said(Control::Done, since).collect();
+            let criteria = progress.map_or(&[][..], |p| &p.criteria);
+            !done_by.is_empty()
+                && applies(CertificateType::Exact)
+                && !criteria.is_empty()
+                && criteria.iter().all(|c| {
+                    c.met
+                        && c.reported_by
+                            .as_deref()
+                            .is_some_and(|by| !done_by.contains(&by))
+                })
         }
         ("CONVERGED", _) => {
-            seen.applicable(CertificateType::Converged)
+            applies(CertificateType::Converged)
                 && matches!((last, r_p), (Some(l), Some(r)) if l < r)
         }
         ("DIVERGED", _) => {
-            seen.applicable(CertificateType::Diverged)
-                && diverging(&seen.residuals, 2)
+            applies(CertificateType::Diverged)
+                && diverging(seen.residuals(), 2)
                 && report.divergence_start_iteration.is_some()
         }
         ("TIMEOUT", reason) => reason.split(' ').all(|name| {
@@ -186,7 +201,9 @@ fn derive(report: &HaltingReport, seen: &Seen, turn: &[Record]) -> Result<(), Au
         }),
         ("aborted", _) => said(Control::Abort),
         ("done-uncertified", _) => said(Control::Done),
-        ("need-info", _) => seen.certificates.as_ref().is_some_and(Vec::is_empty),
+        ("need-info", _) => progress
+            .and_then(|p| p.goal.as_ref())
+            .is_some_and(|g| g.certificates.is_empty()),
         ("BACKPRESSURE" | "no-progress", _) => true,
         (other, _) => return Err(AuditError::UnknownClass(other.to_owned())),
     };
@@ -197,16 +214,4 @@ fn derive(report: &HaltingReport, seen: &Seen, turn: &[Record]) -> Result<(), Au
         });
     }
     Ok(())
-}
-
-/// Whether `record` is a `loop` signal with this control.
-fn said_in(record: &Record, control: Control) -> bool {
-    let word = match control {
-        Control::Continue => "continue",
-        Control::Done => "done",
-        Control::Abort => "abort",
-    };
-    record.kind == RecordKind::Message
-        && record.root.is(GOVERNOR_NS, "loop")
-        && record.payload.contains(&format!("control=\"{word}\""))
 }
