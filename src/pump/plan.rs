@@ -27,7 +27,7 @@ pub(crate) enum Step {
     /// Send out of the pump to the outside sender.
     Egress { payload: Payload },
     /// Tell the listener its output was refused (`huh` / `system-error`); `count` outputs
-    /// (more than one for outputs past the limit, refused unread).
+    /// (more than one for the outputs past `max_outputs`, refused together).
     Refused {
         refusal: Refusal,
         original: String,
@@ -65,18 +65,16 @@ impl Shared {
         let limits = &self.config.limits;
         let mut steps = Steps::new();
         let mut payloads = 0usize;
-        let (mut excess, mut excess_at) = (0usize, None);
+        // What went past `max_outputs`: the first of it (a sample) and how many; one refusal.
+        let mut over: Option<(String, usize)> = None;
+        let mut past_limit = |sample: &str| match &mut over {
+            Some((_, n)) => *n += 1,
+            None => over = Some((attempt(sample.as_bytes()), 1)),
+        };
         for output in outputs {
             // Past the limit an output is refused unread: a flood costs no parsing.
             if payloads >= limits.max_outputs {
-                if excess == 0 {
-                    excess_at = Some(steps.len());
-                    let message =
-                        format!("more than {} payloads in one delivery", limits.max_outputs);
-                    let refusal = Refusal::Huh(HuhCode::LimitExceeded, message);
-                    steps.push(refused(refusal, attempt(output.text().as_bytes())));
-                }
-                excess += 1;
+                past_limit(output.text());
                 continue;
             }
             let found: SmallVec<[(Target, Payload); 1]> = match output {
@@ -114,21 +112,19 @@ impl Shared {
             for (target, payload) in found {
                 payloads += 1;
                 if payloads > limits.max_outputs {
-                    let message =
-                        format!("more than {} payloads in one delivery", limits.max_outputs);
-                    let original = payload.as_str().to_owned();
-                    steps.push(refused(
-                        Refusal::Huh(HuhCode::LimitExceeded, message),
-                        original,
-                    ));
+                    past_limit(payload.as_str());
                     continue;
                 }
                 self.plan_payload(sender, &target, payload, &mut steps);
             }
         }
-        // The first output past the limit stands for all of them.
-        if let Some(Step::Refused { count, .. }) = excess_at.and_then(|at| steps.get_mut(at)) {
-            *count = excess;
+        if let Some((original, count)) = over {
+            let message = format!("more than {} payloads in one delivery", limits.max_outputs);
+            steps.push(Step::Refused {
+                refusal: Refusal::Huh(HuhCode::LimitExceeded, message),
+                original,
+                count,
+            });
         }
         steps
     }
