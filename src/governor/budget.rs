@@ -215,25 +215,27 @@ fn spend(guards: &mut [MutexGuard<'_, AccountState>], amount: Amount) {
     }
 }
 
-/// The first dimension, from the spender up, where `over` holds at a level the spender is not
-/// covered at by a carve-out.
-fn first_over(
+/// Every dimension, from the spender up, where `over` holds at a level the spender is not
+/// covered at by a carve-out; each named once, at the lowest level it holds. Nothing is
+/// allocated when nothing is over (the usual case).
+fn overs(
     guards: &[MutexGuard<'_, AccountState>],
     over: impl Fn(&AccountState, usize) -> bool,
-) -> Option<Exhausted> {
+) -> Breaches {
+    let mut out = Breaches::new();
     for (level, state) in guards.iter().enumerate() {
         for name in SPENT {
             let d = name.index();
             let covered = level > 0 && guards[level - 1].carved[d];
-            if !covered && over(state, d) {
-                return Some(Exhausted {
+            if !covered && over(state, d) && !out.iter().any(|e: &Exhausted| e.budget == name) {
+                out.push(Exhausted {
                     budget: name,
                     level,
                 });
             }
         }
     }
-    None
+    out
 }
 
 /// The locked accounts of a chain, child first.
@@ -293,7 +295,7 @@ impl Account {
             return Ok(());
         }
         let mut guards = self.lock_chain();
-        if let Some(exhausted) = first_over(&guards, no_room_for(amount)) {
+        if let Some(exhausted) = overs(&guards, no_room_for(amount)).first().copied() {
             return Err(exhausted);
         }
         spend(&mut guards, amount);
@@ -303,7 +305,10 @@ impl Account {
     /// Whether `amount` could be withdrawn now (nothing changes).
     pub fn check(self: &Arc<Self>, amount: Amount) -> Result<(), Exhausted> {
         let guards = self.lock_chain();
-        first_over(&guards, no_room_for(amount)).map_or(Ok(()), Err)
+        overs(&guards, no_room_for(amount))
+            .first()
+            .copied()
+            .map_or(Ok(()), Err)
     }
 
     /// Charges `amount` (already spent, e.g. tokens a model used) to every level, even past a
@@ -321,21 +326,9 @@ impl Account {
     /// Reservations for children do not count: they are promises, not spend.
     pub fn breached(self: &Arc<Self>) -> Breaches {
         let guards = self.lock_chain();
-        let mut out = Breaches::new();
-        for (level, state) in guards.iter().enumerate() {
-            for name in SPENT {
-                let d = name.index();
-                let covered = level > 0 && guards[level - 1].carved[d];
-                let over = state.limit[d].is_some_and(|limit| state.spent.0[d] > limit);
-                if !covered && over && !out.iter().any(|e: &Exhausted| e.budget == name) {
-                    out.push(Exhausted {
-                        budget: name,
-                        level,
-                    });
-                }
-            }
-        }
-        out
+        overs(&guards, |state, d| {
+            state.limit[d].is_some_and(|limit| state.spent.0[d] > limit)
+        })
     }
 
     /// Opens a child account. Dimensions the child's `budget` names are carved out of this one
