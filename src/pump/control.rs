@@ -65,16 +65,9 @@ impl PumpHandle {
                 return Ok(());
             }
             let mut tx = Tx::new();
-            let mut view = family.pair(&mut parent_inner).map(|(e, i)| (&**e, i));
             let verdict = Verdict::backpressure("stop-request");
-            shared.halt_locked(
-                &mut tx,
-                &entry,
-                &mut inner,
-                view.as_mut().map(|(e, i)| (*e, &mut **i)),
-                verdict,
-                None,
-            );
+            let parent = family.pair(&mut parent_inner).map(|(e, i)| (&**e, i));
+            shared.halt_locked(&mut tx, &entry, &mut inner, parent, verdict, None);
             let pair = family.pair(&mut parent_inner);
             tx.commit(shared, (&entry, &mut inner), pair)
         };

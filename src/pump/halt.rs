@@ -34,16 +34,8 @@ impl Shared {
                 return;
             }
             let mut tx = Tx::new();
-            let pair = family.pair(&mut parent_inner);
-            let mut parent_view = pair.map(|(e, i)| (&**e, i));
-            self.halt_locked(
-                &mut tx,
-                entry,
-                &mut inner,
-                parent_view.as_mut().map(|(e, i)| (*e, &mut **i)),
-                verdict,
-                Some(&to),
-            );
+            let parent = family.pair(&mut parent_inner).map(|(e, i)| (&**e, i));
+            self.halt_locked(&mut tx, entry, &mut inner, parent, verdict, Some(&to));
             let pair = family.pair(&mut parent_inner);
             tx.commit(self, (entry, &mut inner), pair)
         };
