@@ -164,8 +164,10 @@ impl Registration {
     /// Runs this listener's handler on tokio's blocking pool (`spawn_blocking`), for handlers
     /// that call blocking code. Other threads keep being served while it blocks, and its
     /// delivery timeout is enforced when it passes: the delivery fails with `handler-timeout`
-    /// at once, and whatever the handler does afterwards is dropped. Costs a thread handoff per
-    /// delivery (a few microseconds); async handlers should not use it.
+    /// at once, and whatever the handler does afterwards is dropped — except what it withdrew
+    /// with [`Context::spend`](crate::Context::spend) before that, which stays charged to the
+    /// budget but is missing from the thread's counters (its context never came back). Costs a
+    /// thread handoff per delivery (a few microseconds); async handlers should not use it.
     pub fn blocking(mut self) -> Self {
         self.blocking = true;
         self

@@ -96,7 +96,6 @@ impl Applying<'_> {
         }
     }
 
-    /// Applies one step.
     /// Keeps `payload` as what a child thread would report to its parent (`thread-result`);
     /// a root thread reports to nobody and keeps nothing.
     fn remember_result(&mut self, payload: &Payload) {
@@ -105,6 +104,7 @@ impl Applying<'_> {
         }
     }
 
+    /// Applies one step.
     pub fn step(&mut self, step: Step) {
         if self.inner.state().is_closed() {
             let message = format!(
