@@ -444,27 +444,11 @@ async fn fifty_concurrent_children_never_spend_more_than_the_parents_budget() {
 #[tokio::test]
 async fn carve_outs_are_reserved_and_halting_a_parent_halts_every_child() {
     let gate = Gate::new();
-    let parent = Registration::new(
-        "parent",
-        Script::new(|msg, cx| {
-            if msg.qname().local() == "go" {
-                for i in 0..50 {
-                    let budget = Budget {
-                        tokens: Some(30),
-                        ..Budget::default()
-                    };
-                    cx.spawn(
-                        Spawn::new(p("wait", ""))
-                            .sub_id(format!("w{i}"))
-                            .budget(budget),
-                    );
-                }
-            }
-            Ok(())
-        }),
-    )
-    .accepts(q("go"))
-    .peers(["gate"]);
+    let thirty = Budget {
+        tokens: Some(30),
+        ..Budget::default()
+    };
+    let parent = support::carving_spawner("parent", 50, thirty);
     let budget = Budget {
         tokens: Some(1000),
         ..GovernorPolicy::default_budget()

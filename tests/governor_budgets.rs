@@ -246,27 +246,11 @@ async fn a_carve_out_with_nothing_to_grant_is_refused_clearly() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_report_shows_reservations() {
     let gate = Gate::new();
-    let spawner = Registration::new(
-        "spawner",
-        Script::new(|msg, cx| {
-            if msg.qname().local() == "go" {
-                for i in 0..3 {
-                    let budget = Budget {
-                        turns: Some(20),
-                        ..Budget::default()
-                    };
-                    cx.spawn(
-                        Spawn::new(p("wait", ""))
-                            .sub_id(format!("w{i}"))
-                            .budget(budget),
-                    );
-                }
-            }
-            Ok(())
-        }),
-    )
-    .accepts(q("go"))
-    .peers(["gate"]);
+    let twenty = Budget {
+        turns: Some(20),
+        ..Budget::default()
+    };
+    let spawner = support::carving_spawner("spawner", 3, twenty);
     let pump = pump_with(
         Budget {
             turns: Some(100),

@@ -259,3 +259,28 @@ where
 {
     body(msg).trim().parse().expect("a number in the payload")
 }
+
+/// `name`, which on `<go>` spawns `children` child threads (`w0`, `w1`, …), each carving
+/// `budget` and starting with `<wait>` for the `gate` listener.
+pub fn carving_spawner(
+    name: &str,
+    children: usize,
+    budget: agentpump::governor::Budget,
+) -> agentpump::Registration {
+    agentpump::Registration::new(
+        name,
+        Script::new(move |msg, cx| {
+            if msg.qname().local() == "go" {
+                for i in 0..children {
+                    let spawn = agentpump::Spawn::new(p("wait", ""))
+                        .sub_id(format!("w{i}"))
+                        .budget(budget.clone());
+                    cx.spawn(spawn);
+                }
+            }
+            Ok(())
+        }),
+    )
+    .accepts(q("go"))
+    .peers(["gate"])
+}
