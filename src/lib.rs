@@ -44,6 +44,8 @@ pub mod process;
 pub mod pump;
 pub mod system;
 pub mod thread;
+pub mod tool;
+pub mod value;
 
 pub use envelope::{
     Dialect, Envelope, EnvelopeError, IdError, Incoming, Limits, MessageId, Payload, Position,

@@ -11,6 +11,7 @@ use crate::governor::{Budget, GovernorMessage};
 use crate::listener::{Delivery, Output, Outputs, Target};
 use crate::system::{ErrorCode, GOVERNOR_NS};
 use crate::system::{HuhCode, Request, SYSTEM_NS, attempt};
+use crate::tool::{Answer, Call, TOOL_NS};
 
 /// A delivery's steps, in order (usually one or two: kept inline).
 pub(crate) type Steps = SmallVec<[Step; 2]>;
@@ -153,6 +154,22 @@ impl Shared {
         if let Some(refusal) = smuggled(&payload) {
             return steps.push(refused(refusal, payload.as_str().to_owned()));
         }
+        let by_tool;
+        let target = if namespace == TOOL_NS {
+            match tool_target(&payload, target) {
+                Ok(Some(t)) => {
+                    by_tool = t;
+                    &by_tool
+                }
+                Ok(None) => target,
+                Err(message) => {
+                    let refusal = Refusal::Huh(HuhCode::InvalidPayload, message);
+                    return steps.push(refused(refusal, payload.as_str().to_owned()));
+                }
+            }
+        } else {
+            target
+        };
         let mut targets = match self.route(sender, target, payload.qname()) {
             Ok(Route::Listeners(targets)) => targets,
             Ok(Route::Client) => return steps.push(Step::Egress { payload }),
@@ -228,6 +245,24 @@ impl Shared {
                 payload: result,
             },
         }
+    }
+}
+
+/// A tool-protocol payload checked against the protocol (zero trust: a malformed call or
+/// answer is refused here, naming the fault). A `call` routed by its root goes to the listener
+/// its `tool` attribute names — the one tool it calls, not every listener of the root.
+fn tool_target(payload: &Payload, target: &Target) -> Result<Option<Target>, String> {
+    let local = payload.qname().local();
+    if local == "call" {
+        let call = Call::parse(payload).map_err(|e| e.to_string())?;
+        return Ok((*target == Target::Route).then_some(Target::Listener(call.tool)));
+    }
+    match Answer::parse(payload) {
+        Some(Ok(_)) => Ok(None),
+        Some(Err(e)) => Err(e.to_string()),
+        None => Err(format!(
+            "<{local}> is not a message of {TOOL_NS}: expected <call>, <result> or <error>"
+        )),
     }
 }
 

@@ -2,74 +2,10 @@
 //!
 //! The engine will evaluate conditions and values with this; the front end uses it in tests.
 
-use std::collections::BTreeMap;
-use std::fmt;
-
-use rust_decimal::Decimal;
-
 use super::{BinOp, Expr, ExprKind, UnOp};
 use crate::process::code::Code;
 use crate::process::diagnostic::Span;
-
-/// A run-time value: JSON's shapes with exact decimals.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Value {
-    /// `null`.
-    Null,
-    /// `true`, `false`.
-    Bool(bool),
-    /// An exact decimal.
-    Num(Decimal),
-    /// A string.
-    Str(String),
-    /// A list.
-    List(Vec<Value>),
-    /// An object, keys sorted.
-    Object(BTreeMap<String, Value>),
-}
-
-impl Value {
-    fn kind(&self) -> &'static str {
-        match self {
-            Value::Null => "null",
-            Value::Bool(_) => "boolean",
-            Value::Num(_) => "number",
-            Value::Str(_) => "string",
-            Value::List(_) => "list",
-            Value::Object(_) => "object",
-        }
-    }
-}
-
-impl fmt::Display for Value {
-    /// Strings as themselves, numbers normalized, lists and objects as compact JSON.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Value::Null => f.write_str("null"),
-            Value::Bool(b) => write!(f, "{b}"),
-            Value::Num(n) => write!(f, "{}", n.normalize()),
-            Value::Str(s) => f.write_str(s),
-            Value::List(items) => {
-                let parts: Vec<String> = items.iter().map(json).collect();
-                write!(f, "[{}]", parts.join(", "))
-            }
-            Value::Object(map) => {
-                let parts: Vec<String> = map
-                    .iter()
-                    .map(|(k, v)| format!("{k:?}: {}", json(v)))
-                    .collect();
-                write!(f, "{{{}}}", parts.join(", "))
-            }
-        }
-    }
-}
-
-fn json(v: &Value) -> String {
-    match v {
-        Value::Str(s) => format!("{s:?}"),
-        other => other.to_string(),
-    }
-}
+pub use crate::value::Value;
 
 /// Where names get their values.
 pub trait Env {
