@@ -25,7 +25,9 @@ pub use error::{EnvelopeError, Position};
 pub use ids::{IdError, MessageId, ThreadId};
 pub use incoming::Incoming;
 pub use limits::Limits;
-pub use namespaces::{CLIENT_SENDER, GOVERNOR_NS, SYSTEM_NS, SYSTEM_SENDER, is_reserved_namespace};
+pub use namespaces::{
+    CLIENT_SENDER, GOVERNOR_NS, PROCESS_NS, SYSTEM_NS, SYSTEM_SENDER, is_reserved_namespace,
+};
 pub use payload::Payload;
 pub use qname::QName;
 pub(crate) use scan::check_chars;

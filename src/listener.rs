@@ -7,7 +7,7 @@
 
 mod context;
 mod delivery;
-mod notices;
+pub(crate) mod notices;
 pub(crate) mod registration;
 mod typed;
 

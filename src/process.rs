@@ -10,6 +10,7 @@ pub mod ast;
 pub mod check;
 pub mod code;
 pub mod diagnostic;
+pub mod engine;
 pub mod expr;
 pub mod lexer;
 pub mod parser;

@@ -8,6 +8,7 @@
 
 mod wire;
 
+pub(crate) use wire::items;
 pub use wire::{Answer, Call, ErrorType, ToolError, ToolResult, WireError};
 
 /// The namespace of tool calls, results and errors.

@@ -8,13 +8,26 @@ pub const SYSTEM_NS: &str = "urn:agentpump:system:v1";
 /// Namespace of the governor messages (`goal`, `loop`, `residual`, `criterion`, `learning`).
 pub const GOVERNOR_NS: &str = "urn:agentpump:governor:v1";
 
+/// Namespace of a process's events (`tell`, `snap`, `milestone`, `par`, `join`, `return`,
+/// `failed`) and of its `continue` (the next turn of a process that ran its steps for this one).
+/// Only a listener registered with the process role may emit them; events are recorded, not
+/// delivered.
+pub const PROCESS_NS: &str = "urn:agentpump:process:v1";
+
 /// The name the pump uses as the sender of the messages it emits.
 pub const SYSTEM_SENDER: &str = "system";
 /// The name the pump gives to senders outside the pump (API, CLI, [`PumpHandle`](crate::PumpHandle)).
 pub const CLIENT_SENDER: &str = "client";
 
-/// Whether `namespace` is one only the pump handles (system, governor, either envelope): no
+/// Whether `namespace` is one only the pump handles (system, governor, process, either envelope): no
 /// listener may accept a root in it, and a payload in it from a listener or client is refused.
 pub fn is_reserved_namespace(namespace: &str) -> bool {
-    [SYSTEM_NS, GOVERNOR_NS, ENVELOPE_NS, AGENTSERVER_NS].contains(&namespace)
+    [
+        SYSTEM_NS,
+        GOVERNOR_NS,
+        PROCESS_NS,
+        ENVELOPE_NS,
+        AGENTSERVER_NS,
+    ]
+    .contains(&namespace)
 }

@@ -356,6 +356,18 @@ impl Context {
         Ok(records)
     }
 
+    /// Every record of this thread so far, whatever this listener's view: unlike
+    /// [`Context::history`], it includes records accepted after this delivery (outputs of
+    /// earlier deliveries queued behind it). For a listener that rebuilds its state from the
+    /// thread, such as a process after a restart.
+    ///
+    /// # Errors
+    ///
+    /// [`HistoryError::Query`] when the store cannot be read.
+    pub async fn whole_history(&self) -> Result<Vec<Record>, HistoryError> {
+        self.store.thread(self.thread, 0).await
+    }
+
     /// Outputs, usage still to charge, and usage already withdrawn with [`Context::spend`].
     pub(crate) fn into_parts(self) -> (Outputs, Usage, Usage) {
         (self.outputs, self.usage, self.spent)

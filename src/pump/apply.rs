@@ -189,6 +189,10 @@ impl Applying<'_> {
                 }
             }
             Step::Govern { payload, message } => self.govern(payload, message),
+            Step::Note { payload } => {
+                let env = self.envelope(payload);
+                self.tx.record(self.inner, env, RecordKind::Message);
+            }
         }
     }
 

@@ -6,8 +6,10 @@ use smallvec::{SmallVec, smallvec};
 use super::Shared;
 use super::route::{Refusal, Route, Sender, Targets, huh_code, smuggled};
 use crate::Payload;
+use crate::envelope::PROCESS_NS;
 use crate::extract::{ExtractError, addressed};
 use crate::governor::{Budget, GovernorMessage};
+use crate::listener::Role;
 use crate::listener::{Delivery, Output, Outputs, Target};
 use crate::system::{ErrorCode, GOVERNOR_NS};
 use crate::system::{HuhCode, Request, SYSTEM_NS, attempt};
@@ -47,6 +49,8 @@ pub(crate) enum Step {
         payload: Payload,
         message: GovernorMessage,
     },
+    /// Record a process event (`urn:agentpump:process:v1`); nobody receives it.
+    Note { payload: Payload },
     /// Narrow the listener's view of history.
     ClearContext { request: Payload, keep: usize },
     /// End the thread.
@@ -151,6 +155,9 @@ impl Shared {
                 ),
             });
         }
+        if namespace == PROCESS_NS {
+            return steps.push(self.plan_process_event(sender, payload));
+        }
         if let Some(refusal) = smuggled(&payload) {
             return steps.push(refused(refusal, payload.as_str().to_owned()));
         }
@@ -196,6 +203,32 @@ impl Shared {
             targets,
             reply: *target == Target::Reply,
         });
+    }
+
+    /// A process's event is recorded; its `continue` is its next turn. Only a listener with
+    /// the process role speaks this namespace.
+    fn plan_process_event(&self, sender: Sender<'_>, payload: Payload) -> Step {
+        let index = match sender {
+            Sender::Listener { index, .. } if self.listeners[index].role == Role::Process => index,
+            _ => {
+                let message = format!(
+                    "{} is a process event; only a listener with the process role emits one",
+                    payload.qname()
+                );
+                return refused(
+                    Refusal::Huh(HuhCode::ReservedNamespace, message),
+                    payload.as_str().to_owned(),
+                );
+            }
+        };
+        if payload.qname().local() == "continue" {
+            return Step::Deliver {
+                payload,
+                targets: smallvec![index],
+                reply: false,
+            };
+        }
+        Step::Note { payload }
     }
 
     fn plan_request(&self, sender: Sender<'_>, payload: Payload) -> Step {

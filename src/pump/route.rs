@@ -10,6 +10,7 @@ use crate::listener::Target;
 use crate::system::{
     CLIENT_SENDER, ErrorCode, HuhCode, SYSTEM_SENDER, SystemMessage, is_reserved_namespace,
 };
+use crate::tool::TOOL_NS;
 use crate::{EnvelopeError, QName};
 
 /// The listeners a payload goes to, by index, in registration order (rarely more than a few).
@@ -110,6 +111,11 @@ impl Shared {
         let Some(&index) = self.by_name.get(name) else {
             return Err(no_route(&format!("no listener is named `{name}`")));
         };
+        // A tool's answer goes back to whoever called, like a reply: whatever its roots and
+        // peers (a process answers its starter long after the start was delivered).
+        if root.namespace() == TOOL_NS && matches!(root.local(), "result" | "error") {
+            return Ok(Route::Listeners(smallvec![index]));
+        }
         if !self.listeners[index].accepts.contains(root) {
             return Err(no_route(&format!(
                 "listener `{name}` does not accept {root}"

@@ -315,7 +315,9 @@ fn open(element: &str, tool: &str, id_attr: &str, id: Option<&str>) -> String {
     out
 }
 
-fn items(out: &mut String, element: &str, items: &BTreeMap<String, Value>) {
+/// Writes each named value as `<element name="…" type="…">text</element>` (the form of a
+/// call's arguments and a result's fields; other protocols reuse it).
+pub(crate) fn items(out: &mut String, element: &str, items: &BTreeMap<String, Value>) {
     for (name, value) in items {
         let (ty, text) = match value {
             Value::Str(s) => ("", s.clone()),

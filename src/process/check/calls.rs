@@ -91,6 +91,11 @@ impl Walker<'_, '_> {
                 );
             }
         }
+        // RUN binds the symbols the target RETURNs, and its result can be captured.
+        self.used_tools.insert(process.name.clone());
+        for sym in returned_symbols(&target.body) {
+            self.bind(sym);
+        }
     }
 
     fn argument(&mut self, ty: &str, p: &Param) {
@@ -255,6 +260,35 @@ impl Walker<'_, '_> {
         self.used_tools.extend(tools);
         self.pending_par = None;
     }
+}
+
+/// The symbols a process body RETURNs by name (`RETURN: A, B`), anywhere in it.
+fn returned_symbols(body: &[crate::process::ast::Stmt]) -> Vec<&Ident> {
+    use crate::process::ast::{Return, StmtKind};
+    let mut out = Vec::new();
+    for stmt in body {
+        match &stmt.kind {
+            StmtKind::Return(Return::Symbols(symbols)) => out.extend(symbols),
+            StmtKind::If {
+                branches,
+                otherwise,
+            } => {
+                for b in branches {
+                    out.extend(returned_symbols(&b.body));
+                }
+                out.extend(otherwise.iter().flat_map(|o| returned_symbols(o)));
+            }
+            StmtKind::Condition { body, .. }
+            | StmtKind::With { body, .. }
+            | StmtKind::Foreach { body, .. } => out.extend(returned_symbols(body)),
+            StmtKind::Try { body, recover, .. } => {
+                out.extend(returned_symbols(body));
+                out.extend(returned_symbols(recover));
+            }
+            _ => {}
+        }
+    }
+    out
 }
 
 #[cfg(test)]

@@ -1,0 +1,44 @@
+//! The process engine: runs the processes of an APS document on the pump, deterministically.
+//!
+//! A [`Program`] is a checked document with every process compiled to a flat list of
+//! instructions. A [`ProcessListener`] is one of its processes registered as a listener: a
+//! trigger's root or a tool call of the process starts it in a thread; each `USE` leaves as a
+//! tool call (`urn:agentpump:tool:v1`) and its answer is the next delivery; `PAR` children and
+//! `RUN` run in child threads; `TELL`, `SNAP`, `MILESTONE`, `PAR`, `JOIN`, `RETURN` and a
+//! failure are recorded as events of `urn:agentpump:process:v1`; the `RETURN` goes back to the
+//! starter as a tool result. The state of a run is a function of its thread's history, so after
+//! a restart it continues where it was without calling any answered tool again.
+
+mod compile;
+mod effects;
+mod listener;
+mod machine;
+mod program;
+
+pub use listener::{DEFAULT_STEPS_PER_TURN, ProcessListener};
+pub use program::{Program, ProgramError};
+
+use crate::QName;
+use crate::listener::{Registration, Role};
+use crate::tool::TOOL_NS;
+
+impl ProcessListener {
+    /// The registration: named after the process, with the process role, accepting its
+    /// triggers' roots and tool calls, its peers the tools and processes it calls, and allowed
+    /// to message itself (its `continue`).
+    pub fn registration(self) -> Registration {
+        let name = self.name().to_owned();
+        let peers = self.references();
+        let triggers = self.triggers();
+        let mut r = Registration::new(&name, self)
+            .role(Role::Process)
+            .accepts(QName::new(TOOL_NS, "call"))
+            .may_loop(true)
+            .description(format!("process `{name}`"))
+            .peers(peers);
+        for root in triggers {
+            r = r.accepts(root);
+        }
+        r
+    }
+}

@@ -1,0 +1,164 @@
+//! What a running process asks of the pump ([`Effect`]) and the events it records
+//! ([`Event`]), written as payloads of `urn:agentpump:process:v1` (`schemas/process.xsd`).
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use quick_xml::escape::escape;
+use rust_decimal::Decimal;
+
+use crate::envelope::PROCESS_NS;
+use crate::process::ast::Level;
+use crate::process::expr::Value;
+use crate::tool::{Call, items};
+
+/// One thing a process asks for.
+#[derive(Debug, Clone)]
+pub(crate) enum Effect {
+    /// A tool call; `child` runs it in a child thread (PAR, and every process target).
+    Call { call: Call, child: bool },
+    /// An event, numbered from 1 in the process's run.
+    Event(u64, Event),
+    /// The symbol `RESIDUAL` was bound to a number: the governor hears it.
+    Residual(Decimal),
+}
+
+/// A recorded step of a process.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Event {
+    /// `TELL`; `why` is the symbol and its value (`None` when redacted).
+    Tell {
+        message: String,
+        why: Option<(String, Option<Value>)>,
+        level: Option<Level>,
+        outcome: Option<String>,
+        line: u32,
+    },
+    /// `MILESTONE`.
+    Milestone { title: String, line: u32 },
+    /// `SNAP`: symbols and values (`None` when redacted).
+    Snap {
+        values: Vec<(String, Option<Value>)>,
+        delta: bool,
+        line: u32,
+    },
+    /// PAR launched these tools, in lexical order.
+    Par { tools: Vec<String>, line: u32 },
+    /// JOIN: every child answered.
+    Join { children: usize, line: u32 },
+    /// RETURN with these fields.
+    Return { fields: BTreeMap<String, Value> },
+    /// The process failed: its error object.
+    Failed { error: Value },
+}
+
+/// One named value, or a redacted one (its name only: 06 forbids its content).
+fn named(out: &mut String, element: &str, name: &str, value: Option<&Value>) {
+    match value {
+        Some(v) => {
+            let mut one = BTreeMap::new();
+            one.insert(name.to_owned(), v.clone());
+            items(out, element, &one);
+        }
+        None => {
+            let _ = write!(
+                out,
+                "<{element} name=\"{}\" redacted=\"true\"/>",
+                escape(name)
+            );
+        }
+    }
+}
+
+impl Event {
+    /// The event as a payload.
+    pub fn to_xml(&self, process: &str, seq: u64) -> String {
+        let (element, attrs) = match self {
+            Event::Tell {
+                level,
+                outcome,
+                line,
+                ..
+            } => {
+                let mut a = format!(" line=\"{line}\"");
+                if let Some(l) = level {
+                    let l = match l {
+                        Level::Brief => "brief",
+                        Level::Full => "full",
+                    };
+                    let _ = write!(a, " level=\"{l}\"");
+                }
+                if let Some(o) = outcome {
+                    let _ = write!(a, " outcome=\"{}\"", escape(o.as_str()));
+                }
+                ("tell", a)
+            }
+            Event::Milestone { line, .. } => ("milestone", format!(" line=\"{line}\"")),
+            Event::Snap { delta, line, .. } => {
+                ("snap", format!(" line=\"{line}\" delta=\"{delta}\""))
+            }
+            Event::Par { tools, line } => (
+                "par",
+                format!(
+                    " line=\"{line}\" tools=\"{}\"",
+                    escape(tools.join(" ").as_str())
+                ),
+            ),
+            Event::Join { children, line } => {
+                ("join", format!(" line=\"{line}\" children=\"{children}\""))
+            }
+            Event::Return { .. } => ("return", String::new()),
+            Event::Failed { error } => {
+                let get = |k: &str| match error {
+                    Value::Object(m) => m.get(k).map(ToString::to_string).unwrap_or_default(),
+                    _ => String::new(),
+                };
+                (
+                    "failed",
+                    format!(
+                        " type=\"{}\" line=\"{}\"",
+                        escape(get("type").as_str()),
+                        escape(get("line").as_str())
+                    ),
+                )
+            }
+        };
+        let mut out = format!(
+            "<{element} xmlns=\"{PROCESS_NS}\" process=\"{}\" seq=\"{seq}\"{attrs}>",
+            escape(process)
+        );
+        match self {
+            Event::Tell { message, why, .. } => {
+                out.push_str(&escape(message.as_str()));
+                if let Some((name, value)) = why {
+                    named(&mut out, "why", name, value.as_ref());
+                }
+            }
+            Event::Milestone { title, .. } => out.push_str(&escape(title.as_str())),
+            Event::Snap { values, .. } => {
+                for (name, value) in values {
+                    named(&mut out, "symbol", name, value.as_ref());
+                }
+            }
+            Event::Return { fields } => items(&mut out, "field", fields),
+            Event::Failed { error } => {
+                let message = match error {
+                    Value::Object(m) => m.get("message").map(ToString::to_string),
+                    _ => None,
+                };
+                out.push_str(&escape(message.unwrap_or_default().as_str()));
+            }
+            Event::Par { .. } | Event::Join { .. } => {}
+        }
+        let _ = write!(out, "</{element}>");
+        out
+    }
+}
+
+/// The wake-up a process sends itself when it ran its steps for this turn.
+pub(crate) fn continue_xml(process: &str, steps: u64) -> String {
+    format!(
+        "<continue xmlns=\"{PROCESS_NS}\" process=\"{}\" steps=\"{steps}\"/>",
+        escape(process)
+    )
+}

@@ -1,0 +1,691 @@
+//! [`ProcessListener`]: a process as a listener. Each delivery — the start, a tool's answer,
+//! a child thread's result, a wake-up — moves the thread's machine on as far as it can go; what
+//! the machine asks for leaves as messages. The machine stays in memory between deliveries;
+//! after a restart it is rebuilt from the thread's history (see [`Known`]).
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use quick_xml::Reader;
+use quick_xml::events::Event as XmlEvent;
+
+use super::effects::{Effect, Event, continue_xml};
+use super::machine::{Known, Machine, Stop, Turn, typed_input};
+use super::program::Program;
+use crate::envelope::{CLIENT_SENDER, GOVERNOR_NS, PROCESS_NS, SYSTEM_NS};
+use crate::governor::{Control, Goal, Signal};
+use crate::history::Record;
+use crate::listener::notices;
+use crate::process::code::Code;
+use crate::process::expr::Value;
+use crate::system::Spawn;
+use crate::tool::{Answer, Call, ErrorType, TOOL_NS, ToolError, ToolResult};
+use crate::{Context, Delivery, Limits, Listener, ListenerError, Payload, QName, ThreadId};
+
+/// Statements a process runs per turn before it sends itself a `continue` (each turn is
+/// counted by the governor, so a loop without tool calls still meets the turn budget).
+pub const DEFAULT_STEPS_PER_TURN: u64 = 10_000;
+
+/// One process of a [`Program`], registered as a listener named after the process id.
+#[derive(Debug)]
+pub struct ProcessListener {
+    program: Arc<Program>,
+    process: usize,
+    steps_per_turn: u64,
+    goal: Option<Goal>,
+    runs: Mutex<HashMap<ThreadId, Run>>,
+}
+
+/// How a run was started: whom to answer, and how.
+#[derive(Debug, Clone)]
+struct Start {
+    /// Who started it: the answer goes there.
+    from: String,
+    /// The call's id, when started by a call.
+    call: Option<String>,
+    /// Started by the first message of a child thread its spawner sent: the answer ends the
+    /// thread (`thread-done`) and reaches the spawner as `thread-result`.
+    spawned: bool,
+}
+
+struct Run {
+    machine: Machine,
+    known: Known,
+    start: Start,
+    /// Deliveries to this listener in the thread, for the step limit of a rebuild.
+    turns: u64,
+}
+
+impl std::fmt::Debug for Run {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Run")
+            .field("turns", &self.turns)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What one history record (or delivery) tells a process: from, to, payload, ids.
+struct Seen<'a> {
+    from: &'a str,
+    to: Option<&'a str>,
+    payload: &'a Payload,
+}
+
+impl Known {
+    /// Takes in one record; idempotent (answers and sends are keyed by call id).
+    fn fold(&mut self, seen: &Seen<'_>, me: &str) {
+        let q = seen.payload.qname();
+        let ns = q.namespace();
+        if seen.from == me {
+            if ns == TOOL_NS && q.local() == "call" {
+                if let Ok(Call { id: Some(id), .. }) = Call::parse(seen.payload) {
+                    self.sent.insert(id);
+                }
+            } else if ns == SYSTEM_NS && q.local() == "spawn-thread" {
+                if let Some(Call { id: Some(id), .. }) = spawned_call(seen.payload) {
+                    self.sent.insert(id);
+                }
+            } else if ns == PROCESS_NS && q.local() != "continue" {
+                self.events += 1;
+            } else if ns == GOVERNOR_NS && q.local() == "residual" {
+                self.residuals += 1;
+            }
+            return;
+        }
+        if seen.to != Some(me) {
+            return;
+        }
+        if let Some(Ok(answer)) = Answer::parse(seen.payload) {
+            if let Some(id) = answer.call() {
+                self.answers.entry(id.to_owned()).or_insert(answer);
+            }
+        } else if ns == SYSTEM_NS && q.local() == "thread-result" {
+            let Some(result) = notices::thread_result(seen.payload.as_str()) else {
+                return;
+            };
+            let answer = result
+                .payload()
+                .and_then(Answer::parse)
+                .and_then(Result::ok);
+            match answer {
+                Some(a) => {
+                    if let Some(id) = a.call() {
+                        self.answers.entry(id.to_owned()).or_insert(a);
+                    }
+                }
+                None => {
+                    if let Some(id) = self.children.get(&result.thread()).cloned() {
+                        let why = match result.halt() {
+                            Some((class, reason)) => {
+                                format!("child thread halted: {class} {reason}")
+                            }
+                            None => format!(
+                                "child thread ended {} without an answer",
+                                result.status().as_str()
+                            ),
+                        };
+                        let e = ToolError {
+                            tool: String::new(),
+                            call: Some(id.clone()),
+                            kind: ErrorType::Failed,
+                            message: why,
+                            retry: false,
+                        };
+                        self.answers.entry(id).or_insert(Answer::Error(e));
+                    }
+                }
+            }
+        } else if ns == SYSTEM_NS && q.local() == "thread-spawned" {
+            if let Some(s) = notices::thread_spawned(seen.payload.as_str()) {
+                let sub = s.path().rsplit('.').next().unwrap_or_default().to_owned();
+                self.children.insert(s.child(), sub);
+            }
+        }
+    }
+}
+
+/// The call inside a `spawn-thread` this listener emitted.
+fn spawned_call(payload: &Payload) -> Option<Call> {
+    let text = payload.as_str();
+    let start = text.find(&format!("<call xmlns=\"{TOOL_NS}\""))?;
+    let end = text.rfind("</call>")? + "</call>".len();
+    Call::parse_xml(text.get(start..end)?).ok()
+}
+
+/// Payloads in history were accepted under the pump's limits; read them back under any.
+fn lenient() -> Limits {
+    Limits {
+        max_bytes: usize::MAX,
+        max_depth: usize::MAX,
+        max_attributes: usize::MAX,
+        max_outputs: usize::MAX,
+    }
+}
+
+impl ProcessListener {
+    /// Process `id` of `program`.
+    ///
+    /// # Errors
+    ///
+    /// A message when the program has no such process.
+    pub fn new(program: Arc<Program>, id: &str) -> Result<Self, String> {
+        let process = program
+            .index_of(id)
+            .ok_or_else(|| format!("the program has no process `{id}`"))?;
+        Ok(Self {
+            program,
+            process,
+            steps_per_turn: DEFAULT_STEPS_PER_TURN,
+            goal: None,
+            runs: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// Statements per turn (default [`DEFAULT_STEPS_PER_TURN`]).
+    pub fn steps_per_turn(mut self, steps: u64) -> Self {
+        self.steps_per_turn = steps.max(1);
+        self
+    }
+
+    /// A goal the process declares when it starts in a root thread (certificates, r_p, budget):
+    /// with it, `RESIDUAL` bindings can end the thread CONVERGED.
+    pub fn goal(mut self, goal: Goal) -> Self {
+        self.goal = Some(goal);
+        self
+    }
+
+    fn id(&self) -> &str {
+        &self.program.processes[self.process].id
+    }
+
+    /// The process id, which is also the listener's name.
+    pub fn name(&self) -> &str {
+        self.id()
+    }
+
+    /// The tools and processes this process calls (its peers), each once, in order.
+    pub fn references(&self) -> Vec<String> {
+        use super::compile::Op;
+        let mut names: Vec<String> = Vec::new();
+        for op in &self.program.processes[self.process].code.ops {
+            let found: Vec<&str> = match op {
+                Op::Use(u) => vec![u.tool.name.as_str()],
+                Op::Par(uses) => uses.iter().map(|u| u.tool.name.as_str()).collect(),
+                Op::Run { process, .. } => vec![process.as_str()],
+                _ => vec![],
+            };
+            for n in found {
+                if n != self.id() && !names.iter().any(|x| x == n) {
+                    names.push(n.to_owned());
+                }
+            }
+        }
+        names
+    }
+
+    /// The roots that start this process: its triggers' events.
+    pub fn triggers(&self) -> Vec<QName> {
+        let id = self.id();
+        self.program
+            .triggers()
+            .filter(|(_, target)| *target == id)
+            .map(|(q, _)| q.clone())
+            .collect()
+    }
+
+    /// Whether `payload` starts this process: a call of it, or a trigger's root.
+    fn starts(&self, payload: &Payload) -> bool {
+        let q = payload.qname();
+        if q.is(TOOL_NS, "call") {
+            return Call::parse(payload).is_ok_and(|c| c.tool == self.id());
+        }
+        self.program
+            .triggers()
+            .any(|(root, target)| root == q && target == self.id())
+    }
+
+    /// A machine started by `payload`, or the error answer when its input does not fit.
+    fn machine(&self, payload: &Payload) -> Result<Machine, String> {
+        let input = if payload.qname().is(TOOL_NS, "call") {
+            Call::parse(payload).map_err(|e| e.to_string())?.args
+        } else {
+            trigger_input(payload.as_str())
+        };
+        let mut typed = BTreeMap::new();
+        for arg in &self.program.processes[self.process].args {
+            let name = &arg.name.name;
+            let Some(v) = input.get(name).cloned() else {
+                return Err(format!(
+                    "{} {}: argument `{name}` ({}) is missing",
+                    Code::ProcessArgsMismatch.as_str(),
+                    Code::ProcessArgsMismatch.name(),
+                    arg.ty
+                ));
+            };
+            let v = typed_input(&arg.ty, v).map_err(|m| {
+                format!(
+                    "{} {}: argument `{name}`: {m}",
+                    Code::ProcessArgsMismatch.as_str(),
+                    Code::ProcessArgsMismatch.name()
+                )
+            })?;
+            typed.insert(name.clone(), v);
+        }
+        for (k, v) in input {
+            typed.entry(k).or_insert(v);
+        }
+        Ok(Machine::new(Arc::clone(&self.program), self.process, typed))
+    }
+
+    /// Rebuilds the thread's run from its whole history: the start, what was sent and
+    /// answered. `None` when this thread has no run of this process (a relay, or nothing).
+    async fn rebuild(
+        &self,
+        msg: &Delivery,
+        cx: &mut Context,
+    ) -> Result<Option<Run>, ListenerError> {
+        let records = cx.whole_history().await.map_err(ListenerError::failed)?;
+        let me = cx.me().to_owned();
+        let limits = lenient();
+        let mut known = Known::default();
+        let mut start: Option<(Start, Payload)> = None;
+        let mut turns = 0u64;
+        let mut first_call: Option<(String, bool)> = None;
+        for (i, r) in records.iter().enumerate() {
+            let Ok(payload) = Payload::parse(&r.payload, &limits) else {
+                continue;
+            };
+            if i == 0 && &*r.from == me.as_str() && payload.qname().is(TOOL_NS, "call") {
+                first_call = Call::parse(&payload)
+                    .ok()
+                    .and_then(|c| c.id)
+                    .map(|id| (id, true));
+            }
+            let to = r.to.as_deref();
+            if to == Some(me.as_str()) {
+                turns += 1;
+                if start.is_none() && self.starts(&payload) {
+                    start = Some((self.start_of(r, &payload, i), payload.clone()));
+                }
+            }
+            known.fold(
+                &Seen {
+                    from: &r.from,
+                    to,
+                    payload: &payload,
+                },
+                &me,
+            );
+        }
+        let Some((start, payload)) = start else {
+            // A child thread this process spawned for one tool call: the answer ends it.
+            if let Some((id, _)) = first_call {
+                relay(msg, cx, &id);
+            }
+            return Ok(None);
+        };
+        let machine = match self.machine(&payload) {
+            Ok(m) => m,
+            Err(message) => {
+                if known.events == 0 {
+                    self.answer(cx, &start, Err(input_error(&message)));
+                }
+                return Ok(None);
+            }
+        };
+        Ok(Some(Run {
+            machine,
+            known,
+            start,
+            turns,
+        }))
+    }
+
+    fn start_of(&self, r: &Record, payload: &Payload, index: usize) -> Start {
+        let call = if payload.qname().is(TOOL_NS, "call") {
+            Call::parse(payload).ok().and_then(|c| c.id)
+        } else {
+            None
+        };
+        Start {
+            from: r.from.to_string(),
+            call,
+            spawned: index == 0 && &*r.from != CLIENT_SENDER,
+        }
+    }
+
+    /// Answers the starter: the RETURN's fields, or the failure.
+    fn answer(
+        &self,
+        cx: &mut Context,
+        start: &Start,
+        outcome: Result<&BTreeMap<String, Value>, Value>,
+    ) {
+        let id = self.id().to_owned();
+        let xml = match outcome {
+            Ok(fields) => ToolResult {
+                tool: id,
+                call: start.call.clone(),
+                fields: fields.clone(),
+            }
+            .to_xml(),
+            Err(error) => {
+                let text = |k: &str| match &error {
+                    Value::Object(m) => m.get(k).map(ToString::to_string).unwrap_or_default(),
+                    _ => String::new(),
+                };
+                ToolError {
+                    tool: id,
+                    call: start.call.clone(),
+                    kind: ErrorType::Failed,
+                    message: format!(
+                        "{}: {} (line {})",
+                        text("type"),
+                        text("message"),
+                        text("line")
+                    ),
+                    retry: false,
+                }
+                .to_xml()
+            }
+        };
+        if start.spawned {
+            cx.done(xml);
+        } else {
+            cx.send(start.from.clone(), xml);
+        }
+    }
+
+    /// Moves the run on and sends what it asks for.
+    fn advance(&self, run: &mut Run, cx: &mut Context, limit: u64) {
+        let mut effects = Vec::new();
+        let stop = run.machine.run(&mut Turn {
+            known: &run.known,
+            effects: &mut effects,
+            limit,
+        });
+        let id = self.id().to_owned();
+        for effect in effects {
+            match effect {
+                Effect::Call { call, child: false } => cx.send(call.tool.clone(), call.to_xml()),
+                Effect::Call { call, child: true } => {
+                    let sub = call.id.clone().unwrap_or_default();
+                    cx.spawn(Spawn::new(call.to_xml()).to(call.tool.clone()).sub_id(sub));
+                }
+                Effect::Event(seq, event) => cx.emit(event.to_xml(&id, seq)),
+                Effect::Residual(n) => cx.residual(n),
+            }
+        }
+        let last = run.known.events;
+        let finish = |event: Event, seq: u64, cx: &mut Context| {
+            // Already recorded before a restart: the starter has its answer.
+            if seq > last {
+                cx.emit(event.to_xml(&id, seq));
+                true
+            } else {
+                false
+            }
+        };
+        let seq = run.machine.events() + 1;
+        match stop {
+            Stop::Waiting => {}
+            Stop::Paused => cx.emit(continue_xml(&id, run.machine.steps)),
+            Stop::Returned(fields) => {
+                if finish(
+                    Event::Return {
+                        fields: fields.clone(),
+                    },
+                    seq,
+                    cx,
+                ) {
+                    self.answer(cx, &run.start, Ok(&fields));
+                }
+            }
+            Stop::Failed(error) => {
+                if finish(
+                    Event::Failed {
+                        error: error.clone(),
+                    },
+                    seq,
+                    cx,
+                ) {
+                    self.answer(cx, &run.start, Err(error));
+                    if !run.start.spawned {
+                        let reason = "process-failed";
+                        cx.signal(Signal::new(Control::Abort).reason(reason));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The error answer for a start whose input does not fit the process's arguments.
+fn input_error(message: &str) -> Value {
+    let mut m = BTreeMap::new();
+    m.insert(
+        "type".into(),
+        Value::Str(Code::ProcessArgsMismatch.as_str().into()),
+    );
+    m.insert("message".into(), Value::Str(message.to_owned()));
+    m.insert("line".into(), Value::Num(0.into()));
+    Value::Object(m)
+}
+
+/// In a child thread spawned for one tool call: the tool's answer (or the pump's notice that
+/// the call failed) ends the thread and goes back to the spawner.
+fn relay(msg: &Delivery, cx: &mut Context, id: &str) {
+    if let Some(Ok(answer)) = Answer::parse(msg.payload()) {
+        cx.done(answer.to_xml());
+        return;
+    }
+    let failure = msg
+        .system_error()
+        .map(|e| (e.code().to_owned(), e.message().to_owned()))
+        .or_else(|| {
+            msg.huh()
+                .map(|h| (h.code().to_owned(), h.message().to_owned()))
+        });
+    if let Some((code, message)) = failure {
+        let kind = if code == "handler-timeout" {
+            ErrorType::Timeout
+        } else {
+            ErrorType::Failed
+        };
+        let e = ToolError {
+            tool: String::new(),
+            call: Some(id.to_owned()),
+            kind,
+            message: format!("{code}: {message}"),
+            retry: false,
+        };
+        cx.done(e.to_xml());
+    }
+}
+
+/// A trigger payload as the process's input: the root's attributes, its child elements'
+/// text by local name, and its own text as `text` when it has no children.
+fn trigger_input(xml: &str) -> BTreeMap<String, Value> {
+    let mut input = BTreeMap::new();
+    let mut reader = Reader::from_str(xml);
+    let mut depth = 0usize;
+    let mut child: Option<String> = None;
+    let mut text = String::new();
+    let mut root_text = String::new();
+    loop {
+        match reader.read_event() {
+            Ok(XmlEvent::Start(e) | XmlEvent::Empty(e)) if depth == 0 => {
+                for a in e.attributes().flatten() {
+                    let key: &str = a.key.as_ref();
+                    if key == "xmlns" || key.starts_with("xmlns:") {
+                        continue;
+                    }
+                    if let Ok(v) = a.normalized_value(quick_xml::XmlVersion::Implicit1_0) {
+                        input.insert(key.to_owned(), Value::Str(v.into_owned()));
+                    }
+                }
+                depth = 1;
+            }
+            Ok(XmlEvent::Start(e)) => {
+                depth += 1;
+                if depth == 2 {
+                    child = Some(e.local_name().as_ref().to_owned());
+                    text.clear();
+                }
+            }
+            Ok(XmlEvent::Empty(e)) if depth == 1 => {
+                input.insert(
+                    e.local_name().as_ref().to_owned(),
+                    Value::Str(String::new()),
+                );
+            }
+            Ok(XmlEvent::Text(t)) => {
+                if depth == 2 {
+                    text.push_str(&t);
+                } else if depth == 1 {
+                    root_text.push_str(&t);
+                }
+            }
+            Ok(XmlEvent::End(_)) => {
+                if depth == 2 {
+                    if let Some(name) = child.take() {
+                        input.insert(name, Value::Str(text.trim().to_owned()));
+                    }
+                }
+                depth = depth.saturating_sub(1);
+            }
+            Ok(XmlEvent::Eof) | Err(_) => break,
+            _ => {}
+        }
+    }
+    if !root_text.trim().is_empty() && !input.contains_key("text") {
+        input.insert("text".into(), Value::Str(root_text.trim().to_owned()));
+    }
+    input
+}
+
+#[async_trait]
+impl Listener for ProcessListener {
+    async fn handle(&self, msg: &Delivery, cx: &mut Context) -> Result<(), ListenerError> {
+        let thread = cx.thread();
+        let taken = self.runs.lock().expect("runs lock").remove(&thread);
+        let rebuilt = taken.is_none();
+        let mut run = match taken {
+            Some(run) => run,
+            None => match self.rebuild(msg, cx).await? {
+                Some(run) => run,
+                None => return Ok(()),
+            },
+        };
+        let me = cx.me().to_owned();
+        if !rebuilt {
+            run.turns += 1;
+            let seen = Seen {
+                from: msg.from(),
+                to: Some(me.as_str()),
+                payload: msg.payload(),
+            };
+            run.known.fold(&seen, &me);
+        }
+        if msg.huh().is_some()
+            || msg
+                .system_error()
+                .is_some_and(|e| e.code() != "budget-warning")
+        {
+            // A call of ours was refused or its handler failed: whatever we wait for that
+            // history does not show as sent, or that this notice answers, fails.
+            let records = cx.whole_history().await.map_err(ListenerError::failed)?;
+            let reason = msg
+                .huh()
+                .map(|h| format!("{}: {}", h.code(), h.message()))
+                .or_else(|| {
+                    msg.system_error()
+                        .map(|e| format!("{}: {}", e.code(), e.message()))
+                })
+                .unwrap_or_default();
+            fail_unsent(&mut run, &records, msg, &reason, &me);
+        }
+        if run.machine.steps == 0 && !run.start.spawned && run.known.events == 0 {
+            if let Some(goal) = &self.goal {
+                if run.known.residuals == 0 && !history_has_goal(cx, &me).await {
+                    cx.goal(goal);
+                }
+            }
+        }
+        let limit = if rebuilt {
+            self.steps_per_turn.saturating_mul(run.turns.max(1))
+        } else {
+            self.steps_per_turn
+        };
+        self.advance(&mut run, cx, limit);
+        if !run.machine.finished() {
+            self.runs.lock().expect("runs lock").insert(thread, run);
+        }
+        Ok(())
+    }
+}
+
+/// Whether this listener already declared the thread's goal.
+async fn history_has_goal(cx: &Context, me: &str) -> bool {
+    cx.whole_history().await.is_ok_and(|records| {
+        records
+            .iter()
+            .any(|r| &*r.from == me && r.root.is(GOVERNOR_NS, "goal"))
+    })
+}
+
+/// Fails the calls a refusal or a handler failure answers.
+fn fail_unsent(run: &mut Run, records: &[Record], msg: &Delivery, reason: &str, me: &str) {
+    let limits = lenient();
+    let mut sent_by_message = HashMap::new();
+    let mut fresh = Known::default();
+    for r in records {
+        let Ok(payload) = Payload::parse(&r.payload, &limits) else {
+            continue;
+        };
+        if &*r.from == me && payload.qname().is(TOOL_NS, "call") {
+            if let Ok(Call { id: Some(id), .. }) = Call::parse(&payload) {
+                sent_by_message.insert(r.id, id);
+            }
+        }
+        fresh.fold(
+            &Seen {
+                from: &r.from,
+                to: r.to.as_deref(),
+                payload: &payload,
+            },
+            me,
+        );
+    }
+    let failed = |id: &str, kind| {
+        Answer::Error(ToolError {
+            tool: String::new(),
+            call: Some(id.to_owned()),
+            kind,
+            message: reason.to_owned(),
+            retry: false,
+        })
+    };
+    // A handler that failed on our call: the notice answers that call.
+    if let Some(id) = msg.in_reply_to().and_then(|m| sent_by_message.get(&m)) {
+        let kind = if reason.starts_with("handler-timeout") {
+            ErrorType::Timeout
+        } else {
+            ErrorType::Failed
+        };
+        run.known
+            .answers
+            .entry(id.clone())
+            .or_insert(failed(id, kind));
+    }
+    // A refused output: what we wait for and never reached history.
+    for id in run.machine.waiting() {
+        if !fresh.sent.contains(&id) && !run.known.answers.contains_key(&id) {
+            run.known
+                .answers
+                .insert(id.clone(), failed(&id, ErrorType::NotAllowed));
+        }
+    }
+    run.known.sent.extend(fresh.sent);
+}

@@ -1,0 +1,825 @@
+//! [`Machine`]: one running process — a program counter, its symbols, its scopes — and the
+//! interpreter loop that runs it until it must wait for an answer, has used its steps for this
+//! turn, returns or fails.
+//!
+//! The machine never touches the pump. It reads what it knows of the thread ([`Known`]: the
+//! answers that arrived, what was already sent and recorded) and pushes [`Effect`]s; the
+//! listener turns them into messages. Because ids and counters are assigned in execution order,
+//! running the same program on the same history always asks for the same things with the same
+//! ids: that is what lets a restarted process skip everything already done.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
+
+use super::compile::Op;
+use super::effects::{Effect, Event};
+use super::program::Program;
+use crate::process::ast::{Bdd, Capture, Param, Return, Use};
+use crate::process::code::Code;
+use crate::process::diagnostic::Span;
+use crate::process::expr::{Env, EvalError, Expr, PathSeg, Value, eval};
+use crate::tool::{Answer, Call, ErrorType};
+
+/// What the thread's history already holds for this process: answers by call id, the calls
+/// already sent, and how many events and residuals were recorded.
+#[derive(Debug, Default)]
+pub(crate) struct Known {
+    pub answers: HashMap<String, Answer>,
+    pub sent: HashSet<String>,
+    pub events: u64,
+    pub residuals: u64,
+    /// Child threads spawned for calls: the child, and the call id (its sub-id).
+    pub children: HashMap<crate::ThreadId, String>,
+}
+
+/// Why the machine stopped running.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Stop {
+    /// Waiting for answers.
+    Waiting,
+    /// Used its steps for this turn; more later.
+    Paused,
+    /// RETURN (or the end of the body): the fields of its result.
+    Returned(BTreeMap<String, Value>),
+    /// A hard error no RECOVER handled: the error object (`type`, `message`, `line`, …).
+    Failed(Value),
+}
+
+struct Loop {
+    var: String,
+    items: Vec<Value>,
+    index: usize,
+    locals: usize,
+}
+
+struct Handler {
+    recover: usize,
+    err: String,
+    locals: usize,
+    loops: usize,
+    with: usize,
+}
+
+/// A call the machine is waiting for (USE, RUN) and how many attempts it made.
+struct Pending {
+    id: String,
+    attempt: u32,
+}
+
+/// One running process.
+pub(crate) struct Machine {
+    program: Arc<Program>,
+    process: usize,
+    pc: usize,
+    input: BTreeMap<String, Value>,
+    symbols: BTreeMap<String, Value>,
+    locals: Vec<(String, Value)>,
+    with: Vec<(String, Value)>,
+    with_marks: Vec<usize>,
+    loops: Vec<Loop>,
+    handlers: Vec<Handler>,
+    /// The last answer of each tool (or process), for CAPTURE.
+    last: BTreeMap<String, Answer>,
+    /// The PAR children not yet joined: (tool, call id), lexical order.
+    par: Vec<(String, String)>,
+    pending: Option<Pending>,
+    calls: u64,
+    events: u64,
+    residuals: u64,
+    redacted: BTreeSet<String>,
+    snapped: BTreeMap<String, Value>,
+    /// Statements run, in all.
+    pub steps: u64,
+    done: Option<Stop>,
+}
+
+/// A hard error as the RECOVER variable sees it.
+fn error(kind: &str, message: impl Into<String>, span: Span) -> Value {
+    let mut m = BTreeMap::new();
+    m.insert("type".into(), Value::Str(kind.to_owned()));
+    m.insert("message".into(), Value::Str(message.into()));
+    m.insert("line".into(), Value::Num(span.line.into()));
+    Value::Object(m)
+}
+
+fn eval_error(e: EvalError) -> Value {
+    let mut v = error(e.code.as_str(), e.message, e.span);
+    if let Value::Object(m) = &mut v {
+        m.insert("name".into(), Value::Str(e.code.name().to_owned()));
+    }
+    v
+}
+
+fn coded(code: Code, message: impl Into<String>, span: Span) -> Value {
+    eval_error(EvalError {
+        code,
+        message: message.into(),
+        span,
+    })
+}
+
+impl Env for Machine {
+    fn symbol(&self, name: &str) -> Option<Value> {
+        if name == "_INDEX" {
+            return self.loops.last().map(|l| Value::Num(l.index.into()));
+        }
+        if name == "INP" {
+            return Some(Value::Object(self.input.clone()));
+        }
+        self.symbols
+            .get(name)
+            .or_else(|| self.program.constants.get(name))
+            .or_else(|| self.program.runtime.get(name))
+            .cloned()
+    }
+
+    fn local(&self, name: &str) -> Option<Value> {
+        self.locals
+            .iter()
+            .rev()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.clone())
+            .or_else(|| {
+                let declared = self.program.processes[self.process]
+                    .args
+                    .iter()
+                    .any(|a| a.name.name == name);
+                declared.then(|| self.input.get(name).cloned()).flatten()
+            })
+    }
+
+    fn placeholder(&self, name: &str) -> Option<Value> {
+        self.input
+            .get(name)
+            .or_else(|| self.input.get(&name.to_ascii_lowercase()))
+            .or_else(|| self.program.constants.get(name))
+            .or_else(|| self.program.runtime.get(name))
+            .cloned()
+    }
+}
+
+/// What one `run` sees and does: what history holds, and where effects go.
+pub(crate) struct Turn<'a> {
+    pub known: &'a Known,
+    pub effects: &'a mut Vec<Effect>,
+    /// Steps this turn may run.
+    pub limit: u64,
+}
+
+impl Machine {
+    /// A machine at the start of `process`, with its input.
+    pub fn new(program: Arc<Program>, process: usize, input: BTreeMap<String, Value>) -> Self {
+        Self {
+            program,
+            process,
+            pc: 0,
+            input,
+            symbols: BTreeMap::new(),
+            locals: Vec::new(),
+            with: Vec::new(),
+            with_marks: Vec::new(),
+            loops: Vec::new(),
+            handlers: Vec::new(),
+            last: BTreeMap::new(),
+            par: Vec::new(),
+            pending: None,
+            calls: 0,
+            events: 0,
+            residuals: 0,
+            redacted: BTreeSet::new(),
+            snapped: BTreeMap::new(),
+            steps: 0,
+            done: None,
+        }
+    }
+
+    /// The process's id.
+    pub fn id(&self) -> &str {
+        &self.program.processes[self.process].id
+    }
+
+    /// Events recorded so far in this run.
+    pub fn events(&self) -> u64 {
+        self.events
+    }
+
+    /// The call ids it waits for (a USE or RUN, and PAR children not yet joined).
+    pub fn waiting(&self) -> Vec<String> {
+        let mut ids: Vec<String> = self.par.iter().map(|(_, id)| id.clone()).collect();
+        ids.extend(self.pending.as_ref().map(|p| p.id.clone()));
+        ids
+    }
+
+    /// Whether it returned or failed.
+    pub fn finished(&self) -> bool {
+        self.done.is_some()
+    }
+
+    /// Runs until it waits, pauses, returns or fails.
+    pub fn run(&mut self, turn: &mut Turn<'_>) -> Stop {
+        if let Some(done) = &self.done {
+            return done.clone();
+        }
+        let stop_at = self.steps + turn.limit.max(1);
+        loop {
+            if self.steps >= stop_at {
+                return Stop::Paused;
+            }
+            self.steps += 1;
+            let program = Arc::clone(&self.program);
+            let code = &program.processes[self.process].code;
+            let span = code.spans[self.pc];
+            match self.op(&code.ops[self.pc], span, turn) {
+                Ok(Flow::Next) => self.pc += 1,
+                Ok(Flow::Go(to)) => self.pc = to,
+                Ok(Flow::Wait) => {
+                    self.steps -= 1;
+                    return Stop::Waiting;
+                }
+                Ok(Flow::Finish(fields)) => {
+                    let stop = Stop::Returned(fields);
+                    self.done = Some(stop.clone());
+                    return stop;
+                }
+                Err(err) => {
+                    if let Some(stop) = self.raise(err) {
+                        self.done = Some(stop.clone());
+                        return stop;
+                    }
+                }
+            }
+        }
+    }
+
+    /// A hard error: to the innermost RECOVER, or the end of the process.
+    fn raise(&mut self, err: Value) -> Option<Stop> {
+        self.pending = None;
+        let Some(h) = self.handlers.pop() else {
+            return Some(Stop::Failed(err));
+        };
+        self.locals.truncate(h.locals);
+        self.loops.truncate(h.loops);
+        if let Some(&mark) = self.with_marks.get(h.with) {
+            self.with.truncate(mark);
+        }
+        self.with_marks.truncate(h.with);
+        self.locals.push((h.err, err));
+        self.pc = h.recover;
+        None
+    }
+
+    fn value(&self, e: &Expr) -> Result<Value, Value> {
+        eval(e, self).map_err(eval_error)
+    }
+
+    fn bind(&mut self, symbol: &str, value: Value, turn: &mut Turn<'_>) {
+        if symbol == "RESIDUAL" {
+            if let Value::Num(n) = value {
+                self.residuals += 1;
+                if self.residuals > turn.known.residuals {
+                    turn.effects.push(Effect::Residual(n));
+                }
+            }
+        }
+        self.symbols.insert(symbol.to_owned(), value);
+    }
+
+    fn event(&mut self, event: Event, turn: &mut Turn<'_>) {
+        self.events += 1;
+        if self.events > turn.known.events {
+            turn.effects.push(Effect::Event(self.events, event));
+        }
+    }
+
+    fn next_id(&mut self) -> String {
+        self.calls += 1;
+        format!("{}-{}", self.id(), self.calls)
+    }
+
+    /// The arguments of a USE or RUN: its `where:` over the WITH defaults in scope.
+    fn args(&self, params: &[Param]) -> Result<BTreeMap<String, Value>, Value> {
+        let mut args = BTreeMap::new();
+        for (k, v) in &self.with {
+            args.insert(k.clone(), v.clone());
+        }
+        for p in params {
+            args.insert(p.key.name.clone(), self.value(&p.value)?);
+        }
+        Ok(args)
+    }
+
+    /// Sends a call (a process of this program runs in a child thread).
+    fn send(
+        &self,
+        tool: &str,
+        id: &str,
+        args: BTreeMap<String, Value>,
+        par: bool,
+        turn: &mut Turn<'_>,
+    ) {
+        if turn.known.sent.contains(id) || turn.known.answers.contains_key(id) {
+            return;
+        }
+        let call = Call {
+            tool: tool.to_owned(),
+            id: Some(id.to_owned()),
+            args,
+        };
+        let child = par || self.program.index_of(tool).is_some();
+        turn.effects.push(Effect::Call { call, child });
+    }
+
+    fn op(&mut self, op: &Op, span: Span, turn: &mut Turn<'_>) -> Result<Flow, Value> {
+        match op {
+            Op::Set {
+                symbol,
+                value,
+                inferred,
+            } => {
+                if *inferred {
+                    return Err(coded(
+                        Code::UnresolvedPlaceholder,
+                        format!(
+                            "{symbol} would need Agent Inference, which this engine does not allow"
+                        ),
+                        span,
+                    ));
+                }
+                let v = self.value(value)?;
+                self.bind(symbol, v, turn);
+            }
+            Op::Unset(s) => {
+                self.symbols.remove(s);
+            }
+            Op::Use(u) => return self.use_(u, span, turn),
+            Op::Run { process, params } => return self.run_process(process, params, span, turn),
+            Op::Par(uses) => {
+                for u in uses {
+                    let args = self.args(&u.params)?;
+                    let id = self.next_id();
+                    self.send(&u.tool.name, &id, args, true, turn);
+                    self.par.push((u.tool.name.clone(), id));
+                }
+                let tools: Vec<String> = self.par.iter().map(|(t, _)| t.clone()).collect();
+                self.event(
+                    Event::Par {
+                        tools,
+                        line: span.line,
+                    },
+                    turn,
+                );
+            }
+            Op::Join(captures) => return self.join(captures, span, turn),
+            Op::Capture(c) => {
+                let answer = self.last.get(&c.tool.name).cloned();
+                self.capture(c, answer.as_ref(), span, turn)?;
+            }
+            Op::Return(r) => return Ok(Flow::Finish(self.returned(r)?)),
+            Op::End => return Ok(Flow::Finish(BTreeMap::new())),
+            Op::Assert(conds) => {
+                for cond in conds {
+                    match self.value(cond)? {
+                        Value::Bool(true) => {}
+                        Value::Bool(false) => {
+                            return Err(error(
+                                "assert-failed",
+                                format!("ASSERT failed at line {}", cond.span.line),
+                                cond.span,
+                            ));
+                        }
+                        other => {
+                            return Err(coded(
+                                Code::AssertInvalid,
+                                format!("ASSERT needs a boolean, found a {}", other.kind()),
+                                cond.span,
+                            ));
+                        }
+                    }
+                }
+            }
+            Op::Condition { kind, cond, skip } => {
+                let holds = match self.value(cond)? {
+                    Value::Bool(b) => b,
+                    other => {
+                        return Err(coded(
+                            Code::AssertInvalid,
+                            format!("a condition needs a boolean, found a {}", other.kind()),
+                            cond.span,
+                        ));
+                    }
+                };
+                match (kind, holds) {
+                    (_, true) => {}
+                    (Bdd::When, false) => return Ok(Flow::Go(*skip)),
+                    (Bdd::Given, false) => {
+                        return Err(error("precondition-failed", "GIVEN does not hold", span));
+                    }
+                    (Bdd::Then, false) => {
+                        return Err(error("postcondition-failed", "THEN does not hold", span));
+                    }
+                }
+            }
+            Op::Tell(t) => {
+                let why = t.why.as_ref().map(|w| {
+                    let shown = if self.redacted.contains(&w.name) {
+                        None
+                    } else {
+                        self.symbol(&w.name)
+                    };
+                    (w.name.clone(), shown)
+                });
+                let event = Event::Tell {
+                    message: t.message.clone().unwrap_or_default(),
+                    why,
+                    level: t.level,
+                    outcome: t.outcome.clone(),
+                    line: span.line,
+                };
+                self.event(event, turn);
+            }
+            Op::Milestone(title) => {
+                let event = Event::Milestone {
+                    title: title.clone(),
+                    line: span.line,
+                };
+                self.event(event, turn);
+            }
+            Op::Snap(s) => {
+                self.redacted
+                    .extend(s.redact.iter().map(|r| r.name.clone()));
+                let names: Vec<String> = if s.symbols.is_empty() {
+                    self.symbols.keys().cloned().collect()
+                } else {
+                    s.symbols.iter().map(|i| i.name.clone()).collect()
+                };
+                let mut values = Vec::new();
+                for name in names {
+                    let v = self.symbol(&name).unwrap_or(Value::Null);
+                    let changed = self.snapped.get(&name) != Some(&v);
+                    self.snapped.insert(name.clone(), v.clone());
+                    if s.delta == Some(true) && !changed {
+                        continue;
+                    }
+                    let shown = (!self.redacted.contains(&name)).then_some(v);
+                    values.push((name, shown));
+                }
+                let event = Event::Snap {
+                    values,
+                    delta: s.delta.unwrap_or(false),
+                    line: span.line,
+                };
+                self.event(event, turn);
+            }
+            Op::Unless { cond, to } => match self.value(cond)? {
+                Value::Bool(true) => {}
+                Value::Bool(false) => return Ok(Flow::Go(*to)),
+                other => {
+                    return Err(coded(
+                        Code::AssertInvalid,
+                        format!("IF needs a boolean, found a {}", other.kind()),
+                        cond.span,
+                    ));
+                }
+            },
+            Op::Jump(to) => return Ok(Flow::Go(*to)),
+            Op::WithPush(defaults) => {
+                self.with_marks.push(self.with.len());
+                for p in defaults {
+                    let v = self.value(&p.value)?;
+                    self.with.push((p.key.name.clone(), v));
+                }
+            }
+            Op::WithPop => {
+                let mark = self.with_marks.pop().unwrap_or(0);
+                self.with.truncate(mark);
+            }
+            Op::Foreach { var, list, end } => {
+                let items = match self.symbol(list) {
+                    Some(Value::List(items)) => items,
+                    Some(other) => {
+                        return Err(coded(
+                            Code::AssertInvalid,
+                            format!("FOREACH needs a list, {list} is a {}", other.kind()),
+                            span,
+                        ));
+                    }
+                    None => {
+                        return Err(coded(
+                            Code::UndefinedSymbol,
+                            format!("symbol {list} is not bound"),
+                            span,
+                        ));
+                    }
+                };
+                let Some(first) = items.first().cloned() else {
+                    return Ok(Flow::Go(*end));
+                };
+                let locals = self.locals.len();
+                self.locals.push((var.clone(), first));
+                self.loops.push(Loop {
+                    var: var.clone(),
+                    items,
+                    index: 0,
+                    locals,
+                });
+            }
+            Op::Next { body } => {
+                let l = self.loops.last_mut().expect("Next inside a loop");
+                l.index += 1;
+                self.locals.truncate(l.locals);
+                if let Some(item) = l.items.get(l.index).cloned() {
+                    let var = l.var.clone();
+                    self.locals.push((var, item));
+                    return Ok(Flow::Go(*body));
+                }
+                self.loops.pop();
+            }
+            Op::TryPush { recover, err } => self.handlers.push(Handler {
+                recover: *recover,
+                err: err.clone(),
+                locals: self.locals.len(),
+                loops: self.loops.len(),
+                with: self.with_marks.len(),
+            }),
+            Op::TryPop { end } => {
+                self.handlers.pop();
+                return Ok(Flow::Go(*end));
+            }
+            Op::RecoverEnd => {
+                self.locals.pop();
+            }
+        }
+        Ok(Flow::Next)
+    }
+
+    /// USE outside PAR: send once, wait, retry what may be retried, keep the answer.
+    fn use_(&mut self, u: &Use, span: Span, turn: &mut Turn<'_>) -> Result<Flow, Value> {
+        let tool = &u.tool.name;
+        if self.pending.is_none() {
+            let args = self.args(&u.params)?;
+            let id = self.next_id();
+            self.send(tool, &id, args, false, turn);
+            self.pending = Some(Pending { id, attempt: 0 });
+        }
+        let pending = self.pending.as_ref().expect("set above");
+        let Some(answer) = turn.known.answers.get(&pending.id).cloned() else {
+            return Ok(Flow::Wait);
+        };
+        if let Answer::Error(e) = &answer {
+            let modifiers = u.modifiers.clone().unwrap_or_default();
+            let retries = modifiers
+                .retry
+                .map_or(0, |(n, _)| u32::try_from(n.trunc().mantissa()).unwrap_or(0));
+            let may_retry = if modifiers.atomic {
+                // Atomic: retried only when the tool says it did nothing.
+                e.kind == ErrorType::Unavailable
+            } else {
+                e.retry || matches!(e.kind, ErrorType::Timeout | ErrorType::Unavailable)
+            };
+            if may_retry && pending.attempt < retries {
+                let attempt = pending.attempt + 1;
+                let args = self.args(&u.params)?;
+                let id = self.next_id();
+                self.send(tool, &id, args, false, turn);
+                self.pending = Some(Pending { id, attempt });
+                return Ok(Flow::Wait);
+            }
+            self.pending = None;
+            return Err(tool_error(tool, e.kind.as_str(), &e.message, span));
+        }
+        self.pending = None;
+        self.last.insert(tool.clone(), answer);
+        Ok(Flow::Next)
+    }
+
+    /// RUN: the process in a child thread; its RETURN's symbols come back bound.
+    fn run_process(
+        &mut self,
+        process: &str,
+        params: &[Param],
+        span: Span,
+        turn: &mut Turn<'_>,
+    ) -> Result<Flow, Value> {
+        if self.pending.is_none() {
+            let args = self.args(params)?;
+            let id = self.next_id();
+            self.send(process, &id, args, false, turn);
+            self.pending = Some(Pending { id, attempt: 0 });
+        }
+        let id = &self.pending.as_ref().expect("set above").id;
+        let Some(answer) = turn.known.answers.get(id).cloned() else {
+            return Ok(Flow::Wait);
+        };
+        self.pending = None;
+        match &answer {
+            Answer::Error(e) => Err(tool_error(process, e.kind.as_str(), &e.message, span)),
+            Answer::Result(r) => {
+                for (k, v) in &r.fields {
+                    if is_symbol(k) {
+                        self.bind(k, v.clone(), turn);
+                    }
+                }
+                self.last.insert(process.to_owned(), answer);
+                Ok(Flow::Next)
+            }
+        }
+    }
+
+    /// JOIN: every PAR child answered; a hard failure is one composite error (the first in
+    /// lexical order, the rest `suppressed`); else the captures, in lexical order.
+    fn join(
+        &mut self,
+        captures: &[Capture],
+        span: Span,
+        turn: &mut Turn<'_>,
+    ) -> Result<Flow, Value> {
+        let mut answers = Vec::new();
+        for (tool, id) in &self.par {
+            match turn.known.answers.get(id) {
+                Some(a) => answers.push((tool.clone(), a.clone())),
+                None => return Ok(Flow::Wait),
+            }
+        }
+        let par = std::mem::take(&mut self.par);
+        self.event(
+            Event::Join {
+                children: par.len(),
+                line: span.line,
+            },
+            turn,
+        );
+        let mut errors = answers.iter().filter_map(|(tool, a)| match a {
+            Answer::Error(e) => Some(tool_error(tool, e.kind.as_str(), &e.message, span)),
+            Answer::Result(_) => None,
+        });
+        if let Some(first) = errors.next() {
+            let suppressed: Vec<Value> = errors.collect();
+            let mut first = first;
+            if let Value::Object(m) = &mut first {
+                m.insert("suppressed".into(), Value::List(suppressed));
+            }
+            return Err(first);
+        }
+        // The k-th CAPTURE from a tool reads the k-th PAR USE of that tool.
+        let mut used: BTreeMap<&str, usize> = BTreeMap::new();
+        for c in captures {
+            let n = used.entry(c.tool.name.as_str()).or_insert(0);
+            let answer = answers
+                .iter()
+                .filter(|(t, _)| *t == c.tool.name)
+                .nth(*n)
+                .map(|(_, a)| a.clone());
+            *n += 1;
+            if answer.is_none() {
+                return Err(coded(
+                    Code::ConcurrencyPolicy,
+                    format!(
+                        "JOIN captures from `{}`, which no PAR USE launched",
+                        c.tool.name
+                    ),
+                    span,
+                ));
+            }
+            self.capture(c, answer.as_ref(), span, turn)?;
+        }
+        Ok(Flow::Next)
+    }
+
+    /// CAPTURE: binds symbols from an answer's fields through the map's paths.
+    fn capture(
+        &mut self,
+        c: &Capture,
+        answer: Option<&Answer>,
+        span: Span,
+        turn: &mut Turn<'_>,
+    ) -> Result<(), Value> {
+        let tool = &c.tool.name;
+        let result = match answer {
+            Some(Answer::Result(r)) => r.to_value(),
+            Some(Answer::Error(e)) => {
+                return Err(tool_error(tool, e.kind.as_str(), &e.message, span));
+            }
+            None => {
+                return Err(coded(
+                    Code::CaptureMissing,
+                    format!("CAPTURE from `{tool}`, which has not answered here"),
+                    span,
+                ));
+            }
+        };
+        if c.map.is_empty() {
+            if let [only] = c.symbols.as_slice() {
+                self.bind(&only.name, result, turn);
+                return Ok(());
+            }
+            for s in &c.symbols {
+                let v = field(&result, &s.name.to_ascii_lowercase()).ok_or_else(|| {
+                    coded(
+                        Code::CapturePathError,
+                        format!("`{tool}` returned no field {}", s.name.to_ascii_lowercase()),
+                        s.span,
+                    )
+                })?;
+                self.bind(&s.name, v, turn);
+            }
+            return Ok(());
+        }
+        for entry in &c.map {
+            match follow(&result, &entry.path.segs) {
+                Some(v) => self.bind(&entry.symbol.name, v, turn),
+                None if entry.path.optional => {}
+                None => {
+                    return Err(coded(
+                        Code::CapturePathError,
+                        format!("`{tool}`'s result has nothing at \"{}\"", entry.path),
+                        entry.path.span,
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn returned(&self, r: &Return) -> Result<BTreeMap<String, Value>, Value> {
+        let mut fields = BTreeMap::new();
+        match r {
+            Return::Symbols(symbols) => {
+                for s in symbols {
+                    let v = self.symbol(&s.name).ok_or_else(|| {
+                        coded(
+                            Code::UndefinedSymbol,
+                            format!("symbol {} is not bound", s.name),
+                            s.span,
+                        )
+                    })?;
+                    fields.insert(s.name.clone(), v);
+                }
+            }
+            Return::Pairs(pairs) => {
+                for p in pairs {
+                    fields.insert(p.key.name.clone(), self.value(&p.value)?);
+                }
+            }
+        }
+        Ok(fields)
+    }
+}
+
+enum Flow {
+    Next,
+    Go(usize),
+    Wait,
+    Finish(BTreeMap<String, Value>),
+}
+
+fn is_symbol(name: &str) -> bool {
+    name.len() >= 2
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_')
+}
+
+fn tool_error(tool: &str, kind: &str, message: &str, span: Span) -> Value {
+    let mut v = error(kind, message, span);
+    if let Value::Object(m) = &mut v {
+        m.insert("tool".into(), Value::Str(tool.to_owned()));
+    }
+    v
+}
+
+fn field(v: &Value, name: &str) -> Option<Value> {
+    match v {
+        Value::Object(m) => m.get(name).cloned(),
+        _ => None,
+    }
+}
+
+fn follow(v: &Value, segs: &[PathSeg]) -> Option<Value> {
+    let mut at = v.clone();
+    for seg in segs {
+        at = match (seg, at) {
+            (PathSeg::Field(name), Value::Object(mut m)) => m.remove(name)?,
+            (PathSeg::Index(i), Value::List(items)) => items.into_iter().nth(*i)?,
+            _ => return None,
+        };
+    }
+    Some(at)
+}
+
+/// Reads a number argument the way a process declares it.
+pub(crate) fn typed_input(ty: &str, v: Value) -> Result<Value, String> {
+    match (ty, v) {
+        ("Number", Value::Str(s)) => crate::value::parse_number(s.trim())
+            .map(Value::Num)
+            .ok_or_else(|| format!("\"{s}\" is not a Number")),
+        ("Boolean", Value::Str(s)) => match s.trim() {
+            "true" => Ok(Value::Bool(true)),
+            "false" => Ok(Value::Bool(false)),
+            other => Err(format!("\"{other}\" is not a Boolean")),
+        },
+        ("JSON", Value::Str(s)) => Value::from_json(&s).map_err(|e| e.to_string()),
+        ("Number", v @ Value::Num(_)) | ("Boolean", v @ Value::Bool(_)) => Ok(v),
+        ("Number" | "Boolean", other) => Err(format!("a {} is not a {ty}", other.kind())),
+        (_, v) => Ok(v),
+    }
+}

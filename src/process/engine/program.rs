@@ -1,0 +1,145 @@
+//! [`Program`]: a checked APS document made ready to run — constants evaluated, triggers read,
+//! every process compiled.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use super::compile::Code;
+use crate::QName;
+use crate::process::ast::Arg;
+use crate::process::expr::{Env, Value, eval};
+use crate::process::source::{ConstValue, Constant};
+use crate::process::{Diagnostic, check_source};
+
+/// A process document that passed the static checks, ready to run on the pump.
+#[derive(Debug)]
+pub struct Program {
+    pub(crate) processes: Vec<Compiled>,
+    pub(crate) constants: BTreeMap<String, Value>,
+    pub(crate) runtime: BTreeMap<String, Value>,
+    pub(crate) triggers: Vec<(QName, String)>,
+    /// Warnings the checks found (hard errors refuse the program).
+    pub warnings: Vec<Diagnostic>,
+}
+
+/// One compiled `<process>`.
+#[derive(Debug)]
+pub(crate) struct Compiled {
+    pub id: String,
+    pub args: Vec<Arg>,
+    pub code: Code,
+}
+
+/// Why a document does not load: its hard errors (07: fatal), in file order.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{} error(s) in the process document; the first: {}", .0.len(), .0.first().map(|d| d.to_string()).unwrap_or_default())]
+pub struct ProgramError(pub Vec<Diagnostic>);
+
+impl Program {
+    /// Checks and compiles the text of a process file.
+    ///
+    /// # Errors
+    ///
+    /// [`ProgramError`] with every hard error of the static checks (and a constant that does
+    /// not evaluate).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use agentpump::process::engine::Program;
+    /// let text = "<processes>\n<process id=\"hello\">\n  RETURN: greeting=\"hi\"\n</process>\n</processes>\n";
+    /// let program = Program::parse(text)?;
+    /// assert_eq!(program.process_ids(), ["hello"]);
+    /// # Ok::<(), agentpump::process::engine::ProgramError>(())
+    /// ```
+    pub fn parse(text: &str) -> Result<Arc<Program>, ProgramError> {
+        let checked = check_source(text);
+        if checked.has_errors() {
+            let errors = checked
+                .diagnostics
+                .into_iter()
+                .filter(|d| d.severity() == crate::process::Severity::Error)
+                .collect();
+            return Err(ProgramError(errors));
+        }
+        let constants = evaluate(&checked.document.constants, &BTreeMap::new())?;
+        let runtime = evaluate(&checked.document.runtime, &constants)?;
+        let triggers = checked
+            .document
+            .triggers
+            .iter()
+            .map(|t| (event_qname(&t.event), t.target.name.clone()))
+            .collect();
+        let processes = checked
+            .processes
+            .iter()
+            .map(|p| {
+                let end = p.body.last().map_or(p.span, |s| s.span);
+                Compiled {
+                    id: p.id.name.clone(),
+                    args: p.args.clone(),
+                    code: Code::compile(&p.body, end),
+                }
+            })
+            .collect();
+        Ok(Arc::new(Program {
+            processes,
+            constants,
+            runtime,
+            triggers,
+            warnings: checked.diagnostics,
+        }))
+    }
+
+    /// The ids of its processes, in file order.
+    pub fn process_ids(&self) -> Vec<&str> {
+        self.processes.iter().map(|p| p.id.as_str()).collect()
+    }
+
+    /// The roots its triggers start processes on, with the process each starts.
+    pub fn triggers(&self) -> impl Iterator<Item = (&QName, &str)> {
+        self.triggers.iter().map(|(q, p)| (q, p.as_str()))
+    }
+
+    pub(crate) fn index_of(&self, id: &str) -> Option<usize> {
+        self.processes.iter().position(|p| p.id == id)
+    }
+}
+
+/// `{ns}local` (Clark notation) or a bare `local` (no namespace).
+fn event_qname(event: &str) -> QName {
+    match event.strip_prefix('{').and_then(|r| r.split_once('}')) {
+        Some((ns, local)) => QName::new(ns, local),
+        None => QName::new("", event),
+    }
+}
+
+struct Constants<'a>(&'a BTreeMap<String, Value>, &'a BTreeMap<String, Value>);
+
+impl Env for Constants<'_> {
+    fn symbol(&self, name: &str) -> Option<Value> {
+        self.0.get(name).or_else(|| self.1.get(name)).cloned()
+    }
+    fn local(&self, _: &str) -> Option<Value> {
+        None
+    }
+    fn placeholder(&self, name: &str) -> Option<Value> {
+        self.symbol(name)
+    }
+}
+
+fn evaluate(
+    list: &[Constant],
+    outer: &BTreeMap<String, Value>,
+) -> Result<BTreeMap<String, Value>, ProgramError> {
+    let mut out = BTreeMap::new();
+    for c in list {
+        let value = match &c.value {
+            ConstValue::Text(t) => Value::Str(t.clone()),
+            ConstValue::Value(e) => eval(e, &Constants(outer, &out))
+                .map_err(|e| ProgramError(vec![Diagnostic::new(e.code, e.span, e.message)]))?,
+        };
+        out.insert(c.name.name.clone(), value);
+    }
+    Ok(out)
+}

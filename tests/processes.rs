@@ -1,0 +1,545 @@
+//! The process engine on the pump (issue 15, seed 001): each construct of the 05 grammar run
+//! by a real pump, tools called over the tool protocol, crash recovery without re-invocation,
+//! budgets. Each test quotes the line of `seeds/aps-references/` it checks.
+
+mod support;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use agentpump::history::{Record, RecordKind};
+use agentpump::process::engine::{ProcessListener, Program};
+use agentpump::tool::{Answer, Call, ErrorType, TOOL_NS};
+use agentpump::value::Value;
+use agentpump::{
+    Context, Delivery, Listener, ListenerError, PumpBuilder, PumpHandle, QName, Registration, Role,
+    ThreadId,
+};
+
+/// A tool for the tests: `calc` evaluates `expression` exactly; `echo` answers its args as
+/// fields; `fail` answers an error of the type in `type`. Counts its calls.
+#[derive(Default, Clone)]
+struct TestTool {
+    calls: Arc<AtomicUsize>,
+    /// A call id this tool never answers (the pump "dies" while it is in the handler).
+    hang_on: Option<String>,
+    entered: Arc<tokio::sync::Notify>,
+}
+
+#[agentpump::async_trait]
+impl Listener for TestTool {
+    async fn handle(&self, msg: &Delivery, cx: &mut Context) -> Result<(), ListenerError> {
+        if msg.is_system() {
+            return Ok(());
+        }
+        let call = Call::parse(msg.payload()).map_err(|e| ListenerError::failed(e.to_string()))?;
+        if call.id.is_some() && call.id == self.hang_on {
+            self.entered.notify_one();
+            std::future::pending::<()>().await;
+        }
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        if let Some(Value::Num(ms)) = call.args.get("ms") {
+            let ms = u64::try_from(ms.mantissa()).unwrap_or(0);
+            tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+        }
+        let answer = match call.tool.as_str() {
+            "calculator" => {
+                let expr = call
+                    .args
+                    .get("expression")
+                    .map(ToString::to_string)
+                    .unwrap_or_default();
+                match agentpump::listeners::calculator::evaluate(&expr) {
+                    Ok(v) => call.result().field("value", Value::Num(v)).to_xml(),
+                    Err(e) => call
+                        .error(ErrorType::InvalidArgument, e.to_string())
+                        .to_xml(),
+                }
+            }
+            "fail" => {
+                let kind = call
+                    .args
+                    .get("type")
+                    .map(ToString::to_string)
+                    .unwrap_or_default();
+                let kind = ErrorType::from_name(&kind).unwrap_or(ErrorType::Failed);
+                call.error(kind, "asked to fail").to_xml()
+            }
+            _ => {
+                let mut r = call.result();
+                r.fields = call.args.clone();
+                r.to_xml()
+            }
+        };
+        cx.reply(answer);
+        Ok(())
+    }
+}
+
+fn tool_of(name: &str, t: TestTool) -> Registration {
+    Registration::new(name, t)
+        .role(Role::Tool)
+        .accepts(QName::new(TOOL_NS, "call"))
+}
+
+const DEMO: &str = "urn:agentpump:demo:v1";
+
+/// A pump with every process of `text` and the test tools `calculator`, `echo`, `fail`.
+fn pump_with(text: &str, calls: &Arc<AtomicUsize>) -> PumpHandle {
+    let t = TestTool {
+        calls: Arc::clone(calls),
+        ..TestTool::default()
+    };
+    builder(text, &t, 10_000).build().unwrap()
+}
+
+fn builder(text: &str, t: &TestTool, steps: u64) -> PumpBuilder {
+    let program = Program::parse(text).unwrap_or_else(|e| panic!("{:#?}", e.0));
+    let mut b = PumpBuilder::new();
+    for id in program.process_ids() {
+        let l = ProcessListener::new(Arc::clone(&program), id).unwrap();
+        b = b.register(l.steps_per_turn(steps).registration());
+    }
+    for name in ["calculator", "echo", "fail"] {
+        b = b.register(tool_of(name, t.clone()));
+    }
+    b
+}
+
+/// The single process of `body` wrapped in a document, started by `<go>` in the demo namespace.
+fn doc(args: &str, body: &str) -> String {
+    format!(
+        "<triggers>\n<trigger event=\"{{{DEMO}}}go\" target=\"main\" />\n</triggers>\n<processes>\n<process id=\"main\"{args}>\n{body}</process>\n</processes>\n"
+    )
+}
+
+async fn run(pump: &PumpHandle, start: &str) -> (ThreadId, Vec<Record>) {
+    let thread = pump.post(None, None, start).await.unwrap().thread();
+    pump.settle(thread).await;
+    (thread, pump.history(thread).await.unwrap())
+}
+
+/// The RETURN the starter got (the tool result egressed to the client).
+fn returned(records: &[Record]) -> Answer {
+    let r = records
+        .iter()
+        .rev()
+        .find(|r| r.kind == RecordKind::Egress)
+        .unwrap_or_else(|| panic!("no answer to the client in {:#?}", roots(records)));
+    let payload = agentpump::Payload::parse(&r.payload, &Default::default()).unwrap();
+    Answer::parse(&payload).unwrap().unwrap()
+}
+
+fn fields(records: &[Record]) -> std::collections::BTreeMap<String, Value> {
+    match returned(records) {
+        Answer::Result(r) => r.fields,
+        Answer::Error(e) => panic!("the process failed: {e:?}"),
+    }
+}
+
+fn roots(records: &[Record]) -> Vec<String> {
+    records
+        .iter()
+        .map(|r| format!("{} {}→{:?}: {}", r.kind, r.from, r.to, r.payload))
+        .collect()
+}
+
+fn num(s: &str) -> Value {
+    Value::Num(s.parse().unwrap())
+}
+
+#[tokio::test]
+async fn newton_runs_on_the_pump_with_the_calculator_tool() {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let text = std::fs::read_to_string("listeners/processes/newton.aps").unwrap();
+    let pump = pump_with(&text, &calls);
+    let (_, records) = run(&pump, &format!(r#"<sqrt xmlns="{DEMO}" target="2"/>"#)).await;
+    let f = fields(&records);
+    let root = match &f["root"] {
+        Value::Num(n) => *n,
+        other => panic!("{other:?}"),
+    };
+    assert!((root * root - rust_decimal::Decimal::TWO).abs() < "0.0000000001".parse().unwrap());
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        2 * usize::try_from(match &f["steps"] {
+            Value::Num(n) => n.mantissa(),
+            _ => 0,
+        })
+        .unwrap()
+    );
+    let tells = records.iter().filter(|r| r.root.local() == "tell").count();
+    assert!(tells >= 4, "{:#?}", roots(&records));
+}
+
+fn go(body: &str) -> String {
+    format!(r#"<go xmlns="{DEMO}">{body}</go>"#)
+}
+
+#[tokio::test]
+async fn join_captures_in_lexical_order_whatever_finishes_first() {
+    // 03: "`CAPTURE` order MUST follow the **lexical order** of the corresponding `USE`
+    // statements, regardless of completion time."
+    let calls = Arc::new(AtomicUsize::new(0));
+    let body = "  PAR:\n    USE `echo` where: ms=300, v=\"first\"\n    USE `echo` where: ms=150, v=\"second\"\n    USE `echo` where: ms=0, v=\"third\"\n  JOIN:\n    CAPTURE AA from `echo` map: \"v\"→AA\n    CAPTURE BB from `echo` map: \"v\"→BB\n    CAPTURE CC from `echo` map: \"v\"→CC\n  RETURN: AA, BB, CC\n";
+    let pump = pump_with(&doc("", body), &calls);
+    let (thread, records) = run(&pump, &go("")).await;
+    let f = fields(&records);
+    assert_eq!(
+        (&f["AA"], &f["BB"], &f["CC"]),
+        (
+            &Value::from("first"),
+            &Value::from("second"),
+            &Value::from("third")
+        )
+    );
+    // 03: "`PAR:` launches one-or-more `USE` statements concurrently in **lexical order**" —
+    // each in its own child thread, visible in the thread tree; they finished in reverse.
+    let results: Vec<&str> = records
+        .iter()
+        .filter(|r| r.root.local() == "thread-result")
+        .map(|r| {
+            if r.payload.contains("third") {
+                "third"
+            } else if r.payload.contains("second") {
+                "second"
+            } else {
+                "first"
+            }
+        })
+        .collect();
+    assert_eq!(
+        results,
+        ["third", "second", "first"],
+        "completion order is reversed"
+    );
+    let children = pump
+        .threads()
+        .iter()
+        .filter(|t| t.parent == Some(thread))
+        .count();
+    assert_eq!(children, 3);
+}
+
+#[tokio::test]
+async fn a_hard_failure_in_par_is_one_composite_error_at_join() {
+    // 03: "If any child fails hard, `JOIN` raises a composite error including the first hard
+    // error and aggregates others as `suppressed`."
+    let calls = Arc::new(AtomicUsize::new(0));
+    let body = "  TRY:\n    PAR:\n      USE `echo` where: v=1\n      USE `fail` where: type=\"not-allowed\"\n      USE `fail` where: ms=50, type=\"timeout\"\n    JOIN:\n      CAPTURE AA from `echo` map: \"v\"→AA\n  RECOVER (err):\n    SET KIND := err.type\n    SET TOOL := err.tool\n    SET MORE := err.suppressed\n  RETURN: KIND, TOOL, MORE\n";
+    let pump = pump_with(&doc("", body), &calls);
+    let (_, records) = run(&pump, &go("")).await;
+    let f = fields(&records);
+    assert_eq!(
+        f["KIND"],
+        Value::from("not-allowed"),
+        "the first in lexical order"
+    );
+    assert_eq!(f["TOOL"], Value::from("fail"));
+    match &f["MORE"] {
+        Value::List(more) => {
+            assert_eq!(more.len(), 1);
+            assert!(more[0].to_string().contains("timeout"), "{more:?}");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn local_statements_follow_the_03_semantics() {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let body = concat!(
+        "  GIVEN n > 0:\n",
+        "    MILESTONE \"start\"\n",
+        "  SET ITEMS := [\"a\", \"b\", \"c\"]\n",
+        "  SET SEEN := []\n",
+        "  FOREACH item IN ITEMS:\n",
+        "    SET SEEN := append(SEEN, concat(_INDEX, item))\n",
+        "  SET EMPTY := []\n",
+        "  SET RAN := false\n",
+        "  FOREACH x IN EMPTY:\n",
+        "    SET RAN := true\n",
+        "  IF n > 10:\n",
+        "    SET SIZE := \"big\"\n",
+        "  ELSE IF n > 2:\n",
+        "    SET SIZE := \"middle\"\n",
+        "  ELSE:\n",
+        "    SET SIZE := \"small\"\n",
+        "  WITH {\"unit\": \"m\"}:\n",
+        "    WITH {\"unit\": \"km\"}:\n",
+        "      USE `echo` where: v=1\n",
+        "      CAPTURE INNER from `echo` map: \"unit\"→INNER\n",
+        "    USE `echo` where: v=2\n",
+        "    CAPTURE OUTER from `echo` map: \"unit\"→OUTER\n",
+        "  SET AFTER := \"none\"\n",
+        "  USE `echo` where: v=3\n",
+        "  CAPTURE AFTER from `echo` map: \"unit?\"→AFTER\n",
+        "  SET TEMP := 1\n",
+        "  UNSET TEMP\n",
+        "  WHEN n > 100:\n",
+        "    SET SIZE := \"never\"\n",
+        "  TRY:\n",
+        "    TRY:\n",
+        "      ASSERT n > 100\n",
+        "    RECOVER (inner):\n",
+        "      SET CAUGHT := concat(\"inner:\", inner.type)\n",
+        "  RECOVER (outer):\n",
+        "    SET CAUGHT := \"outer\"\n",
+        "  ASSERT ALL: [len(SEEN) = 3, RAN = false]\n",
+        "  SNAP [SIZE, CAUGHT] redact=[CAUGHT]\n",
+        "  TELL \"done\" why:CAUGHT level=full\n",
+        "  THEN SIZE = \"middle\":\n",
+        "    MILESTONE \"end\"\n",
+        "  RETURN: seen=SEEN, size=SIZE, inner=INNER, outer=OUTER, after=AFTER, caught=CAUGHT\n",
+    );
+    let pump = pump_with(&doc(" args=\"n: Number\"", body), &calls);
+    let (_, records) = run(&pump, &go("<n>5</n>")).await;
+    let f = fields(&records);
+    // 03: "`FOREACH item IN ITEMS:` iterates over each element in the `ITEMS` array in
+    // **index order**" and "If `ITEMS` is empty, the loop body is skipped entirely."
+    assert_eq!(f["seen"].to_json(), r#"["0a","1b","2c"]"#);
+    assert_eq!(f["size"], Value::from("middle"));
+    // 03: "Nested `WITH` blocks shadow outer defaults; scope does not leak across the closing
+    // boundary."
+    assert_eq!(
+        (&f["inner"], &f["outer"]),
+        (&Value::from("km"), &Value::from("m"))
+    );
+    assert_eq!(
+        f["after"],
+        Value::from("none"),
+        "no unit outside WITH: the optional path left it unchanged"
+    );
+    // 03: "Nested `TRY` blocks are permitted; inner handlers take precedence."
+    assert_eq!(f["caught"], Value::from("inner:assert-failed"));
+    // 06: "For `SNAP` with `redact=[SYMS]`, engines MUST zeroize the listed symbols" and "If
+    // `TELL` uses `why:SYMBOL` and `SYMBOL` is redacted, only the symbol name may appear".
+    let snap = records.iter().find(|r| r.root.local() == "snap").unwrap();
+    assert!(
+        snap.payload
+            .contains(r#"<symbol name="CAUGHT" redacted="true"/>"#),
+        "{}",
+        snap.payload
+    );
+    assert!(!snap.payload.contains("inner:"), "{}", snap.payload);
+    let tell = records.iter().find(|r| r.root.local() == "tell").unwrap();
+    assert!(
+        tell.payload
+            .contains(r#"<why name="CAUGHT" redacted="true"/>"#),
+        "{}",
+        tell.payload
+    );
+    let milestones = records
+        .iter()
+        .filter(|r| r.root.local() == "milestone")
+        .count();
+    assert_eq!(milestones, 2, "GIVEN held and THEN held");
+    assert_eq!(calls.load(Ordering::SeqCst), 3);
+}
+
+#[tokio::test]
+async fn a_failed_given_is_a_hard_error_answered_to_the_starter() {
+    let calls = Arc::new(AtomicUsize::new(0));
+    // GIVEN that does not hold: the process fails, its starter gets a tool error.
+    let body = "  GIVEN n > 10:\n    TELL \"never\"\n  RETURN: n=n\n";
+    let pump = pump_with(&doc(" args=\"n: Number\"", body), &calls);
+    let (thread, records) = run(&pump, &go("<n>5</n>")).await;
+    match returned(&records) {
+        Answer::Error(e) => assert!(e.message.starts_with("precondition-failed"), "{e:?}"),
+        other => panic!("{other:?}"),
+    }
+    let report = &pump.reports(thread).await.unwrap()[0];
+    assert_eq!(report.stop_reason, "process-failed", "{report:?}");
+}
+
+#[tokio::test]
+async fn run_starts_a_process_in_a_child_thread_and_binds_its_return() {
+    // 00: "Variables defined via `SET` inside a process are local to that process unless
+    // explicitly `RETURN`ed."
+    let calls = Arc::new(AtomicUsize::new(0));
+    let text = format!(
+        "<triggers>\n<trigger event=\"{{{DEMO}}}go\" target=\"main\" />\n</triggers>\n<processes>\n<process id=\"main\">\n  RUN `double` where: x=21\n  RETURN: got=TWICE\n</process>\n<process id=\"double\" args=\"x: Number\">\n  SET TWICE := x * 2\n  SET HIDDEN := 1\n  RETURN: TWICE\n</process>\n</processes>\n"
+    );
+    let pump = pump_with(&text, &calls);
+    let (thread, records) = run(&pump, &go("")).await;
+    let f = fields(&records);
+    assert_eq!(f["got"], num("42"));
+    assert_eq!(
+        pump.threads()
+            .iter()
+            .filter(|t| t.parent == Some(thread))
+            .count(),
+        1
+    );
+}
+
+#[tokio::test]
+async fn retry_repeats_what_may_be_repeated_and_atomic_does_not() {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let body = "  TRY:\n    USE `fail` where: type=\"unavailable\" (retry=2)\n  RECOVER (err):\n    SET AA := err.type\n  TRY:\n    USE `fail` where: type=\"timeout\" (atomic, retry=2)\n  RECOVER (err):\n    SET BB := err.type\n  RETURN: AA, BB\n";
+    let pump = pump_with(&doc("", body), &calls);
+    let (_, records) = run(&pump, &go("")).await;
+    let f = fields(&records);
+    assert_eq!(
+        (&f["AA"], &f["BB"]),
+        (&Value::from("unavailable"), &Value::from("timeout"))
+    );
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        3 + 1,
+        "three tries, then one atomic try"
+    );
+}
+
+#[tokio::test]
+async fn runtime_codes_name_their_line() {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let cases = [
+        // AG-006: "Unresolved placeholder"; AG-028: "CAPTURE map path invalid or type
+        // coercion failed"; AG-044: "RUN statement arguments do not match".
+        (
+            "  SET AA := \"guess\" (from \"Agent Inference\")\n  RETURN: AA\n",
+            "",
+            "AG-006",
+            1,
+        ),
+        (
+            "  USE `echo` where: v=1\n  CAPTURE AA from `echo` map: \"nope\"→AA\n  RETURN: AA\n",
+            "",
+            "AG-028",
+            2,
+        ),
+        ("  RETURN: n=n\n", " args=\"n: Number\"", "AG-044", 0),
+        ("  SET AA := 1 / 0\n  RETURN: AA\n", "", "AG-029", 1),
+    ];
+    for (body, args, code, line) in cases {
+        let pump = pump_with(&doc(args, body), &calls);
+        let start = if code == "AG-044" {
+            go("<n>five</n>")
+        } else {
+            go("")
+        };
+        let (_, records) = run(&pump, &start).await;
+        match returned(&records) {
+            Answer::Error(e) => {
+                assert!(e.message.starts_with(code), "{code}: {e:?}");
+                if line > 0 {
+                    assert!(
+                        e.message.ends_with(&format!("(line {})", line + 5)),
+                        "{code}: {e:?}"
+                    );
+                }
+            }
+            other => panic!("{code}: {other:?}"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_loop_of_a_million_items_halts_at_its_turn_budget() {
+    // Issue 15: "a FOREACH over a million items halts at its turn budget with a certificate
+    // like any agent."
+    let budget = agentpump::governor::Budget {
+        turns: Some(20),
+        ..Default::default()
+    };
+    let body = "  SET ITEMS := range(1000000)\n  SET TOTAL := 0\n  FOREACH i IN ITEMS:\n    SET TOTAL := TOTAL + i\n  RETURN: TOTAL\n";
+    let program = Program::parse(&doc("", body)).unwrap();
+    let l = ProcessListener::new(program, "main")
+        .unwrap()
+        .steps_per_turn(1000);
+    let pump = support::governed(budget, vec![l.registration()]);
+    let (thread, records) = run(&pump, &go("")).await;
+    let report = &pump.reports(thread).await.unwrap()[0];
+    assert_eq!(
+        (report.class.as_str(), report.stop_reason.as_str()),
+        ("TIMEOUT", "max-turns"),
+        "{report:?}"
+    );
+    let continues = records
+        .iter()
+        .filter(|r| r.root.local() == "continue")
+        .count();
+    assert!((18..=21).contains(&continues), "{continues}");
+    assert!(
+        !records.iter().any(|r| r.kind == RecordKind::Egress),
+        "no RETURN"
+    );
+}
+
+/// Runs `body` on a first pump until the tool hangs on call `hang`, then on a second pump over
+/// the same history: returns the answer and how many calls the second pump's tool answered.
+async fn crash_at(text: &str, start: &str, hang: &str) -> (Answer, usize, Vec<Record>) {
+    let store: Arc<dyn agentpump::history::HistoryStore> =
+        Arc::new(agentpump::history::MemoryHistory::new());
+    let first_tool = TestTool {
+        hang_on: Some(hang.to_owned()),
+        ..TestTool::default()
+    };
+    let entered = Arc::clone(&first_tool.entered);
+    let first = builder(text, &first_tool, 10_000)
+        .history(Arc::clone(&store))
+        .build()
+        .unwrap();
+    let thread = first.post(None, None, start).await.unwrap().thread();
+    entered.notified().await; // the first pump "dies" with call `hang` in the tool
+    let second_tool = TestTool::default();
+    let second = builder(text, &second_tool, 10_000)
+        .history(Arc::clone(&store))
+        .build()
+        .unwrap();
+    second.settle(thread).await;
+    for child in second.threads().iter().filter(|t| t.parent == Some(thread)) {
+        second.settle(child.id).await;
+    }
+    second.settle(thread).await;
+    let records = second.history(thread).await.unwrap();
+    (
+        returned(&records),
+        second_tool.calls.load(Ordering::SeqCst),
+        records,
+    )
+}
+
+#[tokio::test]
+async fn a_restarted_process_calls_no_answered_tool_again() {
+    // DESIGN §8b: "state is a fold of the thread's history, so a restart continues without
+    // invoking a completed USE again"; 03: "engines MAY deduplicate based on a stable hash of
+    // inputs" (here: the call's ordinal in the run, checked against what history holds).
+    let text = std::fs::read_to_string("listeners/processes/newton.aps").unwrap();
+    let start = format!(r#"<sqrt xmlns="{DEMO}" target="2"/>"#);
+    let calls = Arc::new(AtomicUsize::new(0));
+    let pump = pump_with(&text, &calls);
+    let (_, records) = run(&pump, &start).await;
+    let uninterrupted = returned(&records);
+    let total = calls.load(Ordering::SeqCst);
+    for k in [1, 4, total] {
+        let (answer, second_calls, records) = crash_at(&text, &start, &format!("newton-{k}")).await;
+        assert_eq!(answer, uninterrupted, "crash at call {k}");
+        assert_eq!(
+            second_calls,
+            total - k + 1,
+            "crash at call {k}: only call {k} on is invoked again"
+        );
+        let returns = records
+            .iter()
+            .filter(|r| r.root.local() == "return")
+            .count();
+        assert_eq!(returns, 1, "crash at call {k}: one RETURN in history");
+    }
+}
+
+#[tokio::test]
+async fn a_restart_mid_par_finishes_the_join_without_rerunning_answered_children() {
+    let body = "  PAR:\n    USE `echo` where: v=1\n    USE `echo` where: ms=100, v=2\n    USE `echo` where: v=3\n  JOIN:\n    CAPTURE AA from `echo` map: \"v\"→AA\n    CAPTURE BB from `echo` map: \"v\"→BB\n    CAPTURE CC from `echo` map: \"v\"→CC\n  RETURN: AA, BB, CC\n";
+    let text = doc("", body);
+    let (answer, second_calls, _) = crash_at(&text, &go(""), "main-2").await;
+    match answer {
+        Answer::Result(r) => assert_eq!(
+            Value::Object(r.fields).to_json(),
+            r#"{"AA":1,"BB":2,"CC":3}"#
+        ),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(second_calls, 1, "only the child in flight runs again");
+}
