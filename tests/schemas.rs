@@ -107,10 +107,14 @@ fn assert_valid(schema: &str, files: &[PathBuf], what: &str) {
 // The examples
 // ---------------------------------------------------------------------------------------------
 
-/// The XSD an example file is checked against: `envelope-*.xml` against envelope.xsd,
+/// The XSD an example file is checked against: `process-*.xml` against process.xsd,
+/// `envelope-*.xml` against envelope.xsd,
 /// `history-*.xml` against history.xsd, `governor-*.xml` against governor.xsd, every other
 /// `.xml` against system.xsd.
 fn schema_of(file_name: &str) -> &'static str {
+    if file_name.starts_with("process-") {
+        return "process.xsd";
+    }
     if file_name.starts_with("envelope-") {
         "envelope.xsd"
     } else if file_name.starts_with("history-") {
@@ -1430,5 +1434,79 @@ async fn a_listener_cannot_smuggle_a_system_message_through_thread_done() {
     assert!(
         refused,
         "the forger should get <huh code=\"reserved-namespace\">"
+    );
+}
+
+/// Every process event the engine records validates against process.xsd: TELL (with a why and
+/// a redacted why), SNAP (with a redacted symbol), MILESTONE, PAR, JOIN, RETURN, a failure, and
+/// a `continue`.
+#[tokio::test]
+async fn every_process_event_the_engine_records_validates() {
+    use agentpump::process::engine::{ProcessListener, Program};
+    let text = concat!(
+        "<triggers>\n<trigger event=\"{urn:test:schemas:v1}go\" target=\"main\" />\n</triggers>\n",
+        "<processes>\n<process id=\"main\">\n",
+        "  MILESTONE \"start\"\n",
+        "  SET ITEMS := range(30)\n",
+        "  SET TOTAL := 0\n",
+        "  FOREACH i IN ITEMS:\n",
+        "    SET TOTAL := TOTAL + i\n",
+        "  SET SECRET := \"s3cret\"\n",
+        "  SNAP [TOTAL, SECRET] redact=[SECRET]\n",
+        "  TELL \"the secret is kept\" why:SECRET level=full outcome:\"ok\"\n",
+        "  TELL \"the total\" why:TOTAL\n",
+        "  PAR:\n",
+        "    USE `child` where: n=1\n",
+        "    USE `child` where: n=2\n",
+        "  JOIN:\n",
+        "    CAPTURE AA from `child` map: \"twice\"→AA\n",
+        "    CAPTURE BB from `child` map: \"twice\"→BB\n",
+        "  RETURN: total=TOTAL, parts=[AA, BB]\n",
+        "</process>\n<process id=\"child\" args=\"n: Number\">\n",
+        "  ASSERT n < 2\n",
+        "  RETURN: twice=n * 2\n",
+        "</process>\n</processes>\n",
+    );
+    let program = Program::parse(text).expect("the document checks");
+    let mut builder = PumpBuilder::new();
+    for id in program.process_ids() {
+        let l = ProcessListener::new(std::sync::Arc::clone(&program), id).expect("process");
+        builder = builder.register(l.steps_per_turn(20).registration());
+    }
+    let pump = builder.build().expect("pump");
+    let thread = pump
+        .post(None, None, &format!("<go xmlns=\"{NS}\"/>"))
+        .await
+        .expect("post")
+        .thread();
+    pump.settle(thread).await;
+    let scratch = Scratch::new("process-events");
+    let mut files = Vec::new();
+    let mut locals = BTreeSet::new();
+    for t in pump.threads() {
+        for record in pump.history(t.id).await.expect("history") {
+            if record.root.namespace() == agentpump::envelope::PROCESS_NS {
+                let local = record.root.local().to_owned();
+                files.push(
+                    scratch.write(&format!("{:04}-{local}.xml", record.seq), &record.payload),
+                );
+                locals.insert(local);
+            }
+        }
+    }
+    assert_valid("process.xsd", &files, "process events the engine recorded");
+    let expected = [
+        "continue",
+        "failed",
+        "join",
+        "milestone",
+        "par",
+        "return",
+        "snap",
+        "tell",
+    ];
+    assert_eq!(
+        locals.iter().map(String::as_str).collect::<Vec<_>>(),
+        expected
     );
 }

@@ -33,6 +33,9 @@ pub struct Call {
     pub tool: String,
     /// The caller's handle for this call, echoed as `call` on the answer.
     pub id: Option<String>,
+    /// How long the caller waits, in milliseconds (`timeout-ms`): a tool registered through
+    /// the adapter answers `timeout` past it.
+    pub timeout_ms: Option<u64>,
     /// The named arguments.
     pub args: BTreeMap<String, Value>,
 }
@@ -147,6 +150,9 @@ impl Call {
     /// The call as a payload.
     pub fn to_xml(&self) -> String {
         let mut out = open("call", &self.tool, "id", self.id.as_deref());
+        if let Some(ms) = self.timeout_ms {
+            let _ = write!(out, " timeout-ms=\"{ms}\"");
+        }
         out.push('>');
         items(&mut out, "arg", &self.args);
         out.push_str("</call>");
@@ -168,10 +174,19 @@ impl Call {
     ///
     /// A [`WireError`] naming what does not fit the protocol.
     pub fn parse_xml(xml: &str) -> Result<Self, WireError> {
-        let m = Message::read(xml, "call", &["tool", "id"], "arg")?;
+        let m = Message::read(xml, "call", &["tool", "id", "timeout-ms"], "arg")?;
+        let timeout_ms = match m.optional("timeout-ms") {
+            None => None,
+            Some(t) => Some(t.parse::<u64>().map_err(|_| {
+                wire(format!(
+                    "timeout-ms=\"{t}\" on <call> is not a whole number of milliseconds"
+                ))
+            })?),
+        };
         Ok(Self {
             tool: m.required("tool")?,
             id: m.optional("id"),
+            timeout_ms,
             args: m.items,
         })
     }

@@ -314,7 +314,7 @@ impl Machine {
         tool: &str,
         id: &str,
         args: BTreeMap<String, Value>,
-        par: bool,
+        (par, timeout_ms): (bool, Option<u64>),
         turn: &mut Turn<'_>,
     ) {
         if turn.known.sent.contains(id) || turn.known.answers.contains_key(id) {
@@ -323,6 +323,7 @@ impl Machine {
         let call = Call {
             tool: tool.to_owned(),
             id: Some(id.to_owned()),
+            timeout_ms,
             args,
         };
         let child = par || self.program.index_of(tool).is_some();
@@ -357,7 +358,7 @@ impl Machine {
                 for u in uses {
                     let args = self.args(&u.params)?;
                     let id = self.next_id();
-                    self.send(&u.tool.name, &id, args, true, turn);
+                    self.send(&u.tool.name, &id, args, (true, timeout(u)), turn);
                     self.par.push((u.tool.name.clone(), id));
                 }
                 let tools: Vec<String> = self.par.iter().map(|(t, _)| t.clone()).collect();
@@ -558,7 +559,7 @@ impl Machine {
         if self.pending.is_none() {
             let args = self.args(&u.params)?;
             let id = self.next_id();
-            self.send(tool, &id, args, false, turn);
+            self.send(tool, &id, args, (false, timeout(u)), turn);
             self.pending = Some(Pending { id, attempt: 0 });
         }
         let pending = self.pending.as_ref().expect("set above");
@@ -580,7 +581,7 @@ impl Machine {
                 let attempt = pending.attempt + 1;
                 let args = self.args(&u.params)?;
                 let id = self.next_id();
-                self.send(tool, &id, args, false, turn);
+                self.send(tool, &id, args, (false, timeout(u)), turn);
                 self.pending = Some(Pending { id, attempt });
                 return Ok(Flow::Wait);
             }
@@ -603,7 +604,7 @@ impl Machine {
         if self.pending.is_none() {
             let args = self.args(params)?;
             let id = self.next_id();
-            self.send(process, &id, args, false, turn);
+            self.send(process, &id, args, (false, None), turn);
             self.pending = Some(Pending { id, attempt: 0 });
         }
         let id = &self.pending.as_ref().expect("set above").id;
@@ -770,6 +771,12 @@ enum Flow {
     Go(usize),
     Wait,
     Finish(BTreeMap<String, Value>),
+}
+
+/// A USE's `timeout_ms`, passed on its call.
+fn timeout(u: &Use) -> Option<u64> {
+    let (n, _) = u.modifiers.as_ref()?.timeout_ms?;
+    u64::try_from(n.trunc().mantissa()).ok()
 }
 
 fn is_symbol(name: &str) -> bool {
