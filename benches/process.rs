@@ -1,0 +1,168 @@
+//! `cargo bench --bench process`: the process engine (issue 15).
+//!
+//! - **P1** local statements: a process runs `FOREACH i IN ITEMS: SET XX := XX + i * 2` then
+//!   `IF X > LIMIT: SET Y := 1` over `range(N)` on the pump (its `continue` turns included),
+//!   against a plain Rust loop doing the same decimal work. Statements counted: SET, IF and the
+//!   FOREACH step per item (3 per item).
+//! - **P2** USE round trip: a process that USEs a tool `M` times in a FOREACH (call → tool →
+//!   answer → CAPTURE), against the echo round trip (post → echo → settled) in the same run on
+//!   the same runtime. Target: a USE within 1.5× an echo round trip.
+//!
+//! Sizes: `AGENTPUMP_BENCH_PROCESS_N` items (default 100 000), `AGENTPUMP_BENCH_PROCESS_USES`
+//! (default 5 000). Current-thread runtime, MemoryHistory, governor on with the turn limit lifted.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use agentpump::history::MemoryHistory;
+use agentpump::process::engine::{ProcessListener, Program};
+use agentpump::tool::{Call, TOOL_NS};
+use agentpump::{
+    Context, Delivery, Listener, ListenerError, PumpBuilder, PumpHandle, QName, Registration, Role,
+};
+use common::report::{Better, Figure};
+use common::{config, governed, median, on_workers};
+use rust_decimal::Decimal;
+use serde_json::json;
+
+const NS: &str = "urn:bench:process:v1";
+
+/// A tool answering every call with its arguments as fields.
+struct Mirror;
+
+#[agentpump::async_trait]
+impl Listener for Mirror {
+    async fn handle(&self, msg: &Delivery, cx: &mut Context) -> Result<(), ListenerError> {
+        if msg.is_system() {
+            return Ok(());
+        }
+        let call = Call::parse(msg.payload()).map_err(|e| ListenerError::failed(e.to_string()))?;
+        let mut result = call.result();
+        result.fields = call.args;
+        cx.reply(result.to_xml());
+        Ok(())
+    }
+}
+
+fn program(body: &str) -> Arc<Program> {
+    let text = format!(
+        "<constants>\nLIMIT: 1000000000000\n</constants>\n<triggers>\n<trigger event=\"{{{NS}}}go\" target=\"main\" />\n</triggers>\n<processes>\n<process id=\"main\" args=\"n: Number\">\n{body}</process>\n</processes>\n"
+    );
+    Program::parse(&text).expect("the bench process checks")
+}
+
+fn pump(body: &str) -> PumpHandle {
+    let main = ProcessListener::new(program(body), "main").expect("main");
+    PumpBuilder::new()
+        .config(config(governed()))
+        .history(Arc::new(MemoryHistory::new()))
+        .register(main.registration())
+        .register(
+            Registration::new("mirror", Mirror)
+                .role(Role::Tool)
+                .accepts(QName::new(TOOL_NS, "call")),
+        )
+        .build()
+        .expect("the bench pump builds")
+}
+
+const LOCAL: &str = "  SET ITEMS := range(n)\n  SET XX := 0\n  SET YY := 0\n  FOREACH i IN ITEMS:\n    SET XX := XX + i * 2\n    IF XX > LIMIT:\n      SET YY := 1\n  RETURN: x=XX\n";
+const USES: &str = "  SET ITEMS := range(n)\n  FOREACH i IN ITEMS:\n    USE `mirror` where: v=i\n    CAPTURE VV from `mirror` map: \"v\"→VV\n  RETURN: last=VV\n";
+
+/// Starts the process on `n` and waits until its thread settles.
+async fn run(body: &'static str, n: usize) -> Duration {
+    let pump = pump(body);
+    let started = Instant::now();
+    let thread = pump
+        .post(None, None, &format!("<go xmlns=\"{NS}\"><n>{n}</n></go>"))
+        .await
+        .expect("accepted")
+        .thread();
+    pump.settle(thread).await;
+    let elapsed = started.elapsed();
+    let history = pump.history(thread).await.expect("history");
+    assert!(
+        history.iter().any(|r| r.root.local() == "return"),
+        "the process returned"
+    );
+    elapsed
+}
+
+/// The same decimal work as LOCAL, in Rust.
+fn rust_loop(n: usize) -> Duration {
+    let started = Instant::now();
+    let limit = Decimal::from(1_000_000_000_000u64);
+    let (mut x, mut y) = (Decimal::ZERO, Decimal::ZERO);
+    for i in 0..n {
+        x += Decimal::from(i) * Decimal::TWO;
+        if x > limit {
+            y = Decimal::ONE;
+        }
+    }
+    std::hint::black_box((x, y));
+    started.elapsed()
+}
+
+fn main() {
+    let cfg = common::Config::from_env(5);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let mut report = common::Report::new("process", &cfg);
+    let n = cfg.size("AGENTPUMP_BENCH_PROCESS_N", 100_000, 2_000);
+    let m = cfg.size("AGENTPUMP_BENCH_PROCESS_USES", 5_000, 200);
+    if cfg.wants("P1") {
+        let (mut engine, mut plain) = (Vec::new(), Vec::new());
+        on_workers(&rt, run(LOCAL, n / 10));
+        for _ in 0..cfg.runs {
+            let d = on_workers(&rt, run(LOCAL, n));
+            engine.push((3 * n) as f64 / d.as_secs_f64());
+            plain.push((3 * n) as f64 / rust_loop(n).as_secs_f64());
+        }
+        let ratio = median(&plain) / median(&engine);
+        let per_item_us = 3e6 / median(&engine);
+        report.add(
+            Figure::new(
+                "P1",
+                "process local statements (SET, IF, FOREACH step) on the pump",
+                "statements/s",
+                Better::Higher,
+                engine,
+            )
+            .baseline("a plain Rust loop doing the same decimal work", plain)
+            .params(json!({ "items": n, "statements_per_item": 3, "steps_per_turn": 10_000 }))
+            .note(&format!(
+                "the Rust loop is {ratio:.0}× faster; an item costs the process {per_item_us:.2} µs"
+            )),
+        );
+    }
+    if cfg.wants("P2") {
+        let (mut uses, mut echoes) = (Vec::new(), Vec::new());
+        on_workers(&rt, run(USES, m / 10));
+        for _ in 0..cfg.runs {
+            let d = on_workers(&rt, run(USES, m));
+            uses.push(m as f64 / d.as_secs_f64());
+            let echo = common::echo::echo_pump(governed(), Arc::new(MemoryHistory::new()));
+            let d = on_workers(&rt, common::echo::round_trips(echo, m));
+            echoes.push(m as f64 / d.as_secs_f64());
+        }
+        let ratio = median(&echoes) / median(&uses);
+        report.add(
+            Figure::new(
+                "P2",
+                "process USE round trip (call → tool → answer → CAPTURE)",
+                "uses/s",
+                Better::Higher,
+                uses,
+            )
+            .baseline("echo round trip (post → echo → settled), same run", echoes)
+            .target("a USE within 1.5× an echo round trip", ratio <= 1.5)
+            .params(json!({ "uses": m }))
+            .note(&format!("a USE costs {ratio:.2}× an echo round trip")),
+        );
+    }
+    report.finish();
+}
