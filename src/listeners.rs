@@ -22,6 +22,7 @@ use scripted::{
     ScriptedVerifier, ScriptedWorker,
 };
 
+use crate::tool::TOOL_NS;
 use crate::{Listener, QName, Role};
 
 /// A ready-made listener with the roots and role it comes with.
@@ -98,7 +99,7 @@ pub const TABLE: [BuiltinRow; 10] = [
     BuiltinRow {
         name: "calculator",
         make: || Arc::new(Calculator),
-        roots: &[(calculator::CALC_NS, "calc")],
+        roots: &[(calculator::CALC_NS, "calc"), (TOOL_NS, "call")],
         role: Role::Tool,
         description: "evaluates arithmetic exactly, in decimals",
         example: r#"<calc xmlns="urn:agentpump:calc:v1">(1 + 2) / 4</calc>"#,
