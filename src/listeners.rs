@@ -2,9 +2,12 @@
 //!
 //! Every builtin is one row of [`TABLE`]: its name, how to make it, its roots, role, description
 //! and example. [`BUILTINS`] and [`builtin`] are read from it; adding a builtin is adding a row.
-//! `llm` (the LLM agent) needs the `llm` feature, on by default.
+//! `llm` (the LLM agent) needs the `llm` feature, on by default. The `command` tool
+//! ([`CommandTool`]) is not a builtin: it needs a policy, and an organism enables it in its
+//! `[tools.command]` section.
 
 pub mod calculator;
+pub mod command;
 mod echo;
 #[cfg(feature = "llm")]
 pub mod llm;
@@ -13,6 +16,7 @@ pub mod scripted;
 use std::sync::Arc;
 
 pub use calculator::Calculator;
+pub use command::{CommandConfig, CommandTool};
 pub use echo::Echo;
 #[cfg(feature = "llm")]
 pub use llm::{LlmAgent, LlmConfig};

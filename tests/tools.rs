@@ -1,12 +1,17 @@
 //! Tools through a real pump (`docs/tools.md`): calls, results and errors with their ids
-//! echoed, the signature's check, malformed calls refused, the tool-call budget, the calculator.
+//! echoed, the signature's check, malformed calls refused, the tool-call budget, the calculator
+//! and the command tool's policy (allow list, shells, time limit, output cap, environment,
+//! working directory).
 
 mod support;
 
 use agentpump::governor::{Budget, GovernorPolicy};
 use agentpump::history::RecordKind;
-use agentpump::listeners::Calculator;
-use agentpump::tool::{self, Answer, Call, ErrorType, TOOL_NS};
+use std::time::Duration;
+
+use agentpump::listeners::{Calculator, CommandConfig, CommandTool};
+use agentpump::tool::{self, Answer, Call, ErrorType, TOOL_NS, ToolResult};
+use agentpump::value::Value;
 use agentpump::{Payload, PumpBuilder, PumpHandle, Registration, Role, ThreadId};
 use support::{Script, egress, governed, notices, p, q, start};
 
@@ -226,4 +231,134 @@ async fn a_call_past_the_tool_call_budget_halts_the_thread() {
         ("TIMEOUT", "max-tool-calls")
     );
     assert_eq!(pump.thread(thread).unwrap().counters.tool_calls, 2);
+}
+
+// The command tool.
+
+fn command(config: CommandConfig) -> PumpHandle {
+    pump(vec![CommandTool::new(config).registration()])
+}
+
+fn run(program: &str, args: &[&str]) -> Call {
+    let list = args
+        .iter()
+        .map(|a| Value::Str((*a).to_owned()))
+        .collect::<Vec<_>>();
+    Call::new("command")
+        .id("r")
+        .arg("program", program)
+        .arg("args", Value::List(list))
+}
+
+fn allowing(programs: &[&str]) -> CommandConfig {
+    CommandConfig {
+        allow: programs.iter().map(|p| (*p).to_owned()).collect(),
+        ..CommandConfig::default()
+    }
+}
+
+fn result_of(answer: Answer) -> ToolResult {
+    match answer {
+        Answer::Result(r) => r,
+        Answer::Error(e) => panic!("expected a result, got {e:?}"),
+    }
+}
+
+#[tokio::test]
+async fn the_command_tool_captures_exit_code_and_output() {
+    let pump = command(allowing(&["echo", "false", "cat"]));
+    let r = result_of(ask(&pump, &run("echo", &["hello", "world"])).await);
+    assert_eq!(r.call.as_deref(), Some("r"));
+    assert_eq!(r.fields["exit_code"].to_string(), "0");
+    assert_eq!(r.fields["stdout"], Value::Str("hello world\n".into()));
+    assert_eq!(r.fields["stderr"], Value::Str(String::new()));
+    assert_eq!(r.fields["truncated"], Value::Bool(false));
+    assert!(matches!(r.fields["duration_ms"], Value::Num(_)));
+    let r = result_of(ask(&pump, &run("false", &[])).await);
+    assert_eq!(r.fields["exit_code"].to_string(), "1");
+    let r = result_of(ask(&pump, &run("cat", &[]).arg("stdin", "fed in")).await);
+    assert_eq!(r.fields["stdout"], Value::Str("fed in".into()));
+}
+
+#[tokio::test]
+async fn a_program_not_on_the_allow_list_is_not_allowed() {
+    let pump = command(allowing(&["echo"]));
+    for program in ["rm", "/bin/echo"] {
+        let (kind, message, _) = error_of(ask(&pump, &run(program, &["x"])).await);
+        assert_eq!(kind, ErrorType::NotAllowed, "{program}");
+        assert!(
+            message.contains("not on the command tool's allow list"),
+            "{message}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_shell_runs_only_when_the_organism_allows_shells() {
+    // Listed but shells not allowed: refused (an organism file with this is an error).
+    let refused = command(allowing(&["sh"]));
+    let (kind, message, _) = error_of(ask(&refused, &run("sh", &["-c", "echo hi"])).await);
+    assert_eq!(kind, ErrorType::NotAllowed);
+    assert!(message.contains("is a shell"), "{message}");
+    let allowed = command(CommandConfig {
+        allow_shell: true,
+        ..allowing(&["sh"])
+    });
+    let r = result_of(ask(&allowed, &run("sh", &["-c", "echo hi"])).await);
+    assert_eq!(r.fields["stdout"], Value::Str("hi\n".into()));
+}
+
+#[tokio::test]
+async fn a_run_past_its_time_limit_is_killed() {
+    let pump = command(CommandConfig {
+        timeout: Duration::from_millis(200),
+        ..allowing(&["sleep"])
+    });
+    let (kind, message, id) = error_of(ask(&pump, &run("sleep", &["5"])).await);
+    assert_eq!(kind, ErrorType::Timeout);
+    assert!(message.contains("was killed"), "{message}");
+    assert_eq!(id.as_deref(), Some("r"));
+}
+
+#[tokio::test]
+async fn output_past_the_cap_is_truncated() {
+    let pump = command(CommandConfig {
+        max_output: 4,
+        ..allowing(&["echo"])
+    });
+    let r = result_of(ask(&pump, &run("echo", &["abcdefgh"])).await);
+    assert_eq!(r.fields["stdout"], Value::Str("abcd".into()));
+    assert_eq!(r.fields["truncated"], Value::Bool(true));
+}
+
+#[tokio::test]
+async fn only_listed_environment_variables_are_visible() {
+    // HOME is set for the test process; only PATH is passed through.
+    let pump = command(CommandConfig {
+        env: vec!["PATH".into()],
+        allow_shell: true,
+        ..allowing(&["env", "sh"])
+    });
+    let r = result_of(ask(&pump, &run("env", &[])).await);
+    let Value::Str(out) = &r.fields["stdout"] else {
+        panic!("stdout is a string")
+    };
+    assert!(out.lines().any(|l| l.starts_with("PATH=")), "{out}");
+    assert!(!out.lines().any(|l| l.starts_with("HOME=")), "{out}");
+    let r = result_of(ask(&pump, &run("sh", &["-c", "echo \"[$HOME]\""])).await);
+    assert_eq!(r.fields["stdout"], Value::Str("[]\n".into()));
+}
+
+#[tokio::test]
+async fn the_run_happens_in_the_configured_directory() {
+    let dir = std::env::temp_dir().join(format!("agentpump-tools-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("marker.txt"), "").unwrap();
+    let pump = command(CommandConfig {
+        cwd: dir.clone(),
+        ..allowing(&["ls"])
+    });
+    let r = result_of(ask(&pump, &run("ls", &[])).await);
+    assert_eq!(r.fields["stdout"], Value::Str("marker.txt\n".into()));
+    std::fs::remove_dir_all(&dir).unwrap();
 }
