@@ -648,6 +648,32 @@ mod tests {
     }
 
     #[test]
+    fn the_command_tool_is_off_unless_enabled_and_checked() {
+        let count = |text: &str| {
+            Organism::parse(text, "o.toml")
+                .and_then(|o| o.registrations("o.toml"))
+                .map(|r| r.iter().filter(|r| r.name() == "command").count())
+                .map_err(|e| e.to_string())
+        };
+        assert_eq!(count(""), Ok(0));
+        assert_eq!(count("[tools.command]\nallow = [\"ls\"]"), Ok(0));
+        assert_eq!(
+            count("[tools.command]\nenabled = true\nallow = [\"ls\"]\ntimeout_ms = 500"),
+            Ok(1)
+        );
+        let unknown = count("[tools.command]\nenabled = true\nshell = true").unwrap_err();
+        assert!(unknown.contains("unknown field `shell`"), "{unknown}");
+        let shell = count("[tools.command]\nenabled = true\nallow = [\"bash\"]").unwrap_err();
+        assert!(
+            shell.contains("`bash` on the allow list is a shell"),
+            "{shell}"
+        );
+        let docs = include_str!("../../docs/tools.md");
+        let section = docs.split("```toml\n").nth(1).unwrap().split("```").next();
+        assert_eq!(count(section.unwrap()), Ok(1), "docs/tools.md's section");
+    }
+
+    #[test]
     fn the_readme_reference_parses() {
         let readme = include_str!("../../docs/organism.md");
         let section = &readme[readme.find("## Running an organism").unwrap()..];
