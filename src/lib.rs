@@ -16,6 +16,9 @@
 //! - [`system`]: the pump's own messages (`huh`, `system-error`, `thread-result`, …) and the
 //!   requests listeners may make (`spawn-thread`, `clear-context`, `thread-done`).
 //! - [`governor`]: budgets, loop signals, halting certificates and halting reports.
+//! - [`tool`]: the tool protocol (call, result, error), signatures, the [`Tool`](tool::Tool)
+//!   trait and its adapter.
+//! - [`value`]: exact JSON-like values, for tool arguments and results and processes.
 //! - [`history`]: records, hash chains, the [`HistoryStore`](history::HistoryStore) trait and its
 //!   paged reads.
 //! - [`process`]: the process language front end: APS documents, parser, AST, static AG checks.
@@ -87,4 +90,6 @@ pub mod docs {
     pub struct Reliability;
     #[doc = include_str!("../docs/performance.md")]
     pub struct Performance;
+    #[doc = include_str!("../docs/tools.md")]
+    pub struct Tools;
 }

@@ -2,9 +2,12 @@
 //!
 //! Every builtin is one row of [`TABLE`]: its name, how to make it, its roots, role, description
 //! and example. [`BUILTINS`] and [`builtin`] are read from it; adding a builtin is adding a row.
-//! `llm` (the LLM agent) needs the `llm` feature, on by default.
+//! `llm` (the LLM agent) needs the `llm` feature, on by default. The `command` tool
+//! ([`CommandTool`]) is not a builtin: it needs a policy, and an organism enables it in its
+//! `[tools.command]` section.
 
 pub mod calculator;
+pub mod command;
 mod echo;
 #[cfg(feature = "llm")]
 pub mod llm;
@@ -13,6 +16,7 @@ pub mod scripted;
 use std::sync::Arc;
 
 pub use calculator::Calculator;
+pub use command::{CommandConfig, CommandTool};
 pub use echo::Echo;
 #[cfg(feature = "llm")]
 pub use llm::{LlmAgent, LlmConfig};
@@ -22,6 +26,7 @@ use scripted::{
     ScriptedVerifier, ScriptedWorker,
 };
 
+use crate::tool::TOOL_NS;
 use crate::{Listener, QName, Role};
 
 /// A ready-made listener with the roots and role it comes with.
@@ -98,7 +103,7 @@ pub const TABLE: [BuiltinRow; 10] = [
     BuiltinRow {
         name: "calculator",
         make: || Arc::new(Calculator),
-        roots: &[(calculator::CALC_NS, "calc")],
+        roots: &[(calculator::CALC_NS, "calc"), (TOOL_NS, "call")],
         role: Role::Tool,
         description: "evaluates arithmetic exactly, in decimals",
         example: r#"<calc xmlns="urn:agentpump:calc:v1">(1 + 2) / 4</calc>"#,

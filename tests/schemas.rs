@@ -1,5 +1,6 @@
 //! The XSDs in `schemas/`, checked with a real validator (`xmllint` from libxml2-utils): every
-//! example validates, invalid documents are rejected, the code enumerations are exactly the
+//! example validates (tool-*.xml against tool.xsd, and read back by the tool protocol's
+//! parsers), invalid documents are rejected, the code enumerations are exactly the
 //! source's wire strings, the governor's decimal pattern agrees with its parser, and every system
 //! and governor message the pump really records validates — alone against `system.xsd` /
 //! `governor.xsd` and inside the envelope its own writer produces against `envelope.xsd`.
@@ -21,6 +22,7 @@ use agentpump::history::RecordKind;
 use agentpump::system::{
     ErrorCode, GOVERNOR_NS, HuhCode, Request, SYSTEM_NS, Spawn, ThreadErrorCode, ThreadStatus,
 };
+use agentpump::tool::{Answer, Call, ErrorType, TOOL_NS};
 use agentpump::{
     Context, Delivery, Dialect, Envelope, Limits, Listener, ListenerError, Payload, PumpBuilder,
     PumpHandle, QName, Registration, ThreadId,
@@ -48,6 +50,9 @@ const REQUESTS: [&str; 3] = ["spawn-thread", "clear-context", "thread-done"];
 
 /// Every message a listener may emit to the governor.
 const GOVERNOR_MESSAGES: [&str; 5] = ["goal", "loop", "residual", "criterion", "learning"];
+
+/// Every message of the tool protocol.
+const TOOL_MESSAGES: [&str; 3] = ["call", "result", "error"];
 
 /// Every `action` of the pump's `decision` records (`DecisionAction` in governor.xsd).
 const DECISIONS: [&str; 4] = ["halt", "goal", "carve", "resume"];
@@ -108,14 +113,15 @@ fn assert_valid(schema: &str, files: &[PathBuf], what: &str) {
 // ---------------------------------------------------------------------------------------------
 
 /// The XSD an example file is checked against: `process-*.xml` against process.xsd,
-/// `envelope-*.xml` against envelope.xsd,
-/// `history-*.xml` against history.xsd, `governor-*.xml` against governor.xsd, every other
-/// `.xml` against system.xsd.
+/// `tool-*.xml` against tool.xsd, `envelope-*.xml` against envelope.xsd, `history-*.xml`
+/// against history.xsd, `governor-*.xml` against governor.xsd, every other `.xml` against
+/// system.xsd.
 fn schema_of(file_name: &str) -> &'static str {
     if file_name.starts_with("process-") {
-        return "process.xsd";
-    }
-    if file_name.starts_with("envelope-") {
+        "process.xsd"
+    } else if file_name.starts_with("tool-") {
+        "tool.xsd"
+    } else if file_name.starts_with("envelope-") {
         "envelope.xsd"
     } else if file_name.starts_with("history-") {
         "history.xsd"
@@ -148,10 +154,10 @@ fn examples() -> BTreeMap<&'static str, Vec<PathBuf>> {
 fn every_example_validates() {
     let by_schema = examples();
     assert!(
-        ["envelope.xsd", "governor.xsd", "system.xsd"]
+        ["envelope.xsd", "governor.xsd", "system.xsd", "tool.xsd"]
             .iter()
             .all(|xsd| by_schema.contains_key(xsd)),
-        "schemas/examples needs envelope-*.xml, governor-*.xml and system examples, found {by_schema:?}"
+        "schemas/examples needs envelope-*.xml, governor-*.xml, tool-*.xml and system examples, found {by_schema:?}"
     );
     for (schema, files) in &by_schema {
         assert_valid(schema, files, "schemas/examples");
@@ -166,7 +172,8 @@ fn every_element_has_an_example_listed_in_the_readme() {
         .iter()
         .chain(&["decision"])
         .map(|e| format!("governor-{e}.xml"));
-    for name in system.chain(governor) {
+    let tool = TOOL_MESSAGES.iter().map(|e| format!("tool-{e}.xml"));
+    for name in system.chain(governor).chain(tool) {
         let file = dir.join(&name);
         assert!(file.is_file(), "no example {}", file.display());
     }
@@ -232,6 +239,20 @@ fn the_examples_a_listener_may_emit_are_accepted_by_the_pump() {
         wall_clock: Some(Duration::from_secs(60)),
         depth: Some(2),
     };
+    for entry in std::fs::read_dir(&dir).expect("read schemas/examples") {
+        let name = entry.unwrap().file_name().to_string_lossy().into_owned();
+        if !name.starts_with("tool-") {
+            continue;
+        }
+        let payload = example_payload(&name);
+        if payload.qname().local() == "call" {
+            let call = Call::parse(&payload);
+            assert!(call.is_ok(), "{name}: {call:?}");
+        } else {
+            let answer = Answer::parse(&payload);
+            assert!(matches!(answer, Some(Ok(_))), "{name}: {answer:?}");
+        }
+    }
     let spawn = Request::parse(
         &example_payload("spawn-thread-budget.xml"),
         &Limits::default(),
@@ -258,7 +279,39 @@ fn invalid_documents() -> Vec<(&'static str, &'static str, String, &'static str)
     let system = "system.xsd";
     let governor = "governor.xsd";
     let envelope = "envelope.xsd";
+    let tool = "tool.xsd";
+    let tns = format!("xmlns=\"{TOOL_NS}\"");
     vec![
+        (
+            "tool-call-without-tool",
+            tool,
+            format!("<call {tns}><arg name=\"a\">1</arg></call>"),
+            "The attribute 'tool' is required but missing",
+        ),
+        (
+            "tool-arg-bad-name",
+            tool,
+            format!("<call {tns} tool=\"t\"><arg name=\"a b\">1</arg></call>"),
+            "is not accepted by the pattern",
+        ),
+        (
+            "tool-arg-unknown-type",
+            tool,
+            format!("<call {tns} tool=\"t\"><arg name=\"a\" type=\"date\">1</arg></call>"),
+            "The value 'date' is not an element of the set",
+        ),
+        (
+            "tool-error-unknown-type",
+            tool,
+            format!("<error {tns} tool=\"t\" type=\"oops\">m</error>"),
+            "The value 'oops' is not an element of the set",
+        ),
+        (
+            "tool-result-unknown-element",
+            tool,
+            format!("<result {tns} tool=\"t\"><arg name=\"a\">1</arg></result>"),
+            "This element is not expected",
+        ),
         (
             "huh-unknown-code",
             system,
@@ -940,6 +993,11 @@ fn source_codes() -> Vec<(&'static str, &'static str, BTreeSet<String>)> {
         ("governor.xsd", "HaltCertificate", halt_certificates),
         ("governor.xsd", "Control", controls()),
         ("governor.xsd", "Lane", lanes()),
+        (
+            "tool.xsd",
+            "ErrorType",
+            wire_codes!(ErrorType: InvalidArgument, Failed, Timeout, NotAllowed, Unavailable),
+        ),
         (
             "governor.xsd",
             "DecisionAction",

@@ -12,8 +12,8 @@ use toml::Spanned;
 use crate::governor::{Budget, GovernorPolicy, messages_decimal};
 use crate::history::{Durability, SqliteHistory, SqliteOptions};
 use crate::host::HostError;
-use crate::listeners::builtin;
 use crate::listeners::llm::{ContextMode, LlmAgent, LlmConfig, PeerDoc};
+use crate::listeners::{CommandConfig, CommandTool, builtin};
 use crate::{Limits, PumpBuilder, PumpConfig, QName, Registration, Role};
 
 /// A parsed organism file.
@@ -41,10 +41,39 @@ pub struct Organism {
     /// `[[listener]]`: the listeners, in registration order.
     #[serde(default)]
     listener: Vec<Spanned<ListenerSection>>,
+    /// `[tools.…]`: the tools that need a policy (off unless enabled).
+    #[serde(default)]
+    tools: ToolsSection,
     #[serde(skip)]
     text: String,
     #[serde(skip)]
     base: PathBuf,
+}
+
+/// `[tools]`: one table per tool that needs a policy.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ToolsSection {
+    /// `[tools.command]`.
+    command: Option<Spanned<CommandSection>>,
+}
+
+/// `[tools.command]`: the `command` tool's policy (`CommandConfig`'s fields; durations in ms).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CommandSection {
+    /// Registers the tool as `command`; off unless `true`.
+    #[serde(default)]
+    enabled: bool,
+    #[serde(default)]
+    allow: Vec<String>,
+    /// Relative to the organism file.
+    cwd: Option<PathBuf>,
+    timeout_ms: Option<u64>,
+    max_output: Option<usize>,
+    env: Option<Vec<String>>,
+    #[serde(default)]
+    allow_shell: bool,
 }
 
 /// `[agentserver]`.
@@ -315,10 +344,37 @@ impl Organism {
     /// notation, an unknown role — naming the key and line.
     pub fn registrations(&self, origin: &str) -> Result<Vec<Registration>, HostError> {
         let docs: Vec<PeerDoc> = self.listener.iter().map(|l| doc(l.get_ref())).collect();
-        self.listener
+        let mut all = self
+            .listener
             .iter()
             .map(|section| self.registration(origin, section.get_ref(), &docs))
-            .collect()
+            .collect::<Result<Vec<_>, _>>()?;
+        all.extend(self.command_tool(origin)?);
+        Ok(all)
+    }
+
+    /// The `command` tool, when `[tools.command]` enables it.
+    fn command_tool(&self, origin: &str) -> Result<Option<Registration>, HostError> {
+        let Some(section) = &self.tools.command else {
+            return Ok(None);
+        };
+        let c = section.get_ref();
+        if !c.enabled {
+            return Ok(None);
+        }
+        let d = CommandConfig::default();
+        let config = CommandConfig {
+            allow: c.allow.clone(),
+            cwd: self.base.join(c.cwd.as_deref().unwrap_or(&d.cwd)),
+            timeout: c.timeout_ms.map_or(d.timeout, Duration::from_millis),
+            max_output: c.max_output.unwrap_or(d.max_output),
+            env: c.env.clone().unwrap_or(d.env),
+            allow_shell: c.allow_shell,
+        };
+        config
+            .check()
+            .map_err(|e| self.at(origin, section, format!("[tools.command]: {e}")))?;
+        Ok(Some(CommandTool::new(config).registration()))
     }
 
     fn registration(
@@ -589,6 +645,32 @@ mod tests {
         let organism = Organism::parse(text, "organism.toml").unwrap();
         assert_eq!(organism.registrations("organism.toml").unwrap().len(), 9);
         assert!(organism.builder("organism.toml").unwrap().build().is_ok());
+    }
+
+    #[test]
+    fn the_command_tool_is_off_unless_enabled_and_checked() {
+        let count = |text: &str| {
+            Organism::parse(text, "o.toml")
+                .and_then(|o| o.registrations("o.toml"))
+                .map(|r| r.iter().filter(|r| r.name() == "command").count())
+                .map_err(|e| e.to_string())
+        };
+        assert_eq!(count(""), Ok(0));
+        assert_eq!(count("[tools.command]\nallow = [\"ls\"]"), Ok(0));
+        assert_eq!(
+            count("[tools.command]\nenabled = true\nallow = [\"ls\"]\ntimeout_ms = 500"),
+            Ok(1)
+        );
+        let unknown = count("[tools.command]\nenabled = true\nshell = true").unwrap_err();
+        assert!(unknown.contains("unknown field `shell`"), "{unknown}");
+        let shell = count("[tools.command]\nenabled = true\nallow = [\"bash\"]").unwrap_err();
+        assert!(
+            shell.contains("`bash` on the allow list is a shell"),
+            "{shell}"
+        );
+        let docs = include_str!("../../docs/tools.md");
+        let section = docs.split("```toml\n").nth(1).unwrap().split("```").next();
+        assert_eq!(count(section.unwrap()), Ok(1), "docs/tools.md's section");
     }
 
     #[test]

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use super::notice::Recipient;
+use super::plan::tool_checked;
 use super::route::{Refusal, Route, Sender, Targets, smuggled};
 use super::tx::{Place, Tx};
 use super::{PumpHandle, Shared};
@@ -305,11 +306,15 @@ impl Shared {
             }
         };
         // A root in a reserved namespace (system messages included) is refused by `route`.
-        let route = if let Some(refusal) = smuggled(&payload) {
-            Err(refusal)
-        } else {
-            let target = to.map_or(Target::Route, |name| Target::Listener(name.to_owned()));
-            self.route(Sender::Client, &target, payload.qname())
+        // A tool call routed by its root goes to the tool it names; a malformed one is refused.
+        let target = to.map_or(Target::Route, |name| Target::Listener(name.to_owned()));
+        let route = match smuggled(&payload).map_or_else(|| tool_checked(&payload, &target), Err) {
+            Err(refusal) => Err(refusal),
+            Ok(by_tool) => self.route(
+                Sender::Client,
+                by_tool.as_ref().unwrap_or(&target),
+                payload.qname(),
+            ),
         };
         let targets = match route {
             Ok(Route::Listeners(targets)) => targets,

@@ -162,20 +162,13 @@ impl Shared {
             return steps.push(refused(refusal, payload.as_str().to_owned()));
         }
         let by_tool;
-        let target = if namespace == TOOL_NS {
-            match tool_target(&payload, target) {
-                Ok(Some(t)) => {
-                    by_tool = t;
-                    &by_tool
-                }
-                Ok(None) => target,
-                Err(message) => {
-                    let refusal = Refusal::Huh(HuhCode::InvalidPayload, message);
-                    return steps.push(refused(refusal, payload.as_str().to_owned()));
-                }
+        let target = match tool_checked(&payload, target) {
+            Ok(Some(t)) => {
+                by_tool = t;
+                &by_tool
             }
-        } else {
-            target
+            Ok(None) => target,
+            Err(refusal) => return steps.push(refused(refusal, payload.as_str().to_owned())),
         };
         let mut targets = match self.route(sender, target, payload.qname()) {
             Ok(Route::Listeners(targets)) => targets,
@@ -279,6 +272,16 @@ impl Shared {
             },
         }
     }
+}
+
+/// A payload checked against the tool protocol when it is in [`TOOL_NS`], from a listener or
+/// from outside: `Some` target when a call routed by its root goes to the tool it names,
+/// `None` to keep the target asked for, a refusal naming the fault of a malformed one.
+pub(super) fn tool_checked(payload: &Payload, target: &Target) -> Result<Option<Target>, Refusal> {
+    if payload.qname().namespace() != TOOL_NS {
+        return Ok(None);
+    }
+    tool_target(payload, target).map_err(|message| Refusal::Huh(HuhCode::InvalidPayload, message))
 }
 
 /// A tool-protocol payload checked against the protocol (zero trust: a malformed call or

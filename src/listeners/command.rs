@@ -1,0 +1,280 @@
+//! [`CommandTool`]: the `command` tool, which runs a program with arguments under a policy.
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use rust_decimal::Decimal;
+use serde_json::json;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+
+use crate::tool::{self, Call, ErrorType, Signature, Tool, ToolError, ToolResult};
+use crate::value::Value;
+use crate::{Context, Registration};
+
+/// Programs that are shells: refused unless [`CommandConfig::allow_shell`] is set, whatever
+/// the allow list says (compared by file name, so `/bin/sh` is `sh`).
+pub const SHELLS: [&str; 10] = [
+    "sh", "bash", "dash", "zsh", "ksh", "mksh", "fish", "csh", "tcsh", "busybox",
+];
+
+/// What the command tool may run, where, for how long, with how much output and which
+/// environment. Plain data; the organism file's `[tools.command]` section fills it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommandConfig {
+    /// The programs a call may name, exactly as the call writes them (`cargo`, not
+    /// `/usr/bin/cargo` unless listed so). Default: none.
+    pub allow: Vec<String>,
+    /// The working directory of every run. Default: `.`.
+    pub cwd: PathBuf,
+    /// How long a run may take before it is killed (error `timeout`). Default: 60 s.
+    pub timeout: Duration,
+    /// How many bytes of stdout and of stderr each are kept; the rest is read and dropped, and
+    /// the result's `truncated` is `true`. Default: 65 536.
+    pub max_output: usize,
+    /// The environment variables passed through from the host's; the rest is cleared.
+    /// Default: `PATH`.
+    pub env: Vec<String>,
+    /// Whether programs of [`SHELLS`] may run (they must still be on the allow list).
+    /// Default: `false`.
+    pub allow_shell: bool,
+}
+
+impl Default for CommandConfig {
+    fn default() -> Self {
+        Self {
+            allow: Vec::new(),
+            cwd: PathBuf::from("."),
+            timeout: Duration::from_secs(60),
+            max_output: 65_536,
+            env: vec!["PATH".to_owned()],
+            allow_shell: false,
+        }
+    }
+}
+
+/// Why a [`CommandConfig`] is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CommandConfigError {
+    /// A shell on the allow list without `allow_shell`.
+    #[error(
+        "`{0}` on the allow list is a shell; set allow_shell = true to let the command tool run shells"
+    )]
+    Shell(String),
+}
+
+impl CommandConfig {
+    /// Checks the policy for contradictions.
+    ///
+    /// # Errors
+    ///
+    /// [`CommandConfigError::Shell`] for a shell on the allow list without `allow_shell`.
+    pub fn check(&self) -> Result<(), CommandConfigError> {
+        match self.allow.iter().find(|p| is_shell(p)) {
+            Some(shell) if !self.allow_shell => Err(CommandConfigError::Shell(shell.clone())),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Whether `program` is one of [`SHELLS`], by file name.
+pub fn is_shell(program: &str) -> bool {
+    let name = program.rsplit('/').next().unwrap_or(program);
+    SHELLS.contains(&name)
+}
+
+/// The `command` tool: runs a program directly (never through a shell unless the policy
+/// allows shells), with arguments, optional stdin, in the configured directory, under a time
+/// limit, an output cap and an environment allowlist.
+///
+/// Arguments: `program` (string), `args` (list of strings, optional), `stdin` (string,
+/// optional). Result fields: `exit_code` (number; 128 + the signal for a program killed by
+/// one), `stdout`, `stderr` (strings, invalid UTF-8 replaced), `truncated` (boolean),
+/// `duration_ms` (number). A program that exits non-zero is a result, not an error. Errors:
+/// `not-allowed` (not on the allow list, or a shell without `allow_shell`), `timeout` (killed
+/// at the time limit), `failed` (it could not be started).
+#[derive(Debug, Clone)]
+pub struct CommandTool {
+    config: CommandConfig,
+}
+
+impl CommandTool {
+    /// The tool with its policy.
+    pub fn new(config: CommandConfig) -> Self {
+        Self { config }
+    }
+
+    /// Registered as `command`, with a delivery timeout 5 s above the run's time limit (so
+    /// the tool's own `timeout` error answers first).
+    pub fn registration(self) -> Registration {
+        let timeout = self.config.timeout + Duration::from_secs(5);
+        tool::register(self).timeout(timeout)
+    }
+
+    fn refuse(&self, call: &Call, program: &str) -> Option<ToolError> {
+        let message = if !self.config.allow.iter().any(|p| p == program) {
+            let allowed = self.config.allow.join(", ");
+            format!("`{program}` is not on the command tool's allow list ({allowed})")
+        } else if is_shell(program) && !self.config.allow_shell {
+            format!("`{program}` is a shell, and this organism does not allow shells")
+        } else {
+            return None;
+        };
+        Some(call.error(ErrorType::NotAllowed, message))
+    }
+
+    fn command(&self, program: &str, args: &[String], stdin: bool) -> tokio::process::Command {
+        let mut cmd = tokio::process::Command::new(program);
+        cmd.args(args)
+            .current_dir(&self.config.cwd)
+            .env_clear()
+            .stdin(if stdin { Stdio::piped() } else { Stdio::null() })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        for name in &self.config.env {
+            if let Some(value) = std::env::var_os(name) {
+                cmd.env(name, value);
+            }
+        }
+        cmd
+    }
+}
+
+#[async_trait]
+impl Tool for CommandTool {
+    fn signature(&self) -> Signature {
+        Signature::new(
+            "command",
+            "runs an allowed program with arguments, without a shell",
+        )
+        .arg(
+            "program",
+            "string",
+            "the program, as on the allow list",
+            true,
+        )
+        .arg_schema(
+            "args",
+            json!({"type": "array", "items": {"type": "string"}, "description": "its arguments"}),
+            false,
+        )
+        .arg(
+            "stdin",
+            "string",
+            "text written to its standard input",
+            false,
+        )
+        .field(
+            "exit_code",
+            "number",
+            "its exit code (128 + signal if killed)",
+        )
+        .field("stdout", "string", "its standard output, up to the cap")
+        .field("stderr", "string", "its standard error, up to the cap")
+        .field("truncated", "boolean", "whether output was cut at the cap")
+        .field("duration_ms", "number", "how long it ran")
+    }
+
+    async fn call(&self, call: &Call, _cx: &mut Context) -> Result<ToolResult, ToolError> {
+        let program = call.args["program"].to_string();
+        if let Some(refusal) = self.refuse(call, &program) {
+            return Err(refusal);
+        }
+        let args: Vec<String> = match call.args.get("args") {
+            Some(Value::List(items)) => items.iter().map(Value::to_string).collect(),
+            _ => Vec::new(),
+        };
+        let stdin = call.args.get("stdin").map(Value::to_string);
+        let started = Instant::now();
+        let mut child = self
+            .command(&program, &args, stdin.is_some())
+            .spawn()
+            .map_err(|e| call.error(ErrorType::Failed, format!("cannot run `{program}`: {e}")))?;
+        let (feed, out, err) = (child.stdin.take(), child.stdout.take(), child.stderr.take());
+        let cap = self.config.max_output;
+        let run = async {
+            let feed = async move {
+                if let (Some(mut pipe), Some(text)) = (feed, stdin) {
+                    // A program that exits without reading its input is not an error.
+                    let _ = pipe.write_all(text.as_bytes()).await;
+                }
+            };
+            let (_, out, err, status) = tokio::join!(
+                feed,
+                read_capped(out, cap),
+                read_capped(err, cap),
+                child.wait()
+            );
+            (out, err, status)
+        };
+        let Ok((out, err, status)) = tokio::time::timeout(self.config.timeout, run).await else {
+            let _ = child.start_kill();
+            let _ = child.wait().await;
+            let limit = self.config.timeout.as_millis();
+            return Err(call.error(
+                ErrorType::Timeout,
+                format!("`{program}` ran past {limit} ms and was killed"),
+            ));
+        };
+        let status = status.map_err(|e| call.error(ErrorType::Failed, e.to_string()))?;
+        let millis = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        Ok(call
+            .result()
+            .field("exit_code", Decimal::from(exit_code(status)))
+            .field("stdout", String::from_utf8_lossy(&out.0).into_owned())
+            .field("stderr", String::from_utf8_lossy(&err.0).into_owned())
+            .field("truncated", out.1 || err.1)
+            .field("duration_ms", Decimal::from(millis)))
+    }
+}
+
+/// The exit code, or 128 + the signal that ended the program.
+fn exit_code(status: std::process::ExitStatus) -> i32 {
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::ExitStatusExt;
+        if let Some(signal) = status.signal() {
+            return 128 + signal;
+        }
+    }
+    status.code().unwrap_or(-1)
+}
+
+/// Reads a pipe to its end, keeping the first `cap` bytes; whether more came.
+async fn read_capped(pipe: Option<impl AsyncRead + Unpin>, cap: usize) -> (Vec<u8>, bool) {
+    let Some(mut pipe) = pipe else {
+        return (Vec::new(), false);
+    };
+    let mut kept = Vec::new();
+    let mut truncated = false;
+    let mut buf = [0u8; 8192];
+    // Read to the end even past the cap, so the program never blocks on a full pipe.
+    while let Ok(n @ 1..) = pipe.read(&mut buf).await {
+        let room = cap - kept.len();
+        truncated |= n > room;
+        kept.extend_from_slice(&buf[..n.min(room)]);
+    }
+    (kept, truncated)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shells_on_the_allow_list_need_allow_shell() {
+        let mut config = CommandConfig {
+            allow: vec!["cargo".into(), "/bin/sh".into()],
+            ..CommandConfig::default()
+        };
+        assert_eq!(
+            config.check(),
+            Err(CommandConfigError::Shell("/bin/sh".into()))
+        );
+        config.allow_shell = true;
+        assert_eq!(config.check(), Ok(()));
+        assert!(!is_shell("shellcheck"));
+    }
+}
