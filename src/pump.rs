@@ -201,7 +201,7 @@ impl Shared {
 /// );
 /// assert_eq!(pump.send(envelope).await?.thread(), thread);
 /// let refused = pump.post(None, None, r#"<shout xmlns="urn:example:say:v1"/>"#).await.unwrap_err();
-/// assert_eq!(refused.code(), "no-route"); // nobody accepts <shout>
+/// assert_eq!(refused.code(), "unknown-root"); // nobody accepts <shout>
 /// # Ok(())
 /// # }
 /// ```
