@@ -19,7 +19,9 @@ pub(crate) use decision::Decision;
 #[cfg(feature = "host")]
 pub(crate) use messages::decimal as messages_decimal;
 pub(crate) use messages::{BUDGET_ATTRIBUTES, budget_xml, parse_budget};
-pub use messages::{CertificateType, Control, Goal, GovernorMessage, Lane, Signal};
+pub use messages::{
+    CertificateType, Control, Goal, GovernorMessage, Lane, Signal, UnknownCertificate,
+};
 pub use policy::GovernorPolicy;
 pub use report::HaltingReport;
 pub use usage::{Counters, Usage};

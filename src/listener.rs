@@ -67,7 +67,25 @@ pub trait Listener: Send + Sync + 'static {
     async fn handle(&self, msg: &Delivery, cx: &mut Context) -> Result<(), ListenerError>;
 }
 
-/// Why a handler failed.
+/// Why a handler failed. Return it from [`Listener::handle`]; the pump turns it into a notice
+/// to the sender or a halt, as each variant says, and records it.
+///
+/// # Example
+///
+/// ```
+/// use agentpump::{Context, Delivery, ListenerError};
+///
+/// fn handle(msg: &Delivery, cx: &mut Context) -> Result<(), ListenerError> {
+///     let text = msg.payload().as_str();
+///     if text.len() > 10_000 {
+///         return Err(ListenerError::InvalidPayload("over 10 000 bytes".into())); // `huh` to the sender
+///     }
+///     let answer = std::str::from_utf8(text.as_bytes()).map_err(ListenerError::failed)?; // `system-error`
+///     cx.reply(answer);
+///     Ok(())
+/// }
+/// assert_eq!(ListenerError::failed("no disk").to_string(), "no disk");
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ListenerError {
     /// The handler could not do its work.

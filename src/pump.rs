@@ -166,35 +166,118 @@ impl Shared {
 
 /// The way into a running pump. Cheap to clone; every clone talks to the same pump.
 ///
-/// What it does, by group:
+/// Its methods, by what they are for:
 ///
-/// - **Send into threads**: [`post`](Self::post) (a payload, into a new or an existing
-///   thread, optionally to one listener), [`send`](Self::send) (a whole envelope, either
-///   dialect); both answer with a [`Receipt`] once the message is durably recorded.
-/// - **Wait and read**: [`settle`](Self::settle) (until a thread and its tree have nothing left
-///   to do), [`history`](Self::history), [`tree_history`](Self::tree_history),
-///   [`answers`](Self::answers), [`thread`](Self::thread), [`threads`](Self::threads),
-///   [`tree`](Self::tree), [`reports`](Self::reports), [`verify`](Self::verify),
-///   [`store`](Self::store).
-/// - **Control**: [`stop`](Self::stop), [`resume`](Self::resume) with added budget.
-/// - **Lifecycle**: [`health`](Self::health), [`recovered`](Self::recovered) (what a restart
-///   brought back), [`system_thread`](Self::system_thread), [`shutdown`](Self::shutdown).
+/// | purpose | methods |
+/// | --- | --- |
+/// | send into threads | [`post`](Self::post), [`send`](Self::send), [`receive`](Self::receive) |
+/// | wait | [`settle`](Self::settle) |
+/// | read history | [`history`](Self::history), [`tree_history`](Self::tree_history), [`answers`](Self::answers), [`reports`](Self::reports), [`verify`](Self::verify), [`store`](Self::store) |
+/// | see threads | [`thread`](Self::thread), [`threads`](Self::threads), [`tree`](Self::tree), [`system_thread`](Self::system_thread) |
+/// | control a thread | [`stop`](Self::stop), [`resume`](Self::resume) |
+/// | the pump's life | [`health`](Self::health), [`recovered`](Self::recovered), [`shutdown`](Self::shutdown) |
 ///
-/// # Example
+/// # Send into threads
+///
+/// [`post`](Self::post) takes a payload, into a new thread (`None`) or an existing one, to
+/// every listener of its root or to one (`to`); [`send`](Self::send) takes a whole envelope
+/// (agentpump's or AgentServer's); [`receive`](Self::receive) is the HTTP API's door (bytes,
+/// and the thread a URL names). Each answers with a [`Receipt`] once the message is recorded,
+/// or an [`IngressError`] whose answer is recorded too.
 ///
 /// ```
-/// # use agentpump::{PumpBuilder, Registration, QName, governor::Budget};
-/// # use agentpump::listeners::Echo;
+/// # use agentpump::{PumpBuilder, Registration, QName, listeners::Echo};
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// let say = QName::new("urn:example:say:v1", "say");
 /// let pump = PumpBuilder::new().register(Registration::new("echo", Echo).accepts(say)).build()?;
+/// let first = pump.post(None, None, r#"<say xmlns="urn:example:say:v1">hi</say>"#).await?;
+/// let thread = first.thread(); // a new root thread
+/// let again = pump.post(Some(thread), Some("echo"), r#"<say xmlns="urn:example:say:v1">again</say>"#).await?;
+/// assert_eq!(again.thread(), thread);
+/// let envelope = format!(
+///     r#"<message xmlns="urn:agentpump:envelope:v1"><meta><thread>{thread}</thread></meta>
+///        <say xmlns="urn:example:say:v1">and again</say></message>"#
+/// );
+/// assert_eq!(pump.send(envelope).await?.thread(), thread);
+/// let refused = pump.post(None, None, r#"<shout xmlns="urn:example:say:v1"/>"#).await.unwrap_err();
+/// assert_eq!(refused.code(), "unknown-root"); // nobody accepts <shout>
+/// # Ok(())
+/// # }
+/// ```
+///
+/// # Wait, read, see
+///
+/// [`settle`](Self::settle) waits until a thread and its children have nothing left to do.
+/// Then [`history`](Self::history) gives its records in order ([`tree_history`](Self::tree_history)
+/// with its children's), [`answers`](Self::answers) what went back out to the sender,
+/// [`thread`](Self::thread) a snapshot (state, counters), [`tree`](Self::tree) the thread and
+/// its children, [`threads`](Self::threads) every thread, and [`verify`](Self::verify) checks
+/// every hash chain.
+///
+/// ```
+/// # use agentpump::{PumpBuilder, Registration, QName, ThreadState, history::RecordKind, listeners::Echo};
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let say = QName::new("urn:example:say:v1", "say");
+/// # let pump = PumpBuilder::new().register(Registration::new("echo", Echo).accepts(say)).build()?;
 /// let thread = pump.post(None, None, r#"<say xmlns="urn:example:say:v1">hi</say>"#).await?.thread();
 /// pump.settle(thread).await;
-/// assert_eq!(pump.history(thread).await?.len(), 2); // the post and the echo's answer
-/// pump.stop(thread).await?; // halted: BACKPRESSURE, with a halting report
+/// let history = pump.history(thread).await?;
+/// assert_eq!((history[0].kind, history[1].kind), (RecordKind::Message, RecordKind::Egress));
+/// assert_eq!(&*history[1].payload, r#"<say xmlns="urn:example:say:v1">hi</say>"#);
+/// assert_eq!(pump.answers(thread).await?.len(), 1); // the echo, as an envelope
+/// let info = pump.thread(thread).expect("the thread exists");
+/// assert_eq!((info.state, info.counters.deliveries), (ThreadState::Idle, 1));
+/// assert_eq!(pump.tree(thread).len(), 1); // no children
+/// assert!(pump.verify().await? >= 2);
+/// # Ok(())
+/// # }
+/// ```
+///
+/// # Control a thread
+///
+/// [`stop`](Self::stop) halts a thread (BACKPRESSURE, with a halting report that
+/// [`reports`](Self::reports) reads); [`resume`](Self::resume) lets a halted thread go on with
+/// added budget, from the message it halted before.
+///
+/// ```
+/// # use agentpump::{PumpBuilder, Registration, QName, ThreadState, governor::Budget, listeners::Echo};
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let say = QName::new("urn:example:say:v1", "say");
+/// # let pump = PumpBuilder::new().register(Registration::new("echo", Echo).accepts(say)).build()?;
+/// let thread = pump.post(None, None, r#"<say xmlns="urn:example:say:v1">hi</say>"#).await?.thread();
+/// pump.settle(thread).await;
+/// pump.stop(thread).await?;
+/// assert_eq!(pump.thread(thread).map(|t| t.state), Some(ThreadState::Halted));
 /// assert_eq!(pump.reports(thread).await?[0].class, "BACKPRESSURE");
 /// pump.resume(thread, &Budget { turns: Some(5), ..Budget::default() }).await?;
+/// assert_ne!(pump.thread(thread).map(|t| t.state), Some(ThreadState::Halted));
+/// # Ok(())
+/// # }
+/// ```
+///
+/// # The pump's life
+///
+/// [`health`](Self::health) says whether new input would be accepted,
+/// [`recovered`](Self::recovered) what building the pump brought back from a durable store,
+/// [`system_thread`](Self::system_thread) the pump's own thread (boot, shutdown, refusals of
+/// input that named no usable thread), and [`shutdown`](Self::shutdown) stops it: decide, tell,
+/// wait.
+///
+/// ```
+/// # use std::time::Duration;
+/// # use agentpump::{PumpBuilder, Registration, QName, listeners::Echo};
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let say = QName::new("urn:example:say:v1", "say");
+/// let pump = PumpBuilder::new().register(Registration::new("echo", Echo).accepts(say)).build()?;
+/// assert!(pump.health().is_ok());
+/// assert_eq!(pump.recovered().threads, 0); // a fresh in-memory store
+/// let report = pump.shutdown(Duration::from_secs(1)).await;
+/// assert!(report.drained);
+/// assert_eq!(pump.health().unwrap_err().code(), "shutting-down");
 /// # Ok(())
 /// # }
 /// ```

@@ -7,6 +7,18 @@ use std::sync::Arc;
 
 /// A namespace-qualified element name. Two payloads with the same namespace URI and local name
 /// route the same way whatever prefix they were written with.
+///
+/// # Example
+///
+/// ```
+/// use agentpump::{Limits, Payload, QName};
+/// let add = QName::new("urn:example:calc:v1", "add");
+/// let written = Payload::parse(r#"<c:add xmlns:c="urn:example:calc:v1"/>"#, &Limits::default())?;
+/// assert_eq!(written.qname(), &add); // the prefix `c` is not part of the name
+/// assert_eq!((add.namespace(), add.local()), ("urn:example:calc:v1", "add"));
+/// assert_eq!("{urn:example:calc:v1}add".parse::<QName>()?, add); // Clark notation
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct QName {
     namespace: Arc<str>,

@@ -238,6 +238,24 @@ fn overs(
     out
 }
 
+/// Why [`Account::admit`] let nothing through.
+#[derive(Debug)]
+pub(crate) enum Admit<T> {
+    /// Budgets already spent past their limit, from the spender up (never empty).
+    Breached(Breaches),
+    /// The caller's own check refused.
+    Refused(T),
+    /// No room for the withdrawal.
+    NoRoom(Exhausted),
+}
+
+/// Every dimension of a locked chain spent *past* its limit ([`Account::breached`]).
+fn past_limit(guards: &[MutexGuard<'_, AccountState>]) -> Breaches {
+    overs(guards, |state, d| {
+        state.limit[d].is_some_and(|limit| state.spent.0[d] > limit)
+    })
+}
+
 /// The locked accounts of a chain, child first.
 type Guards<'a> = SmallVec<[MutexGuard<'a, AccountState>; 8]>;
 
@@ -302,6 +320,34 @@ impl Account {
         Ok(())
     }
 
+    /// The gate's one look at the chain, locked once: the budgets already spent past their
+    /// limit (`Breached`, every one named); else `first`, the caller's own check, run with the
+    /// chain locked (`Refused`); else `amount` withdrawn if every level has room (`NoRoom`).
+    /// Nothing is withdrawn on error. The same as [`Account::breached`], the check, then
+    /// [`Account::withdraw`], without locking and walking the chain twice per delivery.
+    pub fn admit<T>(
+        self: &Arc<Self>,
+        amount: Amount,
+        first: impl FnOnce() -> Option<T>,
+    ) -> Result<(), Admit<T>> {
+        let mut guards = self.lock_chain();
+        let breaches = past_limit(&guards);
+        if !breaches.is_empty() {
+            return Err(Admit::Breached(breaches));
+        }
+        if let Some(refused) = first() {
+            return Err(Admit::Refused(refused));
+        }
+        if amount.is_zero() {
+            return Ok(());
+        }
+        if let Some(exhausted) = overs(&guards, no_room_for(amount)).first().copied() {
+            return Err(Admit::NoRoom(exhausted));
+        }
+        spend(&mut guards, amount);
+        Ok(())
+    }
+
     /// Whether `amount` could be withdrawn now (nothing changes).
     pub fn check(self: &Arc<Self>, amount: Amount) -> Result<(), Exhausted> {
         let guards = self.lock_chain();
@@ -325,10 +371,7 @@ impl Account {
     /// named once. Spending a budget exactly is allowed: only going past it is a breach.
     /// Reservations for children do not count: they are promises, not spend.
     pub fn breached(self: &Arc<Self>) -> Breaches {
-        let guards = self.lock_chain();
-        overs(&guards, |state, d| {
-            state.limit[d].is_some_and(|limit| state.spent.0[d] > limit)
-        })
+        past_limit(&self.lock_chain())
     }
 
     /// Opens a child account. Dimensions the child's `budget` names are carved out of this one

@@ -56,19 +56,33 @@ impl CertificateType {
     }
 }
 
-impl FromStr for CertificateType {
-    type Err = String;
+/// A certificate name that is none of the five ([`CertificateType`]'s `FromStr`); it keeps the
+/// name it was given.
+///
+/// # Example
+///
+/// ```
+/// use agentpump::governor::{CertificateType, UnknownCertificate};
+/// assert_eq!("EXACT".parse::<CertificateType>(), Ok(CertificateType::Exact));
+/// let err = "PROVEN".parse::<CertificateType>().unwrap_err();
+/// assert_eq!(err, UnknownCertificate("PROVEN".to_owned()));
+/// assert!(err.to_string().starts_with("unknown certificate `PROVEN`, expected EXACT"));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown certificate `{0}`, expected EXACT, CONVERGED, TIMEOUT, BACKPRESSURE or DIVERGED")]
+pub struct UnknownCertificate(pub String);
 
-    fn from_str(s: &str) -> Result<Self, String> {
+impl FromStr for CertificateType {
+    type Err = UnknownCertificate;
+
+    fn from_str(s: &str) -> Result<Self, UnknownCertificate> {
         match s {
             "EXACT" => Ok(Self::Exact),
             "CONVERGED" => Ok(Self::Converged),
             "TIMEOUT" => Ok(Self::Timeout),
             "BACKPRESSURE" => Ok(Self::Backpressure),
             "DIVERGED" => Ok(Self::Diverged),
-            other => Err(format!(
-                "unknown certificate `{other}`, expected EXACT, CONVERGED, TIMEOUT, BACKPRESSURE or DIVERGED"
-            )),
+            other => Err(UnknownCertificate(other.to_owned())),
         }
     }
 }
@@ -353,7 +367,8 @@ impl GovernorMessage {
                     .unwrap_or_default()
                     .split_whitespace()
                     .map(CertificateType::from_str)
-                    .collect::<Result<Vec<_>, _>>()?;
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(|e| e.to_string())?;
                 let r_p = g.r_p.map(|v| decimal(&v, "r-p")).transpose()?;
                 let budget = g
                     .budget

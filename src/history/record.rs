@@ -51,7 +51,28 @@ pub struct NewRecord {
     pub pending: bool,
 }
 
-/// One entry of history.
+/// One entry of history: a message the pump accepted (or refused, or sent out), with where it
+/// belongs and its place in its thread's hash chain. Plain data; read it field by field.
+///
+/// # Example
+///
+/// ```
+/// # use agentpump::{PumpBuilder, Registration, QName, history::RecordKind, listeners::Echo};
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let say = QName::new("urn:example:say:v1", "say");
+/// let pump = PumpBuilder::new().register(Registration::new("echo", Echo).accepts(say.clone())).build()?;
+/// let thread = pump.post(None, None, r#"<say xmlns="urn:example:say:v1">hi</say>"#).await?.thread();
+/// pump.settle(thread).await;
+/// let records = pump.history(thread).await?;
+/// let (post, answer) = (&records[0], &records[1]);
+/// assert_eq!((&*post.from, post.to.as_deref(), post.kind), ("client", Some("echo"), RecordKind::Message));
+/// assert_eq!((&*answer.from, answer.to.as_deref(), answer.kind), ("echo", Some("client"), RecordKind::Egress));
+/// assert_eq!((answer.root.clone(), answer.in_reply_to), (say, Some(post.id)));
+/// assert!(post.seq < answer.seq && answer.thread == thread);
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Record {
     /// Global sequence number, starting at 1, in acceptance order.

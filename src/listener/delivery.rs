@@ -7,7 +7,57 @@ use super::notices::{self, Huh, SystemError, ThreadResult, ThreadSpawned};
 use crate::system::{SYSTEM_NS, SYSTEM_SENDER};
 use crate::{Envelope, MessageId, Payload, QName, ThreadId};
 
-/// One message delivered to one listener.
+/// One message delivered to one listener: what a handler reads.
+///
+/// - **What it says**: [`payload`](Self::payload) (the exact bytes of the payload) and its root
+///   [`qname`](Self::qname) — one of the roots the listener registered to accept, or a notice
+///   of the pump's own (`huh`, `system-error`, `thread-result`, `thread-spawned`);
+///   [`decode`](Self::decode) reads the payload into your own serde type.
+/// - **Who and where**: [`from`](Self::from) (a listener's name, `client` for outside input,
+///   `system` for the pump), [`thread`](Self::thread) (the conversation it arrived on, the one
+///   the handler's outputs go into), [`id`](Self::id) (this message's id), and
+///   [`in_reply_to`](Self::in_reply_to) (the message this one answers, when there is one).
+/// - **The pump's notices, read**: [`is_system`](Self::is_system), and one reader per notice,
+///   each `None` unless the delivery is that notice: [`thread_result`](Self::thread_result),
+///   [`system_error`](Self::system_error), [`huh`](Self::huh),
+///   [`thread_spawned`](Self::thread_spawned).
+/// - [`envelope`](Self::envelope): the whole envelope, for what the above does not cover.
+///
+/// # Example
+///
+/// A listener that answers outside input and ignores the pump's notices; the answer goes to the
+/// sender (`client`) in the same thread, and names the message it answers.
+///
+/// ```
+/// use agentpump::{Context, Delivery, Listener, ListenerError, PumpBuilder, QName, Registration, async_trait};
+///
+/// struct Greeter;
+///
+/// #[async_trait]
+/// impl Listener for Greeter {
+///     async fn handle(&self, msg: &Delivery, cx: &mut Context) -> Result<(), ListenerError> {
+///         if msg.is_system() {
+///             return Ok(()); // a notice of the pump's: nothing to answer
+///         }
+///         assert_eq!(msg.from(), "client");
+///         assert_eq!(msg.qname().local(), "hello");
+///         assert!(msg.in_reply_to().is_none()); // a new message, answering none
+///         cx.reply(r#"<greeting xmlns="urn:example:hello:v1">Hello!</greeting>"#);
+///         Ok(())
+///     }
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let hello = QName::new("urn:example:hello:v1", "hello");
+/// let pump = PumpBuilder::new().register(Registration::new("greeter", Greeter).accepts(hello)).build()?;
+/// let receipt = pump.post(None, None, r#"<hello xmlns="urn:example:hello:v1"/>"#).await?;
+/// pump.settle(receipt.thread()).await;
+/// let history = pump.history(receipt.thread()).await?;
+/// assert_eq!(history[1].in_reply_to, Some(receipt.ids()[0])); // the reply names the hello
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone)]
 pub struct Delivery {
     envelope: Envelope,
@@ -18,42 +68,51 @@ impl Delivery {
         Self { envelope }
     }
 
-    /// The whole envelope.
+    /// The whole envelope: the fields below, and its recipient ([`Envelope::to`]).
     pub fn envelope(&self) -> &Envelope {
         &self.envelope
     }
 
-    /// The message id.
+    /// This message's id, as recorded in history (what a reply to it names in `in_reply_to`).
     pub fn id(&self) -> MessageId {
         self.envelope.id()
     }
 
-    /// Who sent it: a listener name, `client` for outside senders, or `system` for the pump.
+    /// Who sent it: a listener's name, `client` for input from outside the pump, or `system`
+    /// for the pump's own notices.
     pub fn from(&self) -> &str {
         self.envelope.from()
     }
 
-    /// The thread it arrived on.
+    /// The thread it arrived on: the conversation this delivery belongs to, and where the
+    /// handler's outputs are recorded and routed.
     pub fn thread(&self) -> ThreadId {
         self.envelope.thread()
     }
 
-    /// The message it answers, if any.
+    /// The message this one answers. `Some` for a listener's [`Context::reply`](crate::Context::reply)
+    /// (the message it replied to), a pump notice (the delivery it is about), and outside
+    /// input that named one; `None` for outside input that named none and for what a listener
+    /// sent or emitted without replying.
     pub fn in_reply_to(&self) -> Option<MessageId> {
         self.envelope.in_reply_to()
     }
 
-    /// The payload.
+    /// The payload, with its exact bytes ([`Payload::as_str`]) as the sender wrote them.
     pub fn payload(&self) -> &Payload {
         self.envelope.payload()
     }
 
-    /// The payload's root name.
+    /// The payload's root: namespace URI and local name (never the prefix). One of the roots
+    /// the listener registered to accept, unless [`is_system`](Self::is_system).
     pub fn qname(&self) -> &QName {
         self.envelope.payload().qname()
     }
 
-    /// True for a message the pump emitted (`huh`, `system-error`, `thread-result`, …).
+    /// True for a notice the pump sent (`huh`, `system-error`, `thread-result`,
+    /// `thread-spawned`, …): sent by `system` in the pump's own namespace. Every listener may
+    /// receive these whatever roots it accepts; a listener that has nothing to do with them
+    /// returns `Ok(())`.
     pub fn is_system(&self) -> bool {
         self.envelope.from() == SYSTEM_SENDER && self.qname().namespace() == SYSTEM_NS
     }
@@ -117,17 +176,20 @@ impl Delivery {
         notices::thread_result(self.system("thread-result")?)
     }
 
-    /// A `system-error` (a delivery of this listener's failed, or a budget warning), read.
+    /// A `system-error`, read: a message this listener sent could not be delivered or its
+    /// handler failed, or a budget warning (code `budget-warning`). `None` for any other message.
     pub fn system_error(&self) -> Option<SystemError> {
         notices::system_error(self.system("system-error")?)
     }
 
-    /// A `huh` (a payload this listener emitted was refused), read.
+    /// A `huh`, read: a payload this listener emitted was refused (malformed, unroutable, not
+    /// allowed), with the code and the reason. `None` for any other message.
     pub fn huh(&self) -> Option<Huh> {
         notices::huh(self.system("huh")?)
     }
 
-    /// A `thread-spawned` (the answer to this listener's `spawn-thread`), read.
+    /// A `thread-spawned`, read: the answer to this listener's `spawn-thread`, naming the child
+    /// thread. `None` for any other message.
     pub fn thread_spawned(&self) -> Option<ThreadSpawned> {
         notices::thread_spawned(self.system("thread-spawned")?)
     }

@@ -34,6 +34,23 @@ impl Role {
 
 /// A listener and how the pump should treat it. Built with [`Registration::new`] and the
 /// methods that follow; checked by [`PumpBuilder::build`](crate::PumpBuilder::build).
+///
+/// # Example
+///
+/// ```
+/// use std::time::Duration;
+/// use agentpump::{PumpBuilder, QName, Registration, Role, listeners::Echo};
+///
+/// let echo = Registration::new("echo", Echo)
+///     .accepts(QName::new("urn:example:say:v1", "say"))
+///     .description("says back what it is told")
+///     .timeout(Duration::from_secs(5));
+/// assert_eq!((echo.name(), echo.listener_role()), ("echo", Role::Tool)); // a tool unless told
+/// assert_eq!(echo.roots().len(), 1);
+/// let twice = Registration::new("echo", Echo).accepts(QName::new("urn:example:say:v1", "shout"));
+/// let refused = PumpBuilder::new().register(echo).register(twice).build().unwrap_err();
+/// assert_eq!(refused.to_string(), "listener name `echo` is registered twice");
+/// ```
 #[derive(Clone)]
 pub struct Registration {
     pub(crate) name: Arc<str>,

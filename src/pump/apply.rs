@@ -67,6 +67,9 @@ impl Applying<'_> {
     /// Tells the listener about its refused outputs: one notice per kind of refusal, the
     /// first of its kind, counting the others.
     pub fn tell_refusals(&mut self) {
+        if self.refusals.is_empty() {
+            return; // the usual case: nothing to take out
+        }
         for (notice, count) in std::mem::take(&mut self.refusals) {
             let notice = if count > 1 {
                 notice.summarizing(count)

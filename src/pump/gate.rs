@@ -9,7 +9,7 @@ use tokio::time::Instant;
 
 use super::Shared;
 use crate::Envelope;
-use crate::governor::budget::{Account, Amount, BudgetName};
+use crate::governor::budget::{Account, Admit, Amount, BudgetName};
 use crate::governor::ledger::Ledger;
 use crate::governor::{HaltClass, Verdict};
 use crate::listener::{Registration, Role, Usage};
@@ -73,37 +73,44 @@ impl Shared {
         if l.queue_full_streak >= policy.queue_full_limit {
             return Admission::Halt(Verdict::backpressure("queue-full"));
         }
-        if l.deadline.is_some_and(|d| Instant::now() >= d) {
+        // One reading of the clock serves the deadline and the wall-clock warning.
+        let now = Instant::now();
+        if l.deadline.is_some_and(|d| now >= d) {
             return Admission::Halt(Verdict::timeout(BudgetName::WallClock));
-        }
-        if let Some(verdict) = Verdict::breach(&l.account.breached()) {
-            return Admission::Halt(verdict);
         }
         let env = &item.envelope;
         let cost = Cost::of(env, &self.listeners[item.target]);
-        // Outside input is the caller's choice, and the governor's own notices are not part of
-        // a conversation; loops are made of what listeners and the pump emit.
-        if env.from() != CLIENT_SENDER
-            && !cost.free
-            && l.cycles(
-                env.from(),
-                listener,
-                env.payload().as_str(),
-                policy.no_progress_window,
-                policy.cycle_max_period,
-            )
-        {
-            return Admission::Halt(Verdict::new(HaltClass::NoProgress, "repeated-message"));
+        // Budgets breached, then cycles, then the withdrawal: under one lock of the account chain.
+        let account = Arc::clone(&l.account);
+        let admitted = account.admit(cost.amount(), || {
+            // Outside input is the caller's choice, and the governor's own notices are not part
+            // of a conversation; loops are made of what listeners and the pump emit.
+            let cycle = env.from() != CLIENT_SENDER
+                && !cost.free
+                && l.cycles(
+                    env.from(),
+                    listener,
+                    env.payload().as_str(),
+                    policy.no_progress_window,
+                    policy.cycle_max_period,
+                );
+            cycle.then(|| Verdict::new(HaltClass::NoProgress, "repeated-message"))
+        });
+        let refused = match admitted {
+            Ok(()) => None,
+            Err(Admit::Breached(breaches)) => Verdict::breach(&breaches),
+            Err(Admit::Refused(verdict)) => Some(verdict),
+            Err(Admit::NoRoom(e)) => Some(Verdict::timeout(e.budget)),
+        };
+        if let Some(verdict) = refused {
+            return Admission::Halt(verdict);
         }
-        if let Err(e) = l.account.withdraw(cost.amount()) {
-            return Admission::Halt(Verdict::timeout(e.budget));
-        }
-        let warnings = warnings(l, policy.warning_fraction);
+        let warnings = warnings(l, policy.warning_fraction, now);
         Admission::Go {
             view,
             deadline: l.deadline,
             warnings,
-            account: Arc::clone(&l.account),
+            account,
             cost,
         }
     }
@@ -153,7 +160,7 @@ impl Cost {
 }
 
 /// One `budget-warning` per budget that crossed the warning fraction and was not warned about.
-fn warnings(ledger: &mut Ledger, fraction: Decimal) -> Vec<SystemMessage> {
+fn warnings(ledger: &mut Ledger, fraction: Decimal, now: Instant) -> Vec<SystemMessage> {
     let mut out = Vec::new();
     for line in ledger.account.snapshot() {
         let (name, spent) = (line.name, line.spent);
@@ -169,11 +176,11 @@ fn warnings(ledger: &mut Ledger, fraction: Decimal) -> Vec<SystemMessage> {
     }
     if let Some(deadline) = ledger.deadline {
         let total = deadline.saturating_duration_since(ledger.started);
-        let used = ledger.started.elapsed();
+        let used = now.saturating_duration_since(ledger.started);
         let crossed = Decimal::from(used.as_millis() as u64)
             >= Decimal::from(total.as_millis() as u64) * fraction;
         if !total.is_zero() && crossed && ledger.first_warning(BudgetName::WallClock) {
-            let left = deadline.saturating_duration_since(Instant::now());
+            let left = deadline.saturating_duration_since(now);
             let message = format!(
                 "budget max-wall-clock: {} ms remain; wrap up",
                 left.as_millis()

@@ -16,7 +16,24 @@ use crate::system::{CLIENT_SENDER, ErrorCode, SystemMessage, ThreadErrorCode, at
 use crate::thread::registry::ThreadEntry;
 use crate::{Dialect, Envelope, EnvelopeError, Incoming, MessageId, Payload, ThreadId};
 
-/// What an accepted outside message became.
+/// What an accepted outside message became: the thread it went into and its message ids. It
+/// is returned once the message is recorded in history.
+///
+/// # Example
+///
+/// ```
+/// # use agentpump::{PumpBuilder, Registration, QName, listeners::Echo};
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let say = QName::new("urn:example:say:v1", "say");
+/// let pump = PumpBuilder::new().register(Registration::new("echo", Echo).accepts(say)).build()?;
+/// let receipt = pump.post(None, None, r#"<say xmlns="urn:example:say:v1">hi</say>"#).await?;
+/// assert_eq!(receipt.ids().len(), 1); // one listener accepts <say>
+/// pump.settle(receipt.thread()).await;
+/// assert_eq!(pump.history(receipt.thread()).await?[0].id, receipt.ids()[0]);
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Receipt {
     thread: ThreadId,
