@@ -8,6 +8,7 @@ pub mod error;
 pub mod inspect;
 pub mod organism;
 pub mod process_check;
+pub mod process_run;
 pub mod remote;
 mod resolve;
 pub mod run;

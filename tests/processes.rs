@@ -543,3 +543,91 @@ async fn a_restart_mid_par_finishes_the_join_without_rerunning_answered_children
     }
     assert_eq!(second_calls, 1, "only the child in flight runs again");
 }
+
+/// Runs the safety policy of listeners/processes/safety.aps on the pump.
+async fn safety(ts: &str, hsc: &str, violation: bool, npr: &str) -> (Value, Value) {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let text = std::fs::read_to_string("listeners/processes/safety.aps").unwrap();
+    let pump = pump_with(&text, &calls);
+    let call = Call::new("safety")
+        .id("s")
+        .arg("ts", num(ts))
+        .arg("hsc", num(hsc))
+        .arg(
+            "sty_json",
+            Value::from_json(&format!(r#"{{"policy_violation": {violation}}}"#)).unwrap(),
+        )
+        .arg("npr", npr);
+    let (_, records) = {
+        let thread = pump
+            .post(None, Some("safety"), &call.to_xml())
+            .await
+            .unwrap()
+            .thread();
+        pump.settle(thread).await;
+        (thread, pump.history(thread).await.unwrap())
+    };
+    let f = fields(&records);
+    (f["rec"].clone(), f["harm"].clone())
+}
+
+#[tokio::test]
+async fn the_safety_policy_decides_at_its_boundaries() {
+    // 03 safety_policy: "defaults: { THR: 0.90, HARM_THR: 0.40 }", "HARM := (HSC ≥ HARM_THR)
+    // OR (STY_JSON.policy_violation = true)", "IF TS ≥ THR AND HARM=false: REC := \"PROCEED\"
+    // ELSE IF NPR != \"\": REC := \"PROCEED_WITH_CAUTION\" ELSE: REC := \"HOLD_FOR_REVIEW\"".
+    let cases = [
+        (("0.90", "0.39", false, ""), ("PROCEED", false)),
+        (("0.89", "0.39", false, ""), ("HOLD_FOR_REVIEW", false)),
+        (
+            ("0.89", "0.39", false, "note"),
+            ("PROCEED_WITH_CAUTION", false),
+        ),
+        (("0.95", "0.40", false, ""), ("HOLD_FOR_REVIEW", true)),
+        (
+            ("0.95", "0.40", false, "note"),
+            ("PROCEED_WITH_CAUTION", true),
+        ),
+        (("0.95", "0.10", true, ""), ("HOLD_FOR_REVIEW", true)),
+    ];
+    for ((ts, hsc, violation, npr), (rec, harm)) in cases {
+        let got = safety(ts, hsc, violation, npr).await;
+        assert_eq!(
+            got,
+            (Value::from(rec), Value::Bool(harm)),
+            "TS={ts} HSC={hsc} violation={violation} NPR={npr:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn the_planner_fans_out_to_worker_processes_with_the_real_calculator() {
+    // The demo's planner: PAR over three `worker` processes (child threads), each USEing the
+    // calculator tool (the real one, through the tool adapter), JOINed in lexical order.
+    let text = std::fs::read_to_string("listeners/processes/planner.aps").unwrap();
+    let program = Program::parse(&text).unwrap();
+    let mut b = PumpBuilder::new().register(agentpump::tool::register(
+        agentpump::listeners::calculator::Calculator,
+    ));
+    for id in program.process_ids() {
+        b = b.register(
+            ProcessListener::new(Arc::clone(&program), id)
+                .unwrap()
+                .registration(),
+        );
+    }
+    let pump = b.build().unwrap();
+    let start = format!(
+        r#"<plan xmlns="{DEMO}"><left>12.5 * 4</left><middle>1 / 0</middle><right>0.1 + 0.2</right></plan>"#
+    );
+    let (thread, records) = run(&pump, &start).await;
+    let f = fields(&records);
+    // The middle part divides by zero: its worker RECOVERs (TELL, SET VALUE := 0).
+    assert_eq!(f["parts"].to_json(), "[50,0,0.3]");
+    assert_eq!(f["total"], num("50.3"));
+    assert_eq!(
+        pump.tree(thread).len(),
+        1 + 3,
+        "the planner and one child thread per worker"
+    );
+}

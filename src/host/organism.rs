@@ -235,6 +235,10 @@ struct ListenerSection {
     definition: Option<Spanned<String>>,
     /// The role prompt inline.
     prompt: Option<String>,
+    // `kind = "process"`: the APS file (relative to the organism file) holding the process
+    // named like the listener, and its statements per turn.
+    file: Option<Spanned<String>>,
+    steps_per_turn: Option<u64>,
 }
 
 impl Organism {
@@ -402,13 +406,7 @@ impl Organism {
                     )
                 })?
             }
-            kind @ "process" => {
-                return Err(self.at(
-                    origin,
-                    &l.kind,
-                    format!("kind `{kind}` is not available in this build yet; use `builtin`"),
-                ));
-            }
+            "process" => return self.process(origin, l),
             other => {
                 return Err(self.at(
                     origin,
@@ -517,6 +515,62 @@ impl Organism {
 }
 
 impl Organism {
+    /// A `kind = "process"` listener: the process named like the listener, from `file`,
+    /// registered with its triggers, tool calls and the tools it calls as peers (plus any
+    /// `peers` the section names).
+    fn process(&self, origin: &str, l: &ListenerSection) -> Result<Registration, HostError> {
+        use crate::process::engine::{ProcessListener, Program};
+        let file = l.file.as_ref().ok_or_else(|| {
+            self.at(
+                origin,
+                &l.kind,
+                "a process listener needs `file = \"….aps\"`".into(),
+            )
+        })?;
+        let path = self.base.join(file.get_ref());
+        let text = std::fs::read_to_string(&path)
+            .map_err(|e| self.at(origin, file, format!("cannot read {}: {e}", path.display())))?;
+        let program = Program::parse(&text).map_err(|e| {
+            let first =
+                e.0.first()
+                    .map(|d| d.render(&path.display().to_string(), &text));
+            self.at(
+                origin,
+                file,
+                format!(
+                    "{} has {} error(s) (agentpump process check shows them all):\n{}",
+                    path.display(),
+                    e.0.len(),
+                    first.unwrap_or_default()
+                ),
+            )
+        })?;
+        let name = l.name.get_ref();
+        let mut listener = ProcessListener::new(program, name).map_err(|_| {
+            self.at(
+                origin,
+                &l.name,
+                format!(
+                    "{} has no <process id=\"{name}\">: a process listener is named after its process",
+                    path.display()
+                ),
+            )
+        })?;
+        if let Some(steps) = l.steps_per_turn {
+            listener = listener.steps_per_turn(steps);
+        }
+        let mut peers = listener.references();
+        peers.extend(l.peers.iter().cloned());
+        let mut r = listener.registration().peers(peers);
+        if let Some(description) = &l.description {
+            r = r.description(description.clone());
+        }
+        if let Some(timeout) = l.timeout_ms {
+            r = r.timeout(Duration::from_millis(timeout));
+        }
+        Ok(r)
+    }
+
     /// A `kind = "llm"` listener: an [`LlmAgent`] with its peers described to the model.
     fn llm(
         &self,
@@ -737,7 +791,7 @@ mod tests {
             ),
             (
                 "[[listener]]\nname = \"a\"\nkind = \"process\"\n",
-                "organism.toml:3: kind `process` is not available",
+                "organism.toml:3: a process listener needs `file",
             ),
             (
                 "[[listener]]\nname = \"a\"\nkind = \"builtin\"\nbuiltin = \"oracle\"\n",

@@ -1,6 +1,8 @@
 //! `agentpump process check FILE…`: read, parse and statically check process files, print
 //! every diagnostic (rustc-style, or one JSON object per line for editors), and fail if any
-//! is a hard error.
+//! is a hard error. `agentpump process run FILE --input k=v …`: run a process on an
+//! in-process pump with the organism's tools and print its transcript and RETURN
+//! (`process_run.rs`).
 
 use std::path::PathBuf;
 
@@ -21,6 +23,9 @@ pub enum ProcessCommand {
         #[arg(long, value_enum, default_value_t = Format::Text)]
         format: Format,
     },
+    /// Run a process on an in-process pump: print its transcript and its RETURN; exit 1 when
+    /// it fails.
+    Run(super::process_run::RunArgs),
 }
 
 /// How diagnostics are printed.
@@ -35,7 +40,10 @@ pub enum Format {
 
 /// Runs a `process` subcommand: the text to print, and an error message when it failed.
 pub fn run(command: ProcessCommand) -> (String, Result<(), HostError>) {
-    let ProcessCommand::Check { files, format } = command;
+    let (files, format) = match command {
+        ProcessCommand::Check { files, format } => (files, format),
+        ProcessCommand::Run(args) => return super::process_run::run(&args),
+    };
     let (mut out, mut errors, mut failed) = (String::new(), 0, Vec::new());
     for file in &files {
         match std::fs::read_to_string(file) {

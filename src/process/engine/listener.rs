@@ -257,16 +257,14 @@ impl ProcessListener {
             let name = &arg.name.name;
             let Some(v) = input.get(name).cloned() else {
                 return Err(format!(
-                    "{} {}: argument `{name}` ({}) is missing",
-                    Code::ProcessArgsMismatch.as_str(),
+                    "{}: argument `{name}` ({}) is missing",
                     Code::ProcessArgsMismatch.name(),
                     arg.ty
                 ));
             };
             let v = typed_input(&arg.ty, v).map_err(|m| {
                 format!(
-                    "{} {}: argument `{name}`: {m}",
-                    Code::ProcessArgsMismatch.as_str(),
+                    "{}: argument `{name}`: {m}",
                     Code::ProcessArgsMismatch.name()
                 )
             })?;

@@ -1,0 +1,152 @@
+//! `agentpump process run FILE --input k=v …`: runs one process of a file on an in-process
+//! pump (memory history, no network) with the organism's tools — or, without `--organism`,
+//! with the calculator — and prints the transcript of its thread tree and its RETURN.
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Args;
+
+use super::organism::Organism;
+use crate::host::HostError;
+use crate::process::engine::{ProcessListener, Program};
+use crate::tool::{Answer, Call, TOOL_NS};
+use crate::value::Value;
+use crate::{Payload, PumpBuilder, PumpHandle, ThreadId};
+
+/// `process run`'s arguments.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The process file.
+    pub file: PathBuf,
+    /// The process to run (default: the file's first).
+    #[arg(long)]
+    pub process: Option<String>,
+    /// An input argument, `name=value` (repeatable); typed as the process declares it.
+    #[arg(long = "input", value_name = "NAME=VALUE")]
+    pub inputs: Vec<String>,
+    /// An organism file whose listeners (the tools) run alongside; default: the calculator.
+    #[arg(long)]
+    pub organism: Option<PathBuf>,
+    /// Give up after this many seconds.
+    #[arg(long, default_value_t = 60)]
+    pub timeout_secs: u64,
+}
+
+/// Runs the process; the text to print, and an error when it did not return.
+pub fn run(args: &RunArgs) -> (String, Result<(), HostError>) {
+    let mut out = String::new();
+    let result = run_into(args, &mut out);
+    (out, result)
+}
+
+fn run_into(args: &RunArgs, out: &mut String) -> Result<(), HostError> {
+    let name = args.file.display().to_string();
+    let text = std::fs::read_to_string(&args.file).map_err(|e| HostError::Io {
+        path: args.file.clone(),
+        source: e,
+    })?;
+    let program = Program::parse(&text).map_err(|e| {
+        for d in &e.0 {
+            let _ = writeln!(out, "{}", d.render(&name, &text));
+        }
+        HostError::Check(format!("{name}: {} errors; nothing ran", e.0.len()))
+    })?;
+    let id = match &args.process {
+        Some(id) => id.clone(),
+        None => program
+            .process_ids()
+            .first()
+            .map(|s| (*s).to_owned())
+            .ok_or_else(|| HostError::Usage(format!("{name} has no process")))?,
+    };
+    let mut call = Call::new(&id).id("run");
+    for input in &args.inputs {
+        let (k, v) = input
+            .split_once('=')
+            .ok_or_else(|| HostError::Usage(format!("--input `{input}`: write name=value")))?;
+        call = call.arg(k, v);
+    }
+    let mut builder = match &args.organism {
+        Some(path) => Organism::load(path)?.builder(&path.display().to_string())?,
+        None => PumpBuilder::new().register(crate::tool::register(
+            crate::listeners::calculator::Calculator,
+        )),
+    };
+    for pid in program.process_ids() {
+        let listener = ProcessListener::new(Arc::clone(&program), pid).map_err(HostError::Usage)?;
+        builder = builder.register(listener.registration());
+    }
+    let pump = builder.build()?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(HostError::System)?;
+    let limit = Duration::from_secs(args.timeout_secs);
+    runtime.block_on(async {
+        let thread = pump
+            .post(None, Some(&id), &call.to_xml())
+            .await
+            .map_err(|e| HostError::Ingress(Box::new(e)))?
+            .thread();
+        tokio::time::timeout(limit, pump.settle(thread))
+            .await
+            .map_err(|_| {
+                HostError::Unsettled(format!("the process did not end within {limit:?}"))
+            })?;
+        transcript(&pump, thread, 0, out).await?;
+        answer(&pump, thread, out).await
+    })
+}
+
+/// One line per record of `thread`, children indented under the record that spawned them.
+async fn transcript(
+    pump: &PumpHandle,
+    thread: ThreadId,
+    depth: usize,
+    out: &mut String,
+) -> Result<(), HostError> {
+    let records = pump.history(thread).await?;
+    let indent = "  ".repeat(depth);
+    for r in &records {
+        let to = r.to.as_deref().unwrap_or("(recorded)");
+        let _ = writeln!(
+            out,
+            "{indent}{:>6}  {} → {to}  {}",
+            r.seq, r.from, r.payload
+        );
+        if r.root.local() == "thread-spawned" {
+            if let Some(child) = crate::listener::notices::thread_spawned(&r.payload) {
+                Box::pin(transcript(pump, child.child(), depth + 1, out)).await?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The RETURN the client got, printed as JSON; an error when the process failed.
+async fn answer(pump: &PumpHandle, thread: ThreadId, out: &mut String) -> Result<(), HostError> {
+    let records = pump.history(thread).await?;
+    let found = records.iter().rev().find_map(|r| {
+        let p = Payload::parse(&r.payload, &crate::Limits::default()).ok()?;
+        (p.qname().namespace() == TOOL_NS && r.to.as_deref() == Some("client"))
+            .then(|| Answer::parse(&p))
+            .flatten()
+            .and_then(Result::ok)
+    });
+    match found {
+        Some(Answer::Result(r)) => {
+            let _ = writeln!(out, "RETURN {}", Value::Object(r.fields).to_json());
+            Ok(())
+        }
+        Some(Answer::Error(e)) => Err(HostError::Check(format!(
+            "the process failed: {}",
+            e.message
+        ))),
+        None => Err(HostError::Unsettled(
+            "the process ended without answering (halted? see the transcript)".into(),
+        )),
+    }
+}
