@@ -22,8 +22,8 @@ pub use echo::Echo;
 pub use llm::{LlmAgent, LlmConfig};
 
 use scripted::{
-    DEMO_NS, ScriptedAuthor, ScriptedNewton, ScriptedPingPong, ScriptedPlanner, ScriptedRunaway,
-    ScriptedVerifier, ScriptedWorker,
+    DEMO_NS, ScriptedAuthor, ScriptedPingPong, ScriptedPlanner, ScriptedRunaway, ScriptedVerifier,
+    ScriptedWorker,
 };
 
 use crate::tool::TOOL_NS;
@@ -91,7 +91,7 @@ impl BuiltinRow {
 }
 
 /// Every builtin listener, in the order error messages list them.
-pub const TABLE: [BuiltinRow; 10] = [
+pub const TABLE: [BuiltinRow; 9] = [
     BuiltinRow {
         name: "echo",
         make: || Arc::new(Echo),
@@ -107,14 +107,6 @@ pub const TABLE: [BuiltinRow; 10] = [
         role: Role::Tool,
         description: "evaluates arithmetic exactly, in decimals",
         example: r#"<calc xmlns="urn:agentpump:calc:v1">(1 + 2) / 4</calc>"#,
-    },
-    BuiltinRow {
-        name: "scripted-newton",
-        make: || Arc::new(ScriptedNewton),
-        roots: &[(DEMO_NS, "sqrt"), (DEMO_NS, "guess")],
-        role: Role::Agent,
-        description: "approaches a square root by Newton's method (scripted agent)",
-        example: "",
     },
     BuiltinRow {
         name: "scripted-planner",

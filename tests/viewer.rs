@@ -18,8 +18,6 @@ mod browser;
 use std::sync::Arc;
 use std::time::Duration;
 
-use agentpump::host::demo::DEMO_ORGANISM;
-use agentpump::host::organism::Organism;
 use agentpump::{PumpHandle, ThreadId, ThreadState};
 use browser::Browser;
 use support::Scratch;
@@ -29,8 +27,8 @@ const TOKEN: &str = "viewer-test-token-0123456789";
 /// The demo's starting messages (as `agentpump demo` posts them): addressee and payload.
 const STARTS: [(&str, &str); 5] = [
     (
-        "scripted-newton",
-        r#"<sqrt xmlns="urn:agentpump:demo:v1" of="2"/>"#,
+        "newton",
+        r#"<sqrt xmlns="urn:agentpump:demo:v1" target="2"/>"#,
     ),
     (
         "scripted-planner",
@@ -50,7 +48,7 @@ const STARTS: [(&str, &str); 5] = [
 /// The demo organism on a SQLite history in `scratch`, its five threads settled.
 async fn demo(scratch: &Scratch) -> (PumpHandle, Vec<ThreadId>) {
     let origin = "listeners/demo/organism.toml";
-    let organism = Organism::parse(DEMO_ORGANISM, origin).unwrap();
+    let organism = agentpump::host::demo::organism().unwrap();
     let store = organism.open_store_at(&scratch.db()).unwrap();
     let pump = organism
         .builder(origin)

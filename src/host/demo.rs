@@ -15,12 +15,37 @@ use crate::{PumpHandle, ThreadId};
 /// The demo organism, built into the binary so the demo runs from anywhere.
 pub const DEMO_ORGANISM: &str = include_str!("../../listeners/demo/organism.toml");
 
-/// The demo's starting messages: (what it shows, addressee, payload).
-const STARTS: [(&str, &str, &str); 5] = [
+/// The process files the demo organism names, built into the binary with it.
+const EMBEDDED: [(&str, &str); 2] = [
     (
-        "Newton's method for √2, reporting exact residuals until CONVERGED",
-        "scripted-newton",
-        r#"<sqrt xmlns="urn:agentpump:demo:v1" of="2"/>"#,
+        "../processes/newton.aps",
+        include_str!("../../listeners/processes/newton.aps"),
+    ),
+    (
+        "../processes/planner.aps",
+        include_str!("../../listeners/processes/planner.aps"),
+    ),
+];
+
+/// The demo organism, its process files embedded: what `agentpump demo` builds its pump from.
+///
+/// # Errors
+///
+/// Only if the built-in organism text is broken (a test keeps it whole).
+pub fn organism() -> Result<Organism, HostError> {
+    let mut organism = Organism::parse(DEMO_ORGANISM, "listeners/demo/organism.toml")?;
+    for (path, text) in EMBEDDED {
+        organism.embed(path, text);
+    }
+    Ok(organism)
+}
+
+/// The demo's starting messages: (what it shows, addressee, payload).
+pub const STARTS: [(&str, &str, &str); 6] = [
+    (
+        "Newton's method for √2 as a process: the calculator tool, exact residuals, CONVERGED",
+        "newton",
+        r#"<sqrt xmlns="urn:agentpump:demo:v1" target="2"/>"#,
     ),
     (
         "a plan fanned out to three child threads with budget carve-outs",
@@ -42,6 +67,11 @@ const STARTS: [(&str, &str, &str); 5] = [
         "scripted-ping",
         r#"<ball xmlns="urn:agentpump:demo:v1"/>"#,
     ),
+    (
+        "a planner process: PAR over three worker processes (child threads), JOIN in lexical order",
+        "planner",
+        "<plan xmlns=\"urn:agentpump:demo:v1\"><left>12.5 * 4</left><middle>(1 + 2 + 3) / 4</middle><right>0.1 + 0.2</right></plan>",
+    ),
 ];
 
 /// Runs the demo, writing its history to `db` (default: the organism's `agentpump-demo.db` in
@@ -52,7 +82,7 @@ const STARTS: [(&str, &str, &str); 5] = [
 /// One line saying what failed (the database cannot be written, the pump does not build).
 pub fn run(db: Option<PathBuf>) -> Result<String, HostError> {
     let origin = "listeners/demo/organism.toml";
-    let organism = Organism::parse(DEMO_ORGANISM, origin)?;
+    let organism = organism()?;
     let db = db.unwrap_or_else(|| organism.store.path.clone());
     remove_database(&db)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -196,7 +226,7 @@ async fn show(pump: &PumpHandle, roots: &[ThreadId]) -> Result<String, HostError
     }
     let _ = writeln!(
         out,
-        "\nTranscript of the √2 thread (the agent asks the calculator, reports its residual, iterates):"
+        "\nTranscript of the √2 thread (the process calls the calculator, reports its residual, loops):"
     );
     let records = pump.history(roots[0]).await?;
     out.push_str(&export::transcript(&records, 2));
@@ -221,6 +251,13 @@ async fn show(pump: &PumpHandle, roots: &[ThreadId]) -> Result<String, HostError
     let collected = pump.history(roots[1]).await?;
     if let Some(answer) = collected.iter().rfind(|r| r.root.is(DEMO_NS, "collected")) {
         let _ = writeln!(out, "\nThe planner collected: {}", answer.payload);
+    }
+    let returned = pump.history(roots[5]).await?;
+    if let Some(answer) = returned
+        .iter()
+        .rfind(|r| r.kind == crate::history::RecordKind::Egress)
+    {
+        let _ = writeln!(out, "The planner process returned: {}", answer.payload);
     }
     Ok(out)
 }

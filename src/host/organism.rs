@@ -48,6 +48,10 @@ pub struct Organism {
     text: String,
     #[serde(skip)]
     base: PathBuf,
+    /// Files given with the organism text instead of read from disk (the demo's, built into
+    /// the binary): path as the organism writes it, and the text.
+    #[serde(skip)]
+    embedded: Vec<(String, &'static str)>,
 }
 
 /// `[tools]`: one table per tool that needs a policy.
@@ -255,6 +259,12 @@ impl Organism {
         })?;
         organism.text = text.to_owned();
         Ok(organism)
+    }
+
+    /// Gives the text of a file the organism names (`file = "…"` of a process listener), so
+    /// that it is not read from disk: how the demo, built into the binary, runs from anywhere.
+    pub fn embed(&mut self, path: &str, text: &'static str) {
+        self.embedded.push((path.to_owned(), text));
     }
 
     /// Reads and parses an organism file.
@@ -528,8 +538,13 @@ impl Organism {
             )
         })?;
         let path = self.base.join(file.get_ref());
-        let text = std::fs::read_to_string(&path)
-            .map_err(|e| self.at(origin, file, format!("cannot read {}: {e}", path.display())))?;
+        let embedded = self.embedded.iter().find(|(p, _)| p == file.get_ref());
+        let text = match embedded {
+            Some((_, text)) => (*text).to_owned(),
+            None => std::fs::read_to_string(&path).map_err(|e| {
+                self.at(origin, file, format!("cannot read {}: {e}", path.display()))
+            })?,
+        };
         let program = Program::parse(&text).map_err(|e| {
             let first =
                 e.0.first()

@@ -4,13 +4,11 @@
 //! one mistakes them for models.
 
 mod author;
-mod newton;
 mod pingpong;
 mod planner;
 mod runaway;
 
 pub use author::{ScriptedAuthor, ScriptedVerifier};
-pub use newton::ScriptedNewton;
 pub use pingpong::ScriptedPingPong;
 pub use planner::{ScriptedPlanner, ScriptedWorker};
 pub use runaway::ScriptedRunaway;

@@ -115,3 +115,75 @@ fn a_missing_file_fails() {
         "{stderr}"
     );
 }
+
+fn run(args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_agentpump"))
+        .args(["process", "run"])
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
+#[test]
+fn process_run_prints_the_transcript_and_the_return() {
+    // Issue 15: "`agentpump process run FILE --input k=v …` (in-process with the organism's
+    // tools, prints the transcript and the RETURN)".
+    let (ok, stdout, stderr) = run(&["listeners/processes/newton.aps", "--input", "target=2"]);
+    assert!(ok, "{stdout}{stderr}");
+    assert!(stdout.contains("newton → calculator"), "{stdout}");
+    let last = stdout.lines().last().unwrap();
+    assert!(
+        last.starts_with("RETURN {\"residual\":") && last.contains("\"root\":1.41421356237"),
+        "{last}"
+    );
+    // The planner's workers run in child threads, shown indented under the parent.
+    let (ok, stdout, stderr) = run(&[
+        "listeners/processes/planner.aps",
+        "--input",
+        "left=1 + 1",
+        "--input",
+        "middle=2 * 3",
+        "--input",
+        "right=10 / 4",
+    ]);
+    assert!(ok, "{stdout}{stderr}");
+    assert!(
+        stdout.contains("\n      ") && stdout.contains("worker → calculator"),
+        "{stdout}"
+    );
+    assert_eq!(
+        stdout.lines().last().unwrap(),
+        "RETURN {\"parts\":[2,6,2.5],\"total\":10.5}"
+    );
+}
+
+#[test]
+fn process_run_fails_precisely() {
+    // A missing argument: the process answers AG-044 and the command exits 1 saying so.
+    let (ok, _, stderr) = run(&["listeners/processes/newton.aps"]);
+    assert!(!ok);
+    assert!(
+        stderr.contains("AG-044: ProcessArgsMismatch: argument `target` (Number) is missing"),
+        "{stderr}"
+    );
+    // An input that is not name=value.
+    let (ok, _, stderr) = run(&["listeners/processes/newton.aps", "--input", "2"]);
+    assert!(
+        !ok && stderr.contains("--input `2`: write name=value"),
+        "{stderr}"
+    );
+    // A file with hard errors runs nothing and shows them.
+    let (ok, stdout, stderr) = run(&["tests/fixtures/processes/errors.aps"]);
+    assert!(
+        !ok && stdout.contains("error[AG-") && stderr.contains("errors; nothing ran"),
+        "{stdout}{stderr}"
+    );
+    let (ok, _, stderr) = run(&["no/such/file.aps"]);
+    assert!(!ok && stderr.contains("no/such/file.aps"), "{stderr}");
+}
