@@ -92,4 +92,6 @@ pub mod docs {
     pub struct Performance;
     #[doc = include_str!("../docs/tools.md")]
     pub struct Tools;
+    #[doc = include_str!("../docs/processes.md")]
+    pub struct Processes;
 }
