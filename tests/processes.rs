@@ -276,6 +276,7 @@ async fn local_statements_follow_the_03_semantics() {
         "  CAPTURE AFTER from `echo` map: \"unit?\"→AFTER\n",
         "  SET TEMP := 1\n",
         "  UNSET TEMP\n",
+        "  SNAP []\n",
         "  WHEN n > 100:\n",
         "    SET SIZE := \"never\"\n",
         "  TRY:\n",
@@ -314,7 +315,18 @@ async fn local_statements_follow_the_03_semantics() {
     assert_eq!(f["caught"], Value::from("inner:assert-failed"));
     // 06: "For `SNAP` with `redact=[SYMS]`, engines MUST zeroize the listed symbols" and "If
     // `TELL` uses `why:SYMBOL` and `SYMBOL` is redacted, only the symbol name may appear".
-    let snap = records.iter().find(|r| r.root.local() == "snap").unwrap();
+    // 03: "UNSET SYMBOL" — a SNAP of every bound symbol right after it does not hold it.
+    let all = records.iter().find(|r| r.root.local() == "snap").unwrap();
+    assert!(
+        all.payload.contains(r#"name="ITEMS""#) && !all.payload.contains("TEMP"),
+        "{}",
+        all.payload
+    );
+    let snap = records
+        .iter()
+        .filter(|r| r.root.local() == "snap")
+        .nth(1)
+        .unwrap();
     assert!(
         snap.payload
             .contains(r#"<symbol name="CAUGHT" redacted="true"/>"#),
@@ -411,13 +423,28 @@ async fn runtime_codes_name_their_line() {
         ),
         ("  RETURN: n=n\n", " args=\"n: Number\"", "AG-044", 0),
         ("  SET AA := 1 / 0\n  RETURN: AA\n", "", "AG-029", 1),
+        // AG-001: "Symbol not defined" — bound only in a branch not taken (static analysis
+        // lets a binding inside IF count for what follows).
+        (
+            "  IF n > 10:\n    SET AA := 1\n  RETURN: AA\n",
+            " args=\"n: Number\"",
+            "AG-001",
+            3,
+        ),
+        // AG-008: "CAPTURE references unknown/never-executed tool" — its USE was skipped.
+        (
+            "  IF n > 10:\n    USE `echo` where: v=1\n  CAPTURE AA from `echo`\n  RETURN: AA\n",
+            " args=\"n: Number\"",
+            "AG-008",
+            3,
+        ),
     ];
     for (body, args, code, line) in cases {
         let pump = pump_with(&doc(args, body), &calls);
-        let start = if code == "AG-044" {
-            go("<n>five</n>")
-        } else {
-            go("")
+        let start = match code {
+            "AG-044" => go("<n>five</n>"),
+            "AG-001" | "AG-008" => go("<n>1</n>"),
+            _ => go(""),
         };
         let (_, records) = run(&pump, &start).await;
         match returned(&records) {

@@ -377,12 +377,10 @@ impl ProcessListener {
                     tool: id,
                     call: start.call.clone(),
                     kind: ErrorType::Failed,
-                    message: format!(
-                        "{}: {} (line {})",
-                        text("type"),
-                        text("message"),
-                        text("line")
-                    ),
+                    message: match text("line").as_str() {
+                        "0" | "" => format!("{}: {}", text("type"), text("message")),
+                        line => format!("{}: {} (line {line})", text("type"), text("message")),
+                    },
                     retry: false,
                 }
                 .to_xml()
