@@ -76,7 +76,8 @@ fn run_into(args: &RunArgs, out: &mut String) -> Result<(), HostError> {
         )),
     };
     for pid in program.process_ids() {
-        let listener = ProcessListener::new(Arc::clone(&program), pid).map_err(HostError::Usage)?;
+        let listener = ProcessListener::new(Arc::clone(&program), pid)
+            .map_err(|e| HostError::Usage(e.to_string()))?;
         builder = builder.register(listener.registration());
     }
     let pump = builder.build()?;

@@ -15,7 +15,7 @@ mod listener;
 mod machine;
 mod program;
 
-pub use listener::{DEFAULT_STEPS_PER_TURN, ProcessListener};
+pub use listener::{DEFAULT_STEPS_PER_TURN, ProcessListener, UnknownProcess};
 pub use program::{Program, ProgramError};
 
 use crate::QName;

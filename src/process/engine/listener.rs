@@ -27,6 +27,11 @@ use crate::{Context, Delivery, Limits, Listener, ListenerError, Payload, QName, 
 /// counted by the governor, so a loop without tool calls still meets the turn budget).
 pub const DEFAULT_STEPS_PER_TURN: u64 = 10_000;
 
+/// [`ProcessListener::new`] named a process the program does not have.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the program has no process `{0}`")]
+pub struct UnknownProcess(pub String);
+
 /// One process of a [`Program`], registered as a listener named after the process id.
 #[derive(Debug)]
 pub struct ProcessListener {
@@ -168,11 +173,11 @@ impl ProcessListener {
     ///
     /// # Errors
     ///
-    /// A message when the program has no such process.
-    pub fn new(program: Arc<Program>, id: &str) -> Result<Self, String> {
+    /// [`UnknownProcess`] when the program has no such process.
+    pub fn new(program: Arc<Program>, id: &str) -> Result<Self, UnknownProcess> {
         let process = program
             .index_of(id)
-            .ok_or_else(|| format!("the program has no process `{id}`"))?;
+            .ok_or_else(|| UnknownProcess(id.to_owned()))?;
         Ok(Self {
             program,
             process,
