@@ -18,6 +18,8 @@
 //! - [`governor`]: budgets, loop signals, halting certificates and halting reports.
 //! - [`history`]: records, hash chains, the [`HistoryStore`](history::HistoryStore) trait and its
 //!   paged reads.
+//! - [`tasks`]: seed 004's task files, the JSON Lines status ledger and the orchestrator that
+//!   works each task in a thread.
 //! - [`process`]: the process language front end: APS documents, parser, AST, static AG checks.
 //! - [`host`]: the `agentpump` command line, the HTTP API and the history viewer (feature
 //!   `host`, on by default).
@@ -43,6 +45,7 @@ pub mod listeners;
 pub mod process;
 pub mod pump;
 pub mod system;
+pub mod tasks;
 pub mod thread;
 
 pub use envelope::{

@@ -41,6 +41,9 @@ pub struct Organism {
     /// `[[listener]]`: the listeners, in registration order.
     #[serde(default)]
     listener: Vec<Spanned<ListenerSection>>,
+    /// `[tasks]`: the task orchestrator's settings (`agentpump tasks run`).
+    #[serde(default)]
+    pub tasks: crate::tasks::TasksConfig,
     #[serde(skip)]
     text: String,
     #[serde(skip)]
@@ -234,6 +237,11 @@ impl Organism {
         let mut organism = Self::parse(&text, &path.display().to_string())?;
         organism.base = path.parent().map(Path::to_path_buf).unwrap_or_default();
         Ok(organism)
+    }
+
+    /// Whether the organism declares a listener named `name`.
+    pub fn declares(&self, name: &str) -> bool {
+        self.listener.iter().any(|l| l.get_ref().name.get_ref() == name)
     }
 
     fn at<T>(&self, origin: &str, spanned: &Spanned<T>, message: String) -> HostError {
