@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use super::{TasksError, now_rfc3339};
 
 /// A task's status (`schemas/task-status.schema.json`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Status {
     /// In the ledger, not started.
