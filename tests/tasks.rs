@@ -16,8 +16,8 @@ use agentpump::tasks::{
     archive, check, latest, orchestrator,
 };
 use agentpump::{
-    Context, Delivery, Listener, ListenerError, PumpBuilder, PumpHandle, QName, Registration,
-    Role, async_trait,
+    Context, Delivery, Listener, ListenerError, PumpBuilder, PumpHandle, QName, Registration, Role,
+    async_trait,
 };
 use support::Scratch;
 
@@ -65,7 +65,11 @@ fn lines(layout: &Layout) -> Vec<Line> {
 }
 
 fn statuses(lines: &[Line], id: &str) -> Vec<Status> {
-    lines.iter().filter(|l| l.id == id).map(|l| l.status).collect()
+    lines
+        .iter()
+        .filter(|l| l.id == id)
+        .map(|l| l.status)
+        .collect()
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -91,39 +95,67 @@ print(json.dumps(bad))
 fn schema_errors(schema: &str, docs: &[String]) -> Vec<String> {
     let dir = Scratch::new("schema");
     let input = dir.write("docs.jsonl", &(docs.join("\n") + "\n"));
-    let schema = Path::new(env!("CARGO_MANIFEST_DIR")).join("schemas").join(schema);
+    let schema = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("schemas")
+        .join(schema);
     let out = Command::new("python3")
         .args(["-c", VALIDATE_PY])
         .arg(&schema)
         .arg(&input)
         .output()
         .expect("python3 runs");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
 /// Every line of `path` parsed by `jq -c .` (one output line per input line).
 fn jq_lines(path: &Path) -> usize {
-    let out = Command::new("jq").args(["-c", "."]).arg(path).output().expect("jq runs");
-    assert!(out.status.success(), "jq: {}", String::from_utf8_lossy(&out.stderr));
+    let out = Command::new("jq")
+        .args(["-c", "."])
+        .arg(path)
+        .output()
+        .expect("jq runs");
+    assert!(
+        out.status.success(),
+        "jq: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8(out.stdout).unwrap().lines().count()
 }
 
 fn examples(schema: &str) -> Vec<String> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("schemas").join(schema);
-    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    v["examples"].as_array().unwrap().iter().map(|e| e.to_string()).collect()
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("schemas")
+        .join(schema);
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    v["examples"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e.to_string())
+        .collect()
 }
 
 #[test]
 fn schema_examples_are_valid_and_exactly_the_types() {
     let tasks = examples("task.schema.json");
-    assert_eq!(schema_errors("task.schema.json", &tasks), Vec::<String>::new());
+    assert_eq!(
+        schema_errors("task.schema.json", &tasks),
+        Vec::<String>::new()
+    );
     for t in &tasks {
         serde_json::from_str::<Task>(t).unwrap();
     }
     let lines = examples("task-status.schema.json");
-    assert_eq!(schema_errors("task-status.schema.json", &lines), Vec::<String>::new());
+    assert_eq!(
+        schema_errors("task-status.schema.json", &lines),
+        Vec::<String>::new()
+    );
     for l in &lines {
         serde_json::from_str::<Line>(l).unwrap();
     }
@@ -143,9 +175,15 @@ fn schemas_refuse_what_the_seed_does_not_allow() {
     ];
     let docs: Vec<String> = bad.iter().map(|s| (*s).to_owned()).collect();
     let errors = schema_errors("task-status.schema.json", &docs);
-    let failing: BTreeSet<&str> = errors.iter().map(|e| e.split(' ').next().unwrap()).collect();
+    let failing: BTreeSet<&str> = errors
+        .iter()
+        .map(|e| e.split(' ').next().unwrap())
+        .collect();
     // Statuses pending, in-progress, completed, failed, blocked; updated_at RFC 3339 UTC.
-    assert_eq!(failing, ["1", "2", "3", "4", "5", "6"].into_iter().collect());
+    assert_eq!(
+        failing,
+        ["1", "2", "3", "4", "5", "6"].into_iter().collect()
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -173,7 +211,10 @@ fn check_refuses_cycles_naming_them() {
         ],
         |_| {},
     );
-    assert_eq!(problems, ["dependency cycle: T-001 → T-003 → T-002 → T-001"]);
+    assert_eq!(
+        problems,
+        ["dependency cycle: T-001 → T-003 → T-002 → T-001"]
+    );
 }
 
 #[test]
@@ -184,13 +225,25 @@ fn check_refuses_bad_files_each_named() {
     misnamed.id = "T-007".into();
     let cases: Vec<(Task, &str)> = vec![
         // Seed: "requires": ["T-001", "T-002"] — every requires names a task.
-        (task("T-001", &["T-099"], "true"), "T-001: requires T-099, which is not a task"),
+        (
+            task("T-001", &["T-099"], "true"),
+            "T-001: requires T-099, which is not a task",
+        ),
         // Seed: docs/tasks/T-XXX.json — ids of that form.
-        (task("T-02", &[], "true"), "id `T-02` is not of the form T-XXX"),
+        (
+            task("T-02", &[], "true"),
+            "id `T-02` is not of the form T-XXX",
+        ),
         // Seed: "If a task requires modifying more than 3 existing files, the Planner must
         // refactor it into smaller sub-tasks."
-        (big, "T-005: not atomic: modifies 4 existing files (at most 3): split it"),
-        (misnamed, "holds task T-007; the file must be named T-007.json"),
+        (
+            big,
+            "T-005: not atomic: modifies 4 existing files (at most 3): split it",
+        ),
+        (
+            misnamed,
+            "holds task T-007; the file must be named T-007.json",
+        ),
     ];
     for (t, expected) in cases {
         let file = t.id.clone();
@@ -215,10 +268,16 @@ fn check_refuses_bad_files_each_named() {
 fn check_refuses_duplicate_ids() {
     let problems = check_problems("dup", &[task("T-001", &[], "true")], |layout| {
         let t = task("T-001", &[], "true");
-        std::fs::write(layout.tasks_dir().join("copy.json"), serde_json::to_string(&t).unwrap())
-            .unwrap();
+        std::fs::write(
+            layout.tasks_dir().join("copy.json"),
+            serde_json::to_string(&t).unwrap(),
+        )
+        .unwrap();
     });
-    assert!(problems.iter().any(|p| p.contains("duplicate id T-001")), "{problems:?}");
+    assert!(
+        problems.iter().any(|p| p.contains("duplicate id T-001")),
+        "{problems:?}"
+    );
 }
 
 #[test]
@@ -226,7 +285,10 @@ fn a_missing_ledger_fails_fast() {
     let (_dir, layout) = workspace("noledger", &[task("T-001", &[], "true")], false);
     // Seed: "The Orchestrator must fail-fast if this file is missing."
     assert!(matches!(check(&layout), Err(TasksError::NoLedger(_))));
-    assert!(matches!(Ledger::open(layout.ledger()), Err(TasksError::NoLedger(_))));
+    assert!(matches!(
+        Ledger::open(layout.ledger()),
+        Err(TasksError::NoLedger(_))
+    ));
     assert!(!layout.ledger().exists(), "nothing created it");
 }
 
@@ -248,7 +310,8 @@ fn a_second_writer_is_refused() {
 #[test]
 fn a_torn_last_line_is_cut_off_and_noted() {
     let (_dir, layout) = workspace("torn", &[], true);
-    let whole = r#"{"id":"T-001","status":"pending","updated_at":"2026-02-07T15:00:00Z","summary":"a"}"#;
+    let whole =
+        r#"{"id":"T-001","status":"pending","updated_at":"2026-02-07T15:00:00Z","summary":"a"}"#;
     let torn = r#"{"id":"T-001","status":"in-prog"#;
     std::fs::write(layout.ledger(), format!("{whole}\n{torn}")).unwrap();
     let mut ledger = Ledger::open(layout.ledger()).unwrap();
@@ -256,13 +319,21 @@ fn a_torn_last_line_is_cut_off_and_noted() {
     assert_eq!(repair.torn, torn);
     assert_eq!(repair.offset, whole.len() as u64 + 1);
     let note = std::fs::read_to_string(&repair.note).unwrap();
-    assert!(note.contains("in-prog"), "the note keeps the torn bytes: {note}");
+    assert!(
+        note.contains("in-prog"),
+        "the note keeps the torn bytes: {note}"
+    );
     assert_eq!(ledger.lines().len(), 1);
-    ledger.append(Line::now("T-001", Status::InProgress, "b")).unwrap();
+    ledger
+        .append(Line::now("T-001", Status::InProgress, "b"))
+        .unwrap();
     drop(ledger);
     // Seed: "Format: JSON Lines (one JSON object per line, no trailing commas)."
-    assert_eq!(jq_lines(&layout.ledger().to_owned()), 2);
-    assert_eq!(statuses(&lines(&layout), "T-001"), [Status::Pending, Status::InProgress]);
+    assert_eq!(jq_lines(layout.ledger()), 2);
+    assert_eq!(
+        statuses(&lines(&layout), "T-001"),
+        [Status::Pending, Status::InProgress]
+    );
 }
 
 #[test]
@@ -278,7 +349,13 @@ fn status_reads_from_the_end_whatever_the_length() {
             text.push('\n');
         }
         let last = Line::now("T-777", Status::Completed, "the latest");
-        text.push_str(&serde_json::to_string(&Line { delta: Some(Delta::default()), ..last }).unwrap());
+        text.push_str(
+            &serde_json::to_string(&Line {
+                delta: Some(Delta::default()),
+                ..last
+            })
+            .unwrap(),
+        );
         text.push('\n');
         std::fs::write(&path, text).unwrap();
         path
@@ -304,7 +381,11 @@ fn status_finds_lines_across_chunks() {
     let path = dir.0.join("l.jsonl");
     let mut text = String::new();
     for i in 0..5_000 {
-        let line = Line::now(&format!("T-{:03}", i % 7), Status::Failed, "x".repeat(i % 300));
+        let line = Line::now(
+            &format!("T-{:03}", i % 7),
+            Status::Failed,
+            "x".repeat(i % 300),
+        );
         text.push_str(&serde_json::to_string(&line).unwrap());
         text.push('\n');
     }
@@ -319,27 +400,51 @@ fn status_finds_lines_across_chunks() {
 
 #[test]
 fn more_than_ten_completed_tasks_are_archived() {
-    let tasks: Vec<Task> = (1..=12).map(|i| task(&format!("T-{i:03}"), &[], "true")).collect();
+    let tasks: Vec<Task> = (1..=12)
+        .map(|i| task(&format!("T-{i:03}"), &[], "true"))
+        .collect();
     let (_dir, layout) = workspace("archive", &tasks, true);
     let mut ledger = Ledger::open(layout.ledger()).unwrap();
     let complete = |ledger: &mut Ledger, id: &str| {
         let line = Line::now(id, Status::Completed, "done");
-        ledger.append(Line { delta: Some(Delta { summary: Some("d".into()), ..Delta::default() }), ..line }).unwrap();
+        ledger
+            .append(Line {
+                delta: Some(Delta {
+                    summary: Some("d".into()),
+                    ..Delta::default()
+                }),
+                ..line
+            })
+            .unwrap();
     };
     for t in &tasks[..10] {
         complete(&mut ledger, &t.id);
     }
-    assert_eq!(archive(&layout, 10).unwrap(), Vec::<String>::new(), "10 is not more than 10");
+    assert_eq!(
+        archive(&layout, 10).unwrap(),
+        Vec::<String>::new(),
+        "10 is not more than 10"
+    );
     complete(&mut ledger, "T-011");
     let moved = archive(&layout, 10).unwrap();
     // Seed: "When docs/tasks/ contains more than 10 completed tasks, … move those JSON files
     // into docs/tasks/ARCHIVE.jsonl".
     assert_eq!(moved.len(), 11);
     assert!(!layout.tasks_dir().join("T-001.json").exists());
-    assert!(layout.tasks_dir().join("T-012.json").exists(), "not completed: stays");
+    assert!(
+        layout.tasks_dir().join("T-012.json").exists(),
+        "not completed: stays"
+    );
     assert_eq!(jq_lines(&layout.archive()), 11);
-    let archived: Vec<String> = std::fs::read_to_string(layout.archive()).unwrap().lines().map(String::from).collect();
-    assert_eq!(schema_errors("task.schema.json", &archived), Vec::<String>::new());
+    let archived: Vec<String> = std::fs::read_to_string(layout.archive())
+        .unwrap()
+        .lines()
+        .map(String::from)
+        .collect();
+    assert_eq!(
+        schema_errors("task.schema.json", &archived),
+        Vec::<String>::new()
+    );
     // The ledger keeps their history; a task may still require an archived one.
     assert_eq!(ledger.lines().len(), 11);
     drop(ledger);
@@ -365,7 +470,8 @@ impl Listener for TestCommand {
         let args = children(msg.payload().as_str(), "arg").map_err(ListenerError::failed)?;
         let list: Vec<String> = serde_json::from_str(&args["args"]).unwrap();
         let out = Command::new(&args["program"]).args(&list).output().unwrap();
-        let esc = |b: &[u8]| quick_xml::escape::escape(String::from_utf8_lossy(b).as_ref()).into_owned();
+        let esc =
+            |b: &[u8]| quick_xml::escape::escape(String::from_utf8_lossy(b).as_ref()).into_owned();
         cx.reply(format!(
             r#"<result xmlns="{TOOL_NS}" tool="command" call="x"><field name="exit_code" type="number">{}</field><field name="stdout">{}</field><field name="stderr">{}</field></result>"#,
             out.status.code().unwrap(),
@@ -392,9 +498,16 @@ impl Listener for FileWorker {
             return Ok(());
         }
         let a: Assignment = decode(msg.payload().as_str()).map_err(ListenerError::failed)?;
-        self.seen.lock().unwrap().push((a.task.id.clone(), a.attempt, a.feedback.clone()));
+        self.seen
+            .lock()
+            .unwrap()
+            .push((a.task.id.clone(), a.attempt, a.feedback.clone()));
         std::fs::create_dir_all(self.root.join("out")).unwrap();
-        std::fs::write(self.root.join("out").join(&a.task.id), a.attempt.to_string()).unwrap();
+        std::fs::write(
+            self.root.join("out").join(&a.task.id),
+            a.attempt.to_string(),
+        )
+        .unwrap();
         let delta = Delta {
             files_added: vec![format!("out/{}", a.task.id)],
             summary: Some(format!("wrote out/{}", a.task.id)),
@@ -408,9 +521,15 @@ impl Listener for FileWorker {
 fn pump(layout: &Layout, config: &TasksConfig, seen: &Seen) -> PumpHandle {
     let mut builder = PumpBuilder::new()
         .register(
-            Registration::new("worker", FileWorker { root: layout.root().to_owned(), seen: seen.clone() })
-                .accepts(QName::new(TASKS_NS, "work"))
-                .role(Role::Agent),
+            Registration::new(
+                "worker",
+                FileWorker {
+                    root: layout.root().to_owned(),
+                    seen: seen.clone(),
+                },
+            )
+            .accepts(QName::new(TASKS_NS, "work"))
+            .role(Role::Agent),
         )
         .register(
             Registration::new("command", TestCommand)
@@ -423,11 +542,18 @@ fn pump(layout: &Layout, config: &TasksConfig, seen: &Seen) -> PumpHandle {
     builder.build().unwrap()
 }
 
-async fn run(layout: &Layout, config: &TasksConfig, parallel: usize, seen: &Seen) -> orchestrator::Report {
+async fn run(
+    layout: &Layout,
+    config: &TasksConfig,
+    parallel: usize,
+    seen: &Seen,
+) -> orchestrator::Report {
     let pump = pump(layout, config, seen);
     let ledger = Ledger::open(layout.ledger()).unwrap();
     let checked = check(layout).unwrap();
-    let report = orchestrator::run(&pump, ledger, checked, layout, config, parallel).await.unwrap();
+    let report = orchestrator::run(&pump, ledger, checked, layout, config, parallel)
+        .await
+        .unwrap();
     pump.shutdown(std::time::Duration::from_secs(5)).await;
     report
 }
@@ -443,14 +569,20 @@ fn diamond() -> Vec<Task> {
 }
 
 fn position(lines: &[Line], id: &str, status: Status) -> usize {
-    lines.iter().position(|l| l.id == id && l.status == status).unwrap_or_else(|| panic!("no {status:?} line for {id}"))
+    lines
+        .iter()
+        .position(|l| l.id == id && l.status == status)
+        .unwrap_or_else(|| panic!("no {status:?} line for {id}"))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_diamond_completes_in_a_valid_order_in_parallel_with_a_retry() {
     let (_dir, layout) = workspace("diamond", &diamond(), true);
     let seen = Seen::default();
-    let config = TasksConfig { retries: 1, ..TasksConfig::default() };
+    let config = TasksConfig {
+        retries: 1,
+        ..TasksConfig::default()
+    };
     let report = run(&layout, &config, 2, &seen).await;
     assert!(report.all_completed(), "{}", report.table());
     let lines = lines(&layout);
@@ -459,49 +591,102 @@ async fn a_diamond_completes_in_a_valid_order_in_parallel_with_a_retry() {
         assert_eq!(statuses(&lines, id).first(), Some(&Status::Pending));
     }
     // Seed: "requires": [...] — a task starts only after what it requires is completed.
-    assert!(position(&lines, "T-002", Status::InProgress) > position(&lines, "T-001", Status::Completed));
-    assert!(position(&lines, "T-004", Status::InProgress) > position(&lines, "T-002", Status::Completed));
-    let t3_done = lines.iter().rposition(|l| l.id == "T-003" && l.status == Status::Completed).unwrap();
+    assert!(
+        position(&lines, "T-002", Status::InProgress)
+            > position(&lines, "T-001", Status::Completed)
+    );
+    assert!(
+        position(&lines, "T-004", Status::InProgress)
+            > position(&lines, "T-002", Status::Completed)
+    );
+    let t3_done = lines
+        .iter()
+        .rposition(|l| l.id == "T-003" && l.status == Status::Completed)
+        .unwrap();
     assert!(position(&lines, "T-004", Status::InProgress) > t3_done);
     // Parallelism: both branches were in progress before either finished.
-    let first_branch_end = position(&lines, "T-002", Status::Completed).min(position(&lines, "T-003", Status::Failed));
+    let first_branch_end =
+        position(&lines, "T-002", Status::Completed).min(position(&lines, "T-003", Status::Failed));
     assert!(position(&lines, "T-003", Status::InProgress) < first_branch_end);
     assert!(position(&lines, "T-002", Status::InProgress) < first_branch_end);
     // Seed: "Failed/Blocked: Issue identified. Orchestrator must decide to retry" — and the
     // failure is fed back to the worker.
     assert_eq!(
         statuses(&lines, "T-003"),
-        [Status::Pending, Status::InProgress, Status::Failed, Status::InProgress, Status::Completed]
+        [
+            Status::Pending,
+            Status::InProgress,
+            Status::Failed,
+            Status::InProgress,
+            Status::Completed
+        ]
     );
-    let retry = seen.lock().unwrap().iter().find(|(id, a, _)| id == "T-003" && *a == 2).cloned().unwrap();
-    assert!(retry.2.as_deref().unwrap().contains("exited 1"), "{retry:?}");
+    let retry = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .find(|(id, a, _)| id == "T-003" && *a == 2)
+        .cloned()
+        .unwrap();
+    assert!(
+        retry.2.as_deref().unwrap().contains("exited 1"),
+        "{retry:?}"
+    );
     // Seed: "Completed: Verification command passed and "Context Delta" received."
     for l in lines.iter().filter(|l| l.status == Status::Completed) {
-        assert!(l.delta.as_ref().is_some_and(|d| !d.files_added.is_empty()), "{l:?}");
+        assert!(
+            l.delta.as_ref().is_some_and(|d| !d.files_added.is_empty()),
+            "{l:?}"
+        );
     }
     // Every line the code wrote is valid against the schema and parses with jq.
-    let raw: Vec<String> = std::fs::read_to_string(layout.ledger()).unwrap().lines().map(String::from).collect();
-    assert_eq!(schema_errors("task-status.schema.json", &raw), Vec::<String>::new());
+    let raw: Vec<String> = std::fs::read_to_string(layout.ledger())
+        .unwrap()
+        .lines()
+        .map(String::from)
+        .collect();
+    assert_eq!(
+        schema_errors("task-status.schema.json", &raw),
+        Vec::<String>::new()
+    );
     assert_eq!(jq_lines(layout.ledger()), raw.len());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_verification_never_completes_and_blocks_its_dependents() {
-    let tasks = [task("T-001", &[], "echo nope; exit 1"), task("T-002", &["T-001"], "true")];
+    let tasks = [
+        task("T-001", &[], "echo nope; exit 1"),
+        task("T-002", &["T-001"], "true"),
+    ];
     let (_dir, layout) = workspace("never", &tasks, true);
     let seen = Seen::default();
-    let config = TasksConfig { retries: 2, ..TasksConfig::default() };
+    let config = TasksConfig {
+        retries: 2,
+        ..TasksConfig::default()
+    };
     let report = run(&layout, &config, 2, &seen).await;
     assert!(!report.all_completed());
     let lines = lines(&layout);
     // Seed: "Completed: Verification command passed" — exit 1 is never completed.
     assert_eq!(
         statuses(&lines, "T-001"),
-        [Status::Pending, Status::InProgress, Status::Failed, Status::InProgress, Status::Failed,
-         Status::InProgress, Status::Failed, Status::Blocked]
+        [
+            Status::Pending,
+            Status::InProgress,
+            Status::Failed,
+            Status::InProgress,
+            Status::Failed,
+            Status::InProgress,
+            Status::Failed,
+            Status::Blocked
+        ]
     );
     let failed = lines.iter().find(|l| l.status == Status::Failed).unwrap();
-    assert!(failed.summary.contains("exited 1: nope"), "{}", failed.summary);
+    assert!(
+        failed.summary.contains("exited 1: nope"),
+        "{}",
+        failed.summary
+    );
     // Tasks that require a blocked task are not started.
     assert_eq!(statuses(&lines, "T-002"), [Status::Pending]);
     assert!(seen.lock().unwrap().iter().all(|(id, _, _)| id == "T-001"));
@@ -509,17 +694,41 @@ async fn a_failing_verification_never_completes_and_blocks_its_dependents() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fix_task_is_written_and_run_when_the_organism_asks() {
-    let (_dir, layout) = workspace("fix", &[task("T-001", &[], "test -f out/T-001-FIX-1")], true);
+    let (_dir, layout) = workspace(
+        "fix",
+        &[task("T-001", &[], "test -f out/T-001-FIX-1")],
+        true,
+    );
     let seen = Seen::default();
-    let config = TasksConfig { retries: 0, on_exhausted: Exhausted::FixTask, ..TasksConfig::default() };
+    let config = TasksConfig {
+        retries: 0,
+        on_exhausted: Exhausted::FixTask,
+        ..TasksConfig::default()
+    };
     let report = run(&layout, &config, 1, &seen).await;
     let lines = lines(&layout);
     // Seed: "Orchestrator must decide to retry or create a new "Fix" task."
-    assert_eq!(statuses(&lines, "T-001"), [Status::Pending, Status::InProgress, Status::Failed, Status::Blocked]);
-    assert!(lines.last().is_some_and(|l| l.id == "T-001-FIX-1" && l.status == Status::Completed));
+    assert_eq!(
+        statuses(&lines, "T-001"),
+        [
+            Status::Pending,
+            Status::InProgress,
+            Status::Failed,
+            Status::Blocked
+        ]
+    );
+    assert!(
+        lines
+            .last()
+            .is_some_and(|l| l.id == "T-001-FIX-1" && l.status == Status::Completed)
+    );
     let fix = std::fs::read_to_string(layout.tasks_dir().join("T-001-FIX-1.json")).unwrap();
-    let fix_line = serde_json::to_string(&serde_json::from_str::<serde_json::Value>(&fix).unwrap()).unwrap();
-    assert_eq!(schema_errors("task.schema.json", &[fix_line]), Vec::<String>::new());
+    let fix_line =
+        serde_json::to_string(&serde_json::from_str::<serde_json::Value>(&fix).unwrap()).unwrap();
+    assert_eq!(
+        schema_errors("task.schema.json", &[fix_line]),
+        Vec::<String>::new()
+    );
     assert!(fix.contains("Every attempt at T-001 failed"), "{fix}");
     assert_eq!(report.rows.len(), 2);
     assert!(check(&layout).is_ok(), "the fix task passes check");
@@ -529,12 +738,19 @@ async fn a_fix_task_is_written_and_run_when_the_organism_asks() {
 async fn a_second_run_reruns_nothing_completed() {
     let (_dir, layout) = workspace("rerun", &diamond(), true);
     let seen = Seen::default();
-    let config = TasksConfig { retries: 1, ..TasksConfig::default() };
+    let config = TasksConfig {
+        retries: 1,
+        ..TasksConfig::default()
+    };
     run(&layout, &config, 2, &seen).await;
     let before = lines(&layout);
     let briefed = seen.lock().unwrap().len();
     let report = run(&layout, &config, 2, &seen).await;
     assert_eq!(report.started, 0);
-    assert_eq!(seen.lock().unwrap().len(), briefed, "no worker was briefed again");
+    assert_eq!(
+        seen.lock().unwrap().len(),
+        briefed,
+        "no worker was briefed again"
+    );
     assert_eq!(lines(&layout), before, "no line added");
 }

@@ -58,7 +58,12 @@ fn lines(root: &Path) -> Vec<Line> {
 fn demo(name: &str) -> Scratch {
     let dir = Scratch::new(name);
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("listeners/tasks-demo");
-    let status = Command::new("cp").arg("-r").arg(format!("{}/.", src.display())).arg(&dir.0).status().unwrap();
+    let status = Command::new("cp")
+        .arg("-r")
+        .arg(format!("{}/.", src.display()))
+        .arg(&dir.0)
+        .status()
+        .unwrap();
     assert!(status.success());
     dir
 }
@@ -84,18 +89,44 @@ fn the_demo_runs_retries_and_blocks() {
         })
         .collect();
     assert_eq!(rows["T-001"], ("completed", "1"));
-    assert_eq!(rows["T-003"], ("completed", "2"), "fails once, passes on the retry");
+    assert_eq!(
+        rows["T-003"],
+        ("completed", "2"),
+        "fails once, passes on the retry"
+    );
     assert_eq!(rows["T-004"], ("completed", "1"));
     assert_eq!(rows["T-005"], ("blocked", "2"));
-    assert_eq!(rows["T-006"], ("pending", "0"), "requires a blocked task: not started");
-    assert_eq!(std::fs::read_to_string(root.join("out/d.txt")).unwrap(), "base\nleft\nright\n");
+    assert_eq!(
+        rows["T-006"],
+        ("pending", "0"),
+        "requires a blocked task: not started"
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("out/d.txt")).unwrap(),
+        "base\nleft\nright\n"
+    );
     // Seed: "Use the task-indexer skill … to extract only the most recent line for a specific ID."
     let status = tasks(root, &["status", "T-003", "T-005", "--format", "json"]);
-    let latest: Vec<Line> = text(&status.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
-    assert_eq!(latest.iter().map(|l| (l.id.as_str(), l.status)).collect::<Vec<_>>(),
-        [("T-003", Status::Completed), ("T-005", Status::Blocked)]);
+    let latest: Vec<Line> = text(&status.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(
+        latest
+            .iter()
+            .map(|l| (l.id.as_str(), l.status))
+            .collect::<Vec<_>>(),
+        [("T-003", Status::Completed), ("T-005", Status::Blocked)]
+    );
     // Every task thread is in the history; the completed ones certified EXACT.
-    let threads = text(&agentpump().args(["threads", "--db"]).arg(root.join("tasks-demo.db")).output().unwrap().stdout);
+    let threads = text(
+        &agentpump()
+            .args(["threads", "--db"])
+            .arg(root.join("tasks-demo.db"))
+            .output()
+            .unwrap()
+            .stdout,
+    );
     let exact = threads.lines().filter(|l| l.contains(" EXACT ")).count();
     assert_eq!(exact, 4, "{threads}");
 }
@@ -106,7 +137,11 @@ fn a_missing_ledger_fails_fast() {
     let out = tasks(&dir.0, &["run"]);
     // Seed: "The Orchestrator must fail-fast if this file is missing."
     assert_eq!(out.status.code(), Some(1));
-    assert!(text(&out.stderr).contains("task-status.jsonl does not exist"), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("task-status.jsonl does not exist"),
+        "{}",
+        text(&out.stderr)
+    );
     assert!(!dir.0.join("out").exists(), "no work was done");
     assert!(!dir.0.join("tasks-demo.db").exists(), "no pump was started");
 }
@@ -141,13 +176,20 @@ fn wait_for(mut done: impl FnMut() -> bool, what: &str) {
 fn a_second_orchestrator_is_refused() {
     let dir = slow("tasks-two", "2");
     let mut first = spawn_run(&dir.0);
-    wait_for(|| lines(&dir.0).iter().any(|l| l.status == Status::InProgress), "the first to start");
+    wait_for(
+        || lines(&dir.0).iter().any(|l| l.status == Status::InProgress),
+        "the first to start",
+    );
     let second = tasks(&dir.0, &["run"]);
     first.kill().unwrap();
     first.wait().unwrap();
     // Seed: "The Orchestrator is the SOLE authority permitted to append to this file."
     assert_eq!(second.status.code(), Some(1));
-    assert!(text(&second.stderr).contains("is locked by another orchestrator"), "{}", text(&second.stderr));
+    assert!(
+        text(&second.stderr).contains("is locked by another orchestrator"),
+        "{}",
+        text(&second.stderr)
+    );
 }
 
 /// Where to kill the orchestrator.
@@ -160,7 +202,11 @@ enum Point {
 }
 
 fn runs(root: &Path) -> Vec<String> {
-    std::fs::read_to_string(root.join("runs.log")).unwrap_or_default().lines().map(String::from).collect()
+    std::fs::read_to_string(root.join("runs.log"))
+        .unwrap_or_default()
+        .lines()
+        .map(String::from)
+        .collect()
 }
 
 #[test]
@@ -171,7 +217,14 @@ fn kill_9_at_several_points_then_restart_reruns_nothing_completed() {
     // 1, 2, 1, 3 new lines (between an append and the next step), and twice while the worker
     // runs (a new run of the work script, no new line yet).
     let mut snapshots = Vec::new();
-    for point in [Point::Lines(1), Point::Lines(2), Point::Work, Point::Lines(1), Point::Lines(3), Point::Work] {
+    for point in [
+        Point::Lines(1),
+        Point::Lines(2),
+        Point::Work,
+        Point::Lines(1),
+        Point::Lines(3),
+        Point::Work,
+    ] {
         let (before, ran) = (lines(root).len(), runs(root).len());
         let mut child = spawn_run(root);
         wait_for(
@@ -189,31 +242,63 @@ fn kill_9_at_several_points_then_restart_reruns_nothing_completed() {
         snapshots.push((lines(root), runs(root)));
     }
     let last = tasks(root, &["run"]);
-    assert!(last.status.success(), "{}{}", text(&last.stdout), text(&last.stderr));
+    assert!(
+        last.status.success(),
+        "{}{}",
+        text(&last.stdout),
+        text(&last.stderr)
+    );
     let lines = lines(root);
     let runs = runs(root);
     // After kill -9 the ledger still parses line by line (lines() above would have panicked),
     // and `jq` reads every line.
-    let jq = Command::new("jq").args(["-c", "."]).arg(ledger(root)).output().unwrap();
+    let jq = Command::new("jq")
+        .args(["-c", "."])
+        .arg(ledger(root))
+        .output()
+        .unwrap();
     assert!(jq.status.success());
     assert_eq!(text(&jq.stdout).lines().count(), lines.len());
     // No duplicate line: each (task, status, summary) once.
     let mut seen = BTreeSet::new();
     for l in &lines {
-        assert!(seen.insert((l.id.clone(), l.status, l.summary.clone())), "duplicate {l:?}");
+        assert!(
+            seen.insert((l.id.clone(), l.status, l.summary.clone())),
+            "duplicate {l:?}"
+        );
     }
     // Seed: "Completed: Verification command passed and "Context Delta" received." — once each.
     for id in ["T-001", "T-002", "T-003", "T-004"] {
-        let completed = lines.iter().filter(|l| l.id == id && l.status == Status::Completed).count();
+        let completed = lines
+            .iter()
+            .filter(|l| l.id == id && l.status == Status::Completed)
+            .count();
         assert_eq!(completed, 1, "{id}");
-        assert_eq!(lines.iter().rfind(|l| l.id == id).unwrap().status, Status::Completed);
+        assert_eq!(
+            lines.iter().rfind(|l| l.id == id).unwrap().status,
+            Status::Completed
+        );
     }
     // Completed tasks are never run again: a task completed at a kill has no run after it.
     for (at_kill, runs_then) in &snapshots {
         for done in at_kill.iter().filter(|l| l.status == Status::Completed) {
-            let count = |r: &[String]| r.iter().filter(|r| r.starts_with(&format!("{} ", done.id))).count();
-            assert_eq!(count(&runs), count(runs_then), "{} ran again after it was completed", done.id);
+            let count = |r: &[String]| {
+                r.iter()
+                    .filter(|r| r.starts_with(&format!("{} ", done.id)))
+                    .count()
+            };
+            assert_eq!(
+                count(&runs),
+                count(runs_then),
+                "{} ran again after it was completed",
+                done.id
+            );
         }
     }
-    assert!(snapshots.iter().any(|(l, _)| l.iter().any(|l| l.status == Status::Completed)), "some kill came after a completion");
+    assert!(
+        snapshots
+            .iter()
+            .any(|(l, _)| l.iter().any(|l| l.status == Status::Completed)),
+        "some kill came after a completion"
+    );
 }

@@ -241,7 +241,9 @@ impl Organism {
 
     /// Whether the organism declares a listener named `name`.
     pub fn declares(&self, name: &str) -> bool {
-        self.listener.iter().any(|l| l.get_ref().name.get_ref() == name)
+        self.listener
+            .iter()
+            .any(|l| l.get_ref().name.get_ref() == name)
     }
 
     fn at<T>(&self, origin: &str, spanned: &Spanned<T>, message: String) -> HostError {

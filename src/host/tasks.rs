@@ -115,7 +115,11 @@ fn organism(at: &At) -> Result<(Option<Organism>, TasksConfig), HostError> {
     }
 }
 
-fn status(layout: &Layout, mut ids: Vec<String>, format: StatusFormat) -> Result<String, HostError> {
+fn status(
+    layout: &Layout,
+    mut ids: Vec<String>,
+    format: StatusFormat,
+) -> Result<String, HostError> {
     if ids.is_empty() {
         ids = match Task::load_dir(layout.tasks_dir()) {
             Ok(tasks) => tasks.into_iter().map(|(_, t)| t.id).collect(),
@@ -164,7 +168,10 @@ fn orchestrate(at: &At, parallel: Option<usize>) -> Result<String, HostError> {
     let parallel = parallel.unwrap_or(config.parallel);
     let (organism, origin, base) = match organism {
         Some(o) => {
-            let path = at.organism.clone().unwrap_or_else(|| at.root.join("organism.toml"));
+            let path = at
+                .organism
+                .clone()
+                .unwrap_or_else(|| at.root.join("organism.toml"));
             let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
             (o, path.display().to_string(), base)
         }
@@ -191,7 +198,8 @@ fn orchestrate(at: &At, parallel: Option<usize>) -> Result<String, HostError> {
             .fold(organism.builder(&origin)?, crate::PumpBuilder::register)
             .history(store.clone())
             .build()?;
-        let report = tasks::orchestrator::run(&pump, ledger, checked, &layout, &config, parallel).await;
+        let report =
+            tasks::orchestrator::run(&pump, ledger, checked, &layout, &config, parallel).await;
         pump.shutdown(super::run::SHUTDOWN_GRACE).await;
         let closed = store.close().map_err(HostError::from);
         let report = report?;
@@ -206,8 +214,8 @@ fn orchestrate(at: &At, parallel: Option<usize>) -> Result<String, HostError> {
             r.note.display()
         );
     }
-    let ledger = std::fs::read_to_string(layout.ledger())
-        .map_err(|e| HostError::io(layout.ledger(), e))?;
+    let ledger =
+        std::fs::read_to_string(layout.ledger()).map_err(|e| HostError::io(layout.ledger(), e))?;
     let _ = writeln!(text, "ledger {}:\n{ledger}", layout.ledger().display());
     if !report.archived.is_empty() {
         let _ = writeln!(text, "archived: {}", report.archived.join(", "));

@@ -58,7 +58,11 @@ pub fn check(layout: &Layout) -> Result<Checked, TasksError> {
             ));
         }
         if archived.contains(&task.id) {
-            problems.push(format!("{}: {} is already archived", path.display(), task.id));
+            problems.push(format!(
+                "{}: {} is already archived",
+                path.display(),
+                task.id
+            ));
         }
         let existing: Vec<&String> = task
             .context

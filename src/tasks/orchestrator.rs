@@ -24,8 +24,8 @@ use super::{
 use crate::governor::Budget;
 use crate::{PumpHandle, QName, Registration, Role, ThreadId};
 
-pub use plan::Row;
 use plan::Plan;
+pub use plan::Row;
 
 /// The listeners a task run adds to an organism's: the coordinator and the verifier always;
 /// the shell worker when `has_worker` is false and the config names a `work_command`; the
@@ -75,11 +75,14 @@ pub fn registrations(
             )));
         };
         out.push(
-            Registration::new(config.worker.clone(), ShellWorker::new(root, command.clone()))
-                .accepts(ns("work"))
-                .role(Role::Agent)
-                .peers([COMMAND, COORDINATOR])
-                .description("does a task by running the work command"),
+            Registration::new(
+                config.worker.clone(),
+                ShellWorker::new(root, command.clone()),
+            )
+            .accepts(ns("work"))
+            .role(Role::Agent)
+            .peers([COMMAND, COORDINATOR])
+            .description("does a task by running the work command"),
         );
     }
     if !has_command {
@@ -117,7 +120,11 @@ impl Report {
     /// The summary table.
     pub fn table(&self) -> String {
         let mut t = String::new();
-        let _ = writeln!(t, "{:<16} {:<12} {:>8}  summary", "task", "status", "attempts");
+        let _ = writeln!(
+            t,
+            "{:<16} {:<12} {:>8}  summary",
+            "task", "status", "attempts"
+        );
         for r in &self.rows {
             let _ = writeln!(
                 t,
@@ -128,7 +135,11 @@ impl Report {
                 super::wire::tail(&r.summary, 100)
             );
         }
-        let done = self.rows.iter().filter(|r| r.status == Status::Completed).count();
+        let done = self
+            .rows
+            .iter()
+            .filter(|r| r.status == Status::Completed)
+            .count();
         let _ = writeln!(t, "{done} of {} task(s) completed", self.rows.len());
         t
     }
@@ -149,7 +160,11 @@ pub async fn run(
 ) -> Result<Report, TasksError> {
     let mut plan = Plan::new(&checked, ledger.lines());
     for id in plan.unlisted() {
-        ledger.append(Line::now(&id, Status::Pending, "Task initialized by Orchestrator"))?;
+        ledger.append(Line::now(
+            &id,
+            Status::Pending,
+            "Task initialized by Orchestrator",
+        ))?;
         plan.record(&Line::now(&id, Status::Pending, ""));
     }
     let found = attempt::recovered(pump).await?;
@@ -163,7 +178,12 @@ pub async fn run(
         continued.extend(thread);
         running.insert(id.clone());
         started += 1;
-        jobs.spawn(attempt::work(pump.clone(), thread, assignment, config.wall_clock_ms));
+        jobs.spawn(attempt::work(
+            pump.clone(),
+            thread,
+            assignment,
+            config.wall_clock_ms,
+        ));
     }
     attempt::stop_orphans(pump, &found, &continued).await;
     exhaust_leftovers(&mut plan, &mut ledger, layout, config)?;
@@ -176,20 +196,36 @@ pub async fn run(
             let line = Line::now(
                 &id,
                 Status::InProgress,
-                format!("attempt {}: assigned to {}", assignment.attempt, config.worker),
+                format!(
+                    "attempt {}: assigned to {}",
+                    assignment.attempt, config.worker
+                ),
             );
             ledger.append(line.clone())?;
             plan.record(&line);
             running.insert(id.clone());
             started += 1;
-            jobs.spawn(attempt::work(pump.clone(), None, assignment, config.wall_clock_ms));
+            jobs.spawn(attempt::work(
+                pump.clone(),
+                None,
+                assignment,
+                config.wall_clock_ms,
+            ));
         }
         let Some(joined) = jobs.join_next().await else {
             break;
         };
         let (id, attempt, outcome) = joined.map_err(|e| TasksError::Pump(e.to_string()))?;
         running.remove(&id);
-        finish(&mut plan, &mut ledger, layout, config, &id, attempt, outcome)?;
+        finish(
+            &mut plan,
+            &mut ledger,
+            layout,
+            config,
+            &id,
+            attempt,
+            outcome,
+        )?;
         archived.extend(archive(layout, config.archive_after)?);
     }
     Ok(Report {
@@ -277,9 +313,10 @@ fn exhaust(
 
 /// Writes `T-XXX-FIX-n.json` (the first free n) and returns it.
 fn write_fix_task(plan: &Plan, layout: &Layout, id: &str) -> Result<Task, TasksError> {
-    let original = plan.task(id).cloned().ok_or_else(|| {
-        TasksError::Pump(format!("no task {id} to write a fix task for"))
-    })?;
+    let original = plan
+        .task(id)
+        .cloned()
+        .ok_or_else(|| TasksError::Pump(format!("no task {id} to write a fix task for")))?;
     let n = (1..)
         .find(|n| {
             let fix = format!("{id}-FIX-{n}");

@@ -95,7 +95,15 @@ mod tests {
         for ok in ["T-001", "T-1234", "T-003-FIX-1", "T-003-FIX-1-FIX-2"] {
             assert!(super::is_task_id(ok), "{ok}");
         }
-        for bad in ["T-01", "t-001", "T-00a", "T-001-FIX-0", "T-001-FIX-", "X-001", "T-001 "] {
+        for bad in [
+            "T-01",
+            "t-001",
+            "T-00a",
+            "T-001-FIX-0",
+            "T-001-FIX-",
+            "X-001",
+            "T-001 ",
+        ] {
             assert!(!super::is_task_id(bad), "{bad}");
         }
     }

@@ -126,11 +126,16 @@ pub fn tool_answer(xml: &str) -> Result<ToolAnswer, String> {
     let (name, attrs, text) = element(xml)?;
     match name.as_str() {
         "error" => Ok(ToolAnswer::Error {
-            kind: attrs.get("type").cloned().unwrap_or_else(|| "failed".into()),
+            kind: attrs
+                .get("type")
+                .cloned()
+                .unwrap_or_else(|| "failed".into()),
             message: text,
         }),
         "result" => children(xml, "field").map(ToolAnswer::Result),
-        other => Err(format!("expected a tool <result> or <error>, got <{other}>")),
+        other => Err(format!(
+            "expected a tool <result> or <error>, got <{other}>"
+        )),
     }
 }
 
@@ -148,7 +153,9 @@ fn element(xml: &str) -> Result<Parsed, String> {
                 name = Some(e.local_name().as_ref().to_owned());
                 for a in e.attributes() {
                     let a = a.map_err(|e| e.to_string())?;
-                    let value = a.normalized_value(quick_xml::XmlVersion::Implicit1_0).map_err(|e| e.to_string())?;
+                    let value = a
+                        .normalized_value(quick_xml::XmlVersion::Implicit1_0)
+                        .map_err(|e| e.to_string())?;
                     let key = a.key.local_name().as_ref().to_owned();
                     attrs.insert(key, value.into_owned());
                 }
@@ -175,12 +182,16 @@ pub fn children(xml: &str, child: &str) -> Result<BTreeMap<String, String>, Stri
                     .try_get_attribute("name")
                     .map_err(|e| e.to_string())?
                     .ok_or("a child element without a name")?;
-                let name = name.normalized_value(quick_xml::XmlVersion::Implicit1_0).map_err(|e| e.to_string())?;
+                let name = name
+                    .normalized_value(quick_xml::XmlVersion::Implicit1_0)
+                    .map_err(|e| e.to_string())?;
                 current = Some((name.into_owned(), String::new()));
             }
             Event::Empty(e) if e.local_name().as_ref() == child => {
                 if let Some(name) = e.try_get_attribute("name").map_err(|e| e.to_string())? {
-                    let name = name.normalized_value(quick_xml::XmlVersion::Implicit1_0).map_err(|e| e.to_string())?;
+                    let name = name
+                        .normalized_value(quick_xml::XmlVersion::Implicit1_0)
+                        .map_err(|e| e.to_string())?;
                     out.insert(name.into_owned(), String::new());
                 }
             }

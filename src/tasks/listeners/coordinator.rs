@@ -32,7 +32,8 @@ impl Coordinator {
     }
 
     fn start(&self, msg: &Delivery, cx: &mut Context) -> Result<(), ListenerError> {
-        let a: Assignment = decode(msg.payload().as_str()).map_err(ListenerError::InvalidPayload)?;
+        let a: Assignment =
+            decode(msg.payload().as_str()).map_err(ListenerError::InvalidPayload)?;
         let mut criteria: Vec<(String, String)> = criterion_ids(a.task.acceptance_criteria.len())
             .into_iter()
             .zip(a.task.acceptance_criteria.iter().cloned())
@@ -56,16 +57,28 @@ impl Coordinator {
         let a = assignment(cx).await?;
         let delta: Delta = match decode(msg.payload().as_str()) {
             Ok(d) => d,
-            Err(e) => return Ok(fail(cx, &a.task.id, format!("the worker's delta: {e}"))),
+            Err(e) => {
+                fail(cx, &a.task.id, format!("the worker's delta: {e}"));
+                return Ok(());
+            }
         };
+        // Seed 004: completed needs the "Context Delta"; an empty one says nothing was done.
         if delta == Delta::default() {
-            return Ok(fail(cx, &a.task.id, "the worker handed back an empty delta".into()));
+            fail(
+                cx,
+                &a.task.id,
+                "the worker handed back an empty delta".into(),
+            );
+            return Ok(());
         }
         let verify = Verify {
             command: a.task.verification_command.clone(),
             criteria: criterion_ids(a.task.acceptance_criteria.len()),
         };
-        cx.send(self.verifier.clone(), payload("verify", &a.task.id, &verify));
+        cx.send(
+            self.verifier.clone(),
+            payload("verify", &a.task.id, &verify),
+        );
         Ok(())
     }
 
@@ -108,8 +121,8 @@ impl Coordinator {
 /// The assignment this thread started with.
 async fn assignment(cx: &Context) -> Result<Assignment, ListenerError> {
     let records = cx.history().await.map_err(ListenerError::failed)?;
-    let task = last(&records, "task")
-        .ok_or_else(|| ListenerError::failed("no <task> in this thread"))?;
+    let task =
+        last(&records, "task").ok_or_else(|| ListenerError::failed("no <task> in this thread"))?;
     decode(&task).map_err(ListenerError::failed)
 }
 
@@ -162,7 +175,10 @@ impl Listener for Coordinator {
             "failed" => {
                 let a = assignment(cx).await?;
                 let why: serde_json::Value = decode(msg.payload().as_str()).unwrap_or_default();
-                let why = why["summary"].as_str().unwrap_or("no reason given").to_owned();
+                let why = why["summary"]
+                    .as_str()
+                    .unwrap_or("no reason given")
+                    .to_owned();
                 fail(cx, &a.task.id, format!("the worker failed: {why}"));
                 Ok(())
             }

@@ -37,11 +37,7 @@ impl Verifier {
 #[async_trait]
 impl Listener for Verifier {
     async fn handle(&self, msg: &Delivery, cx: &mut Context) -> Result<(), ListenerError> {
-        let task = msg
-            .envelope()
-            .payload()
-            .as_str()
-            .to_owned();
+        let task = msg.envelope().payload().as_str().to_owned();
         if msg.qname().is(crate::tasks::wire::TASKS_NS, "verify") {
             let id = crate::tasks::wire::attributes(&task)
                 .ok()
@@ -107,7 +103,11 @@ impl Listener for Verifier {
             return Ok(());
         };
         let evidence = match verdict.exit_code {
-            Some(code) => format!("`{}` exited {code} (command tool, message {})", v.command, msg.id()),
+            Some(code) => format!(
+                "`{}` exited {code} (command tool, message {})",
+                v.command,
+                msg.id()
+            ),
             None => format!("`{}` did not run: {}", v.command, verdict.tail),
         };
         for criterion in &v.criteria {

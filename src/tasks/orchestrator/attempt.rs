@@ -67,7 +67,11 @@ async fn run(
 /// How thread `thread` ended: its `<outcome>`, else its halt, else that it went idle.
 async fn outcome(pump: &PumpHandle, thread: ThreadId) -> Result<Outcome, String> {
     let records = pump.history(thread).await.map_err(|e| e.to_string())?;
-    if let Some(r) = records.iter().rev().find(|r| r.root.is(TASKS_NS, "outcome")) {
+    if let Some(r) = records
+        .iter()
+        .rev()
+        .find(|r| r.root.is(TASKS_NS, "outcome"))
+    {
         return decode(&r.payload);
     }
     let reports = pump.reports(thread).await.map_err(|e| e.to_string())?;
