@@ -548,14 +548,25 @@ async fn run(
     parallel: usize,
     seen: &Seen,
 ) -> orchestrator::Report {
+    let (report, pump) = run_on(layout, config, parallel, seen).await;
+    pump.shutdown(std::time::Duration::from_secs(5)).await;
+    report
+}
+
+/// Runs the orchestrator and hands back the pump, still running.
+async fn run_on(
+    layout: &Layout,
+    config: &TasksConfig,
+    parallel: usize,
+    seen: &Seen,
+) -> (orchestrator::Report, PumpHandle) {
     let pump = pump(layout, config, seen);
     let ledger = Ledger::open(layout.ledger()).unwrap();
     let checked = check(layout).unwrap();
     let report = orchestrator::run(&pump, ledger, checked, layout, config, parallel)
         .await
         .unwrap();
-    pump.shutdown(std::time::Duration::from_secs(5)).await;
-    report
+    (report, pump)
 }
 
 fn diamond() -> Vec<Task> {
@@ -753,4 +764,59 @@ async fn a_second_run_reruns_nothing_completed() {
         "no worker was briefed again"
     );
     assert_eq!(lines(&layout), before, "no line added");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_task_thread_is_certified_and_the_indexer_answers_from_the_ledger() {
+    let (_dir, layout) = workspace("indexer", &diamond(), true);
+    let seen = Seen::default();
+    let config = TasksConfig {
+        retries: 1,
+        ..TasksConfig::default()
+    };
+    let (_, pump) = run_on(&layout, &config, 2, &seen).await;
+    // "the exit code as the criterion's evidence, so the thread's certificate is EXACT"
+    let mut classes = Vec::new();
+    for info in pump.threads() {
+        for r in pump.reports(info.id).await.unwrap() {
+            classes.push((r.goal.clone().unwrap_or_default(), r.class.clone()));
+        }
+    }
+    classes.sort();
+    let expected = [
+        ("T-001: task T-001", "EXACT"),
+        ("T-002: task T-002", "EXACT"),
+        ("T-003: task T-003", "EXACT"),
+        ("T-003: task T-003", "aborted"), // the first attempt, verification exited 1
+        ("T-004: task T-004", "EXACT"),
+    ];
+    let expected: Vec<(String, String)> = expected
+        .iter()
+        .map(|(g, c)| ((*g).to_owned(), (*c).to_owned()))
+        .collect();
+    assert_eq!(classes, expected);
+    // Seed: "Use the task-indexer skill (via tail or grep) to extract only the most recent line
+    // for a specific ID." — here as a tool speaking the tool protocol.
+    let call = format!(
+        r#"<call xmlns="{TOOL_NS}" tool="task-indexer" id="q1"><arg name="ids" type="json">["T-003","T-404"]</arg></call>"#
+    );
+    let thread = pump
+        .post(None, Some("task-indexer"), &call)
+        .await
+        .unwrap()
+        .thread();
+    pump.settle(thread).await;
+    let records = pump.history(thread).await.unwrap();
+    let answer = records
+        .iter()
+        .find(|r| r.root.is(TOOL_NS, "result"))
+        .expect("a result");
+    let fields = children(&answer.payload, "field").unwrap();
+    let found: Vec<Line> = serde_json::from_str(&fields["lines"]).unwrap();
+    assert_eq!(found.len(), 1, "T-404 has no line");
+    assert_eq!(
+        (found[0].id.as_str(), found[0].status),
+        ("T-003", Status::Completed)
+    );
+    pump.shutdown(std::time::Duration::from_secs(5)).await;
 }

@@ -1,17 +1,20 @@
 //! The listeners of a task thread. The orchestrator registers the [`Coordinator`] and the
 //! [`Verifier`]; the [`ShellWorker`] when the organism names no worker listener but a
-//! `work_command`; the [`CommandTool`] when the organism declares no `command` listener.
+//! `work_command`; the [`CommandTool`] when the organism declares no `command` listener; the
+//! [`TaskIndexer`] (the seed's `task-indexer` skill) unless the organism declares one.
 //!
 //! Each keeps no state between deliveries: what a step needs (the assignment, the delta, the
 //! verification asked for) is read back from the thread's history.
 
 mod command;
 mod coordinator;
+mod indexer;
 mod shell;
 mod verifier;
 
 pub use command::CommandTool;
 pub use coordinator::Coordinator;
+pub use indexer::{TASK_INDEXER, TaskIndexer};
 pub use shell::ShellWorker;
 pub use verifier::Verifier;
 

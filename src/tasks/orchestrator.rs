@@ -27,7 +27,8 @@ use crate::{PumpHandle, QName, Registration, Role, ThreadId};
 use plan::Plan;
 pub use plan::Row;
 
-/// The listeners a task run adds to an organism's: the coordinator and the verifier always;
+/// The listeners a task run adds to an organism's: the coordinator, the verifier and the
+/// `task-indexer` tool always;
 /// the shell worker when `has_worker` is false and the config names a `work_command`; the
 /// stand-in `command` tool when `has_command` is false.
 ///
@@ -85,6 +86,16 @@ pub fn registrations(
             .description("does a task by running the work command"),
         );
     }
+    out.push(
+        Registration::new(
+            super::listeners::TASK_INDEXER,
+            super::listeners::TaskIndexer::new(layout.ledger()),
+        )
+        .accepts(QName::new(super::wire::TOOL_NS, "call"))
+        .role(Role::Tool)
+        .blocking()
+        .description("the latest ledger line of the tasks named (`ids`: a JSON list)"),
+    );
     if !has_command {
         out.push(
             Registration::new(COMMAND, CommandTool)
