@@ -88,4 +88,6 @@ pub mod docs {
     pub struct Reliability;
     #[doc = include_str!("../docs/performance.md")]
     pub struct Performance;
+    #[doc = include_str!("../docs/tasks.md")]
+    pub struct Tasks;
 }
