@@ -302,3 +302,63 @@ fn kill_9_at_several_points_then_restart_reruns_nothing_completed() {
         "some kill came after a completion"
     );
 }
+
+#[test]
+fn get_tasks_answers_the_latest_line_per_task() {
+    let dir = demo("tasks-http");
+    let root = &dir.0;
+    assert!(tasks(root, &["init"]).status.success());
+    assert_eq!(tasks(root, &["run"]).status.code(), Some(1));
+    let mut child = agentpump()
+        .arg("run")
+        .arg(root.join("organism.toml"))
+        .args(["--port", "0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut out = std::io::BufRead::lines(std::io::BufReader::new(child.stdout.take().unwrap()));
+    let ready = out.next().unwrap().unwrap();
+    let base = ready
+        .split("listening on ")
+        .nth(1)
+        .unwrap()
+        .split(' ')
+        .next()
+        .unwrap()
+        .to_owned();
+    let token = std::fs::read_to_string(root.join("agentpump.token"))
+        .unwrap()
+        .trim()
+        .to_owned();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let (status, body) = runtime.block_on(async {
+        let r = support::http_client()
+            .get(format!("{base}/tasks"))
+            .bearer_auth(&token)
+            .send()
+            .await
+            .unwrap();
+        (r.status(), r.text().await.unwrap())
+    });
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(status, 200, "{body}");
+    let lines: Vec<Line> = serde_json::from_str(&body).unwrap();
+    let got: Vec<(&str, Status)> = lines.iter().map(|l| (l.id.as_str(), l.status)).collect();
+    // Seed: "extract only the most recent line for a specific ID" — one per task, the latest.
+    assert_eq!(
+        got,
+        [
+            ("T-001", Status::Completed),
+            ("T-002", Status::Completed),
+            ("T-003", Status::Completed),
+            ("T-004", Status::Completed),
+            ("T-005", Status::Blocked),
+            ("T-006", Status::Pending),
+        ]
+    );
+}
