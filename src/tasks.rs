@@ -10,7 +10,7 @@
 //! - [`Ledger`]: the sole writer — an exclusive lock, whole lines made durable, torn lines
 //!   repaired.
 //! - [`latest`]: the latest line per task, read from the ledger's end (the surgical read).
-//! - [`archive`]: completed task files moved into `ARCHIVE.jsonl`.
+//! - [`archive()`]: completed task files moved into `ARCHIVE.jsonl`.
 //! - [`wire`]: the payloads of `urn:agentpump:tasks:v1` and the tool protocol the orchestrator
 //!   speaks.
 //! - [`listeners`]: the listeners the orchestrator registers: the coordinator of each task
@@ -30,7 +30,7 @@ mod time;
 pub mod wire;
 
 pub use archive::archive;
-pub use check::{Checked, check};
+pub use check::{Checked, MAX_EXISTING_FILES, check};
 pub use error::TasksError;
 pub use layout::{Exhausted, Layout, TasksConfig};
 pub use ledger::{Delta, Ledger, Line, Repair, Status};
