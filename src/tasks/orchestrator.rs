@@ -171,63 +171,40 @@ pub async fn run(
 ) -> Result<Report, TasksError> {
     let mut plan = Plan::new(&checked, ledger.lines());
     for id in plan.unlisted() {
-        ledger.append(Line::now(
-            &id,
-            Status::Pending,
-            "Task initialized by Orchestrator",
-        ))?;
-        plan.record(&Line::now(&id, Status::Pending, ""));
+        let line = Line::now(&id, Status::Pending, "Task initialized by Orchestrator");
+        ledger.append(line.clone())?;
+        plan.record(&line);
     }
-    let found = attempt::recovered(pump).await?;
-    let mut jobs: JoinSet<(String, u32, Outcome)> = JoinSet::new();
-    let mut running = BTreeSet::new();
-    let mut started = 0;
+    let mut jobs = Jobs::new(pump, config.wall_clock_ms);
     // In-progress attempts from before a restart: continue them (or start them: no new line).
+    let found = attempt::recovered(pump).await?;
     let mut continued = BTreeSet::new();
     for (id, attempt, assignment) in plan.in_progress() {
         let thread = found.get(&(id.clone(), attempt)).copied();
         continued.extend(thread);
-        running.insert(id.clone());
-        started += 1;
-        jobs.spawn(attempt::work(
-            pump.clone(),
-            thread,
-            assignment,
-            config.wall_clock_ms,
-        ));
+        jobs.spawn(thread, assignment);
     }
     attempt::stop_orphans(pump, &found, &continued).await;
     exhaust_leftovers(&mut plan, &mut ledger, layout, config)?;
     let mut archived = Vec::new();
     loop {
-        for (id, assignment) in plan.startable(&running, 1 + config.retries) {
-            if running.len() >= parallel.max(1) {
+        for (id, assignment) in plan.startable(&jobs.running, 1 + config.retries) {
+            if jobs.running.len() >= parallel.max(1) {
                 break;
             }
-            let line = Line::now(
-                &id,
-                Status::InProgress,
-                format!(
-                    "attempt {}: assigned to {}",
-                    assignment.attempt, config.worker
-                ),
+            let summary = format!(
+                "attempt {}: assigned to {}",
+                assignment.attempt, config.worker
             );
+            let line = Line::now(&id, Status::InProgress, summary);
+            // Durable before the thread exists: every task thread has its line.
             ledger.append(line.clone())?;
             plan.record(&line);
-            running.insert(id.clone());
-            started += 1;
-            jobs.spawn(attempt::work(
-                pump.clone(),
-                None,
-                assignment,
-                config.wall_clock_ms,
-            ));
+            jobs.spawn(None, assignment);
         }
-        let Some(joined) = jobs.join_next().await else {
+        let Some((id, attempt, outcome)) = jobs.next().await? else {
             break;
         };
-        let (id, attempt, outcome) = joined.map_err(|e| TasksError::Pump(e.to_string()))?;
-        running.remove(&id);
         finish(
             &mut plan,
             &mut ledger,
@@ -243,8 +220,47 @@ pub async fn run(
         rows: plan.rows(),
         repaired: ledger.repair().cloned(),
         archived,
-        started,
+        started: jobs.started,
     })
+}
+
+/// The attempts under way, each a tokio task awaiting its thread.
+struct Jobs {
+    pump: PumpHandle,
+    wall_clock_ms: u64,
+    set: JoinSet<(String, u32, Outcome)>,
+    running: BTreeSet<String>,
+    started: usize,
+}
+
+impl Jobs {
+    fn new(pump: &PumpHandle, wall_clock_ms: u64) -> Self {
+        Self {
+            pump: pump.clone(),
+            wall_clock_ms,
+            set: JoinSet::new(),
+            running: BTreeSet::new(),
+            started: 0,
+        }
+    }
+
+    /// Works `assignment` in `thread` (continued) or a new thread.
+    fn spawn(&mut self, thread: Option<ThreadId>, assignment: Assignment) {
+        self.running.insert(assignment.task.id.clone());
+        self.started += 1;
+        let work = attempt::work(self.pump.clone(), thread, assignment, self.wall_clock_ms);
+        self.set.spawn(work);
+    }
+
+    /// The next attempt to end; `None` when none is under way.
+    async fn next(&mut self) -> Result<Option<(String, u32, Outcome)>, TasksError> {
+        let Some(joined) = self.set.join_next().await else {
+            return Ok(None);
+        };
+        let ended = joined.map_err(|e| TasksError::Pump(e.to_string()))?;
+        self.running.remove(&ended.0);
+        Ok(Some(ended))
+    }
 }
 
 /// Appends the line an attempt's outcome earns, and what follows a last failure.

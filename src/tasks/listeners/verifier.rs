@@ -4,7 +4,8 @@
 use async_trait::async_trait;
 
 use crate::tasks::wire::{
-    TOOL_NS, ToolAnswer, Verdict, Verify, command_call, decode, payload, tail, tool_answer,
+    TASKS_NS, TOOL_NS, ToolAnswer, Verdict, Verify, attributes, command_call, decode, payload,
+    tail, tool_answer,
 };
 use crate::{Context, Delivery, Listener, ListenerError};
 
@@ -34,74 +35,26 @@ impl Verifier {
     }
 }
 
-#[async_trait]
-impl Listener for Verifier {
-    async fn handle(&self, msg: &Delivery, cx: &mut Context) -> Result<(), ListenerError> {
-        let task = msg.envelope().payload().as_str().to_owned();
-        if msg.qname().is(crate::tasks::wire::TASKS_NS, "verify") {
-            let id = crate::tasks::wire::attributes(&task)
-                .ok()
-                .and_then(|a| a.get("task").cloned())
-                .unwrap_or_default();
-            let v: Verify = decode(&task).map_err(ListenerError::InvalidPayload)?;
-            cx.send(
-                super::COMMAND,
-                command_call(&format!("{id}.verify"), &self.root, &v.command, &[]),
-            );
+impl Verifier {
+    /// `<verify>` from the coordinator: call the `command` tool.
+    fn ask(&self, xml: &str, cx: &mut Context) -> Result<(), ListenerError> {
+        let id = task_of(xml);
+        let v: Verify = decode(xml).map_err(ListenerError::InvalidPayload)?;
+        let call = command_call(&format!("{id}.verify"), &self.root, &v.command, &[]);
+        cx.send(super::COMMAND, call);
+        Ok(())
+    }
+
+    /// The tool's answer (or a notice about the call): record the criteria, answer the
+    /// coordinator.
+    async fn judge(&self, msg: &Delivery, cx: &mut Context) -> Result<(), ListenerError> {
+        let Some(verdict) = verdict_of(msg) else {
             return Ok(());
-        }
+        };
         let records = cx.history().await.map_err(ListenerError::failed)?;
         let asked = last(&records, "verify")
             .ok_or_else(|| ListenerError::failed("no <verify> in this thread"))?;
-        let id = crate::tasks::wire::attributes(&asked)
-            .ok()
-            .and_then(|a| a.get("task").cloned())
-            .unwrap_or_default();
         let v: Verify = decode(&asked).map_err(ListenerError::failed)?;
-        let verdict = if msg.qname().namespace() == TOOL_NS {
-            match tool_answer(&task) {
-                Ok(ToolAnswer::Result(fields)) => {
-                    let code = fields.get("exit_code").and_then(|c| c.trim().parse().ok());
-                    let out = format!(
-                        "{}{}",
-                        fields.get("stdout").map_or("", String::as_str),
-                        fields.get("stderr").map_or("", String::as_str)
-                    );
-                    Verdict {
-                        passed: code == Some(0),
-                        exit_code: code,
-                        tail: tail(&out, TAIL),
-                    }
-                }
-                Ok(ToolAnswer::Error { kind, message }) => Verdict {
-                    passed: false,
-                    exit_code: None,
-                    tail: format!("command tool error {kind}: {message}"),
-                },
-                Err(e) => Verdict {
-                    passed: false,
-                    exit_code: None,
-                    tail: format!("unreadable tool answer: {e}"),
-                },
-            }
-        } else if let Some(e) = msg.system_error() {
-            if e.code() == "budget-warning" {
-                return Ok(());
-            }
-            Verdict {
-                passed: false,
-                exit_code: None,
-                tail: format!("{}: {}", e.code(), e.message()),
-            }
-        } else if let Some(h) = msg.huh() {
-            Verdict {
-                passed: false,
-                exit_code: None,
-                tail: format!("huh {}: {}", h.code(), h.message()),
-            }
-        } else {
-            return Ok(());
-        };
         let evidence = match verdict.exit_code {
             Some(code) => format!(
                 "`{}` exited {code} (command tool, message {})",
@@ -113,7 +66,59 @@ impl Listener for Verifier {
         for criterion in &v.criteria {
             cx.criterion(criterion, verdict.passed, &evidence);
         }
-        cx.send(self.coordinator.clone(), payload("verdict", &id, &verdict));
+        let answer = payload("verdict", &task_of(&asked), &verdict);
+        cx.send(self.coordinator.clone(), answer);
         Ok(())
+    }
+}
+
+/// The `task` attribute of a tasks payload.
+fn task_of(xml: &str) -> String {
+    attributes(xml)
+        .ok()
+        .and_then(|a| a.get("task").cloned())
+        .unwrap_or_default()
+}
+
+/// What a delivery to the verifier says about the verification: a tool answer, or a pump
+/// notice about the call; `None` for notices that say nothing about it (a budget warning).
+fn verdict_of(msg: &Delivery) -> Option<Verdict> {
+    let failed = |tail: String| Verdict {
+        passed: false,
+        exit_code: None,
+        tail,
+    };
+    if msg.qname().namespace() == TOOL_NS {
+        return Some(match tool_answer(msg.payload().as_str()) {
+            Ok(ToolAnswer::Result(fields)) => {
+                let code = fields.get("exit_code").and_then(|c| c.trim().parse().ok());
+                let field = |name: &str| fields.get(name).map_or("", String::as_str);
+                Verdict {
+                    passed: code == Some(0),
+                    exit_code: code,
+                    tail: tail(&format!("{}{}", field("stdout"), field("stderr")), TAIL),
+                }
+            }
+            Ok(ToolAnswer::Error { kind, message }) => {
+                failed(format!("command tool error {kind}: {message}"))
+            }
+            Err(e) => failed(format!("unreadable tool answer: {e}")),
+        });
+    }
+    if let Some(e) = msg.system_error() {
+        return (e.code() != "budget-warning")
+            .then(|| failed(format!("{}: {}", e.code(), e.message())));
+    }
+    msg.huh()
+        .map(|h| failed(format!("huh {}: {}", h.code(), h.message())))
+}
+
+#[async_trait]
+impl Listener for Verifier {
+    async fn handle(&self, msg: &Delivery, cx: &mut Context) -> Result<(), ListenerError> {
+        if msg.qname().is(TASKS_NS, "verify") {
+            return self.ask(msg.payload().as_str(), cx);
+        }
+        self.judge(msg, cx).await
     }
 }
