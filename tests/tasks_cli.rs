@@ -17,14 +17,44 @@ fn agentpump() -> Command {
     Command::new(env!("CARGO_BIN_EXE_agentpump"))
 }
 
+/// Runs `agentpump tasks ARGS --root ROOT`; a run that does not end within two minutes (an
+/// orchestrator rerunning work forever) is killed and fails the test.
 fn tasks(root: &Path, args: &[&str]) -> Output {
-    agentpump()
+    let mut child = agentpump()
         .arg("tasks")
         .args(args)
         .arg("--root")
         .arg(root)
-        .output()
-        .unwrap()
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let drain = |mut r: Box<dyn std::io::Read + Send>| {
+        std::thread::spawn(move || {
+            let mut b = Vec::new();
+            r.read_to_end(&mut b).unwrap();
+            b
+        })
+    };
+    let out = drain(Box::new(child.stdout.take().unwrap()));
+    let err = drain(Box::new(child.stderr.take().unwrap()));
+    for _ in 0..1200 {
+        if let Some(status) = child.try_wait().unwrap() {
+            let (stdout, stderr) = (out.join().unwrap(), err.join().unwrap());
+            return Output {
+                status,
+                stdout,
+                stderr,
+            };
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    panic!(
+        "`agentpump tasks {}` did not end within two minutes",
+        args.join(" ")
+    );
 }
 
 fn spawn_run(root: &Path) -> Child {
