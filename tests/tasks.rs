@@ -705,11 +705,11 @@ async fn a_failing_verification_never_completes_and_blocks_its_dependents() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fix_task_is_written_and_run_when_the_organism_asks() {
-    let (_dir, layout) = workspace(
-        "fix",
-        &[task("T-001", &[], "test -f out/T-001-FIX-1")],
-        true,
-    );
+    let tasks = [
+        task("T-001", &[], "test -f out/T-001-FIX-1"),
+        task("T-002", &["T-001"], "test -f out/T-002"),
+    ];
+    let (_dir, layout) = workspace("fix", &tasks, true);
     let seen = Seen::default();
     let config = TasksConfig {
         retries: 0,
@@ -728,11 +728,16 @@ async fn a_fix_task_is_written_and_run_when_the_organism_asks() {
             Status::Blocked
         ]
     );
-    assert!(
-        lines
-            .last()
-            .is_some_and(|l| l.id == "T-001-FIX-1" && l.status == Status::Completed)
+    assert_eq!(
+        statuses(&lines, "T-001-FIX-1"),
+        [Status::Pending, Status::InProgress, Status::Completed]
     );
+    // The fix task stands in for the blocked task: what required T-001 runs after the fix.
+    assert!(
+        position(&lines, "T-002", Status::InProgress)
+            > position(&lines, "T-001-FIX-1", Status::Completed)
+    );
+    assert_eq!(statuses(&lines, "T-002").last(), Some(&Status::Completed));
     let fix = std::fs::read_to_string(layout.tasks_dir().join("T-001-FIX-1.json")).unwrap();
     let fix_line =
         serde_json::to_string(&serde_json::from_str::<serde_json::Value>(&fix).unwrap()).unwrap();
@@ -741,7 +746,8 @@ async fn a_fix_task_is_written_and_run_when_the_organism_asks() {
         Vec::<String>::new()
     );
     assert!(fix.contains("Every attempt at T-001 failed"), "{fix}");
-    assert_eq!(report.rows.len(), 2);
+    assert_eq!(report.rows.len(), 3);
+    assert!(!report.all_completed(), "T-001 itself stays blocked");
     assert!(check(&layout).is_ok(), "the fix task passes check");
 }
 

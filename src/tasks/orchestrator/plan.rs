@@ -117,12 +117,7 @@ impl Plan {
         })
         .into_iter()
         .filter(|id| !running.contains(id))
-        .filter(|id| {
-            self.entries[id].task.requires.iter().all(|r| {
-                self.archived.contains(r)
-                    || self.entries.get(r).and_then(|e| e.status) == Some(Status::Completed)
-            })
-        })
+        .filter(|id| self.entries[id].task.requires.iter().all(|r| self.met(r)))
         .map(|id| {
             let e = &self.entries[&id];
             let a = Assignment {
@@ -133,6 +128,23 @@ impl Plan {
             (id, a)
         })
         .collect()
+    }
+
+    /// Whether a requirement is met: `r` is completed (or archived), or `r` is blocked and one of
+    /// its fix tasks (`r-FIX-n`) is completed — the fix task stands in for it.
+    fn met(&self, r: &str) -> bool {
+        let completed = |id: &str| {
+            self.archived.contains(id)
+                || self.entries.get(id).and_then(|e| e.status) == Some(Status::Completed)
+        };
+        if completed(r) {
+            return true;
+        }
+        let prefix = format!("{r}-FIX-");
+        self.entries.get(r).and_then(|e| e.status) == Some(Status::Blocked)
+            && self.entries.keys().any(|id| {
+                id.strip_prefix(&prefix).is_some_and(|n| !n.contains('-')) && self.met(id)
+            })
     }
 
     /// Failed tasks with no attempt left.
