@@ -179,15 +179,22 @@ pub async fn run(
     // In-progress attempts from before a restart: continue them (or start them: no new line).
     let found = attempt::recovered(pump).await?;
     let mut continued = BTreeSet::new();
+    let mut resumed = std::collections::VecDeque::new();
     for (id, attempt, assignment) in plan.in_progress() {
         let thread = found.get(&(id.clone(), attempt)).copied();
         continued.extend(thread);
-        jobs.spawn(thread, assignment);
+        resumed.push_back((thread, assignment));
     }
     attempt::stop_orphans(pump, &found, &continued).await;
     exhaust_leftovers(&mut plan, &mut ledger, layout, config)?;
     let mut archived = Vec::new();
     loop {
+        while jobs.running.len() < parallel.max(1) {
+            let Some((thread, assignment)) = resumed.pop_front() else {
+                break;
+            };
+            jobs.spawn(thread, assignment);
+        }
         for (id, assignment) in plan.startable(&jobs.running, 1 + config.retries) {
             if jobs.running.len() >= parallel.max(1) {
                 break;
