@@ -374,8 +374,55 @@ fn get_tasks_answers_the_latest_line_per_task() {
             .unwrap();
         (r.status(), r.text().await.unwrap())
     });
+    // Task events: a new task is worked while a client follows /tasks/events.
+    let events = runtime.block_on(async {
+        let mut r = support::http_client()
+            .get(format!("{base}/tasks/events"))
+            .bearer_auth(&token)
+            .send()
+            .await
+            .unwrap();
+        let mut t7 = std::fs::read_to_string(root.join("docs/tasks/T-001.json")).unwrap();
+        t7 = t7.replace("T-001", "T-007");
+        std::fs::write(root.join("docs/tasks/T-007.json"), t7).unwrap();
+        let work = std::fs::read_to_string(root.join("work.sh")).unwrap();
+        let redo = "if [ \"$1\" = T-007 ]; then echo '~ out/a.txt'; echo redo; exit 0; fi\n";
+        std::fs::write(root.join("work.sh"), format!("{redo}{work}")).unwrap();
+        let run = tokio::task::spawn_blocking({
+            let root = root.clone();
+            move || tasks(&root, &["run"])
+        });
+        let mut seen = String::new();
+        while !seen.contains(r#""id":"T-007","status":"completed""#) {
+            let chunk = tokio::time::timeout(Duration::from_secs(60), r.chunk())
+                .await
+                .expect("an event within a minute")
+                .unwrap()
+                .expect("the stream goes on");
+            seen.push_str(&String::from_utf8_lossy(&chunk));
+        }
+        run.await.unwrap();
+        seen
+    });
     child.kill().unwrap();
     child.wait().unwrap();
+    let task_events: Vec<Line> = events
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .map(|d| serde_json::from_str(d).unwrap())
+        .collect();
+    // "task events on the event stream": each new ledger line, in order, from the ledger's end.
+    assert_eq!(
+        task_events
+            .iter()
+            .map(|l| (l.id.as_str(), l.status))
+            .collect::<Vec<_>>(),
+        [
+            ("T-007", Status::Pending),
+            ("T-007", Status::InProgress),
+            ("T-007", Status::Completed)
+        ]
+    );
     assert_eq!(status, 200, "{body}");
     let lines: Vec<Line> = serde_json::from_str(&body).unwrap();
     let got: Vec<(&str, Status)> = lines.iter().map(|l| (l.id.as_str(), l.status)).collect();

@@ -7,6 +7,7 @@ mod events;
 mod problem;
 mod routes;
 mod strict;
+mod task_events;
 pub mod viewer;
 
 use std::future::Future;
@@ -64,6 +65,7 @@ fn routes_for(api: Api, max_body: usize) -> Router {
         .route("/threads/{id}/resume", post(routes::resume))
         .route("/threads/{id}/events", get(events::follow))
         .route("/tasks", get(routes::tasks))
+        .route("/tasks/events", get(task_events::follow))
         .route_layer(axum::middleware::from_fn(strict::known_query_keys))
         .fallback(routes::not_found)
         .method_not_allowed_fallback(routes::method_not_allowed)
