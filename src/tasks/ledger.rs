@@ -99,6 +99,27 @@ pub struct Repair {
 }
 
 /// The open, locked ledger.
+///
+/// # Example
+///
+/// ```
+/// use agentpump::tasks::{Ledger, Line, Status, TasksError, latest};
+///
+/// # fn main() -> Result<(), TasksError> {
+/// let dir = std::env::temp_dir().join(format!("ledger-doc-{}", std::process::id()));
+/// let path = dir.join("task-status.jsonl");
+/// Ledger::init(&path)?; // the planner's bootstrap: an empty ledger
+/// let mut ledger = Ledger::open(&path)?; // locked until dropped
+/// assert!(matches!(Ledger::open(&path), Err(TasksError::Locked(_))));
+/// ledger.append(Line::now("T-001", Status::Pending, "Task initialized by Orchestrator"))?;
+/// ledger.append(Line::now("T-001", Status::InProgress, "attempt 1"))?;
+/// let found = latest(&path, &["T-001".to_owned()])?; // read from the end
+/// assert_eq!(found.lines["T-001"].status, Status::InProgress);
+/// # drop(ledger);
+/// # std::fs::remove_dir_all(&dir).ok();
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug)]
 pub struct Ledger {
     path: PathBuf,
