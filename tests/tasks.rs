@@ -826,3 +826,65 @@ async fn every_task_thread_is_certified_and_the_indexer_answers_from_the_ledger(
     );
     pump.shutdown(std::time::Duration::from_secs(5)).await;
 }
+
+/// A worker that never hands anything back: it keeps thinking (messages itself).
+struct Ruminator;
+
+#[async_trait]
+impl Listener for Ruminator {
+    async fn handle(&self, msg: &Delivery, cx: &mut Context) -> Result<(), ListenerError> {
+        if !msg.is_system() {
+            // A new thought each time (the governor stops exact repeats as no-progress).
+            let n: u64 = support::body(msg).parse().unwrap_or(0) + 1;
+            cx.send(
+                cx.me().to_owned(),
+                format!("<think xmlns=\"urn:test:v1\">{n}</think>"),
+            );
+        }
+        Ok(())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_that_never_answers_is_halted_by_the_task_budget() {
+    let (_dir, layout) = workspace("budget", &[task("T-001", &[], "true")], true);
+    let config = TasksConfig {
+        retries: 0,
+        turns: 12,
+        ..TasksConfig::default()
+    };
+    let mut builder = PumpBuilder::new()
+        .register(
+            Registration::new("worker", Ruminator)
+                .accepts(QName::new(TASKS_NS, "work"))
+                .accepts(QName::new("urn:test:v1", "think"))
+                .role(Role::Agent),
+        )
+        .register(
+            Registration::new("command", TestCommand)
+                .accepts(QName::new(TOOL_NS, "call"))
+                .role(Role::Tool),
+        );
+    for r in orchestrator::registrations(&layout, &config, true, true).unwrap() {
+        builder = builder.register(r);
+    }
+    let pump = builder.build().unwrap();
+    let ledger = Ledger::open(layout.ledger()).unwrap();
+    let report = orchestrator::run(&pump, ledger, check(&layout).unwrap(), &layout, &config, 1)
+        .await
+        .unwrap();
+    pump.shutdown(std::time::Duration::from_secs(5)).await;
+    assert!(!report.all_completed());
+    let lines = lines(&layout);
+    let failed = lines.iter().find(|l| l.status == Status::Failed).unwrap();
+    // "Otherwise `failed` with a summary (… the halting reason and report id)" — the per-task
+    // turns budget stopped the thread.
+    assert!(
+        failed
+            .summary
+            .contains("halted TIMEOUT (max-turns), report "),
+        "{}",
+        failed.summary
+    );
+    assert_eq!(statuses(&lines, "T-001").last(), Some(&Status::Blocked));
+}
