@@ -13,6 +13,7 @@ pub mod remote;
 mod resolve;
 pub mod run;
 pub mod server;
+pub mod tasks;
 pub mod view;
 
 pub use error::HostError;

@@ -21,6 +21,8 @@
 //! - [`value`]: exact JSON-like values, for tool arguments and results and processes.
 //! - [`history`]: records, hash chains, the [`HistoryStore`](history::HistoryStore) trait and its
 //!   paged reads.
+//! - [`tasks`]: seed 004's task files, the JSON Lines status ledger and the orchestrator that
+//!   works each task in a thread.
 //! - [`process`]: the process language front end: APS documents, parser, AST, static AG checks.
 //! - [`host`]: the `agentpump` command line, the HTTP API and the history viewer (feature
 //!   `host`, on by default).
@@ -46,6 +48,7 @@ pub mod listeners;
 pub mod process;
 pub mod pump;
 pub mod system;
+pub mod tasks;
 pub mod thread;
 pub mod tool;
 pub mod value;
@@ -94,4 +97,6 @@ pub mod docs {
     pub struct Tools;
     #[doc = include_str!("../docs/processes.md")]
     pub struct Processes;
+    #[doc = include_str!("../docs/tasks.md")]
+    pub struct Tasks;
 }

@@ -154,6 +154,12 @@ pub enum Command {
         #[command(subcommand)]
         command: super::process_check::ProcessCommand,
     },
+    /// Work with seed 004's tasks: `tasks check`, `tasks init`, `tasks status`, `tasks run`.
+    Tasks {
+        /// What to do.
+        #[command(subcommand)]
+        command: super::tasks::TasksCommand,
+    },
     /// Recompute every hash chain; exit 1 naming the first record that does not match.
     ///
     /// Reads the history file itself (needs --db): a running host's file can be verified while
@@ -290,6 +296,7 @@ fn dispatch(command: Command, out: &mut impl std::io::Write) -> Result<(), HostE
             Ok(())
         }
         Command::View { db, addr } => print(super::view::run(&db, &addr)),
+        Command::Tasks { command } => print(super::tasks::run(command)),
         Command::Process { command } => {
             let (text, result) = super::process_check::run(command);
             print(Ok(text))?;

@@ -110,6 +110,9 @@ pub enum HostError {
     /// own checks): the summary.
     #[error("{0}")]
     Check(String),
+    /// A task command failed (`agentpump tasks …`): task files, the graph or the ledger.
+    #[error(transparent)]
+    Tasks(#[from] crate::tasks::TasksError),
 }
 
 impl From<IngressError> for HostError {

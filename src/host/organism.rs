@@ -44,6 +44,9 @@ pub struct Organism {
     /// `[tools.…]`: the tools that need a policy (off unless enabled).
     #[serde(default)]
     tools: ToolsSection,
+    /// `[tasks]`: the task orchestrator's settings (`agentpump tasks run`).
+    #[serde(default)]
+    pub tasks: crate::tasks::TasksConfig,
     #[serde(skip)]
     text: String,
     #[serde(skip)]
@@ -277,6 +280,13 @@ impl Organism {
         let mut organism = Self::parse(&text, &path.display().to_string())?;
         organism.base = path.parent().map(Path::to_path_buf).unwrap_or_default();
         Ok(organism)
+    }
+
+    /// Whether the organism declares a listener named `name`.
+    pub fn declares(&self, name: &str) -> bool {
+        self.listener
+            .iter()
+            .any(|l| l.get_ref().name.get_ref() == name)
     }
 
     fn at<T>(&self, origin: &str, spanned: &Spanned<T>, message: String) -> HostError {
@@ -710,10 +720,16 @@ mod tests {
 
     #[test]
     fn the_demo_organism_parses() {
-        let text = include_str!("../../listeners/demo/organism.toml");
-        let organism = Organism::parse(text, "organism.toml").unwrap();
-        assert_eq!(organism.registrations("organism.toml").unwrap().len(), 9);
+        // With its process files embedded, as `agentpump demo` builds it.
+        let organism = crate::host::demo::organism().unwrap();
+        assert_eq!(organism.registrations("organism.toml").unwrap().len(), 11);
         assert!(organism.builder("organism.toml").unwrap().build().is_ok());
+        // Without them, the process files are read from disk relative to the organism file,
+        // and a missing one is an error naming it.
+        let bare = Organism::parse(include_str!("../../listeners/demo/organism.toml"), "o.toml")
+            .unwrap();
+        let err = bare.registrations("o.toml").unwrap_err().to_string();
+        assert!(err.contains("../processes/newton.aps"), "{err}");
     }
 
     #[test]

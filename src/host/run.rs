@@ -92,11 +92,15 @@ async fn listen(organism: &Organism, base: &Path, pump: &PumpHandle) -> Result<(
         println!("agentpump: open the history viewer at http://{address}/?token={token}");
     }
     tracing::info!(%address, threads = recovered.threads, requeued = recovered.requeued, "serving");
-    server::serve(
+    // `GET /tasks` when the organism's folder has a task ledger (`[tasks]`, docs/tasks.md).
+    let tasks = organism.tasks.layout(base);
+    let tasks = tasks.ledger().is_file().then_some(tasks);
+    server::serve_with_tasks(
         listener,
         pump.clone(),
         &token,
         organism.server.max_body_bytes,
+        tasks,
         signal(),
     )
     .await

@@ -7,6 +7,7 @@ mod events;
 mod problem;
 mod routes;
 mod strict;
+mod task_events;
 pub mod viewer;
 
 use std::future::Future;
@@ -30,6 +31,8 @@ pub(crate) struct Api {
     pub token: Arc<str>,
     /// Turns `true` when the server begins to shut down; open event streams end then.
     pub stopping: watch::Receiver<bool>,
+    /// The task ledger `GET /tasks` reads (none: 404).
+    pub tasks: Option<Arc<crate::tasks::Layout>>,
 }
 
 /// The API's routes over `pump`, requiring `token`, refusing bodies over `max_body` bytes.
@@ -41,6 +44,7 @@ pub fn router(pump: PumpHandle, token: &str, max_body: usize) -> Router {
             pump,
             token: Arc::from(token),
             stopping: watch::channel(false).1,
+            tasks: None,
         },
         max_body,
     )
@@ -60,6 +64,8 @@ fn routes_for(api: Api, max_body: usize) -> Router {
         .route("/threads/{id}/stop", post(routes::stop))
         .route("/threads/{id}/resume", post(routes::resume))
         .route("/threads/{id}/events", get(events::follow))
+        .route("/tasks", get(routes::tasks))
+        .route("/tasks/events", get(task_events::follow))
         .route_layer(axum::middleware::from_fn(strict::known_query_keys))
         .fallback(routes::not_found)
         .method_not_allowed_fallback(routes::method_not_allowed)
@@ -90,11 +96,28 @@ pub async fn serve(
     max_body: usize,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    serve_with_tasks(listener, pump, token, max_body, None, shutdown).await
+}
+
+/// [`serve`], with `GET /tasks` answering the latest ledger line of each task of `tasks`.
+///
+/// # Errors
+///
+/// The listener fails.
+pub async fn serve_with_tasks(
+    listener: TcpListener,
+    pump: PumpHandle,
+    token: &str,
+    max_body: usize,
+    tasks: Option<crate::tasks::Layout>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
     let (stop, stopping) = watch::channel(false);
     let api = Api {
         pump,
         token: Arc::from(token),
         stopping,
+        tasks: tasks.map(Arc::new),
     };
     axum::serve(listener, routes_for(api, max_body))
         .with_graceful_shutdown(async move {

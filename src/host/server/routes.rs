@@ -291,3 +291,25 @@ pub(crate) async fn not_found(uri: axum::http::Uri) -> Problem {
         ),
     )
 }
+
+/// `GET /tasks`: the latest ledger line of each task (seed 004), read from the ledger's end.
+pub(crate) async fn tasks(State(api): State<Api>) -> Result<Response, Problem> {
+    let Some(layout) = api.tasks.clone() else {
+        return Err(Problem::new(
+            StatusCode::NOT_FOUND,
+            "no-tasks",
+            "this organism has no task ledger".to_owned(),
+        ));
+    };
+    let read = tokio::task::spawn_blocking(move || {
+        let ids: Vec<String> = crate::tasks::Task::load_dir(layout.tasks_dir())
+            .map(|tasks| tasks.into_iter().map(|(_, t)| t.id).collect())
+            .unwrap_or_default();
+        crate::tasks::latest(layout.ledger(), &ids)
+    })
+    .await
+    .map_err(|e| Problem::new(StatusCode::INTERNAL_SERVER_ERROR, "tasks", e.to_string()))?
+    .map_err(|e| Problem::new(StatusCode::INTERNAL_SERVER_ERROR, "tasks", e.to_string()))?;
+    let lines: Vec<_> = read.lines.into_values().collect();
+    Ok(Json(lines).into_response())
+}

@@ -1,0 +1,232 @@
+//! `agentpump tasks …`: check the task files, create the ledger, read statuses, run the
+//! orchestrator (seed 004). The work is in [`crate::tasks`]; this module parses and prints.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use clap::{Subcommand, ValueEnum};
+
+use super::organism::Organism;
+use crate::host::HostError;
+use crate::tasks::{self, Layout, Ledger, Task, TasksConfig};
+
+/// The `tasks` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum TasksCommand {
+    /// Check the task files and the ledger: ids, `requires`, cycles, the atomic constraint.
+    Check {
+        /// The project root.
+        #[command(flatten)]
+        at: At,
+    },
+    /// Create the empty ledger (the planner's bootstrap step).
+    Init {
+        /// The project root.
+        #[command(flatten)]
+        at: At,
+    },
+    /// Print the latest ledger line of each task (or of the ids given), read from the end.
+    Status {
+        /// Only these tasks.
+        ids: Vec<String>,
+        /// The project root.
+        #[command(flatten)]
+        at: At,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = StatusFormat::Text)]
+        format: StatusFormat,
+    },
+    /// Run the orchestrator: every task whose requirements are completed, in its own thread.
+    Run {
+        /// The project root.
+        #[command(flatten)]
+        at: At,
+        /// Tasks worked at once (default: the organism's `[tasks] parallel`, else 2).
+        #[arg(long)]
+        parallel: Option<usize>,
+    },
+}
+
+/// Where the project is.
+#[derive(Debug, clap::Args)]
+pub struct At {
+    /// The project root (default: here).
+    #[arg(long, default_value = ".")]
+    pub root: PathBuf,
+    /// The organism file: its listeners and `[tasks]` section (default: ROOT/organism.toml
+    /// when it exists).
+    #[arg(long)]
+    pub organism: Option<PathBuf>,
+}
+
+/// How `tasks status` prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum StatusFormat {
+    /// One line per task.
+    Text,
+    /// The ledger lines, one JSON object per line.
+    Json,
+}
+
+/// Runs a `tasks` subcommand; returns what to print.
+///
+/// # Errors
+///
+/// What failed, in one line (or the check's list); `tasks run` fails when a task is not
+/// completed, after printing the summary.
+pub fn run(command: TasksCommand) -> Result<String, HostError> {
+    match command {
+        TasksCommand::Check { at } => {
+            let (_, config) = organism(&at)?;
+            let checked = tasks::check(&config.layout(&at.root))?;
+            Ok(format!("{} task(s) ok\n", checked.tasks.len()))
+        }
+        TasksCommand::Init { at } => {
+            let (_, config) = organism(&at)?;
+            let layout = config.layout(&at.root);
+            let created = Ledger::init(layout.ledger())?;
+            std::fs::create_dir_all(layout.tasks_dir())
+                .map_err(|e| HostError::io(layout.tasks_dir(), e))?;
+            let verb = if created { "created" } else { "exists:" };
+            Ok(format!("{verb} {}\n", layout.ledger().display()))
+        }
+        TasksCommand::Status { ids, at, format } => {
+            let (_, config) = organism(&at)?;
+            status(&config.layout(&at.root), ids, format)
+        }
+        TasksCommand::Run { at, parallel } => orchestrate(&at, parallel),
+    }
+}
+
+/// The organism (given, or ROOT/organism.toml, or none) and its `[tasks]` section.
+fn organism(at: &At) -> Result<(Option<Organism>, TasksConfig), HostError> {
+    let path = at.organism.clone().or_else(|| {
+        let default = at.root.join("organism.toml");
+        default.is_file().then_some(default)
+    });
+    match path {
+        Some(p) => {
+            let o = Organism::load(&p)?;
+            let config = o.tasks.clone();
+            Ok((Some(o), config))
+        }
+        None => Ok((None, TasksConfig::default())),
+    }
+}
+
+fn status(
+    layout: &Layout,
+    mut ids: Vec<String>,
+    format: StatusFormat,
+) -> Result<String, HostError> {
+    if ids.is_empty() {
+        ids = match Task::load_dir(layout.tasks_dir()) {
+            Ok(tasks) => tasks.into_iter().map(|(_, t)| t.id).collect(),
+            Err(_) => Vec::new(),
+        };
+    }
+    let latest = tasks::latest(layout.ledger(), &ids)?;
+    let mut out = String::new();
+    let order: Vec<&String> = if ids.is_empty() {
+        latest.lines.keys().collect()
+    } else {
+        ids.iter().collect()
+    };
+    for id in order {
+        match (latest.lines.get(id), format) {
+            (Some(line), StatusFormat::Json) => {
+                let _ = writeln!(out, "{}", serde_json::to_string(line).expect("serializes"));
+            }
+            (Some(line), StatusFormat::Text) => {
+                let _ = writeln!(
+                    out,
+                    "{:<16} {:<12} {}  {}",
+                    line.id,
+                    line.status.as_str(),
+                    line.updated_at,
+                    line.summary
+                );
+            }
+            (None, StatusFormat::Text) => {
+                let _ = writeln!(out, "{id:<16} {:<12}", "(no line)");
+            }
+            (None, StatusFormat::Json) => {}
+        }
+    }
+    Ok(out)
+}
+
+/// `tasks run`: lock the ledger, check, build the pump, orchestrate, print the ledger and the
+/// summary.
+fn orchestrate(at: &At, parallel: Option<usize>) -> Result<String, HostError> {
+    let (organism, config) = organism(at)?;
+    let root = std::path::absolute(&at.root).map_err(|e| HostError::io(&at.root, e))?;
+    let layout = config.layout(&root);
+    let ledger = Ledger::open(layout.ledger())?;
+    let checked = tasks::check(&layout)?;
+    let parallel = parallel.unwrap_or(config.parallel);
+    let (organism, origin, base) = match organism {
+        Some(o) => {
+            let path = at
+                .organism
+                .clone()
+                .unwrap_or_else(|| at.root.join("organism.toml"));
+            let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
+            (o, path.display().to_string(), base)
+        }
+        None => (
+            Organism::parse("", "(no organism)")?,
+            "(no organism)".to_owned(),
+            root.clone(),
+        ),
+    };
+    let extra = tasks::orchestrator::registrations(
+        &layout,
+        &config,
+        organism.declares(&config.worker),
+        organism.declares(tasks::listeners::COMMAND),
+    )?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(HostError::System)?;
+    let report = runtime.block_on(async {
+        let store = Arc::new(organism.open_store(&base)?);
+        let pump = extra
+            .into_iter()
+            .fold(organism.builder(&origin)?, crate::PumpBuilder::register)
+            .history(store.clone())
+            .build()?;
+        let report =
+            tasks::orchestrator::run(&pump, ledger, checked, &layout, &config, parallel).await;
+        pump.shutdown(super::run::SHUTDOWN_GRACE).await;
+        let closed = store.close().map_err(HostError::from);
+        let report = report?;
+        closed.map(|()| report)
+    })?;
+    let mut text = String::new();
+    if let Some(r) = &report.repaired {
+        let _ = writeln!(
+            text,
+            "repaired a torn last ledger line at byte {} (noted in {})",
+            r.offset,
+            r.note.display()
+        );
+    }
+    let ledger =
+        std::fs::read_to_string(layout.ledger()).map_err(|e| HostError::io(layout.ledger(), e))?;
+    let _ = writeln!(text, "ledger {}:\n{ledger}", layout.ledger().display());
+    if !report.archived.is_empty() {
+        let _ = writeln!(text, "archived: {}", report.archived.join(", "));
+    }
+    text.push_str(&report.table());
+    if report.all_completed() {
+        Ok(text)
+    } else {
+        print!("{text}");
+        Err(HostError::Check(
+            "not every task is completed (see the summary above)".into(),
+        ))
+    }
+}

@@ -1,0 +1,152 @@
+//! [`check`]: the task graph is sound before anything runs.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+
+use super::{Layout, Task, TasksError, archive, is_task_id};
+
+/// Tasks that passed [`check`].
+#[derive(Debug, Clone)]
+pub struct Checked {
+    /// The tasks with their files, in a dependency order (every task after what it requires).
+    pub tasks: Vec<(PathBuf, Task)>,
+    /// Ids of archived tasks (completed; a `requires` may name them).
+    pub archived: BTreeSet<String>,
+}
+
+/// More existing files than this in `context.files` break the seed's atomic constraint.
+pub const MAX_EXISTING_FILES: usize = 3;
+
+/// Checks the task files and the ledger of `layout`: every file a valid task named after its
+/// id, ids unique and of the `T-XXX` form, every `requires` a task (or an archived one), no
+/// dependency cycle, at most [`MAX_EXISTING_FILES`] existing files per task, the ledger present.
+///
+/// # Errors
+///
+/// [`TasksError::NoLedger`] first (the seed's fail-fast); a file that does not parse; else
+/// [`TasksError::Check`] listing every problem, each naming its task.
+pub fn check(layout: &Layout) -> Result<Checked, TasksError> {
+    if !layout.ledger().is_file() {
+        return Err(TasksError::NoLedger(layout.ledger().to_owned()));
+    }
+    let tasks = Task::load_dir(layout.tasks_dir())?;
+    let archived = archive::archived_ids(layout)?;
+    let mut problems = Vec::new();
+    let mut ids = BTreeMap::new();
+    for (path, task) in &tasks {
+        if !is_task_id(&task.id) {
+            problems.push(format!(
+                "{}: id `{}` is not of the form T-XXX (T- and three or more digits)",
+                path.display(),
+                task.id
+            ));
+        }
+        if path.file_stem().and_then(|s| s.to_str()) != Some(task.id.as_str()) {
+            problems.push(format!(
+                "{}: holds task {}; the file must be named {}.json",
+                path.display(),
+                task.id,
+                task.id
+            ));
+        }
+        if let Some(first) = ids.insert(task.id.clone(), path.clone()) {
+            problems.push(format!(
+                "{}: duplicate id {} (also in {})",
+                path.display(),
+                task.id,
+                first.display()
+            ));
+        }
+        if archived.contains(&task.id) {
+            problems.push(format!(
+                "{}: {} is already archived",
+                path.display(),
+                task.id
+            ));
+        }
+        let existing: Vec<&String> = task
+            .context
+            .files
+            .iter()
+            .filter(|f| layout.root().join(f).exists())
+            .collect();
+        if existing.len() > MAX_EXISTING_FILES {
+            problems.push(format!(
+                "{}: not atomic: modifies {} existing files (at most {MAX_EXISTING_FILES}): split it",
+                task.id,
+                existing.len()
+            ));
+        }
+    }
+    for (_, task) in &tasks {
+        for r in &task.requires {
+            if !ids.contains_key(r) && !archived.contains(r) {
+                problems.push(format!("{}: requires {r}, which is not a task", task.id));
+            }
+        }
+    }
+    let order = match order(&tasks) {
+        Ok(order) => order,
+        Err(cycle) => {
+            problems.push(format!("dependency cycle: {}", cycle.join(" → ")));
+            Vec::new()
+        }
+    };
+    if !problems.is_empty() {
+        return Err(TasksError::Check(problems));
+    }
+    let mut tasks = tasks;
+    let rank: BTreeMap<&str, usize> = order
+        .iter()
+        .enumerate()
+        .map(|(i, id)| (id.as_str(), i))
+        .collect();
+    let ranks: Vec<usize> = tasks.iter().map(|(_, t)| rank[t.id.as_str()]).collect();
+    let mut ranked: Vec<_> = ranks.into_iter().zip(tasks.drain(..)).collect();
+    ranked.sort_by_key(|(r, _)| *r);
+    Ok(Checked {
+        tasks: ranked.into_iter().map(|(_, t)| t).collect(),
+        archived,
+    })
+}
+
+/// A dependency order of the task ids (depth first, file order), or the first cycle found,
+/// closed (`[a, b, a]`).
+fn order(tasks: &[(PathBuf, Task)]) -> Result<Vec<String>, Vec<String>> {
+    let by_id: BTreeMap<&str, &Task> = tasks.iter().map(|(_, t)| (t.id.as_str(), t)).collect();
+    let mut done = BTreeSet::new();
+    let mut out = Vec::new();
+    for (_, task) in tasks {
+        let mut path = Vec::new();
+        visit(&task.id, &by_id, &mut path, &mut done, &mut out)?;
+    }
+    Ok(out)
+}
+
+fn visit<'a>(
+    id: &'a str,
+    by_id: &BTreeMap<&'a str, &'a Task>,
+    path: &mut Vec<&'a str>,
+    done: &mut BTreeSet<&'a str>,
+    out: &mut Vec<String>,
+) -> Result<(), Vec<String>> {
+    if done.contains(id) {
+        return Ok(());
+    }
+    if let Some(at) = path.iter().position(|p| *p == id) {
+        let mut cycle: Vec<String> = path[at..].iter().map(|s| (*s).to_owned()).collect();
+        cycle.push(id.to_owned());
+        return Err(cycle);
+    }
+    let Some(task) = by_id.get(id) else {
+        return Ok(()); // archived or missing: reported elsewhere
+    };
+    path.push(id);
+    for r in &task.requires {
+        visit(r, by_id, path, done, out)?;
+    }
+    path.pop();
+    done.insert(id);
+    out.push(id.to_owned());
+    Ok(())
+}

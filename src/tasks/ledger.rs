@@ -1,0 +1,262 @@
+//! [`Ledger`]: the status ledger's sole writer. An exclusive lock keeps a second orchestrator
+//! out; every line is written whole and made durable before the next step; a line torn by a
+//! crash is cut off on open and kept in a repairs file.
+
+use std::fs::{File, OpenOptions, TryLockError};
+use std::io::{Read as _, Write as _};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::{TasksError, now_rfc3339};
+
+/// A task's status (`schemas/task-status.schema.json`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Status {
+    /// In the ledger, not started.
+    Pending,
+    /// Its worker was briefed.
+    InProgress,
+    /// Verified: the worker handed back a delta and the verification command exited 0.
+    Completed,
+    /// The last attempt failed.
+    Failed,
+    /// No more attempts; dependents are not started.
+    Blocked,
+}
+
+impl Status {
+    /// The wire word (`in-progress`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::InProgress => "in-progress",
+            Self::Completed => "completed",
+            Self::Failed => "failed",
+            Self::Blocked => "blocked",
+        }
+    }
+}
+
+/// A worker's context delta: what it changed, and a summary.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Delta {
+    /// Files created.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files_added: Vec<String>,
+    /// Files modified.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files_changed: Vec<String>,
+    /// Files deleted.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files_removed: Vec<String>,
+    /// What the worker says it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<String>,
+}
+
+/// One ledger line.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Line {
+    /// The task.
+    pub id: String,
+    /// Its status from now on.
+    pub status: Status,
+    /// When, RFC 3339 UTC.
+    pub updated_at: String,
+    /// Why, in a sentence.
+    pub summary: String,
+    /// The worker's delta (on `completed`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delta: Option<Delta>,
+}
+
+impl Line {
+    /// A line stamped now.
+    pub fn now(id: &str, status: Status, summary: impl Into<String>) -> Self {
+        Self {
+            id: id.to_owned(),
+            status,
+            updated_at: now_rfc3339(),
+            summary: summary.into(),
+            delta: None,
+        }
+    }
+}
+
+/// A torn last line found and cut off when the ledger was opened.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Repair {
+    /// Where the torn bytes started (the ledger's length now).
+    pub offset: u64,
+    /// The torn bytes, lossily as text.
+    pub torn: String,
+    /// The file the note was appended to.
+    pub note: PathBuf,
+}
+
+/// The open, locked ledger.
+///
+/// # Example
+///
+/// ```
+/// use agentpump::tasks::{Ledger, Line, Status, TasksError, latest};
+///
+/// # fn main() -> Result<(), TasksError> {
+/// let dir = std::env::temp_dir().join(format!("ledger-doc-{}", std::process::id()));
+/// let path = dir.join("task-status.jsonl");
+/// Ledger::init(&path)?; // the planner's bootstrap: an empty ledger
+/// let mut ledger = Ledger::open(&path)?; // locked until dropped
+/// assert!(matches!(Ledger::open(&path), Err(TasksError::Locked(_))));
+/// ledger.append(Line::now("T-001", Status::Pending, "Task initialized by Orchestrator"))?;
+/// ledger.append(Line::now("T-001", Status::InProgress, "attempt 1"))?;
+/// let found = latest(&path, &["T-001".to_owned()])?; // read from the end
+/// assert_eq!(found.lines["T-001"].status, Status::InProgress);
+/// # drop(ledger);
+/// # std::fs::remove_dir_all(&dir).ok();
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug)]
+pub struct Ledger {
+    path: PathBuf,
+    file: File,
+    lines: Vec<Line>,
+    repair: Option<Repair>,
+}
+
+impl Ledger {
+    /// Creates an empty ledger (and its directory) if there is none; returns whether it did.
+    ///
+    /// # Errors
+    ///
+    /// The directory or file cannot be created.
+    pub fn init(path: &Path) -> Result<bool, TasksError> {
+        if path.exists() {
+            return Ok(false);
+        }
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(TasksError::io(dir))?;
+        }
+        let file = File::create(path).map_err(TasksError::io(path))?;
+        file.sync_all().map_err(TasksError::io(path))?;
+        Ok(true)
+    }
+
+    /// Opens and locks the ledger, repairs a torn last line, and reads every line.
+    ///
+    /// # Errors
+    ///
+    /// [`TasksError::NoLedger`] when it does not exist, [`TasksError::Locked`] when another
+    /// orchestrator holds it, [`TasksError::BadLine`] for a whole line that does not parse.
+    pub fn open(path: &Path) -> Result<Self, TasksError> {
+        if !path.is_file() {
+            return Err(TasksError::NoLedger(path.to_owned()));
+        }
+        let mut file = OpenOptions::new()
+            .read(true)
+            .append(true)
+            .open(path)
+            .map_err(TasksError::io(path))?;
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(TryLockError::WouldBlock) => return Err(TasksError::Locked(path.to_owned())),
+            Err(TryLockError::Error(e)) => return Err(TasksError::io(path)(e)),
+        }
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes).map_err(TasksError::io(path))?;
+        let whole = bytes.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
+        let repair = if whole < bytes.len() {
+            Some(repair(path, &file, whole as u64, &bytes[whole..])?)
+        } else {
+            None
+        };
+        let lines = parse_lines(path, &bytes[..whole])?;
+        Ok(Self {
+            path: path.to_owned(),
+            file,
+            lines,
+            repair,
+        })
+    }
+
+    /// Every line, oldest first.
+    pub fn lines(&self) -> &[Line] {
+        &self.lines
+    }
+
+    /// The torn line cut off on open, if there was one.
+    pub fn repair(&self) -> Option<&Repair> {
+        self.repair.as_ref()
+    }
+
+    /// The ledger's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Appends `line` whole and waits until it is durable (fsync).
+    ///
+    /// # Errors
+    ///
+    /// The write or the sync failed; the line may then be torn, which the next open repairs.
+    pub fn append(&mut self, line: Line) -> Result<(), TasksError> {
+        let mut text = serde_json::to_string(&line).expect("a ledger line serializes");
+        text.push('\n');
+        self.file
+            .write_all(text.as_bytes())
+            .and_then(|()| self.file.sync_data())
+            .map_err(TasksError::io(&self.path))?;
+        tracing::info!(task = %line.id, status = line.status.as_str(), "ledger");
+        self.lines.push(line);
+        Ok(())
+    }
+}
+
+/// Cuts the torn tail at `offset` after noting it in `<ledger>.repairs.jsonl`.
+fn repair(path: &Path, file: &File, offset: u64, torn: &[u8]) -> Result<Repair, TasksError> {
+    let note_path = PathBuf::from(format!("{}.repairs.jsonl", path.display()));
+    let torn = String::from_utf8_lossy(torn).into_owned();
+    let note = serde_json::json!({
+        "repaired_at": now_rfc3339(),
+        "ledger": path.display().to_string(),
+        "offset": offset,
+        "torn": torn,
+        "action": "cut off the torn last line (a crash in the middle of an append)",
+    });
+    let mut notes = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&note_path)
+        .map_err(TasksError::io(&note_path))?;
+    writeln!(notes, "{note}")
+        .and_then(|()| notes.sync_data())
+        .map_err(TasksError::io(&note_path))?;
+    file.set_len(offset)
+        .and_then(|()| file.sync_data())
+        .map_err(TasksError::io(path))?;
+    tracing::warn!(ledger = %path.display(), offset, "repaired a torn last line");
+    Ok(Repair {
+        offset,
+        torn,
+        note: note_path,
+    })
+}
+
+fn parse_lines(path: &Path, bytes: &[u8]) -> Result<Vec<Line>, TasksError> {
+    bytes
+        .split(|b| *b == b'\n')
+        .enumerate()
+        .filter(|(_, l)| !l.is_empty())
+        .map(|(i, l)| {
+            serde_json::from_slice(l).map_err(|e| TasksError::BadLine {
+                path: path.to_owned(),
+                line: i as u64 + 1,
+                message: e.to_string(),
+            })
+        })
+        .collect()
+}

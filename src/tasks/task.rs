@@ -1,0 +1,110 @@
+//! [`Task`]: one task file of seed 004, read strictly (unknown fields are errors).
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::TasksError;
+
+/// One atomic unit of work (`docs/tasks/T-XXX.json`, `schemas/task.schema.json`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Task {
+    /// `T-XXX`.
+    pub id: String,
+    /// A short title.
+    pub title: String,
+    /// The goal, in detail.
+    pub description: String,
+    /// Tasks that must be `completed` first.
+    pub requires: Vec<String>,
+    /// What the worker needs to know.
+    pub context: TaskContext,
+    /// What must hold when the task is done; the thread's goal criteria.
+    pub acceptance_criteria: Vec<String>,
+    /// The shell command whose exit code 0 makes the task `completed`.
+    pub verification_command: String,
+}
+
+/// A task's `context`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TaskContext {
+    /// Files the task touches (existing ones count against the atomic constraint).
+    pub files: Vec<String>,
+    /// Documents to read.
+    pub docs: Vec<String>,
+    /// Skills (tools) the worker may use.
+    pub skills: Vec<String>,
+}
+
+/// Whether `id` has the seed's `T-XXX` form: `T-`, three or more digits, and for fix tasks
+/// `-FIX-n` (n from 1).
+pub fn is_task_id(id: &str) -> bool {
+    let Some(rest) = id.strip_prefix("T-") else {
+        return false;
+    };
+    let mut parts = rest.split("-FIX-");
+    let digits = parts.next().unwrap_or_default();
+    if digits.len() < 3 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return false;
+    }
+    parts.all(|n| !n.is_empty() && !n.starts_with('0') && n.bytes().all(|b| b.is_ascii_digit()))
+}
+
+impl Task {
+    /// Reads one task file.
+    ///
+    /// # Errors
+    ///
+    /// The file cannot be read or is not a task (the error names the file and the field).
+    pub fn load(path: &Path) -> Result<Self, TasksError> {
+        let text = std::fs::read_to_string(path).map_err(TasksError::io(path))?;
+        serde_json::from_str(&text).map_err(|e| TasksError::InvalidTask {
+            path: path.to_owned(),
+            message: e.to_string(),
+        })
+    }
+
+    /// Every `*.json` task file in `dir`, sorted by file name, each with its path.
+    ///
+    /// # Errors
+    ///
+    /// The directory cannot be read; a file cannot be read or parsed.
+    pub fn load_dir(dir: &Path) -> Result<Vec<(PathBuf, Task)>, TasksError> {
+        let entries = std::fs::read_dir(dir).map_err(TasksError::io(dir))?;
+        let mut paths = Vec::new();
+        for entry in entries {
+            let path = entry.map_err(TasksError::io(dir))?.path();
+            if path.extension().is_some_and(|e| e == "json") && path.is_file() {
+                paths.push(path);
+            }
+        }
+        paths.sort();
+        paths
+            .into_iter()
+            .map(|p| Task::load(&p).map(|t| (p, t)))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn ids() {
+        for ok in ["T-001", "T-1234", "T-003-FIX-1", "T-003-FIX-1-FIX-2"] {
+            assert!(super::is_task_id(ok), "{ok}");
+        }
+        for bad in [
+            "T-01",
+            "t-001",
+            "T-00a",
+            "T-001-FIX-0",
+            "T-001-FIX-",
+            "X-001",
+            "T-001 ",
+        ] {
+            assert!(!super::is_task_id(bad), "{bad}");
+        }
+    }
+}

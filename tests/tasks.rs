@@ -1,0 +1,890 @@
+//! Tasks (seed 004, issue 16): the task files' checks, the ledger (sole writer, torn lines,
+//! reads from the end, archiving), the JSON Schemas, and the orchestrator on a real pump with a
+//! Rust worker and a test-only `command` tool that answers the tool protocol's XML by running
+//! the program with `std::process::Command`. Each assertion quotes the seed line it checks.
+
+mod support;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+
+use agentpump::tasks::wire::{Assignment, TASKS_NS, TOOL_NS, children, decode, payload};
+use agentpump::tasks::{
+    Delta, Exhausted, Layout, Ledger, Line, Status, Task, TaskContext, TasksConfig, TasksError,
+    archive, check, latest, orchestrator,
+};
+use agentpump::{
+    Context, Delivery, Listener, ListenerError, PumpBuilder, PumpHandle, QName, Registration, Role,
+    async_trait,
+};
+use support::Scratch;
+
+// ---------------------------------------------------------------------------------------------
+// Workspaces
+// ---------------------------------------------------------------------------------------------
+
+fn task(id: &str, requires: &[&str], verification: &str) -> Task {
+    Task {
+        id: id.into(),
+        title: format!("task {id}"),
+        description: format!("does {id}"),
+        requires: requires.iter().map(|s| (*s).to_owned()).collect(),
+        context: TaskContext::default(),
+        acceptance_criteria: vec![format!("out/{id} exists")],
+        verification_command: verification.into(),
+    }
+}
+
+/// A project root with these task files and (when `ledger`) an empty ledger.
+fn workspace(name: &str, tasks: &[Task], ledger: bool) -> (Scratch, Layout) {
+    let dir = Scratch::new(name);
+    let layout = Layout::new(&dir.0);
+    std::fs::create_dir_all(layout.tasks_dir()).unwrap();
+    for t in tasks {
+        write_task(&layout, t);
+    }
+    if ledger {
+        Ledger::init(layout.ledger()).unwrap();
+    }
+    (dir, layout)
+}
+
+fn write_task(layout: &Layout, t: &Task) {
+    let path = layout.tasks_dir().join(format!("{}.json", t.id));
+    std::fs::write(path, serde_json::to_string_pretty(t).unwrap()).unwrap();
+}
+
+fn lines(layout: &Layout) -> Vec<Line> {
+    std::fs::read_to_string(layout.ledger())
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn statuses(lines: &[Line], id: &str) -> Vec<Status> {
+    lines
+        .iter()
+        .filter(|l| l.id == id)
+        .map(|l| l.status)
+        .collect()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Schemas: Python's jsonschema (draft 2020-12) and jq
+// ---------------------------------------------------------------------------------------------
+
+const VALIDATE_PY: &str = r#"
+import json, sys
+import jsonschema
+schema = json.load(open(sys.argv[1], encoding="utf-8"))
+jsonschema.Draft202012Validator.check_schema(schema)
+v = jsonschema.Draft202012Validator(schema)
+bad = []
+for i, line in enumerate(open(sys.argv[2], encoding="utf-8")):
+    if line.strip():
+        for e in v.iter_errors(json.loads(line)):
+            bad.append("%d %s: %s" % (i + 1, e.json_path, e.message))
+print(json.dumps(bad))
+"#;
+
+/// The schema errors of each JSON line of `docs`, against `schemas/<schema>`. Panics when
+/// python3 or jsonschema is missing: never skipped.
+fn schema_errors(schema: &str, docs: &[String]) -> Vec<String> {
+    let dir = Scratch::new("schema");
+    let input = dir.write("docs.jsonl", &(docs.join("\n") + "\n"));
+    let schema = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("schemas")
+        .join(schema);
+    let out = Command::new("python3")
+        .args(["-c", VALIDATE_PY])
+        .arg(&schema)
+        .arg(&input)
+        .output()
+        .expect("python3 runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// Every line of `path` parsed by `jq -c .` (one output line per input line).
+fn jq_lines(path: &Path) -> usize {
+    let out = Command::new("jq")
+        .args(["-c", "."])
+        .arg(path)
+        .output()
+        .expect("jq runs");
+    assert!(
+        out.status.success(),
+        "jq: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap().lines().count()
+}
+
+fn examples(schema: &str) -> Vec<String> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("schemas")
+        .join(schema);
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    v["examples"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e.to_string())
+        .collect()
+}
+
+#[test]
+fn schema_examples_are_valid_and_exactly_the_types() {
+    let tasks = examples("task.schema.json");
+    assert_eq!(
+        schema_errors("task.schema.json", &tasks),
+        Vec::<String>::new()
+    );
+    for t in &tasks {
+        serde_json::from_str::<Task>(t).unwrap();
+    }
+    let lines = examples("task-status.schema.json");
+    assert_eq!(
+        schema_errors("task-status.schema.json", &lines),
+        Vec::<String>::new()
+    );
+    for l in &lines {
+        serde_json::from_str::<Line>(l).unwrap();
+    }
+    // Seed: {"id": "T-001", "status": "completed", … "delta": {"files_added": ["app/src/lib/pb.js"]}}
+    assert!(lines.iter().any(|l| l.contains("\"files_added\"")));
+}
+
+#[test]
+fn schemas_refuse_what_the_seed_does_not_allow() {
+    let bad = [
+        r#"{"id":"T-001","status":"done","updated_at":"2026-02-07T15:00:00Z","summary":"x"}"#,
+        r#"{"id":"T-001","status":"pending","updated_at":"2026-02-07 15:00:00","summary":"x"}"#,
+        r#"{"id":"T-001","status":"pending","updated_at":"2026-02-07T15:00:00+01:00","summary":"x"}"#,
+        r#"{"id":"T-1","status":"pending","updated_at":"2026-02-07T15:00:00Z","summary":"x"}"#,
+        r#"{"id":"T-001","status":"completed","updated_at":"2026-02-07T15:00:00Z","summary":"no delta"}"#,
+        r#"{"id":"T-001","status":"pending","updated_at":"2026-02-07T15:00:00Z","summary":"x","extra":1}"#,
+    ];
+    let docs: Vec<String> = bad.iter().map(|s| (*s).to_owned()).collect();
+    let errors = schema_errors("task-status.schema.json", &docs);
+    let failing: BTreeSet<&str> = errors
+        .iter()
+        .map(|e| e.split(' ').next().unwrap())
+        .collect();
+    // Statuses pending, in-progress, completed, failed, blocked; updated_at RFC 3339 UTC.
+    assert_eq!(
+        failing,
+        ["1", "2", "3", "4", "5", "6"].into_iter().collect()
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// tasks check
+// ---------------------------------------------------------------------------------------------
+
+fn check_problems(name: &str, tasks: &[Task], setup: impl FnOnce(&Layout)) -> Vec<String> {
+    let (_dir, layout) = workspace(name, tasks, true);
+    setup(&layout);
+    match check(&layout) {
+        Err(TasksError::Check(problems)) => problems,
+        other => panic!("expected problems, got {other:?}"),
+    }
+}
+
+#[test]
+fn check_refuses_cycles_naming_them() {
+    let problems = check_problems(
+        "cycle",
+        &[
+            task("T-001", &["T-003"], "true"),
+            task("T-002", &["T-001"], "true"),
+            task("T-003", &["T-002"], "true"),
+            task("T-004", &[], "true"),
+        ],
+        |_| {},
+    );
+    assert_eq!(
+        problems,
+        ["dependency cycle: T-001 → T-003 → T-002 → T-001"]
+    );
+}
+
+#[test]
+fn check_refuses_bad_files_each_named() {
+    let mut big = task("T-005", &[], "true");
+    big.context.files = ["a", "b", "c", "d", "new.txt"].map(String::from).to_vec();
+    let mut misnamed = task("T-006", &[], "true");
+    misnamed.id = "T-007".into();
+    let cases: Vec<(Task, &str)> = vec![
+        // Seed: "requires": ["T-001", "T-002"] — every requires names a task.
+        (
+            task("T-001", &["T-099"], "true"),
+            "T-001: requires T-099, which is not a task",
+        ),
+        // Seed: docs/tasks/T-XXX.json — ids of that form.
+        (
+            task("T-02", &[], "true"),
+            "id `T-02` is not of the form T-XXX",
+        ),
+        // Seed: "If a task requires modifying more than 3 existing files, the Planner must
+        // refactor it into smaller sub-tasks."
+        (
+            big,
+            "T-005: not atomic: modifies 4 existing files (at most 3): split it",
+        ),
+        (
+            misnamed,
+            "holds task T-007; the file must be named T-007.json",
+        ),
+    ];
+    for (t, expected) in cases {
+        let file = t.id.clone();
+        let problems = check_problems("bad", &[], |layout| {
+            for f in ["a", "b", "c", "d"] {
+                std::fs::write(layout.root().join(f), "x").unwrap();
+            }
+            let path = layout.tasks_dir().join(format!(
+                "{}.json",
+                if file == "T-007" { "T-006" } else { &file }
+            ));
+            std::fs::write(path, serde_json::to_string(&t).unwrap()).unwrap();
+        });
+        assert!(
+            problems.iter().any(|p| p.contains(expected)),
+            "{expected:?} not in {problems:?}"
+        );
+    }
+}
+
+#[test]
+fn check_refuses_duplicate_ids() {
+    let problems = check_problems("dup", &[task("T-001", &[], "true")], |layout| {
+        let t = task("T-001", &[], "true");
+        std::fs::write(
+            layout.tasks_dir().join("copy.json"),
+            serde_json::to_string(&t).unwrap(),
+        )
+        .unwrap();
+    });
+    assert!(
+        problems.iter().any(|p| p.contains("duplicate id T-001")),
+        "{problems:?}"
+    );
+}
+
+#[test]
+fn a_missing_ledger_fails_fast() {
+    let (_dir, layout) = workspace("noledger", &[task("T-001", &[], "true")], false);
+    // Seed: "The Orchestrator must fail-fast if this file is missing."
+    assert!(matches!(check(&layout), Err(TasksError::NoLedger(_))));
+    assert!(matches!(
+        Ledger::open(layout.ledger()),
+        Err(TasksError::NoLedger(_))
+    ));
+    assert!(!layout.ledger().exists(), "nothing created it");
+}
+
+// ---------------------------------------------------------------------------------------------
+// The ledger
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn a_second_writer_is_refused() {
+    let (_dir, layout) = workspace("lock", &[], true);
+    let first = Ledger::open(layout.ledger()).unwrap();
+    // Seed: "The Orchestrator is the SOLE authority permitted to append to this file."
+    let second = Ledger::open(layout.ledger());
+    assert!(matches!(second, Err(TasksError::Locked(_))), "{second:?}");
+    drop(first);
+    Ledger::open(layout.ledger()).expect("free again once the first is gone");
+}
+
+#[test]
+fn a_torn_last_line_is_cut_off_and_noted() {
+    let (_dir, layout) = workspace("torn", &[], true);
+    let whole =
+        r#"{"id":"T-001","status":"pending","updated_at":"2026-02-07T15:00:00Z","summary":"a"}"#;
+    let torn = r#"{"id":"T-001","status":"in-prog"#;
+    std::fs::write(layout.ledger(), format!("{whole}\n{torn}")).unwrap();
+    let mut ledger = Ledger::open(layout.ledger()).unwrap();
+    let repair = ledger.repair().cloned().expect("a repair");
+    assert_eq!(repair.torn, torn);
+    assert_eq!(repair.offset, whole.len() as u64 + 1);
+    let note = std::fs::read_to_string(&repair.note).unwrap();
+    assert!(
+        note.contains("in-prog"),
+        "the note keeps the torn bytes: {note}"
+    );
+    assert_eq!(ledger.lines().len(), 1);
+    ledger
+        .append(Line::now("T-001", Status::InProgress, "b"))
+        .unwrap();
+    drop(ledger);
+    // Seed: "Format: JSON Lines (one JSON object per line, no trailing commas)."
+    assert_eq!(jq_lines(layout.ledger()), 2);
+    assert_eq!(
+        statuses(&lines(&layout), "T-001"),
+        [Status::Pending, Status::InProgress]
+    );
+}
+
+#[test]
+fn status_reads_from_the_end_whatever_the_length() {
+    let dir = Scratch::new("million");
+    let write = |name: &str, n: usize| -> PathBuf {
+        let path = dir.0.join(name);
+        let mut text = String::with_capacity(n * 90);
+        for i in 0..n {
+            let id = format!("T-{:03}", i % 500);
+            let line = Line::now(&id, Status::Pending, format!("line {i}"));
+            text.push_str(&serde_json::to_string(&line).unwrap());
+            text.push('\n');
+        }
+        let last = Line::now("T-777", Status::Completed, "the latest");
+        text.push_str(
+            &serde_json::to_string(&Line {
+                delta: Some(Delta::default()),
+                ..last
+            })
+            .unwrap(),
+        );
+        text.push('\n');
+        std::fs::write(&path, text).unwrap();
+        path
+    };
+    let small = write("small.jsonl", 1_000);
+    let big = write("big.jsonl", 1_000_000);
+    assert!(std::fs::metadata(&big).unwrap().len() > 50_000_000);
+    let ids = ["T-777".to_owned(), "T-499".to_owned()];
+    let a = latest(&small, &ids).unwrap();
+    let b = latest(&big, &ids).unwrap();
+    // Seed: "Use the task-indexer skill (via tail or grep) to extract only the most recent line
+    // for a specific ID." — the same bytes are read from a 1 000-line and a 1 000 000-line ledger.
+    assert_eq!(a.bytes_read, b.bytes_read);
+    assert!(b.bytes_read <= 64 * 1024, "{}", b.bytes_read);
+    assert_eq!(b.lines["T-777"].summary, "the latest");
+    assert_eq!(b.lines["T-499"].summary, "line 999999");
+    assert_eq!(a.lines["T-499"].summary, "line 999");
+}
+
+#[test]
+fn status_finds_lines_across_chunks() {
+    let dir = Scratch::new("chunks");
+    let path = dir.0.join("l.jsonl");
+    let mut text = String::new();
+    for i in 0..5_000 {
+        let line = Line::now(
+            &format!("T-{:03}", i % 7),
+            Status::Failed,
+            "x".repeat(i % 300),
+        );
+        text.push_str(&serde_json::to_string(&line).unwrap());
+        text.push('\n');
+    }
+    std::fs::write(&path, &text).unwrap();
+    let expected: BTreeMap<String, Line> = text
+        .lines()
+        .map(|l| serde_json::from_str::<Line>(l).unwrap())
+        .map(|l| (l.id.clone(), l))
+        .collect();
+    assert_eq!(latest(&path, &[]).unwrap().lines, expected);
+}
+
+#[test]
+fn more_than_ten_completed_tasks_are_archived() {
+    let tasks: Vec<Task> = (1..=12)
+        .map(|i| task(&format!("T-{i:03}"), &[], "true"))
+        .collect();
+    let (_dir, layout) = workspace("archive", &tasks, true);
+    let mut ledger = Ledger::open(layout.ledger()).unwrap();
+    let complete = |ledger: &mut Ledger, id: &str| {
+        let line = Line::now(id, Status::Completed, "done");
+        ledger
+            .append(Line {
+                delta: Some(Delta {
+                    summary: Some("d".into()),
+                    ..Delta::default()
+                }),
+                ..line
+            })
+            .unwrap();
+    };
+    for t in &tasks[..10] {
+        complete(&mut ledger, &t.id);
+    }
+    assert_eq!(
+        archive(&layout, 10).unwrap(),
+        Vec::<String>::new(),
+        "10 is not more than 10"
+    );
+    complete(&mut ledger, "T-011");
+    let moved = archive(&layout, 10).unwrap();
+    // Seed: "When docs/tasks/ contains more than 10 completed tasks, … move those JSON files
+    // into docs/tasks/ARCHIVE.jsonl".
+    assert_eq!(moved.len(), 11);
+    assert!(!layout.tasks_dir().join("T-001.json").exists());
+    assert!(
+        layout.tasks_dir().join("T-012.json").exists(),
+        "not completed: stays"
+    );
+    assert_eq!(jq_lines(&layout.archive()), 11);
+    let archived: Vec<String> = std::fs::read_to_string(layout.archive())
+        .unwrap()
+        .lines()
+        .map(String::from)
+        .collect();
+    assert_eq!(
+        schema_errors("task.schema.json", &archived),
+        Vec::<String>::new()
+    );
+    // The ledger keeps their history; a task may still require an archived one.
+    assert_eq!(ledger.lines().len(), 11);
+    drop(ledger);
+    write_task(&layout, &task("T-013", &["T-001"], "true"));
+    let checked = check(&layout).unwrap();
+    assert!(checked.archived.contains("T-001"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// The orchestrator on a pump
+// ---------------------------------------------------------------------------------------------
+
+/// The test-only `command` tool: reads the call's `program` and `args` and answers with the
+/// tool protocol's `<result>` (exit_code, stdout, stderr), by `std::process::Command`.
+struct TestCommand;
+
+#[async_trait]
+impl Listener for TestCommand {
+    async fn handle(&self, msg: &Delivery, cx: &mut Context) -> Result<(), ListenerError> {
+        if msg.is_system() {
+            return Ok(());
+        }
+        let args = children(msg.payload().as_str(), "arg").map_err(ListenerError::failed)?;
+        let list: Vec<String> = serde_json::from_str(&args["args"]).unwrap();
+        let out = Command::new(&args["program"]).args(&list).output().unwrap();
+        let esc =
+            |b: &[u8]| quick_xml::escape::escape(String::from_utf8_lossy(b).as_ref()).into_owned();
+        cx.reply(format!(
+            r#"<result xmlns="{TOOL_NS}" tool="command" call="x"><field name="exit_code" type="number">{}</field><field name="stdout">{}</field><field name="stderr">{}</field></result>"#,
+            out.status.code().unwrap(),
+            esc(&out.stdout),
+            esc(&out.stderr)
+        ));
+        Ok(())
+    }
+}
+
+/// Briefings the worker received: (task, attempt, feedback).
+type Seen = Arc<Mutex<Vec<(String, u32, Option<String>)>>>;
+
+/// A Rust worker: writes `out/ID` holding the attempt number and hands back the delta.
+struct FileWorker {
+    root: PathBuf,
+    seen: Seen,
+}
+
+#[async_trait]
+impl Listener for FileWorker {
+    async fn handle(&self, msg: &Delivery, cx: &mut Context) -> Result<(), ListenerError> {
+        if msg.is_system() {
+            return Ok(());
+        }
+        let a: Assignment = decode(msg.payload().as_str()).map_err(ListenerError::failed)?;
+        self.seen
+            .lock()
+            .unwrap()
+            .push((a.task.id.clone(), a.attempt, a.feedback.clone()));
+        std::fs::create_dir_all(self.root.join("out")).unwrap();
+        std::fs::write(
+            self.root.join("out").join(&a.task.id),
+            a.attempt.to_string(),
+        )
+        .unwrap();
+        let delta = Delta {
+            files_added: vec![format!("out/{}", a.task.id)],
+            summary: Some(format!("wrote out/{}", a.task.id)),
+            ..Delta::default()
+        };
+        cx.reply(payload("delta", &a.task.id, &delta));
+        Ok(())
+    }
+}
+
+fn pump(layout: &Layout, config: &TasksConfig, seen: &Seen) -> PumpHandle {
+    let mut builder = PumpBuilder::new()
+        .register(
+            Registration::new(
+                "worker",
+                FileWorker {
+                    root: layout.root().to_owned(),
+                    seen: seen.clone(),
+                },
+            )
+            .accepts(QName::new(TASKS_NS, "work"))
+            .role(Role::Agent),
+        )
+        .register(
+            Registration::new("command", TestCommand)
+                .accepts(QName::new(TOOL_NS, "call"))
+                .role(Role::Tool),
+        );
+    for r in orchestrator::registrations(layout, config, true, true).unwrap() {
+        builder = builder.register(r);
+    }
+    builder.build().unwrap()
+}
+
+async fn run(
+    layout: &Layout,
+    config: &TasksConfig,
+    parallel: usize,
+    seen: &Seen,
+) -> orchestrator::Report {
+    let (report, pump) = run_on(layout, config, parallel, seen).await;
+    pump.shutdown(std::time::Duration::from_secs(5)).await;
+    report
+}
+
+/// Runs the orchestrator and hands back the pump, still running.
+async fn run_on(
+    layout: &Layout,
+    config: &TasksConfig,
+    parallel: usize,
+    seen: &Seen,
+) -> (orchestrator::Report, PumpHandle) {
+    let pump = pump(layout, config, seen);
+    let ledger = Ledger::open(layout.ledger()).unwrap();
+    let checked = check(layout).unwrap();
+    let report = orchestrator::run(&pump, ledger, checked, layout, config, parallel)
+        .await
+        .unwrap();
+    (report, pump)
+}
+
+fn diamond() -> Vec<Task> {
+    vec![
+        task("T-001", &[], "test -f out/T-001"),
+        task("T-002", &["T-001"], "test -f out/T-002"),
+        // Fails on the first attempt (the worker writes the attempt number), passes on the second.
+        task("T-003", &["T-001"], "grep -qx 2 out/T-003"),
+        task("T-004", &["T-002", "T-003"], "test -f out/T-004"),
+    ]
+}
+
+fn position(lines: &[Line], id: &str, status: Status) -> usize {
+    lines
+        .iter()
+        .position(|l| l.id == id && l.status == status)
+        .unwrap_or_else(|| panic!("no {status:?} line for {id}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_diamond_completes_in_a_valid_order_in_parallel_with_a_retry() {
+    let (_dir, layout) = workspace("diamond", &diamond(), true);
+    let seen = Seen::default();
+    let config = TasksConfig {
+        retries: 1,
+        ..TasksConfig::default()
+    };
+    let report = run(&layout, &config, 2, &seen).await;
+    assert!(report.all_completed(), "{}", report.table());
+    let lines = lines(&layout);
+    // Seed: "Pending: Task exists in docs/tasks/ and has been added to the ledger."
+    for id in ["T-001", "T-002", "T-003", "T-004"] {
+        assert_eq!(statuses(&lines, id).first(), Some(&Status::Pending));
+    }
+    // Seed: "requires": [...] — a task starts only after what it requires is completed.
+    assert!(
+        position(&lines, "T-002", Status::InProgress)
+            > position(&lines, "T-001", Status::Completed)
+    );
+    assert!(
+        position(&lines, "T-004", Status::InProgress)
+            > position(&lines, "T-002", Status::Completed)
+    );
+    let t3_done = lines
+        .iter()
+        .rposition(|l| l.id == "T-003" && l.status == Status::Completed)
+        .unwrap();
+    assert!(position(&lines, "T-004", Status::InProgress) > t3_done);
+    // Parallelism: both branches were in progress before either finished.
+    let first_branch_end =
+        position(&lines, "T-002", Status::Completed).min(position(&lines, "T-003", Status::Failed));
+    assert!(position(&lines, "T-003", Status::InProgress) < first_branch_end);
+    assert!(position(&lines, "T-002", Status::InProgress) < first_branch_end);
+    // Seed: "Failed/Blocked: Issue identified. Orchestrator must decide to retry" — and the
+    // failure is fed back to the worker.
+    assert_eq!(
+        statuses(&lines, "T-003"),
+        [
+            Status::Pending,
+            Status::InProgress,
+            Status::Failed,
+            Status::InProgress,
+            Status::Completed
+        ]
+    );
+    let retry = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .find(|(id, a, _)| id == "T-003" && *a == 2)
+        .cloned()
+        .unwrap();
+    assert!(
+        retry.2.as_deref().unwrap().contains("exited 1"),
+        "{retry:?}"
+    );
+    // Seed: "Completed: Verification command passed and "Context Delta" received."
+    for l in lines.iter().filter(|l| l.status == Status::Completed) {
+        assert!(
+            l.delta.as_ref().is_some_and(|d| !d.files_added.is_empty()),
+            "{l:?}"
+        );
+    }
+    // Every line the code wrote is valid against the schema and parses with jq.
+    let raw: Vec<String> = std::fs::read_to_string(layout.ledger())
+        .unwrap()
+        .lines()
+        .map(String::from)
+        .collect();
+    assert_eq!(
+        schema_errors("task-status.schema.json", &raw),
+        Vec::<String>::new()
+    );
+    assert_eq!(jq_lines(layout.ledger()), raw.len());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_verification_never_completes_and_blocks_its_dependents() {
+    let tasks = [
+        task("T-001", &[], "echo nope; exit 1"),
+        task("T-002", &["T-001"], "true"),
+    ];
+    let (_dir, layout) = workspace("never", &tasks, true);
+    let seen = Seen::default();
+    let config = TasksConfig {
+        retries: 2,
+        ..TasksConfig::default()
+    };
+    let report = run(&layout, &config, 2, &seen).await;
+    assert!(!report.all_completed());
+    let lines = lines(&layout);
+    // Seed: "Completed: Verification command passed" — exit 1 is never completed.
+    assert_eq!(
+        statuses(&lines, "T-001"),
+        [
+            Status::Pending,
+            Status::InProgress,
+            Status::Failed,
+            Status::InProgress,
+            Status::Failed,
+            Status::InProgress,
+            Status::Failed,
+            Status::Blocked
+        ]
+    );
+    let failed = lines.iter().find(|l| l.status == Status::Failed).unwrap();
+    assert!(
+        failed.summary.contains("exited 1: nope"),
+        "{}",
+        failed.summary
+    );
+    // Tasks that require a blocked task are not started.
+    assert_eq!(statuses(&lines, "T-002"), [Status::Pending]);
+    assert!(seen.lock().unwrap().iter().all(|(id, _, _)| id == "T-001"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fix_task_is_written_and_run_when_the_organism_asks() {
+    let tasks = [
+        task("T-001", &[], "test -f out/T-001-FIX-1"),
+        task("T-002", &["T-001"], "test -f out/T-002"),
+    ];
+    let (_dir, layout) = workspace("fix", &tasks, true);
+    let seen = Seen::default();
+    let config = TasksConfig {
+        retries: 0,
+        on_exhausted: Exhausted::FixTask,
+        ..TasksConfig::default()
+    };
+    let report = run(&layout, &config, 1, &seen).await;
+    let lines = lines(&layout);
+    // Seed: "Orchestrator must decide to retry or create a new "Fix" task."
+    assert_eq!(
+        statuses(&lines, "T-001"),
+        [
+            Status::Pending,
+            Status::InProgress,
+            Status::Failed,
+            Status::Blocked
+        ]
+    );
+    assert_eq!(
+        statuses(&lines, "T-001-FIX-1"),
+        [Status::Pending, Status::InProgress, Status::Completed]
+    );
+    // The fix task stands in for the blocked task: what required T-001 runs after the fix.
+    assert!(
+        position(&lines, "T-002", Status::InProgress)
+            > position(&lines, "T-001-FIX-1", Status::Completed)
+    );
+    assert_eq!(statuses(&lines, "T-002").last(), Some(&Status::Completed));
+    let fix = std::fs::read_to_string(layout.tasks_dir().join("T-001-FIX-1.json")).unwrap();
+    let fix_line =
+        serde_json::to_string(&serde_json::from_str::<serde_json::Value>(&fix).unwrap()).unwrap();
+    assert_eq!(
+        schema_errors("task.schema.json", &[fix_line]),
+        Vec::<String>::new()
+    );
+    assert!(fix.contains("Every attempt at T-001 failed"), "{fix}");
+    assert_eq!(report.rows.len(), 3);
+    assert!(!report.all_completed(), "T-001 itself stays blocked");
+    assert!(check(&layout).is_ok(), "the fix task passes check");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_run_reruns_nothing_completed() {
+    let (_dir, layout) = workspace("rerun", &diamond(), true);
+    let seen = Seen::default();
+    let config = TasksConfig {
+        retries: 1,
+        ..TasksConfig::default()
+    };
+    run(&layout, &config, 2, &seen).await;
+    let before = lines(&layout);
+    let briefed = seen.lock().unwrap().len();
+    let report = run(&layout, &config, 2, &seen).await;
+    assert_eq!(report.started, 0);
+    assert_eq!(
+        seen.lock().unwrap().len(),
+        briefed,
+        "no worker was briefed again"
+    );
+    assert_eq!(lines(&layout), before, "no line added");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_task_thread_is_certified_and_the_indexer_answers_from_the_ledger() {
+    let (_dir, layout) = workspace("indexer", &diamond(), true);
+    let seen = Seen::default();
+    let config = TasksConfig {
+        retries: 1,
+        ..TasksConfig::default()
+    };
+    let (_, pump) = run_on(&layout, &config, 2, &seen).await;
+    // "the exit code as the criterion's evidence, so the thread's certificate is EXACT"
+    let mut classes = Vec::new();
+    for info in pump.threads() {
+        for r in pump.reports(info.id).await.unwrap() {
+            classes.push((r.goal.clone().unwrap_or_default(), r.class.clone()));
+        }
+    }
+    classes.sort();
+    let expected = [
+        ("T-001: task T-001", "EXACT"),
+        ("T-002: task T-002", "EXACT"),
+        ("T-003: task T-003", "EXACT"),
+        ("T-003: task T-003", "aborted"), // the first attempt, verification exited 1
+        ("T-004: task T-004", "EXACT"),
+    ];
+    let expected: Vec<(String, String)> = expected
+        .iter()
+        .map(|(g, c)| ((*g).to_owned(), (*c).to_owned()))
+        .collect();
+    assert_eq!(classes, expected);
+    // Seed: "Use the task-indexer skill (via tail or grep) to extract only the most recent line
+    // for a specific ID." — here as a tool speaking the tool protocol.
+    let call = format!(
+        r#"<call xmlns="{TOOL_NS}" tool="task-indexer" id="q1"><arg name="ids" type="json">["T-003","T-404"]</arg></call>"#
+    );
+    let thread = pump
+        .post(None, Some("task-indexer"), &call)
+        .await
+        .unwrap()
+        .thread();
+    pump.settle(thread).await;
+    let records = pump.history(thread).await.unwrap();
+    let answer = records
+        .iter()
+        .find(|r| r.root.is(TOOL_NS, "result"))
+        .expect("a result");
+    let fields = children(&answer.payload, "field").unwrap();
+    let found: Vec<Line> = serde_json::from_str(&fields["lines"]).unwrap();
+    assert_eq!(found.len(), 1, "T-404 has no line");
+    assert_eq!(
+        (found[0].id.as_str(), found[0].status),
+        ("T-003", Status::Completed)
+    );
+    pump.shutdown(std::time::Duration::from_secs(5)).await;
+}
+
+/// A worker that never hands anything back: it keeps thinking (messages itself).
+struct Ruminator;
+
+#[async_trait]
+impl Listener for Ruminator {
+    async fn handle(&self, msg: &Delivery, cx: &mut Context) -> Result<(), ListenerError> {
+        if !msg.is_system() {
+            // A new thought each time (the governor stops exact repeats as no-progress).
+            let n: u64 = support::body(msg).parse().unwrap_or(0) + 1;
+            cx.send(
+                cx.me().to_owned(),
+                format!("<think xmlns=\"urn:test:v1\">{n}</think>"),
+            );
+        }
+        Ok(())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_that_never_answers_is_halted_by_the_task_budget() {
+    let (_dir, layout) = workspace("budget", &[task("T-001", &[], "true")], true);
+    let config = TasksConfig {
+        retries: 0,
+        turns: 12,
+        ..TasksConfig::default()
+    };
+    let mut builder = PumpBuilder::new()
+        .register(
+            Registration::new("worker", Ruminator)
+                .accepts(QName::new(TASKS_NS, "work"))
+                .accepts(QName::new("urn:test:v1", "think"))
+                .role(Role::Agent),
+        )
+        .register(
+            Registration::new("command", TestCommand)
+                .accepts(QName::new(TOOL_NS, "call"))
+                .role(Role::Tool),
+        );
+    for r in orchestrator::registrations(&layout, &config, true, true).unwrap() {
+        builder = builder.register(r);
+    }
+    let pump = builder.build().unwrap();
+    let ledger = Ledger::open(layout.ledger()).unwrap();
+    let report = orchestrator::run(&pump, ledger, check(&layout).unwrap(), &layout, &config, 1)
+        .await
+        .unwrap();
+    pump.shutdown(std::time::Duration::from_secs(5)).await;
+    assert!(!report.all_completed());
+    let lines = lines(&layout);
+    let failed = lines.iter().find(|l| l.status == Status::Failed).unwrap();
+    // "Otherwise `failed` with a summary (… the halting reason and report id)" — the per-task
+    // turns budget stopped the thread.
+    assert!(
+        failed
+            .summary
+            .contains("halted TIMEOUT (max-turns), report "),
+        "{}",
+        failed.summary
+    );
+    assert_eq!(statuses(&lines, "T-001").last(), Some(&Status::Blocked));
+}

@@ -1,0 +1,441 @@
+//! `agentpump tasks …` as a user runs it: the real binary on a real workspace with the shell
+//! worker and the `command` tool — the demo, a missing ledger, two orchestrators, and kill -9
+//! of the orchestrator at several points followed by restarts. Each assertion quotes the seed
+//! line it checks.
+
+mod support;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
+
+use agentpump::tasks::{Line, Status};
+use support::Scratch;
+
+fn agentpump() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_agentpump"))
+}
+
+/// Runs `agentpump tasks ARGS --root ROOT`; a run that does not end within two minutes (an
+/// orchestrator rerunning work forever) is killed and fails the test.
+fn tasks(root: &Path, args: &[&str]) -> Output {
+    let mut child = agentpump()
+        .arg("tasks")
+        .args(args)
+        .arg("--root")
+        .arg(root)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let drain = |mut r: Box<dyn std::io::Read + Send>| {
+        std::thread::spawn(move || {
+            let mut b = Vec::new();
+            r.read_to_end(&mut b).unwrap();
+            b
+        })
+    };
+    let out = drain(Box::new(child.stdout.take().unwrap()));
+    let err = drain(Box::new(child.stderr.take().unwrap()));
+    for _ in 0..1200 {
+        if let Some(status) = child.try_wait().unwrap() {
+            let (stdout, stderr) = (out.join().unwrap(), err.join().unwrap());
+            return Output {
+                status,
+                stdout,
+                stderr,
+            };
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    panic!(
+        "`agentpump tasks {}` did not end within two minutes",
+        args.join(" ")
+    );
+}
+
+fn spawn_run(root: &Path) -> Child {
+    agentpump()
+        .args(["tasks", "run", "--root"])
+        .arg(root)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn ledger(root: &Path) -> PathBuf {
+    root.join("docs/current/task-status.jsonl")
+}
+
+/// The ledger's whole lines (a torn tail is not a line yet).
+fn lines(root: &Path) -> Vec<Line> {
+    let raw = std::fs::read_to_string(ledger(root)).unwrap_or_default();
+    raw.split_inclusive('\n')
+        .filter(|l| l.ends_with('\n'))
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// Copies `listeners/tasks-demo` into a scratch folder.
+fn demo(name: &str) -> Scratch {
+    let dir = Scratch::new(name);
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("listeners/tasks-demo");
+    let status = Command::new("cp")
+        .arg("-r")
+        .arg(format!("{}/.", src.display()))
+        .arg(&dir.0)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    dir
+}
+
+#[test]
+fn the_demo_runs_retries_and_blocks() {
+    let dir = demo("tasks-demo");
+    let root = &dir.0;
+    assert!(tasks(root, &["init"]).status.success());
+    let check = tasks(root, &["check"]);
+    assert!(check.status.success(), "{}", text(&check.stderr));
+    let out = tasks(root, &["run"]);
+    let stdout = text(&out.stdout);
+    // "the run ends with a summary table and a non-zero exit when anything is not completed"
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(text(&out.stderr).contains("not every task is completed"));
+    let rows: BTreeMap<&str, (&str, &str)> = stdout
+        .lines()
+        .filter(|l| l.starts_with("T-"))
+        .map(|l| {
+            let mut w = l.split_whitespace();
+            (w.next().unwrap(), (w.next().unwrap(), w.next().unwrap()))
+        })
+        .collect();
+    assert_eq!(rows["T-001"], ("completed", "1"));
+    assert_eq!(
+        rows["T-003"],
+        ("completed", "2"),
+        "fails once, passes on the retry"
+    );
+    assert_eq!(rows["T-004"], ("completed", "1"));
+    assert_eq!(rows["T-005"], ("blocked", "2"));
+    assert_eq!(
+        rows["T-006"],
+        ("pending", "0"),
+        "requires a blocked task: not started"
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("out/d.txt")).unwrap(),
+        "base\nleft\nright\n"
+    );
+    // Seed: "Use the task-indexer skill … to extract only the most recent line for a specific ID."
+    let status = tasks(root, &["status", "T-003", "T-005", "--format", "json"]);
+    let latest: Vec<Line> = text(&status.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(
+        latest
+            .iter()
+            .map(|l| (l.id.as_str(), l.status))
+            .collect::<Vec<_>>(),
+        [("T-003", Status::Completed), ("T-005", Status::Blocked)]
+    );
+    // Every task thread is in the history; the completed ones certified EXACT.
+    let threads = text(
+        &agentpump()
+            .args(["threads", "--db"])
+            .arg(root.join("tasks-demo.db"))
+            .output()
+            .unwrap()
+            .stdout,
+    );
+    let exact = threads.lines().filter(|l| l.contains(" EXACT ")).count();
+    assert_eq!(exact, 4, "{threads}");
+}
+
+#[test]
+fn a_missing_ledger_fails_fast() {
+    let dir = demo("tasks-noledger");
+    let out = tasks(&dir.0, &["run"]);
+    // Seed: "The Orchestrator must fail-fast if this file is missing."
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("task-status.jsonl does not exist"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(!dir.0.join("out").exists(), "no work was done");
+    assert!(!dir.0.join("tasks-demo.db").exists(), "no pump was started");
+}
+
+/// A workspace whose worker is slow enough to be caught mid-run, logging every run of a task.
+fn slow(name: &str, sleep: &str) -> Scratch {
+    let dir = demo(name);
+    let work = format!(
+        "set -e\nmkdir -p out\necho \"$1 $2\" >> runs.log\nsleep {sleep}\n{}",
+        std::fs::read_to_string(dir.0.join("work.sh")).unwrap()
+    );
+    dir.write("work.sh", &work);
+    // Only the diamond: every task can complete.
+    for id in ["T-005", "T-006"] {
+        std::fs::remove_file(dir.0.join(format!("docs/tasks/{id}.json"))).unwrap();
+    }
+    assert!(tasks(&dir.0, &["init"]).status.success());
+    dir
+}
+
+fn wait_for(mut done: impl FnMut() -> bool, what: &str) {
+    for _ in 0..6000 {
+        if done() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    panic!("gave up waiting for {what}");
+}
+
+#[test]
+fn a_second_orchestrator_is_refused() {
+    let dir = slow("tasks-two", "2");
+    let mut first = spawn_run(&dir.0);
+    wait_for(
+        || lines(&dir.0).iter().any(|l| l.status == Status::InProgress),
+        "the first to start",
+    );
+    let second = tasks(&dir.0, &["run"]);
+    first.kill().unwrap();
+    first.wait().unwrap();
+    // Seed: "The Orchestrator is the SOLE authority permitted to append to this file."
+    assert_eq!(second.status.code(), Some(1));
+    assert!(
+        text(&second.stderr).contains("is locked by another orchestrator"),
+        "{}",
+        text(&second.stderr)
+    );
+}
+
+/// Where to kill the orchestrator.
+#[derive(Debug, Clone, Copy)]
+enum Point {
+    /// After this many new ledger lines.
+    Lines(usize),
+    /// Once the work script has started once more.
+    Work,
+}
+
+fn runs(root: &Path) -> Vec<String> {
+    std::fs::read_to_string(root.join("runs.log"))
+        .unwrap_or_default()
+        .lines()
+        .map(String::from)
+        .collect()
+}
+
+#[test]
+fn kill_9_at_several_points_then_restart_reruns_nothing_completed() {
+    let dir = slow("tasks-kill", "0.3");
+    let root = &dir.0;
+    // Kill points, each relative to the ledger as the restarted orchestrator finds it: after
+    // 1, 2, 1, 3 new lines (between an append and the next step), and twice while the worker
+    // runs (a new run of the work script, no new line yet).
+    let mut snapshots = Vec::new();
+    for point in [
+        Point::Lines(1),
+        Point::Lines(2),
+        Point::Work,
+        Point::Lines(1),
+        Point::Lines(3),
+        Point::Work,
+    ] {
+        let (before, ran) = (lines(root).len(), runs(root).len());
+        let mut child = spawn_run(root);
+        wait_for(
+            || {
+                child.try_wait().unwrap().is_some()
+                    || match point {
+                        Point::Lines(n) => lines(root).len() >= before + n,
+                        Point::Work => runs(root).len() > ran,
+                    }
+            },
+            "the kill point",
+        );
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+        snapshots.push((lines(root), runs(root)));
+    }
+    let last = tasks(root, &["run"]);
+    assert!(
+        last.status.success(),
+        "{}{}",
+        text(&last.stdout),
+        text(&last.stderr)
+    );
+    let lines = lines(root);
+    let runs = runs(root);
+    // After kill -9 the ledger still parses line by line (lines() above would have panicked),
+    // and `jq` reads every line.
+    let jq = Command::new("jq")
+        .args(["-c", "."])
+        .arg(ledger(root))
+        .output()
+        .unwrap();
+    assert!(jq.status.success());
+    assert_eq!(text(&jq.stdout).lines().count(), lines.len());
+    // No duplicate line: each (task, status, summary) once.
+    let mut seen = BTreeSet::new();
+    for l in &lines {
+        assert!(
+            seen.insert((l.id.clone(), l.status, l.summary.clone())),
+            "duplicate {l:?}"
+        );
+    }
+    // Seed: "Completed: Verification command passed and "Context Delta" received." — once each.
+    for id in ["T-001", "T-002", "T-003", "T-004"] {
+        let completed = lines
+            .iter()
+            .filter(|l| l.id == id && l.status == Status::Completed)
+            .count();
+        assert_eq!(completed, 1, "{id}");
+        assert_eq!(
+            lines.iter().rfind(|l| l.id == id).unwrap().status,
+            Status::Completed
+        );
+    }
+    // Completed tasks are never run again: a task completed at a kill has no run after it.
+    for (at_kill, runs_then) in &snapshots {
+        for done in at_kill.iter().filter(|l| l.status == Status::Completed) {
+            let count = |r: &[String]| {
+                r.iter()
+                    .filter(|r| r.starts_with(&format!("{} ", done.id)))
+                    .count()
+            };
+            assert_eq!(
+                count(&runs),
+                count(runs_then),
+                "{} ran again after it was completed",
+                done.id
+            );
+        }
+    }
+    assert!(
+        snapshots
+            .iter()
+            .any(|(l, _)| l.iter().any(|l| l.status == Status::Completed)),
+        "some kill came after a completion"
+    );
+}
+
+#[test]
+fn get_tasks_answers_the_latest_line_per_task() {
+    let dir = demo("tasks-http");
+    let root = &dir.0;
+    assert!(tasks(root, &["init"]).status.success());
+    assert_eq!(tasks(root, &["run"]).status.code(), Some(1));
+    let mut child = agentpump()
+        .arg("run")
+        .arg(root.join("organism.toml"))
+        .args(["--port", "0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut out = std::io::BufRead::lines(std::io::BufReader::new(child.stdout.take().unwrap()));
+    let ready = out.next().unwrap().unwrap();
+    let base = ready
+        .split("listening on ")
+        .nth(1)
+        .unwrap()
+        .split(' ')
+        .next()
+        .unwrap()
+        .to_owned();
+    let token = std::fs::read_to_string(root.join("agentpump.token"))
+        .unwrap()
+        .trim()
+        .to_owned();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let (status, body) = runtime.block_on(async {
+        let r = support::http_client()
+            .get(format!("{base}/tasks"))
+            .bearer_auth(&token)
+            .send()
+            .await
+            .unwrap();
+        (r.status(), r.text().await.unwrap())
+    });
+    // Task events: a new task is worked while a client follows /tasks/events.
+    let events = runtime.block_on(async {
+        let mut r = support::http_client()
+            .get(format!("{base}/tasks/events"))
+            .bearer_auth(&token)
+            .send()
+            .await
+            .unwrap();
+        let mut t7 = std::fs::read_to_string(root.join("docs/tasks/T-001.json")).unwrap();
+        t7 = t7.replace("T-001", "T-007");
+        std::fs::write(root.join("docs/tasks/T-007.json"), t7).unwrap();
+        let work = std::fs::read_to_string(root.join("work.sh")).unwrap();
+        let redo = "if [ \"$1\" = T-007 ]; then echo '~ out/a.txt'; echo redo; exit 0; fi\n";
+        std::fs::write(root.join("work.sh"), format!("{redo}{work}")).unwrap();
+        let run = tokio::task::spawn_blocking({
+            let root = root.clone();
+            move || tasks(&root, &["run"])
+        });
+        let mut seen = String::new();
+        while !seen.contains(r#""id":"T-007","status":"completed""#) {
+            let chunk = tokio::time::timeout(Duration::from_secs(60), r.chunk())
+                .await
+                .expect("an event within a minute")
+                .unwrap()
+                .expect("the stream goes on");
+            seen.push_str(&String::from_utf8_lossy(&chunk));
+        }
+        run.await.unwrap();
+        seen
+    });
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let task_events: Vec<Line> = events
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .map(|d| serde_json::from_str(d).unwrap())
+        .collect();
+    // "task events on the event stream": each new ledger line, in order, from the ledger's end.
+    assert_eq!(
+        task_events
+            .iter()
+            .map(|l| (l.id.as_str(), l.status))
+            .collect::<Vec<_>>(),
+        [
+            ("T-007", Status::Pending),
+            ("T-007", Status::InProgress),
+            ("T-007", Status::Completed)
+        ]
+    );
+    assert_eq!(status, 200, "{body}");
+    let lines: Vec<Line> = serde_json::from_str(&body).unwrap();
+    let got: Vec<(&str, Status)> = lines.iter().map(|l| (l.id.as_str(), l.status)).collect();
+    // Seed: "extract only the most recent line for a specific ID" — one per task, the latest.
+    assert_eq!(
+        got,
+        [
+            ("T-001", Status::Completed),
+            ("T-002", Status::Completed),
+            ("T-003", Status::Completed),
+            ("T-004", Status::Completed),
+            ("T-005", Status::Blocked),
+            ("T-006", Status::Pending),
+        ]
+    );
+}
