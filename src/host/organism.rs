@@ -726,8 +726,8 @@ mod tests {
         assert!(organism.builder("organism.toml").unwrap().build().is_ok());
         // Without them, the process files are read from disk relative to the organism file,
         // and a missing one is an error naming it.
-        let bare = Organism::parse(include_str!("../../listeners/demo/organism.toml"), "o.toml")
-            .unwrap();
+        let bare =
+            Organism::parse(include_str!("../../listeners/demo/organism.toml"), "o.toml").unwrap();
         let err = bare.registrations("o.toml").unwrap_err().to_string();
         assert!(err.contains("../processes/newton.aps"), "{err}");
     }
