@@ -1,7 +1,8 @@
 //! The listeners of a task thread. The orchestrator registers the [`Coordinator`] and the
 //! [`Verifier`]; the [`ShellWorker`] when the organism names no worker listener but a
-//! `work_command`; the [`CommandTool`] when the organism declares no `command` listener; the
-//! [`TaskIndexer`] (the seed's `task-indexer` skill) unless the organism declares one.
+//! `work_command`; the [`CommandTool`](crate::listeners::CommandTool), allowed only `sh` in the
+//! task root, when the organism declares no `command` listener; the [`TaskIndexer`] (the seed's
+//! `task-indexer` skill) unless the organism declares one.
 //!
 //! Each keeps no state between deliveries: what a step needs (the assignment, the delta, the
 //! verification asked for) is read back from the thread's history.
