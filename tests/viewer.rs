@@ -215,6 +215,7 @@ async fn the_viewer_works_in_a_real_browser() {
         .eval("return fetch(document.getElementById('report-json').href).then(r => r.json()).then(j => j.halting_certificate.type)")
         .await;
     assert_eq!(linked, "CONVERGED", "the report's JSON link");
+    b.eval("window.scrollTo(0, 0); return true").await;
     b.screenshot(&shots, "viewer-thread.png").await;
     b.eval("document.getElementById('records-title').scrollIntoView(); return true")
         .await;

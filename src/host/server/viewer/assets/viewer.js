@@ -134,7 +134,7 @@ function setWindow() {
   $("rec-earlier").hidden = !state.earlier;
   $("rec-first").hidden = !state.earlier;
   const n = list.childElementCount;
-  $("rec-window").textContent = n ? `records #${state.first}–#${state.last} (${n} shown${state.earlier ? ", earlier ones above" : ""}${state.more ? ", later ones below" : ""})` : "no records";
+  $("rec-window").textContent = n ? `${n} records shown, #${state.first} to #${state.last}${state.earlier ? "; earlier ones above" : ""}${state.more ? "; later ones below" : ""}` : "no records";
 }
 
 function append(records) {
