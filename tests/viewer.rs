@@ -203,6 +203,18 @@ async fn the_viewer_works_in_a_real_browser() {
         "[...document.querySelectorAll('li.rec.proc-return .ev-table tbody th')].map(t => t.textContent).join(',') === 'residual,root,steps'",
     )
     .await;
+    // The process timeline: its milestones and TELLs in order, each a link to its record.
+    b.until(
+        "the process timeline",
+        "[...document.querySelectorAll('#t-timeline li')].map(l => l.className).join(',') === 'tl tl-milestone,tl tl-tell,tl tl-tell,tl tl-tell,tl tl-tell,tl tl-milestone,tl tl-return' && document.querySelector('#t-timeline .tl-tell').textContent.includes('TELL residual after a Newton step (RESIDUAL=0.25)')",
+    )
+    .await;
+    b.click("#t-timeline li:nth-child(6) a").await;
+    b.until(
+        "the CONVERGED milestone, focused from the timeline",
+        "document.activeElement.matches('li.rec.proc-milestone') && document.activeElement.textContent.includes('CONVERGED')",
+    )
+    .await;
     // The answer links to its call.
     b.click("li.rec.tool-result a.call-link[data-call='newton-2']")
         .await;

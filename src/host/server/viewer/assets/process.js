@@ -133,3 +133,39 @@ export function followCall(event) {
   call.scrollIntoView({ block: "center" });
   call.focus({ preventScroll: true });
 }
+
+// The TELL and MILESTONE events (and a FAILED or RETURN) of the records shown, in order: a
+// process thread's timeline. Each entry scrolls to its record.
+export function timelineItems(records) {
+  const items = [];
+  for (const r of records) {
+    if (!r.root.startsWith(`{${PROC}}`)) continue;
+    const local = r.root.slice(PROC.length + 2);
+    if (!["tell", "milestone", "failed", "return"].includes(local)) continue;
+    const e = parse(r.payload);
+    if (!e) continue;
+    let text;
+    if (local === "milestone") text = `◆ ${e.textContent}`;
+    else if (local === "tell") {
+      const why = named(e, "why")[0];
+      const message = [...e.childNodes].filter((c) => c.nodeType === Node.TEXT_NODE).map((c) => c.textContent).join("").trim();
+      text = `TELL ${message}${why ? ` (${at(why, "name")}=${at(why, "redacted") === "true" ? "redacted" : why.textContent})` : ""}`;
+    } else if (local === "failed") text = `FAILED ${at(e, "type")} at line ${at(e, "line")}`;
+    else text = `RETURN ${named(e, "field").map((f) => at(f, "name")).join(", ")}`;
+    items.push(el("li", { class: `tl tl-${local}`, "data-seq": String(r.seq) },
+      el("a", { href: `#/thread/${r.thread}`, class: "tl-link", "data-seq": String(r.seq) }, el("span", { class: "muted", text: `#${r.seq} ` }), text)));
+  }
+  return items;
+}
+
+// A click on a timeline entry: its record, scrolled to and focused.
+export function followTimeline(event) {
+  const link = event.target.closest("a.tl-link");
+  if (!link) return;
+  event.preventDefault();
+  const rec = document.querySelector(`li.rec[data-seq="${link.dataset.seq}"]`);
+  if (!rec) return;
+  rec.setAttribute("tabindex", "-1");
+  rec.scrollIntoView({ block: "center" });
+  rec.focus({ preventScroll: true });
+}

@@ -2,7 +2,7 @@
 // residuals, budgets, halting report, integrity; live records and stop/resume on a running host).
 import { el, time, stateBadge } from "/dom.js";
 import { recordItem, drawPlot, drawBudgets, drawReport, drawTree } from "/panels.js";
-import { followCall } from "/process.js";
+import { followCall, followTimeline, timelineItems } from "/process.js";
 
 // Every error the page meets is kept here too, so a test (or a person in the console) can read it.
 window.viewerErrors = [];
@@ -133,6 +133,9 @@ function setWindow() {
   $("rec-latest").hidden = !state.more;
   $("rec-earlier").hidden = !state.earlier;
   $("rec-first").hidden = !state.earlier;
+  const events = timelineItems(state.records);
+  $("t-timeline").replaceChildren(...events);
+  $("t-process").hidden = !events.length;
   const n = list.childElementCount;
   $("rec-window").textContent = n ? `${n} records shown, #${state.first} to #${state.last}${state.earlier ? "; earlier ones above" : ""}${state.more ? "; later ones below" : ""}` : "no records";
 }
@@ -281,6 +284,7 @@ $("rec-earlier").addEventListener("click", () => loadEarlier().catch(failed));
 $("rec-first").addEventListener("click", () => jump("first").catch(failed));
 $("rec-latest").addEventListener("click", () => jump("latest").catch(failed));
 $("t-records").addEventListener("click", followCall);
+$("t-timeline").addEventListener("click", followTimeline);
 $("stop").addEventListener("click", () => act(`/threads/${state.thread}/stop`).catch(failed));
 $("resume-open").addEventListener("click", () => {
   const form = $("resume-form");
