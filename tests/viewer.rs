@@ -246,6 +246,12 @@ async fn the_viewer_works_in_a_real_browser() {
         "document.querySelector('li.rec.proc-par .ev-par')?.textContent.includes('launched worker, worker, worker') && document.querySelector('li.rec.proc-join .ev-join')?.textContent.includes('3 children answered')",
     )
     .await;
+    // Each child's answer, read from its thread-result, links to the child thread of its call.
+    b.until(
+        "the children's answers",
+        "[...document.querySelectorAll('li.rec.sys-thread-result .ev-result a.child-link')].filter(a => document.querySelector(`.tree-node[data-depth=\"1\"] a[href=\"${a.getAttribute('href')}\"]`)).length === 3",
+    )
+    .await;
     b.eval("document.querySelector('li.rec.proc-par').scrollIntoView(); return true")
         .await;
     b.screenshot(&shots, "viewer-process.png").await;

@@ -3,7 +3,7 @@
 // JOIN, RETURN's fields, FAILED with its type and line; a tool call as `tool(arg=value, …)` with
 // its id, and a result or error linked to its call. Payloads are parsed with DOMParser into a
 // detached document and only their text is copied into the page.
-import { el } from "/dom.js";
+import { el, SYS } from "/dom.js";
 
 export const PROC = "urn:agentpump:process:v1";
 export const TOOL = "urn:agentpump:tool:v1";
@@ -104,11 +104,24 @@ function toolMessage(e, thread) {
   }
 }
 
+// A child's `thread-result` carrying a tool answer (a PAR child's RETURN): the answer, and a
+// link to the child thread where its call is.
+function childAnswer(e) {
+  const answer = [...e.children].find((c) => c.namespaceURI === TOOL && (c.localName === "result" || c.localName === "error"));
+  const child = at(e, "thread");
+  if (!answer || !child) return null;
+  const view = toolMessage(answer, child);
+  view.querySelector("a.call-link")?.classList.replace("call-link", "child-link");
+  return view;
+}
+
 // The readable view of a process event or a tool message, or null for any other payload.
 export function eventView(root, record) {
-  if (root.ns !== PROC && root.ns !== TOOL) return null;
+  const childResult = root.ns === SYS && root.local === "thread-result";
+  if (root.ns !== PROC && root.ns !== TOOL && !childResult) return null;
   const e = parse(record.payload);
   if (!e) return null;
+  if (childResult) return childAnswer(e);
   return root.ns === PROC ? processEvent(e) : toolMessage(e, record.thread);
 }
 
