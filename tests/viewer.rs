@@ -517,3 +517,50 @@ async fn a_thread_of_100_000_records_stays_responsive() {
     assert_eq!(errors, serde_json::json!([]), "console errors");
     b.close().await;
 }
+
+/// Live budget bars on a running host: a spawner whose three carved children wait at a gate
+/// shows the turns it holds for them as reserved; when they finish, the bar gives them back
+/// without a reload.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn budget_bars_show_reservations_live() {
+    use agentpump::governor::Budget;
+    use agentpump::{PumpBuilder, Registration};
+    let scratch = Scratch::new("viewer-budgets");
+    let gate = support::Gate::new();
+    let twenty = Budget {
+        turns: Some(20),
+        ..Budget::default()
+    };
+    let pump = PumpBuilder::new()
+        .register(support::carving_spawner("spawner", 3, twenty))
+        .register(Registration::new("gate", gate.clone()).accepts(support::q("wait")))
+        .build()
+        .unwrap();
+    let root = pump
+        .post(None, None, &support::p("go", ""))
+        .await
+        .unwrap()
+        .thread();
+    for _ in 0..3 {
+        gate.entered().await;
+    }
+    let base = support::serve(&pump, TOKEN, 1024 * 1024).await;
+    let b = Browser::start(&scratch, false).await;
+    b.goto(&format!("{base}/?token={TOKEN}#/thread/{root}"))
+        .await;
+    let turns = "document.querySelector(\".budget-bar[data-budget='max-turns']\")";
+    b.until(
+        "the turns held for three children",
+        &format!("Number({turns}?.dataset.reserved) > 50 && {turns}.querySelector('.reserved').getBoundingClientRect().width > 0 && {turns}.getAttribute('aria-valuetext').includes('reserved')"),
+    )
+    .await;
+    gate.open(10);
+    b.until(
+        "the reservation given back, live",
+        &format!("{turns}.dataset.reserved === '0' && document.querySelectorAll('li.rec.sys-thread-result').length === 3"),
+    )
+    .await;
+    let errors = b.eval("return window.viewerErrors").await;
+    assert_eq!(errors, serde_json::json!([]), "console errors");
+    b.close().await;
+}
