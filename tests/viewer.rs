@@ -1,8 +1,11 @@
 //! The history viewer in a real browser: headless Chromium driven over WebDriver (chromedriver)
 //! against a host running the demo organism. Signs in, lists threads, opens the √2 thread (residual
-//! plot, CONVERGED) and the planner (three children), sees a message posted through the API
-//! appear live, stops and resumes a thread from the page, shows nothing for a wrong token, serves
-//! `agentpump view` over the same file, and logs no console errors.
+//! plot, CONVERGED, its process events, tool calls and timeline) and the planners (three
+//! children each, PAR and JOIN), searches through child threads, shows live budget bars, sees a
+//! message posted through the API appear live, stops and resumes a thread from the page, shows
+//! nothing for a wrong token, serves `agentpump view` over the same file, and logs no console
+//! errors. Two smaller hosts: a thread of 100 000 records paged through its window, and carved
+//! children's reservations on a live budget bar.
 //!
 //! Needs `chromedriver` and `chromium` (Debian: `apt-get install chromium chromium-driver`;
 //! `.ci/run` installs them). Without them the test fails, saying so: a viewer test that skips
