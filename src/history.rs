@@ -312,6 +312,21 @@ pub trait HistoryStore: Send + Sync + fmt::Debug + 'static {
         page::records_by_scan(self, thread, after, limit).await
     }
 
+    /// Up to `limit` records of one thread with `seq < before`, the last ones before it, in
+    /// order (at most [`page::MAX_PAGE`]): a transcript read from its end, a page at a time.
+    ///
+    /// # Errors
+    ///
+    /// [`HistoryError::Query`] when the store cannot be read.
+    async fn records_before(
+        &self,
+        thread: ThreadId,
+        before: u64,
+        limit: usize,
+    ) -> Result<Vec<Record>, HistoryError> {
+        page::records_before_by_scan(self, thread, before, limit).await
+    }
+
     /// Recomputes one thread's chain; returns how many records were checked.
     ///
     /// # Errors

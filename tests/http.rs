@@ -154,6 +154,17 @@ async fn every_route_works_with_the_token() {
         .await
         .unwrap();
     assert_eq!(tree.len(), 1);
+    // The governor's live budget lines: two turns spent so far.
+    let budget: serde_json::Value = api
+        .get(&format!("/threads/{thread}/budget"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(budget["max-turns"]["spent"], "2", "{budget}");
+    assert_eq!(budget["max-turns"]["reserved"], "0", "{budget}");
 
     // An AgentServer envelope starts a thread too.
     let envelope = format!(

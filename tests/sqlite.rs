@@ -247,7 +247,8 @@ async fn a_read_sees_every_record_appended_before_it() {
 
 /// Root threads and record windows a page at a time, the same from SQLite's indexed queries and
 /// from the scan any store has: every root once, newest first, filters by state, halt class and
-/// text (with LIKE's wildcards taken literally).
+/// text (with LIKE's wildcards taken literally, and the records of child threads searched too);
+/// record windows read forward and from the end.
 #[tokio::test]
 async fn pages_of_threads_and_records_agree_between_stores() {
     use agentpump::history::{MemoryHistory, ThreadFilter};
@@ -261,6 +262,20 @@ async fn pages_of_threads_and_records_agree_between_stores() {
             .history(Arc::clone(&store))
             .register(Registration::new("echo", Echo).accepts(q("say")))
             .register(Registration::new("crier", Echo).accepts(q("yell")))
+            .register(Registration::new("diver", Echo).accepts(q("deep")))
+            .register(
+                Registration::new(
+                    "forker",
+                    support::Script::new(|msg, cx| {
+                        if msg.qname().local() == "fork" {
+                            cx.spawn(agentpump::Spawn::new(p("deep", "")).sub_id("below"));
+                        }
+                        Ok(())
+                    }),
+                )
+                .accepts(q("fork"))
+                .peers(["diver"]),
+            )
             .build()
             .unwrap();
         let mut roots = Vec::new();
@@ -344,10 +359,29 @@ async fn pages_of_threads_and_records_agree_between_stores() {
             windowed.extend(window);
         }
         assert_eq!(windowed, records);
+        let mut backwards = Vec::new();
+        let mut before = u64::MAX;
+        loop {
+            let window = store.records_before(roots[0], before, 2).await.unwrap();
+            let Some(first) = window.first() else { break };
+            before = first.seq;
+            backwards.splice(0..0, window);
+        }
+        assert_eq!(backwards, records, "{name}: windows read from the end");
         assert_eq!(
             store.verify_thread(roots[0]).await.unwrap(),
             records.len() as u64
         );
+
+        // The search reads the threads below a root: only the child speaks with `diver`.
+        let fork = start(&pump, &p("fork", "")).await;
+        pump.settle(fork).await;
+        let divers = page(ThreadFilter {
+            text: Some("diver".into()),
+            ..Default::default()
+        })
+        .await;
+        assert_eq!(divers, vec![fork], "{name}: a child's records");
         pump.shutdown(std::time::Duration::from_secs(1)).await;
     }
 }

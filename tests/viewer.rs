@@ -1,8 +1,11 @@
 //! The history viewer in a real browser: headless Chromium driven over WebDriver (chromedriver)
 //! against a host running the demo organism. Signs in, lists threads, opens the √2 thread (residual
-//! plot, CONVERGED) and the planner (three children), sees a message posted through the API
-//! appear live, stops and resumes a thread from the page, shows nothing for a wrong token, serves
-//! `agentpump view` over the same file, and logs no console errors.
+//! plot, CONVERGED, its process events, tool calls and timeline) and the planners (three
+//! children each, PAR and JOIN), searches through child threads, shows live budget bars, sees a
+//! message posted through the API appear live, stops and resumes a thread from the page, shows
+//! nothing for a wrong token, serves `agentpump view` over the same file, and logs no console
+//! errors. Two smaller hosts: a thread of 100 000 records paged through its window, and carved
+//! children's reservations on a live budget bar.
 //!
 //! Needs `chromedriver` and `chromium` (Debian: `apt-get install chromium chromium-driver`;
 //! `.ci/run` installs them). Without them the test fails, saying so: a viewer test that skips
@@ -24,27 +27,6 @@ use support::Scratch;
 
 const TOKEN: &str = "viewer-test-token-0123456789";
 
-/// The demo's starting messages (as `agentpump demo` posts them): addressee and payload.
-const STARTS: [(&str, &str); 5] = [
-    (
-        "newton",
-        r#"<sqrt xmlns="urn:agentpump:demo:v1" target="2"/>"#,
-    ),
-    (
-        "scripted-planner",
-        "<plan xmlns=\"urn:agentpump:demo:v1\">12.5 * 4; (1 + 2 + 3) / 4; 0.1 + 0.2</plan>",
-    ),
-    (
-        "scripted-author",
-        r#"<claim xmlns="urn:agentpump:demo:v1" expr="6 * 7" equals="42"/>"#,
-    ),
-    (
-        "scripted-runaway",
-        "<ruminate xmlns=\"urn:agentpump:demo:v1\">0</ruminate>",
-    ),
-    ("scripted-ping", r#"<ball xmlns="urn:agentpump:demo:v1"/>"#),
-];
-
 /// The demo organism on a SQLite history in `scratch`, its five threads settled.
 async fn demo(scratch: &Scratch) -> (PumpHandle, Vec<ThreadId>) {
     let origin = "listeners/demo/organism.toml";
@@ -57,7 +39,7 @@ async fn demo(scratch: &Scratch) -> (PumpHandle, Vec<ThreadId>) {
         .build()
         .unwrap();
     let mut roots = Vec::new();
-    for (to, payload) in STARTS {
+    for (_, to, payload) in agentpump::host::demo::STARTS {
         roots.push(pump.post(None, Some(to), payload).await.unwrap().thread());
     }
     for &root in &roots {
@@ -199,15 +181,112 @@ async fn the_viewer_works_in_a_real_browser() {
         b.count("li.rec.sys-halt").await >= 1,
         "the halt is styled as a system message"
     );
-    assert!(b.count("#t-budgets meter").await >= 1, "budgets as bars");
+    assert!(
+        b.count("#t-budgets .budget-bar[role=meter]").await >= 1,
+        "budgets as bars"
+    );
+    // Newton runs as a process: its events and tool calls read as what they are.
+    b.until(
+        "a TELL with its message and why",
+        "[...document.querySelectorAll('li.rec.proc-tell .ev-tell')].some(e => e.querySelector('q').textContent === 'residual after a Newton step' && /why: RESIDUAL=0\\.25/.test(e.textContent))",
+    )
+    .await;
+    b.until(
+        "the CONVERGED milestone as a marker",
+        "[...document.querySelectorAll('li.rec.proc-milestone .ev-milestone[role=separator]')].some(e => e.textContent.includes('CONVERGED'))",
+    )
+    .await;
+    b.until(
+        "a tool call as tool(arg=value) with its id",
+        "[...document.querySelectorAll(\"li.rec.tool-call[data-call-id='newton-1'] .ev-call\")].some(e => e.textContent.startsWith('calculator(expression=\"(1 + 2 / 1) / 2\")') && e.textContent.includes('id newton-1'))",
+    )
+    .await;
+    b.until(
+        "RETURN's fields as a table",
+        "[...document.querySelectorAll('li.rec.proc-return .ev-table tbody th')].map(t => t.textContent).join(',') === 'residual,root,steps'",
+    )
+    .await;
+    // The process timeline: its milestones and TELLs in order, each a link to its record.
+    b.until(
+        "the process timeline",
+        "[...document.querySelectorAll('#t-timeline li')].map(l => l.className).join(',') === 'tl tl-milestone,tl tl-tell,tl tl-tell,tl tl-tell,tl tl-tell,tl tl-milestone,tl tl-return' && document.querySelector('#t-timeline .tl-tell').textContent.includes('TELL residual after a Newton step (RESIDUAL=0.25)')",
+    )
+    .await;
+    b.click("#t-timeline li:nth-child(6) a").await;
+    b.until(
+        "the CONVERGED milestone, focused from the timeline",
+        "document.activeElement.matches('li.rec.proc-milestone') && document.activeElement.textContent.includes('CONVERGED')",
+    )
+    .await;
+    // The answer links to its call.
+    b.click("li.rec.tool-result a.call-link[data-call='newton-2']")
+        .await;
+    b.until(
+        "the call the answer links to, focused",
+        "document.activeElement.matches(\"li.rec.tool-call[data-call-id='newton-2']\")",
+    )
+    .await;
     let linked = b
         .eval("return fetch(document.getElementById('report-json').href).then(r => r.json()).then(j => j.halting_certificate.type)")
         .await;
     assert_eq!(linked, "CONVERGED", "the report's JSON link");
+    b.eval("window.scrollTo(0, 0); return true").await;
     b.screenshot(&shots, "viewer-thread.png").await;
     b.eval("document.getElementById('records-title').scrollIntoView(); return true")
         .await;
     b.screenshot(&shots, "viewer-transcript.png").await;
+
+    // The planner process: its PAR children in the tree, PAR and JOIN in the transcript.
+    let process = roots[5];
+    b.goto(&format!("{base}/#/thread/{process}")).await;
+    b.until(
+        "the PAR children under the process",
+        "document.querySelectorAll('.tree-node[data-depth=\"1\"]').length === 3",
+    )
+    .await;
+    b.until(
+        "PAR and JOIN",
+        "document.querySelector('li.rec.proc-par .ev-par')?.textContent.includes('launched worker, worker, worker') && document.querySelector('li.rec.proc-join .ev-join')?.textContent.includes('3 children answered')",
+    )
+    .await;
+    // Each child's answer, read from its thread-result, links to the child thread of its call.
+    b.until(
+        "the children's answers",
+        "[...document.querySelectorAll('li.rec.sys-thread-result .ev-result a.child-link')].filter(a => document.querySelector(`.tree-node[data-depth=\"1\"] a[href=\"${a.getAttribute('href')}\"]`)).length === 3",
+    )
+    .await;
+    b.eval("document.querySelector('li.rec.proc-par').scrollIntoView(); return true")
+        .await;
+    b.screenshot(&shots, "viewer-process.png").await;
+
+    // The search reads the records of the threads below a root: only the planners' children
+    // speak with workers.
+    b.goto(&format!("{base}/#/?q=worker")).await;
+    b.until(
+        "the search through child threads",
+        &format!("document.querySelectorAll('#threads tbody tr').length === 2 && !!document.querySelector(\"tr[data-thread='{planner}']\") && !!document.querySelector(\"tr[data-thread='{process}']\")"),
+    )
+    .await;
+
+    // Live budget bars: a thread that has not halted shows the governor's ledger now.
+    let started: serde_json::Value = support::http_client()
+        .post(format!("{base}/threads?to=calculator"))
+        .bearer_auth(TOKEN)
+        .body(r#"<calc xmlns="urn:agentpump:calc:v1">6 * 7</calc>"#)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let calc: ThreadId = started["thread"].as_str().unwrap().parse().unwrap();
+    pump.settle(calc).await;
+    b.goto(&format!("{base}/#/thread/{calc}")).await;
+    b.until(
+        "live budget bars",
+        "document.getElementById('budget-title').textContent === 'Budgets (live)' && Number(document.querySelector(\".budget-bar[data-budget='max-turns']\")?.dataset.spent) >= 1 && document.querySelector(\".budget-bar[data-budget='max-turns']\").dataset.reserved === '0'",
+    )
+    .await;
 
     // The planner: three children with their carve-outs.
     b.goto(&format!("{base}/#/thread/{planner}")).await;
@@ -322,4 +401,169 @@ async fn the_viewer_works_in_a_real_browser() {
     let errors = dark.eval("return window.viewerErrors").await;
     assert_eq!(errors, serde_json::json!([]), "console errors in dark mode");
     dark.close().await;
+}
+
+/// Process events the demo does not write, appended as a process would: a SNAP with a redacted
+/// symbol and a FAILED.
+const CRAFTED: [&str; 2] = [
+    r#"<snap xmlns="urn:agentpump:process:v1" process="vault" seq="1" line="7" delta="false"><symbol name="COUNT" type="number">3</symbol><symbol name="KEY" redacted="true"/></snap>"#,
+    r#"<failed xmlns="urn:agentpump:process:v1" process="vault" seq="2" type="AG-008" line="9">the tool `vault` is not allowed here</failed>"#,
+];
+
+/// A thread of 100 000 records (a crafted SNAP and FAILED among the first), written through the
+/// store's public `append`, read by `agentpump view`: the first page shows at once, the last
+/// record is one click away, and the page never holds more than a window of records.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thread_of_100_000_records_stays_responsive() {
+    use agentpump::history::{Batch, HistoryStore as _, NewRecord, RecordKind, SqliteHistory};
+    use agentpump::{Envelope, Limits, Payload, PumpBuilder, QName, Registration};
+    const RECORDS: usize = 100_000;
+    let scratch = Scratch::new("viewer-long");
+    let store = Arc::new(SqliteHistory::open(scratch.db()).unwrap());
+    let say = QName::new("urn:example:say:v1", "say");
+    let pump = PumpBuilder::new()
+        .register(Registration::new("echo", agentpump::listeners::Echo).accepts(say))
+        .history(Arc::clone(&store) as Arc<dyn agentpump::history::HistoryStore>)
+        .build()
+        .unwrap();
+    let thread = pump
+        .post(
+            None,
+            Some("echo"),
+            r#"<say xmlns="urn:example:say:v1">0</say>"#,
+        )
+        .await
+        .unwrap()
+        .thread();
+    pump.settle(thread).await;
+    pump.shutdown(Duration::from_secs(5)).await;
+    let limits = Limits::default();
+    let have = store.thread(thread, 0).await.unwrap().len();
+    let mut n = have;
+    while n < RECORDS {
+        let mut records = Vec::new();
+        while records.len() < 2_000 && n < RECORDS {
+            let xml = match n - have {
+                i @ 0..=1 => CRAFTED[i].to_owned(),
+                _ => format!(r#"<say xmlns="urn:example:say:v1">{n}</say>"#),
+            };
+            let payload = Payload::parse(&xml, &limits).unwrap();
+            records.push(NewRecord {
+                envelope: Envelope::new("echo".into(), thread, payload),
+                kind: RecordKind::Message,
+                pending: false,
+            });
+            n += 1;
+        }
+        let batch = Batch {
+            records,
+            ..Default::default()
+        };
+        store.append(batch).unwrap().wait().await.unwrap();
+    }
+    let last = store.records_before(thread, u64::MAX, 1).await.unwrap()[0].seq;
+    store.close().unwrap();
+
+    let view = browser::View::start(&scratch.db());
+    let b = Browser::start(&scratch, false).await;
+    b.goto(&view.url).await;
+    b.until(
+        "the list",
+        &format!("!!document.querySelector(\"tr[data-thread='{thread}']\")"),
+    )
+    .await;
+    b.goto(&format!("{}#/thread/{thread}", view.base)).await;
+    b.until(
+        "the first page of the transcript",
+        "document.querySelectorAll('#t-records li.rec').length === 200 && !document.getElementById('rec-latest').hidden",
+    )
+    .await;
+    // The crafted events among the first: a SNAP table with the redacted value shown as such,
+    // and FAILED with its type and line.
+    b.until(
+        "the SNAP table",
+        "[...document.querySelectorAll('li.rec.proc-snap .ev-table tbody tr')].map(r => r.textContent).join('|') === 'COUNT3number|KEYredacted'",
+    )
+    .await;
+    assert_eq!(b.count("li.rec.proc-snap .redacted").await, 1);
+    b.until(
+        "FAILED with its type and line",
+        "document.querySelector('li.rec.proc-failed .ev-failed')?.textContent.startsWith('FAILED AG-008 line 9 the tool `vault` is not allowed here')",
+    )
+    .await;
+
+    // The last record, one click away; the window stays bounded.
+    b.click("#rec-latest").await;
+    b.until(
+        "the last record",
+        &format!("!!document.querySelector(\"li.rec[data-seq='{last}']\") && document.querySelectorAll('#t-records li.rec').length === 200 && !document.getElementById('rec-earlier').hidden"),
+    )
+    .await;
+    for (shown, later_hidden) in [(400, true), (600, true), (600, false)] {
+        let before = b
+            .eval("return Number(document.querySelector('#t-records li.rec').dataset.seq)")
+            .await;
+        b.click("#rec-earlier").await;
+        b.until(
+            &format!("an earlier page, {shown} shown"),
+            &format!("Number(document.querySelector('#t-records li.rec').dataset.seq) < {before} && document.querySelectorAll('#t-records li.rec').length === {shown} && document.getElementById('more').hidden === {later_hidden}"),
+        )
+        .await;
+    }
+    b.click("#rec-first").await;
+    b.until(
+        "back to the first record",
+        "document.querySelector('#t-records li.rec')?.dataset.seq === String(Math.min(...[...document.querySelectorAll('#t-records li.rec')].map(l => Number(l.dataset.seq)))) && document.getElementById('rec-first').hidden && !!document.querySelector('li.rec.proc-snap')",
+    )
+    .await;
+    let errors = b.eval("return window.viewerErrors").await;
+    assert_eq!(errors, serde_json::json!([]), "console errors");
+    b.close().await;
+}
+
+/// Live budget bars on a running host: a spawner whose three carved children wait at a gate
+/// shows the turns it holds for them as reserved; when they finish, the bar gives them back
+/// without a reload.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn budget_bars_show_reservations_live() {
+    use agentpump::governor::Budget;
+    use agentpump::{PumpBuilder, Registration};
+    let scratch = Scratch::new("viewer-budgets");
+    let gate = support::Gate::new();
+    let twenty = Budget {
+        turns: Some(20),
+        ..Budget::default()
+    };
+    let pump = PumpBuilder::new()
+        .register(support::carving_spawner("spawner", 3, twenty))
+        .register(Registration::new("gate", gate.clone()).accepts(support::q("wait")))
+        .build()
+        .unwrap();
+    let root = pump
+        .post(None, None, &support::p("go", ""))
+        .await
+        .unwrap()
+        .thread();
+    for _ in 0..3 {
+        gate.entered().await;
+    }
+    let base = support::serve(&pump, TOKEN, 1024 * 1024).await;
+    let b = Browser::start(&scratch, false).await;
+    b.goto(&format!("{base}/?token={TOKEN}#/thread/{root}"))
+        .await;
+    let turns = "document.querySelector(\".budget-bar[data-budget='max-turns']\")";
+    b.until(
+        "the turns held for three children",
+        &format!("Number({turns}?.dataset.reserved) > 50 && {turns}.querySelector('.reserved').getBoundingClientRect().width > 0 && {turns}.getAttribute('aria-valuetext').includes('reserved')"),
+    )
+    .await;
+    gate.open(10);
+    b.until(
+        "the reservation given back, live",
+        &format!("{turns}.dataset.reserved === '0' && document.querySelectorAll('li.rec.sys-thread-result').length === 3"),
+    )
+    .await;
+    let errors = b.eval("return window.viewerErrors").await;
+    assert_eq!(errors, serde_json::json!([]), "console errors");
+    b.close().await;
 }

@@ -7,6 +7,7 @@ use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 
 use super::Counters;
+use super::budget::Account;
 use super::ledger::Ledger;
 use super::verdict::{HaltClass, Verdict, rising_run_start};
 use crate::{MessageId, ThreadId};
@@ -114,6 +115,23 @@ pub struct BudgetLine {
     pub remaining: Option<String>,
 }
 
+/// Every budget line of `account` now, by budget name, as the report writes them.
+pub(crate) fn budget_lines(account: &Account) -> BTreeMap<String, BudgetLine> {
+    account
+        .snapshot()
+        .into_iter()
+        .map(|line| {
+            let out = BudgetLine {
+                limit: line.limit.map(|l| l.to_string()),
+                spent: line.spent.to_string(),
+                reserved: line.reserved.to_string(),
+                remaining: line.remaining().map(|r| r.to_string()),
+            };
+            (line.name.as_str().to_owned(), out)
+        })
+        .collect()
+}
+
 /// One learning.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Learning {
@@ -165,20 +183,7 @@ pub(crate) fn build(
         .filter(|_| diverged)
         .map(|p| rising_run_start(&p.residuals) as u64);
     let elapsed = ledger.started.elapsed();
-    let budget = ledger
-        .account
-        .snapshot()
-        .into_iter()
-        .map(|line| {
-            let out = BudgetLine {
-                limit: line.limit.map(|l| l.to_string()),
-                spent: line.spent.to_string(),
-                reserved: line.reserved.to_string(),
-                remaining: line.remaining().map(|r| r.to_string()),
-            };
-            (line.name.as_str().to_owned(), out)
-        })
-        .collect();
+    let budget = budget_lines(&ledger.account);
     HaltingReport {
         schema_version: "1.0".to_owned(),
         thread,

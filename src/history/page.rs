@@ -19,8 +19,8 @@ pub struct ThreadFilter {
     pub state: Option<ThreadState>,
     /// Only threads whose halting report has this class or certificate (`CONVERGED`, `no-progress`).
     pub class: Option<String>,
-    /// Only threads with a record whose payload root, sender or addressee contains this text
-    /// (case-insensitive), or whose path does.
+    /// Only threads with a record — of their own or of any thread below them — whose payload
+    /// root, sender or addressee contains this text (case-insensitive), or whose path does.
     pub text: Option<String>,
     /// Only threads older than this cursor (the `next` of the previous page).
     pub before: Option<u64>,
@@ -122,7 +122,13 @@ pub(crate) async fn roots_by_scan(
     all.sort_by_key(|t| std::cmp::Reverse(t.0));
     let size = filter.page_size();
     let mut threads: Vec<ThreadSummary> = Vec::new();
-    for (cursor, info, records) in all {
+    for (cursor, info, mut records) in all {
+        if filter.text.is_some() {
+            // The search reads the threads below the root too (`subtree` lists the root first).
+            for below in store.subtree(info.id).await?.iter().skip(1) {
+                records.extend(store.thread(below.id, 0).await?);
+            }
+        }
         let (class, certificate) = halt_class(&store.reports(info.id).await?);
         let summary = ThreadSummary {
             started_us: records.first().map(|r| r.time_us),
@@ -156,4 +162,17 @@ pub(crate) async fn records_by_scan(
     let mut records = store.thread(thread, after + 1).await?;
     records.truncate(limit.clamp(1, MAX_PAGE));
     Ok(records)
+}
+
+/// [`HistoryStore::records_before`] for any store.
+pub(crate) async fn records_before_by_scan(
+    store: &(impl HistoryStore + ?Sized),
+    thread: ThreadId,
+    before: u64,
+    limit: usize,
+) -> Result<Vec<Record>, HistoryError> {
+    let mut records = store.thread(thread, 0).await?;
+    records.retain(|r| r.seq < before);
+    let keep = limit.clamp(1, MAX_PAGE);
+    Ok(records.split_off(records.len().saturating_sub(keep)))
 }

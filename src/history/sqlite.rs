@@ -375,6 +375,16 @@ impl HistoryStore for SqliteHistory {
         pages::records_after(&self.read(), thread, after, limit).map_err(|e| self.query_error(e))
     }
 
+    async fn records_before(
+        &self,
+        thread: ThreadId,
+        before: u64,
+        limit: usize,
+    ) -> Result<Vec<Record>, HistoryError> {
+        let limit = limit.clamp(1, super::page::MAX_PAGE);
+        pages::records_before(&self.read(), thread, before, limit).map_err(|e| self.query_error(e))
+    }
+
     async fn verify(&self) -> Result<u64, HistoryError> {
         self.caught_up().await;
         queries::verify(&self.read()).map_err(|e| match e {

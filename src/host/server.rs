@@ -61,6 +61,7 @@ fn routes_for(api: Api, max_body: usize) -> Router {
         .route("/threads/{id}/tree", get(routes::tree))
         .route("/threads/{id}/report", get(routes::report))
         .route("/threads/{id}/reports", get(routes::reports))
+        .route("/threads/{id}/budget", get(routes::budget))
         .route("/threads/{id}/stop", post(routes::stop))
         .route("/threads/{id}/resume", post(routes::resume))
         .route("/threads/{id}/events", get(events::follow))

@@ -1,9 +1,11 @@
-//! The handle's control of threads: `stop`, `resume` and `reports`.
+//! The handle's control of threads: `stop`, `resume`, `budget` and `reports`.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::PumpHandle;
 use super::tx::Tx;
+use crate::governor::report::{BudgetLine, budget_lines};
 use crate::governor::{Budget, Decision, HaltingReport, Verdict};
 use crate::history::HistoryError;
 use crate::thread::registry::ThreadEntry;
@@ -115,6 +117,30 @@ impl PumpHandle {
         };
         shared.finish_commit(thread, committed).await;
         Ok(())
+    }
+
+    /// The governor's budget lines of a thread now, by budget name (`max-turns`, …): limit,
+    /// spent (its descendants included), reserved for carved children and not yet spent by
+    /// them, and what remains. `None` for an unknown thread. A halting report holds the same
+    /// lines as they stood at the halt; this is the live ledger, for a thread still running.
+    ///
+    /// ```
+    /// # use agentpump::{PumpBuilder, Registration, QName, listeners::Echo};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let say = QName::new("urn:example:say:v1", "say");
+    /// let pump = PumpBuilder::new().register(Registration::new("echo", Echo).accepts(say)).build()?;
+    /// let thread = pump.post(None, Some("echo"), r#"<say xmlns="urn:example:say:v1">hi</say>"#).await?.thread();
+    /// pump.settle(thread).await;
+    /// let turns = &pump.budget(thread).expect("a known thread")["max-turns"];
+    /// assert_ne!(turns.spent, "0");
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn budget(&self, thread: ThreadId) -> Option<BTreeMap<String, BudgetLine>> {
+        let entry = self.shared.registry.get(thread)?;
+        let inner = entry.lock();
+        Some(budget_lines(&inner.ledger.account))
     }
 
     /// The halting reports of a thread, oldest first.

@@ -42,9 +42,11 @@ fn conditions(filter: &ThreadFilter) -> (String, Vec<Value>) {
         args.push(Value::Text(class.clone()));
     }
     if let Some(text) = filter.text.as_deref().filter(|t| !t.is_empty()) {
+        // The records of the root and of every thread below it (a recursive walk down the
+        // parent index from this root), each thread's read by the records index.
         let n = args.len() + 1;
         sql.push_str(&format!(
-            " AND (json_extract(info, '$.path') LIKE ?{n} ESCAPE '\\' OR EXISTS (SELECT 1 FROM records r WHERE r.thread = threads.id AND (r.root LIKE ?{n} ESCAPE '\\' OR r.sender LIKE ?{n} ESCAPE '\\' OR r.recipient LIKE ?{n} ESCAPE '\\')))"
+            " AND (json_extract(info, '$.path') LIKE ?{n} ESCAPE '\\' OR EXISTS (WITH RECURSIVE sub(id) AS (SELECT threads.id UNION ALL SELECT t.id FROM threads t JOIN sub ON t.parent = sub.id) SELECT 1 FROM sub CROSS JOIN records r ON r.thread = sub.id WHERE r.root LIKE ?{n} ESCAPE '\\' OR r.sender LIKE ?{n} ESCAPE '\\' OR r.recipient LIKE ?{n} ESCAPE '\\'))"
         ));
         let escaped = text
             .replace('\\', "\\\\")
@@ -177,6 +179,26 @@ pub(crate) fn records_after(
         "WHERE thread = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
         params![thread.to_string(), after as i64, limit as i64],
     )
+}
+
+/// Up to `limit` records of `thread` before seq `before`, the last ones, in order.
+pub(crate) fn records_before(
+    conn: &Connection,
+    thread: ThreadId,
+    before: u64,
+    limit: usize,
+) -> rusqlite::Result<Vec<Record>> {
+    let mut page = records(
+        conn,
+        "WHERE thread = ?1 AND seq < ?2 ORDER BY seq DESC LIMIT ?3",
+        params![
+            thread.to_string(),
+            i64::try_from(before).unwrap_or(i64::MAX),
+            limit as i64
+        ],
+    )?;
+    page.reverse();
+    Ok(page)
 }
 
 /// `root` and every thread below it, parents before children (creation order), each with its

@@ -205,6 +205,20 @@ pub(crate) async fn report(
     }
 }
 
+/// `GET /threads/{id}/budget`: the governor's live budget lines of the thread, by budget name
+/// (`{"max-turns": {"limit": "40", "spent": "3", "reserved": "0", "remaining": "37"}, …}`).
+pub(crate) async fn budget(
+    State(api): State<Api>,
+    Path(id): Path<String>,
+) -> Result<Response, Problem> {
+    let id = known(&api, &id)?;
+    let lines = api
+        .pump
+        .budget(id)
+        .ok_or_else(|| Problem::unknown_thread(&id.to_string()))?;
+    Ok(Json(lines).into_response())
+}
+
 /// `GET /threads/{id}/reports`: every halting report, oldest first (`[]` if it never halted).
 pub(crate) async fn reports(
     State(api): State<Api>,

@@ -3,7 +3,8 @@
 //! API, with a live pump behind it (new records over the event stream, stop and resume);
 //! `agentpump view --db FILE` serves it over a history file alone.
 //!
-//! Routes: `GET /`, `/viewer.css`, `/viewer.js`, `/dom.js`, `/panels.js`, `/xml.js`, `/plot.js` (no data, no token); `POST /session` exchanges
+//! Routes: `GET /`, `/viewer.css`, `/viewer.js`, `/dom.js`, `/panels.js`, `/process.js`, `/xml.js`, `/plot.js`
+//! (no data, no token); `POST /session` exchanges
 //! the token for an HttpOnly, SameSite=Strict cookie and `DELETE /session` drops it; and, with
 //! the token (bearer or cookie), `GET /view/info`, `/view/threads`, `/view/threads/{id}`,
 //! `/view/threads/{id}/records` and `/view/threads/{id}/report`.
@@ -56,6 +57,7 @@ pub(crate) fn routes(viewer: Viewer) -> Router {
         .route("/plot.js", get(assets::plot_js))
         .route("/dom.js", get(assets::dom_js))
         .route("/panels.js", get(assets::panels_js))
+        .route("/process.js", get(assets::process_js))
         .route("/session", post(session::open).delete(session::close))
         .merge(protected)
         .layer(DefaultBodyLimit::max(MAX_BODY))

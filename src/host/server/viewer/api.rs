@@ -1,7 +1,7 @@
 //! The viewer's JSON: a page of root threads, one thread's tree with halts, carve-outs and
 //! integrity, its records a page at a time, and its latest halting report.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use axum::Json;
 use axum::extract::rejection::QueryRejection;
@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use super::Viewer;
 use crate::governor::HaltingReport;
+use crate::governor::report::BudgetLine;
 use crate::history::{HistoryError, Record, ThreadFilter};
 use crate::host::server::Problem;
 use crate::host::server::routes::thread_id;
@@ -27,10 +28,12 @@ pub(crate) struct ListQuery {
     limit: Option<usize>,
 }
 
-/// Query of `GET /view/threads/{id}/records`.
+/// Query of `GET /view/threads/{id}/records`: the records after `after`, or the last ones
+/// before `before` (`before` wins when both are given; a huge `before` reads the end).
 #[derive(Debug, Deserialize)]
 pub(crate) struct Window {
     after: Option<u64>,
+    before: Option<u64>,
     limit: Option<usize>,
 }
 
@@ -60,6 +63,8 @@ pub(crate) struct Detail {
     tree: Vec<Node>,
     integrity: Integrity,
     live: bool,
+    /// The governor's budget lines of the thread now, on a running host.
+    budget: Option<BTreeMap<String, BudgetLine>>,
 }
 
 fn query<T>(q: Result<Query<T>, QueryRejection>) -> Result<T, Problem> {
@@ -156,6 +161,7 @@ pub(crate) async fn thread(
         tree: nodes,
         integrity,
         live: viewer.pump.is_some(),
+        budget: viewer.pump.as_ref().and_then(|p| p.budget(id)),
     })
     .into_response())
 }
@@ -195,7 +201,8 @@ fn element<'a>(xml: &'a str, local: &str) -> Option<&'a str> {
     Some(&xml[start..end])
 }
 
-/// `GET /view/threads/{id}/records?after=SEQ&limit=N`: the next records of a thread.
+/// `GET /view/threads/{id}/records?after=SEQ&limit=N`: the next records of a thread;
+/// `?before=SEQ`: the last ones before it (a transcript read from its end).
 pub(crate) async fn records(
     State(viewer): State<Viewer>,
     Path(id): Path<String>,
@@ -203,10 +210,16 @@ pub(crate) async fn records(
 ) -> Result<Response, Problem> {
     let q = query(q)?;
     let id = thread_id(&id)?;
-    let records = viewer
-        .store
-        .records_after(id, q.after.unwrap_or(0), q.limit.unwrap_or(200))
-        .await?;
+    let limit = q.limit.unwrap_or(200);
+    let records = match q.before {
+        Some(before) => viewer.store.records_before(id, before, limit).await?,
+        None => {
+            viewer
+                .store
+                .records_after(id, q.after.unwrap_or(0), limit)
+                .await?
+        }
+    };
     Ok(Json(records).into_response())
 }
 

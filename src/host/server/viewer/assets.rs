@@ -11,6 +11,7 @@ const XML_JS: &str = include_str!("assets/xml.js");
 const PLOT_JS: &str = include_str!("assets/plot.js");
 const DOM_JS: &str = include_str!("assets/dom.js");
 const PANELS_JS: &str = include_str!("assets/panels.js");
+const PROCESS_JS: &str = include_str!("assets/process.js");
 
 /// Only this origin, no inline script, no frames.
 const POLICY: &str = "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'; form-action 'self'";
@@ -62,4 +63,9 @@ pub(crate) async fn dom_js() -> Response {
 /// `GET /panels.js`: the panels of a thread.
 pub(crate) async fn panels_js() -> Response {
     asset("text/javascript; charset=utf-8", PANELS_JS)
+}
+
+/// `GET /process.js`: process events and tool calls in a transcript.
+pub(crate) async fn process_js() -> Response {
+    asset("text/javascript; charset=utf-8", PROCESS_JS)
 }

@@ -3,6 +3,7 @@
 import { el, time, stateBadge, parseRoot, SYS, GOV } from "/dom.js";
 import { pretty } from "/xml.js";
 import { residualPlot } from "/plot.js";
+import { eventView, callId, PROC, TOOL } from "/process.js";
 
 const $ = (id) => document.getElementById(id);
 
@@ -11,14 +12,20 @@ export function recordItem(r) {
   const cls = ["rec", `kind-${r.kind}`];
   if (root.ns === SYS) cls.push("sys", `sys-${root.local}`);
   if (root.ns === GOV) cls.push("gov", `gov-${root.local}`);
-  const label = root.ns === SYS ? "system" : root.ns === GOV ? "governor" : r.kind;
-  return el("li", { class: cls.join(" "), "data-seq": String(r.seq), "data-id": r.id, "data-root": root.local },
+  if (root.ns === PROC) cls.push("proc", `proc-${root.local}`);
+  if (root.ns === TOOL) cls.push("tool", `tool-${root.local}`);
+  const label = { [SYS]: "system", [GOV]: "governor", [PROC]: "process", [TOOL]: "tool" }[root.ns] || r.kind;
+  const view = eventView(root, r);
+  const call = callId(root, r.payload);
+  // A process event or tool message reads as itself; its XML is one click away.
+  const xml = view ? el("details", { class: "xml" }, el("summary", { text: "XML" }), pretty(r.payload)) : pretty(r.payload);
+  return el("li", { class: cls.join(" "), "data-seq": String(r.seq), "data-id": r.id, "data-root": root.local, "data-call-id": call, tabindex: call ? "-1" : null },
     el("header", {},
       el("span", { text: `#${r.seq}` }), time(r.time_us),
       el("span", { class: "route", text: `${r.from} → ${r.to || "*"}` }),
       el("span", { class: "kind", text: label }),
       el("span", { text: root.local })),
-    pretty(r.payload),
+    view, xml,
     el("details", {}, el("summary", { text: "Exact bytes" }), el("pre", { class: "raw", text: r.payload })));
 }
 
@@ -36,16 +43,26 @@ export function drawPlot(report, records) {
   box.replaceChildren(residualPlot(values, cert ? cert.R_p_decimal_string : null));
 }
 
-export function drawBudgets(report) {
+// Budgets as bars: spent and reserved (held for carved children) against the limit. `live` is the
+// governor's ledger now (a running host); otherwise the lines of the halting report.
+export function drawBudgets(report, live) {
   const box = $("t-budgets");
-  if (!report) { box.replaceChildren(el("p", { class: "muted", text: "Spend against limits is reported when the thread halts." })); return; }
-  box.replaceChildren(...Object.entries(report.budget).map(([name, b]) => {
-    const spent = Number(b.spent), limit = b.limit === null ? null : Number(b.limit);
-    const id = `budget-${name}`;
-    return el("div", { class: "budget" },
-      el("label", { for: id, text: name }),
-      limit === null ? el("span", { id, class: "muted", text: "no limit" }) : el("meter", { id, min: "0", max: String(limit || 1), value: String(spent), high: String(0.8 * limit), optimum: "0" }),
-      el("span", { text: `${b.spent} spent${limit === null ? "" : ` of ${b.limit}, ${b.remaining} left`}` }));
+  const lines = live || (report && report.budget);
+  if (!lines) { box.replaceChildren(el("p", { class: "muted", text: "Spend against limits is reported when the thread halts." })); return; }
+  $("budget-title").textContent = live ? "Budgets (live)" : "Budgets (at the halt)";
+  box.replaceChildren(...Object.entries(lines).map(([name, b]) => {
+    const spent = Number(b.spent), reserved = Number(b.reserved || 0), limit = b.limit === null ? null : Number(b.limit);
+    const text = `${b.spent} spent${reserved ? `, ${b.reserved} reserved` : ""}${limit === null ? ", no limit" : ` of ${b.limit}, ${b.remaining} left`}`;
+    const bar = el("div", { class: "budget-bar", role: "meter", "aria-label": name, "aria-valuemin": "0", "aria-valuemax": String(limit === null ? spent : limit),
+      "aria-valuenow": String(spent), "aria-valuetext": text, "data-budget": name, "data-spent": b.spent, "data-reserved": b.reserved || "0", "data-limit": b.limit === null ? "" : b.limit });
+    if (limit !== null) {
+      const share = (v) => `${Math.min(100, (100 * v) / (limit || 1))}%`;
+      const used = el("span", { class: "spent" }), held = el("span", { class: "reserved" });
+      used.style.width = share(spent); held.style.width = share(Math.min(reserved, Math.max(0, limit - spent)));
+      if (spent >= 0.8 * limit) used.classList.add("high");
+      bar.append(used, held);
+    } else bar.classList.add("unlimited");
+    return el("div", { class: "budget" }, el("span", { class: "budget-name", text: name }), bar, el("span", { text }));
   }));
 }
 

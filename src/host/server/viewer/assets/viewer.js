@@ -2,6 +2,7 @@
 // residuals, budgets, halting report, integrity; live records and stop/resume on a running host).
 import { el, time, stateBadge } from "/dom.js";
 import { recordItem, drawPlot, drawBudgets, drawReport, drawTree } from "/panels.js";
+import { followCall, followTimeline, timelineItems } from "/process.js";
 
 // Every error the page meets is kept here too, so a test (or a person in the console) can read it.
 window.viewerErrors = [];
@@ -113,8 +114,30 @@ async function loadDetail() {
   $("stop").hidden = state.closed;
   $("resume-open").hidden = top.state !== "halted";
   if (top.state !== "halted") $("resume-form").hidden = true;
-  drawTree(d.tree, state.thread); drawReport(id, top.report); drawBudgets(top.report); drawPlot(top.report, state.records);
+  drawTree(d.tree, state.thread); drawReport(id, top.report); drawBudgets(top.report, d.budget); drawPlot(top.report, state.records);
   if (d.live && !state.closed) startEvents(); else if (state.closed) stopEvents();
+}
+
+// The transcript is a window of at most SHOWN records: "Later" appends a page and drops the
+// oldest past the window, "Earlier" prepends one and drops the newest, "First" and "Latest" jump
+// to either end. A thread of 100 000 records costs the page no more than one of 500.
+const PAGE = 200;
+const SHOWN = 600;
+
+function setWindow() {
+  const list = $("t-records");
+  state.first = list.firstElementChild ? Number(list.firstElementChild.dataset.seq) : 0;
+  state.last = list.lastElementChild ? Number(list.lastElementChild.dataset.seq) : state.last;
+  state.records = state.records.filter((r) => r.seq >= state.first && r.seq <= state.last);
+  $("more").hidden = !state.more;
+  $("rec-latest").hidden = !state.more;
+  $("rec-earlier").hidden = !state.earlier;
+  $("rec-first").hidden = !state.earlier;
+  const events = timelineItems(state.records);
+  $("t-timeline").replaceChildren(...events);
+  $("t-process").hidden = !events.length;
+  const n = list.childElementCount;
+  $("rec-window").textContent = n ? `${n} records shown, #${state.first} to #${state.last}${state.earlier ? "; earlier ones above" : ""}${state.more ? "; later ones below" : ""}` : "no records";
 }
 
 function append(records) {
@@ -125,18 +148,48 @@ function append(records) {
     list.append(recordItem(r));
     state.last = r.seq;
   }
+  while (list.childElementCount > SHOWN) { list.firstElementChild.remove(); state.earlier = true; }
+}
+
+function prepend(records) {
+  const list = $("t-records");
+  const older = records.filter((r) => !state.first || r.seq < state.first);
+  list.prepend(...older.map(recordItem));
+  state.records.unshift(...older);
+  while (list.childElementCount > SHOWN) { list.lastElementChild.remove(); state.more = true; }
 }
 
 async function loadRecords() {
-  const page = await api(`/view/threads/${state.thread}/records?after=${state.last}&limit=200`);
+  const page = await api(`/view/threads/${state.thread}/records?after=${state.last}&limit=${PAGE}`);
   append(page);
-  state.more = page.length === 200;
-  $("more").hidden = !state.more;
+  state.more = page.length === PAGE;
+  setWindow();
+}
+
+async function loadEarlier() {
+  const page = await api(`/view/threads/${state.thread}/records?before=${state.first}&limit=${PAGE}`);
+  prepend(page);
+  state.earlier = page.length === PAGE;
+  setWindow();
+}
+
+// Jumps to an end of the transcript: the first page, or the last one.
+async function jump(end) {
+  const query = end === "first" ? `after=0` : `before=${Number.MAX_SAFE_INTEGER}`;
+  const page = await api(`/view/threads/${state.thread}/records?${query}&limit=${PAGE}`);
+  $("t-records").replaceChildren(...page.map(recordItem));
+  state.records = page;
+  state.last = page.length ? page[page.length - 1].seq : 0;
+  state.more = end === "first" && page.length === PAGE;
+  state.earlier = end !== "first" && page.length === PAGE;
+  setWindow();
+  const target = end === "first" ? $("t-records").firstElementChild : $("t-records").lastElementChild;
+  if (target) target.scrollIntoView({ block: end === "first" ? "start" : "end" });
 }
 
 async function showThread(id) {
   stopEvents();
-  Object.assign(state, { thread: id, last: 0, more: false, records: [], report: null });
+  Object.assign(state, { thread: id, first: 0, last: 0, more: false, earlier: false, records: [], report: null });
   $("t-records").replaceChildren();
   $("t-title").textContent = "Thread";
   showOnly("thread");
@@ -156,6 +209,7 @@ function startEvents() {
     const r = JSON.parse(e.data);
     if (r.thread !== state.thread || state.more) return;
     append([r]);
+    setWindow();
     clearTimeout(state.refresh);
     state.refresh = setTimeout(() => loadDetail().catch(failed), 250);
   });
@@ -226,6 +280,11 @@ $("signout").addEventListener("click", async () => { await fetch("/session", { m
 $("filters").addEventListener("submit", applyFilters);
 $("refresh").addEventListener("click", () => showList().catch(failed));
 $("more").addEventListener("click", () => loadRecords().catch(failed));
+$("rec-earlier").addEventListener("click", () => loadEarlier().catch(failed));
+$("rec-first").addEventListener("click", () => jump("first").catch(failed));
+$("rec-latest").addEventListener("click", () => jump("latest").catch(failed));
+$("t-records").addEventListener("click", followCall);
+$("t-timeline").addEventListener("click", followTimeline);
 $("stop").addEventListener("click", () => act(`/threads/${state.thread}/stop`).catch(failed));
 $("resume-open").addEventListener("click", () => {
   const form = $("resume-form");
