@@ -56,6 +56,15 @@ impl Listener for TestTool {
                         .to_xml(),
                 }
             }
+            "oracle" => {
+                let q = call
+                    .args
+                    .get("question")
+                    .map(ToString::to_string)
+                    .unwrap_or_default();
+                let v = agentpump::listeners::calculator::evaluate(&q).unwrap_or_default();
+                call.result().field("value", Value::Num(v)).to_xml()
+            }
             "fail" => {
                 let kind = call
                     .args
@@ -657,4 +666,82 @@ async fn the_planner_fans_out_to_worker_processes_with_the_real_calculator() {
         1 + 3,
         "the planner and one child thread per worker"
     );
+}
+
+#[tokio::test]
+async fn agent_inference_asks_the_allowed_tool_and_records_ag_w03() {
+    // 03: "Placeholder resolution … order: [INP, CONSTANTS, RUNTIME, Agent Inference (only if
+    // allowed)]" and "If inference occurs under a non-strict policy, the engine MUST emit
+    // `AG-W03` with the inferred value and a deterministic input hash in the invocation log."
+    let calls = Arc::new(AtomicUsize::new(0));
+    let body =
+        "  SET ANSWER := \"six times seven?\" (from \"Agent Inference\")\n  RETURN: ANSWER\n";
+    let program = Program::parse(&doc("", body)).unwrap();
+    let tool = TestTool {
+        calls: Arc::clone(&calls),
+        ..TestTool::default()
+    };
+    let allowed = PumpBuilder::new()
+        .register(
+            ProcessListener::new(Arc::clone(&program), "main")
+                .unwrap()
+                .infer_with("echo")
+                .registration(),
+        )
+        .register(tool_of("echo", tool.clone()))
+        .build()
+        .unwrap();
+    let (_, records) = run(&allowed, &go("")).await;
+    // The echo tool answers its arguments: `value` is missing, so it is asked with one.
+    let call = records.iter().find(|r| r.root.local() == "call").unwrap();
+    for arg in ["symbol", "question", "process", "input_hash"] {
+        assert!(
+            call.payload.contains(&format!(r#"name="{arg}""#)),
+            "{}",
+            call.payload
+        );
+    }
+    match returned(&records) {
+        Answer::Error(e) => assert!(e.message.starts_with("AG-028"), "{e:?}"),
+        other => panic!("{other:?}"),
+    }
+    // With a tool that answers `value`: bound, and AG-W03 recorded with the hash.
+    let body = "  SET ANSWER := \"6 * 7\" (from \"Agent Inference\")\n  RETURN: ANSWER\n";
+    let program = Program::parse(&doc("", body)).unwrap();
+    let pump = PumpBuilder::new()
+        .register(
+            ProcessListener::new(Arc::clone(&program), "main")
+                .unwrap()
+                .infer_with("oracle")
+                .registration(),
+        )
+        .register(tool_of("oracle", tool))
+        .build()
+        .unwrap();
+    let (_, records) = run(&pump, &go("")).await;
+    assert_eq!(fields(&records)["ANSWER"], num("42"));
+    let warning = records
+        .iter()
+        .find(|r| r.root.local() == "warning")
+        .unwrap();
+    assert!(
+        warning.payload.contains(r#"code="AG-W03""#)
+            && warning.payload.contains(r#"input-hash="sha256:"#),
+        "{}",
+        warning.payload
+    );
+    assert!(
+        warning
+            .payload
+            .contains(r#"<symbol name="ANSWER" type="number">42</symbol>"#),
+        "{}",
+        warning.payload
+    );
+    // Not allowed (03's default): AG-006.
+    let pump = pump_with(&doc("", body), &calls);
+    let (_, records) = run(&pump, &go("")).await;
+    match returned(&records) {
+        Answer::Error(e) => assert!(e.message.starts_with("AG-006"), "{e:?}"),
+        other => panic!("{other:?}"),
+    }
 }

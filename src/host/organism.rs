@@ -246,6 +246,8 @@ struct ListenerSection {
     // named like the listener, and its statements per turn.
     file: Option<Spanned<String>>,
     steps_per_turn: Option<u64>,
+    /// The listener that answers `(from "Agent Inference")` (off when absent, as 03 defaults).
+    infer_with: Option<String>,
 }
 
 impl Organism {
@@ -583,6 +585,9 @@ impl Organism {
         })?;
         if let Some(steps) = l.steps_per_turn {
             listener = listener.steps_per_turn(steps);
+        }
+        if let Some(tool) = &l.infer_with {
+            listener = listener.infer_with(tool.clone());
         }
         let mut peers = listener.references();
         peers.extend(l.peers.iter().cloned());

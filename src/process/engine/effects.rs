@@ -50,6 +50,13 @@ pub(crate) enum Event {
     Return { fields: BTreeMap<String, Value> },
     /// The process failed: its error object.
     Failed { error: Value },
+    /// AG-W03 HeuristicInference: a value the inference tool gave, and the input hash.
+    Inferred {
+        symbol: String,
+        value: Value,
+        hash: String,
+        line: u32,
+    },
 }
 
 /// One named value, or a redacted one (its name only: 06 forbids its content).
@@ -108,6 +115,12 @@ impl Event {
                 ("join", format!(" line=\"{line}\" children=\"{children}\""))
             }
             Event::Return { .. } => ("return", String::new()),
+            Event::Inferred { hash, line, .. } => (
+                "warning",
+                format!(
+                    " line=\"{line}\" code=\"AG-W03\" name=\"HeuristicInference\" input-hash=\"{hash}\""
+                ),
+            ),
             Event::Failed { error } => {
                 let get = |k: &str| match error {
                     Value::Object(m) => m.get(k).map(ToString::to_string).unwrap_or_default(),
@@ -141,6 +154,7 @@ impl Event {
                 }
             }
             Event::Return { fields } => items(&mut out, "field", fields),
+            Event::Inferred { symbol, value, .. } => named(&mut out, "symbol", symbol, Some(value)),
             Event::Failed { error } => {
                 let message = match error {
                     Value::Object(m) => m.get("message").map(ToString::to_string),

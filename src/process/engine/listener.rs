@@ -39,6 +39,7 @@ pub struct ProcessListener {
     process: usize,
     steps_per_turn: u64,
     goal: Option<Goal>,
+    inference: Option<String>,
     runs: Mutex<HashMap<ThreadId, Run>>,
 }
 
@@ -183,6 +184,7 @@ impl ProcessListener {
             process,
             steps_per_turn: DEFAULT_STEPS_PER_TURN,
             goal: None,
+            inference: None,
             runs: Mutex::new(HashMap::new()),
         })
     }
@@ -190,6 +192,14 @@ impl ProcessListener {
     /// Statements per turn (default [`DEFAULT_STEPS_PER_TURN`]).
     pub fn steps_per_turn(mut self, steps: u64) -> Self {
         self.steps_per_turn = steps.max(1);
+        self
+    }
+
+    /// Allows `SET S := question (from "Agent Inference")`: the question goes to the tool
+    /// named `tool` (arguments `symbol`, `question`, `process`, `input_hash`), whose `value`
+    /// is bound, with AG-W03 recorded. Without it such a SET is AG-006 (03's default).
+    pub fn infer_with(mut self, tool: impl Into<String>) -> Self {
+        self.inference = Some(tool.into());
         self
     }
 
@@ -224,6 +234,11 @@ impl ProcessListener {
                 if n != self.id() && !names.iter().any(|x| x == n) {
                     names.push(n.to_owned());
                 }
+            }
+        }
+        if let Some(tool) = &self.inference {
+            if !names.contains(tool) {
+                names.push(tool.clone());
             }
         }
         names
@@ -278,7 +293,8 @@ impl ProcessListener {
         for (k, v) in input {
             typed.entry(k).or_insert(v);
         }
-        Ok(Machine::new(Arc::clone(&self.program), self.process, typed))
+        Ok(Machine::new(Arc::clone(&self.program), self.process, typed)
+            .infer_with(self.inference.clone()))
     }
 
     /// Rebuilds the thread's run from its whole history: the start, what was sent and

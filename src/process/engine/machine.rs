@@ -83,6 +83,8 @@ pub(crate) struct Machine {
     /// The PAR children not yet joined: (tool, call id), lexical order.
     par: Vec<(String, String)>,
     pending: Option<Pending>,
+    /// The tool that answers `(from "Agent Inference")`, when the organism allows inference.
+    inference: Option<String>,
     calls: u64,
     events: u64,
     residuals: u64,
@@ -183,6 +185,7 @@ impl Machine {
             last: BTreeMap::new(),
             par: Vec::new(),
             pending: None,
+            inference: None,
             calls: 0,
             events: 0,
             residuals: 0,
@@ -191,6 +194,12 @@ impl Machine {
             steps: 0,
             done: None,
         }
+    }
+
+    /// Lets `(from "Agent Inference")` ask `tool`.
+    pub fn infer_with(mut self, tool: Option<String>) -> Self {
+        self.inference = tool;
+        self
     }
 
     /// The process's id.
@@ -338,13 +347,7 @@ impl Machine {
                 inferred,
             } => {
                 if *inferred {
-                    return Err(coded(
-                        Code::UnresolvedPlaceholder,
-                        format!(
-                            "{symbol} would need Agent Inference, which this engine does not allow"
-                        ),
-                        span,
-                    ));
+                    return self.infer(symbol, value, span, turn);
                 }
                 let v = self.value(value)?;
                 self.bind(symbol, v, turn);
@@ -593,6 +596,63 @@ impl Machine {
         Ok(Flow::Next)
     }
 
+    /// `SET S := question (from "Agent Inference")`: asks the inference tool the organism
+    /// allows (a call like a USE, so a restart reads the answer back), binds its `value`, and
+    /// records AG-W03 with the value and a hash of the inputs (03). Without one: AG-006.
+    fn infer(
+        &mut self,
+        symbol: &str,
+        question: &Expr,
+        span: Span,
+        turn: &mut Turn<'_>,
+    ) -> Result<Flow, Value> {
+        let Some(tool) = self.inference.clone() else {
+            return Err(coded(
+                Code::UnresolvedPlaceholder,
+                format!("{symbol} needs Agent Inference, which this organism does not allow"),
+                span,
+            ));
+        };
+        let question = self.value(question)?;
+        let hash = input_hash(self.id(), symbol, &question);
+        if self.pending.is_none() {
+            let mut args = BTreeMap::new();
+            args.insert("symbol".to_owned(), Value::from(symbol));
+            args.insert("question".to_owned(), question);
+            args.insert("process".to_owned(), Value::from(self.id()));
+            args.insert("input_hash".to_owned(), Value::from(hash.clone()));
+            let id = self.next_id();
+            self.send(&tool, &id, args, (false, None), turn);
+            self.pending = Some(Pending { id, attempt: 0 });
+        }
+        let id = &self.pending.as_ref().expect("set above").id;
+        let Some(answer) = turn.known.answers.get(id).cloned() else {
+            return Ok(Flow::Wait);
+        };
+        self.pending = None;
+        match answer {
+            Answer::Error(e) => Err(tool_error(&tool, e.kind.as_str(), &e.message, span)),
+            Answer::Result(r) => {
+                let value = r.fields.get("value").cloned().ok_or_else(|| {
+                    coded(
+                        Code::CapturePathError,
+                        format!("the inference tool `{tool}` answered no `value`"),
+                        span,
+                    )
+                })?;
+                let warning = Event::Inferred {
+                    symbol: symbol.to_owned(),
+                    value: value.clone(),
+                    hash,
+                    line: span.line,
+                };
+                self.event(warning, turn);
+                self.bind(symbol, value, turn);
+                Ok(Flow::Next)
+            }
+        }
+    }
+
     /// RUN: the process in a child thread; its RETURN's symbols come back bound.
     fn run_process(
         &mut self,
@@ -771,6 +831,18 @@ enum Flow {
     Go(usize),
     Wait,
     Finish(BTreeMap<String, Value>),
+}
+
+/// `sha256:` of the process, the symbol and the question: the deterministic input hash 03
+/// asks an inference to be logged with.
+fn input_hash(process: &str, symbol: &str, question: &Value) -> String {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    for part in [process, symbol, question.to_json().as_str()] {
+        h.update(part.as_bytes());
+        h.update([0u8]);
+    }
+    format!("sha256:{}", hex::encode(h.finalize()))
 }
 
 /// A USE's `timeout_ms`, passed on its call.
