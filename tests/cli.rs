@@ -1,7 +1,8 @@
 //! The `agentpump` binary: `check` prints what a file is, or one precise error line and exit 1.
 
+mod support;
+
 use std::path::PathBuf;
-use std::process::Command;
 
 fn fixture(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -10,16 +11,9 @@ fn fixture(name: &str) -> PathBuf {
 }
 
 fn check(files: &[PathBuf]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_agentpump"))
-        .arg("check")
-        .args(files)
-        .output()
-        .unwrap();
-    (
-        out.status.success(),
-        String::from_utf8(out.stdout).unwrap(),
-        String::from_utf8(out.stderr).unwrap(),
-    )
+    let mut args = vec!["check"];
+    args.extend(files.iter().map(|f| f.to_str().expect("utf-8 path")));
+    support::agentpump_in(std::path::Path::new(env!("CARGO_MANIFEST_DIR")), &args)
 }
 
 #[test]

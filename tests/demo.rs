@@ -1,19 +1,10 @@
 //! `agentpump demo`, tried as a new user would: it runs offline to completion, its halts carry
 //! the certificates it promises, its database verifies, and every command it suggests works.
 
-use std::process::Command;
+mod support;
 
 fn agentpump(args: &[&str], dir: &std::path::Path) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_agentpump"))
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap();
-    (
-        out.status.success(),
-        String::from_utf8(out.stdout).unwrap(),
-        String::from_utf8(out.stderr).unwrap(),
-    )
+    support::agentpump_in(dir, args)
 }
 
 #[test]

@@ -2,6 +2,8 @@
 //! AST, every static AG code raised at its position, the engine-defined `<expr>` and `<path>`,
 //! and `agentpump process check`.
 
+mod support;
+
 mod process_parse {
     pub mod blocks;
     #[cfg(feature = "host")] // runs the binary

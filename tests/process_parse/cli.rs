@@ -1,24 +1,21 @@
 //! `agentpump process check`: exit code and output on good and bad files, text and JSON.
 
 use std::path::PathBuf;
-use std::process::Command;
 
 fn path(rel: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(rel)
 }
 
+/// Runs the binary in the repository root: (exit 0?, stdout, stderr).
+fn agentpump(args: &[&str]) -> (bool, String, String) {
+    crate::support::agentpump_in(std::path::Path::new(env!("CARGO_MANIFEST_DIR")), args)
+}
+
 fn check(args: &[&str], files: &[PathBuf]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_agentpump"))
-        .args(["process", "check"])
-        .args(args)
-        .args(files)
-        .output()
-        .unwrap();
-    (
-        out.status.success(),
-        String::from_utf8(out.stdout).unwrap(),
-        String::from_utf8(out.stderr).unwrap(),
-    )
+    let mut all = vec!["process", "check"];
+    all.extend_from_slice(args);
+    all.extend(files.iter().map(|f| f.to_str().unwrap()));
+    agentpump(&all)
 }
 
 #[test]
@@ -117,17 +114,9 @@ fn a_missing_file_fails() {
 }
 
 fn run(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_agentpump"))
-        .args(["process", "run"])
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .unwrap();
-    (
-        out.status.success(),
-        String::from_utf8(out.stdout).unwrap(),
-        String::from_utf8(out.stderr).unwrap(),
-    )
+    let mut all = vec!["process", "run"];
+    all.extend_from_slice(args);
+    agentpump(&all)
 }
 
 #[test]

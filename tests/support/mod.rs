@@ -13,6 +13,21 @@ use agentpump::host::server;
 use agentpump::{Context, Delivery, Listener, ListenerError, PumpHandle, QName, ThreadId};
 use tokio::sync::Semaphore;
 
+/// Runs the `agentpump` binary with `args` in `dir`: (exit 0?, stdout, stderr).
+#[cfg(feature = "host")]
+pub fn agentpump_in(dir: &std::path::Path, args: &[&str]) -> (bool, String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_agentpump"))
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("the agentpump binary runs");
+    (
+        out.status.success(),
+        String::from_utf8(out.stdout).expect("utf-8 stdout"),
+        String::from_utf8(out.stderr).expect("utf-8 stderr"),
+    )
+}
+
 /// Namespace of the test payloads.
 pub const NS: &str = "urn:test:v1";
 
