@@ -38,6 +38,9 @@ pub struct Organism {
     /// `[agentserver]`: AgentServer v2.1 interop.
     #[serde(default)]
     agentserver: AgentServerSection,
+    /// `[cluster]`: the NATS server that `remote = true` listeners are reached through.
+    #[serde(default)]
+    pub cluster: Option<crate::host::cluster::ClusterSection>,
     /// `[[listener]]`: the listeners, in registration order.
     #[serde(default)]
     listener: Vec<Spanned<ListenerSection>>,
@@ -243,6 +246,9 @@ struct ListenerSection {
     // named like the listener, and its statements per turn.
     file: Option<Spanned<String>>,
     steps_per_turn: Option<u64>,
+    /// Served by `agentpump worker` processes over the `[cluster]`'s NATS, not in the pump.
+    #[serde(default)]
+    remote: bool,
 }
 
 impl Organism {
@@ -357,6 +363,16 @@ impl Organism {
     /// An unknown or not-yet-available kind, an unknown builtin, a root that is not Clark
     /// notation, an unknown role — naming the key and line.
     pub fn registrations(&self, origin: &str) -> Result<Vec<Registration>, HostError> {
+        if self.cluster.is_none() {
+            if let Some(l) = self.listener.iter().find(|l| l.get_ref().remote) {
+                return Err(self.at(
+                    origin,
+                    &l.get_ref().name,
+                    "a `remote = true` listener needs a [cluster] section (url = \"nats://…\")"
+                        .into(),
+                ));
+            }
+        }
         let docs: Vec<PeerDoc> = self.listener.iter().map(|l| doc(l.get_ref())).collect();
         let mut all = self
             .listener
@@ -479,6 +495,15 @@ impl Organism {
             r = r.timeout(timeout);
         }
         Ok(r)
+    }
+
+    /// The names of the listeners marked `remote = true`, in file order.
+    pub fn remote_names(&self) -> Vec<String> {
+        self.listener
+            .iter()
+            .filter(|l| l.get_ref().remote)
+            .map(|l| l.get_ref().name.get_ref().clone())
+            .collect()
     }
 
     /// A pump builder with this organism's listeners and configuration.

@@ -56,13 +56,44 @@ async fn serve(
     base: &Path,
     store: Arc<SqliteHistory>,
 ) -> Result<String, HostError> {
-    let pump = organism.builder(origin)?.history(store).build()?;
+    let pump = builder(organism, origin, base, &store).await?.history(store).build()?;
     let served = listen(organism, base, &pump).await;
     let report = pump.shutdown(SHUTDOWN_GRACE).await;
     served?;
     Ok(format!(
         "agentpump: stopped; {} message(s) left undelivered and recorded for the next start\n",
         report.undelivered
+    ))
+}
+
+/// The organism's pump builder; with remote listeners, connected to its `[cluster]` and with
+/// each `remote = true` listener replaced by the proxy that hands its deliveries to workers.
+async fn builder(
+    organism: &Organism,
+    origin: &str,
+    base: &Path,
+    store: &Arc<SqliteHistory>,
+) -> Result<crate::PumpBuilder, HostError> {
+    let remote = organism.remote_names();
+    let mut registrations = organism.registrations(origin)?;
+    if let (Some(cluster), false) = (&organism.cluster, remote.is_empty()) {
+        let store: Arc<dyn crate::history::HistoryStore> = store.clone();
+        let hub = super::cluster::hub::Hub::start(cluster, base, &organism.organism.name, store)
+            .await?;
+        registrations = registrations
+            .into_iter()
+            .map(|r| {
+                if remote.iter().any(|n| n.as_str() == &*r.name) {
+                    hub.remote(r)
+                } else {
+                    r
+                }
+            })
+            .collect();
+    }
+    Ok(registrations.into_iter().fold(
+        crate::PumpBuilder::new().config(organism.config(origin)?),
+        crate::PumpBuilder::register,
     ))
 }
 
