@@ -19,9 +19,9 @@ use std::sync::Arc;
 pub use calculator::Calculator;
 pub use command::{CommandConfig, CommandTool};
 pub use echo::Echo;
-pub use sleep::{SLEEP_MAX, Sleep};
 #[cfg(feature = "llm")]
 pub use llm::{LlmAgent, LlmConfig};
+pub use sleep::{SLEEP_MAX, Sleep};
 
 use scripted::{
     DEMO_NS, ScriptedAuthor, ScriptedPingPong, ScriptedPlanner, ScriptedRunaway, ScriptedVerifier,

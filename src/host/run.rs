@@ -56,7 +56,10 @@ async fn serve(
     base: &Path,
     store: Arc<SqliteHistory>,
 ) -> Result<String, HostError> {
-    let pump = builder(organism, origin, base, &store).await?.history(store).build()?;
+    let pump = builder(organism, origin, base, &store)
+        .await?
+        .history(store)
+        .build()?;
     let served = listen(organism, base, &pump).await;
     let report = pump.shutdown(SHUTDOWN_GRACE).await;
     served?;
@@ -78,8 +81,8 @@ async fn builder(
     let mut registrations = organism.registrations(origin)?;
     if let (Some(cluster), false) = (&organism.cluster, remote.is_empty()) {
         let store: Arc<dyn crate::history::HistoryStore> = store.clone();
-        let hub = super::cluster::hub::Hub::start(cluster, base, &organism.organism.name, store)
-            .await?;
+        let hub =
+            super::cluster::hub::Hub::start(cluster, base, &organism.organism.name, store).await?;
         registrations = registrations
             .into_iter()
             .map(|r| {

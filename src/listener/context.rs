@@ -428,7 +428,10 @@ impl Context {
     /// Outputs, usage still to charge, usage already withdrawn with [`Context::spend`], and
     /// what runs after the commit ([`Context::on_commit`]).
     pub(crate) fn into_parts(self) -> (Outputs, Usage, Usage, Option<OnCommit>) {
-        let on_commit = self.on_commit.into_inner().unwrap_or_else(|e| e.into_inner());
+        let on_commit = self
+            .on_commit
+            .into_inner()
+            .unwrap_or_else(|e| e.into_inner());
         (self.outputs, self.usage, self.spent, on_commit)
     }
 

@@ -26,7 +26,9 @@ impl Listener for Sleep {
             .split_once("ms=")
             .and_then(|(_, rest)| {
                 let rest = rest.trim_start_matches(['"', '\'']);
-                let end = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
+                let end = rest
+                    .find(|c: char| !c.is_ascii_digit())
+                    .unwrap_or(rest.len());
                 rest[..end].parse::<u64>().ok()
             })
             .unwrap_or(0);

@@ -236,7 +236,11 @@ impl Listener for Remote {
             ListenerError::Upstream(format!(
                 "cannot hand the delivery to NATS at {} ({}): {e}",
                 hub.url,
-                if hub.connected() { "connected" } else { "not connected" }
+                if hub.connected() {
+                    "connected"
+                } else {
+                    "not connected"
+                }
             ))
         })?;
         let (outcome, ack) = rx

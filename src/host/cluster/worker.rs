@@ -39,15 +39,18 @@ pub fn run(
     let organism = Organism::load(path)?;
     let origin = path.display().to_string();
     let cluster = organism.cluster.clone().ok_or_else(|| {
-        HostError::Cluster(format!("{origin} has no [cluster] section: a worker needs one"))
+        HostError::Cluster(format!(
+            "{origin} has no [cluster] section: a worker needs one"
+        ))
     })?;
     let wanted = listeners.unwrap_or_else(|| organism.remote_names());
     let all = organism.registrations(&origin)?;
     let mut serve = Vec::new();
     for name in &wanted {
-        let found = all.iter().find(|r| &*r.name == name.as_str()).ok_or_else(|| {
-            HostError::Cluster(format!("{origin} has no listener `{name}`"))
-        })?;
+        let found = all
+            .iter()
+            .find(|r| &*r.name == name.as_str())
+            .ok_or_else(|| HostError::Cluster(format!("{origin} has no listener `{name}`")))?;
         serve.push(found.clone());
     }
     if serve.is_empty() {
@@ -75,15 +78,27 @@ pub fn run(
             }
         };
         let worker = format!("worker-{}", std::process::id());
-        let shared = Arc::new(Shared { client, names, limits, worker, ack_wait: cluster.ack_wait() });
+        let shared = Arc::new(Shared {
+            client,
+            names,
+            limits,
+            worker,
+            ack_wait: cluster.ack_wait(),
+        });
         for registration in serve {
-            let consumer = consumer_for(&stream, &shared.names, &registration.name, &cluster).await?;
+            let consumer =
+                consumer_for(&stream, &shared.names, &registration.name, &cluster).await?;
             for _ in 0..concurrency.max(1) {
-                let (shared, consumer, r) = (Arc::clone(&shared), consumer.clone(), registration.clone());
+                let (shared, consumer, r) =
+                    (Arc::clone(&shared), consumer.clone(), registration.clone());
                 tokio::spawn(async move { shared.pull(consumer, r).await });
             }
         }
-        println!("agentpump: worker serving {} on {}", wanted.join(", "), cluster.url);
+        println!(
+            "agentpump: worker serving {} on {}",
+            wanted.join(", "),
+            cluster.url
+        );
         crate::host::run::signal().await;
         Ok(format!("agentpump: worker stopped\n"))
     })
@@ -125,7 +140,12 @@ impl Shared {
     /// retried (the client reconnects by itself).
     async fn pull(self: Arc<Self>, consumer: consumer::PullConsumer, registration: Registration) {
         loop {
-            let batch = consumer.fetch().max_messages(1).expires(PULL_EXPIRES).messages().await;
+            let batch = consumer
+                .fetch()
+                .max_messages(1)
+                .expires(PULL_EXPIRES)
+                .messages()
+                .await;
             let mut batch = match batch {
                 Ok(batch) => batch,
                 Err(error) => {
@@ -160,7 +180,11 @@ impl Shared {
         }
         let subject = self.names.out(outcome.delivery);
         let body = serde_json::to_vec(&outcome).unwrap_or_default();
-        if let Err(error) = self.client.publish_with_headers(subject, headers, body.into()).await {
+        if let Err(error) = self
+            .client
+            .publish_with_headers(subject, headers, body.into())
+            .await
+        {
             tracing::warn!(%error, "outcome not sent; the delivery will come back");
         }
         let _ = self.client.flush().await;
@@ -169,7 +193,12 @@ impl Shared {
 
     /// Runs the handler within its timeout, catching panics, telling JetStream it is still at
     /// work every third of the ack wait.
-    async fn handle(&self, r: &Registration, item: WorkItem, message: &jetstream::Message) -> Outcome {
+    async fn handle(
+        &self,
+        r: &Registration,
+        item: WorkItem,
+        message: &jetstream::Message,
+    ) -> Outcome {
         let mut outcome = Outcome {
             delivery: item.delivery,
             worker: self.worker.clone(),
@@ -181,12 +210,20 @@ impl Shared {
         let envelope = match item.record.to_envelope(&self.limits) {
             Ok(envelope) => envelope,
             Err(e) => {
-                outcome.error = Some(WireError { kind: "failed".into(), message: format!("cannot rebuild the delivery: {e}") });
+                outcome.error = Some(WireError {
+                    kind: "failed".into(),
+                    message: format!("cannot rebuild the delivery: {e}"),
+                });
                 return outcome;
             }
         };
         let delivery = Delivery::new(envelope);
-        let mut cx = Context::detached(item.thread, Arc::clone(&r.name), item.delivery, item.history);
+        let mut cx = Context::detached(
+            item.thread,
+            Arc::clone(&r.name),
+            item.delivery,
+            item.history,
+        );
         let handling = AssertUnwindSafe(r.listener.handle(&delivery, &mut cx)).catch_unwind();
         let handled = tokio::time::timeout(r.timeout, async {
             tokio::pin!(handling);
@@ -203,8 +240,14 @@ impl Shared {
         outcome.error = match handled {
             Ok(Ok(Ok(()))) => None,
             Ok(Ok(Err(e))) => Some(WireError::from_listener(&e)),
-            Ok(Err(panic)) => Some(WireError { kind: "panicked".into(), message: panic_text(&*panic) }),
-            Err(_) => Some(WireError { kind: "timeout".into(), message: format!("did not finish within {} ms", r.timeout.as_millis()) }),
+            Ok(Err(panic)) => Some(WireError {
+                kind: "panicked".into(),
+                message: panic_text(&*panic),
+            }),
+            Err(_) => Some(WireError {
+                kind: "timeout".into(),
+                message: format!("did not finish within {} ms", r.timeout.as_millis()),
+            }),
         };
         outcome.outputs = cx.output_texts();
         (outcome.usage, outcome.spent) = cx.usage_so_far();
