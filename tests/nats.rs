@@ -261,7 +261,21 @@ fn echo_served_by_two_workers_answers_every_request_once_and_spreads_the_work() 
             assert_eq!(answer["payload"], say(&format!("n{i}")));
         }
     });
-    runtime().block_on(queue_drains(&url, &organism));
+    runtime().block_on(async {
+        queue_drains(&url, &organism).await;
+        let health: Value = pump
+            .http
+            .get(format!("{}/health", pump.base))
+            .bearer_auth(&pump.token)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(health["nats"]["connected"], true, "{health}");
+        assert_eq!(health["nats"]["url"], url.as_str(), "{health}");
+    });
     let (a, b) = (handled(&log_a), handled(&log_b));
     assert_eq!(
         a.len() + b.len(),
@@ -412,5 +426,58 @@ fn a_worker_returning_forged_system_messages_is_refused_like_a_local_listener() 
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     });
+    verify(&organism);
+}
+
+#[test]
+fn a_pump_killed_with_remote_deliveries_in_flight_resumes_them_after_a_restart() {
+    let scratch = Scratch::new("nats-pump-restart");
+    let (_nats, url) = nats_server(&scratch.0);
+    let organism = organism(&scratch, &url, "nap", "sleep");
+    let (log_a, log_b) = (scratch.0.join("a.log"), scratch.0.join("b.log"));
+    let _a = worker(&organism, &log_a);
+    let _b = worker(&organism, &log_b);
+    let slow = |i: usize| format!(r#"<say xmlns="urn:test:v1" ms="1500">{i}</say>"#);
+    let threads: Vec<String> = {
+        let pump = Pump::start(&organism);
+        runtime().block_on(async {
+            let mut threads = Vec::new();
+            for i in 0..2 {
+                threads.push(pump.post(&slow(i)).await);
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await; // in the workers' hands
+            threads
+        })
+        // dropped: SIGKILL, with both deliveries in flight
+    };
+    let pump = Pump::start(&organism);
+    runtime().block_on(async {
+        for (i, thread) in threads.iter().enumerate() {
+            let history = pump
+                .wait_for(thread, |h| count(h, "nap", "client") >= 1)
+                .await;
+            assert_eq!(
+                history.iter().find(|r| r["from"] == "nap").unwrap()["payload"],
+                slow(i)
+            );
+        }
+        queue_drains(&url, &organism).await;
+        tokio::time::sleep(Duration::from_millis(1500)).await; // past another ack wait
+        for thread in &threads {
+            let history = pump.history(thread).await;
+            assert_eq!(
+                count(&history, "nap", "client"),
+                1,
+                "applied once: {history:#?}"
+            );
+            assert!(
+                history.iter().all(|r| r["from"] != "system"),
+                "{history:#?}"
+            );
+        }
+    });
+    // The handler may run more than once (its first outcome went to a dead pump); its outputs
+    // are applied once.
+    assert!(handled(&log_a).len() + handled(&log_b).len() >= 2);
     verify(&organism);
 }

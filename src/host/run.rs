@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::cluster::hub::Hub;
 use super::organism::Organism;
 use super::server;
 use crate::PumpHandle;
@@ -56,11 +57,9 @@ async fn serve(
     base: &Path,
     store: Arc<SqliteHistory>,
 ) -> Result<String, HostError> {
-    let pump = builder(organism, origin, base, &store)
-        .await?
-        .history(store)
-        .build()?;
-    let served = listen(organism, base, &pump).await;
+    let (builder, hub) = builder(organism, origin, base, &store).await?;
+    let pump = builder.history(store).build()?;
+    let served = listen(organism, base, &pump, hub).await;
     let report = pump.shutdown(SHUTDOWN_GRACE).await;
     served?;
     Ok(format!(
@@ -76,13 +75,13 @@ async fn builder(
     origin: &str,
     base: &Path,
     store: &Arc<SqliteHistory>,
-) -> Result<crate::PumpBuilder, HostError> {
+) -> Result<(crate::PumpBuilder, Option<Arc<Hub>>), HostError> {
     let remote = organism.remote_names();
     let mut registrations = organism.registrations(origin)?;
+    let mut connected = None;
     if let (Some(cluster), false) = (&organism.cluster, remote.is_empty()) {
         let store: Arc<dyn crate::history::HistoryStore> = store.clone();
-        let hub =
-            super::cluster::hub::Hub::start(cluster, base, &organism.organism.name, store).await?;
+        let hub = Hub::start(cluster, base, &organism.organism.name, store).await?;
         registrations = registrations
             .into_iter()
             .map(|r| {
@@ -93,15 +92,22 @@ async fn builder(
                 }
             })
             .collect();
+        connected = Some(hub);
     }
-    Ok(registrations.into_iter().fold(
+    let builder = registrations.into_iter().fold(
         crate::PumpBuilder::new().config(organism.config(origin)?),
         crate::PumpBuilder::register,
-    ))
+    );
+    Ok((builder, connected))
 }
 
 /// Binds the address, prints where it listens and serves the HTTP API until a signal.
-async fn listen(organism: &Organism, base: &Path, pump: &PumpHandle) -> Result<(), HostError> {
+async fn listen(
+    organism: &Organism,
+    base: &Path,
+    pump: &PumpHandle,
+    hub: Option<Arc<Hub>>,
+) -> Result<(), HostError> {
     let token_file = organism
         .server
         .token_file
@@ -126,11 +132,12 @@ async fn listen(organism: &Organism, base: &Path, pump: &PumpHandle) -> Result<(
         println!("agentpump: open the history viewer at http://{address}/?token={token}");
     }
     tracing::info!(%address, threads = recovered.threads, requeued = recovered.requeued, "serving");
-    server::serve(
+    server::serve_with_cluster(
         listener,
         pump.clone(),
         &token,
         organism.server.max_body_bytes,
+        hub,
         signal(),
     )
     .await

@@ -30,6 +30,8 @@ pub(crate) struct Api {
     pub token: Arc<str>,
     /// Turns `true` when the server begins to shut down; open event streams end then.
     pub stopping: watch::Receiver<bool>,
+    /// The NATS connection of remote listeners, reported by `/health`.
+    pub cluster: Option<Arc<crate::host::cluster::hub::Hub>>,
 }
 
 /// The API's routes over `pump`, requiring `token`, refusing bodies over `max_body` bytes.
@@ -41,6 +43,7 @@ pub fn router(pump: PumpHandle, token: &str, max_body: usize) -> Router {
             pump,
             token: Arc::from(token),
             stopping: watch::channel(false).1,
+            cluster: None,
         },
         max_body,
     )
@@ -90,11 +93,28 @@ pub async fn serve(
     max_body: usize,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    serve_with_cluster(listener, pump, token, max_body, None, shutdown).await
+}
+
+/// As [`serve`], with `/health` reporting the NATS connection of remote listeners.
+///
+/// # Errors
+///
+/// The listener fails.
+pub async fn serve_with_cluster(
+    listener: TcpListener,
+    pump: PumpHandle,
+    token: &str,
+    max_body: usize,
+    cluster: Option<Arc<crate::host::cluster::hub::Hub>>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
     let (stop, stopping) = watch::channel(false);
     let api = Api {
         pump,
         token: Arc::from(token),
         stopping,
+        cluster,
     };
     axum::serve(listener, routes_for(api, max_body))
         .with_graceful_shutdown(async move {

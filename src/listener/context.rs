@@ -134,6 +134,7 @@ enum Source {
     /// The pump's history store.
     Store(Arc<dyn HistoryStore>),
     /// Records sent along with the delivery (a remote worker's bounded view).
+    #[cfg_attr(not(feature = "nats"), allow(dead_code))]
     Given(Arc<[Record]>),
 }
 
@@ -182,6 +183,7 @@ impl Context {
     /// A context for a delivery handled away from the pump (a remote worker): its history is
     /// `records`, the view the pump sent along; its budget is not checked here (what the
     /// handler spends is charged by the pump when the outputs come back).
+    #[cfg_attr(not(feature = "nats"), allow(dead_code))]
     pub(crate) fn detached(
         thread: ThreadId,
         me: Arc<str>,
@@ -438,6 +440,7 @@ impl Context {
     /// What this handler emitted so far, as `(target, text)`: `target` is `reply`, `route`,
     /// `text` (free text to extract from) or the name of a listener (a remote worker sends
     /// them back to the pump this way).
+    #[cfg_attr(not(feature = "nats"), allow(dead_code))]
     pub(crate) fn output_texts(&self) -> Vec<(String, String)> {
         self.outputs
             .iter()
@@ -451,6 +454,7 @@ impl Context {
     }
 
     /// Usage reported and usage withdrawn, without consuming the context.
+    #[cfg_attr(not(feature = "nats"), allow(dead_code))]
     pub(crate) fn usage_so_far(&self) -> (Usage, Usage) {
         (self.usage.clone(), self.spent.clone())
     }

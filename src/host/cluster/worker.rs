@@ -100,7 +100,7 @@ pub fn run(
             cluster.url
         );
         crate::host::run::signal().await;
-        Ok(format!("agentpump: worker stopped\n"))
+        Ok("agentpump: worker stopped\n".to_owned())
     })
 }
 
