@@ -481,3 +481,54 @@ fn a_pump_killed_with_remote_deliveries_in_flight_resumes_them_after_a_restart()
     assert!(handled(&log_a).len() + handled(&log_b).len() >= 2);
     verify(&organism);
 }
+
+#[test]
+fn a_pump_that_cannot_reach_nats_answers_remote_deliveries_with_a_system_error() {
+    let scratch = Scratch::new("nats-unreachable");
+    let url = format!("nats://127.0.0.1:{}", free_port()); // nobody listens there
+    let organism = scratch.write(
+        "organism.toml",
+        &format!(
+            "[organism]\nname = \"away\"\n[store]\npath = \"history.db\"\n\
+             [cluster]\nurl = \"{url}\"\n\
+             [[listener]]\nname = \"echo\"\nkind = \"builtin\"\nbuiltin = \"echo\"\n\
+             accepts = [\"{{urn:test:v1}}say\"]\ntimeout_ms = 8000\nremote = true\n"
+        ),
+    );
+    let pump = Pump::start(&organism);
+    runtime().block_on(async {
+        let started = Instant::now();
+        let thread = pump.post(&say("anyone?")).await;
+        let history = pump
+            .wait_for(&thread, |h| h.iter().any(|r| r["from"] == "system"))
+            .await;
+        let error = history.iter().find(|r| r["from"] == "system").unwrap();
+        let text = error["payload"].as_str().unwrap();
+        assert!(text.contains("<system-error"), "{text}");
+        assert!(
+            text.contains("upstream-failed")
+                && text.contains(&url)
+                && text.contains("not connected"),
+            "a clear message naming the server: {text}"
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(8),
+            "before the listener's timeout"
+        );
+        let health: Value = pump
+            .http
+            .get(format!("{}/health", pump.base))
+            .bearer_auth(&pump.token)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(
+            health["status"], "ok",
+            "the pump still takes input: {health}"
+        );
+        assert_eq!(health["nats"]["connected"], false, "{health}");
+    });
+}

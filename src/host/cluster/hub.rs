@@ -19,6 +19,9 @@ use crate::history::HistoryStore;
 use crate::host::HostError;
 use crate::{Context, Delivery, Listener, ListenerError, MessageId, Registration};
 
+/// How often a delivery waiting for NATS looks at the connection.
+const RECONNECT_POLL: std::time::Duration = std::time::Duration::from_millis(50);
+
 /// An outcome, and the acknowledgement subject of the work item it answers.
 type Arrival = (Outcome, Option<String>);
 
@@ -96,6 +99,7 @@ impl Hub {
         let name = Arc::clone(&registration.name);
         registration.listener = Arc::new(Remote {
             subject: self.names.work(&name),
+            patience: registration.timeout / 2,
             hub: Arc::clone(self),
             name,
             slots: Semaphore::new(self.in_flight),
@@ -180,6 +184,10 @@ impl Hub {
 /// A listener served by workers: publishes each delivery and awaits its outcome.
 struct Remote {
     hub: Arc<Hub>,
+    /// How long a delivery waits for NATS to be reachable and take it: half the listener's
+    /// timeout, so that an unreachable server gives `upstream-failed` naming it rather than a
+    /// bare `handler-timeout`.
+    patience: std::time::Duration,
     name: Arc<str>,
     subject: String,
     slots: Semaphore,
@@ -232,15 +240,23 @@ impl Listener for Remote {
         let (tx, rx) = oneshot::channel();
         hub.waiting.insert(item.delivery, tx);
         let _waiting = Waiting(hub, item.delivery);
-        hub.publish(&self.subject, &item).await.map_err(|e| {
+        let published = tokio::time::timeout(self.patience, async {
+            while !hub.connected() {
+                tokio::time::sleep(RECONNECT_POLL).await;
+            }
+            hub.publish(&self.subject, &item).await
+        })
+        .await
+        .unwrap_or_else(|_| Err(format!("no answer within {} ms", self.patience.as_millis())));
+        published.map_err(|e| {
+            let state = if hub.connected() {
+                "connected"
+            } else {
+                "not connected"
+            };
             ListenerError::Upstream(format!(
-                "cannot hand the delivery to NATS at {} ({}): {e}",
-                hub.url,
-                if hub.connected() {
-                    "connected"
-                } else {
-                    "not connected"
-                }
+                "cannot hand the delivery to NATS at {} ({state}): {e}",
+                hub.url
             ))
         })?;
         let (outcome, ack) = rx
