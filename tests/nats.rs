@@ -37,7 +37,11 @@ fn free_port() -> u16 {
 
 /// `nats-server -js` on a free port, its store in `dir/js`.
 fn nats_server(dir: &Path) -> (Process, String) {
-    let port = free_port();
+    nats_server_on(dir, free_port())
+}
+
+/// `nats-server -js` on `port`, its store in `dir/js` (what a restart finds again).
+fn nats_server_on(dir: &Path, port: u16) -> (Process, String) {
     let child = Command::new("nats-server")
         .args(["-js", "-a", "127.0.0.1", "-p", &port.to_string(), "-sd"])
         .arg(dir.join("js"))
@@ -531,4 +535,45 @@ fn a_pump_that_cannot_reach_nats_answers_remote_deliveries_with_a_system_error()
         );
         assert_eq!(health["nats"]["connected"], false, "{health}");
     });
+}
+
+#[test]
+fn the_nats_server_restarted_under_load_loses_nothing_and_applies_nothing_twice() {
+    let scratch = Scratch::new("nats-restart");
+    let port = free_port();
+    let (nats, url) = nats_server_on(&scratch.0, port);
+    let organism = organism(&scratch, &url, "echo", "echo");
+    let pump = Pump::start(&organism);
+    let (log_a, log_b) = (scratch.0.join("a.log"), scratch.0.join("b.log"));
+    let _a = worker(&organism, &log_a);
+    let _b = worker(&organism, &log_b);
+    const N: usize = 30;
+    runtime().block_on(async {
+        let mut threads = Vec::new();
+        let mut nats = Some(nats);
+        for i in 0..N {
+            threads.push(pump.post(&say(&format!("n{i}"))).await);
+            tokio::time::sleep(Duration::from_millis(30)).await;
+            if i == N / 3 {
+                drop(nats.take()); // SIGKILL, deliveries in flight
+            }
+            if i == 2 * N / 3 {
+                nats = Some(nats_server_on(&scratch.0, port).0);
+            }
+        }
+        for (i, thread) in threads.iter().enumerate() {
+            let history = pump
+                .wait_for(thread, |h| count(h, "echo", "client") >= 1)
+                .await;
+            let answer = history.iter().find(|r| r["from"] == "echo").unwrap();
+            assert_eq!(answer["payload"], say(&format!("n{i}")));
+        }
+        queue_drains(&url, &organism).await;
+        for thread in &threads {
+            let history = pump.history(thread).await;
+            assert_eq!(count(&history, "echo", "client"), 1, "{history:#?}");
+        }
+        drop(nats);
+    });
+    verify(&organism);
 }
