@@ -1,5 +1,5 @@
 //! The pump's side: [`Hub`] holds the NATS connection and routes outcomes to the deliveries
-//! waiting for them; [`Remote`] is the listener registered in place of a `remote = true` one.
+//! waiting for them; `Remote` is the listener registered in place of a `remote = true` one.
 //! It publishes the delivery to the listener's work subject and awaits the outcome; the pump
 //! then applies the outputs exactly as a local handler's (the same `apply_done`: parsed again,
 //! planned, governed, one commit), and acknowledges the work item only after that commit.
@@ -94,7 +94,7 @@ impl Hub {
         &self.url
     }
 
-    /// `registration` served by workers: its listener replaced by a [`Remote`] proxy.
+    /// `registration` served by workers: its listener replaced by a `Remote` proxy.
     pub fn remote(self: &Arc<Self>, mut registration: Registration) -> Registration {
         let name = Arc::clone(&registration.name);
         registration.listener = Arc::new(Remote {
