@@ -742,6 +742,28 @@ mod tests {
     }
 
     #[test]
+    fn a_remote_listener_needs_a_cluster_and_is_listed() {
+        let listener = "[[listener]]\nname = \"echo\"\nkind = \"builtin\"\nbuiltin = \"echo\"\n\
+                        accepts = [\"{urn:x:v1}say\"]\nremote = true\n";
+        let alone = Organism::parse(listener, "o.toml").unwrap();
+        let refused = alone.registrations("o.toml").unwrap_err().to_string();
+        assert_eq!(
+            refused,
+            "o.toml:2: a `remote = true` listener needs a [cluster] section (url = \"nats://…\")"
+        );
+        let text =
+            format!("[cluster]\nurl = \"nats://10.0.0.1:4222\"\nhistory_window = 5\n{listener}");
+        let organism = Organism::parse(&text, "o.toml").unwrap();
+        assert_eq!(organism.remote_names(), ["echo"]);
+        assert_eq!(organism.registrations("o.toml").unwrap().len(), 1);
+        let cluster = organism.cluster.as_ref().unwrap();
+        assert_eq!((cluster.history_window, cluster.in_flight), (5, 64));
+        let names = cluster.names("shop.eu");
+        assert_eq!(names.stream, "AGENTPUMP_SHOP_EU");
+        assert_eq!(names.work("a.b"), "agentpump.shop_eu.work.a_b");
+    }
+
+    #[test]
     fn the_command_tool_is_off_unless_enabled_and_checked() {
         let count = |text: &str| {
             Organism::parse(text, "o.toml")
