@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use agentpump::history::MemoryHistory;
 use agentpump::host::cluster::ClusterSection;
 use agentpump::host::cluster::hub::Hub;
-use agentpump::listeners::Echo;
+use agentpump::listeners::{Echo, Sleep};
 use agentpump::{PumpBuilder, PumpHandle, QName, Registration};
 
 /// Threads in flight at once.
@@ -56,6 +56,48 @@ async fn rate(pump: &PumpHandle, n: usize) -> f64 {
     (n / CONCURRENT * CONCURRENT) as f64 / started.elapsed().as_secs_f64()
 }
 
+/// `agentpump worker` for `listener`, once it serves.
+fn worker(organism: &std::path::Path, listener: &str, concurrency: usize) -> Kill {
+    let mut worker = Command::new(env!("CARGO_BIN_EXE_agentpump"))
+        .args(["worker", "--organism", organism.to_str().unwrap()])
+        .args([
+            "--listeners",
+            listener,
+            "--concurrency",
+            &concurrency.to_string(),
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let ready = std::io::BufReader::new(worker.stdout.take().unwrap())
+        .lines()
+        .next();
+    assert!(ready.is_some_and(|l| l.is_ok_and(|l| l.contains("worker serving"))));
+    Kill(worker)
+}
+
+/// Deliveries per second of `n` naps of `ms` each, `CONCURRENT` threads at a time.
+async fn naps(pump: &PumpHandle, n: usize, ms: u64) -> f64 {
+    let payload = format!(r#"<nap xmlns="urn:bench:v1" ms="{ms}"/>"#);
+    let started = Instant::now();
+    let tasks: Vec<_> = (0..CONCURRENT)
+        .map(|_| {
+            let (pump, payload) = (pump.clone(), payload.clone());
+            tokio::spawn(async move {
+                for _ in 0..n / CONCURRENT {
+                    let thread = pump.post(None, None, &payload).await.unwrap().thread();
+                    pump.settle(thread).await;
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    (n / CONCURRENT * CONCURRENT) as f64 / started.elapsed().as_secs_f64()
+}
+
 fn main() {
     let n: usize = std::env::var("AGENTPUMP_BENCH_REMOTE_N")
         .ok()
@@ -83,27 +125,13 @@ fn main() {
         format!(
             "[organism]\nname = \"bench\"\n[cluster]\nurl = \"{url}\"\n\
              [[listener]]\nname = \"echo\"\nkind = \"builtin\"\nbuiltin = \"echo\"\n\
-             accepts = [\"{{urn:bench:v1}}say\"]\nremote = true\n"
+             accepts = [\"{{urn:bench:v1}}say\"]\nremote = true\n\
+             [[listener]]\nname = \"nap\"\nkind = \"builtin\"\nbuiltin = \"sleep\"\n\
+             accepts = [\"{{urn:bench:v1}}nap\"]\nremote = true\n"
         ),
     )
     .unwrap();
-    let mut worker = Command::new(env!("CARGO_BIN_EXE_agentpump"))
-        .args([
-            "worker",
-            "--organism",
-            organism.to_str().unwrap(),
-            "--concurrency",
-            "32",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let ready = std::io::BufReader::new(worker.stdout.take().unwrap())
-        .lines()
-        .next();
-    assert!(ready.is_some_and(|l| l.is_ok_and(|l| l.contains("worker serving"))));
-    let _worker = Kill(worker);
+    let _worker = worker(&organism, "echo", 32);
 
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -120,9 +148,11 @@ fn main() {
         let hub = Hub::start(&cluster, &dir, "bench", store.clone())
             .await
             .unwrap();
+        let nap = QName::new("urn:bench:v1", "nap");
         let remote = PumpBuilder::new()
             .history(store)
             .register(hub.remote(Registration::new("echo", Echo).accepts(say)))
+            .register(hub.remote(Registration::new("nap", Sleep).accepts(nap)))
             .build()
             .unwrap();
         let _ = rate(&remote, CONCURRENT).await; // warm: the stream, the consumer, the connections
@@ -135,6 +165,23 @@ fn main() {
             "  remote echo  {remote_rate:>10.0} round trips/s (one worker, nats-server on loopback)"
         );
         println!("  ratio remote/local  {:.4}", remote_rate / local_rate);
+        // Workers as capacity: a listener that takes 20 ms a delivery (waiting, not computing),
+        // one delivery at a time per worker; then a second worker joins the same consumer.
+        let naps_n = CONCURRENT * 4;
+        let one = {
+            let _a = worker(&organism, "nap", 1);
+            let one = naps(&remote, naps_n, 20).await;
+            let _b = worker(&organism, "nap", 1);
+            let two = naps(&remote, naps_n, 20).await;
+            (one, two)
+        };
+        println!("sleep 20 ms, {naps_n} deliveries, one delivery at a time per worker");
+        println!("  one worker   {:>8.1} deliveries/s", one.0);
+        println!(
+            "  two workers  {:>8.1} deliveries/s (x{:.2})",
+            one.1,
+            one.1 / one.0
+        );
         local.shutdown(Duration::from_secs(5)).await;
         remote.shutdown(Duration::from_secs(5)).await;
     });
