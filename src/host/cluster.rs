@@ -98,7 +98,14 @@ impl ClusterSection {
             .name(who)
             .retry_on_initial_connect()
             .connection_timeout(Duration::from_secs(2))
-            .max_reconnects(None);
+            .max_reconnects(None)
+            .event_callback(|event| async move {
+                // Disconnections and reconnections are logged; the client reconnects by itself.
+                match event {
+                    async_nats::Event::Connected => tracing::info!(%event, "nats"),
+                    _ => tracing::warn!(%event, "nats"),
+                }
+            });
         if let Some(file) = &self.creds_file {
             let path = base.join(file);
             options = options
