@@ -3,6 +3,7 @@
 
 pub mod check;
 pub mod cli;
+pub mod cluster;
 pub mod demo;
 pub mod error;
 pub mod inspect;

@@ -12,6 +12,7 @@ mod echo;
 #[cfg(feature = "llm")]
 pub mod llm;
 pub mod scripted;
+mod sleep;
 
 use std::sync::Arc;
 
@@ -20,6 +21,7 @@ pub use command::{CommandConfig, CommandTool};
 pub use echo::Echo;
 #[cfg(feature = "llm")]
 pub use llm::{LlmAgent, LlmConfig};
+pub use sleep::{SLEEP_MAX, Sleep};
 
 use scripted::{
     DEMO_NS, ScriptedAuthor, ScriptedPingPong, ScriptedPlanner, ScriptedRunaway, ScriptedVerifier,
@@ -91,13 +93,21 @@ impl BuiltinRow {
 }
 
 /// Every builtin listener, in the order error messages list them.
-pub const TABLE: [BuiltinRow; 9] = [
+pub const TABLE: [BuiltinRow; 10] = [
     BuiltinRow {
         name: "echo",
         make: || Arc::new(Echo),
         roots: &[],
         role: Role::Tool,
         description: "answers every payload with itself",
+        example: "",
+    },
+    BuiltinRow {
+        name: "sleep",
+        make: || Arc::new(Sleep),
+        roots: &[],
+        role: Role::Tool,
+        description: "waits the milliseconds its payload's `ms` attribute says, then answers with the payload",
         example: "",
     },
     BuiltinRow {

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use super::budget::{Amount, BudgetName};
 
 /// Model and tool use reported by a listener, added to the thread's counters.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Usage {
     /// Tokens read.
     pub tokens_in: u64,

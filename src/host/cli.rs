@@ -36,6 +36,19 @@ pub enum Command {
         #[arg(long, conflicts_with = "bind")]
         port: Option<u16>,
     },
+    /// Serve an organism's remote listeners (`remote = true`) for a pump elsewhere, over the
+    /// NATS server of its `[cluster]` section, until SIGINT or SIGTERM.
+    Worker {
+        /// The organism file (the same as the pump's).
+        #[arg(long)]
+        organism: PathBuf,
+        /// Only these listeners, comma-separated (default: every `remote = true` listener).
+        #[arg(long, value_delimiter = ',')]
+        listeners: Option<Vec<String>>,
+        /// Deliveries handled at once per listener.
+        #[arg(long, default_value_t = super::cluster::worker::DEFAULT_CONCURRENCY)]
+        concurrency: usize,
+    },
     /// Run the demo organism (listeners/demo/) offline and show what happened.
     Demo {
         /// Where to write the history (default: agentpump-demo.db here; replaced if it exists).
@@ -248,6 +261,15 @@ fn dispatch(command: Command, out: &mut impl std::io::Write) -> Result<(), HostE
     };
     match command {
         Command::Demo { db } => print(super::demo::run(db)),
+        Command::Worker {
+            organism,
+            listeners,
+            concurrency,
+        } => print(super::cluster::worker::run(
+            &organism,
+            listeners,
+            concurrency,
+        )),
         Command::Run {
             organism,
             bind,

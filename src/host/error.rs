@@ -16,6 +16,10 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 /// includes the cause's own text); the `source()` keeps the cause for programs that inspect it.
 #[derive(Debug, thiserror::Error)]
 pub enum HostError {
+    /// NATS or JetStream is unusable for remote listeners, or `[cluster]` is wrong
+    /// (`cannot connect to NATS at nats://…: …`).
+    #[error("{0}")]
+    Cluster(String),
     /// An organism file is wrong: the file, the line when known, and the key or value at fault
     /// (`organism.toml:2: unknown kind `nope`, expected builtin, llm or process`).
     #[error("{origin}{}: {message}", line.map(|l| format!(":{l}")).unwrap_or_default())]

@@ -38,6 +38,9 @@ pub struct Organism {
     /// `[agentserver]`: AgentServer v2.1 interop.
     #[serde(default)]
     agentserver: AgentServerSection,
+    /// `[cluster]`: the NATS server that `remote = true` listeners are reached through.
+    #[serde(default)]
+    pub cluster: Option<crate::host::cluster::ClusterSection>,
     /// `[[listener]]`: the listeners, in registration order.
     #[serde(default)]
     listener: Vec<Spanned<ListenerSection>>,
@@ -248,6 +251,9 @@ struct ListenerSection {
     steps_per_turn: Option<u64>,
     /// The listener that answers `(from "Agent Inference")` (off when absent, as 03 defaults).
     infer_with: Option<String>,
+    /// Served by `agentpump worker` processes over the `[cluster]`'s NATS, not in the pump.
+    #[serde(default)]
+    remote: bool,
 }
 
 impl Organism {
@@ -369,6 +375,16 @@ impl Organism {
     /// An unknown or not-yet-available kind, an unknown builtin, a root that is not Clark
     /// notation, an unknown role — naming the key and line.
     pub fn registrations(&self, origin: &str) -> Result<Vec<Registration>, HostError> {
+        if self.cluster.is_none() {
+            if let Some(l) = self.listener.iter().find(|l| l.get_ref().remote) {
+                return Err(self.at(
+                    origin,
+                    &l.get_ref().name,
+                    "a `remote = true` listener needs a [cluster] section (url = \"nats://…\")"
+                        .into(),
+                ));
+            }
+        }
         let docs: Vec<PeerDoc> = self.listener.iter().map(|l| doc(l.get_ref())).collect();
         let mut all = self
             .listener
@@ -491,6 +507,15 @@ impl Organism {
             r = r.timeout(timeout);
         }
         Ok(r)
+    }
+
+    /// The names of the listeners marked `remote = true`, in file order.
+    pub fn remote_names(&self) -> Vec<String> {
+        self.listener
+            .iter()
+            .filter(|l| l.get_ref().remote)
+            .map(|l| l.get_ref().name.get_ref().clone())
+            .collect()
     }
 
     /// A pump builder with this organism's listeners and configuration.
@@ -735,6 +760,28 @@ mod tests {
             Organism::parse(include_str!("../../listeners/demo/organism.toml"), "o.toml").unwrap();
         let err = bare.registrations("o.toml").unwrap_err().to_string();
         assert!(err.contains("../processes/newton.aps"), "{err}");
+    }
+
+    #[test]
+    fn a_remote_listener_needs_a_cluster_and_is_listed() {
+        let listener = "[[listener]]\nname = \"echo\"\nkind = \"builtin\"\nbuiltin = \"echo\"\n\
+                        accepts = [\"{urn:x:v1}say\"]\nremote = true\n";
+        let alone = Organism::parse(listener, "o.toml").unwrap();
+        let refused = alone.registrations("o.toml").unwrap_err().to_string();
+        assert_eq!(
+            refused,
+            "o.toml:2: a `remote = true` listener needs a [cluster] section (url = \"nats://…\")"
+        );
+        let text =
+            format!("[cluster]\nurl = \"nats://10.0.0.1:4222\"\nhistory_window = 5\n{listener}");
+        let organism = Organism::parse(&text, "o.toml").unwrap();
+        assert_eq!(organism.remote_names(), ["echo"]);
+        assert_eq!(organism.registrations("o.toml").unwrap().len(), 1);
+        let cluster = organism.cluster.as_ref().unwrap();
+        assert_eq!((cluster.history_window, cluster.in_flight), (5, 64));
+        let names = cluster.names("shop.eu");
+        assert_eq!(names.stream, "AGENTPUMP_SHOP_EU");
+        assert_eq!(names.work("a.b"), "agentpump.shop_eu.work.a_b");
     }
 
     #[test]

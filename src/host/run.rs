@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::cluster::hub::Hub;
 use super::organism::Organism;
 use super::server;
 use crate::PumpHandle;
@@ -56,8 +57,9 @@ async fn serve(
     base: &Path,
     store: Arc<SqliteHistory>,
 ) -> Result<String, HostError> {
-    let pump = organism.builder(origin)?.history(store).build()?;
-    let served = listen(organism, base, &pump).await;
+    let (builder, hub) = builder(organism, origin, base, &store).await?;
+    let pump = builder.history(store).build()?;
+    let served = listen(organism, base, &pump, hub).await;
     let report = pump.shutdown(SHUTDOWN_GRACE).await;
     served?;
     Ok(format!(
@@ -66,8 +68,46 @@ async fn serve(
     ))
 }
 
+/// The organism's pump builder; with remote listeners, connected to its `[cluster]` and with
+/// each `remote = true` listener replaced by the proxy that hands its deliveries to workers.
+async fn builder(
+    organism: &Organism,
+    origin: &str,
+    base: &Path,
+    store: &Arc<SqliteHistory>,
+) -> Result<(crate::PumpBuilder, Option<Arc<Hub>>), HostError> {
+    let remote = organism.remote_names();
+    let mut registrations = organism.registrations(origin)?;
+    let mut connected = None;
+    if let (Some(cluster), false) = (&organism.cluster, remote.is_empty()) {
+        let store: Arc<dyn crate::history::HistoryStore> = store.clone();
+        let hub = Hub::start(cluster, base, &organism.organism.name, store).await?;
+        registrations = registrations
+            .into_iter()
+            .map(|r| {
+                if remote.iter().any(|n| n.as_str() == &*r.name) {
+                    hub.remote(r)
+                } else {
+                    r
+                }
+            })
+            .collect();
+        connected = Some(hub);
+    }
+    let builder = registrations.into_iter().fold(
+        crate::PumpBuilder::new().config(organism.config(origin)?),
+        crate::PumpBuilder::register,
+    );
+    Ok((builder, connected))
+}
+
 /// Binds the address, prints where it listens and serves the HTTP API until a signal.
-async fn listen(organism: &Organism, base: &Path, pump: &PumpHandle) -> Result<(), HostError> {
+async fn listen(
+    organism: &Organism,
+    base: &Path,
+    pump: &PumpHandle,
+    hub: Option<Arc<Hub>>,
+) -> Result<(), HostError> {
     let token_file = organism
         .server
         .token_file
@@ -95,12 +135,15 @@ async fn listen(organism: &Organism, base: &Path, pump: &PumpHandle) -> Result<(
     // `GET /tasks` when the organism's folder has a task ledger (`[tasks]`, docs/tasks.md).
     let tasks = organism.tasks.layout(base);
     let tasks = tasks.ledger().is_file().then_some(tasks);
-    server::serve_with_tasks(
+    server::serve_with(
         listener,
         pump.clone(),
         &token,
         organism.server.max_body_bytes,
-        tasks,
+        server::Extras {
+            tasks,
+            cluster: hub,
+        },
         signal(),
     )
     .await

@@ -33,6 +33,8 @@ pub(crate) struct Api {
     pub stopping: watch::Receiver<bool>,
     /// The task ledger `GET /tasks` reads (none: 404).
     pub tasks: Option<Arc<crate::tasks::Layout>>,
+    /// The NATS connection of remote listeners, reported by `/health`.
+    pub cluster: Option<Arc<crate::host::cluster::hub::Hub>>,
 }
 
 /// The API's routes over `pump`, requiring `token`, refusing bodies over `max_body` bytes.
@@ -45,6 +47,7 @@ pub fn router(pump: PumpHandle, token: &str, max_body: usize) -> Router {
             token: Arc::from(token),
             stopping: watch::channel(false).1,
             tasks: None,
+            cluster: None,
         },
         max_body,
     )
@@ -97,20 +100,30 @@ pub async fn serve(
     max_body: usize,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    serve_with_tasks(listener, pump, token, max_body, None, shutdown).await
+    serve_with(listener, pump, token, max_body, Extras::default(), shutdown).await
 }
 
-/// [`serve`], with `GET /tasks` answering the latest ledger line of each task of `tasks`.
+/// What a host may serve besides the pump: `GET /tasks` over a task ledger, and the NATS
+/// connection of remote listeners reported by `/health`.
+#[derive(Debug, Default)]
+pub struct Extras {
+    /// The task ledger `GET /tasks` reads (none: 404).
+    pub tasks: Option<crate::tasks::Layout>,
+    /// The NATS connection of remote listeners.
+    pub cluster: Option<Arc<crate::host::cluster::hub::Hub>>,
+}
+
+/// As [`serve`], with the [`Extras`] of this host.
 ///
 /// # Errors
 ///
 /// The listener fails.
-pub async fn serve_with_tasks(
+pub async fn serve_with(
     listener: TcpListener,
     pump: PumpHandle,
     token: &str,
     max_body: usize,
-    tasks: Option<crate::tasks::Layout>,
+    extras: Extras,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let (stop, stopping) = watch::channel(false);
@@ -118,7 +131,8 @@ pub async fn serve_with_tasks(
         pump,
         token: Arc::from(token),
         stopping,
-        tasks: tasks.map(Arc::new),
+        tasks: extras.tasks.map(Arc::new),
+        cluster: extras.cluster,
     };
     axum::serve(listener, routes_for(api, max_body))
         .with_graceful_shutdown(async move {

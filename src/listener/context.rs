@@ -119,9 +119,32 @@ pub struct Context {
     outputs: Outputs,
     usage: Usage,
     spent: Usage,
-    store: Arc<dyn HistoryStore>,
+    store: Source,
     view: Option<(u64, usize)>,
     account: Arc<Account>,
+    on_commit: std::sync::Mutex<Option<OnCommit>>,
+}
+
+/// What runs once a delivery's outputs are committed (see [`Context::on_commit`]).
+pub(crate) type OnCommit = Box<dyn FnOnce() + Send + 'static>;
+
+/// Where [`Context::history`] reads from.
+#[derive(Clone)]
+enum Source {
+    /// The pump's history store.
+    Store(Arc<dyn HistoryStore>),
+    /// Records sent along with the delivery (a remote worker's bounded view).
+    #[cfg_attr(not(feature = "nats"), allow(dead_code))]
+    Given(Arc<[Record]>),
+}
+
+impl Source {
+    async fn thread(&self, thread: ThreadId) -> Result<Vec<Record>, HistoryError> {
+        match self {
+            Self::Store(store) => store.thread(thread, 0).await,
+            Self::Given(records) => Ok(records.to_vec()),
+        }
+    }
 }
 
 impl fmt::Debug for Context {
@@ -150,9 +173,34 @@ impl Context {
             outputs: Outputs::new(),
             usage: Usage::default(),
             spent: Usage::default(),
-            store,
+            store: Source::Store(store),
             view,
             account,
+            on_commit: std::sync::Mutex::new(None),
+        }
+    }
+
+    /// A context for a delivery handled away from the pump (a remote worker): its history is
+    /// `records`, the view the pump sent along; its budget is not checked here (what the
+    /// handler spends is charged by the pump when the outputs come back).
+    #[cfg_attr(not(feature = "nats"), allow(dead_code))]
+    pub(crate) fn detached(
+        thread: ThreadId,
+        me: Arc<str>,
+        delivery: MessageId,
+        records: Vec<Record>,
+    ) -> Self {
+        Self {
+            thread,
+            me,
+            delivery,
+            outputs: Outputs::new(),
+            usage: Usage::default(),
+            spent: Usage::default(),
+            store: Source::Given(records.into()),
+            view: None,
+            account: Account::root(&crate::governor::Budget::unlimited()),
+            on_commit: std::sync::Mutex::new(None),
         }
     }
 
@@ -166,9 +214,10 @@ impl Context {
             outputs: Outputs::new(),
             usage: Usage::default(),
             spent: Usage::default(),
-            store: Arc::clone(&self.store),
+            store: self.store.clone(),
             view: self.view,
             account: Arc::clone(&self.account),
+            on_commit: std::sync::Mutex::new(None),
         }
     }
 
@@ -333,7 +382,7 @@ impl Context {
     ///
     /// [`HistoryError::Query`] when the store cannot be read.
     pub async fn history(&self) -> Result<Vec<Record>, HistoryError> {
-        let mut records = self.store.thread(self.thread, 0).await?;
+        let mut records = self.store.thread(self.thread).await?;
         // Nothing after this delivery: queue order is history order, so what follows it has not
         // been delivered to this listener yet — except halts: a message that waited through a
         // halt and a resume is delivered after them, and the agent should know it was stopped.
@@ -365,11 +414,48 @@ impl Context {
     ///
     /// [`HistoryError::Query`] when the store cannot be read.
     pub async fn whole_history(&self) -> Result<Vec<Record>, HistoryError> {
-        self.store.thread(self.thread, 0).await
+        self.store.thread(self.thread).await
     }
 
-    /// Outputs, usage still to charge, and usage already withdrawn with [`Context::spend`].
-    pub(crate) fn into_parts(self) -> (Outputs, Usage, Usage) {
-        (self.outputs, self.usage, self.spent)
+    /// Runs `f` once what came of this delivery is committed to history — its outputs, or the
+    /// `system-error` its failure produced — durable as far as the store's durability goes;
+    /// not at all when the commit failed.
+    /// For a listener that must confirm work to something outside the pump only once the pump
+    /// has it for good: a remote listener acknowledges its work item here. A second call
+    /// replaces the first.
+    pub fn on_commit(&mut self, f: impl FnOnce() + Send + 'static) {
+        *self.on_commit.get_mut().unwrap_or_else(|e| e.into_inner()) = Some(Box::new(f));
+    }
+
+    /// Outputs, usage still to charge, usage already withdrawn with [`Context::spend`], and
+    /// what runs after the commit ([`Context::on_commit`]).
+    pub(crate) fn into_parts(self) -> (Outputs, Usage, Usage, Option<OnCommit>) {
+        let on_commit = self
+            .on_commit
+            .into_inner()
+            .unwrap_or_else(|e| e.into_inner());
+        (self.outputs, self.usage, self.spent, on_commit)
+    }
+
+    /// What this handler emitted so far, as `(target, text)`: `target` is `reply`, `route`,
+    /// `text` (free text to extract from) or the name of a listener (a remote worker sends
+    /// them back to the pump this way).
+    #[cfg_attr(not(feature = "nats"), allow(dead_code))]
+    pub(crate) fn output_texts(&self) -> Vec<(String, String)> {
+        self.outputs
+            .iter()
+            .map(|o| match o {
+                Output::Payload(Target::Reply, t) => ("reply".to_owned(), t.clone()),
+                Output::Payload(Target::Route, t) => ("route".to_owned(), t.clone()),
+                Output::Payload(Target::Listener(n), t) => (format!("send:{n}"), t.clone()),
+                Output::Text(t) => ("text".to_owned(), t.clone()),
+            })
+            .collect()
+    }
+
+    /// Usage reported and usage withdrawn, without consuming the context.
+    #[cfg_attr(not(feature = "nats"), allow(dead_code))]
+    pub(crate) fn usage_so_far(&self) -> (Usage, Usage) {
+        (self.usage.clone(), self.spent.clone())
     }
 }

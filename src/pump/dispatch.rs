@@ -45,7 +45,7 @@ impl Shared {
             account,
         );
         let outcome = invoke(registration, &delivery, &mut cx, deadline).await;
-        let (outputs, usage, mut spent) = cx.into_parts();
+        let (outputs, usage, mut spent, on_commit) = cx.into_parts();
         spent.add(&cost.usage());
         let (steps, failure) = match outcome {
             Ok(()) => (self.plan(item.target, &delivery, outputs), None),
@@ -71,7 +71,11 @@ impl Shared {
             warnings,
         };
         let committed = self.apply_done(entry, done);
-        self.finish_commit(entry.id, committed).await;
+        let durable = self.await_commit(entry.id, committed).await.is_ok();
+        // After the commit, never before: a remote listener acknowledges its work item here.
+        if let Some(after) = on_commit.filter(|_| durable) {
+            after();
+        }
     }
 
     /// Waits for a commit's durability; a failure is logged (the pump keeps serving) and returned.

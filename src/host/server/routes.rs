@@ -42,10 +42,16 @@ pub(crate) fn thread_id(text: &str) -> Result<ThreadId, Problem> {
 }
 
 /// `GET /health`: 200 `{"status":"ok"}` while the pump accepts input; 503 problem JSON
-/// (`history-unavailable` after a failed commit, `shutting-down`) when it does not.
+/// (`history-unavailable` after a failed commit, `shutting-down`) when it does not. With remote
+/// listeners, `"nats": {"url": …, "connected": …}` too: a pump away from NATS still accepts
+/// input (remote deliveries fail with `upstream-failed` or time out until it is back).
 pub(crate) async fn health(State(api): State<Api>) -> Result<Response, Problem> {
     api.pump.health().map_err(|e| Problem::from(*e))?;
-    Ok(Json(serde_json::json!({ "status": "ok" })).into_response())
+    let mut body = serde_json::json!({ "status": "ok" });
+    if let Some(hub) = &api.cluster {
+        body["nats"] = serde_json::json!({ "url": hub.url(), "connected": hub.connected() });
+    }
+    Ok(Json(body).into_response())
 }
 
 fn known(api: &Api, text: &str) -> Result<ThreadId, Problem> {

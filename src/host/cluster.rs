@@ -1,0 +1,200 @@
+//! Remote listeners over NATS JetStream (issue 18): the `[cluster]` section, the names of the
+//! stream, subjects and consumers, and the connection. The pump's side is in `cluster/hub.rs`
+//! (a remote listener is a proxy that publishes the delivery and awaits the outputs), the
+//! worker's in `cluster/worker.rs`, the messages between them in `cluster/wire.rs`.
+//! ARCHITECTURE.md, "Beyond one machine (issue 18)", gives the design and its guarantees.
+
+pub mod hub;
+pub mod wire;
+pub mod worker;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use async_nats::jetstream;
+use serde::Deserialize;
+
+use crate::host::HostError;
+
+/// `[cluster]`: the NATS server remote listeners are reached through.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterSection {
+    /// The server (default `nats://127.0.0.1:4222`).
+    #[serde(default = "ClusterSection::default_url")]
+    pub url: String,
+    /// The subject and stream name of this organism (default: `[organism] name`, else
+    /// `agentpump`): `agentpump.<name>.work.<listener>`, stream `AGENTPUMP_<NAME>`.
+    pub name: Option<String>,
+    /// A NATS credentials file (JWT and NKey seed), relative to the organism file.
+    pub creds_file: Option<PathBuf>,
+    /// An environment variable holding a NATS token.
+    pub token_env: Option<String>,
+    /// Require TLS (default false).
+    #[serde(default)]
+    pub tls: bool,
+    /// A CA certificate (PEM) for the server's TLS certificate, relative to the organism file.
+    pub ca_file: Option<PathBuf>,
+    /// How many of the thread's records a delivery carries to the worker (default 50; the
+    /// delivery's own record always goes).
+    #[serde(default = "ClusterSection::default_window")]
+    pub history_window: usize,
+    /// How long a worker may hold a delivery without sign of life before JetStream hands it
+    /// to another worker, in ms (default 30000; a working worker extends it).
+    #[serde(default = "ClusterSection::default_ack_wait")]
+    pub ack_wait_ms: u64,
+    /// Deliveries in flight to the workers of one remote listener at most (default 64); past
+    /// it a delivery fails with `backpressure`.
+    #[serde(default = "ClusterSection::default_in_flight")]
+    pub in_flight: usize,
+}
+
+impl ClusterSection {
+    fn default_url() -> String {
+        "nats://127.0.0.1:4222".to_owned()
+    }
+    fn default_window() -> usize {
+        50
+    }
+    fn default_ack_wait() -> u64 {
+        30_000
+    }
+    fn default_in_flight() -> usize {
+        64
+    }
+
+    /// The subjects and stream of organism `organism` (its `[organism] name`).
+    pub fn names(&self, organism: &str) -> Names {
+        let raw = self
+            .name
+            .clone()
+            .filter(|n| !n.is_empty())
+            .or_else(|| Some(organism.to_owned()).filter(|n| !n.is_empty()))
+            .unwrap_or_else(|| "agentpump".to_owned());
+        let name = token(&raw);
+        Names {
+            stream: format!("AGENTPUMP_{}", name.to_uppercase()),
+            prefix: format!("agentpump.{name}"),
+        }
+    }
+
+    /// How long a worker may hold a delivery without sign of life.
+    pub fn ack_wait(&self) -> Duration {
+        Duration::from_millis(self.ack_wait_ms.max(100))
+    }
+
+    /// Connects, retrying in the background when the server is not there yet (the pump starts
+    /// without NATS and remote deliveries fail until it is back).
+    ///
+    /// # Errors
+    ///
+    /// The credentials file cannot be read, the token variable is unset, or the URL is unusable.
+    pub async fn connect(
+        &self,
+        base: &std::path::Path,
+        who: &str,
+    ) -> Result<async_nats::Client, HostError> {
+        let mut options = async_nats::ConnectOptions::new()
+            .name(who)
+            .retry_on_initial_connect()
+            .connection_timeout(Duration::from_secs(2))
+            .max_reconnects(None)
+            .event_callback(|event| async move {
+                // Disconnections and reconnections are logged; the client reconnects by itself.
+                match event {
+                    async_nats::Event::Connected => tracing::info!(%event, "nats"),
+                    _ => tracing::warn!(%event, "nats"),
+                }
+            });
+        if let Some(file) = &self.creds_file {
+            let path = base.join(file);
+            options = options
+                .credentials_file(&path)
+                .await
+                .map_err(|e| HostError::io(&path, e))?;
+        }
+        if let Some(var) = &self.token_env {
+            let token = std::env::var(var).map_err(|_| {
+                HostError::Cluster(format!(
+                    "[cluster] token_env names `{var}`, which is not set"
+                ))
+            })?;
+            options = options.token(token);
+        }
+        if self.tls {
+            options = options.require_tls(true);
+        }
+        if let Some(ca) = &self.ca_file {
+            options = options.add_root_certificates(base.join(ca));
+        }
+        options
+            .connect(self.url.as_str())
+            .await
+            .map_err(|e| HostError::Cluster(format!("cannot connect to NATS at {}: {e}", self.url)))
+    }
+}
+
+/// The stream and subjects of one organism.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Names {
+    /// The JetStream work-queue stream.
+    pub stream: String,
+    /// `agentpump.<name>`.
+    pub prefix: String,
+}
+
+impl Names {
+    /// Where deliveries to `listener` are published.
+    pub fn work(&self, listener: &str) -> String {
+        format!("{}.work.{}", self.prefix, token(listener))
+    }
+
+    /// Where the outputs of delivery `id` come back.
+    pub fn out(&self, id: impl std::fmt::Display) -> String {
+        format!("{}.out.{id}", self.prefix)
+    }
+
+    /// The durable consumer shared by every worker of `listener`.
+    pub fn consumer(&self, listener: &str) -> String {
+        token(listener)
+    }
+
+    /// Creates the stream when it does not exist yet (the pump and every worker call this).
+    ///
+    /// # Errors
+    ///
+    /// JetStream is not enabled or the server cannot be reached.
+    pub async fn stream(
+        &self,
+        js: &jetstream::Context,
+    ) -> Result<jetstream::stream::Stream, HostError> {
+        js.get_or_create_stream(jetstream::stream::Config {
+            name: self.stream.clone(),
+            subjects: vec![format!("{}.work.>", self.prefix)],
+            retention: jetstream::stream::RetentionPolicy::WorkQueue,
+            storage: jetstream::stream::StorageType::File,
+            ..Default::default()
+        })
+        .await
+        .map_err(|e| {
+            HostError::Cluster(format!(
+                "cannot create the JetStream stream {} (is the server started with -js?): {e}",
+                self.stream
+            ))
+        })
+    }
+}
+
+/// A subject token (and stream or consumer name) from a name: `.`, `*`, `>` and white space
+/// become `_`.
+fn token(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c == '.' || c == '*' || c == '>' || c.is_whitespace() {
+                '_'
+            } else {
+                c
+            }
+        })
+        .collect()
+}

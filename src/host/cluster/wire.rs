@@ -1,0 +1,86 @@
+//! What goes over NATS between the pump and a worker: a [`WorkItem`] (the delivery, its
+//! record and the listener's bounded history view) and an [`Outcome`] (the outputs as text,
+//! the usage, or the handler's error). JSON, so that a worker in another language can serve.
+
+use serde::{Deserialize, Serialize};
+
+use crate::history::Record;
+use crate::listener::Usage;
+use crate::{ListenerError, MessageId, ThreadId};
+
+/// The header that carries the JetStream acknowledgement subject of a work item from the
+/// worker to the pump, which acknowledges after its commit.
+pub const ACK_HEADER: &str = "Agentpump-Ack";
+
+/// One delivery to a remote listener.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct WorkItem {
+    /// The delivery id (the delivered message's id): the key of at-most-once application.
+    pub delivery: MessageId,
+    /// The thread.
+    pub thread: ThreadId,
+    /// The listener's name.
+    pub listener: String,
+    /// The delivered message, as history keeps it (the worker rebuilds the envelope from it).
+    pub record: Record,
+    /// The listener's history view, the last `history_window` records of it (oldest first).
+    pub history: Vec<Record>,
+}
+
+/// What a worker made of a [`WorkItem`].
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Outcome {
+    /// The delivery id.
+    pub delivery: MessageId,
+    /// Which worker handled it (for logs).
+    pub worker: String,
+    /// The outputs in order, as `(target, text)`: `reply`, `route`, `text` or `send:NAME`.
+    pub outputs: Vec<(String, String)>,
+    /// Usage the handler reported.
+    pub usage: Usage,
+    /// Usage the handler withdrew with `Context::spend` (the worker checks no budget; the
+    /// pump charges it).
+    pub spent: Usage,
+    /// The handler's error, if it failed.
+    pub error: Option<WireError>,
+}
+
+/// A handler's failure, by kind.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct WireError {
+    /// `failed`, `invalid-payload`, `backpressure`, `upstream`, `panicked` or `timeout`.
+    pub kind: String,
+    /// The handler's message.
+    pub message: String,
+}
+
+impl WireError {
+    /// The error a local handler returned, for the wire.
+    pub fn from_listener(error: &ListenerError) -> Self {
+        let (kind, message) = match error {
+            ListenerError::Failed(m) => ("failed", m.clone()),
+            ListenerError::InvalidPayload(m) => ("invalid-payload", m.clone()),
+            ListenerError::Backpressure(m) => ("backpressure", m.clone()),
+            ListenerError::Upstream(m) => ("upstream", m.clone()),
+            ListenerError::OverBudget(b) => ("failed", format!("the {b} budget has no room")),
+        };
+        Self {
+            kind: kind.to_owned(),
+            message,
+        }
+    }
+
+    /// The error as the pump's side of the proxy returns it; `None` for a panic (the proxy
+    /// panics with the message, so that the pump reports `handler-panicked` as for a local one).
+    pub fn to_listener(&self) -> Option<ListenerError> {
+        let m = self.message.clone();
+        Some(match self.kind.as_str() {
+            "panicked" => return None,
+            "invalid-payload" => ListenerError::InvalidPayload(m),
+            "backpressure" => ListenerError::Backpressure(m),
+            "upstream" => ListenerError::Upstream(m),
+            "timeout" => ListenerError::Failed(format!("the worker's timeout: {m}")),
+            _ => ListenerError::Failed(m),
+        })
+    }
+}
