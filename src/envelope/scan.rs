@@ -252,10 +252,10 @@ fn check_attributes(
             return Err(EnvelopeError::Malformed { message, at: at() });
         }
         declares_default_ns |= key == "xmlns";
-        if !key.starts_with("xmlns") {
-            if let ResolveResult::Unknown(prefix) = resolver.resolve_attribute(attr.key).0 {
-                return Err(unknown_prefix(prefix, key.to_owned(), at()));
-            }
+        if !key.starts_with("xmlns")
+            && let ResolveResult::Unknown(prefix) = resolver.resolve_attribute(attr.key).0
+        {
+            return Err(unknown_prefix(prefix, key.to_owned(), at()));
         }
         let value = attr
             .normalized_value(XmlVersion::Implicit1_0)

@@ -84,12 +84,11 @@ impl Decision {
             Some(value.into_owned())
         };
         let mut budget = Budget::default();
-        if !empty {
-            if let Ok(Event::Empty(e) | Event::Start(e)) = reader.read_event() {
-                if e.local_name().as_ref() == "budget" {
-                    budget = parse_budget(&format!("<budget {}/>", e.attributes_raw())).ok()?;
-                }
-            }
+        if !empty
+            && let Ok(Event::Empty(e) | Event::Start(e)) = reader.read_event()
+            && e.local_name().as_ref() == "budget"
+        {
+            budget = parse_budget(&format!("<budget {}/>", e.attributes_raw())).ok()?;
         }
         Some(match attribute("action")?.as_str() {
             "goal" => Self::Goal {

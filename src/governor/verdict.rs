@@ -181,10 +181,10 @@ impl Signals {
         if self.control == Some(Control::Done) {
             return Some(done_verdict(progress, me));
         }
-        if self.residual {
-            if let Some(v) = residual_verdict(progress, r_p, window) {
-                return Some(v);
-            }
+        if self.residual
+            && let Some(v) = residual_verdict(progress, r_p, window)
+        {
+            return Some(v);
         }
         self.stuck
             .then(|| Verdict::new(HaltClass::NoProgress, "same-control-signal"))

@@ -144,13 +144,13 @@ pub fn audit(records: &[Record], report: &HaltingReport) -> Result<(), AuditErro
         .map_or(0, |r| r + 1);
     let seen = Seen::replay(&records[..at]);
     let recorded: Vec<String> = seen.residuals().iter().map(Decimal::to_string).collect();
-    if let Some(cert) = &report.halting_certificate {
-        if cert.residual_history_decimal_strings != recorded {
-            return Err(AuditError::Residuals {
-                reported: cert.residual_history_decimal_strings.clone(),
-                recorded,
-            });
-        }
+    if let Some(cert) = &report.halting_certificate
+        && cert.residual_history_decimal_strings != recorded
+    {
+        return Err(AuditError::Residuals {
+            reported: cert.residual_history_decimal_strings.clone(),
+            recorded,
+        });
     }
     derive(report, &seen, since)
 }

@@ -375,15 +375,14 @@ impl Organism {
     /// An unknown or not-yet-available kind, an unknown builtin, a root that is not Clark
     /// notation, an unknown role — naming the key and line.
     pub fn registrations(&self, origin: &str) -> Result<Vec<Registration>, HostError> {
-        if self.cluster.is_none() {
-            if let Some(l) = self.listener.iter().find(|l| l.get_ref().remote) {
-                return Err(self.at(
-                    origin,
-                    &l.get_ref().name,
-                    "a `remote = true` listener needs a [cluster] section (url = \"nats://…\")"
-                        .into(),
-                ));
-            }
+        if self.cluster.is_none()
+            && let Some(l) = self.listener.iter().find(|l| l.get_ref().remote)
+        {
+            return Err(self.at(
+                origin,
+                &l.get_ref().name,
+                "a `remote = true` listener needs a [cluster] section (url = \"nats://…\")".into(),
+            ));
         }
         let docs: Vec<PeerDoc> = self.listener.iter().map(|l| doc(l.get_ref())).collect();
         let mut all = self

@@ -118,10 +118,10 @@ async fn transcript(
             "{indent}{:>6}  {} → {to}  {}",
             r.seq, r.from, r.payload
         );
-        if r.root.local() == "thread-spawned" {
-            if let Some(child) = crate::listener::notices::thread_spawned(&r.payload) {
-                Box::pin(transcript(pump, child.child(), depth + 1, out)).await?;
-            }
+        if r.root.local() == "thread-spawned"
+            && let Some(child) = crate::listener::notices::thread_spawned(&r.payload)
+        {
+            Box::pin(transcript(pump, child.child(), depth + 1, out)).await?;
         }
     }
     Ok(())

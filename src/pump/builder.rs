@@ -158,12 +158,12 @@ impl PumpBuilder {
 }
 
 fn check_config(config: &PumpConfig) -> Result<(), BuildError> {
-    if let Some(ns) = &config.agentserver.namespace {
-        if !usable_namespace(ns) {
-            return Err(BuildError::Config(format!(
-                "agentserver.namespace `{ns}` must be a namespace URI (`urn:…`): not empty, no spaces, quotes, `<` or `&`"
-            )));
-        }
+    if let Some(ns) = &config.agentserver.namespace
+        && !usable_namespace(ns)
+    {
+        return Err(BuildError::Config(format!(
+            "agentserver.namespace `{ns}` must be a namespace URI (`urn:…`): not empty, no spaces, quotes, `<` or `&`"
+        )));
     }
     let limits = &config.limits;
     let zero = [
@@ -221,14 +221,14 @@ fn validate(registrations: &[Registration]) -> Result<Indexes, RegistrationError
                     root: root.to_string(),
                 });
             }
-            if r.role == Role::Agent {
-                if let Some(first) = agent_roots.insert(root, &r.name) {
-                    return Err(RegistrationError::SharedAgentRoot {
-                        first: first.to_owned(),
-                        second: r.name.to_string(),
-                        root: root.to_string(),
-                    });
-                }
+            if r.role == Role::Agent
+                && let Some(first) = agent_roots.insert(root, &r.name)
+            {
+                return Err(RegistrationError::SharedAgentRoot {
+                    first: first.to_owned(),
+                    second: r.name.to_string(),
+                    root: root.to_string(),
+                });
             }
             by_root.entry(root.clone()).or_default().push(i);
         }

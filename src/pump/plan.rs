@@ -175,20 +175,21 @@ impl Shared {
             Ok(Route::Client) => return steps.push(Step::Egress { payload }),
             Err(refusal) => return steps.push(refused(refusal, payload.as_str().to_owned())),
         };
-        if let Sender::Listener { index, .. } = sender {
-            if !self.listeners[index].loops() && targets.contains(&index) {
-                targets.retain(|t| *t != index);
-                let message = format!(
-                    "`{}` may not message itself: it is registered without loop permission",
-                    self.listeners[index].name
-                );
-                steps.push(refused(
-                    Refusal::Error(ErrorCode::LoopNotPermitted, message),
-                    payload.as_str().to_owned(),
-                ));
-                if targets.is_empty() {
-                    return;
-                }
+        if let Sender::Listener { index, .. } = sender
+            && !self.listeners[index].loops()
+            && targets.contains(&index)
+        {
+            targets.retain(|t| *t != index);
+            let message = format!(
+                "`{}` may not message itself: it is registered without loop permission",
+                self.listeners[index].name
+            );
+            steps.push(refused(
+                Refusal::Error(ErrorCode::LoopNotPermitted, message),
+                payload.as_str().to_owned(),
+            ));
+            if targets.is_empty() {
+                return;
             }
         }
         steps.push(Step::Deliver {

@@ -94,25 +94,26 @@ impl Shared {
             return None;
         }
         let mut committed = None;
-        if let Some((parent, parent_inner)) = family.pair(&mut parent_inner) {
-            if !stopped && !inner.state().is_closed() && inner.live_children == 0 {
-                let mut tx = Tx::new();
-                inner.finish();
-                tx.snapshot(entry, &inner);
-                let last = inner.last_payload.clone();
-                let child = (&**entry, &*inner);
-                let status = ThreadStatus::Idle;
-                self.report_to_parent(
-                    &mut tx,
-                    child,
-                    (parent, &mut *parent_inner),
-                    status,
-                    None,
-                    last,
-                );
-                committed =
-                    Some(tx.commit(self, (entry, &mut inner), Some((parent, parent_inner))));
-            }
+        if let Some((parent, parent_inner)) = family.pair(&mut parent_inner)
+            && !stopped
+            && !inner.state().is_closed()
+            && inner.live_children == 0
+        {
+            let mut tx = Tx::new();
+            inner.finish();
+            tx.snapshot(entry, &inner);
+            let last = inner.last_payload.clone();
+            let child = (&**entry, &*inner);
+            let status = ThreadStatus::Idle;
+            self.report_to_parent(
+                &mut tx,
+                child,
+                (parent, &mut *parent_inner),
+                status,
+                None,
+                last,
+            );
+            committed = Some(tx.commit(self, (entry, &mut inner), Some((parent, parent_inner))));
         }
         inner.running = false;
         inner.ledger.went_idle();

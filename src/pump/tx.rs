@@ -176,11 +176,11 @@ impl Tx {
             inner.queue.extend(self.here);
             shared.wake(entry, inner);
         }
-        if let Some((entry, inner)) = parent {
-            if !self.parent.is_empty() {
-                inner.queue.extend(self.parent);
-                shared.wake(entry, inner);
-            }
+        if let Some((entry, inner)) = parent
+            && !self.parent.is_empty()
+        {
+            inner.queue.extend(self.parent);
+            shared.wake(entry, inner);
         }
         for child in self.children {
             shared.registry.insert(Arc::clone(&child));

@@ -132,10 +132,8 @@ fn insert(schema: &mut Json, name: &str, property: Json, required: bool) {
     if let Some(properties) = schema["properties"].as_object_mut() {
         properties.insert(name.to_owned(), property);
     }
-    if required {
-        if let Some(list) = schema["required"].as_array_mut() {
-            list.push(Json::from(name));
-        }
+    if required && let Some(list) = schema["required"].as_array_mut() {
+        list.push(Json::from(name));
     }
 }
 

@@ -131,9 +131,9 @@ impl Client {
         let mut own: Option<ThreadId> = None;
         let mut k: u64 = 0;
         while !stop.load(Ordering::Relaxed) {
-            let next = k % self.conversation.max(1) == 0;
+            let next = k.is_multiple_of(self.conversation.max(1));
             let path = match own {
-                Some(t) if !next && k % 2 == 0 => format!("/threads/{t}/messages"),
+                Some(t) if !next && k.is_multiple_of(2) => format!("/threads/{t}/messages"),
                 Some(_) if !next => {
                     let t = self.shared[(n + k as usize) % self.shared.len()];
                     format!("/threads/{t}/messages")

@@ -176,10 +176,11 @@ impl Follow {
             self.ready.extend(records);
             // Idle before the read and nothing new in it: every record is sent, and nothing
             // more comes until someone posts into the thread.
-            if self.ready.is_empty() && state == Some(ThreadState::Idle) {
-                if let Some(step) = self.settle_step(ThreadState::Idle) {
-                    return Some(step);
-                }
+            if self.ready.is_empty()
+                && state == Some(ThreadState::Idle)
+                && let Some(step) = self.settle_step(ThreadState::Idle)
+            {
+                return Some(step);
             }
             if self.ready.is_empty() && !self.finished {
                 let mut stopping = self.api.stopping.clone();

@@ -110,16 +110,17 @@ impl Walker<'_, '_> {
                 msg,
                 "pass a value of the declared type",
             );
-        } else if let ExprKind::Str(s) = &p.value.kind {
-            if ty == "ISO8601" && !names::is_iso8601(s) {
-                let msg = format!("\"{s}\" is not an ISO 8601 date or time with an offset");
-                self.error(
-                    Code::TimeFormat,
-                    p.value.span,
-                    msg,
-                    "2026-11-24 or 2026-11-24T16:50:00Z",
-                );
-            }
+        } else if let ExprKind::Str(s) = &p.value.kind
+            && ty == "ISO8601"
+            && !names::is_iso8601(s)
+        {
+            let msg = format!("\"{s}\" is not an ISO 8601 date or time with an offset");
+            self.error(
+                Code::TimeFormat,
+                p.value.span,
+                msg,
+                "2026-11-24 or 2026-11-24T16:50:00Z",
+            );
         }
     }
 

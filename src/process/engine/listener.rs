@@ -142,11 +142,12 @@ impl Known {
                     }
                 }
             }
-        } else if ns == SYSTEM_NS && q.local() == "thread-spawned" {
-            if let Some(s) = notices::thread_spawned(seen.payload.as_str()) {
-                let sub = s.path().rsplit('.').next().unwrap_or_default().to_owned();
-                self.children.insert(s.child(), sub);
-            }
+        } else if ns == SYSTEM_NS
+            && q.local() == "thread-spawned"
+            && let Some(s) = notices::thread_spawned(seen.payload.as_str())
+        {
+            let sub = s.path().rsplit('.').next().unwrap_or_default().to_owned();
+            self.children.insert(s.child(), sub);
         }
     }
 }
@@ -236,10 +237,10 @@ impl ProcessListener {
                 }
             }
         }
-        if let Some(tool) = &self.inference {
-            if !names.contains(tool) {
-                names.push(tool.clone());
-            }
+        if let Some(tool) = &self.inference
+            && !names.contains(tool)
+        {
+            names.push(tool.clone());
         }
         names
     }
@@ -565,10 +566,10 @@ fn trigger_input(xml: &str) -> BTreeMap<String, Value> {
                 }
             }
             Ok(XmlEvent::End(_)) => {
-                if depth == 2 {
-                    if let Some(name) = child.take() {
-                        input.insert(name, Value::Str(text.trim().to_owned()));
-                    }
+                if depth == 2
+                    && let Some(name) = child.take()
+                {
+                    input.insert(name, Value::Str(text.trim().to_owned()));
                 }
                 depth = depth.saturating_sub(1);
             }
@@ -623,12 +624,14 @@ impl Listener for ProcessListener {
                 .unwrap_or_default();
             fail_unsent(&mut run, &records, msg, &reason, &me);
         }
-        if run.machine.steps == 0 && !run.start.spawned && run.known.events == 0 {
-            if let Some(goal) = &self.goal {
-                if run.known.residuals == 0 && !history_has_goal(cx, &me).await {
-                    cx.goal(goal);
-                }
-            }
+        if run.machine.steps == 0
+            && !run.start.spawned
+            && run.known.events == 0
+            && let Some(goal) = &self.goal
+            && run.known.residuals == 0
+            && !history_has_goal(cx, &me).await
+        {
+            cx.goal(goal);
         }
         let limit = if rebuilt {
             self.steps_per_turn.saturating_mul(run.turns.max(1))
@@ -661,10 +664,11 @@ fn fail_unsent(run: &mut Run, records: &[Record], msg: &Delivery, reason: &str, 
         let Ok(payload) = Payload::parse(&r.payload, &limits) else {
             continue;
         };
-        if &*r.from == me && payload.qname().is(TOOL_NS, "call") {
-            if let Ok(Call { id: Some(id), .. }) = Call::parse(&payload) {
-                sent_by_message.insert(r.id, id);
-            }
+        if &*r.from == me
+            && payload.qname().is(TOOL_NS, "call")
+            && let Ok(Call { id: Some(id), .. }) = Call::parse(&payload)
+        {
+            sent_by_message.insert(r.id, id);
         }
         fresh.fold(
             &Seen {

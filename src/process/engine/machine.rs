@@ -282,12 +282,12 @@ impl Machine {
     }
 
     fn bind(&mut self, symbol: &str, value: Value, turn: &mut Turn<'_>) {
-        if symbol == "RESIDUAL" {
-            if let Value::Num(n) = value {
-                self.residuals += 1;
-                if self.residuals > turn.known.residuals {
-                    turn.effects.push(Effect::Residual(n));
-                }
+        if symbol == "RESIDUAL"
+            && let Value::Num(n) = value
+        {
+            self.residuals += 1;
+            if self.residuals > turn.known.residuals {
+                turn.effects.push(Effect::Residual(n));
             }
         }
         self.symbols.insert(symbol.to_owned(), value);

@@ -101,10 +101,10 @@ pub(super) async fn recovered(pump: &PumpHandle) -> Result<Found, TasksError> {
         let Some(first) = records.first() else {
             continue;
         };
-        if first.root.is(TASKS_NS, "task") {
-            if let Ok(a) = decode::<Assignment>(&first.payload) {
-                found.insert((a.task.id, a.attempt), info.id);
-            }
+        if first.root.is(TASKS_NS, "task")
+            && let Ok(a) = decode::<Assignment>(&first.payload)
+        {
+            found.insert((a.task.id, a.attempt), info.id);
         }
     }
     Ok(found)
