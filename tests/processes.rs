@@ -745,3 +745,31 @@ async fn agent_inference_asks_the_allowed_tool_and_records_ag_w03() {
         other => panic!("{other:?}"),
     }
 }
+
+#[tokio::test]
+async fn a_call_that_does_not_start_the_process_is_refused_not_ignored() {
+    // The product bar: "Nothing is silent." A call naming another tool, sent to a process by
+    // name, gets an answer saying why.
+    let calls = Arc::new(AtomicUsize::new(0));
+    let pump = pump_with(&doc("", "  RETURN: ok=true\n"), &calls);
+    let call = Call::new("someone-else").id("x").to_xml();
+    let thread = pump.post(None, Some("main"), &call).await.unwrap().thread();
+    pump.settle(thread).await;
+    let notices = support::notices(&pump, thread).await;
+    assert_eq!(
+        notices,
+        [(
+            "client".to_owned(),
+            "huh".to_owned(),
+            "invalid-payload".to_owned()
+        )]
+    );
+    let history = pump.history(thread).await.unwrap();
+    let huh = history.iter().find(|r| r.root.local() == "huh").unwrap();
+    assert!(
+        huh.payload
+            .contains("process `main` does not start on this"),
+        "{}",
+        huh.payload
+    );
+}

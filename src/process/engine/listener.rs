@@ -342,6 +342,16 @@ impl ProcessListener {
             // A child thread this process spawned for one tool call: the answer ends it.
             if let Some((id, _)) = first_call {
                 relay(msg, cx, &id);
+                return Ok(None);
+            }
+            // Nothing of this process runs here and this does not start it (a call naming
+            // another tool, sent here by name): the sender hears why.
+            if !msg.is_system() && Answer::parse(msg.payload()).is_none() {
+                return Err(ListenerError::InvalidPayload(format!(
+                    "process `{}` does not start on this {} and has no run in this thread",
+                    self.id(),
+                    msg.qname()
+                )));
             }
             return Ok(None);
         };
