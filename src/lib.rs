@@ -23,7 +23,8 @@
 //!   paged reads.
 //! - [`tasks`]: seed 004's task files, the JSON Lines status ledger and the orchestrator that
 //!   works each task in a thread.
-//! - [`process`]: the process language front end: APS documents, parser, AST, static AG checks.
+//! - [`process`]: the process language: APS documents, parser, static AG checks, and the
+//!   engine that runs processes on the pump ([`process::engine`]).
 //! - [`host`]: the `agentpump` command line, the HTTP API and the history viewer (feature
 //!   `host`, on by default).
 //!

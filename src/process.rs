@@ -1,8 +1,8 @@
-//! Processes: the front end of the agentic control language (APS, seed 001) — reading a
-//! process file, parsing its processes into a typed tree, and checking it statically.
+//! Processes: the agentic control language (APS, seed 001) — reading a process file, parsing
+//! its processes into a typed tree, checking it statically, and running it on the pump
+//! ([`engine`]: a [`engine::Program`] and one [`engine::ProcessListener`] per process).
 //!
-//! The engine that runs processes on the pump comes later; nothing here touches the pump.
-//! [`check_source`] is the whole pipeline: [`source::read`] splits the APS document into
+//! [`check_source`] is the front end's whole pipeline: [`source::read`] splits the APS document into
 //! constants, runtime values, triggers and process bodies, [`parser::parse_process`] builds each
 //! [`ast::Process`], and [`check::check`] raises the static codes of 07.
 
