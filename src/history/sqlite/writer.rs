@@ -1,6 +1,7 @@
 //! The writer thread: takes batches in the order `append` fixed, commits as many as are waiting
 //! in one transaction (group commit), then resolves their tickets.
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, mpsc};
 use std::thread::JoinHandle;
 
@@ -8,9 +9,9 @@ use rusqlite::{Connection, params};
 use tokio::sync::oneshot;
 
 use super::{Failure, SqliteOptions};
-use crate::ThreadInfo;
 use crate::governor::HaltingReport;
 use crate::history::{Cause, Delivered, HistoryError, Record};
+use crate::{ThreadId, ThreadInfo};
 
 /// One appended batch, ordered and sealed.
 pub(crate) struct Job {
@@ -86,6 +87,7 @@ fn run(
     resolved: &tokio::sync::watch::Sender<u64>,
     group: usize,
 ) {
+    let mut terms = Terms::default();
     // `recv` fails once every sender is gone and the inbox is empty: everything handed over
     // has been written by then.
     while let Ok(first) = inbox.recv() {
@@ -99,9 +101,12 @@ fn run(
         let already = failed.lock().unwrap_or_else(|p| p.into_inner()).clone();
         let result: Result<(), (String, Option<Cause>)> = match already {
             Some(why) => Err((why, None)),
-            None => write(conn, &jobs).map_err(|e| (e.to_string(), Some(Arc::new(e) as Cause))),
+            None => write(conn, &jobs, &mut terms)
+                .map_err(|e| (e.to_string(), Some(Arc::new(e) as Cause))),
         };
         if let Err((why, _)) = &result {
+            // Rolled back: the pairs it noted may not be in the file.
+            terms.known.clear();
             tracing::error!(error = %why, "history commit failed; the store refuses further writes");
             failed
                 .lock()
@@ -132,9 +137,38 @@ fn run(
     }
 }
 
-fn write(conn: &mut Connection, jobs: &[Job]) -> rusqlite::Result<()> {
+/// Most threads whose search terms the writer remembers; past it, it forgets them all (a
+/// forgotten pair costs one `INSERT OR IGNORE` that finds it there).
+const KNOWN_THREADS: usize = 65_536;
+
+/// The (thread, term) pairs of the search index this writer has written, so that a record
+/// whose root, sender and addressee its thread has used before costs no write to the index:
+/// a thread's terms are few, its records many.
+#[derive(Default)]
+struct Terms {
+    known: HashMap<ThreadId, Vec<Box<str>>>,
+}
+
+impl Terms {
+    /// Whether `term` is new for `thread` (and remembers it).
+    fn is_new(&mut self, thread: ThreadId, term: &str) -> bool {
+        if self.known.len() >= KNOWN_THREADS && !self.known.contains_key(&thread) {
+            self.known.clear();
+        }
+        let terms = self.known.entry(thread).or_default();
+        if terms.iter().any(|t| &**t == term) {
+            return false;
+        }
+        terms.push(term.into());
+        true
+    }
+}
+
+fn write(conn: &mut Connection, jobs: &[Job], terms: &mut Terms) -> rusqlite::Result<()> {
     let tx = conn.transaction()?;
     {
+        let mut pair =
+            tx.prepare_cached("INSERT OR IGNORE INTO thread_terms (term, thread) VALUES (?1, ?2)")?;
         let mut insert = tx.prepare_cached(
             "INSERT INTO records (seq, thread, id, time_us, kind, sender, recipient, in_reply_to, root, payload, digest, pending)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
@@ -164,20 +198,29 @@ fn write(conn: &mut Connection, jobs: &[Job]) -> rusqlite::Result<()> {
                 ])?;
             }
             for (r, pending) in &job.records {
+                let (thread_id, root) = (r.thread.to_string(), r.root.to_string());
                 insert.execute(params![
                     r.seq as i64,
-                    r.thread.to_string(),
+                    &thread_id,
                     r.id.to_string(),
                     r.time_us,
                     r.kind.as_str(),
                     &*r.from,
                     r.to.as_deref(),
                     r.in_reply_to.map(|id| id.to_string()),
-                    r.root.to_string(),
+                    &root,
                     &*r.payload,
                     &r.digest[..],
                     pending,
                 ])?;
+                for term in [Some(root.as_str()), Some(&*r.from), r.to.as_deref()]
+                    .into_iter()
+                    .flatten()
+                {
+                    if terms.is_new(r.thread, term) {
+                        pair.execute(params![term, &thread_id])?;
+                    }
+                }
             }
             for info in &job.threads {
                 let mut info = info.clone();
@@ -189,6 +232,10 @@ fn write(conn: &mut Connection, jobs: &[Job]) -> rusqlite::Result<()> {
                     info.state.as_str(),
                     json
                 ])?;
+                // A root thread is found by its path too.
+                if info.parent.is_none() && terms.is_new(info.id, &info.path) {
+                    pair.execute(params![&*info.path, info.id.to_string()])?;
+                }
             }
             for r in &job.reports {
                 let json = serde_json::to_string(r).expect("a report serializes");
