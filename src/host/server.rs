@@ -83,6 +83,7 @@ fn routes_for(api: Api, max_body: usize) -> Router {
             store: Arc::clone(api.pump.store()),
             pump: Some(api.pump.clone()),
             token: Arc::clone(&api.token),
+            tasks: api.tasks.clone(),
         }))
         .layer(axum::middleware::from_fn(strict::log_request))
 }
