@@ -688,7 +688,7 @@ async fn the_tasks_view_links_each_task_to_its_thread() {
     )
     .await;
     assert_eq!(b.eval(STATUSES).await, expected);
-    let mut ledger = Ledger::open(&Layout::new(&root).ledger().to_owned()).unwrap();
+    let mut ledger = Ledger::open(Layout::new(&root).ledger()).unwrap();
     ledger
         .append(Line::now("T-006", Status::Blocked, "blocked by hand"))
         .unwrap();

@@ -301,11 +301,9 @@ pub(crate) fn threads_with_root(
         "SELECT DISTINCT thread FROM records WHERE root = ?1"
     };
     let mut stmt = conn.prepare_cached(sql)?;
-    let threads = stmt
-        .query_map([root.to_string()], |r| r.get::<_, String>(0))?
+    stmt.query_map([root.to_string()], |r| r.get::<_, String>(0))?
         .map(|t| parse::<ThreadId>(0, &t?))
-        .collect();
-    threads
+        .collect()
 }
 
 /// Up to `limit` records of `thread` after seq `after` whose payload root is in `namespace`.
