@@ -1,11 +1,11 @@
 //! `cargo bench --bench search`: the viewer's text search over a big `SqliteHistory` — a rare
-//! payload root and a rare listener name (one thread among all), a common root, and a text
-//! that matches nothing — through the search index (schema 2), against the same file without
+//! payload root and a rare listener name (one thread among all), a root's short id, a common
+//! root, and a text that matches nothing — through the search index (schema 2), against the same file without
 //! it (schema 1, opened read-only: each root's records are read until one matches), in the same
 //! run.
 //!
-//! Size: `AGENTPUMP_BENCH_SEARCH_RECORDS` records (default 1 000 000), ten per root thread. The
-//! file is written through `HistoryStore::append` in batches of 2 000 (the append rate, index
+//! Size: `AGENTPUMP_BENCH_SEARCH_RECORDS` records (default 1 000 000), ten per root thread.
+//! Each search runs three times, the median printed. The file is written through `HistoryStore::append` in batches of 2 000 (the append rate, index
 //! included, is printed too); the copy without the index is the same file with the index
 //! dropped, as an older agentpump left it.
 
@@ -139,9 +139,11 @@ fn main() {
             "{:<44} {:>12} {:>14} {:>7}",
             "text", "index (ms)", "no index (ms)", "found"
         );
+        let short = rare.to_string()[..8].to_owned();
         for (what, text) in [
             ("rare payload root `zebrafish`", "zebrafish"),
             ("rare listener `zookeeper`", "zookeeper"),
+            ("a root's short id (its path)", short.as_str()),
             ("common root `calc`, first page of 50", "calc"),
             ("nothing matches `nomatch`", "nomatch"),
         ] {

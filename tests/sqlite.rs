@@ -566,3 +566,24 @@ async fn an_older_file_gets_the_search_index_when_opened() {
     let path = &threads[1].to_string()[..8];
     assert_eq!(search(&migrated, path).await, [threads[1]]);
 }
+
+/// Records deleted by another connection while the store is open (a prune beside a running
+/// host): the writer notices and writes the pair again when the thread uses the term again.
+#[tokio::test]
+async fn the_writer_notices_deletes_by_another_connection() {
+    let dir = Scratch::new("sqlite-prune-live");
+    let store = Arc::new(SqliteHistory::open(dir.db()).unwrap());
+    let pump = echo_pump(Arc::clone(&store));
+    let thread = start(&pump, &p("say", "one")).await;
+    assert_eq!(search(&*store, "echo").await, [thread]);
+    sql(
+        &dir.db(),
+        &format!("DELETE FROM records WHERE thread = '{thread}';"),
+    );
+    assert_eq!(search(&*store, "echo").await, [], "its pairs went with it");
+    pump.post(Some(thread), Some("echo"), &p("say", "two"))
+        .await
+        .unwrap();
+    pump.settle(thread).await;
+    assert_eq!(search(&*store, "echo").await, [thread], "and came back");
+}

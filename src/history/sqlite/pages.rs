@@ -21,10 +21,17 @@ enum TextPlan<'a> {
     /// No index (a schema 1 file opened read-only): every record of each root's subtree is
     /// read until one matches.
     Walk,
-    /// A rare text: the only roots that can match, found through the index.
+    /// A rare text: the only roots that can match, found through the index (and the ids).
     Roots(&'a [String]),
-    /// A common text: the terms it matches, looked up per root.
-    Terms(&'a [String]),
+    /// A common text: the terms it matches, looked up per root; with `LIKE` pattern of a short
+    /// id when the text could be part of one.
+    Terms(&'a [String], Option<&'a str>),
+}
+
+/// The `LIKE` pattern of `text` as part of a root's path when it could be: a root's path is its
+/// short id (the id's first 8 hex digits), which the index leaves to the ids.
+fn short_id_like(text: &str) -> Option<String> {
+    (text.len() <= 8 && text.chars().all(|c| c.is_ascii_hexdigit())).then(|| like(text))
 }
 
 /// `%text%` for `LIKE … ESCAPE '\'`.
@@ -40,7 +47,7 @@ fn json(list: &[String]) -> String {
     serde_json::to_string(list).expect("strings serialize")
 }
 
-/// The terms of the search index (payload roots, senders, addressees, root paths) that contain
+/// The terms of the search index (payload roots, senders, addressees, the system thread's path) that contain
 /// `text`, ignoring ASCII case as `LIKE` does: found by the FTS5 trigram index when `text` has
 /// three characters or more (a trigram index needs three), else by reading the vocabulary.
 fn matching_terms(conn: &Connection, text: &str) -> rusqlite::Result<Vec<String>> {
@@ -59,8 +66,14 @@ fn matching_terms(conn: &Connection, text: &str) -> rusqlite::Result<Vec<String>
         .collect()
 }
 
-/// The root threads whose subtrees hold one of `terms`, when at most [`RARE`] threads do.
-fn rare_roots(conn: &Connection, terms: &[String]) -> rusqlite::Result<Option<Vec<String>>> {
+/// The root threads whose subtrees hold one of `terms`, or whose short id matches `short`,
+/// when at most [`RARE`] threads do. Threads whose ids match are candidates as they are: the
+/// listing keeps the roots among them.
+fn rare_roots(
+    conn: &Connection,
+    terms: &[String],
+    short: Option<&str>,
+) -> rusqlite::Result<Option<Vec<String>>> {
     let mut stmt = conn.prepare_cached(&format!(
         "SELECT thread FROM thread_terms WHERE term IN (SELECT value FROM json_each(?1)) LIMIT {}",
         RARE + 1
@@ -68,21 +81,41 @@ fn rare_roots(conn: &Connection, terms: &[String]) -> rusqlite::Result<Option<Ve
     let threads: Vec<String> = stmt
         .query_map([json(terms)], |r| r.get(0))?
         .collect::<rusqlite::Result<_>>()?;
-    if threads.len() > RARE {
+    let mut ids: Vec<String> = match short {
+        Some(pattern) => {
+            let mut by_id = conn.prepare_cached(&format!(
+                "SELECT id FROM threads WHERE substr(id, 1, 8) LIKE ?1 ESCAPE '\\' LIMIT {}",
+                RARE + 1
+            ))?;
+            by_id
+                .query_map([pattern], |r| r.get(0))?
+                .collect::<rusqlite::Result<_>>()?
+        }
+        None => Vec::new(),
+    };
+    if threads.len() + ids.len() > RARE {
         return Ok(None);
     }
     let mut up = conn.prepare_cached(
         "WITH RECURSIVE up(id, parent) AS (SELECT id, parent FROM threads WHERE id IN (SELECT value FROM json_each(?1)) UNION SELECT t.id, t.parent FROM threads t JOIN up ON t.id = up.parent) SELECT id FROM up WHERE parent IS NULL",
     )?;
-    let roots = up
-        .query_map([json(&threads)], |r| r.get(0))?
-        .collect::<rusqlite::Result<_>>()?;
-    Ok(Some(roots))
+    let roots = up.query_map([json(&threads)], |r| r.get::<_, String>(0))?;
+    for root in roots {
+        ids.push(root?);
+    }
+    Ok(Some(ids))
 }
 
 /// The SQL condition and arguments of `filter` (without the cursor).
 fn conditions(filter: &ThreadFilter, text_plan: TextPlan<'_>) -> (String, Vec<Value>) {
-    let mut sql = String::from("parent IS NULL");
+    // With the few candidate roots known, they are looked up by id; `+` keeps the planner from
+    // walking every root through the parent index instead (it would, to save a sort).
+    let roots_known = filter.text.is_some() && matches!(text_plan, TextPlan::Roots(_));
+    let mut sql = String::from(if roots_known {
+        "+parent IS NULL"
+    } else {
+        "parent IS NULL"
+    });
     let mut args: Vec<Value> = Vec::new();
     const PENDING: &str =
         "EXISTS (SELECT 1 FROM records r WHERE r.thread = threads.id AND r.pending = 1)";
@@ -126,13 +159,20 @@ fn conditions(filter: &ThreadFilter, text_plan: TextPlan<'_>) -> (String, Vec<Va
                 ));
                 args.push(Value::Text(json(roots)));
             }
-            TextPlan::Terms(terms) => {
+            TextPlan::Terms(terms, short) => {
                 // Common terms: walk the roots newest first; a root's subtree is looked up in
                 // the index, term by term, and the walk stops once the page is full.
+                let by_id = match short {
+                    Some(_) => format!("substr(threads.id, 1, 8) LIKE ?{} ESCAPE '\\' OR ", n + 1),
+                    None => String::new(),
+                };
                 sql.push_str(&format!(
-                    " AND EXISTS (WITH RECURSIVE sub(id) AS (SELECT threads.id UNION ALL SELECT t.id FROM threads t JOIN sub ON t.parent = sub.id) SELECT 1 FROM sub CROSS JOIN thread_terms tt ON tt.thread = sub.id WHERE tt.term IN (SELECT value FROM json_each(?{n})))"
+                    " AND ({by_id}EXISTS (WITH RECURSIVE sub(id) AS (SELECT threads.id UNION ALL SELECT t.id FROM threads t JOIN sub ON t.parent = sub.id) SELECT 1 FROM sub CROSS JOIN thread_terms tt ON tt.thread = sub.id WHERE tt.term IN (SELECT value FROM json_each(?{n}))))"
                 ));
                 args.push(Value::Text(json(terms)));
+                if let Some(pattern) = short {
+                    args.push(Value::Text(pattern.to_owned()));
+                }
             }
         }
     }
@@ -147,23 +187,24 @@ pub(crate) fn roots(
     search: bool,
 ) -> rusqlite::Result<ThreadPage> {
     let text = filter.text.as_deref().filter(|t| !t.is_empty());
+    let short = text.and_then(short_id_like);
     let (terms, roots) = match text {
         Some(text) if search => {
             let terms = matching_terms(conn, text)?;
-            if terms.is_empty() {
+            if terms.is_empty() && short.is_none() {
                 return Ok(ThreadPage {
                     threads: Vec::new(),
                     next: None,
                 });
             }
-            let roots = rare_roots(conn, &terms)?;
+            let roots = rare_roots(conn, &terms, short.as_deref())?;
             (terms, roots)
         }
         _ => (Vec::new(), None),
     };
     let plan = match (&roots, search) {
         (Some(roots), _) => TextPlan::Roots(roots),
-        (None, true) => TextPlan::Terms(&terms),
+        (None, true) => TextPlan::Terms(&terms, short.as_deref()),
         (None, false) => TextPlan::Walk,
     };
     let (mut sql, mut args) = conditions(filter, plan);

@@ -2,11 +2,13 @@
 //! migration of an older file to this version.
 //!
 //! Schema 2 adds the search index: `thread_terms` pairs every thread with each payload root,
-//! sender and addressee of its records (and a root thread with its path), `terms` is the
+//! sender and addressee of its records (and a root thread with its path when that is not its
+//! short id, which the ids answer: the system thread's `system`), `terms` is the
 //! vocabulary of those texts, and `terms_fts` an FTS5 trigram index over the vocabulary, so a
-//! substring finds its terms, the terms their threads. The writer adds the pairs in the
-//! transaction of the append; triggers keep the vocabulary, its FTS index and the pairs right
-//! when records or threads are deleted. It also adds a partial index of process events.
+//! substring finds its terms, the terms their threads. The writer adds the pairs and the words
+//! in the transaction of the append; triggers keep the FTS index with the vocabulary, and the
+//! pairs and the vocabulary right when records or threads are deleted. It also adds a partial
+//! index of process events.
 
 use rusqlite::{Connection, OptionalExtension};
 
@@ -83,9 +85,6 @@ END;
 CREATE TRIGGER terms_removed AFTER DELETE ON terms BEGIN
     INSERT INTO terms_fts (terms_fts, rowid, text) VALUES ('delete', old.id, old.text);
 END;
-CREATE TRIGGER thread_terms_added AFTER INSERT ON thread_terms BEGIN
-    INSERT OR IGNORE INTO terms (text) VALUES (new.term);
-END;
 CREATE TRIGGER thread_terms_removed AFTER DELETE ON thread_terms
 WHEN NOT EXISTS (SELECT 1 FROM thread_terms WHERE term = old.term) BEGIN
     DELETE FROM terms WHERE text = old.term;
@@ -105,7 +104,9 @@ const FILL: &str = "
 INSERT OR IGNORE INTO thread_terms (term, thread) SELECT root, thread FROM records;
 INSERT OR IGNORE INTO thread_terms (term, thread) SELECT sender, thread FROM records;
 INSERT OR IGNORE INTO thread_terms (term, thread) SELECT recipient, thread FROM records WHERE recipient IS NOT NULL;
-INSERT OR IGNORE INTO thread_terms (term, thread) SELECT json_extract(info, '$.path'), id FROM threads WHERE parent IS NULL;
+INSERT OR IGNORE INTO thread_terms (term, thread) SELECT json_extract(info, '$.path'), id FROM threads
+    WHERE parent IS NULL AND json_extract(info, '$.path') <> substr(id, 1, 8);
+INSERT OR IGNORE INTO terms (text) SELECT DISTINCT term FROM thread_terms;
 ";
 
 /// The condition of the process events' partial index. A query that repeats it word for word

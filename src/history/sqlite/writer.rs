@@ -1,7 +1,7 @@
 //! The writer thread: takes batches in the order `append` fixed, commits as many as are waiting
 //! in one transaction (group commit), then resolves their tickets.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, mpsc};
 use std::thread::JoinHandle;
 
@@ -106,7 +106,7 @@ fn run(
         };
         if let Err((why, _)) = &result {
             // Rolled back: the pairs it noted may not be in the file.
-            terms.known.clear();
+            terms.forget();
             tracing::error!(error = %why, "history commit failed; the store refuses further writes");
             failed
                 .lock()
@@ -141,15 +141,49 @@ fn run(
 /// forgotten pair costs one `INSERT OR IGNORE` that finds it there).
 const KNOWN_THREADS: usize = 65_536;
 
+/// Most words of the vocabulary the writer remembers; past it, it forgets them all.
+const KNOWN_WORDS: usize = 65_536;
+
 /// The (thread, term) pairs of the search index this writer has written, so that a record
-/// whose root, sender and addressee its thread has used before costs no write to the index:
-/// a thread's terms are few, its records many.
+/// whose root, sender and addressee its thread has used before costs no write to the index
+/// (a thread's terms are few, its records many), and the words of the vocabulary it has seen.
+/// Both are forgotten when another connection has committed since the last transaction (a
+/// prune may have deleted pairs and words): SQLite's `data_version` says so.
 #[derive(Default)]
 struct Terms {
     known: HashMap<ThreadId, Vec<Box<str>>>,
+    words: HashSet<Box<str>>,
+    data_version: Option<i64>,
 }
 
 impl Terms {
+    /// Forgets everything if another connection changed the file since the last call.
+    fn check(&mut self, tx: &rusqlite::Transaction<'_>) -> rusqlite::Result<()> {
+        let version: i64 = tx.query_row("PRAGMA data_version", [], |r| r.get(0))?;
+        if self.data_version != Some(version) {
+            self.forget();
+            self.data_version = Some(version);
+        }
+        Ok(())
+    }
+
+    fn forget(&mut self) {
+        self.known.clear();
+        self.words.clear();
+    }
+
+    /// Whether `word` may be missing from the vocabulary (and remembers it is there now).
+    fn is_new_word(&mut self, word: &str) -> bool {
+        if self.words.contains(word) {
+            return false;
+        }
+        if self.words.len() >= KNOWN_WORDS {
+            self.words.clear();
+        }
+        self.words.insert(word.into());
+        true
+    }
+
     /// Whether `term` is new for `thread` (and remembers it).
     fn is_new(&mut self, thread: ThreadId, term: &str) -> bool {
         if self.known.len() >= KNOWN_THREADS && !self.known.contains_key(&thread) {
@@ -166,9 +200,11 @@ impl Terms {
 
 fn write(conn: &mut Connection, jobs: &[Job], terms: &mut Terms) -> rusqlite::Result<()> {
     let tx = conn.transaction()?;
+    terms.check(&tx)?;
     {
         let mut pair =
             tx.prepare_cached("INSERT OR IGNORE INTO thread_terms (term, thread) VALUES (?1, ?2)")?;
+        let mut word = tx.prepare_cached("INSERT OR IGNORE INTO terms (text) VALUES (?1)")?;
         let mut insert = tx.prepare_cached(
             "INSERT INTO records (seq, thread, id, time_us, kind, sender, recipient, in_reply_to, root, payload, digest, pending)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
@@ -219,6 +255,9 @@ fn write(conn: &mut Connection, jobs: &[Job], terms: &mut Terms) -> rusqlite::Re
                 {
                     if terms.is_new(r.thread, term) {
                         pair.execute(params![term, &thread_id])?;
+                        if terms.is_new_word(term) {
+                            word.execute([term])?;
+                        }
                     }
                 }
             }
@@ -232,9 +271,16 @@ fn write(conn: &mut Connection, jobs: &[Job], terms: &mut Terms) -> rusqlite::Re
                     info.state.as_str(),
                     json
                 ])?;
-                // A root thread is found by its path too.
-                if info.parent.is_none() && terms.is_new(info.id, &info.path) {
+                // A root thread is found by its path too; a short id is found from the ids.
+                let short = info.id.to_string();
+                if info.parent.is_none()
+                    && *info.path != short[..8]
+                    && terms.is_new(info.id, &info.path)
+                {
                     pair.execute(params![&*info.path, info.id.to_string()])?;
+                    if terms.is_new_word(&info.path) {
+                        word.execute([&*info.path])?;
+                    }
                 }
             }
             for r in &job.reports {
