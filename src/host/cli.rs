@@ -161,7 +161,7 @@ pub enum Command {
         #[arg(long, default_value = super::view::DEFAULT_ADDR)]
         addr: String,
         /// A task project's root: the tasks view reads its ledger (the layout of
-        /// ROOT/organism.toml's [tasks] section when there is one, else docs/current/task-status.jsonl).
+        /// ROOT/organism.toml's `[tasks]` section when there is one, else docs/current/task-status.jsonl).
         #[arg(long, value_name = "ROOT")]
         tasks: Option<PathBuf>,
     },
