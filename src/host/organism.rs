@@ -326,7 +326,10 @@ impl Organism {
             |key: &str, value: &Option<Spanned<String>>| -> Result<Option<Decimal>, HostError> {
                 value
                     .as_ref()
-                    .map(|v| messages_decimal(v.get_ref(), key).map_err(|m| self.at(origin, v, m)))
+                    .map(|v| {
+                        messages_decimal(v.get_ref(), key)
+                            .map_err(|m| self.at(origin, v, m.to_string()))
+                    })
                     .transpose()
             };
         let defaults = GovernorPolicy::default();
@@ -663,7 +666,8 @@ impl Organism {
             ),
         ] {
             if let Some(v) = value {
-                *slot = messages_decimal(v.get_ref(), key).map_err(|m| self.at(origin, v, m))?;
+                *slot = messages_decimal(v.get_ref(), key)
+                    .map_err(|m| self.at(origin, v, m.to_string()))?;
             }
         }
         if let Some(mode) = &l.context {
