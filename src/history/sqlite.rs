@@ -9,6 +9,7 @@
 //! [`HistoryError::Unavailable`] — nothing acknowledged is lost, nothing half-written is kept.
 
 mod pages;
+mod prune;
 mod queries;
 mod schema;
 mod writer;
@@ -22,7 +23,8 @@ use rusqlite::Connection;
 
 use super::memory::now_us;
 use super::{
-    Batch, HistoryError, HistoryStore, Record, Recovery, ThreadFilter, ThreadPage, Ticket,
+    Anchor, Archive, Batch, HistoryError, HistoryStore, Pruned, Record, Recovery, ThreadFilter,
+    ThreadPage, Ticket,
 };
 use crate::governor::HaltingReport;
 use crate::{MessageId, ThreadId, ThreadInfo, ThreadState};
@@ -67,7 +69,7 @@ pub struct SqliteHistory {
     path: PathBuf,
     order: Mutex<Order>,
     failed: Failure,
-    jobs: Mutex<Option<mpsc::SyncSender<writer::Job>>>,
+    jobs: Mutex<Option<mpsc::SyncSender<writer::Work>>>,
     writer: Mutex<Option<writer::Writer>>,
     reader: Mutex<Connection>,
     /// The highest seq handed to the writer, and the highest it has resolved: a read waits
@@ -316,7 +318,7 @@ impl HistoryStore for SqliteHistory {
             .as_ref()
             .ok_or_else(|| HistoryError::unavailable("history store is closed"))?;
         sender
-            .send(job)
+            .send(writer::Work::Batch(job))
             .map_err(|_| HistoryError::unavailable("history writer stopped"))?;
         // Only once the writer has the batch: it will resolve these seqs.
         self.appended
@@ -390,6 +392,54 @@ impl HistoryStore for SqliteHistory {
         queries::verify(&self.read()).map_err(|e| match e {
             queries::VerifyError::Sqlite(e) => self.query_error(e),
             queries::VerifyError::Chain(b) => HistoryError::Chain(b),
+            queries::VerifyError::Anchor(b) => HistoryError::Anchor(b),
+        })
+    }
+
+    async fn anchors(&self) -> Result<Vec<Anchor>, HistoryError> {
+        self.caught_up().await;
+        prune::anchors(&self.read()).map_err(|e| self.query_error(e))
+    }
+
+    /// Runs on the writer thread between two group commits, in one `IMMEDIATE` transaction:
+    /// every batch appended before the call is committed first, and appends made meanwhile
+    /// wait in the writer's queue (their tickets resolve after it).
+    async fn prune(
+        &self,
+        before_us: i64,
+        archive: Option<Box<dyn Archive>>,
+    ) -> Result<Pruned, HistoryError> {
+        self.writable()?;
+        let (done, outcome) = tokio::sync::oneshot::channel();
+        {
+            let jobs = self.jobs.lock().unwrap_or_else(|p| p.into_inner());
+            let sender = jobs
+                .as_ref()
+                .ok_or_else(|| HistoryError::unavailable("history store is closed"))?;
+            let work = writer::Work::Prune(writer::Prune {
+                before_us,
+                archive,
+                done,
+            });
+            sender
+                .send(work)
+                .map_err(|_| HistoryError::unavailable("history writer stopped"))?;
+        }
+        let path = self.path.display();
+        let outcome = outcome
+            .await
+            .map_err(|_| HistoryError::unavailable(format!("{path}: history writer stopped")))?;
+        outcome.map_err(|e| match e {
+            prune::PruneError::Chain(b) => HistoryError::Chain(b),
+            prune::PruneError::Sqlite(e) => {
+                HistoryError::unavailable(format!("{path}: prune failed: {e}")).because(e)
+            }
+            prune::PruneError::Archive(e) => {
+                HistoryError::unavailable(format!("{path}: prune failed, archive: {e}")).because(e)
+            }
+            prune::PruneError::Refused(why) => {
+                HistoryError::unavailable(format!("{path}: {why}"))
+            }
         })
     }
 }

@@ -1,0 +1,184 @@
+//! Retention: `HistoryStore::prune` removes finished threads' old records, leaves an anchor, and
+//! `verify` still proves what remains — and still catches a tampered record or anchor.
+
+mod support;
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use agentpump::history::{HistoryError, HistoryStore, SqliteHistory};
+use agentpump::listeners::Echo;
+use agentpump::{PumpBuilder, Registration, ThreadId};
+use support::{Scratch, p, q, start};
+
+fn echo_pump(store: Arc<SqliteHistory>) -> agentpump::PumpHandle {
+    PumpBuilder::new()
+        .history(store)
+        .register(Registration::new("echo", Echo).accepts(q("say")))
+        .build()
+        .unwrap()
+}
+
+fn now_us() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_micros() as i64
+}
+
+fn sql(db: &std::path::Path, statement: &str) {
+    let conn = rusqlite::Connection::open(db).unwrap();
+    conn.execute_batch(statement).unwrap();
+}
+
+/// A file with two root threads answered by the echo before `cut`: `halted`, stopped after the
+/// cut (its halt records are newer than the cut), and `open`, still idle.
+struct Fixture {
+    dir: Scratch,
+    halted: ThreadId,
+    open: ThreadId,
+    cut: i64,
+}
+
+async fn fixture() -> Fixture {
+    let dir = Scratch::new("retention");
+    let store = Arc::new(SqliteHistory::open(dir.db()).unwrap());
+    let pump = echo_pump(Arc::clone(&store));
+    let halted = start(&pump, &p("say", "old")).await;
+    let open = start(&pump, &p("say", "still open")).await;
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    let cut = now_us();
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    pump.stop(halted).await.unwrap();
+    pump.settle(halted).await;
+    pump.shutdown(Duration::from_secs(1)).await;
+    store.close().unwrap();
+    Fixture {
+        dir,
+        halted,
+        open,
+        cut,
+    }
+}
+
+#[tokio::test]
+async fn prune_removes_old_records_of_finished_threads_and_verify_proves_the_rest() {
+    let f = fixture().await;
+    let store = SqliteHistory::open(f.dir.db()).unwrap();
+    let before = store.thread(f.halted, 0).await.unwrap();
+    let open_before = store.thread(f.open, 0).await.unwrap();
+    let old: Vec<_> = before.iter().filter(|r| r.time_us < f.cut).collect();
+    assert!(old.len() >= 2 && old.len() < before.len(), "{before:#?}");
+
+    let checked = store.verify().await.unwrap();
+    let pruned = store.prune(f.cut, None).await.unwrap();
+    assert_eq!(pruned.records, old.len() as u64);
+    assert_eq!(pruned.anchors.len(), 1, "one anchor per pruned thread");
+    let anchor = &pruned.anchors[0];
+    assert_eq!(
+        (anchor.thread, anchor.first_seq, anchor.last_seq),
+        (f.halted, old[0].seq, old[old.len() - 1].seq)
+    );
+    assert_eq!(anchor.last_digest, old[old.len() - 1].digest);
+    assert_eq!(anchor.before_us, f.cut);
+
+    let after = store.thread(f.halted, 0).await.unwrap();
+    assert_eq!(after, before[old.len()..], "only the old prefix went");
+    assert_eq!(
+        store.thread(f.open, 0).await.unwrap(),
+        open_before,
+        "an open thread keeps every record, however old"
+    );
+    assert_eq!(store.verify().await.unwrap(), checked - pruned.records);
+    store.verify_thread(f.halted).await.unwrap();
+    assert_eq!(store.anchors().await.unwrap(), pruned.anchors);
+
+    let again = store.prune(f.cut, None).await.unwrap();
+    assert_eq!((again.records, again.anchors.len()), (0, 0), "a second prune is a no-op");
+    store.close().unwrap();
+}
+
+#[tokio::test]
+async fn a_tampered_record_after_pruning_is_detected() {
+    let f = fixture().await;
+    {
+        let store = SqliteHistory::open(f.dir.db()).unwrap();
+        store.prune(f.cut, None).await.unwrap();
+        store.close().unwrap();
+    }
+    let verify = |db| async move { SqliteHistory::open_read_only(db).unwrap().verify().await };
+    verify(f.dir.db()).await.unwrap();
+
+    // A remaining record of the pruned thread, edited.
+    sql(
+        &f.dir.db(),
+        &format!(
+            "UPDATE records SET payload = replace(payload, 'halt', 'HALT') WHERE seq = (SELECT min(seq) FROM records WHERE thread = '{}')",
+            f.halted
+        ),
+    );
+    match verify(f.dir.db()).await {
+        Err(HistoryError::Chain(b)) => assert_eq!(b.thread, f.halted),
+        other => panic!("expected a chain break, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_forged_anchor_is_detected() {
+    let f = fixture().await;
+    {
+        let store = SqliteHistory::open(f.dir.db()).unwrap();
+        store.prune(f.cut, None).await.unwrap();
+        store.close().unwrap();
+    }
+    // Claiming fewer records were removed breaks the anchor chain.
+    sql(&f.dir.db(), "UPDATE anchors SET records = records - 1");
+    let store = SqliteHistory::open_read_only(f.dir.db()).unwrap();
+    match store.verify().await {
+        Err(HistoryError::Anchor(b)) => assert_eq!((b.n, b.thread), (1, f.halted)),
+        other => panic!("expected an anchor break, got {other:?}"),
+    }
+    drop(store);
+    // Deleting the anchor makes the rest of the thread chain from zero: a chain break.
+    sql(&f.dir.db(), "DELETE FROM anchors");
+    let store = SqliteHistory::open_read_only(f.dir.db()).unwrap();
+    assert!(matches!(store.verify().await, Err(HistoryError::Chain(b)) if b.thread == f.halted));
+}
+
+#[tokio::test]
+async fn a_fully_pruned_thread_continues_its_chain_from_the_anchor_after_a_restart() {
+    let f = fixture().await;
+    {
+        let store = SqliteHistory::open(f.dir.db()).unwrap();
+        let all = store.prune(i64::MAX, None).await.unwrap();
+        assert_eq!(all.anchors.len(), 1, "the open thread is never pruned");
+        assert!(store.thread(f.halted, 0).await.unwrap().is_empty());
+        store.close().unwrap();
+    }
+    let store = Arc::new(SqliteHistory::open(f.dir.db()).unwrap());
+    let pump = echo_pump(Arc::clone(&store));
+    // Resuming the halted thread appends to it: its new records chain from the anchor, and
+    // their seqs continue past the pruned ones.
+    pump.resume(f.halted, &Default::default()).await.unwrap();
+    let anchor = store.anchors().await.unwrap().remove(0);
+    let resumed = store.thread(f.halted, 0).await.unwrap();
+    assert!(resumed[0].seq > anchor.last_seq, "{resumed:#?}");
+    store.verify().await.unwrap();
+    pump.shutdown(Duration::from_secs(1)).await;
+}
+
+#[tokio::test]
+async fn a_broken_chain_is_never_pruned_away() {
+    let f = fixture().await;
+    sql(
+        &f.dir.db(),
+        &format!(
+            "UPDATE records SET payload = replace(payload, 'old', 'new') WHERE thread = '{}'",
+            f.halted
+        ),
+    );
+    let store = SqliteHistory::open(f.dir.db()).unwrap();
+    assert!(matches!(
+        store.prune(f.cut, None).await,
+        Err(HistoryError::Chain(b)) if b.thread == f.halted
+    ));
+    assert!(store.anchors().await.unwrap().is_empty(), "nothing removed");
+    assert!(store.verify().await.is_err(), "the break is still there to see");
+}
