@@ -370,7 +370,9 @@ pub trait HistoryStore: Send + Sync + fmt::Debug + 'static {
         archive: Option<Box<dyn Archive>>,
     ) -> Result<Pruned, HistoryError> {
         let _ = (before_us, archive);
-        Err(HistoryError::unavailable("this history store does not prune"))
+        Err(HistoryError::unavailable(
+            "this history store does not prune",
+        ))
     }
 
     /// Every prune anchor, in chain order (none for a store that was never pruned).

@@ -4,12 +4,12 @@
 mod support;
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use agentpump::history::{HistoryError, HistoryStore, SqliteHistory};
 use agentpump::listeners::Echo;
 use agentpump::{PumpBuilder, Registration, ThreadId};
-use support::{Scratch, p, q, start};
+use support::{Scratch, q};
 
 fn echo_pump(store: Arc<SqliteHistory>) -> agentpump::PumpHandle {
     PumpBuilder::new()
@@ -19,17 +19,12 @@ fn echo_pump(store: Arc<SqliteHistory>) -> agentpump::PumpHandle {
         .unwrap()
 }
 
-fn now_us() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_micros() as i64
-}
-
 fn sql(db: &std::path::Path, statement: &str) {
     let conn = rusqlite::Connection::open(db).unwrap();
     conn.execute_batch(statement).unwrap();
 }
 
-/// A file with two root threads answered by the echo before `cut`: `halted`, stopped after the
-/// cut (its halt records are newer than the cut), and `open`, still idle.
+/// A history file from [`support::finished_and_open`].
 struct Fixture {
     dir: Scratch,
     halted: ThreadId,
@@ -39,17 +34,7 @@ struct Fixture {
 
 async fn fixture() -> Fixture {
     let dir = Scratch::new("retention");
-    let store = Arc::new(SqliteHistory::open(dir.db()).unwrap());
-    let pump = echo_pump(Arc::clone(&store));
-    let halted = start(&pump, &p("say", "old")).await;
-    let open = start(&pump, &p("say", "still open")).await;
-    tokio::time::sleep(Duration::from_millis(5)).await;
-    let cut = now_us();
-    tokio::time::sleep(Duration::from_millis(5)).await;
-    pump.stop(halted).await.unwrap();
-    pump.settle(halted).await;
-    pump.shutdown(Duration::from_secs(1)).await;
-    store.close().unwrap();
+    let (halted, open, cut) = support::finished_and_open(&dir.db()).await;
     Fixture {
         dir,
         halted,
@@ -91,7 +76,11 @@ async fn prune_removes_old_records_of_finished_threads_and_verify_proves_the_res
     assert_eq!(store.anchors().await.unwrap(), pruned.anchors);
 
     let again = store.prune(f.cut, None).await.unwrap();
-    assert_eq!((again.records, again.anchors.len()), (0, 0), "a second prune is a no-op");
+    assert_eq!(
+        (again.records, again.anchors.len()),
+        (0, 0),
+        "a second prune is a no-op"
+    );
     store.close().unwrap();
 }
 
@@ -180,5 +169,8 @@ async fn a_broken_chain_is_never_pruned_away() {
         Err(HistoryError::Chain(b)) if b.thread == f.halted
     ));
     assert!(store.anchors().await.unwrap().is_empty(), "nothing removed");
-    assert!(store.verify().await.is_err(), "the break is still there to see");
+    assert!(
+        store.verify().await.is_err(),
+        "the break is still there to see"
+    );
 }

@@ -121,7 +121,9 @@ pub struct AnchorBreak {
 /// # Errors
 ///
 /// The [`AnchorBreak`] of the first anchor that does not verify.
-pub fn verify_anchors<'a>(anchors: impl IntoIterator<Item = &'a Anchor>) -> Result<u64, AnchorBreak> {
+pub fn verify_anchors<'a>(
+    anchors: impl IntoIterator<Item = &'a Anchor>,
+) -> Result<u64, AnchorBreak> {
     let mut previous = [0u8; 32];
     let mut checked = 0;
     for (i, a) in anchors.into_iter().enumerate() {

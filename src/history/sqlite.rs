@@ -232,6 +232,19 @@ impl SqliteHistory {
         })
     }
 
+    /// The records [`HistoryStore::prune`] with the same cut would remove now, thread by thread,
+    /// each thread's in seq order: what to archive before pruning. Works on a store opened
+    /// read-only too.
+    ///
+    /// # Errors
+    ///
+    /// [`HistoryError::Query`] when the file cannot be read.
+    pub async fn prunable(&self, before_us: i64) -> Result<Vec<Record>, HistoryError> {
+        self.caught_up().await;
+        let doomed = prune::doomed(&self.read(), before_us).map_err(|e| self.query_error(e))?;
+        Ok(doomed.into_iter().flatten().collect())
+    }
+
     /// The file this store writes.
     pub fn path(&self) -> &Path {
         &self.path
@@ -437,9 +450,7 @@ impl HistoryStore for SqliteHistory {
             prune::PruneError::Archive(e) => {
                 HistoryError::unavailable(format!("{path}: prune failed, archive: {e}")).because(e)
             }
-            prune::PruneError::Refused(why) => {
-                HistoryError::unavailable(format!("{path}: {why}"))
-            }
+            prune::PruneError::Refused(why) => HistoryError::unavailable(format!("{path}: {why}")),
         })
     }
 }

@@ -301,17 +301,27 @@ pub fn verify_certificates(db: &Path) -> Result<String, HostError> {
     })
 }
 
-/// Recomputes every hash chain.
+/// Recomputes every hash chain, and the chain of prune anchors; says where the history was cut.
 ///
 /// # Errors
 ///
-/// The first record that does not verify (thread, seq, expected and found digests), or the file
-/// cannot be read.
+/// The first record that does not verify (thread, seq, expected and found digests), the first
+/// anchor that does not, or the file cannot be read.
 pub fn verify(db: &Path) -> Result<String, HostError> {
     let store = open(db)?;
-    let checked = block_on(store.verify())?;
-    Ok(format!(
+    let (checked, anchors) =
+        block_on(async { Ok::<_, HostError>((store.verify().await?, store.anchors().await?)) })?;
+    let mut text = format!(
         "{}: {checked} records verified, every chain intact\n",
         db.display()
-    ))
+    );
+    if !anchors.is_empty() {
+        text.push_str(&format!(
+            "{} anchors verified; {} threads continue from an anchor where older records were pruned:\n",
+            anchors.len(),
+            anchors.iter().map(|a| a.thread).collect::<std::collections::HashSet<_>>().len()
+        ));
+        text.push_str(&super::retention::cuts(&anchors));
+    }
+    Ok(text)
 }

@@ -68,6 +68,7 @@ fn routes_for(api: Api, max_body: usize) -> Router {
         .route("/threads/{id}/stop", post(routes::stop))
         .route("/threads/{id}/resume", post(routes::resume))
         .route("/threads/{id}/events", get(events::follow))
+        .route("/history/prune", post(routes::prune))
         .route("/tasks", get(routes::tasks))
         .route("/tasks/events", get(task_events::follow))
         .route_layer(axum::middleware::from_fn(strict::known_query_keys))

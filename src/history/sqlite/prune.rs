@@ -138,8 +138,7 @@ fn root<'a>(parents: &HashMap<&'a str, Option<&'a str>>, mut id: &'a str) -> &'a
 /// thread's chain accepted before the cut, so what remains is never a chain with holes.
 pub(crate) fn doomed(conn: &Connection, before_us: i64) -> rusqlite::Result<Vec<Vec<Record>>> {
     let finished = finished(conn)?;
-    let mut stmt =
-        conn.prepare_cached("SELECT DISTINCT thread FROM records WHERE time_us < ?1")?;
+    let mut stmt = conn.prepare_cached("SELECT DISTINCT thread FROM records WHERE time_us < ?1")?;
     let mut old: Vec<String> = stmt
         .query_map([before_us], |r| r.get(0))?
         .collect::<rusqlite::Result<_>>()?;
@@ -184,7 +183,8 @@ pub(crate) fn prune(
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
         )?;
         // Plain DELETEs, so triggers of other tables over records (a search index) see them.
-        let mut delete = tx.prepare_cached("DELETE FROM records WHERE thread = ?1 AND seq <= ?2")?;
+        let mut delete =
+            tx.prepare_cached("DELETE FROM records WHERE thread = ?1 AND seq <= ?2")?;
         for removed in doomed {
             let thread = removed[0].thread;
             let start = starts.get(&thread).map(|d| (thread, *d));

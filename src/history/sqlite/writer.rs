@@ -8,10 +8,10 @@ use std::thread::JoinHandle;
 use rusqlite::{Connection, params};
 use tokio::sync::oneshot;
 
+use super::prune::PruneError;
 use super::{Failure, SqliteOptions};
 use crate::ThreadInfo;
 use crate::governor::HaltingReport;
-use super::prune::PruneError;
 use crate::history::{Archive, Cause, Delivered, HistoryError, Pruned, Record};
 
 /// What the writer is handed: a batch to commit, or a prune to run.
@@ -146,39 +146,39 @@ fn commit(
     failed: &Mutex<Option<String>>,
     resolved: &tokio::sync::watch::Sender<u64>,
 ) {
-        let already = failed.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        let result: Result<(), (String, Option<Cause>)> = match already {
-            Some(why) => Err((why, None)),
-            None => write(conn, &jobs).map_err(|e| (e.to_string(), Some(Arc::new(e) as Cause))),
-        };
-        if let Err((why, _)) = &result {
-            tracing::error!(error = %why, "history commit failed; the store refuses further writes");
-            failed
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .get_or_insert_with(|| why.clone());
-        }
-        let last = jobs
-            .iter()
-            .filter_map(|job| job.records.last().map(|(r, _)| r.seq))
-            .max();
-        if let Some(last) = last {
-            resolved.send_if_modified(|seq| {
-                let raised = last > *seq;
-                *seq = (*seq).max(last);
-                raised
-            });
-        }
-        for job in jobs {
-            let outcome = result.clone().map_err(|(why, cause)| {
-                let e = HistoryError::unavailable(format!("commit failed: {why}"));
-                match cause {
-                    Some(cause) => e.because_shared(cause),
-                    None => e,
-                }
-            });
-            let _ = job.done.send(outcome);
-        }
+    let already = failed.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    let result: Result<(), (String, Option<Cause>)> = match already {
+        Some(why) => Err((why, None)),
+        None => write(conn, &jobs).map_err(|e| (e.to_string(), Some(Arc::new(e) as Cause))),
+    };
+    if let Err((why, _)) = &result {
+        tracing::error!(error = %why, "history commit failed; the store refuses further writes");
+        failed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_or_insert_with(|| why.clone());
+    }
+    let last = jobs
+        .iter()
+        .filter_map(|job| job.records.last().map(|(r, _)| r.seq))
+        .max();
+    if let Some(last) = last {
+        resolved.send_if_modified(|seq| {
+            let raised = last > *seq;
+            *seq = (*seq).max(last);
+            raised
+        });
+    }
+    for job in jobs {
+        let outcome = result.clone().map_err(|(why, cause)| {
+            let e = HistoryError::unavailable(format!("commit failed: {why}"));
+            match cause {
+                Some(cause) => e.because_shared(cause),
+                None => e,
+            }
+        });
+        let _ = job.done.send(outcome);
+    }
 }
 
 fn write(conn: &mut Connection, jobs: &[Job]) -> rusqlite::Result<()> {
