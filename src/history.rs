@@ -76,6 +76,9 @@ pub enum HistoryError {
     /// The chain of prune anchors does not verify.
     #[error(transparent)]
     Anchor(#[from] AnchorBreak),
+    /// The store does not do this (a [`MemoryHistory`] does not prune).
+    #[error("this history store does not {0}")]
+    Unsupported(&'static str),
 }
 
 impl HistoryError {
@@ -96,8 +99,8 @@ impl HistoryError {
         }
     }
 
-    /// This error with `source` kept as its cause (`Chain` and `Anchor` have their own and are
-    /// returned as is).
+    /// This error with `source` kept as its cause (`Chain`, `Anchor` and `Unsupported` are
+    /// returned as they are).
     #[must_use]
     pub fn because(self, source: impl std::error::Error + Send + Sync + 'static) -> Self {
         self.because_shared(Arc::new(source))
@@ -115,7 +118,7 @@ impl HistoryError {
                 what,
                 source: Some(cause),
             },
-            chain @ (Self::Chain(_) | Self::Anchor(_)) => chain,
+            other @ (Self::Chain(_) | Self::Anchor(_) | Self::Unsupported(_)) => other,
         }
     }
 }
@@ -127,6 +130,7 @@ impl PartialEq for HistoryError {
             | (Self::Query { what: a, .. }, Self::Query { what: b, .. }) => a == b,
             (Self::Chain(a), Self::Chain(b)) => a == b,
             (Self::Anchor(a), Self::Anchor(b)) => a == b,
+            (Self::Unsupported(a), Self::Unsupported(b)) => a == b,
             _ => false,
         }
     }
@@ -361,18 +365,17 @@ pub trait HistoryStore: Send + Sync + fmt::Debug + 'static {
     ///
     /// # Errors
     ///
-    /// [`HistoryError::Unavailable`] when the store does not prune (the default: only
-    /// [`SqliteHistory`] does), cannot be written or the archive fails — nothing is removed
-    /// then; [`HistoryError::Chain`] naming a break in what would be removed.
+    /// [`HistoryError::Unsupported`] when the store does not prune (the default: only
+    /// [`SqliteHistory`] does); [`HistoryError::Unavailable`] when it cannot be written or the
+    /// archive fails — nothing is removed then; [`HistoryError::Chain`] naming a break in what
+    /// would be removed.
     async fn prune(
         &self,
         before_us: i64,
         archive: Option<Box<dyn Archive>>,
     ) -> Result<Pruned, HistoryError> {
         let _ = (before_us, archive);
-        Err(HistoryError::unavailable(
-            "this history store does not prune",
-        ))
+        Err(HistoryError::Unsupported("prune"))
     }
 
     /// Every prune anchor, in chain order (none for a store that was never pruned).

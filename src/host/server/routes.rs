@@ -303,7 +303,8 @@ pub(crate) struct PruneCut {
 /// `POST /history/prune` with `{"before": "2026-10-01"}` or `{"keep_days": 30}`: removes
 /// finished threads' records older than the cut, as `agentpump history prune` does, while the
 /// pump runs (the store runs it between two group commits). 200 with what was removed and the
-/// anchors left; 400 `bad-cut`; 409 `chain-broken` when what would go does not verify.
+/// anchors left; 400 `bad-cut`; 409 `chain-broken` when what would go does not verify; 501
+/// `unsupported` on a pump whose store does not prune (in memory).
 pub(crate) async fn prune(
     State(api): State<Api>,
     body: Result<Bytes, BytesRejection>,
@@ -330,6 +331,9 @@ pub(crate) async fn prune(
         .map_err(|e| match e {
             HistoryError::Chain(_) | HistoryError::Anchor(_) => {
                 Problem::new(StatusCode::CONFLICT, "chain-broken", e.to_string())
+            }
+            HistoryError::Unsupported(_) => {
+                Problem::new(StatusCode::NOT_IMPLEMENTED, "unsupported", e.to_string())
             }
             other => Problem::from(other),
         })?;
