@@ -1237,3 +1237,56 @@ async fn prune_on_a_live_host_needs_the_token_and_a_cut_and_keeps_every_chain_pr
     store.verify().await.unwrap();
     pump.shutdown(Duration::from_secs(1)).await;
 }
+
+/// Every code a problem can carry — those the server writes and those of the system messages
+/// the pump answers refused input with — is listed in docs/http-api.md's problem types.
+#[test]
+fn every_problem_type_is_documented() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let docs = std::fs::read_to_string(root.join("docs/http-api.md")).unwrap();
+    let listed = &docs[docs
+        .find("## Problem types")
+        .expect("a problem types section")..];
+    let mut sources = vec![root.join("src/system/codes.rs")];
+    let mut dirs = vec![root.join("src/host/server")];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                sources.push(path);
+            }
+        }
+    }
+    let mut codes = Vec::new();
+    for path in sources {
+        let text = std::fs::read_to_string(&path).unwrap();
+        let marker = if path.ends_with("codes.rs") {
+            "=> \""
+        } else {
+            "Problem::new("
+        };
+        for (at, _) in text.match_indices(marker) {
+            let rest = &text[at + marker.len()..];
+            let rest = if marker == "=> \"" {
+                rest
+            } else {
+                &rest[rest.find('"').unwrap() + 1..]
+            };
+            let code = &rest[..rest.find('"').unwrap()];
+            if !code.is_empty() && code.bytes().all(|b| b.is_ascii_lowercase() || b == b'-') {
+                codes.push(code.to_owned());
+            }
+        }
+    }
+    assert!(codes.len() > 40, "{codes:?}");
+    let missing: Vec<_> = codes
+        .iter()
+        .filter(|c| !listed.contains(&format!("`{c}`")))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "undocumented problem codes: {missing:?}"
+    );
+}

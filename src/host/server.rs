@@ -20,7 +20,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 pub use auth::{TokenError, load_or_create_token};
-pub use problem::Problem;
+pub use problem::{PROBLEM_TYPE, Problem};
 
 use crate::PumpHandle;
 

@@ -190,7 +190,14 @@ pub async fn problem(response: reqwest::Response) -> (reqwest::StatusCode, serde
         content_type, "application/problem+json",
         "status {status}: {text}"
     );
-    (status, serde_json::from_str(&text).unwrap())
+    let body: serde_json::Value = serde_json::from_str(&text).unwrap();
+    // RFC 9457: every problem names its type, a stable URI made from its code.
+    assert_eq!(
+        body["type"].as_str(),
+        Some(format!("urn:agentpump:problem:{}", body["code"].as_str().unwrap()).as_str()),
+        "{text}"
+    );
+    (status, body)
 }
 
 /// A scratch folder under the system temp dir, unique to one test of one run. Removed when the

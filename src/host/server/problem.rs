@@ -7,11 +7,19 @@ use serde::Serialize;
 use crate::IngressError;
 use crate::history::HistoryError;
 
+/// What every problem `type` URI starts with; the rest is the problem's `code`
+/// (`urn:agentpump:problem:unknown-thread`). The URIs are names, stable across versions, not
+/// addresses to fetch: docs/http-api.md lists them.
+pub const PROBLEM_TYPE: &str = "urn:agentpump:problem:";
+
 /// An error answer (RFC 9457 problem details), with agentpump's wire code.
 #[derive(Debug, Clone, Serialize)]
 pub struct Problem {
     #[serde(skip)]
     status: StatusCode,
+    /// The problem type, a URI: [`PROBLEM_TYPE`] followed by the code.
+    #[serde(rename = "type")]
+    pub kind: String,
     /// A short summary of the problem type.
     pub title: String,
     /// The HTTP status.
@@ -31,6 +39,7 @@ impl Problem {
     pub fn new(status: StatusCode, code: &str, detail: impl Into<String>) -> Self {
         Self {
             status,
+            kind: format!("{PROBLEM_TYPE}{code}"),
             title: status.canonical_reason().unwrap_or("Error").to_owned(),
             status_code: status.as_u16(),
             detail: detail.into(),
