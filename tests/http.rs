@@ -1290,3 +1290,76 @@ fn every_problem_type_is_documented() {
         "undocumented problem codes: {missing:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_cuts_off_slow_requests_after_its_time_limit() {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let pump = PumpBuilder::new()
+        .register(Registration::new("echo", Echo).accepts(q("say")))
+        .build()
+        .unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let limit = Duration::from_millis(400);
+    let extras = server::Extras {
+        shutdown_timeout: limit,
+        ..server::Extras::default()
+    };
+    let server = tokio::spawn(server::serve_with(
+        listener,
+        pump.clone(),
+        TOKEN,
+        1 << 20,
+        extras,
+        async {
+            let _ = stopped.await;
+        },
+    ));
+    // A client that promises a body and sends a little of it, then stalls: its request is in
+    // flight, and graceful shutdown alone would wait for it forever.
+    let mut uploading = tokio::net::TcpStream::connect(addr).await.unwrap();
+    uploading
+        .write_all(
+            format!("POST /threads HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {TOKEN}\r\ncontent-length: 1000\r\n\r\n<say xmlns='urn:test:v1'>")
+                .as_bytes(),
+        )
+        .await
+        .unwrap();
+    // And one stalled in the middle of its headers.
+    let mut heading = tokio::net::TcpStream::connect(addr).await.unwrap();
+    heading
+        .write_all(b"GET /threads HTTP/1.1\r\nhost: x\r\n")
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+
+    let began = std::time::Instant::now();
+    stop.send(()).unwrap();
+    tokio::time::timeout(Duration::from_secs(10), server)
+        .await
+        .expect("the server stops although its clients stall")
+        .unwrap()
+        .unwrap();
+    let took = began.elapsed();
+    assert!(
+        took >= limit,
+        "slow requests get their time first ({took:?})"
+    );
+    assert!(took < limit + Duration::from_secs(3), "{took:?}");
+    // The stalled upload was answered 503 shutting-down, as problem JSON.
+    let mut answer = String::new();
+    tokio::time::timeout(
+        Duration::from_secs(5),
+        uploading.read_to_string(&mut answer),
+    )
+    .await
+    .expect("the connection is closed")
+    .unwrap();
+    assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
+    assert!(
+        answer.contains("urn:agentpump:problem:shutting-down"),
+        "{answer}"
+    );
+    pump.shutdown(Duration::from_secs(1)).await;
+}
