@@ -169,6 +169,9 @@ pub struct Delivered {
     /// cost no turn. Counted in [`Counters::notices`](crate::Counters::notices), not in
     /// `deliveries`.
     pub free: bool,
+    /// The handler failed (an error, a panic, a timeout, an upstream failure): counted in
+    /// [`Counters::failures`](crate::Counters::failures), so a restart restores the count.
+    pub failed: bool,
 }
 
 /// What a store knows about threads that lived before this process: what a restarted pump

@@ -189,7 +189,7 @@ pub(crate) fn threads(
 fn counters(conn: &Connection) -> rusqlite::Result<HashMap<ThreadId, Counters>> {
     let mut counters = HashMap::new();
     let mut stmt = conn.prepare_cached(
-        "SELECT thread, sum(handled = 1), sum(tokens_in), sum(tokens_out), group_concat(cost, ' '), sum(tool_calls), sum(usage_estimated), sum(handled = 2) FROM records WHERE handled > 0 GROUP BY thread",
+        "SELECT thread, sum((handled & 3) = 1), sum(tokens_in), sum(tokens_out), group_concat(cost, ' '), sum(tool_calls), sum(usage_estimated), sum((handled & 3) = 2), sum(handled >= 4) FROM records WHERE handled > 0 GROUP BY thread",
     )?;
     for row in stmt.query_map([], |r| {
         Ok((
@@ -201,16 +201,17 @@ fn counters(conn: &Connection) -> rusqlite::Result<HashMap<ThreadId, Counters>> 
             r.get::<_, i64>(5)?,
             r.get::<_, i64>(6)?,
             r.get::<_, i64>(7)?,
+            r.get::<_, i64>(8)?,
         ))
     })? {
-        let (thread, n, tin, tout, costs, tools, estimated, notices) = row?;
+        let (thread, n, tin, tout, costs, tools, estimated, notices, failures) = row?;
         let cost = costs
             .split(' ')
             .map(|c| parse::<Decimal>(4, c))
             .sum::<rusqlite::Result<Decimal>>()?;
         let c = Counters {
             deliveries: n as u64,
-            failures: 0,
+            failures: failures as u64,
             tokens_in: tin as u64,
             tokens_out: tout as u64,
             tool_calls: tools as u64,

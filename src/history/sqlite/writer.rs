@@ -203,8 +203,10 @@ fn write(conn: &mut Connection, jobs: &[Job]) -> rusqlite::Result<()> {
                 let u = &d.usage;
                 deliver.execute(params![
                     d.id.to_string(),
-                    // 0 refused, 1 handled (a turn), 2 handled notice that cost no turn.
-                    i64::from(d.handled) * if d.free { 2 } else { 1 },
+                    // 0 refused, 1 handled (a turn), 2 handled notice that cost no turn;
+                    // plus 4 when the handler failed.
+                    i64::from(d.handled) * if d.free { 2 } else { 1 }
+                        + if d.failed { 4 } else { 0 },
                     u.tokens_in as i64,
                     u.tokens_out as i64,
                     u.cost.to_string(),
