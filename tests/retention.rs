@@ -19,6 +19,17 @@ fn echo_pump(store: Arc<SqliteHistory>) -> agentpump::PumpHandle {
         .unwrap()
 }
 
+fn schema_version(db: &std::path::Path) -> String {
+    rusqlite::Connection::open(db)
+        .unwrap()
+        .query_row(
+            "SELECT value FROM meta WHERE key = 'schema_version'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap()
+}
+
 fn sql(db: &std::path::Path, statement: &str) {
     let conn = rusqlite::Connection::open(db).unwrap();
     conn.execute_batch(statement).unwrap();
@@ -53,7 +64,13 @@ async fn prune_removes_old_records_of_finished_threads_and_verify_proves_the_res
     assert!(old.len() >= 2 && old.len() < before.len(), "{before:#?}");
 
     let checked = store.verify().await.unwrap();
+    assert_eq!(schema_version(&f.dir.db()), "1", "a file never pruned stays version 1");
     let pruned = store.prune(f.cut, None).await.unwrap();
+    assert_eq!(
+        schema_version(&f.dir.db()),
+        "2",
+        "an older build must refuse a pruned file"
+    );
     assert_eq!(pruned.records, old.len() as u64);
     assert_eq!(pruned.anchors.len(), 1, "one anchor per pruned thread");
     let anchor = &pruned.anchors[0];
