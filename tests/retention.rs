@@ -64,7 +64,11 @@ async fn prune_removes_old_records_of_finished_threads_and_verify_proves_the_res
     assert!(old.len() >= 2 && old.len() < before.len(), "{before:#?}");
 
     let checked = store.verify().await.unwrap();
-    assert_eq!(schema_version(&f.dir.db()), "1", "a file never pruned stays version 1");
+    assert_eq!(
+        schema_version(&f.dir.db()),
+        "1",
+        "a file never pruned stays version 1"
+    );
     let pruned = store.prune(f.cut, None).await.unwrap();
     assert_eq!(
         schema_version(&f.dir.db()),
