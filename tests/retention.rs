@@ -195,3 +195,55 @@ async fn a_broken_chain_is_never_pruned_away() {
         "the break is still there to see"
     );
 }
+
+#[tokio::test]
+async fn a_finished_child_of_a_running_tree_is_never_pruned() {
+    let dir = Scratch::new("retention-tree");
+    let store = Arc::new(SqliteHistory::open(dir.db()).unwrap());
+    let spawner = Registration::new(
+        "spawner",
+        support::Script::new(|msg, cx| {
+            if msg.qname().local() == "go" {
+                cx.spawn(agentpump::Spawn::new(support::p("say", "child")).sub_id("c"));
+            }
+            Ok(())
+        }),
+    )
+    .accepts(q("go"))
+    .peers(["echo"]);
+    let pump = PumpBuilder::new()
+        .history(Arc::clone(&store) as Arc<dyn HistoryStore>)
+        .register(spawner)
+        .register(Registration::new("echo", Echo).accepts(q("say")))
+        .build()
+        .unwrap();
+    let root = support::start(&pump, &support::p("go", "")).await;
+    let tree = pump.tree(root);
+    let child = tree
+        .iter()
+        .find(|t| t.parent == Some(root))
+        .expect("a child")
+        .clone();
+    assert!(child.state.is_closed(), "the child is done: {child:?}");
+
+    let none = store.prune(i64::MAX, None).await.unwrap();
+    assert_eq!(
+        none.records, 0,
+        "the root still runs: nothing of its tree goes"
+    );
+    assert!(!store.thread(child.id, 0).await.unwrap().is_empty());
+
+    pump.stop(root).await.unwrap();
+    pump.settle(root).await;
+    let both = store.prune(i64::MAX, None).await.unwrap();
+    let mut pruned: Vec<ThreadId> = both.anchors.iter().map(|a| a.thread).collect();
+    pruned.sort();
+    let mut expected = vec![root, child.id];
+    expected.sort();
+    assert_eq!(
+        pruned, expected,
+        "once the root stopped, the whole tree goes"
+    );
+    store.verify().await.unwrap();
+    pump.shutdown(Duration::from_secs(1)).await;
+}
