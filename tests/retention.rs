@@ -247,3 +247,67 @@ async fn a_finished_child_of_a_running_tree_is_never_pruned() {
     store.verify().await.unwrap();
     pump.shutdown(Duration::from_secs(1)).await;
 }
+
+/// An archive that takes `room` records, then fails; or fails when finished.
+#[derive(Debug)]
+struct Flaky {
+    room: usize,
+    fail_finish: bool,
+    kept: Arc<std::sync::Mutex<Vec<agentpump::history::Record>>>,
+}
+
+impl agentpump::history::Archive for Flaky {
+    fn write(&mut self, record: &agentpump::history::Record) -> std::io::Result<()> {
+        if self.room == 0 {
+            return Err(std::io::Error::other("disk full"));
+        }
+        self.room -= 1;
+        self.kept.lock().unwrap().push(record.clone());
+        Ok(())
+    }
+
+    fn finish(self: Box<Self>) -> std::io::Result<()> {
+        if self.fail_finish {
+            Err(std::io::Error::other("fsync failed"))
+        } else {
+            Ok(())
+        }
+    }
+}
+
+#[tokio::test]
+async fn nothing_is_removed_that_the_archive_does_not_hold() {
+    let f = fixture().await;
+    let store = SqliteHistory::open(f.dir.db()).unwrap();
+    let before = store.thread(f.halted, 0).await.unwrap();
+    for (room, fail_finish) in [(1, false), (usize::MAX, true)] {
+        let kept = Arc::default();
+        let archive = Flaky {
+            room,
+            fail_finish,
+            kept: Arc::clone(&kept),
+        };
+        let err = store
+            .prune(f.cut, Some(Box::new(archive)))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, HistoryError::Unavailable { .. }), "{err}");
+        assert!(err.to_string().contains("archive"), "{err}");
+        assert_eq!(
+            store.thread(f.halted, 0).await.unwrap(),
+            before,
+            "rolled back"
+        );
+        assert!(store.anchors().await.unwrap().is_empty());
+    }
+    // The store stays writable: the same prune with a working archive goes through.
+    let kept = Arc::default();
+    let archive = Flaky {
+        room: usize::MAX,
+        fail_finish: false,
+        kept: Arc::clone(&kept),
+    };
+    let pruned = store.prune(f.cut, Some(Box::new(archive))).await.unwrap();
+    assert_eq!(kept.lock().unwrap().len() as u64, pruned.records);
+    assert_eq!(kept.lock().unwrap()[..], before[..pruned.records as usize]);
+}
