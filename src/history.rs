@@ -342,17 +342,20 @@ pub trait HistoryStore: Send + Sync + fmt::Debug + 'static {
         page::records_before_by_scan(self, thread, before, limit).await
     }
 
-    /// Recomputes one thread's chain; returns how many records were checked.
+    /// Recomputes one thread's chain (from its prune anchor, if it has one, after checking the
+    /// anchor chain); returns how many records were checked.
     ///
     /// # Errors
     ///
-    /// [`HistoryError::Chain`] naming the first record that does not match, or
+    /// [`HistoryError::Chain`] naming the first record that does not match,
+    /// [`HistoryError::Anchor`] when the anchor chain does not verify, or
     /// [`HistoryError::Query`] when the store cannot be read.
     async fn verify_thread(&self, thread: ThreadId) -> Result<u64, HistoryError> {
         let records = self.thread(thread, 0).await?;
-        let start = self
-            .anchors()
-            .await?
+        let anchors = self.anchors().await?;
+        // The thread's anchor is only as good as the anchor chain it sits in.
+        verify_anchors(&anchors)?;
+        let start = anchors
             .into_iter()
             .filter(|a| a.thread == thread)
             .map(|a| (thread, a.last_digest))

@@ -145,6 +145,13 @@ async fn a_forged_anchor_is_detected() {
         Err(HistoryError::Anchor(b)) => assert_eq!((b.n, b.thread), (1, f.halted)),
         other => panic!("expected an anchor break, got {other:?}"),
     }
+    assert!(
+        matches!(
+            store.verify_thread(f.halted).await,
+            Err(HistoryError::Anchor(_))
+        ),
+        "one thread's check (the viewer's) sees it too"
+    );
     drop(store);
     // Deleting the anchor makes the rest of the thread chain from zero: a chain break.
     sql(&f.dir.db(), "DELETE FROM anchors");
