@@ -144,6 +144,16 @@ async fn history_export_then_prune_archives_what_goes_and_verify_shows_the_cut()
     assert!(stdout.contains(&format!("cut before {cut}")), "{stdout}");
     assert!(stdout.contains("2 records of 1 threads"), "{stdout}");
 
+    // The pruned thread's transcript says where it starts.
+    let (ok, stdout, stderr) = run(&["history", &halted.to_string(), "--db", db]);
+    assert!(ok, "{stderr}");
+    assert!(
+        stdout.contains(&format!(
+            "[pruned: 2 records up to seq {}, accepted before {cut}",
+            exported[1].seq
+        )),
+        "{stdout}"
+    );
     // The open thread keeps its records; a second prune finds nothing.
     let (ok, stdout, _) = run(&[
         "history",

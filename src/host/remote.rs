@@ -303,7 +303,12 @@ impl Host {
         for t in &threads {
             records.extend(self.json::<Vec<_>>(&format!("/threads/{}/history?format=json", t.id))?);
         }
-        Ok(inspect::render_tree(&threads, &records, format))
+        Ok(inspect::render_tree(
+            &threads,
+            &records,
+            &inspect::Cuts::new(),
+            format,
+        ))
     }
 
     /// Every halting report of a thread, as a JSON array (oldest first), as from a file.
