@@ -30,7 +30,7 @@ pub use memory::MemoryHistory;
 pub use page::{ThreadFilter, ThreadPage, ThreadSummary};
 pub use prune::{Anchor, AnchorBreak, Archive, Pruned, verify_anchors};
 pub use record::{NewRecord, Record, RecordKind};
-pub use sqlite::{Durability, SqliteHistory, SqliteOptions};
+pub use sqlite::{Durability, PRUNE_STEP, SqliteHistory, SqliteOptions};
 
 use std::collections::HashMap;
 

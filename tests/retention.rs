@@ -318,3 +318,49 @@ async fn nothing_is_removed_that_the_archive_does_not_hold() {
     assert_eq!(kept.lock().unwrap().len() as u64, pruned.records);
     assert_eq!(kept.lock().unwrap()[..], before[..pruned.records as usize]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_prune_goes_in_steps_and_loses_no_thread() {
+    let dir = Scratch::new("retention-steps");
+    let store = Arc::new(SqliteHistory::open(dir.db()).unwrap());
+    let pump = PumpBuilder::new()
+        .history(Arc::clone(&store) as Arc<dyn HistoryStore>)
+        .register(Registration::new("echo", Echo).accepts(q("say")))
+        .build()
+        .unwrap();
+    let n = agentpump::history::PRUNE_STEP + 44;
+    let mut threads = Vec::new();
+    for i in 0..n {
+        let thread = support::start(&pump, &support::p("say", &i.to_string())).await;
+        pump.stop(thread).await.unwrap();
+        threads.push(thread);
+    }
+    let open = support::start(&pump, &support::p("say", "open")).await;
+    for t in &threads {
+        pump.settle(*t).await;
+    }
+    let pruned = store.prune(i64::MAX, None).await.unwrap();
+    let mut got: Vec<ThreadId> = pruned.anchors.iter().map(|a| a.thread).collect();
+    got.sort();
+    threads.sort();
+    assert_eq!(
+        got, threads,
+        "every stopped thread, each once, over two steps"
+    );
+    let numbers: Vec<u64> = pruned.anchors.iter().map(|a| a.n).collect();
+    assert_eq!(
+        numbers,
+        (1..=n as u64).collect::<Vec<_>>(),
+        "one anchor chain across the steps"
+    );
+    assert!(
+        pruned
+            .anchors
+            .iter()
+            .all(|a| a.pruned_us == pruned.anchors[0].pruned_us)
+    );
+    assert_eq!(store.thread(open, 0).await.unwrap().len(), 2);
+    assert_eq!(store.anchors().await.unwrap(), pruned.anchors);
+    store.verify().await.unwrap();
+    pump.shutdown(Duration::from_secs(1)).await;
+}

@@ -31,6 +31,10 @@ use crate::{MessageId, ThreadId, ThreadInfo, ThreadState};
 
 pub use schema::SCHEMA_VERSION;
 
+/// Most threads one prune transaction touches on a live store, so that appends never wait for
+/// a whole large prune (see [`HistoryStore::prune`]).
+pub const PRUNE_STEP: usize = 256;
+
 /// How hard a commit waits for the disk.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Durability {
@@ -241,7 +245,8 @@ impl SqliteHistory {
     /// [`HistoryError::Query`] when the file cannot be read.
     pub async fn prunable(&self, before_us: i64) -> Result<Vec<Record>, HistoryError> {
         self.caught_up().await;
-        let doomed = prune::doomed(&self.read(), before_us).map_err(|e| self.query_error(e))?;
+        let doomed =
+            prune::doomed(&self.read(), before_us, None).map_err(|e| self.query_error(e))?;
         Ok(doomed.into_iter().flatten().collect())
     }
 
@@ -262,6 +267,43 @@ impl SqliteHistory {
 
     fn read(&self) -> MutexGuard<'_, Connection> {
         self.reader.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Hands one prune transaction to the writer and waits for its outcome.
+    async fn prune_step(
+        &self,
+        step: prune::Step,
+        archive: Option<Box<dyn Archive>>,
+    ) -> Result<Pruned, HistoryError> {
+        let (done, outcome) = tokio::sync::oneshot::channel();
+        {
+            let jobs = self.jobs.lock().unwrap_or_else(|p| p.into_inner());
+            let sender = jobs
+                .as_ref()
+                .ok_or_else(|| HistoryError::unavailable("history store is closed"))?;
+            let work = writer::Work::Prune(writer::Prune {
+                step,
+                archive,
+                done,
+            });
+            sender
+                .send(work)
+                .map_err(|_| HistoryError::unavailable("history writer stopped"))?;
+        }
+        let path = self.path.display();
+        let outcome = outcome
+            .await
+            .map_err(|_| HistoryError::unavailable(format!("{path}: history writer stopped")))?;
+        outcome.map_err(|e| match e {
+            prune::PruneError::Chain(b) => HistoryError::Chain(b),
+            prune::PruneError::Sqlite(e) => {
+                HistoryError::unavailable(format!("{path}: prune failed: {e}")).because(e)
+            }
+            prune::PruneError::Archive(e) => {
+                HistoryError::unavailable(format!("{path}: prune failed, archive: {e}")).because(e)
+            }
+            prune::PruneError::Refused(why) => HistoryError::unavailable(format!("{path}: {why}")),
+        })
     }
 
     fn query_error(&self, e: rusqlite::Error) -> HistoryError {
@@ -414,43 +456,43 @@ impl HistoryStore for SqliteHistory {
         prune::anchors(&self.read()).map_err(|e| self.query_error(e))
     }
 
-    /// Runs on the writer thread between two group commits, in one `IMMEDIATE` transaction:
-    /// every batch appended before the call is committed first, and appends made meanwhile
-    /// wait in the writer's queue (their tickets resolve after it).
+    /// Runs on the writer thread between group commits, in `IMMEDIATE` transactions of at
+    /// most [`PRUNE_STEP`] threads (one transaction for everything when archiving, so the
+    /// archive holds exactly what went): batches appended before each commit first, appends
+    /// made meanwhile wait in the writer's queue — never for a whole large prune. The threads
+    /// are chosen with a read, and each step checks its own again.
     async fn prune(
         &self,
         before_us: i64,
         archive: Option<Box<dyn Archive>>,
     ) -> Result<Pruned, HistoryError> {
         self.writable()?;
-        let (done, outcome) = tokio::sync::oneshot::channel();
-        {
-            let jobs = self.jobs.lock().unwrap_or_else(|p| p.into_inner());
-            let sender = jobs
-                .as_ref()
-                .ok_or_else(|| HistoryError::unavailable("history store is closed"))?;
-            let work = writer::Work::Prune(writer::Prune {
+        let pruned_us = now_us();
+        if archive.is_some() {
+            let step = prune::Step {
                 before_us,
-                archive,
-                done,
-            });
-            sender
-                .send(work)
-                .map_err(|_| HistoryError::unavailable("history writer stopped"))?;
+                pruned_us,
+                threads: None,
+            };
+            return self.prune_step(step, archive).await;
         }
-        let path = self.path.display();
-        let outcome = outcome
-            .await
-            .map_err(|_| HistoryError::unavailable(format!("{path}: history writer stopped")))?;
-        outcome.map_err(|e| match e {
-            prune::PruneError::Chain(b) => HistoryError::Chain(b),
-            prune::PruneError::Sqlite(e) => {
-                HistoryError::unavailable(format!("{path}: prune failed: {e}")).because(e)
-            }
-            prune::PruneError::Archive(e) => {
-                HistoryError::unavailable(format!("{path}: prune failed, archive: {e}")).because(e)
-            }
-            prune::PruneError::Refused(why) => HistoryError::unavailable(format!("{path}: {why}")),
-        })
+        self.caught_up().await;
+        let candidates =
+            prune::candidates(&self.read(), before_us).map_err(|e| self.query_error(e))?;
+        let mut total = Pruned {
+            before_us,
+            ..Pruned::default()
+        };
+        for threads in candidates.chunks(PRUNE_STEP) {
+            let step = prune::Step {
+                before_us,
+                pruned_us,
+                threads: Some(threads.to_vec()),
+            };
+            let part = self.prune_step(step, None).await?;
+            total.records += part.records;
+            total.anchors.extend(part.anchors);
+        }
+        Ok(total)
     }
 }

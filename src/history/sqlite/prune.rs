@@ -8,7 +8,6 @@ use rusqlite::{Connection, OptionalExtension, params};
 use super::queries::{parse, records};
 use crate::ThreadId;
 use crate::history::chain::verify_chain_from;
-use crate::history::memory::now_us;
 use crate::history::{Anchor, Archive, ChainBreak, Pruned, Record};
 
 /// The anchors table, created in every file this build opens for writing (older files too).
@@ -134,9 +133,9 @@ fn root<'a>(parents: &HashMap<&'a str, Option<&'a str>>, mut id: &'a str) -> &'a
     id
 }
 
-/// Per thread, the records a prune before `before_us` removes: the longest prefix of the
-/// thread's chain accepted before the cut, so what remains is never a chain with holes.
-pub(crate) fn doomed(conn: &Connection, before_us: i64) -> rusqlite::Result<Vec<Vec<Record>>> {
+/// Threads with records accepted before `before_us` whose whole tree is finished, sorted: what
+/// a prune looks at. Reads the records table once.
+pub(crate) fn candidates(conn: &Connection, before_us: i64) -> rusqlite::Result<Vec<String>> {
     let finished = finished(conn)?;
     let mut stmt = conn.prepare_cached("SELECT DISTINCT thread FROM records WHERE time_us < ?1")?;
     let mut old: Vec<String> = stmt
@@ -144,8 +143,30 @@ pub(crate) fn doomed(conn: &Connection, before_us: i64) -> rusqlite::Result<Vec<
         .collect::<rusqlite::Result<_>>()?;
     old.retain(|t| finished.contains(t));
     old.sort();
+    Ok(old)
+}
+
+/// Per thread, the records a prune before `before_us` removes: the longest prefix of the
+/// thread's chain accepted before the cut, so what remains is never a chain with holes. Only
+/// `threads` when given — each checked again for being finished, since a halted thread may have
+/// been resumed since they were chosen — else every candidate.
+pub(crate) fn doomed(
+    conn: &Connection,
+    before_us: i64,
+    threads: Option<&[String]>,
+) -> rusqlite::Result<Vec<Vec<Record>>> {
+    let threads = match threads {
+        None => candidates(conn, before_us)?,
+        Some(only) => {
+            let finished = finished(conn)?;
+            only.iter()
+                .filter(|t| finished.contains(*t))
+                .cloned()
+                .collect()
+        }
+    };
     let mut out = Vec::new();
-    for thread in old {
+    for thread in threads {
         let prefix = records(
             conn,
             "WHERE thread = ?1 AND seq < coalesce((SELECT min(seq) FROM records WHERE thread = ?1 AND time_us >= ?2), 9223372036854775807) ORDER BY seq",
@@ -158,21 +179,30 @@ pub(crate) fn doomed(conn: &Connection, before_us: i64) -> rusqlite::Result<Vec<
     Ok(out)
 }
 
-/// Removes what [`doomed`] selects in one transaction: checks each thread's removed records
-/// against its chain, writes them to `archive`, adds an anchor per thread, deletes them, and
-/// finishes the archive before committing.
+/// One prune transaction: the cut, when the prune began (the same for all its transactions),
+/// and the threads it may touch (none given: every candidate).
+#[derive(Debug)]
+pub(crate) struct Step {
+    pub before_us: i64,
+    pub pruned_us: i64,
+    pub threads: Option<Vec<String>>,
+}
+
+/// Removes what [`doomed`] selects for `step` in one transaction: checks each thread's removed
+/// records against its chain, writes them to `archive`, adds an anchor per thread, deletes
+/// them, and finishes the archive before committing.
 pub(crate) fn prune(
     conn: &mut Connection,
-    before_us: i64,
+    step: &Step,
     mut archive: Option<Box<dyn Archive>>,
 ) -> Result<Pruned, PruneError> {
+    let (before_us, now) = (step.before_us, step.pruned_us);
     let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-    let doomed = doomed(&tx, before_us)?;
+    let doomed = doomed(&tx, before_us, step.threads.as_deref())?;
     let existing = anchors(&tx)?;
     let starts = starts(&existing);
     let mut tip = existing.last().map_or([0; 32], |a| a.digest);
     let mut n = existing.last().map_or(0, |a| a.n);
-    let now = now_us();
     let mut pruned = Pruned {
         before_us,
         ..Pruned::default()

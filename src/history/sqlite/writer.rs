@@ -20,9 +20,9 @@ pub(crate) enum Work {
     Prune(Prune),
 }
 
-/// A prune to run (see [`super::prune::prune`]), and where its outcome goes.
+/// A prune transaction to run (see [`super::prune::prune`]), and where its outcome goes.
 pub(crate) struct Prune {
-    pub before_us: i64,
+    pub step: super::prune::Step,
     pub archive: Option<Box<dyn Archive>>,
     pub done: oneshot::Sender<Result<Pruned, PruneError>>,
 }
@@ -134,7 +134,7 @@ fn run_prune(conn: &mut Connection, prune: Prune, failed: &Mutex<Option<String>>
     let already = failed.lock().unwrap_or_else(|p| p.into_inner()).clone();
     let outcome = match already {
         Some(why) => Err(PruneError::Refused(why)),
-        None => super::prune::prune(conn, prune.before_us, prune.archive),
+        None => super::prune::prune(conn, &prune.step, prune.archive),
     };
     let _ = prune.done.send(outcome);
 }
