@@ -1170,6 +1170,15 @@ async fn prune_on_a_live_host_needs_the_token_and_a_cut_and_keeps_every_chain_pr
         );
     }
 
+    // Keeping more days than there have been removes nothing (and does not overflow).
+    let response = prune(Some(TOKEN), r#"{"keep_days": 4294967295}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let none: agentpump::history::Pruned = response.json().await.unwrap();
+    assert_eq!((none.records, none.anchors.len()), (0, 0));
+
     // Prune while clients keep posting: appends wait for the prune's transaction, none is lost.
     let posting = {
         let pump = pump.clone();

@@ -15,7 +15,12 @@ use crate::history::{Anchor, Archive, HistoryStore, Pruned, Record, SqliteHistor
 use crate::host::HostError;
 
 /// Microseconds in a day.
-pub(crate) const DAY_US: i64 = 86_400_000_000;
+const DAY_US: i64 = 86_400_000_000;
+
+/// The cut that keeps the last `days` days before `now_us` (saturating: a huge count keeps all).
+pub(crate) fn keep_days(now_us: i64, days: u32) -> i64 {
+    now_us.saturating_sub(i64::from(days).saturating_mul(DAY_US))
+}
 
 /// The cut of a prune or an export: exactly one of `--before` and `--keep-days`.
 #[derive(Debug, Clone, Copy, clap::Args)]
@@ -39,7 +44,7 @@ impl Cut {
     pub fn before_us(&self, now_us: i64) -> i64 {
         match (self.before, self.keep_days) {
             (Some(before), _) => before,
-            (None, Some(days)) => now_us - i64::from(days) * DAY_US,
+            (None, Some(days)) => keep_days(now_us, days),
             (None, None) => unreachable!("clap requires one of --before and --keep-days"),
         }
     }

@@ -315,7 +315,7 @@ pub(crate) async fn prune(
     let before_us = match (cut.before, cut.keep_days) {
         (Some(before), None) => export::parse_rfc3339(&before).map_err(|e| bad(e.to_string()))?,
         (None, Some(days)) => {
-            crate::host::retention::now_us() - i64::from(days) * crate::host::retention::DAY_US
+            crate::host::retention::keep_days(crate::host::retention::now_us(), days)
         }
         _ => {
             return Err(bad(
