@@ -337,9 +337,13 @@ pub fn verify(db: &Path) -> Result<String, HostError> {
     );
     if !anchors.is_empty() {
         text.push_str(&format!(
-            "{} anchors verified; {} threads continue from an anchor where older records were pruned:\n",
+            "{} anchors verified, for {} threads whose older records were pruned:\n",
             anchors.len(),
-            anchors.iter().map(|a| a.thread).collect::<std::collections::HashSet<_>>().len()
+            anchors
+                .iter()
+                .map(|a| a.thread)
+                .collect::<std::collections::HashSet<_>>()
+                .len()
         ));
         text.push_str(&super::retention::cuts(&anchors));
     }
