@@ -174,7 +174,7 @@ async fn files_that_are_not_ours_or_are_newer_are_refused_clearly() {
     );
     let err = SqliteHistory::open(dir.db()).unwrap_err().to_string();
     assert!(
-        err.contains("database schema version 99 is newer than this agentpump understands (1)"),
+        err.contains("database schema version 99 is newer than this agentpump understands (2)"),
         "{err}"
     );
     let missing = SqliteHistory::open_read_only(dir.0.join("nope.db"))

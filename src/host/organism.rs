@@ -193,6 +193,10 @@ pub struct Server {
     /// Largest request body in bytes (default 1 MiB).
     #[serde(default = "Server::default_body")]
     pub max_body_bytes: usize,
+    /// How long requests still running at shutdown (SIGINT, SIGTERM) may take before their
+    /// connections are closed, in milliseconds (default 5000).
+    #[serde(default = "Server::default_shutdown_timeout")]
+    pub shutdown_timeout_ms: u64,
 }
 
 impl Server {
@@ -201,6 +205,9 @@ impl Server {
     }
     fn default_body() -> usize {
         1 << 20
+    }
+    fn default_shutdown_timeout() -> u64 {
+        super::server::DEFAULT_SHUTDOWN_TIMEOUT.as_millis() as u64
     }
 }
 
@@ -211,6 +218,7 @@ impl Default for Server {
             token_env: None,
             token_file: None,
             max_body_bytes: Self::default_body(),
+            shutdown_timeout_ms: Self::default_shutdown_timeout(),
         }
     }
 }

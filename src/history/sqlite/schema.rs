@@ -4,8 +4,13 @@ use rusqlite::{Connection, OptionalExtension};
 
 use super::Durability;
 
-/// The schema version this build writes and reads.
-pub const SCHEMA_VERSION: i64 = 1;
+/// The newest schema version this build reads. A new file is version 1; the first prune that
+/// leaves anchors raises it to 2, so that an older build (which would verify a pruned thread
+/// from 32 zero bytes and call it broken) refuses the file instead.
+pub const SCHEMA_VERSION: i64 = 2;
+
+/// The version of a file that has never been pruned.
+const FIRST_VERSION: i64 = 1;
 
 /// Why a file cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -82,13 +87,14 @@ pub(crate) fn prepare(conn: &mut Connection, durability: Durability) -> Result<(
     if tables == 0 {
         let tx = conn.transaction()?;
         tx.execute_batch(TABLES)?;
-        tx.execute("INSERT INTO meta (key, value) VALUES ('application', 'agentpump'), ('schema_version', ?1)", [SCHEMA_VERSION.to_string()])?;
+        tx.execute("INSERT INTO meta (key, value) VALUES ('application', 'agentpump'), ('schema_version', ?1)", [FIRST_VERSION.to_string()])?;
         tx.commit()?;
     }
     // Added after schema 1 shipped: created in older files too (recovery reads decisions).
     conn.execute_batch(
         "CREATE INDEX IF NOT EXISTS records_decisions ON records (seq) WHERE kind = 'decision';",
     )?;
+    conn.execute_batch(super::prune::ANCHORS)?;
     Ok(())
 }
 
