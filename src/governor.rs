@@ -20,7 +20,7 @@ pub(crate) use decision::Decision;
 pub(crate) use messages::decimal as messages_decimal;
 pub(crate) use messages::{BUDGET_ATTRIBUTES, budget_xml, parse_budget};
 pub use messages::{
-    CertificateType, Control, Goal, GovernorMessage, Lane, Signal, UnknownCertificate,
+    CertificateType, Control, Goal, GovernorMessage, Lane, MessageError, Signal, UnknownCertificate,
 };
 pub use policy::GovernorPolicy;
 pub use report::HaltingReport;

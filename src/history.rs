@@ -5,13 +5,15 @@
 //! records it was decided on.
 //!
 //! `digest = sha256(previous digest of the thread ‖ canonical record bytes)`; the first record of
-//! a thread chains from 32 zero bytes. [`HistoryStore::verify`] recomputes every chain.
+//! a thread chains from 32 zero bytes, or, once [`HistoryStore::prune`] removed its older
+//! records, from its [`Anchor`]. [`HistoryStore::verify`] recomputes every chain.
 
 mod audit;
 mod chain;
 pub mod export;
 mod memory;
 pub mod page;
+mod prune;
 mod record;
 pub mod sqlite;
 
@@ -26,8 +28,9 @@ pub use audit::{AuditError, audit};
 pub use chain::{ChainBreak, verify_chain};
 pub use memory::MemoryHistory;
 pub use page::{ThreadFilter, ThreadPage, ThreadSummary};
+pub use prune::{Anchor, AnchorBreak, Archive, Pruned, verify_anchors};
 pub use record::{NewRecord, Record, RecordKind};
-pub use sqlite::{Durability, SqliteHistory, SqliteOptions};
+pub use sqlite::{Durability, PRUNE_STEP, SqliteHistory, SqliteOptions};
 
 use std::collections::HashMap;
 
@@ -70,6 +73,12 @@ pub enum HistoryError {
     /// A hash chain does not verify.
     #[error(transparent)]
     Chain(#[from] ChainBreak),
+    /// The chain of prune anchors does not verify.
+    #[error(transparent)]
+    Anchor(#[from] AnchorBreak),
+    /// The store does not do this (a [`MemoryHistory`] does not prune).
+    #[error("this history store does not {0}")]
+    Unsupported(&'static str),
 }
 
 impl HistoryError {
@@ -90,7 +99,8 @@ impl HistoryError {
         }
     }
 
-    /// This error with `source` kept as its cause (`Chain` has its own and is returned as is).
+    /// This error with `source` kept as its cause (`Chain`, `Anchor` and `Unsupported` are
+    /// returned as they are).
     #[must_use]
     pub fn because(self, source: impl std::error::Error + Send + Sync + 'static) -> Self {
         self.because_shared(Arc::new(source))
@@ -108,7 +118,7 @@ impl HistoryError {
                 what,
                 source: Some(cause),
             },
-            chain @ Self::Chain(_) => chain,
+            other @ (Self::Chain(_) | Self::Anchor(_) | Self::Unsupported(_)) => other,
         }
     }
 }
@@ -119,6 +129,8 @@ impl PartialEq for HistoryError {
             (Self::Unavailable { what: a, .. }, Self::Unavailable { what: b, .. })
             | (Self::Query { what: a, .. }, Self::Query { what: b, .. }) => a == b,
             (Self::Chain(a), Self::Chain(b)) => a == b,
+            (Self::Anchor(a), Self::Anchor(b)) => a == b,
+            (Self::Unsupported(a), Self::Unsupported(b)) => a == b,
             _ => false,
         }
     }
@@ -157,6 +169,9 @@ pub struct Delivered {
     /// cost no turn. Counted in [`Counters::notices`](crate::Counters::notices), not in
     /// `deliveries`.
     pub free: bool,
+    /// The handler failed (an error, a panic, a timeout, an upstream failure): counted in
+    /// [`Counters::failures`](crate::Counters::failures), so a restart restores the count.
+    pub failed: bool,
 }
 
 /// What a store knows about threads that lived before this process: what a restarted pump
@@ -365,14 +380,54 @@ pub trait HistoryStore: Send + Sync + fmt::Debug + 'static {
         Ok(out)
     }
 
-    /// Recomputes one thread's chain; returns how many records were checked.
+    /// Recomputes one thread's chain (from its prune anchor, if it has one, after checking the
+    /// anchor chain); returns how many records were checked.
     ///
     /// # Errors
     ///
-    /// [`HistoryError::Chain`] naming the first record that does not match, or
+    /// [`HistoryError::Chain`] naming the first record that does not match,
+    /// [`HistoryError::Anchor`] when the anchor chain does not verify, or
     /// [`HistoryError::Query`] when the store cannot be read.
     async fn verify_thread(&self, thread: ThreadId) -> Result<u64, HistoryError> {
         let records = self.thread(thread, 0).await?;
-        Ok(verify_chain(&records)?)
+        let anchors = self.anchors().await?;
+        // The thread's anchor is only as good as the anchor chain it sits in.
+        verify_anchors(&anchors)?;
+        let start = anchors
+            .into_iter()
+            .filter(|a| a.thread == thread)
+            .map(|a| (thread, a.last_digest))
+            .collect();
+        Ok(chain::verify_chain_from(&records, start)?)
+    }
+
+    /// Removes the records older than `before_us` (microseconds since the Unix epoch) of every
+    /// thread whose whole tree is done or halted with nothing pending, leaving an [`Anchor`] per
+    /// thread that lost records; with `archive`, the removed records are written there first.
+    /// Each thread's removed records are checked against its chain before they go, so a prune
+    /// never hides a break. Running it twice with the same cut removes nothing the second time.
+    ///
+    /// # Errors
+    ///
+    /// [`HistoryError::Unsupported`] when the store does not prune (the default: only
+    /// [`SqliteHistory`] does); [`HistoryError::Unavailable`] when it cannot be written or the
+    /// archive fails — nothing is removed then; [`HistoryError::Chain`] naming a break in what
+    /// would be removed.
+    async fn prune(
+        &self,
+        before_us: i64,
+        archive: Option<Box<dyn Archive>>,
+    ) -> Result<Pruned, HistoryError> {
+        let _ = (before_us, archive);
+        Err(HistoryError::Unsupported("prune"))
+    }
+
+    /// Every prune anchor, in chain order (none for a store that was never pruned).
+    ///
+    /// # Errors
+    ///
+    /// [`HistoryError::Query`] when the store cannot be read.
+    async fn anchors(&self) -> Result<Vec<Anchor>, HistoryError> {
+        Ok(Vec::new())
     }
 }

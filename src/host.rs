@@ -12,6 +12,7 @@ pub mod process_check;
 pub mod process_run;
 pub mod remote;
 mod resolve;
+pub mod retention;
 pub mod run;
 pub mod server;
 pub mod tasks;

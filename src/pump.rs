@@ -42,6 +42,26 @@ use crate::thread::registry::{Registry, ThreadEntry};
 use crate::{Envelope, QName, ThreadId, ThreadInfo};
 
 /// What the handle and the runner tasks share.
+///
+/// Its fields are here; its methods are grouped by the step of an envelope's path they
+/// belong to, one `impl Shared` block per file, in the order an envelope meets them:
+///
+/// | file | methods |
+/// | --- | --- |
+/// | `pump/ingress.rs` | outside input admitted or refused (`admit`, `new_root`, `refuse`…) |
+/// | `pump/agentserver.rs` | AgentServer payloads opening threads under a client's id |
+/// | `pump/route.rs` | who takes an envelope (`route`, by root, `to`, reply) |
+/// | `pump/runner.rs` | a thread's runner task (`wake`, `run`, `finish_run`) |
+/// | `pump/gate.rs` | the governor's gate before a delivery (`gate`, `root_ledger`) |
+/// | `pump/dispatch.rs` | one delivery: gate, handler, apply, commit (`deliver`) |
+/// | `pump/plan.rs` | a handler's outputs checked and planned (`plan`) |
+/// | `pump/apply/spawn.rs` | a child thread opened (`new_child`) |
+/// | `pump/notice.rs` | notices into threads, results to a parent (`notice`, `report_to_parent`) |
+/// | `pump/halt.rs` | the governor's decision and a halt (`decide`, `halt_locked`, `halt_before`) |
+/// | `pump/recover.rs` | a restart: pending work read back from history |
+/// | this file | construction and the system thread's records |
+///
+/// (ARCHITECTURE.md, "Re-layering so far", says why the type's methods are not in one file.)
 #[derive(Debug)]
 pub(crate) struct Shared {
     listeners: Vec<Registration>,

@@ -944,6 +944,12 @@ async fn the_cli_talks_to_a_running_host() {
     );
     let (ok, out, _) = run(&["resume", &thread, "--turns", "5"]).await;
     assert!(ok && out.contains("resumed"), "{out}");
+    // This host keeps its history in memory: pruning it is refused, saying so.
+    let (ok, _, err) = run(&["history", "prune", "--keep-days", "0"]).await;
+    assert!(
+        !ok && err.contains("does not prune") && err.contains("(unsupported, HTTP 501)"),
+        "{err}"
+    );
     let (ok, _, err) = run(&["stop", &ThreadId::new().to_string()]).await;
     assert!(
         !ok && err.starts_with("agentpump: no thread")
@@ -1106,4 +1112,267 @@ async fn a_large_envelope_posted_to_a_threads_url_lands_in_that_thread() {
         !landed(&pump.history(other).await.unwrap()),
         "not in the envelope's"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prune_on_a_live_host_needs_the_token_and_a_cut_and_keeps_every_chain_provable() {
+    let dir = support::Scratch::new("http-prune");
+    let store = Arc::new(SqliteHistory::open(dir.db()).unwrap());
+    let pump = PumpBuilder::new()
+        .history(Arc::clone(&store) as Arc<dyn HistoryStore>)
+        .register(Registration::new("echo", Echo).accepts(q("say")))
+        .build()
+        .unwrap();
+    let halted = support::start(&pump, &p("say", "old")).await;
+    let open = support::start(&pump, &p("say", "open")).await;
+    pump.stop(halted).await.unwrap();
+    pump.settle(halted).await;
+    let base = support::serve(&pump, TOKEN, 64 * 1024).await;
+    let client = support::http_client();
+    let prune = |token: Option<&str>, body: &str| {
+        let request = client
+            .post(format!("{base}/history/prune"))
+            .body(body.to_owned());
+        match token {
+            Some(t) => request.bearer_auth(t),
+            None => request,
+        }
+    };
+
+    for token in [None, Some("wrong")] {
+        let (status, body) =
+            problem(prune(token, r#"{"keep_days": 0}"#).send().await.unwrap()).await;
+        assert_eq!(
+            (status, body["code"].as_str()),
+            (StatusCode::UNAUTHORIZED, Some("unauthorized"))
+        );
+    }
+    assert!(
+        store.anchors().await.unwrap().is_empty(),
+        "nothing pruned without the token"
+    );
+
+    for (body, words) in [
+        (
+            r#"{"before": "2026-01-01", "keep_days": 3}"#,
+            "exactly one of",
+        ),
+        ("{}", "exactly one of"),
+        (r#"{"before": "soon"}"#, "`soon` is not a date"),
+        (r#"{"keep_days": 3, "dry": true}"#, "unknown field `dry`"),
+        ("keep everything", "expected"),
+    ] {
+        let (status, problem) = problem(prune(Some(TOKEN), body).send().await.unwrap()).await;
+        assert_eq!(
+            (status, problem["code"].as_str()),
+            (StatusCode::BAD_REQUEST, Some("bad-cut")),
+            "{body}"
+        );
+        assert!(
+            problem["detail"].as_str().unwrap().contains(words),
+            "{body}: {problem}"
+        );
+    }
+
+    // Keeping more days than there have been removes nothing (and does not overflow).
+    let response = prune(Some(TOKEN), r#"{"keep_days": 4294967295}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let none: agentpump::history::Pruned = response.json().await.unwrap();
+    assert_eq!((none.records, none.anchors.len()), (0, 0));
+
+    // Prune while clients keep posting: appends wait for the prune's transaction, none is lost.
+    let posting = {
+        let pump = pump.clone();
+        tokio::spawn(async move {
+            let mut threads = Vec::new();
+            for i in 0..100 {
+                let r = pump
+                    .post(None, None, &p("say", &i.to_string()))
+                    .await
+                    .unwrap();
+                threads.push(r.thread());
+            }
+            threads
+        })
+    };
+    let response = prune(Some(TOKEN), r#"{"keep_days": 0}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let pruned: agentpump::history::Pruned = response.json().await.unwrap();
+    assert_eq!(pruned.anchors.len(), 1, "{pruned:?}");
+    assert_eq!(pruned.anchors[0].thread, halted);
+    for thread in posting.await.unwrap() {
+        pump.settle(thread).await;
+        assert_eq!(support::egress(&pump, thread).await.len(), 1);
+    }
+    assert!(store.thread(halted, 0).await.unwrap().is_empty());
+    assert_eq!(
+        store.thread(open, 0).await.unwrap().len(),
+        2,
+        "the open thread is untouched"
+    );
+    store.verify().await.unwrap();
+
+    // The CLI's `--url` goes through the same route: the thread stopped now loses its records
+    // (the halted one has nothing left to lose).
+    pump.stop(open).await.unwrap();
+    pump.settle(open).await;
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_agentpump"))
+            .args([
+                "history",
+                "prune",
+                "--keep-days",
+                "0",
+                "--url",
+                &base,
+                "--token",
+                TOKEN,
+            ])
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("records of 1 threads before"), "{stdout}");
+    assert!(store.thread(open, 0).await.unwrap().is_empty());
+    store.verify().await.unwrap();
+    pump.shutdown(Duration::from_secs(1)).await;
+}
+
+/// Every code a problem can carry — those the server writes and those of the system messages
+/// the pump answers refused input with — is listed in docs/http-api.md's problem types.
+#[test]
+fn every_problem_type_is_documented() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let docs = std::fs::read_to_string(root.join("docs/http-api.md")).unwrap();
+    let listed = &docs[docs
+        .find("## Problem types")
+        .expect("a problem types section")..];
+    let mut sources = vec![root.join("src/system/codes.rs")];
+    let mut dirs = vec![root.join("src/host/server")];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                sources.push(path);
+            }
+        }
+    }
+    let mut codes = Vec::new();
+    for path in sources {
+        let text = std::fs::read_to_string(&path).unwrap();
+        let marker = if path.ends_with("codes.rs") {
+            "=> \""
+        } else {
+            "Problem::new("
+        };
+        for (at, _) in text.match_indices(marker) {
+            let rest = &text[at + marker.len()..];
+            let rest = if marker == "=> \"" {
+                rest
+            } else {
+                &rest[rest.find('"').unwrap() + 1..]
+            };
+            let code = &rest[..rest.find('"').unwrap()];
+            if !code.is_empty() && code.bytes().all(|b| b.is_ascii_lowercase() || b == b'-') {
+                codes.push(code.to_owned());
+            }
+        }
+    }
+    assert!(codes.len() > 40, "{codes:?}");
+    let missing: Vec<_> = codes
+        .iter()
+        .filter(|c| !listed.contains(&format!("`{c}`")))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "undocumented problem codes: {missing:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_cuts_off_slow_requests_after_its_time_limit() {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let pump = PumpBuilder::new()
+        .register(Registration::new("echo", Echo).accepts(q("say")))
+        .build()
+        .unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let limit = Duration::from_millis(400);
+    let extras = server::Extras {
+        shutdown_timeout: limit,
+        ..server::Extras::default()
+    };
+    let server = tokio::spawn(server::serve_with(
+        listener,
+        pump.clone(),
+        TOKEN,
+        1 << 20,
+        extras,
+        async {
+            let _ = stopped.await;
+        },
+    ));
+    // A client that promises a body and sends a little of it, then stalls: its request is in
+    // flight, and graceful shutdown alone would wait for it forever.
+    let mut uploading = tokio::net::TcpStream::connect(addr).await.unwrap();
+    uploading
+        .write_all(
+            format!("POST /threads HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {TOKEN}\r\ncontent-length: 1000\r\n\r\n<say xmlns='urn:test:v1'>")
+                .as_bytes(),
+        )
+        .await
+        .unwrap();
+    // And one stalled in the middle of its headers.
+    let mut heading = tokio::net::TcpStream::connect(addr).await.unwrap();
+    heading
+        .write_all(b"GET /threads HTTP/1.1\r\nhost: x\r\n")
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+
+    let began = std::time::Instant::now();
+    stop.send(()).unwrap();
+    tokio::time::timeout(Duration::from_secs(10), server)
+        .await
+        .expect("the server stops although its clients stall")
+        .unwrap()
+        .unwrap();
+    let took = began.elapsed();
+    assert!(
+        took >= limit,
+        "slow requests get their time first ({took:?})"
+    );
+    assert!(took < limit + Duration::from_secs(3), "{took:?}");
+    // The stalled upload was answered 503 shutting-down, as problem JSON.
+    let mut answer = String::new();
+    tokio::time::timeout(
+        Duration::from_secs(5),
+        uploading.read_to_string(&mut answer),
+    )
+    .await
+    .expect("the connection is closed")
+    .unwrap();
+    assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
+    assert!(
+        answer.contains("urn:agentpump:problem:shutting-down"),
+        "{answer}"
+    );
+    pump.shutdown(Duration::from_secs(1)).await;
 }

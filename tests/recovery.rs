@@ -316,3 +316,51 @@ async fn a_carve_out_survives_a_restart() {
         ("max-turns", "35", Some("35"))
     );
 }
+
+#[tokio::test]
+async fn a_recovered_thread_keeps_its_failure_count() {
+    let dir = support::Scratch::new("recovery-failures");
+    let sqlite: Arc<dyn HistoryStore> =
+        Arc::new(agentpump::history::SqliteHistory::open(dir.db()).unwrap());
+    let memory: Arc<dyn HistoryStore> = Arc::new(MemoryHistory::new());
+    for (name, store) in [("memory", memory), ("sqlite", sqlite)] {
+        let failing = || {
+            Registration::new(
+                "flaky",
+                Script::new(|_, _| Err(agentpump::ListenerError::Failed("no luck".into()))),
+            )
+            .accepts(q("job"))
+        };
+        let first = PumpBuilder::new()
+            .history(Arc::clone(&store))
+            .register(failing())
+            .register(Registration::new("echo", Echo).accepts(q("say")))
+            .build()
+            .unwrap();
+        let thread = support::start(&first, &p("job", "1")).await;
+        for body in ["2", "3"] {
+            first
+                .post(Some(thread), None, &p("job", body))
+                .await
+                .unwrap();
+        }
+        first
+            .post(Some(thread), None, &p("say", "fine"))
+            .await
+            .unwrap();
+        first.settle(thread).await;
+        let before = first.thread(thread).unwrap().counters;
+        assert_eq!((before.failures, before.deliveries), (3, 4), "{name}");
+        first.shutdown(std::time::Duration::from_secs(1)).await;
+
+        let second = PumpBuilder::new()
+            .history(Arc::clone(&store))
+            .register(failing())
+            .register(Registration::new("echo", Echo).accepts(q("say")))
+            .build()
+            .unwrap();
+        let after = second.thread(thread).unwrap().counters;
+        assert_eq!(after, before, "{name}");
+        second.shutdown(std::time::Duration::from_secs(1)).await;
+    }
+}

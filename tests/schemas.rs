@@ -672,7 +672,9 @@ fn disagreements(schema: &str, cases: &[(String, bool, bool)]) -> Vec<String> {
         );
         let payload = Payload::parse(xml, &Limits::default()).expect("well-formed");
         let parsed = match payload.qname().namespace() {
-            GOVERNOR_NS => GovernorMessage::parse(&payload).map(|m| format!("{m:?}")),
+            GOVERNOR_NS => GovernorMessage::parse(&payload)
+                .map(|m| format!("{m:?}"))
+                .map_err(|e| e.to_string()),
             SYSTEM_NS => Request::parse(&payload, &Limits::default())
                 .map(|r| format!("{r:?}"))
                 .map_err(|(code, message)| format!("{code}: {message}")),

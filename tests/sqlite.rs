@@ -174,7 +174,7 @@ async fn files_that_are_not_ours_or_are_newer_are_refused_clearly() {
     );
     let err = SqliteHistory::open(dir.db()).unwrap_err().to_string();
     assert!(
-        err.contains("database schema version 99 is newer than this agentpump understands (2)"),
+        err.contains("database schema version 99 is newer than this agentpump understands (3)"),
         "{err}"
     );
     let missing = SqliteHistory::open_read_only(dir.0.join("nope.db"))
@@ -413,7 +413,7 @@ fn count(db: &std::path::Path, query: &str) -> i64 {
         .unwrap()
 }
 
-/// Many threads, one rare term: the search index (schema 2) finds the one thread whose child
+/// Many threads, one rare term: the search index (schema 3) finds the one thread whose child
 /// used it, and a deleted thread's records (as `history prune` deletes them) take their terms
 /// out of the index with them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -510,7 +510,7 @@ async fn a_rare_term_is_found_through_the_search_index() {
 }
 
 /// A file from before the search index (schema 1): read-only it is searched by reading its
-/// records; opened for writing it is migrated to schema 2 and searched through the index, with
+/// records; opened for writing it is migrated to schema 3 and searched through the index, with
 /// the same answers.
 #[tokio::test]
 async fn an_older_file_gets_the_search_index_when_opened() {
@@ -558,7 +558,7 @@ async fn an_older_file_gets_the_search_index_when_opened() {
             &dir.db(),
             "SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'schema_version'"
         ),
-        2
+        3
     );
     assert!(count(&dir.db(), "SELECT count(*) FROM thread_terms") > 0);
     assert_eq!(search(&migrated, "echo").await, all, "through the index");

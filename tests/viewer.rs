@@ -667,7 +667,7 @@ async fn the_tasks_view_links_each_task_to_its_thread() {
     let base = format!("http://{}", listener.local_addr().unwrap());
     let extras = agentpump::host::server::Extras {
         tasks: Some(Layout::new(&root)),
-        cluster: None,
+        ..Default::default()
     };
     let host = pump.clone();
     tokio::spawn(async move {

@@ -28,6 +28,7 @@ pub mod soak;
 pub mod spawn;
 pub mod stores;
 pub mod threads;
+pub mod users;
 
 use std::future::Future;
 use std::time::Duration;

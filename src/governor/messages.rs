@@ -345,19 +345,71 @@ struct LearningXml {
     text: String,
 }
 
+/// Why a payload of the governor namespace is not a governor message; its text is what the
+/// sender reads in the `huh` the pump answers with.
+///
+/// # Example
+///
+/// ```
+/// use agentpump::{Limits, Payload};
+/// use agentpump::governor::{GovernorMessage, MessageError};
+/// let xml = r#"<residual xmlns="urn:agentpump:governor:v1" value="0.1f"/>"#;
+/// let payload = Payload::parse(xml, &Limits::default()).unwrap();
+/// let err = GovernorMessage::parse(&payload).unwrap_err();
+/// assert!(matches!(err, MessageError::NotExact { .. }));
+/// assert_eq!(err.to_string(), r#"value="0.1f" is not an exact decimal"#);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum MessageError {
+    /// The element is none of the messages a listener may send.
+    #[error(
+        "<{0}> is not a governor message; listeners may emit goal, loop, residual, criterion and learning"
+    )]
+    NotAMessage(String),
+    /// An attribute or child element the message does not define.
+    #[error("{0}")]
+    Vocabulary(String),
+    /// The XML does not have the message's shape (a missing or mistyped attribute).
+    #[error("<{element}>: {reason}")]
+    Malformed {
+        /// The message's element name.
+        element: String,
+        /// What the reader found wrong.
+        reason: String,
+    },
+    /// `certificates` names one that does not exist.
+    #[error(transparent)]
+    Certificate(#[from] UnknownCertificate),
+    /// A decimal attribute is not an exact decimal (floats and words are refused).
+    #[error("{attribute}=\"{text}\" is not an exact decimal")]
+    NotExact {
+        /// The attribute (`r-p`, `value`, `cost`…).
+        attribute: String,
+        /// The text it held.
+        text: String,
+    },
+    /// A `<criterion>` without `met`.
+    #[error("<criterion> needs met=\"true|false\"")]
+    CriterionWithoutMet,
+}
+
 impl GovernorMessage {
     /// Parses a payload of the governor namespace.
     ///
     /// # Errors
     ///
-    /// A message naming what does not fit (unknown element, missing or invalid attribute, a
-    /// residual that is not an exact decimal).
-    pub fn parse(payload: &Payload) -> Result<Self, String> {
+    /// [`MessageError`] naming what does not fit (unknown element, missing or invalid attribute,
+    /// a residual that is not an exact decimal).
+    pub fn parse(payload: &Payload) -> Result<Self, MessageError> {
         let text = payload.as_str();
         let local = payload.qname().local();
-        let de = |e: quick_xml::DeError| format!("<{local}>: {e}");
+        let de = |e: quick_xml::DeError| MessageError::Malformed {
+            element: local.to_owned(),
+            reason: e.to_string(),
+        };
         if let Some(words) = vocabulary(local) {
-            words.check(text)?;
+            words.check(text).map_err(MessageError::Vocabulary)?;
         }
         match local {
             "goal" => {
@@ -367,8 +419,7 @@ impl GovernorMessage {
                     .unwrap_or_default()
                     .split_whitespace()
                     .map(CertificateType::from_str)
-                    .collect::<Result<Vec<_>, _>>()
-                    .map_err(|e| e.to_string())?;
+                    .collect::<Result<Vec<_>, _>>()?;
                 let r_p = g.r_p.map(|v| decimal(&v, "r-p")).transpose()?;
                 let budget = g
                     .budget
@@ -403,9 +454,7 @@ impl GovernorMessage {
             }
             "criterion" => {
                 let c: CriterionXml = quick_xml::de::from_str(text).map_err(de)?;
-                let met = c
-                    .met
-                    .ok_or_else(|| "<criterion> needs met=\"true|false\"".to_owned())?;
+                let met = c.met.ok_or(MessageError::CriterionWithoutMet)?;
                 Ok(Self::Criterion {
                     id: c.id,
                     met,
@@ -419,15 +468,13 @@ impl GovernorMessage {
                     text: l.text.trim().to_owned(),
                 })
             }
-            other => Err(format!(
-                "<{other}> is not a governor message; listeners may emit goal, loop, residual, criterion and learning"
-            )),
+            other => Err(MessageError::NotAMessage(other.to_owned())),
         }
     }
 }
 
 impl BudgetXml {
-    fn into_budget(self) -> Result<Budget, String> {
+    fn into_budget(self) -> Result<Budget, MessageError> {
         Ok(Budget {
             turns: self.turns,
             tokens: self.tokens,
@@ -441,20 +488,26 @@ impl BudgetXml {
 }
 
 /// Parses `<budget …/>` attributes found in a `spawn-thread` request.
-pub(crate) fn parse_budget(xml: &str) -> Result<Budget, String> {
-    let b: BudgetXml = quick_xml::de::from_str(xml).map_err(|e| format!("<budget>: {e}"))?;
+pub(crate) fn parse_budget(xml: &str) -> Result<Budget, MessageError> {
+    let b: BudgetXml = quick_xml::de::from_str(xml).map_err(|e| MessageError::Malformed {
+        element: "budget".to_owned(),
+        reason: e.to_string(),
+    })?;
     b.into_budget()
 }
 
 /// Parses an exact decimal: plain (`0.25`) or scientific (`1e-4`). Never a float.
-pub(crate) fn decimal(text: &str, what: &str) -> Result<Decimal, String> {
+pub(crate) fn decimal(text: &str, what: &str) -> Result<Decimal, MessageError> {
     let t = text.trim();
     let parsed = if t.contains(['e', 'E']) {
         Decimal::from_scientific(t)
     } else {
         Decimal::from_str_exact(t)
     };
-    parsed.map_err(|_| format!("{what}=\"{text}\" is not an exact decimal"))
+    parsed.map_err(|_| MessageError::NotExact {
+        attribute: what.to_owned(),
+        text: text.to_owned(),
+    })
 }
 
 impl fmt::Display for Lane {

@@ -28,7 +28,16 @@ pub struct ChainBreak {
 ///
 /// The [`ChainBreak`] of the first record, in iteration order, that does not verify.
 pub fn verify_chain<'a>(records: impl IntoIterator<Item = &'a Record>) -> Result<u64, ChainBreak> {
-    let mut last: HashMap<ThreadId, [u8; 32]> = HashMap::new();
+    verify_chain_from(records, HashMap::new())
+}
+
+/// As [`verify_chain`], each thread of `start` chaining from the digest given there (its prune
+/// anchor) instead of 32 zero bytes.
+pub(crate) fn verify_chain_from<'a>(
+    records: impl IntoIterator<Item = &'a Record>,
+    start: HashMap<ThreadId, [u8; 32]>,
+) -> Result<u64, ChainBreak> {
+    let mut last = start;
     let mut checked = 0;
     for record in records {
         let previous = last.entry(record.thread).or_insert([0; 32]);

@@ -116,9 +116,146 @@ pub fn rfc3339(time_us: i64) -> String {
     format!("{year:04}-{month:02}-{day:02}T{h:02}:{m:02}:{s:02}.{micros:06}Z")
 }
 
+/// A time that [`parse_rfc3339`] cannot read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{text}` is not a date: {why}; use YYYY-MM-DD or YYYY-MM-DDTHH:MM:SS[.ffffff]Z (UTC)")]
+pub struct TimeError {
+    text: String,
+    why: &'static str,
+}
+
+/// Reads a UTC date (`2026-11-22`, midnight) or RFC 3339 time with `Z`
+/// (`2026-11-22T01:30:00Z`, `2026-11-22T01:30:00.123456Z`) as microseconds since the Unix
+/// epoch: the inverse of [`rfc3339`].
+///
+/// # Errors
+///
+/// A [`TimeError`] saying what is wrong with `text`.
+///
+/// # Example
+///
+/// ```
+/// use agentpump::history::export::{parse_rfc3339, rfc3339};
+/// let t = parse_rfc3339("2026-11-22T02:10:00.123456Z")?;
+/// assert_eq!(rfc3339(t), "2026-11-22T02:10:00.123456Z");
+/// assert_eq!(parse_rfc3339("1970-01-02")?, 86_400_000_000);
+/// assert!(parse_rfc3339("2026-13-01").is_err());
+/// # Ok::<(), agentpump::history::export::TimeError>(())
+/// ```
+pub fn parse_rfc3339(text: &str) -> Result<i64, TimeError> {
+    let fail = |why| TimeError {
+        text: text.to_owned(),
+        why,
+    };
+    let (date, time) = match text.split_once(['T', 't']) {
+        Some((date, time)) => (
+            date,
+            Some(
+                time.strip_suffix(['Z', 'z'])
+                    .ok_or_else(|| fail("the time must end in Z (UTC)"))?,
+            ),
+        ),
+        None => (text, None),
+    };
+    let number = |part: &str, digits: usize, what| {
+        if part.len() == digits && part.bytes().all(|b| b.is_ascii_digit()) {
+            Ok(part.parse::<i64>().expect("ascii digits"))
+        } else {
+            Err(fail(what))
+        }
+    };
+    let mut parts = date.split('-');
+    let (Some(y), Some(m), Some(d), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return Err(fail("the date must be YYYY-MM-DD"));
+    };
+    let (year, month, day) = (
+        number(y, 4, "the year must be 4 digits")?,
+        number(m, 2, "the month must be 2 digits")?,
+        number(d, 2, "the day must be 2 digits")?,
+    );
+    if !(1..=12).contains(&month) {
+        return Err(fail("the month is not 01-12"));
+    }
+    let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0);
+    let days_in_month = [
+        31,
+        if leap { 29 } else { 28 },
+        31,
+        30,
+        31,
+        30,
+        31,
+        31,
+        30,
+        31,
+        30,
+        31,
+    ];
+    if day < 1 || day > days_in_month[month as usize - 1] {
+        return Err(fail("no such day in that month"));
+    }
+    let mut micros = 0;
+    if let Some(time) = time {
+        let (hms, fraction) = time.split_once('.').unwrap_or((time, ""));
+        let mut parts = hms.split(':');
+        let (Some(h), Some(mi), Some(s), None) =
+            (parts.next(), parts.next(), parts.next(), parts.next())
+        else {
+            return Err(fail("the time must be HH:MM:SS"));
+        };
+        let (h, mi, s) = (
+            number(h, 2, "the hour must be 2 digits")?,
+            number(mi, 2, "the minute must be 2 digits")?,
+            number(s, 2, "the second must be 2 digits")?,
+        );
+        if h > 23 || mi > 59 || s > 59 {
+            return Err(fail("the time is out of range"));
+        }
+        if fraction.len() > 6 || !fraction.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(fail("the fraction must be 1-6 digits"));
+        }
+        let fraction: i64 = format!("{fraction:0<6}").parse().unwrap_or(0);
+        micros = ((h * 60 + mi) * 60 + s) * 1_000_000 + fraction;
+    }
+    // Days since 1970-01-01 from a civil date (Howard Hinnant's algorithm).
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    Ok(days * 86_400_000_000 + micros)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn times_parse_back() {
+        for t in [
+            0,
+            1_795_313_400_123_456,
+            951_782_400_000_001,
+            -86_400_000_000,
+        ] {
+            assert_eq!(parse_rfc3339(&rfc3339(t)), Ok(t), "{}", rfc3339(t));
+        }
+        assert_eq!(parse_rfc3339("2000-02-29"), Ok(951_782_400_000_000));
+        for bad in [
+            "2026-02-29",
+            "2026-1-01",
+            "yesterday",
+            "2026-01-01T10:00:00",
+            "2026-01-01T24:00:00Z",
+            "",
+        ] {
+            assert!(parse_rfc3339(bad).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn times_are_rfc3339() {

@@ -379,6 +379,7 @@ impl MemoryHistory {
                     log.counters.deliveries += 1;
                 }
                 log.counters.add_usage(&d.usage);
+                log.counters.failures += u64::from(d.failed);
             }
         }
         for new in &batch.records {
@@ -438,6 +439,7 @@ mod tests {
                 ..Usage::default()
             },
             free: false,
+            failed: false,
         };
         h.append(Batch {
             delivered: Some(delivered),

@@ -9,6 +9,7 @@
 //! [`HistoryError::Unavailable`] — nothing acknowledged is lost, nothing half-written is kept.
 
 mod pages;
+mod prune;
 mod queries;
 mod schema;
 mod writer;
@@ -22,12 +23,17 @@ use rusqlite::Connection;
 
 use super::memory::now_us;
 use super::{
-    Batch, HistoryError, HistoryStore, Record, Recovery, ThreadFilter, ThreadPage, Ticket,
+    Anchor, Archive, Batch, HistoryError, HistoryStore, Pruned, Record, Recovery, ThreadFilter,
+    ThreadPage, Ticket,
 };
 use crate::governor::HaltingReport;
 use crate::{MessageId, QName, ThreadId, ThreadInfo, ThreadState};
 
 pub use schema::SCHEMA_VERSION;
+
+/// Most threads one prune transaction touches on a live store, so that appends never wait for
+/// a whole large prune (see [`HistoryStore::prune`]).
+pub const PRUNE_STEP: usize = 256;
 
 /// How hard a commit waits for the disk.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -67,14 +73,14 @@ pub struct SqliteHistory {
     path: PathBuf,
     order: Mutex<Order>,
     failed: Failure,
-    jobs: Mutex<Option<mpsc::SyncSender<writer::Job>>>,
+    jobs: Mutex<Option<mpsc::SyncSender<writer::Work>>>,
     writer: Mutex<Option<writer::Writer>>,
     reader: Mutex<Connection>,
     /// The highest seq handed to the writer, and the highest it has resolved: a read waits
     /// until every record appended before it is committed, so it sees them.
     appended: std::sync::atomic::AtomicU64,
     resolved: writer::Resolved,
-    /// Whether the file has the search index (schema 2; a schema 1 file opened read-only has
+    /// Whether the file has the search index (schema 3; an older file opened read-only has
     /// not been migrated, and its searches read records).
     search: bool,
 }
@@ -236,6 +242,20 @@ impl SqliteHistory {
         })
     }
 
+    /// The records [`HistoryStore::prune`] with the same cut would remove now, thread by thread,
+    /// each thread's in seq order: what to archive before pruning. Works on a store opened
+    /// read-only too.
+    ///
+    /// # Errors
+    ///
+    /// [`HistoryError::Query`] when the file cannot be read.
+    pub async fn prunable(&self, before_us: i64) -> Result<Vec<Record>, HistoryError> {
+        self.caught_up().await;
+        let doomed =
+            prune::doomed(&self.read(), before_us, None).map_err(|e| self.query_error(e))?;
+        Ok(doomed.into_iter().flatten().collect())
+    }
+
     /// The file this store writes.
     pub fn path(&self) -> &Path {
         &self.path
@@ -253,6 +273,43 @@ impl SqliteHistory {
 
     fn read(&self) -> MutexGuard<'_, Connection> {
         self.reader.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Hands one prune transaction to the writer and waits for its outcome.
+    async fn prune_step(
+        &self,
+        step: prune::Step,
+        archive: Option<Box<dyn Archive>>,
+    ) -> Result<Pruned, HistoryError> {
+        let (done, outcome) = tokio::sync::oneshot::channel();
+        {
+            let jobs = self.jobs.lock().unwrap_or_else(|p| p.into_inner());
+            let sender = jobs
+                .as_ref()
+                .ok_or_else(|| HistoryError::unavailable("history store is closed"))?;
+            let work = writer::Work::Prune(writer::Prune {
+                step,
+                archive,
+                done,
+            });
+            sender
+                .send(work)
+                .map_err(|_| HistoryError::unavailable("history writer stopped"))?;
+        }
+        let path = self.path.display();
+        let outcome = outcome
+            .await
+            .map_err(|_| HistoryError::unavailable(format!("{path}: history writer stopped")))?;
+        outcome.map_err(|e| match e {
+            prune::PruneError::Chain(b) => HistoryError::Chain(b),
+            prune::PruneError::Sqlite(e) => {
+                HistoryError::unavailable(format!("{path}: prune failed: {e}")).because(e)
+            }
+            prune::PruneError::Archive(e) => {
+                HistoryError::unavailable(format!("{path}: prune failed, archive: {e}")).because(e)
+            }
+            prune::PruneError::Refused(why) => HistoryError::unavailable(format!("{path}: {why}")),
+        })
     }
 
     fn query_error(&self, e: rusqlite::Error) -> HistoryError {
@@ -322,7 +379,7 @@ impl HistoryStore for SqliteHistory {
             .as_ref()
             .ok_or_else(|| HistoryError::unavailable("history store is closed"))?;
         sender
-            .send(job)
+            .send(writer::Work::Batch(job))
             .map_err(|_| HistoryError::unavailable("history writer stopped"))?;
         // Only once the writer has the batch: it will resolve these seqs.
         self.appended
@@ -413,6 +470,52 @@ impl HistoryStore for SqliteHistory {
         queries::verify(&self.read()).map_err(|e| match e {
             queries::VerifyError::Sqlite(e) => self.query_error(e),
             queries::VerifyError::Chain(b) => HistoryError::Chain(b),
+            queries::VerifyError::Anchor(b) => HistoryError::Anchor(b),
         })
+    }
+
+    async fn anchors(&self) -> Result<Vec<Anchor>, HistoryError> {
+        self.caught_up().await;
+        prune::anchors(&self.read()).map_err(|e| self.query_error(e))
+    }
+
+    /// Runs on the writer thread between group commits, in `IMMEDIATE` transactions of at
+    /// most [`PRUNE_STEP`] threads (one transaction for everything when archiving, so the
+    /// archive holds exactly what went): batches appended before each commit first, appends
+    /// made meanwhile wait in the writer's queue — never for a whole large prune. The threads
+    /// are chosen with a read, and each step checks its own again.
+    async fn prune(
+        &self,
+        before_us: i64,
+        archive: Option<Box<dyn Archive>>,
+    ) -> Result<Pruned, HistoryError> {
+        self.writable()?;
+        let pruned_us = now_us();
+        if archive.is_some() {
+            let step = prune::Step {
+                before_us,
+                pruned_us,
+                threads: None,
+            };
+            return self.prune_step(step, archive).await;
+        }
+        self.caught_up().await;
+        let candidates =
+            prune::candidates(&self.read(), before_us).map_err(|e| self.query_error(e))?;
+        let mut total = Pruned {
+            before_us,
+            ..Pruned::default()
+        };
+        for threads in candidates.chunks(PRUNE_STEP) {
+            let step = prune::Step {
+                before_us,
+                pruned_us,
+                threads: Some(threads.to_vec()),
+            };
+            let part = self.prune_step(step, None).await?;
+            total.records += part.records;
+            total.anchors.extend(part.anchors);
+        }
+        Ok(total)
     }
 }

@@ -79,10 +79,15 @@ pub enum Command {
         #[arg(long, value_enum, default_value_t = ThreadsFormat::Text)]
         format: ThreadsFormat,
     },
-    /// Print a thread's history.
+    /// Print a thread's history; `history prune` and `history export` keep a history file small.
+    #[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
     History {
+        /// Retention: `prune` and `export`.
+        #[command(subcommand)]
+        retention: Option<Retention>,
         /// The thread: its id, a unique prefix of it, or its path (46a2acab.part1).
-        thread: String,
+        #[arg(required = true)]
+        thread: Option<String>,
         /// Where to read from.
         #[command(flatten)]
         source: Source,
@@ -193,6 +198,45 @@ pub enum Command {
     },
 }
 
+/// `agentpump history prune | export`.
+#[derive(Debug, Subcommand)]
+pub enum Retention {
+    /// Remove finished threads' records older than a cut, leaving an anchor per thread that
+    /// `verify` proves the rest from. Only threads whose whole tree is done or halted with
+    /// nothing pending lose records. On a stopped host's file (--db) or a running host (--url).
+    Prune {
+        /// The cut.
+        #[command(flatten)]
+        cut: super::retention::Cut,
+        /// Where to prune.
+        #[command(flatten)]
+        source: Source,
+        /// How to authenticate to a running host.
+        #[command(flatten)]
+        auth: Auth,
+        /// Write the removed records to FILE first (gzip-compressed JSON lines), in the prune's
+        /// transaction: if the archive fails, nothing is removed. Needs --db; FILE must not exist.
+        #[arg(long, value_name = "FILE", requires = "db")]
+        archive: Option<PathBuf>,
+    },
+    /// Write the records a prune with the same cut would remove, as JSON lines: the archive to
+    /// keep before pruning. Reads the file only (a running host's too).
+    Export {
+        /// The cut.
+        #[command(flatten)]
+        cut: super::retention::Cut,
+        /// The history database.
+        #[arg(long)]
+        db: PathBuf,
+        /// Compress with gzip.
+        #[arg(long)]
+        gzip: bool,
+        /// The file to write (must not exist).
+        #[arg(long, value_name = "FILE")]
+        out: PathBuf,
+    },
+}
+
 /// Where to read from: a history file, or a running host (the default, as for `send`).
 #[derive(Debug, clap::Args)]
 #[group(id = "source", multiple = false)]
@@ -258,6 +302,25 @@ pub fn run() -> ExitCode {
     }
 }
 
+/// Runs `history prune` or `history export`.
+fn retention(command: Retention) -> Result<String, HostError> {
+    let now = super::retention::now_us();
+    match command {
+        Retention::Prune {
+            cut,
+            source,
+            auth,
+            archive,
+        } => match source.db {
+            Some(db) => super::retention::prune(&db, cut.before_us(now), archive.as_deref()),
+            None => host(&source.url, auth).and_then(|h| h.prune(cut.before_us(now))),
+        },
+        Retention::Export { cut, db, gzip, out } => {
+            super::retention::export(&db, cut.before_us(now), gzip, &out)
+        }
+    }
+}
+
 /// Runs one command, writing its output to `out`.
 fn dispatch(command: Command, out: &mut impl std::io::Write) -> Result<(), HostError> {
     let mut print = |text: Result<String, HostError>| {
@@ -297,15 +360,23 @@ fn dispatch(command: Command, out: &mut impl std::io::Write) -> Result<(), HostE
             }
         }),
         Command::History {
+            retention: Some(retention),
+            ..
+        } => print(self::retention(retention)),
+        Command::History {
+            retention: None,
             thread,
             source,
             auth,
             format,
             tree,
-        } => print(match source.db {
-            Some(db) => inspect::history(&db, &thread, format, tree),
-            None => host(&source.url, auth).and_then(|h| h.history(&thread, format, tree)),
-        }),
+        } => {
+            let thread = thread.expect("clap requires a thread without a subcommand");
+            print(match source.db {
+                Some(db) => inspect::history(&db, &thread, format, tree),
+                None => host(&source.url, auth).and_then(|h| h.history(&thread, format, tree)),
+            })
+        }
         Command::Report {
             thread,
             source,

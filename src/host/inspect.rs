@@ -201,15 +201,26 @@ pub fn history(
         for t in &threads {
             records.extend(store.thread(t.id, 0).await?);
         }
-        Ok(render_tree(&threads, &records, format))
+        let mut cuts = Cuts::new();
+        for a in store.anchors().await? {
+            let removed = cuts.get(&a.thread).map_or(0, |(n, _)| *n) + a.records;
+            cuts.insert(a.thread, (removed, a));
+        }
+        Ok(render_tree(&threads, &records, &cuts, format))
     })
 }
 
+/// Per pruned thread: how many records all its prunes removed, and its latest anchor (where
+/// its transcript starts).
+pub(crate) type Cuts = HashMap<ThreadId, (u64, crate::history::Anchor)>;
+
 /// The records of `threads` (a thread and, for `--tree`, its subtree, parents first) in
-/// `format`; the transcript is indented by depth under one heading per thread.
+/// `format`; the transcript is indented by depth under one heading per thread, with a line
+/// saying what was pruned before its first record when `cuts` knows.
 pub(crate) fn render_tree(
     threads: &[ThreadInfo],
     records: &[Record],
+    cuts: &Cuts,
     format: HistoryFormat,
 ) -> String {
     if format != HistoryFormat::Text {
@@ -226,6 +237,15 @@ pub(crate) fn render_tree(
             t.state,
             t.id
         ));
+        if let Some((removed, a)) = cuts.get(&t.id) {
+            out.push_str(&format!(
+                "{}  [pruned: {removed} records up to seq {}, accepted before {}; the chain continues from {}…]\n",
+                " ".repeat(indent),
+                a.last_seq,
+                export::rfc3339(a.before_us),
+                &hex::encode(a.last_digest)[..16],
+            ));
+        }
         let own: Vec<Record> = records
             .iter()
             .filter(|r| r.thread == t.id)
@@ -301,17 +321,31 @@ pub fn verify_certificates(db: &Path) -> Result<String, HostError> {
     })
 }
 
-/// Recomputes every hash chain.
+/// Recomputes every hash chain, and the chain of prune anchors; says where the history was cut.
 ///
 /// # Errors
 ///
-/// The first record that does not verify (thread, seq, expected and found digests), or the file
-/// cannot be read.
+/// The first record that does not verify (thread, seq, expected and found digests), the first
+/// anchor that does not, or the file cannot be read.
 pub fn verify(db: &Path) -> Result<String, HostError> {
     let store = open(db)?;
-    let checked = block_on(store.verify())?;
-    Ok(format!(
+    let (checked, anchors) =
+        block_on(async { Ok::<_, HostError>((store.verify().await?, store.anchors().await?)) })?;
+    let mut text = format!(
         "{}: {checked} records verified, every chain intact\n",
         db.display()
-    ))
+    );
+    if !anchors.is_empty() {
+        text.push_str(&format!(
+            "{} anchors verified, for {} threads whose older records were pruned:\n",
+            anchors.len(),
+            anchors
+                .iter()
+                .map(|a| a.thread)
+                .collect::<std::collections::HashSet<_>>()
+                .len()
+        ));
+        text.push_str(&super::retention::cuts(&anchors));
+    }
+    Ok(text)
 }

@@ -193,6 +193,10 @@ pub struct Server {
     /// Largest request body in bytes (default 1 MiB).
     #[serde(default = "Server::default_body")]
     pub max_body_bytes: usize,
+    /// How long requests still running at shutdown (SIGINT, SIGTERM) may take before their
+    /// connections are closed, in milliseconds (default 5000).
+    #[serde(default = "Server::default_shutdown_timeout")]
+    pub shutdown_timeout_ms: u64,
 }
 
 impl Server {
@@ -201,6 +205,9 @@ impl Server {
     }
     fn default_body() -> usize {
         1 << 20
+    }
+    fn default_shutdown_timeout() -> u64 {
+        super::server::DEFAULT_SHUTDOWN_TIMEOUT.as_millis() as u64
     }
 }
 
@@ -211,6 +218,7 @@ impl Default for Server {
             token_env: None,
             token_file: None,
             max_body_bytes: Self::default_body(),
+            shutdown_timeout_ms: Self::default_shutdown_timeout(),
         }
     }
 }
@@ -326,7 +334,10 @@ impl Organism {
             |key: &str, value: &Option<Spanned<String>>| -> Result<Option<Decimal>, HostError> {
                 value
                     .as_ref()
-                    .map(|v| messages_decimal(v.get_ref(), key).map_err(|m| self.at(origin, v, m)))
+                    .map(|v| {
+                        messages_decimal(v.get_ref(), key)
+                            .map_err(|m| self.at(origin, v, m.to_string()))
+                    })
                     .transpose()
             };
         let defaults = GovernorPolicy::default();
@@ -663,7 +674,8 @@ impl Organism {
             ),
         ] {
             if let Some(v) = value {
-                *slot = messages_decimal(v.get_ref(), key).map_err(|m| self.at(origin, v, m))?;
+                *slot = messages_decimal(v.get_ref(), key)
+                    .map_err(|m| self.at(origin, v, m.to_string()))?;
             }
         }
         if let Some(mode) = &l.context {

@@ -190,6 +190,27 @@ impl Host {
         .map(|_| format!("thread {thread} is stopping\n"))
     }
 
+    /// Prunes the host's history before `before_us` (`POST /history/prune`).
+    ///
+    /// # Errors
+    ///
+    /// The host refuses (its problem detail) or cannot be reached.
+    pub fn prune(&self, before_us: i64) -> Result<String, HostError> {
+        let body = serde_json::json!({ "before": crate::history::export::rfc3339(before_us) });
+        let answer = self.call(
+            reqwest::Method::POST,
+            "/history/prune",
+            Some(body.to_string().into_bytes()),
+        )?;
+        let pruned: crate::history::Pruned = serde_json::from_str(&answer).map_err(|e| {
+            HostError::http(
+                format!("{}: the host's prune answer is unreadable: {e}", self.url),
+                e,
+            )
+        })?;
+        Ok(super::retention::render(&self.url, &pruned))
+    }
+
     /// Resumes a halted thread with `budget` (JSON) added.
     ///
     /// # Errors
@@ -282,7 +303,12 @@ impl Host {
         for t in &threads {
             records.extend(self.json::<Vec<_>>(&format!("/threads/{}/history?format=json", t.id))?);
         }
-        Ok(inspect::render_tree(&threads, &records, format))
+        Ok(inspect::render_tree(
+            &threads,
+            &records,
+            &inspect::Cuts::new(),
+            format,
+        ))
     }
 
     /// Every halting report of a thread, as a JSON array (oldest first), as from a file.

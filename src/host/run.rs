@@ -143,6 +143,7 @@ async fn listen(
         server::Extras {
             tasks,
             cluster: hub,
+            shutdown_timeout: Duration::from_millis(organism.server.shutdown_timeout_ms),
         },
         signal(),
     )

@@ -11,7 +11,9 @@ mod task_events;
 pub mod viewer;
 
 use std::future::Future;
+use std::future::IntoFuture as _;
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
@@ -20,7 +22,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 pub use auth::{TokenError, load_or_create_token};
-pub use problem::Problem;
+pub use problem::{PROBLEM_TYPE, Problem};
 
 use crate::PumpHandle;
 
@@ -31,6 +33,9 @@ pub(crate) struct Api {
     pub token: Arc<str>,
     /// Turns `true` when the server begins to shut down; open event streams end then.
     pub stopping: watch::Receiver<bool>,
+    /// Turns `true` when shutdown's time limit has passed: requests still running are answered
+    /// 503 `shutting-down` then.
+    pub cut_off: watch::Receiver<bool>,
     /// The task ledger `GET /tasks` reads (none: 404).
     pub tasks: Option<Arc<crate::tasks::Layout>>,
     /// The NATS connection of remote listeners, reported by `/health`.
@@ -46,6 +51,7 @@ pub fn router(pump: PumpHandle, token: &str, max_body: usize) -> Router {
             pump,
             token: Arc::from(token),
             stopping: watch::channel(false).1,
+            cut_off: watch::channel(false).1,
             tasks: None,
             cluster: None,
         },
@@ -68,6 +74,7 @@ fn routes_for(api: Api, max_body: usize) -> Router {
         .route("/threads/{id}/stop", post(routes::stop))
         .route("/threads/{id}/resume", post(routes::resume))
         .route("/threads/{id}/events", get(events::follow))
+        .route("/history/prune", post(routes::prune))
         .route("/tasks", get(routes::tasks))
         .route("/tasks/events", get(task_events::follow))
         .route_layer(axum::middleware::from_fn(strict::known_query_keys))
@@ -85,11 +92,16 @@ fn routes_for(api: Api, max_body: usize) -> Router {
             token: Arc::clone(&api.token),
             tasks: api.tasks.clone(),
         }))
+        .layer(axum::middleware::from_fn_with_state(
+            api.cut_off.clone(),
+            strict::cut_off,
+        ))
         .layer(axum::middleware::from_fn(strict::log_request))
 }
 
 /// Serves the API on `listener` until `shutdown` resolves, then stops accepting connections,
-/// ends open event streams and lets requests in flight finish.
+/// ends open event streams and lets requests in flight finish — for at most
+/// [`DEFAULT_SHUTDOWN_TIMEOUT`], after which their connections are closed.
 ///
 /// # Errors
 ///
@@ -104,14 +116,32 @@ pub async fn serve(
     serve_with(listener, pump, token, max_body, Extras::default(), shutdown).await
 }
 
+/// How long requests still running at shutdown may take unless told otherwise.
+pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// What a host may serve besides the pump: `GET /tasks` over a task ledger, and the NATS
-/// connection of remote listeners reported by `/health`.
-#[derive(Debug, Default)]
+/// connection of remote listeners reported by `/health`; and how long shutdown waits for slow
+/// requests.
+#[derive(Debug)]
 pub struct Extras {
     /// The task ledger `GET /tasks` reads (none: 404).
     pub tasks: Option<crate::tasks::Layout>,
     /// The NATS connection of remote listeners.
     pub cluster: Option<Arc<crate::host::cluster::hub::Hub>>,
+    /// Once shutdown begins, requests still running after this long have their connections
+    /// closed, so a slow or stalled client cannot keep the process alive (default
+    /// [`DEFAULT_SHUTDOWN_TIMEOUT`]).
+    pub shutdown_timeout: Duration,
+}
+
+impl Default for Extras {
+    fn default() -> Self {
+        Self {
+            tasks: None,
+            cluster: None,
+            shutdown_timeout: DEFAULT_SHUTDOWN_TIMEOUT,
+        }
+    }
 }
 
 /// As [`serve`], with the [`Extras`] of this host.
@@ -128,17 +158,50 @@ pub async fn serve_with(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let (stop, stopping) = watch::channel(false);
+    let mut began = stop.subscribe();
+    let (cut_off, cutting) = watch::channel(false);
     let api = Api {
         pump,
         token: Arc::from(token),
         stopping,
+        cut_off: cutting,
         tasks: extras.tasks.map(Arc::new),
         cluster: extras.cluster,
     };
-    axum::serve(listener, routes_for(api, max_body))
-        .with_graceful_shutdown(async move {
+    let server =
+        axum::serve(listener, routes_for(api, max_body)).with_graceful_shutdown(async move {
             shutdown.await;
             stop.send_replace(true);
-        })
-        .await
+        });
+    let limit = extras.shutdown_timeout;
+    let server = server.into_future();
+    tokio::pin!(server);
+    tokio::select! {
+        served = &mut server => return served,
+        () = async {
+            // The sender lives in the server's shutdown future: it is gone only when the
+            // server has returned, and then this branch is not polled again.
+            if began.wait_for(|stopping| *stopping).await.is_err() {
+                std::future::pending::<()>().await;
+            }
+            tokio::time::sleep(limit).await;
+        } => {}
+    }
+    // Decide, tell, wait: requests still running are answered 503 `shutting-down` …
+    tracing::warn!(
+        limit_ms = limit.as_millis() as u64,
+        "requests still running at the shutdown limit are cut off"
+    );
+    cut_off.send_replace(true);
+    // … and a connection that still holds on (a client stalled mid-headers) is dropped.
+    match tokio::time::timeout(CUT_OFF_GRACE, server).await {
+        Ok(served) => served,
+        Err(_) => {
+            tracing::warn!("connections still open after the cut-off are closed");
+            Ok(())
+        }
+    }
 }
+
+/// How long cut-off requests get to send their answer before the server stops waiting.
+const CUT_OFF_GRACE: Duration = Duration::from_secs(1);

@@ -21,6 +21,20 @@ use crate::listener::{Context, Delivery, ListenerError, Registration, Usage};
 use crate::system::{ErrorCode, SystemMessage};
 use crate::thread::registry::{Queued, ThreadEntry};
 
+/// What a finished handler call left to apply.
+#[derive(Debug)]
+struct Done<'a> {
+    me: usize,
+    delivery: &'a Delivery,
+    failure: Option<Failure>,
+    steps: Steps,
+    usage: Usage,
+    spent: Usage,
+    /// A governor notice that cost no turn.
+    free: bool,
+    warnings: Vec<SystemMessage>,
+}
+
 impl Shared {
     /// Delivers one queued message and commits what came of it.
     pub(crate) async fn deliver(self: &Arc<Self>, entry: &Arc<ThreadEntry>, item: Queued) {
@@ -103,23 +117,7 @@ impl Shared {
     ) {
         let _ = self.await_commit(thread, committed).await;
     }
-}
 
-/// What a finished handler call left to apply.
-#[derive(Debug)]
-struct Done<'a> {
-    me: usize,
-    delivery: &'a Delivery,
-    failure: Option<Failure>,
-    steps: Steps,
-    usage: Usage,
-    spent: Usage,
-    /// A governor notice that cost no turn.
-    free: bool,
-    warnings: Vec<SystemMessage>,
-}
-
-impl Shared {
     fn apply_done(
         self: &Arc<Self>,
         entry: &Arc<ThreadEntry>,

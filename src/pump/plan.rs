@@ -150,7 +150,7 @@ impl Shared {
             return steps.push(match GovernorMessage::parse(&payload) {
                 Ok(message) => Step::Govern { payload, message },
                 Err(m) => refused(
-                    Refusal::Huh(HuhCode::InvalidRequest, m),
+                    Refusal::Huh(HuhCode::InvalidRequest, m.to_string()),
                     payload.as_str().to_owned(),
                 ),
             });

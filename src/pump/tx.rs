@@ -48,6 +48,7 @@ impl Tx {
             handled: false,
             usage: Usage::default(),
             free: false,
+            failed: false,
         };
         Self {
             batch: Batch {
@@ -55,6 +56,13 @@ impl Tx {
                 ..Batch::default()
             },
             ..Self::default()
+        }
+    }
+
+    /// Marks the taken message's handler as failed (kept with the delivered mark).
+    pub fn failed(&mut self) {
+        if let Some(d) = self.batch.delivered.as_mut() {
+            d.failed = true;
         }
     }
 

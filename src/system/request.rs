@@ -211,7 +211,7 @@ fn parse_spawn(
                 // `<budget …/>` and `<budget …></budget>` are the same element.
                 unexpected_attribute(e, "budget", BUDGET_ATTRIBUTES).map_err(|m| invalid(&m))?;
                 let element = format!("<budget {}/>", e.attributes_raw());
-                budget = Some(parse_budget(&element).map_err(|m| invalid(&m))?);
+                budget = Some(parse_budget(&element).map_err(|m| invalid(&m.to_string()))?);
                 if matches!(event, Event::Start(_)) {
                     reader
                         .read_to_end(e.name())

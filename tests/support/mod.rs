@@ -190,7 +190,14 @@ pub async fn problem(response: reqwest::Response) -> (reqwest::StatusCode, serde
         content_type, "application/problem+json",
         "status {status}: {text}"
     );
-    (status, serde_json::from_str(&text).unwrap())
+    let body: serde_json::Value = serde_json::from_str(&text).unwrap();
+    // RFC 9457: every problem names its type, a stable URI made from its code.
+    assert_eq!(
+        body["type"].as_str(),
+        Some(format!("urn:agentpump:problem:{}", body["code"].as_str().unwrap()).as_str()),
+        "{text}"
+    );
+    (status, body)
 }
 
 /// A scratch folder under the system temp dir, unique to one test of one run. Removed when the
@@ -298,4 +305,38 @@ pub fn carving_spawner(
     )
     .accepts(q("go"))
     .peers(["gate"])
+}
+
+/// Microseconds since the Unix epoch, as the history stamps records.
+pub fn now_us() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_micros() as i64
+}
+
+/// A history file for retention tests: two root threads answered by an echo before the
+/// returned cut — `halted`, stopped after the cut (so its halt records are newer than the
+/// cut), and `open`, left idle. Returns (halted, open, cut in microseconds); the file is
+/// closed.
+pub async fn finished_and_open(db: &std::path::Path) -> (ThreadId, ThreadId, i64) {
+    use std::time::Duration;
+    let store = Arc::new(agentpump::history::SqliteHistory::open(db).unwrap());
+    let pump = agentpump::PumpBuilder::new()
+        .history(Arc::clone(&store) as Arc<dyn agentpump::history::HistoryStore>)
+        .register(
+            agentpump::Registration::new("echo", agentpump::listeners::Echo).accepts(q("say")),
+        )
+        .build()
+        .unwrap();
+    let halted = start(&pump, &p("say", "old")).await;
+    let open = start(&pump, &p("say", "still open")).await;
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    let cut = now_us();
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    pump.stop(halted).await.unwrap();
+    pump.settle(halted).await;
+    pump.shutdown(Duration::from_secs(1)).await;
+    store.close().unwrap();
+    (halted, open, cut)
 }

@@ -293,7 +293,7 @@ fn summary(conn: &Connection, cursor: u64, json: &str) -> rusqlite::Result<Threa
 /// One thread's deliveries and reported usage.
 fn counters(conn: &Connection, thread: &str) -> rusqlite::Result<Counters> {
     conn.query_row(
-        "SELECT coalesce(sum(handled = 1), 0), coalesce(sum(tokens_in), 0), coalesce(sum(tokens_out), 0), coalesce(group_concat(cost, ' '), '0'), coalesce(sum(tool_calls), 0), coalesce(sum(usage_estimated), 0), coalesce(sum(handled = 2), 0) FROM records WHERE thread = ?1 AND handled > 0",
+        "SELECT coalesce(sum((handled & 3) = 1), 0), coalesce(sum(tokens_in), 0), coalesce(sum(tokens_out), 0), coalesce(group_concat(cost, ' '), '0'), coalesce(sum(tool_calls), 0), coalesce(sum(usage_estimated), 0), coalesce(sum((handled & 3) = 2), 0), coalesce(sum(handled >= 4), 0) FROM records WHERE thread = ?1 AND handled > 0",
         [thread],
         |r| {
             let costs: String = r.get(3)?;
@@ -303,7 +303,7 @@ fn counters(conn: &Connection, thread: &str) -> rusqlite::Result<Counters> {
                 .sum::<rusqlite::Result<_>>()?;
             Ok(Counters {
                 deliveries: r.get::<_, i64>(0)? as u64,
-                failures: 0,
+                failures: r.get::<_, i64>(7)? as u64,
                 tokens_in: r.get::<_, i64>(1)? as u64,
                 tokens_out: r.get::<_, i64>(2)? as u64,
                 tool_calls: r.get::<_, i64>(4)? as u64,

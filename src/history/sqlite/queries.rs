@@ -8,7 +8,7 @@ use rust_decimal::Decimal;
 
 use super::Order;
 use crate::governor::HaltingReport;
-use crate::history::{ChainBreak, Record, RecordKind, Recovery};
+use crate::history::{AnchorBreak, ChainBreak, Record, RecordKind, Recovery, verify_anchors};
 use crate::{Counters, MessageId, QName, ThreadId, ThreadInfo, ThreadState};
 
 const COLUMNS: &str =
@@ -18,6 +18,7 @@ const COLUMNS: &str =
 pub(crate) enum VerifyError {
     Sqlite(rusqlite::Error),
     Chain(ChainBreak),
+    Anchor(AnchorBreak),
 }
 
 pub(crate) fn parse<T: FromStr>(column: usize, text: &str) -> rusqlite::Result<T> {
@@ -71,11 +72,15 @@ pub(crate) fn records(
     rows.collect()
 }
 
-/// Where `append` continues: the next seq and each thread's last digest.
+/// Where `append` continues: the next seq and each thread's last digest — past what a prune
+/// removed too (a seq is never given twice; a thread whose records all went continues from
+/// its anchor).
 pub(crate) fn order(conn: &Connection) -> rusqlite::Result<Order> {
-    let next_seq: i64 = conn.query_row("SELECT coalesce(max(seq), 0) FROM records", [], |r| {
-        r.get(0)
-    })?;
+    let next_seq: i64 = conn.query_row(
+        "SELECT max(coalesce((SELECT max(seq) FROM records), 0), coalesce((SELECT max(last_seq) FROM anchors), 0))",
+        [],
+        |r| r.get(0),
+    )?;
     let mut stmt = conn.prepare(
         "SELECT r.thread, r.digest FROM records r JOIN (SELECT thread, max(seq) AS seq FROM records GROUP BY thread) m ON r.seq = m.seq",
     )?;
@@ -93,6 +98,9 @@ pub(crate) fn order(conn: &Connection) -> rusqlite::Result<Order> {
             )
         })?;
         last_digest.insert(thread, digest);
+    }
+    for (thread, digest) in super::prune::starts(&super::prune::anchors(conn)?) {
+        last_digest.entry(thread).or_insert(digest);
     }
     Ok(Order {
         next_seq: next_seq as u64,
@@ -181,7 +189,7 @@ pub(crate) fn threads(
 fn counters(conn: &Connection) -> rusqlite::Result<HashMap<ThreadId, Counters>> {
     let mut counters = HashMap::new();
     let mut stmt = conn.prepare_cached(
-        "SELECT thread, sum(handled = 1), sum(tokens_in), sum(tokens_out), group_concat(cost, ' '), sum(tool_calls), sum(usage_estimated), sum(handled = 2) FROM records WHERE handled > 0 GROUP BY thread",
+        "SELECT thread, sum((handled & 3) = 1), sum(tokens_in), sum(tokens_out), group_concat(cost, ' '), sum(tool_calls), sum(usage_estimated), sum((handled & 3) = 2), sum(handled >= 4) FROM records WHERE handled > 0 GROUP BY thread",
     )?;
     for row in stmt.query_map([], |r| {
         Ok((
@@ -193,16 +201,17 @@ fn counters(conn: &Connection) -> rusqlite::Result<HashMap<ThreadId, Counters>> 
             r.get::<_, i64>(5)?,
             r.get::<_, i64>(6)?,
             r.get::<_, i64>(7)?,
+            r.get::<_, i64>(8)?,
         ))
     })? {
-        let (thread, n, tin, tout, costs, tools, estimated, notices) = row?;
+        let (thread, n, tin, tout, costs, tools, estimated, notices, failures) = row?;
         let cost = costs
             .split(' ')
             .map(|c| parse::<Decimal>(4, c))
             .sum::<rusqlite::Result<Decimal>>()?;
         let c = Counters {
             deliveries: n as u64,
-            failures: 0,
+            failures: failures as u64,
             tokens_in: tin as u64,
             tokens_out: tout as u64,
             tool_calls: tools as u64,
@@ -243,13 +252,16 @@ pub(crate) fn recovery(conn: &Connection) -> rusqlite::Result<Recovery> {
     })
 }
 
-/// Walks every record in seq order, checking each thread's chain.
+/// Checks the anchor chain, then walks every record in seq order, checking each thread's
+/// chain (from its latest anchor, if it was pruned).
 pub(crate) fn verify(conn: &Connection) -> Result<u64, VerifyError> {
+    let anchors = super::prune::anchors(conn).map_err(VerifyError::Sqlite)?;
+    verify_anchors(&anchors).map_err(VerifyError::Anchor)?;
     let mut stmt = conn
         .prepare(&format!("SELECT {COLUMNS} FROM records ORDER BY seq"))
         .map_err(VerifyError::Sqlite)?;
     let rows = stmt.query_map([], from_row).map_err(VerifyError::Sqlite)?;
-    let mut last: HashMap<ThreadId, [u8; 32]> = HashMap::new();
+    let mut last = super::prune::starts(&anchors);
     let mut checked = 0;
     for row in rows {
         let r = row.map_err(VerifyError::Sqlite)?;

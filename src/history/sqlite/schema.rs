@@ -1,7 +1,7 @@
 //! The file's tables, the checks that it is ours and not from a newer version, and the
 //! migration of an older file to this version.
 //!
-//! Schema 2 adds the search index: `thread_terms` pairs every thread with each payload root,
+//! Schema 3 adds the search index: `thread_terms` pairs every thread with each payload root,
 //! sender and addressee of its records (and a root thread with its path when that is not its
 //! short id, which the ids answer: the system thread's `system`), `terms` is the
 //! vocabulary of those texts, and `terms_fts` an FTS5 trigram index over the vocabulary, so a
@@ -15,8 +15,16 @@ use rusqlite::{Connection, OptionalExtension};
 use super::Durability;
 use crate::envelope::PROCESS_NS;
 
-/// The schema version this build writes and reads.
-pub const SCHEMA_VERSION: i64 = 2;
+/// The newest schema version this build reads and writes. Version 1: the tables; 2: a prune
+/// left anchors, so that an older build (which would verify a pruned thread from 32 zero bytes
+/// and call it broken) refuses the file; 3: the search index, which this build's writer keeps
+/// and an older one would not — every file a writer opens is raised to 3, so an older build
+/// refuses it. Read-only opens change nothing: a version 1 or 2 file is searched by reading
+/// records.
+pub const SCHEMA_VERSION: i64 = 3;
+
+/// The version of a file with the search index.
+const SEARCH_VERSION: i64 = 3;
 
 /// Why a file cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -71,7 +79,7 @@ CREATE TABLE reports (halt_id TEXT PRIMARY KEY, thread TEXT NOT NULL, json TEXT 
 CREATE INDEX reports_by_thread ON reports (thread);
 ";
 
-/// Schema 2: the search index (see the module's docs) and the process events' index. A pair
+/// Schema 3: the search index (see the module's docs) and the process events' index. A pair
 /// leaves `thread_terms` when the last record of the thread that used the term is deleted (the
 /// check walks the thread's remaining records and stops at the first that uses it), a term
 /// leaves the vocabulary and its FTS index with its last pair.
@@ -116,7 +124,7 @@ pub(crate) fn process_event() -> String {
     format!("substr(root, 1, {}) = '{prefix}'", prefix.len())
 }
 
-/// Schema 2's tables, triggers and indexes.
+/// Schema 3's tables, triggers and indexes.
 fn search_schema() -> String {
     format!(
         "{SEARCH}CREATE INDEX records_process ON records (thread, seq) WHERE {};",
@@ -147,33 +155,34 @@ pub(crate) fn prepare(conn: &mut Connection, durability: Durability) -> Result<(
         let tx = conn.transaction()?;
         tx.execute_batch(TABLES)?;
         tx.execute_batch(&search_schema())?;
-        tx.execute("INSERT INTO meta (key, value) VALUES ('application', 'agentpump'), ('schema_version', ?1)", [SCHEMA_VERSION.to_string()])?;
+        tx.execute("INSERT INTO meta (key, value) VALUES ('application', 'agentpump'), ('schema_version', ?1)", [SEARCH_VERSION.to_string()])?;
         tx.commit()?;
-    } else if version(conn)? < 2 {
-        migrate_to_2(conn)?;
+    } else if version(conn)? < SEARCH_VERSION {
+        migrate_to_search(conn)?;
     }
     // Added after schema 1 shipped: created in older files too (recovery reads decisions).
     conn.execute_batch(
         "CREATE INDEX IF NOT EXISTS records_decisions ON records (seq) WHERE kind = 'decision';",
     )?;
+    conn.execute_batch(super::prune::ANCHORS)?;
     Ok(())
 }
 
-/// Schema 1 → 2: the search index, filled from what the file holds, in one transaction (a
-/// crash leaves the file at schema 1, and the next open migrates again).
-fn migrate_to_2(conn: &mut Connection) -> Result<(), SchemaError> {
+/// Schema 1 or 2 → 3: the search index, filled from what the file holds, in one transaction (a
+/// crash leaves the file as it was, and the next open migrates again).
+fn migrate_to_search(conn: &mut Connection) -> Result<(), SchemaError> {
     let started = std::time::Instant::now();
     let tx = conn.transaction()?;
     tx.execute_batch(&search_schema())?;
     tx.execute_batch(FILL)?;
     tx.execute(
-        "UPDATE meta SET value = '2' WHERE key = 'schema_version'",
-        [],
+        "UPDATE meta SET value = ?1 WHERE key = 'schema_version'",
+        [SEARCH_VERSION.to_string()],
     )?;
     tx.commit()?;
     tracing::info!(
         elapsed_ms = started.elapsed().as_millis() as u64,
-        "history migrated to schema 2: search index built"
+        "history migrated to schema 3: search index built"
     );
     Ok(())
 }
@@ -192,8 +201,8 @@ fn version(conn: &Connection) -> Result<i64, SchemaError> {
         .ok_or(SchemaError::Foreign)
 }
 
-/// Whether the file has the search index (schema 2 and later; a schema 1 file opened
-/// read-only has not been migrated).
+/// Whether the file has the search index (schema 3; an older file opened read-only has not
+/// been migrated).
 pub(crate) fn has_search(conn: &Connection) -> rusqlite::Result<bool> {
     conn.query_row(
         "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'thread_terms'",

@@ -1,5 +1,6 @@
 //! The writer thread: takes batches in the order `append` fixed, commits as many as are waiting
-//! in one transaction (group commit), then resolves their tickets.
+//! in one transaction (group commit), then resolves their tickets. A prune is work of its own,
+//! run between two groups, so it never races an append for the file.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, mpsc};
@@ -8,10 +9,24 @@ use std::thread::JoinHandle;
 use rusqlite::{Connection, params};
 use tokio::sync::oneshot;
 
+use super::prune::PruneError;
 use super::{Failure, SqliteOptions};
 use crate::governor::HaltingReport;
-use crate::history::{Cause, Delivered, HistoryError, Record};
+use crate::history::{Archive, Cause, Delivered, HistoryError, Pruned, Record};
 use crate::{ThreadId, ThreadInfo};
+
+/// What the writer is handed: a batch to commit, or a prune to run.
+pub(crate) enum Work {
+    Batch(Job),
+    Prune(Prune),
+}
+
+/// A prune transaction to run (see [`super::prune::prune`]), and where its outcome goes.
+pub(crate) struct Prune {
+    pub step: super::prune::Step,
+    pub archive: Option<Box<dyn Archive>>,
+    pub done: oneshot::Sender<Result<Pruned, PruneError>>,
+}
 
 /// One appended batch, ordered and sealed.
 pub(crate) struct Job {
@@ -51,7 +66,7 @@ pub(crate) fn spawn(
     failed: Failure,
     resolved: Resolved,
     options: SqliteOptions,
-) -> Result<(mpsc::SyncSender<Job>, Writer), HistoryError> {
+) -> Result<(mpsc::SyncSender<Work>, Writer), HistoryError> {
     let (jobs, inbox) = mpsc::sync_channel(options.backlog.max(1));
     let handle = std::thread::Builder::new()
         .name("agentpump-history".into())
@@ -82,58 +97,94 @@ fn checkpoint(conn: &Connection) -> Result<(), CheckpointError> {
 
 fn run(
     conn: &mut Connection,
-    inbox: &mpsc::Receiver<Job>,
+    inbox: &mpsc::Receiver<Work>,
     failed: &Mutex<Option<String>>,
     resolved: &tokio::sync::watch::Sender<u64>,
     group: usize,
 ) {
     let mut terms = Terms::default();
+    let mut held = None;
     // `recv` fails once every sender is gone and the inbox is empty: everything handed over
     // has been written by then.
-    while let Ok(first) = inbox.recv() {
+    while let Some(work) = held.take().or_else(|| inbox.recv().ok()) {
+        let first = match work {
+            Work::Prune(prune) => {
+                run_prune(conn, prune, failed);
+                // This connection's deletes leave `data_version` as it was: forget here.
+                terms.forget();
+                continue;
+            }
+            Work::Batch(job) => job,
+        };
         let mut jobs = vec![first];
         while jobs.len() < group {
             match inbox.try_recv() {
-                Ok(job) => jobs.push(job),
+                Ok(Work::Batch(job)) => jobs.push(job),
+                // Batches handed over before the prune commit before it runs.
+                Ok(prune) => {
+                    held = Some(prune);
+                    break;
+                }
                 Err(_) => break,
             }
         }
-        let already = failed.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        let result: Result<(), (String, Option<Cause>)> = match already {
-            Some(why) => Err((why, None)),
-            None => write(conn, &jobs, &mut terms)
-                .map_err(|e| (e.to_string(), Some(Arc::new(e) as Cause))),
-        };
-        if let Err((why, _)) = &result {
-            // Rolled back: the pairs it noted may not be in the file.
-            terms.forget();
-            tracing::error!(error = %why, "history commit failed; the store refuses further writes");
-            failed
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .get_or_insert_with(|| why.clone());
-        }
-        let last = jobs
-            .iter()
-            .filter_map(|job| job.records.last().map(|(r, _)| r.seq))
-            .max();
-        if let Some(last) = last {
-            resolved.send_if_modified(|seq| {
-                let raised = last > *seq;
-                *seq = (*seq).max(last);
-                raised
-            });
-        }
-        for job in jobs {
-            let outcome = result.clone().map_err(|(why, cause)| {
-                let e = HistoryError::unavailable(format!("commit failed: {why}"));
-                match cause {
-                    Some(cause) => e.because_shared(cause),
-                    None => e,
-                }
-            });
-            let _ = job.done.send(outcome);
-        }
+        commit(conn, jobs, failed, resolved, &mut terms);
+    }
+}
+
+/// Runs a prune, unless the store already refuses writes. A failed prune rolls back and
+/// leaves the store writable: it never leaves a hole in a chain.
+fn run_prune(conn: &mut Connection, prune: Prune, failed: &Mutex<Option<String>>) {
+    let already = failed.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    let outcome = match already {
+        Some(why) => Err(PruneError::Refused(why)),
+        None => super::prune::prune(conn, &prune.step, prune.archive),
+    };
+    let _ = prune.done.send(outcome);
+}
+
+/// Commits a group of batches in one transaction and resolves their tickets.
+fn commit(
+    conn: &mut Connection,
+    jobs: Vec<Job>,
+    failed: &Mutex<Option<String>>,
+    resolved: &tokio::sync::watch::Sender<u64>,
+    terms: &mut Terms,
+) {
+    let already = failed.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    let result: Result<(), (String, Option<Cause>)> = match already {
+        Some(why) => Err((why, None)),
+        None => write(conn, &jobs, terms).map_err(|e| (e.to_string(), Some(Arc::new(e) as Cause))),
+    };
+    if let Err((why, _)) = &result {
+        // Rolled back: the pairs it noted may not be in the file.
+        terms.forget();
+        tracing::error!(error = %why, "history commit failed; the store refuses further writes");
+        failed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_or_insert_with(|| why.clone());
+    }
+    let last = jobs
+        .iter()
+        .filter_map(|job| job.records.last().map(|(r, _)| r.seq))
+        .max();
+    if let Some(last) = last {
+        resolved.send_if_modified(|seq| {
+            let raised = last > *seq;
+            *seq = (*seq).max(last);
+            raised
+        });
+    }
+    for job in jobs {
+        let outcome = result.clone().map_err(|(why, cause)| {
+            let e = HistoryError::unavailable(format!("commit failed: {why}"));
+            match cause {
+                Some(cause) => e.because_shared(cause),
+                None => e,
+            }
+        });
+        let _ = job.done.send(outcome);
     }
 }
 
@@ -224,8 +275,10 @@ fn write(conn: &mut Connection, jobs: &[Job], terms: &mut Terms) -> rusqlite::Re
                 let u = &d.usage;
                 deliver.execute(params![
                     d.id.to_string(),
-                    // 0 refused, 1 handled (a turn), 2 handled notice that cost no turn.
-                    i64::from(d.handled) * if d.free { 2 } else { 1 },
+                    // 0 refused, 1 handled (a turn), 2 handled notice that cost no turn;
+                    // plus 4 when the handler failed.
+                    i64::from(d.handled) * if d.free { 2 } else { 1 }
+                        + if d.failed { 4 } else { 0 },
                     u.tokens_in as i64,
                     u.tokens_out as i64,
                     u.cost.to_string(),

@@ -7,23 +7,42 @@ use serde::Serialize;
 use crate::IngressError;
 use crate::history::HistoryError;
 
-/// An error answer (RFC 9457 problem details), with agentpump's wire code.
-#[derive(Debug, Clone, Serialize)]
+/// What every problem `type` URI starts with; the rest is the problem's `code`
+/// (`urn:agentpump:problem:unknown-thread`). The URIs are names, stable across versions, not
+/// addresses to fetch: docs/http-api.md lists them.
+pub const PROBLEM_TYPE: &str = "urn:agentpump:problem:";
+
+/// An error answer (RFC 9457 problem details), with agentpump's wire code. Serialized with
+/// its `type`: [`PROBLEM_TYPE`] followed by the code.
+#[derive(Debug, Clone)]
 pub struct Problem {
-    #[serde(skip)]
     status: StatusCode,
     /// A short summary of the problem type.
     pub title: String,
     /// The HTTP status.
-    #[serde(rename = "status")]
     pub status_code: u16,
     /// What exactly went wrong.
     pub detail: String,
     /// agentpump's code (`malformed-xml`, `unknown-thread`, `unauthorized`, …).
     pub code: String,
     /// The pump's answer as an envelope, when the pump recorded one.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub answer: Option<String>,
+}
+
+impl Serialize for Problem {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct as _;
+        let mut s = serializer.serialize_struct("Problem", 6)?;
+        s.serialize_field("type", &format!("{PROBLEM_TYPE}{}", self.code))?;
+        s.serialize_field("title", &self.title)?;
+        s.serialize_field("status", &self.status_code)?;
+        s.serialize_field("detail", &self.detail)?;
+        s.serialize_field("code", &self.code)?;
+        if let Some(answer) = &self.answer {
+            s.serialize_field("answer", answer)?;
+        }
+        s.end()
+    }
 }
 
 impl Problem {

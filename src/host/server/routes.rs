@@ -10,7 +10,7 @@ use serde::Deserialize;
 
 use super::{Api, Problem};
 use crate::governor::Budget;
-use crate::history::export;
+use crate::history::{HistoryError, export};
 use crate::{ThreadId, ThreadState};
 
 /// Query of `POST /threads` and `POST /threads/{id}/messages` for a bare payload.
@@ -290,6 +290,54 @@ fn check_budget_keys(value: &serde_json::Value) -> Result<(), Problem> {
             ))
         }
     }
+}
+
+/// Body of `POST /history/prune`: exactly one of `before` and `keep_days`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct PruneCut {
+    before: Option<String>,
+    keep_days: Option<u32>,
+}
+
+/// `POST /history/prune` with `{"before": "2026-10-01"}` or `{"keep_days": 30}`: removes
+/// finished threads' records older than the cut, as `agentpump history prune` does, while the
+/// pump runs (the store runs it between two group commits). 200 with what was removed and the
+/// anchors left; 400 `bad-cut`; 409 `chain-broken` when what would go does not verify; 501
+/// `unsupported` on a pump whose store does not prune (in memory).
+pub(crate) async fn prune(
+    State(api): State<Api>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, Problem> {
+    let body = self::body(body)?;
+    let bad = |detail: String| Problem::new(StatusCode::BAD_REQUEST, "bad-cut", detail);
+    let cut: PruneCut = serde_json::from_slice(&body).map_err(|e| bad(e.to_string()))?;
+    let before_us = match (cut.before, cut.keep_days) {
+        (Some(before), None) => export::parse_rfc3339(&before).map_err(|e| bad(e.to_string()))?,
+        (None, Some(days)) => {
+            crate::host::retention::keep_days(crate::host::retention::now_us(), days)
+        }
+        _ => {
+            return Err(bad(
+                "give exactly one of `before` (a UTC date or time) and `keep_days`".to_owned(),
+            ));
+        }
+    };
+    let pruned = api
+        .pump
+        .store()
+        .prune(before_us, None)
+        .await
+        .map_err(|e| match e {
+            HistoryError::Chain(_) | HistoryError::Anchor(_) => {
+                Problem::new(StatusCode::CONFLICT, "chain-broken", e.to_string())
+            }
+            HistoryError::Unsupported(_) => {
+                Problem::new(StatusCode::NOT_IMPLEMENTED, "unsupported", e.to_string())
+            }
+            other => Problem::from(other),
+        })?;
+    Ok(Json(pruned).into_response())
 }
 
 /// Anything else.

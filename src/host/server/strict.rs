@@ -1,13 +1,15 @@
 //! What every request goes through besides auth: query keys a route does not take are refused
-//! by name (a misspelt `?stat=` must not read as "no filter"), and each request is logged at
-//! info when it is answered.
+//! by name (a misspelt `?stat=` must not read as "no filter"), a request still running when
+//! shutdown's time limit passes is cut off, and each request is logged at info when it is
+//! answered.
 
 use std::time::Instant;
 
-use axum::extract::{MatchedPath, Request};
+use axum::extract::{MatchedPath, Request, State};
 use axum::http::{Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use tokio::sync::watch;
 
 use super::Problem;
 
@@ -55,6 +57,30 @@ pub(crate) fn unknown_key(key: &str, what: &str, route: &str, allowed: &[&str]) 
         "unknown-key",
         format!("unknown {what} `{key}` for {route}; it takes: {takes}"),
     )
+}
+
+/// Runs the request unless `cut_off` turns `true` first (shutdown's time limit passed): then
+/// the handler is dropped — a slow upload with it — and the answer is 503 `shutting-down`.
+pub(crate) async fn cut_off(
+    State(mut cut_off): State<watch::Receiver<bool>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let limit = async {
+        // A router served without a shutdown has no sender: never cut off.
+        if cut_off.wait_for(|cut| *cut).await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    tokio::select! {
+        response = next.run(request) => response,
+        () = limit => Problem::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "shutting-down",
+            "the host is shutting down and this request ran past the shutdown time limit",
+        )
+        .into_response(),
+    }
 }
 
 /// Logs each request at info when it is answered: method, path, status, milliseconds.

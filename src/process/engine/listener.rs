@@ -429,7 +429,7 @@ impl ProcessListener {
     fn advance(&self, run: &mut Run, cx: &mut Context, limit: u64) {
         let mut effects = Vec::new();
         let stop = run.machine.run(&mut Turn {
-            known: &run.known,
+            known: &mut run.known,
             effects: &mut effects,
             limit,
         });

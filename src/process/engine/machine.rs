@@ -20,8 +20,10 @@ use crate::process::diagnostic::Span;
 use crate::process::expr::{Env, EvalError, Expr, PathSeg, Value, eval};
 use crate::tool::{Answer, Call, ErrorType};
 
-/// What the thread's history already holds for this process: answers by call id, the calls
-/// already sent, and how many events and residuals were recorded.
+/// What the thread's history already holds for this process: answers by call id (until the
+/// machine takes one: call ids only grow, so a taken answer is never asked for again, and a
+/// long run keeps only the answers it has not read yet), the calls already sent, and how many
+/// events and residuals were recorded.
 #[derive(Debug, Default)]
 pub(crate) struct Known {
     pub answers: HashMap<String, Answer>,
@@ -162,7 +164,7 @@ impl Env for Machine {
 
 /// What one `run` sees and does: what history holds, and where effects go.
 pub(crate) struct Turn<'a> {
-    pub known: &'a Known,
+    pub known: &'a mut Known,
     pub effects: &'a mut Vec<Effect>,
     /// Steps this turn may run.
     pub limit: u64,
@@ -566,7 +568,7 @@ impl Machine {
             self.pending = Some(Pending { id, attempt: 0 });
         }
         let pending = self.pending.as_ref().expect("set above");
-        let Some(answer) = turn.known.answers.get(&pending.id).cloned() else {
+        let Some(answer) = turn.known.answers.remove(&pending.id) else {
             return Ok(Flow::Wait);
         };
         if let Answer::Error(e) = &answer {
@@ -626,7 +628,7 @@ impl Machine {
             self.pending = Some(Pending { id, attempt: 0 });
         }
         let id = &self.pending.as_ref().expect("set above").id;
-        let Some(answer) = turn.known.answers.get(id).cloned() else {
+        let Some(answer) = turn.known.answers.remove(id) else {
             return Ok(Flow::Wait);
         };
         self.pending = None;
@@ -668,7 +670,7 @@ impl Machine {
             self.pending = Some(Pending { id, attempt: 0 });
         }
         let id = &self.pending.as_ref().expect("set above").id;
-        let Some(answer) = turn.known.answers.get(id).cloned() else {
+        let Some(answer) = turn.known.answers.remove(id) else {
             return Ok(Flow::Wait);
         };
         self.pending = None;

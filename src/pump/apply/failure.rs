@@ -13,6 +13,7 @@ impl Applying<'_> {
         let notice = match failure.code {
             FailureCode::Error(code) => {
                 self.inner.counters.failures += 1;
+                self.tx.failed();
                 SystemMessage::Error {
                     code,
                     message: failure.message,

@@ -156,6 +156,13 @@ pub(crate) async fn thread(
             broken_at: Some(b.seq),
             detail: Some(b.to_string()),
         },
+        // A forged or edited prune anchor: the thread's records cannot be vouched for.
+        Err(HistoryError::Anchor(b)) => Integrity {
+            verified: false,
+            records: 0,
+            broken_at: None,
+            detail: Some(b.to_string()),
+        },
         Err(e) => return Err(e.into()),
     };
     Ok(Json(Detail {

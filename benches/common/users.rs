@@ -1,0 +1,243 @@
+//! Figures U1–U4: speed as users run the pump (issue 20).
+//!
+//! A program written against agentpump runs under `#[tokio::main]`: a multi-threaded runtime
+//! with one worker per core, and `main`'s body — the client — on the program's own thread,
+//! outside the workers. The other figures run their client as a task on the workers
+//! (`on_workers`) or on a current-thread runtime; these run it with `Runtime::block_on` on the
+//! bench's main thread, exactly as `#[tokio::main]` does, through the public API only (`post`,
+//! `settle`, a listener's `Context`). Each is measured in the same run on a current-thread
+//! runtime too (the lower bound: no wake-up crosses a core) and against the bare baseline
+//! on the same runtime, driven the same way.
+//!
+//! - **U1** echo round trip on one thread: post, then settle, `AGENTPUMP_BENCH_ECHO_N` times.
+//! - **U2** echo across `AGENTPUMP_BENCH_THREADS` threads: post once into each, then settle
+//!   each, `AGENTPUMP_BENCH_ROUNDS` rounds (2 one-way messages per post: the ping, the answer).
+//! - **U3** self-iteration hop: one post, `n` iterations, settle; µs per hop at 1 000 and at
+//!   `AGENTPUMP_BENCH_ITERATIONS` iterations.
+//! - **U4** spawn fan-out: `AGENTPUMP_BENCH_CHILDREN` children, µs per child, against U3's hop.
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+use std::time::{Duration, Instant};
+
+use agentpump::history::MemoryHistory;
+use agentpump::{PumpHandle, ThreadId};
+use serde_json::json;
+use tokio::runtime::Runtime;
+
+use super::baseline::{self, PING};
+use super::echo::{echo_pump, round_trips};
+use super::iteration::{Counter, counter_pump, iterate};
+use super::report::{Better, Figure, Report};
+use super::spawn::fan_out;
+use super::{Config, governed, median, secs};
+
+/// `#[tokio::main]`'s runtime: multi-threaded, one worker per core.
+fn main_runtime() -> Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("a multi-threaded runtime")
+}
+
+/// `#[tokio::main(flavor = "current_thread")]`'s runtime.
+fn current_runtime() -> Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a current-thread runtime")
+}
+
+/// U2's client: a new thread per ping, then `rounds` rounds of one ping into each, settling
+/// every thread after each round. Returns the time of the rounds.
+async fn many_threads(threads: usize, rounds: usize) -> Duration {
+    let pump = echo_pump(governed(), Arc::new(MemoryHistory::new()));
+    let mut ids: Vec<ThreadId> = Vec::with_capacity(threads);
+    for _ in 0..threads {
+        ids.push(
+            pump.post(None, None, PING)
+                .await
+                .expect("accepted")
+                .thread(),
+        );
+    }
+    settle_all(&pump, &ids).await;
+    let started = Instant::now();
+    for _ in 0..rounds {
+        for id in &ids {
+            pump.post(Some(*id), None, PING).await.expect("accepted");
+        }
+        settle_all(&pump, &ids).await;
+    }
+    started.elapsed()
+}
+
+async fn settle_all(pump: &PumpHandle, ids: &[ThreadId]) {
+    for id in ids {
+        pump.settle(*id).await;
+    }
+}
+
+/// U3's client: µs per hop over a run of `n` iterations on a fresh pump.
+async fn hops(n: u64) -> f64 {
+    let counter = Counter {
+        stamps: Arc::new(Vec::<AtomicU64>::new()),
+        base: Instant::now(),
+    };
+    let pump = counter_pump(Arc::new(MemoryHistory::new()), counter);
+    secs(iterate(&pump, n).await) * 1e6 / n as f64
+}
+
+/// Runs `f` once on `rt` from the calling thread, as `#[tokio::main]` runs `main`'s body.
+fn once<Fut: Future<Output = f64>>(rt: &Runtime, f: impl Fn() -> Fut) -> f64 {
+    rt.block_on(f())
+}
+
+/// Measures U1–U4, those `cfg` selects.
+pub fn figures(cfg: &Config, report: &mut Report) {
+    let mt = main_runtime();
+    let ct = current_runtime();
+    let runs = cfg.runs;
+    let workers = std::thread::available_parallelism().map_or(1, usize::from);
+    let runtime = format!("#[tokio::main]: multi-thread, {workers} workers, client on main");
+    if cfg.wants("U1") {
+        let n = cfg.size("AGENTPUMP_BENCH_ECHO_N", 30_000, 200);
+        let echo = || async move {
+            let pump = echo_pump(governed(), Arc::new(MemoryHistory::new()));
+            n as f64 / secs(round_trips(pump, n).await)
+        };
+        let bare = || async move { n as f64 / secs(baseline::round_trips(n).await) };
+        let (mut pump, mut base, mut current) = (vec![], vec![], vec![]);
+        once(&mt, echo);
+        once(&ct, echo);
+        for _ in 0..runs {
+            pump.push(once(&mt, echo));
+            base.push(once(&mt, bare));
+            current.push(once(&ct, echo));
+        }
+        let to_current = median(&pump) / median(&current);
+        let f = Figure::new(
+            "U1",
+            "echo round trip, one thread, as users run it",
+            "round trips/s",
+            Better::Higher,
+            pump,
+        )
+        .baseline("bare parse + channel, same runtime, client on main", base)
+        .params(json!({ "round_trips_per_run": n, "runtime": runtime,
+            "current_thread_samples": current }))
+        .note(&format!(
+            "{to_current:.2} of the current-thread echo in the same run ({:.0} /s)",
+            median(&current)
+        ));
+        let met = f.ratio_value().is_some_and(|r| r.0 >= 0.6) && to_current >= 0.8;
+        report.add(f.target(
+            "≥ 0.6 of the same-runtime baseline and ≥ 0.8 of the current-thread echo",
+            met,
+        ));
+    }
+    if cfg.wants("U2") {
+        let threads = cfg.size("AGENTPUMP_BENCH_THREADS", 10_000, 100);
+        let rounds = cfg.size("AGENTPUMP_BENCH_ROUNDS", 8, 1).max(1);
+        let messages = (2 * threads * rounds) as f64;
+        let pumped = || async move { messages / secs(many_threads(threads, rounds).await) };
+        let bare =
+            || async move { messages / secs(baseline::many_tasks(threads, rounds, 1).await) };
+        let (mut pump, mut base, mut current) = (vec![], vec![], vec![]);
+        for _ in 0..runs {
+            pump.push(once(&mt, pumped));
+            base.push(once(&mt, bare));
+            current.push(once(&ct, pumped));
+        }
+        let to_current = median(&pump) / median(&current);
+        let f = Figure::new(
+            "U2",
+            &format!("echo across {threads} threads, as users run it"),
+            "msg/s",
+            Better::Higher,
+            pump,
+        )
+        .baseline(
+            "bare: a task per thread, same runtime, client on main",
+            base,
+        )
+        .params(
+            json!({ "threads": threads, "rounds": rounds, "runtime": runtime,
+            "current_thread_samples": current }),
+        )
+        .note(&format!(
+            "posts from main, then settle each thread; {to_current:.2} of the current-thread \
+             figure in the same run ({:.0} msg/s)",
+            median(&current)
+        ));
+        let met = f.ratio_value().is_some_and(|r| r.0 >= 0.5);
+        report.add(f.target("≥ 0.5 of the same-runtime baseline", met));
+    }
+    if cfg.wants("U3") || cfg.wants("U4") {
+        let n = cfg.size("AGENTPUMP_BENCH_ITERATIONS", 100_000, 100) as u64;
+        let short = 1_000.min(n);
+        let (mut mt_short, mut mt_long, mut ct_short, mut ct_long) =
+            (vec![], vec![], vec![], vec![]);
+        for _ in 0..runs {
+            mt_short.push(once(&mt, || hops(short)));
+            ct_short.push(once(&ct, || hops(short)));
+            mt_long.push(once(&mt, || hops(n)));
+            ct_long.push(once(&ct, || hops(n)));
+        }
+        let ratio = median(&mt_long) / median(&ct_long);
+        let flat = median(&mt_long) / median(&mt_short);
+        let hop = median(&mt_long);
+        if cfg.wants("U3") {
+            let f = Figure::new(
+                "U3",
+                &format!("self-iteration hop over {n} iterations, as users run it"),
+                "µs/hop",
+                Better::Lower,
+                mt_long,
+            )
+            .baseline(
+                "the same hop on a current-thread runtime, same run",
+                ct_long,
+            )
+            .ratio(ratio, "multi-thread hop / current-thread hop")
+            .params(
+                json!({ "iterations": n, "short_run": short, "runtime": runtime,
+                "multi_thread_short_samples": mt_short, "current_thread_short_samples": ct_short }),
+            )
+            .note(&format!(
+                "hop({n}) / hop({short}) on the multi-thread runtime: {flat:.2}"
+            ));
+            report.add(f.target(
+                "≤ 1.3× the current-thread hop, flat to 100 000",
+                ratio <= 1.3 && flat <= 1.2,
+            ));
+        }
+        if cfg.wants("U4") {
+            let children = cfg.size("AGENTPUMP_BENCH_CHILDREN", 10_000, 100);
+            let per_child = |rt: &Runtime| {
+                let fan = || async move { secs(fan_out(children).await) * 1e6 / children as f64 };
+                once(rt, fan);
+                (0..runs).map(|_| once(rt, fan)).collect::<Vec<_>>()
+            };
+            let (mt_fan, ct_fan) = (per_child(&mt), per_child(&ct));
+            let per_hop = median(&mt_fan) / hop;
+            let f = Figure::new(
+                "U4",
+                &format!("spawn fan-out, {children} children, as users run it"),
+                "µs/child",
+                Better::Lower,
+                mt_fan,
+            )
+            .baseline(
+                "the same fan-out on a current-thread runtime, same run",
+                ct_fan,
+            )
+            .ratio(per_hop, "µs per child / µs per self-iteration hop (U3)")
+            .params(json!({ "children": children, "runtime": runtime }));
+            report.add(f.target(
+                "≤ 2× a self-iteration hop per child (issue 19)",
+                per_hop <= 2.0,
+            ));
+        }
+    }
+}
