@@ -36,7 +36,7 @@ use std::collections::HashMap;
 
 use crate::governor::HaltingReport;
 use crate::governor::Usage;
-use crate::{Counters, MessageId, ThreadId, ThreadInfo, ThreadState};
+use crate::{Counters, MessageId, QName, ThreadId, ThreadInfo, ThreadState};
 
 /// The error underneath a [`HistoryError`], kept as its `source()`: for [`SqliteHistory`] a
 /// `rusqlite::Error` (downcast it to inspect the SQLite code). Shared, so that one failed commit
@@ -340,6 +340,44 @@ pub trait HistoryStore: Send + Sync + fmt::Debug + 'static {
         limit: usize,
     ) -> Result<Vec<Record>, HistoryError> {
         page::records_before_by_scan(self, thread, before, limit).await
+    }
+
+    /// Up to `limit` records of one thread with `seq > after` whose payload root is in
+    /// `namespace`, in order (at most [`page::MAX_PAGE`]): a process thread's events without its
+    /// other records.
+    ///
+    /// # Errors
+    ///
+    /// [`HistoryError::Query`] when the store cannot be read.
+    async fn records_in(
+        &self,
+        thread: ThreadId,
+        namespace: &str,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<Record>, HistoryError> {
+        page::records_in_by_scan(self, thread, namespace, after, limit).await
+    }
+
+    /// The threads with a record whose payload root is `root` (in no particular order): the task
+    /// threads of a ledger, found by their `<task>`.
+    ///
+    /// # Errors
+    ///
+    /// [`HistoryError::Query`] when the store cannot be read.
+    async fn threads_with_root(&self, root: &QName) -> Result<Vec<ThreadId>, HistoryError> {
+        let mut out = Vec::new();
+        for info in self.threads(None).await? {
+            if self
+                .thread(info.id, 0)
+                .await?
+                .iter()
+                .any(|r| r.root == *root)
+            {
+                out.push(info.id);
+            }
+        }
+        Ok(out)
     }
 
     /// Recomputes one thread's chain (from its prune anchor, if it has one, after checking the

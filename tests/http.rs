@@ -580,6 +580,8 @@ async fn the_viewer_trades_the_token_for_a_cookie_the_api_accepts() {
         "/viewer.js",
         "/dom.js",
         "/panels.js",
+        "/process.js",
+        "/tasks.js",
         "/xml.js",
         "/plot.js",
         "/viewer.css",
@@ -629,6 +631,8 @@ async fn the_viewer_trades_the_token_for_a_cookie_the_api_accepts() {
         "/view/threads",
         "/threads",
         &format!("/view/threads/{thread}"),
+        &format!("/view/threads/{thread}/process"),
+        "/view/tasks",
     ] {
         assert_eq!(
             with(path, &pair).await.unwrap().status(),

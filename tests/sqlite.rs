@@ -174,7 +174,7 @@ async fn files_that_are_not_ours_or_are_newer_are_refused_clearly() {
     );
     let err = SqliteHistory::open(dir.db()).unwrap_err().to_string();
     assert!(
-        err.contains("database schema version 99 is newer than this agentpump understands (2)"),
+        err.contains("database schema version 99 is newer than this agentpump understands (3)"),
         "{err}"
     );
     let missing = SqliteHistory::open_read_only(dir.0.join("nope.db"))
@@ -384,4 +384,206 @@ async fn pages_of_threads_and_records_agree_between_stores() {
         assert_eq!(divers, vec![fork], "{name}: a child's records");
         pump.shutdown(std::time::Duration::from_secs(1)).await;
     }
+}
+
+/// The root threads a text search finds, newest first, every page read.
+async fn search(store: &dyn HistoryStore, text: &str) -> Vec<ThreadId> {
+    use agentpump::history::ThreadFilter;
+    let mut filter = ThreadFilter {
+        text: Some(text.into()),
+        limit: 100,
+        ..ThreadFilter::default()
+    };
+    let mut found = Vec::new();
+    loop {
+        let page = store.roots(&filter).await.unwrap();
+        found.extend(page.threads.iter().map(|t| t.info.id));
+        match page.next {
+            Some(next) => filter.before = Some(next),
+            None => return found,
+        }
+    }
+}
+
+/// A count from the file itself.
+fn count(db: &std::path::Path, query: &str) -> i64 {
+    rusqlite::Connection::open(db)
+        .unwrap()
+        .query_row(query, [], |r| r.get(0))
+        .unwrap()
+}
+
+/// Many threads, one rare term: the search index (schema 3) finds the one thread whose child
+/// used it, and a deleted thread's records (as `history prune` deletes them) take their terms
+/// out of the index with them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rare_term_is_found_through_the_search_index() {
+    let dir = Scratch::new("sqlite-search");
+    let store = Arc::new(SqliteHistory::open(dir.db()).unwrap());
+    let pump = PumpBuilder::new()
+        .history(Arc::clone(&store) as Arc<dyn HistoryStore>)
+        .register(Registration::new("echo", Echo).accepts(q("say")))
+        .register(Registration::new("zookeeper", Echo).accepts(q("zebrafish")))
+        .register(
+            Registration::new(
+                "forker",
+                support::Script::new(|_, cx| {
+                    cx.spawn(agentpump::Spawn::new(p("zebrafish", "")).sub_id("zoo"));
+                    Ok(())
+                }),
+            )
+            .accepts(q("fork"))
+            .peers(["zookeeper"]),
+        )
+        .build()
+        .unwrap();
+    let mut roots = Vec::new();
+    for i in 0..1_500 {
+        let payload = if i == 500 {
+            p("fork", "")
+        } else {
+            p("say", "")
+        };
+        roots.push(pump.post(None, None, &payload).await.unwrap().thread());
+    }
+    for &t in &roots {
+        pump.settle(t).await;
+    }
+    let rare = roots[500];
+    for text in ["zebrafish", "ZOOKEEPER", "ebrafi"] {
+        assert_eq!(search(&*store, text).await, [rare], "{text}");
+    }
+    assert_eq!(search(&*store, "say").await.len(), 1_499, "a common root");
+    assert_eq!(search(&*store, "no such term").await, []);
+    let path = &rare.to_string()[..8];
+    assert_eq!(search(&*store, path).await, [rare], "a root's path");
+    // Process events, a namespace at a time, agree with the thread's records.
+    let child = store.subtree(rare).await.unwrap()[1].id;
+    let all = store.thread(child, 0).await.unwrap();
+    let zebras = store.records_in(child, support::NS, 0, 10).await.unwrap();
+    let expected: Vec<_> = all
+        .into_iter()
+        .filter(|r| r.root.namespace() == support::NS)
+        .collect();
+    assert!(!expected.is_empty());
+    assert_eq!(zebras, expected);
+    pump.shutdown(std::time::Duration::from_secs(5)).await;
+    store.close().unwrap();
+    drop(store);
+
+    // Deleting the thread's records and snapshots, as a prune would: the terms go with them.
+    let db = dir.db();
+    assert_eq!(
+        count(
+            &db,
+            "SELECT count(*) FROM terms WHERE text LIKE '%zebrafish%'"
+        ),
+        1
+    );
+    sql(
+        &db,
+        "DELETE FROM records WHERE thread IN (SELECT id FROM threads WHERE json_extract(info, '$.path') LIKE '%.zoo' OR id = (SELECT parent FROM threads WHERE json_extract(info, '$.path') LIKE '%.zoo'));",
+    );
+    assert_eq!(
+        count(
+            &db,
+            "SELECT count(*) FROM terms WHERE text LIKE '%zebrafish%' OR text = 'zookeeper' OR text = 'forker'"
+        ),
+        0,
+        "the vocabulary forgets terms no record uses"
+    );
+    assert_eq!(
+        count(
+            &db,
+            "SELECT count(*) FROM terms_fts WHERE terms_fts MATCH '\"zebrafish\"'"
+        ),
+        0,
+        "and so does its FTS index"
+    );
+    sql(
+        &db,
+        "INSERT INTO terms_fts (terms_fts) VALUES ('integrity-check');",
+    );
+    let reopened = SqliteHistory::open_read_only(&db).unwrap();
+    assert_eq!(search(&reopened, "zebrafish").await, []);
+    assert_eq!(search(&reopened, "say").await.len(), 1_499);
+}
+
+/// A file from before the search index (schema 1): read-only it is searched by reading its
+/// records; opened for writing it is migrated to schema 3 and searched through the index, with
+/// the same answers.
+#[tokio::test]
+async fn an_older_file_gets_the_search_index_when_opened() {
+    let dir = Scratch::new("sqlite-migrate");
+    let store = Arc::new(SqliteHistory::open(dir.db()).unwrap());
+    let pump = echo_pump(Arc::clone(&store));
+    let mut threads = Vec::new();
+    for text in ["alpha", "beta", "gamma"] {
+        threads.push(start(&pump, &p("say", text)).await);
+    }
+    let yell = pump
+        .post(None, Some("echo"), &p("say", "hello"))
+        .await
+        .unwrap()
+        .thread();
+    pump.settle(yell).await;
+    pump.shutdown(std::time::Duration::from_secs(5)).await;
+    store.close().unwrap();
+    drop((pump, store));
+    // What an older agentpump wrote: no index, schema 1.
+    sql(
+        &dir.db(),
+        "DROP TRIGGER records_removed; DROP TRIGGER threads_removed; DROP TABLE thread_terms; DROP TABLE terms; DROP TABLE terms_fts; DROP INDEX records_process; UPDATE meta SET value = '1' WHERE key = 'schema_version';",
+    );
+    let old = SqliteHistory::open_read_only(dir.db()).unwrap();
+    let mut all: Vec<ThreadId> = threads.iter().rev().copied().collect();
+    all.insert(0, yell);
+    assert_eq!(
+        search(&old, "echo").await,
+        all,
+        "read-only: no index, a scan"
+    );
+    drop(old);
+    assert_eq!(
+        count(
+            &dir.db(),
+            "SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'schema_version'"
+        ),
+        1
+    );
+
+    let migrated = SqliteHistory::open(dir.db()).unwrap();
+    assert_eq!(
+        count(
+            &dir.db(),
+            "SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'schema_version'"
+        ),
+        3
+    );
+    assert!(count(&dir.db(), "SELECT count(*) FROM thread_terms") > 0);
+    assert_eq!(search(&migrated, "echo").await, all, "through the index");
+    assert_eq!(search(&migrated, support::NS).await, all);
+    let path = &threads[1].to_string()[..8];
+    assert_eq!(search(&migrated, path).await, [threads[1]]);
+}
+
+/// Records deleted by another connection while the store is open (a prune beside a running
+/// host): the writer notices and writes the pair again when the thread uses the term again.
+#[tokio::test]
+async fn the_writer_notices_deletes_by_another_connection() {
+    let dir = Scratch::new("sqlite-prune-live");
+    let store = Arc::new(SqliteHistory::open(dir.db()).unwrap());
+    let pump = echo_pump(Arc::clone(&store));
+    let thread = start(&pump, &p("say", "one")).await;
+    assert_eq!(search(&*store, "echo").await, [thread]);
+    sql(
+        &dir.db(),
+        &format!("DELETE FROM records WHERE thread = '{thread}';"),
+    );
+    assert_eq!(search(&*store, "echo").await, [], "its pairs went with it");
+    pump.post(Some(thread), Some("echo"), &p("say", "two"))
+        .await
+        .unwrap();
+    pump.settle(thread).await;
+    assert_eq!(search(&*store, "echo").await, [thread], "and came back");
 }

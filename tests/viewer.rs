@@ -445,6 +445,13 @@ async fn a_thread_of_100_000_records_stays_responsive() {
         while records.len() < 2_000 && n < RECORDS {
             let xml = match n - have {
                 i @ 0..=1 => CRAFTED[i].to_owned(),
+                _ if n % 10_000 == 5_000 => format!(
+                    r#"<milestone xmlns="urn:agentpump:process:v1" process="long" seq="{n}">reached {n}</milestone>"#
+                ),
+                _ if n + 1 == RECORDS => {
+                    r#"<tell xmlns="urn:agentpump:process:v1" process="long" seq="9">the last word</tell>"#
+                        .to_owned()
+                }
                 _ => format!(r#"<say xmlns="urn:example:say:v1">{n}</say>"#),
             };
             let payload = Payload::parse(&xml, &limits).unwrap();
@@ -491,6 +498,21 @@ async fn a_thread_of_100_000_records_stays_responsive() {
         "document.querySelector('li.rec.proc-failed .ev-failed')?.textContent.startsWith('FAILED AG-008 line 9 the tool `vault` is not allowed here')",
     )
     .await;
+    // The process timeline is the whole thread's, read from the API, not the window's: the
+    // FAILED among the first records, the ten milestones, the TELL at the very end.
+    b.until(
+        "the whole thread's timeline",
+        "document.querySelectorAll('#t-timeline li').length === 12 && document.querySelector('#t-timeline li:last-child')?.textContent.includes('TELL the last word')",
+    )
+    .await;
+    assert_eq!(b.count("#t-timeline li.tl-milestone").await, 10);
+    // An event far past the window: a click moves the window to it.
+    b.click("#t-timeline li:nth-child(7) a").await;
+    b.until(
+        "the window moved to a milestone",
+        "document.activeElement?.matches('li.rec.proc-milestone') && document.activeElement.textContent.includes('reached 55000')",
+    )
+    .await;
 
     // The last record, one click away; the window stays bounded.
     b.click("#rec-latest").await;
@@ -512,13 +534,173 @@ async fn a_thread_of_100_000_records_stays_responsive() {
     }
     b.click("#rec-first").await;
     b.until(
-        "back to the first record",
+        "back to the first record after the jump",
         "document.querySelector('#t-records li.rec')?.dataset.seq === String(Math.min(...[...document.querySelectorAll('#t-records li.rec')].map(l => Number(l.dataset.seq)))) && document.getElementById('rec-first').hidden && !!document.querySelector('li.rec.proc-snap')",
     )
     .await;
     let errors = b.eval("return window.viewerErrors").await;
     assert_eq!(errors, serde_json::json!([]), "console errors");
     b.close().await;
+}
+
+/// Runs `agentpump tasks ARGS --root ROOT`; returns its output.
+fn tasks_cli(root: &std::path::Path, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_agentpump"))
+        .arg("tasks")
+        .args(args)
+        .arg("--root")
+        .arg(root)
+        .output()
+        .unwrap()
+}
+
+/// The status shown per task, by task id.
+const STATUSES: &str = "return Object.fromEntries([...document.querySelectorAll('#tasks-table tbody tr')].map(r => [r.dataset.task, r.querySelector('.task-status').textContent]))";
+
+/// The tasks demo (`listeners/tasks-demo`) worked by `agentpump tasks run`, then seen by
+/// `agentpump view --db … --tasks ROOT` and by a running host with the ledger (what
+/// `agentpump run` serves): every task's latest status with its summary, a link from each task
+/// to its thread that lands on that task's thread, the view following new ledger lines live,
+/// and a host with no ledger saying so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_tasks_view_links_each_task_to_its_thread() {
+    use agentpump::history::{HistoryStore as _, SqliteHistory};
+    use agentpump::tasks::wire::{Assignment, decode};
+    use agentpump::tasks::{Layout, Ledger, Line, Status};
+    let scratch = Scratch::new("viewer-tasks");
+    let root = scratch.0.join("project");
+    let demo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("listeners/tasks-demo");
+    let copied = std::process::Command::new("cp")
+        .arg("-r")
+        .arg(&demo)
+        .arg(&root)
+        .status()
+        .unwrap();
+    assert!(copied.success());
+    assert!(tasks_cli(&root, &["init"]).status.success());
+    let run = tasks_cli(&root, &["run"]);
+    assert_eq!(run.status.code(), Some(1), "T-005 is blocked: {run:?}");
+    let db = root.join("tasks-demo.db");
+    let expected = serde_json::json!({
+        "T-001": "completed", "T-002": "completed", "T-003": "completed",
+        "T-004": "completed", "T-005": "blocked", "T-006": "pending",
+    });
+
+    let view = browser::View::start_with(&db, &["--tasks", root.to_str().unwrap()]);
+    let shots = shots(&scratch);
+    let b = Browser::start(&scratch, false).await;
+    b.goto(&view.url).await;
+    b.until(
+        "the thread list",
+        "document.querySelectorAll('#threads tbody tr').length >= 6",
+    )
+    .await;
+    b.click("#nav-tasks").await;
+    b.until(
+        "six tasks",
+        "document.querySelectorAll('#tasks-table tbody tr').length === 6",
+    )
+    .await;
+    assert_eq!(b.eval(STATUSES).await, expected);
+    let t005 = "tr[data-task='T-005']";
+    let summary = b
+        .eval(&format!(
+            "return document.querySelector(\"{t005} .task-summary\").textContent"
+        ))
+        .await;
+    assert!(
+        summary.as_str().unwrap().contains("failed 2 attempt(s)"),
+        "{summary}"
+    );
+    assert_eq!(b.count(&format!("{t005} time")).await, 1, "updated_at");
+    assert_eq!(b.count(&format!("{t005} a")).await, 2, "two attempts");
+    assert_eq!(
+        b.count("tr[data-task='T-006'] a").await,
+        0,
+        "never started: no thread"
+    );
+    b.screenshot(&shots, "viewer-tasks.png").await;
+
+    // T-003 failed once and passed on its retry: its link opens the second attempt's thread.
+    let link = "tr[data-task='T-003'] a.task-thread";
+    let href = b
+        .eval(&format!(
+            "return document.querySelector(\"{link}\").getAttribute('href')"
+        ))
+        .await;
+    let thread: ThreadId = href.as_str().unwrap()["#/thread/".len()..].parse().unwrap();
+    b.click(link).await;
+    b.until(
+        "T-003's thread",
+        &format!("location.hash === '#/thread/{thread}' && document.getElementById('certificate')?.textContent === 'EXACT' && document.querySelector('#t-records li.rec')?.textContent.includes('T-003')"),
+    )
+    .await;
+    let store = SqliteHistory::open_read_only(&db).unwrap();
+    let first = store.records_after(thread, 0, 1).await.unwrap().remove(0);
+    let task: Assignment = decode(&first.payload).unwrap();
+    assert_eq!((task.task.id.as_str(), task.attempt), ("T-003", 2));
+    let errors = b.eval("return window.viewerErrors").await;
+    assert_eq!(errors, serde_json::json!([]), "console errors");
+
+    // A host with no ledger says so, with no error.
+    let plain = browser::View::start(&db);
+    b.goto(&plain.url).await;
+    b.until(
+        "the thread list",
+        "document.querySelectorAll('#threads tbody tr').length >= 6",
+    )
+    .await;
+    b.goto(&format!("{}#/tasks", plain.base)).await;
+    b.until(
+        "the no-ledger note",
+        "!document.getElementById('tasks-note').hidden && document.getElementById('tasks-note').textContent.includes('no task ledger') && document.getElementById('tasks-table').hidden",
+    )
+    .await;
+
+    // A running host with the ledger, as `agentpump run` serves it: the same view, live.
+    let store = Arc::new(SqliteHistory::open(&db).unwrap());
+    let pump = agentpump::PumpBuilder::new()
+        .history(store as Arc<dyn agentpump::history::HistoryStore>)
+        .build()
+        .unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let extras = agentpump::host::server::Extras {
+        tasks: Some(Layout::new(&root)),
+        ..Default::default()
+    };
+    let host = pump.clone();
+    tokio::spawn(async move {
+        agentpump::host::server::serve_with(
+            listener,
+            host,
+            TOKEN,
+            1024 * 1024,
+            extras,
+            std::future::pending(),
+        )
+        .await
+    });
+    b.goto(&format!("{base}/?token={TOKEN}#/tasks")).await;
+    b.until(
+        "six tasks, live",
+        "document.querySelectorAll('#tasks-table tbody tr').length === 6 && !document.getElementById('tasks-live').hidden",
+    )
+    .await;
+    assert_eq!(b.eval(STATUSES).await, expected);
+    let mut ledger = Ledger::open(Layout::new(&root).ledger()).unwrap();
+    ledger
+        .append(Line::now("T-006", Status::Blocked, "blocked by hand"))
+        .unwrap();
+    b.until(
+        "the new line, without a reload",
+        "document.querySelector(\"tr[data-task='T-006'] .task-status\")?.textContent === 'blocked'",
+    )
+    .await;
+    let errors = b.eval("return window.viewerErrors").await;
+    assert_eq!(errors, serde_json::json!([]), "console errors");
+    b.close().await;
+    pump.shutdown(Duration::from_secs(5)).await;
 }
 
 /// Live budget bars on a running host: a spawner whose three carved children wait at a gate

@@ -176,3 +176,17 @@ pub(crate) async fn records_before_by_scan(
     let keep = limit.clamp(1, MAX_PAGE);
     Ok(records.split_off(records.len().saturating_sub(keep)))
 }
+
+/// [`HistoryStore::records_in`] for any store.
+pub(crate) async fn records_in_by_scan(
+    store: &(impl HistoryStore + ?Sized),
+    thread: ThreadId,
+    namespace: &str,
+    after: u64,
+    limit: usize,
+) -> Result<Vec<Record>, HistoryError> {
+    let mut records = store.thread(thread, after + 1).await?;
+    records.retain(|r| r.root.namespace() == namespace);
+    records.truncate(limit.clamp(1, MAX_PAGE));
+    Ok(records)
+}

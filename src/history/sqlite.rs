@@ -27,7 +27,7 @@ use super::{
     ThreadPage, Ticket,
 };
 use crate::governor::HaltingReport;
-use crate::{MessageId, ThreadId, ThreadInfo, ThreadState};
+use crate::{MessageId, QName, ThreadId, ThreadInfo, ThreadState};
 
 pub use schema::SCHEMA_VERSION;
 
@@ -80,6 +80,9 @@ pub struct SqliteHistory {
     /// until every record appended before it is committed, so it sees them.
     appended: std::sync::atomic::AtomicU64,
     resolved: writer::Resolved,
+    /// Whether the file has the search index (schema 3; an older file opened read-only has
+    /// not been migrated, and its searches read records).
+    search: bool,
 }
 
 /// What `append` decides before the writer sees a batch.
@@ -150,6 +153,7 @@ impl SqliteHistory {
         Ok(Self {
             appended: appended.into(),
             resolved,
+            search: true,
             path,
             order: Mutex::new(order),
             failed,
@@ -184,9 +188,11 @@ impl SqliteHistory {
             schema::SchemaError::Sqlite(e) => unavailable(&path, e),
             other => HistoryError::unavailable(format!("{}: {other}", path.display())),
         })?;
+        let search = schema::has_search(&reader).map_err(fail)?;
         // No append order: every write is refused, and computing it reads every thread's last
         // digest (seconds on a history of a million threads, before the first answer).
         Ok(Self {
+            search,
             appended: 0.into(),
             resolved: Arc::new(tokio::sync::watch::Sender::new(0)),
             path,
@@ -415,7 +421,7 @@ impl HistoryStore for SqliteHistory {
     }
 
     async fn roots(&self, filter: &ThreadFilter) -> Result<ThreadPage, HistoryError> {
-        pages::roots(&self.read(), filter).map_err(|e| self.query_error(e))
+        pages::roots(&self.read(), filter, self.search).map_err(|e| self.query_error(e))
     }
 
     async fn subtree(&self, root: ThreadId) -> Result<Vec<ThreadInfo>, HistoryError> {
@@ -440,6 +446,23 @@ impl HistoryStore for SqliteHistory {
     ) -> Result<Vec<Record>, HistoryError> {
         let limit = limit.clamp(1, super::page::MAX_PAGE);
         pages::records_before(&self.read(), thread, before, limit).map_err(|e| self.query_error(e))
+    }
+
+    async fn records_in(
+        &self,
+        thread: ThreadId,
+        namespace: &str,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<Record>, HistoryError> {
+        let limit = limit.clamp(1, super::page::MAX_PAGE);
+        pages::records_in(&self.read(), thread, namespace, after, limit, self.search)
+            .map_err(|e| self.query_error(e))
+    }
+
+    async fn threads_with_root(&self, root: &QName) -> Result<Vec<ThreadId>, HistoryError> {
+        self.caught_up().await;
+        pages::threads_with_root(&self.read(), root, self.search).map_err(|e| self.query_error(e))
     }
 
     async fn verify(&self) -> Result<u64, HistoryError> {

@@ -165,6 +165,10 @@ pub enum Command {
         /// Where to listen.
         #[arg(long, default_value = super::view::DEFAULT_ADDR)]
         addr: String,
+        /// A task project's root: the tasks view reads its ledger (the layout of
+        /// ROOT/organism.toml's `[tasks]` section when there is one, else docs/current/task-status.jsonl).
+        #[arg(long, value_name = "ROOT")]
+        tasks: Option<PathBuf>,
     },
     /// Work with process files (the APS control language): `process check FILE…`.
     Process {
@@ -388,7 +392,7 @@ fn dispatch(command: Command, out: &mut impl std::io::Write) -> Result<(), HostE
             }
             Ok(())
         }
-        Command::View { db, addr } => print(super::view::run(&db, &addr)),
+        Command::View { db, addr, tasks } => print(super::view::run(&db, &addr, tasks.as_deref())),
         Command::Tasks { command } => print(super::tasks::run(command)),
         Command::Process { command } => {
             let (text, result) = super::process_check::run(command);

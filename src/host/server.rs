@@ -90,6 +90,7 @@ fn routes_for(api: Api, max_body: usize) -> Router {
             store: Arc::clone(api.pump.store()),
             pump: Some(api.pump.clone()),
             token: Arc::clone(&api.token),
+            tasks: api.tasks.clone(),
         }))
         .layer(axum::middleware::from_fn_with_state(
             api.cut_off.clone(),

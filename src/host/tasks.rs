@@ -115,6 +115,21 @@ fn organism(at: &At) -> Result<(Option<Organism>, TasksConfig), HostError> {
     }
 }
 
+/// The task layout of the project at `root`: its organism's `[tasks]` section when
+/// ROOT/organism.toml exists, else the seed's defaults.
+///
+/// # Errors
+///
+/// The organism file does not load.
+pub(crate) fn layout(root: &Path) -> Result<Layout, HostError> {
+    let at = At {
+        root: root.to_path_buf(),
+        organism: None,
+    };
+    let (_, config) = organism(&at)?;
+    Ok(config.layout(root))
+}
+
 fn status(
     layout: &Layout,
     mut ids: Vec<String>,

@@ -13,12 +13,15 @@ use crate::host::HostError;
 pub const DEFAULT_ADDR: &str = "127.0.0.1:7879";
 
 /// Serves the viewer over `db` on `addr` until SIGINT or SIGTERM; prints the URL to open first.
+/// With `tasks` (a task project's root), the tasks view reads its ledger.
 ///
 /// # Errors
 ///
-/// The file is not a readable agentpump history, or the address cannot be listened on.
-pub fn run(db: &Path, addr: &str) -> Result<String, HostError> {
+/// The file is not a readable agentpump history, the project's organism file does not load, or
+/// the address cannot be listened on.
+pub fn run(db: &Path, addr: &str, tasks: Option<&Path>) -> Result<String, HostError> {
     let store = SqliteHistory::open_read_only(db)?;
+    let tasks = tasks.map(super::tasks::layout).transpose()?;
     let token = std::env::var("AGENTPUMP_TOKEN")
         .ok()
         .map(|t| t.trim().to_owned())
@@ -44,7 +47,7 @@ pub fn run(db: &Path, addr: &str) -> Result<String, HostError> {
             "agentpump: viewing {} read-only at http://{address}/?token={token}",
             db.display()
         );
-        let app = viewer::read_only(Arc::new(store), &token);
+        let app = viewer::read_only(Arc::new(store), &token, tasks);
         axum::serve(listener, app)
             .with_graceful_shutdown(super::run::signal())
             .await

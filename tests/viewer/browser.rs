@@ -232,7 +232,7 @@ impl Browser {
     }
 }
 
-/// `agentpump view --db FILE` on a free loopback port.
+/// `agentpump view --db FILE [ARGS…]` on a free loopback port.
 pub struct View {
     /// The URL it printed (with the one-time token).
     pub url: String,
@@ -244,6 +244,11 @@ pub struct View {
 impl View {
     /// Starts it and reads the URL from its first line.
     pub fn start(db: &Path) -> Self {
+        Self::start_with(db, &[])
+    }
+
+    /// Starts it with more arguments (`--tasks ROOT`).
+    pub fn start_with(db: &Path, more: &[&str]) -> Self {
         let mut child = Command::new(env!("CARGO_BIN_EXE_agentpump"))
             .args([
                 "view",
@@ -252,6 +257,7 @@ impl View {
                 "--addr",
                 "127.0.0.1:0",
             ])
+            .args(more)
             .env_remove("AGENTPUMP_TOKEN")
             .stdout(Stdio::piped())
             .spawn()

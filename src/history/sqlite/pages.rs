@@ -10,11 +10,112 @@ use super::queries::{parse, records, snapshot};
 use crate::governor::HaltingReport;
 use crate::history::Record;
 use crate::history::page::{ThreadFilter, ThreadPage, ThreadSummary, halt_class};
-use crate::{Counters, ThreadId, ThreadInfo, ThreadState};
+use crate::{Counters, QName, ThreadId, ThreadInfo, ThreadState};
+
+/// Most threads a search may find through the index before it counts as common; past it the
+/// roots are walked newest first instead, each looked up in the index.
+const RARE: usize = 2_000;
+
+/// How a text filter is answered.
+enum TextPlan<'a> {
+    /// No index (a schema 1 file opened read-only): every record of each root's subtree is
+    /// read until one matches.
+    Walk,
+    /// A rare text: the only roots that can match, found through the index (and the ids).
+    Roots(&'a [String]),
+    /// A common text: the terms it matches, looked up per root; with `LIKE` pattern of a short
+    /// id when the text could be part of one.
+    Terms(&'a [String], Option<&'a str>),
+}
+
+/// The `LIKE` pattern of `text` as part of a root's path when it could be: a root's path is its
+/// short id (the id's first 8 hex digits), which the index leaves to the ids.
+fn short_id_like(text: &str) -> Option<String> {
+    (text.len() <= 8 && text.chars().all(|c| c.is_ascii_hexdigit())).then(|| like(text))
+}
+
+/// `%text%` for `LIKE … ESCAPE '\'`.
+fn like(text: &str) -> String {
+    let escaped = text
+        .replace('\\', "\\\\")
+        .replace('%', "\\%")
+        .replace('_', "\\_");
+    format!("%{escaped}%")
+}
+
+fn json(list: &[String]) -> String {
+    serde_json::to_string(list).expect("strings serialize")
+}
+
+/// The terms of the search index (payload roots, senders, addressees, the system thread's path) that contain
+/// `text`, ignoring ASCII case as `LIKE` does: found by the FTS5 trigram index when `text` has
+/// three characters or more (a trigram index needs three), else by reading the vocabulary.
+fn matching_terms(conn: &Connection, text: &str) -> rusqlite::Result<Vec<String>> {
+    let pattern = like(text);
+    if text.chars().count() < 3 {
+        let mut stmt =
+            conn.prepare_cached("SELECT text FROM terms WHERE text LIKE ?1 ESCAPE '\\'")?;
+        return stmt.query_map([pattern], |r| r.get(0))?.collect();
+    }
+    // A phrase of the text's trigrams: its substrings; LIKE then keeps exactly what the scan would.
+    let phrase = format!("\"{}\"", text.replace('"', "\"\""));
+    let mut stmt = conn.prepare_cached(
+        "SELECT text FROM terms WHERE id IN (SELECT rowid FROM terms_fts WHERE terms_fts MATCH ?1) AND text LIKE ?2 ESCAPE '\\'",
+    )?;
+    stmt.query_map(params![phrase, pattern], |r| r.get(0))?
+        .collect()
+}
+
+/// The root threads whose subtrees hold one of `terms`, or whose short id matches `short`,
+/// when at most [`RARE`] threads do. Threads whose ids match are candidates as they are: the
+/// listing keeps the roots among them.
+fn rare_roots(
+    conn: &Connection,
+    terms: &[String],
+    short: Option<&str>,
+) -> rusqlite::Result<Option<Vec<String>>> {
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT thread FROM thread_terms WHERE term IN (SELECT value FROM json_each(?1)) LIMIT {}",
+        RARE + 1
+    ))?;
+    let threads: Vec<String> = stmt
+        .query_map([json(terms)], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    let mut ids: Vec<String> = match short {
+        Some(pattern) => {
+            let mut by_id = conn.prepare_cached(&format!(
+                "SELECT id FROM threads WHERE substr(id, 1, 8) LIKE ?1 ESCAPE '\\' LIMIT {}",
+                RARE + 1
+            ))?;
+            by_id
+                .query_map([pattern], |r| r.get(0))?
+                .collect::<rusqlite::Result<_>>()?
+        }
+        None => Vec::new(),
+    };
+    if threads.len() + ids.len() > RARE {
+        return Ok(None);
+    }
+    let mut up = conn.prepare_cached(
+        "WITH RECURSIVE up(id, parent) AS (SELECT id, parent FROM threads WHERE id IN (SELECT value FROM json_each(?1)) UNION SELECT t.id, t.parent FROM threads t JOIN up ON t.id = up.parent) SELECT id FROM up WHERE parent IS NULL",
+    )?;
+    let roots = up.query_map([json(&threads)], |r| r.get::<_, String>(0))?;
+    for root in roots {
+        ids.push(root?);
+    }
+    Ok(Some(ids))
+}
 
 /// The SQL condition and arguments of `filter` (without the cursor).
-fn conditions(filter: &ThreadFilter) -> (String, Vec<Value>) {
-    let mut sql = String::from("parent IS NULL");
+fn conditions(filter: &ThreadFilter, text_plan: TextPlan<'_>) -> (String, Vec<Value>) {
+    // With the few candidate roots known, they are looked up by id; `+` keeps the planner from
+    // walking every root through the parent index instead (it would, to save a sort).
+    let roots_known = filter.text.is_some() && matches!(text_plan, TextPlan::Roots(_));
+    let mut sql = String::from(if roots_known {
+        "+parent IS NULL"
+    } else {
+        "parent IS NULL"
+    });
     let mut args: Vec<Value> = Vec::new();
     const PENDING: &str =
         "EXISTS (SELECT 1 FROM records r WHERE r.thread = threads.id AND r.pending = 1)";
@@ -42,24 +143,71 @@ fn conditions(filter: &ThreadFilter) -> (String, Vec<Value>) {
         args.push(Value::Text(class.clone()));
     }
     if let Some(text) = filter.text.as_deref().filter(|t| !t.is_empty()) {
-        // The records of the root and of every thread below it (a recursive walk down the
-        // parent index from this root), each thread's read by the records index.
         let n = args.len() + 1;
-        sql.push_str(&format!(
-            " AND (json_extract(info, '$.path') LIKE ?{n} ESCAPE '\\' OR EXISTS (WITH RECURSIVE sub(id) AS (SELECT threads.id UNION ALL SELECT t.id FROM threads t JOIN sub ON t.parent = sub.id) SELECT 1 FROM sub CROSS JOIN records r ON r.thread = sub.id WHERE r.root LIKE ?{n} ESCAPE '\\' OR r.sender LIKE ?{n} ESCAPE '\\' OR r.recipient LIKE ?{n} ESCAPE '\\'))"
-        ));
-        let escaped = text
-            .replace('\\', "\\\\")
-            .replace('%', "\\%")
-            .replace('_', "\\_");
-        args.push(Value::Text(format!("%{escaped}%")));
+        match text_plan {
+            TextPlan::Walk => {
+                // The records of the root and of every thread below it (a recursive walk down
+                // the parent index from this root), each thread's read by the records index.
+                sql.push_str(&format!(
+                    " AND (json_extract(info, '$.path') LIKE ?{n} ESCAPE '\\' OR EXISTS (WITH RECURSIVE sub(id) AS (SELECT threads.id UNION ALL SELECT t.id FROM threads t JOIN sub ON t.parent = sub.id) SELECT 1 FROM sub CROSS JOIN records r ON r.thread = sub.id WHERE r.root LIKE ?{n} ESCAPE '\\' OR r.sender LIKE ?{n} ESCAPE '\\' OR r.recipient LIKE ?{n} ESCAPE '\\'))"
+                ));
+                args.push(Value::Text(like(text)));
+            }
+            TextPlan::Roots(roots) => {
+                sql.push_str(&format!(
+                    " AND threads.id IN (SELECT value FROM json_each(?{n}))"
+                ));
+                args.push(Value::Text(json(roots)));
+            }
+            TextPlan::Terms(terms, short) => {
+                // Common terms: walk the roots newest first; a root's subtree is looked up in
+                // the index, term by term, and the walk stops once the page is full.
+                let by_id = match short {
+                    Some(_) => format!("substr(threads.id, 1, 8) LIKE ?{} ESCAPE '\\' OR ", n + 1),
+                    None => String::new(),
+                };
+                sql.push_str(&format!(
+                    " AND ({by_id}EXISTS (WITH RECURSIVE sub(id) AS (SELECT threads.id UNION ALL SELECT t.id FROM threads t JOIN sub ON t.parent = sub.id) SELECT 1 FROM sub CROSS JOIN thread_terms tt ON tt.thread = sub.id WHERE tt.term IN (SELECT value FROM json_each(?{n}))))"
+                ));
+                args.push(Value::Text(json(terms)));
+                if let Some(pattern) = short {
+                    args.push(Value::Text(pattern.to_owned()));
+                }
+            }
+        }
     }
     (sql, args)
 }
 
-/// A page of root threads, newest first.
-pub(crate) fn roots(conn: &Connection, filter: &ThreadFilter) -> rusqlite::Result<ThreadPage> {
-    let (mut sql, mut args) = conditions(filter);
+/// A page of root threads, newest first. With the search index (`search`), a text is looked
+/// up in it: a rare one gives the only roots to list, a common one the terms to look for.
+pub(crate) fn roots(
+    conn: &Connection,
+    filter: &ThreadFilter,
+    search: bool,
+) -> rusqlite::Result<ThreadPage> {
+    let text = filter.text.as_deref().filter(|t| !t.is_empty());
+    let short = text.and_then(short_id_like);
+    let (terms, roots) = match text {
+        Some(text) if search => {
+            let terms = matching_terms(conn, text)?;
+            if terms.is_empty() && short.is_none() {
+                return Ok(ThreadPage {
+                    threads: Vec::new(),
+                    next: None,
+                });
+            }
+            let roots = rare_roots(conn, &terms, short.as_deref())?;
+            (terms, roots)
+        }
+        _ => (Vec::new(), None),
+    };
+    let plan = match (&roots, search) {
+        (Some(roots), _) => TextPlan::Roots(roots),
+        (None, true) => TextPlan::Terms(&terms, short.as_deref()),
+        (None, false) => TextPlan::Walk,
+    };
+    let (mut sql, mut args) = conditions(filter, plan);
     if let Some(before) = filter.before {
         sql.push_str(&format!(" AND rowid < ?{}", args.len() + 1));
         args.push(Value::Integer(before as i64));
@@ -178,6 +326,61 @@ pub(crate) fn records_after(
         conn,
         "WHERE thread = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
         params![thread.to_string(), after as i64, limit as i64],
+    )
+}
+
+/// The threads with a record whose payload root is `root`: a lookup in the search index (a
+/// term may be a listener's name too, so the records confirm it), else a scan of the records.
+pub(crate) fn threads_with_root(
+    conn: &Connection,
+    root: &QName,
+    search: bool,
+) -> rusqlite::Result<Vec<ThreadId>> {
+    let sql = if search {
+        "SELECT thread FROM thread_terms tt WHERE term = ?1 AND EXISTS (SELECT 1 FROM records r WHERE r.thread = tt.thread AND r.root = ?1)"
+    } else {
+        "SELECT DISTINCT thread FROM records WHERE root = ?1"
+    };
+    let mut stmt = conn.prepare_cached(sql)?;
+    stmt.query_map([root.to_string()], |r| r.get::<_, String>(0))?
+        .map(|t| parse::<ThreadId>(0, &t?))
+        .collect()
+}
+
+/// Up to `limit` records of `thread` after seq `after` whose payload root is in `namespace`.
+/// Process events have a partial index (`search`: the file has it), so a thread's TELLs and
+/// MILESTONEs are read without reading its other records; another namespace reads the
+/// thread's records from `after` on.
+pub(crate) fn records_in(
+    conn: &Connection,
+    thread: ThreadId,
+    namespace: &str,
+    after: u64,
+    limit: usize,
+    search: bool,
+) -> rusqlite::Result<Vec<Record>> {
+    if search && namespace == crate::envelope::PROCESS_NS {
+        let sql = format!(
+            "WHERE thread = ?1 AND seq > ?2 AND {} ORDER BY seq LIMIT ?3",
+            super::schema::process_event()
+        );
+        return records(
+            conn,
+            &sql,
+            params![thread.to_string(), after as i64, limit as i64],
+        );
+    }
+    let prefix = format!("{{{namespace}}}");
+    records(
+        conn,
+        "WHERE thread = ?1 AND seq > ?2 AND substr(root, 1, ?4) = ?5 ORDER BY seq LIMIT ?3",
+        params![
+            thread.to_string(),
+            after as i64,
+            limit as i64,
+            prefix.chars().count() as i64,
+            prefix
+        ],
     )
 }
 

@@ -2,6 +2,7 @@
 //! in one transaction (group commit), then resolves their tickets. A prune is work of its own,
 //! run between two groups, so it never races an append for the file.
 
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, mpsc};
 use std::thread::JoinHandle;
 
@@ -10,9 +11,9 @@ use tokio::sync::oneshot;
 
 use super::prune::PruneError;
 use super::{Failure, SqliteOptions};
-use crate::ThreadInfo;
 use crate::governor::HaltingReport;
 use crate::history::{Archive, Cause, Delivered, HistoryError, Pruned, Record};
+use crate::{ThreadId, ThreadInfo};
 
 /// What the writer is handed: a batch to commit, or a prune to run.
 pub(crate) enum Work {
@@ -101,6 +102,7 @@ fn run(
     resolved: &tokio::sync::watch::Sender<u64>,
     group: usize,
 ) {
+    let mut terms = Terms::default();
     let mut held = None;
     // `recv` fails once every sender is gone and the inbox is empty: everything handed over
     // has been written by then.
@@ -108,6 +110,8 @@ fn run(
         let first = match work {
             Work::Prune(prune) => {
                 run_prune(conn, prune, failed);
+                // This connection's deletes leave `data_version` as it was: forget here.
+                terms.forget();
                 continue;
             }
             Work::Batch(job) => job,
@@ -124,7 +128,7 @@ fn run(
                 Err(_) => break,
             }
         }
-        commit(conn, jobs, failed, resolved);
+        commit(conn, jobs, failed, resolved, &mut terms);
     }
 }
 
@@ -145,13 +149,16 @@ fn commit(
     jobs: Vec<Job>,
     failed: &Mutex<Option<String>>,
     resolved: &tokio::sync::watch::Sender<u64>,
+    terms: &mut Terms,
 ) {
     let already = failed.lock().unwrap_or_else(|p| p.into_inner()).clone();
     let result: Result<(), (String, Option<Cause>)> = match already {
         Some(why) => Err((why, None)),
-        None => write(conn, &jobs).map_err(|e| (e.to_string(), Some(Arc::new(e) as Cause))),
+        None => write(conn, &jobs, terms).map_err(|e| (e.to_string(), Some(Arc::new(e) as Cause))),
     };
     if let Err((why, _)) = &result {
+        // Rolled back: the pairs it noted may not be in the file.
+        terms.forget();
         tracing::error!(error = %why, "history commit failed; the store refuses further writes");
         failed
             .lock()
@@ -181,9 +188,74 @@ fn commit(
     }
 }
 
-fn write(conn: &mut Connection, jobs: &[Job]) -> rusqlite::Result<()> {
+/// Most threads whose search terms the writer remembers; past it, it forgets them all (a
+/// forgotten pair costs one `INSERT OR IGNORE` that finds it there).
+const KNOWN_THREADS: usize = 65_536;
+
+/// Most words of the vocabulary the writer remembers; past it, it forgets them all.
+const KNOWN_WORDS: usize = 65_536;
+
+/// The (thread, term) pairs of the search index this writer has written, so that a record
+/// whose root, sender and addressee its thread has used before costs no write to the index
+/// (a thread's terms are few, its records many), and the words of the vocabulary it has seen.
+/// Both are forgotten when another connection has committed since the last transaction (a
+/// prune may have deleted pairs and words): SQLite's `data_version` says so.
+#[derive(Default)]
+struct Terms {
+    known: HashMap<ThreadId, Vec<Box<str>>>,
+    words: HashSet<Box<str>>,
+    data_version: Option<i64>,
+}
+
+impl Terms {
+    /// Forgets everything if another connection changed the file since the last call.
+    fn check(&mut self, tx: &rusqlite::Transaction<'_>) -> rusqlite::Result<()> {
+        let version: i64 = tx.query_row("PRAGMA data_version", [], |r| r.get(0))?;
+        if self.data_version != Some(version) {
+            self.forget();
+            self.data_version = Some(version);
+        }
+        Ok(())
+    }
+
+    fn forget(&mut self) {
+        self.known.clear();
+        self.words.clear();
+    }
+
+    /// Whether `word` may be missing from the vocabulary (and remembers it is there now).
+    fn is_new_word(&mut self, word: &str) -> bool {
+        if self.words.contains(word) {
+            return false;
+        }
+        if self.words.len() >= KNOWN_WORDS {
+            self.words.clear();
+        }
+        self.words.insert(word.into());
+        true
+    }
+
+    /// Whether `term` is new for `thread` (and remembers it).
+    fn is_new(&mut self, thread: ThreadId, term: &str) -> bool {
+        if self.known.len() >= KNOWN_THREADS && !self.known.contains_key(&thread) {
+            self.known.clear();
+        }
+        let terms = self.known.entry(thread).or_default();
+        if terms.iter().any(|t| &**t == term) {
+            return false;
+        }
+        terms.push(term.into());
+        true
+    }
+}
+
+fn write(conn: &mut Connection, jobs: &[Job], terms: &mut Terms) -> rusqlite::Result<()> {
     let tx = conn.transaction()?;
+    terms.check(&tx)?;
     {
+        let mut pair =
+            tx.prepare_cached("INSERT OR IGNORE INTO thread_terms (term, thread) VALUES (?1, ?2)")?;
+        let mut word = tx.prepare_cached("INSERT OR IGNORE INTO terms (text) VALUES (?1)")?;
         let mut insert = tx.prepare_cached(
             "INSERT INTO records (seq, thread, id, time_us, kind, sender, recipient, in_reply_to, root, payload, digest, pending)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
@@ -215,20 +287,32 @@ fn write(conn: &mut Connection, jobs: &[Job]) -> rusqlite::Result<()> {
                 ])?;
             }
             for (r, pending) in &job.records {
+                let (thread_id, root) = (r.thread.to_string(), r.root.to_string());
                 insert.execute(params![
                     r.seq as i64,
-                    r.thread.to_string(),
+                    &thread_id,
                     r.id.to_string(),
                     r.time_us,
                     r.kind.as_str(),
                     &*r.from,
                     r.to.as_deref(),
                     r.in_reply_to.map(|id| id.to_string()),
-                    r.root.to_string(),
+                    &root,
                     &*r.payload,
                     &r.digest[..],
                     pending,
                 ])?;
+                for term in [Some(root.as_str()), Some(&*r.from), r.to.as_deref()]
+                    .into_iter()
+                    .flatten()
+                {
+                    if terms.is_new(r.thread, term) {
+                        pair.execute(params![term, &thread_id])?;
+                        if terms.is_new_word(term) {
+                            word.execute([term])?;
+                        }
+                    }
+                }
             }
             for info in &job.threads {
                 let mut info = info.clone();
@@ -240,6 +324,17 @@ fn write(conn: &mut Connection, jobs: &[Job]) -> rusqlite::Result<()> {
                     info.state.as_str(),
                     json
                 ])?;
+                // A root thread is found by its path too; a short id is found from the ids.
+                let short = info.id.to_string();
+                if info.parent.is_none()
+                    && *info.path != short[..8]
+                    && terms.is_new(info.id, &info.path)
+                {
+                    pair.execute(params![&*info.path, info.id.to_string()])?;
+                    if terms.is_new_word(&info.path) {
+                        word.execute([&*info.path])?;
+                    }
+                }
             }
             for r in &job.reports {
                 let json = serde_json::to_string(r).expect("a report serializes");

@@ -3,15 +3,18 @@
 //! API, with a live pump behind it (new records over the event stream, stop and resume);
 //! `agentpump view --db FILE` serves it over a history file alone.
 //!
-//! Routes: `GET /`, `/viewer.css`, `/viewer.js`, `/dom.js`, `/panels.js`, `/process.js`, `/xml.js`, `/plot.js`
+//! Routes: `GET /`, `/viewer.css`, `/viewer.js`, `/dom.js`, `/panels.js`, `/process.js`,
+//! `/tasks.js`, `/xml.js`, `/plot.js`
 //! (no data, no token); `POST /session` exchanges
 //! the token for an HttpOnly, SameSite=Strict cookie and `DELETE /session` drops it; and, with
 //! the token (bearer or cookie), `GET /view/info`, `/view/threads`, `/view/threads/{id}`,
-//! `/view/threads/{id}/records` and `/view/threads/{id}/report`.
+//! `/view/threads/{id}/records`, `/view/threads/{id}/process` (its process events, paged),
+//! `/view/threads/{id}/report` and `/view/tasks` (the task ledger, each task with its threads).
 
 mod api;
 mod assets;
 mod session;
+mod tasks;
 
 use std::sync::Arc;
 
@@ -35,6 +38,8 @@ pub(crate) struct Viewer {
     pub pump: Option<PumpHandle>,
     /// The token the cookie stands for.
     pub token: Arc<str>,
+    /// The task ledger the tasks view reads, when the host has one.
+    pub tasks: Option<Arc<crate::tasks::Layout>>,
 }
 
 /// The viewer's routes (to merge beside the API, or to serve alone).
@@ -44,7 +49,9 @@ pub(crate) fn routes(viewer: Viewer) -> Router {
         .route("/view/threads", get(api::threads))
         .route("/view/threads/{id}", get(api::thread))
         .route("/view/threads/{id}/records", get(api::records))
+        .route("/view/threads/{id}/process", get(api::process))
         .route("/view/threads/{id}/report", get(api::report))
+        .route("/view/tasks", get(tasks::tasks))
         .layer(axum::middleware::from_fn_with_state(
             Arc::clone(&viewer.token),
             auth::require_token,
@@ -58,18 +65,25 @@ pub(crate) fn routes(viewer: Viewer) -> Router {
         .route("/dom.js", get(assets::dom_js))
         .route("/panels.js", get(assets::panels_js))
         .route("/process.js", get(assets::process_js))
+        .route("/tasks.js", get(assets::tasks_js))
         .route("/session", post(session::open).delete(session::close))
         .merge(protected)
         .layer(DefaultBodyLimit::max(MAX_BODY))
         .with_state(viewer)
 }
 
-/// The viewer alone over `store`, read-only (what `agentpump view` serves), requiring `token`.
-pub fn read_only(store: Arc<dyn HistoryStore>, token: &str) -> Router {
+/// The viewer alone over `store`, read-only (what `agentpump view` serves), requiring `token`;
+/// with `tasks`, its tasks view reads that ledger.
+pub fn read_only(
+    store: Arc<dyn HistoryStore>,
+    token: &str,
+    tasks: Option<crate::tasks::Layout>,
+) -> Router {
     routes(Viewer {
         store,
         pump: None,
         token: Arc::from(token),
+        tasks: tasks.map(Arc::new),
     })
     .fallback(super::routes::not_found)
 }

@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use super::Viewer;
 use crate::governor::HaltingReport;
 use crate::governor::report::BudgetLine;
+use crate::history::page::MAX_PAGE;
 use crate::history::{HistoryError, Record, ThreadFilter};
 use crate::host::server::Problem;
 use crate::host::server::routes::thread_id;
@@ -227,6 +228,35 @@ pub(crate) async fn records(
                 .await?
         }
     };
+    Ok(Json(records).into_response())
+}
+
+/// Query of `GET /view/threads/{id}/process`.
+#[derive(Debug, Deserialize)]
+pub(crate) struct After {
+    after: Option<u64>,
+    limit: Option<usize>,
+}
+
+/// `GET /view/threads/{id}/process?after=SEQ&limit=N`: the thread's process events
+/// (`urn:agentpump:process:v1`) after `after`, in order — the timeline of the whole thread,
+/// however long, a page at a time.
+pub(crate) async fn process(
+    State(viewer): State<Viewer>,
+    Path(id): Path<String>,
+    q: Result<Query<After>, QueryRejection>,
+) -> Result<Response, Problem> {
+    let q = query(q)?;
+    let id = thread_id(&id)?;
+    let records = viewer
+        .store
+        .records_in(
+            id,
+            crate::envelope::PROCESS_NS,
+            q.after.unwrap_or(0),
+            q.limit.unwrap_or(MAX_PAGE),
+        )
+        .await?;
     Ok(Json(records).into_response())
 }
 

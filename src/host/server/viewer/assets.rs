@@ -12,6 +12,7 @@ const PLOT_JS: &str = include_str!("assets/plot.js");
 const DOM_JS: &str = include_str!("assets/dom.js");
 const PANELS_JS: &str = include_str!("assets/panels.js");
 const PROCESS_JS: &str = include_str!("assets/process.js");
+const TASKS_JS: &str = include_str!("assets/tasks.js");
 
 /// Only this origin, no inline script, no frames.
 const POLICY: &str = "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'; form-action 'self'";
@@ -68,4 +69,9 @@ pub(crate) async fn panels_js() -> Response {
 /// `GET /process.js`: process events and tool calls in a transcript.
 pub(crate) async fn process_js() -> Response {
     asset("text/javascript; charset=utf-8", PROCESS_JS)
+}
+
+/// `GET /tasks.js`: the tasks view.
+pub(crate) async fn tasks_js() -> Response {
+    asset("text/javascript; charset=utf-8", TASKS_JS)
 }

@@ -147,8 +147,8 @@ export function followCall(event) {
   call.focus({ preventScroll: true });
 }
 
-// The TELL and MILESTONE events (and a FAILED or RETURN) of the records shown, in order: a
-// process thread's timeline. Each entry scrolls to its record.
+// The TELL and MILESTONE events (and a FAILED or RETURN) of `records`, in order: a process
+// thread's timeline. Each entry links to its record.
 export function timelineItems(records) {
   const items = [];
   for (const r of records) {
@@ -169,16 +169,4 @@ export function timelineItems(records) {
       el("a", { href: `#/thread/${r.thread}`, class: "tl-link", "data-seq": String(r.seq) }, el("span", { class: "muted", text: `#${r.seq} ` }), text)));
   }
   return items;
-}
-
-// A click on a timeline entry: its record, scrolled to and focused.
-export function followTimeline(event) {
-  const link = event.target.closest("a.tl-link");
-  if (!link) return;
-  event.preventDefault();
-  const rec = document.querySelector(`li.rec[data-seq="${link.dataset.seq}"]`);
-  if (!rec) return;
-  rec.setAttribute("tabindex", "-1");
-  rec.scrollIntoView({ block: "center" });
-  rec.focus({ preventScroll: true });
 }

@@ -1,8 +1,10 @@
-// agentpump history viewer: sign-in, the list of root threads, and one thread (tree, transcript,
-// residuals, budgets, halting report, integrity; live records and stop/resume on a running host).
+// agentpump history viewer: sign-in, the list of root threads, one thread (tree, transcript,
+// residuals, budgets, halting report, integrity, process timeline; live records and stop/resume
+// on a running host), and the tasks view.
 import { el, time, stateBadge } from "/dom.js";
 import { recordItem, drawPlot, drawBudgets, drawReport, drawTree } from "/panels.js";
-import { followCall, followTimeline, timelineItems } from "/process.js";
+import { followCall, timelineItems } from "/process.js";
+import { drawTasks } from "/tasks.js";
 
 // Every error the page meets is kept here too, so a test (or a person in the console) can read it.
 window.viewerErrors = [];
@@ -12,7 +14,7 @@ window.addEventListener("error", (e) => window.viewerErrors.push(`error: ${e.mes
 window.addEventListener("unhandledrejection", (e) => window.viewerErrors.push(`unhandled: ${e.reason}`));
 
 const $ = (id) => document.getElementById(id);
-const state = { live: false, thread: null, last: 0, more: false, events: null, refresh: null, closed: false };
+const state = { live: false, thread: null, last: 0, more: false, events: null, refresh: null, closed: false, tasks: null };
 
 class SignedOut extends Error {}
 
@@ -39,8 +41,12 @@ function failed(e) {
 }
 
 function showOnly(id) {
-  for (const s of ["login", "list", "thread"]) $(s).hidden = s !== id;
+  for (const s of ["login", "list", "thread", "tasks"]) $(s).hidden = s !== id;
   $("signout").hidden = id === "login";
+  for (const [nav, view] of [["nav-threads", "list"], ["nav-tasks", "tasks"]]) {
+    if (view === id) $(nav).setAttribute("aria-current", "page"); else $(nav).removeAttribute("aria-current");
+  }
+  if (id !== "tasks") stopTaskEvents();
   if (id === "login") { stopEvents(); $("token").focus(); }
 }
 
@@ -133,9 +139,6 @@ function setWindow() {
   $("rec-latest").hidden = !state.more;
   $("rec-earlier").hidden = !state.earlier;
   $("rec-first").hidden = !state.earlier;
-  const events = timelineItems(state.records);
-  $("t-timeline").replaceChildren(...events);
-  $("t-process").hidden = !events.length;
   const n = list.childElementCount;
   $("rec-window").textContent = n ? `${n} records shown, #${state.first} to #${state.last}${state.earlier ? "; earlier ones above" : ""}${state.more ? "; later ones below" : ""}` : "no records";
 }
@@ -189,13 +192,93 @@ async function jump(end) {
 
 async function showThread(id) {
   stopEvents();
-  Object.assign(state, { thread: id, first: 0, last: 0, more: false, earlier: false, records: [], report: null });
+  Object.assign(state, { thread: id, first: 0, last: 0, more: false, earlier: false, records: [], report: null, timeline: { last: 0, more: false, count: 0 } });
   $("t-records").replaceChildren();
+  $("t-timeline").replaceChildren();
   $("t-title").textContent = "Thread";
   showOnly("thread");
   await loadRecords();
+  await loadTimeline();
   await loadDetail();
   say("");
+}
+
+// ---- the process timeline: every TELL, MILESTONE, FAILED and RETURN of the thread, read from
+// the API a page of process events at a time (not only those in the transcript's window) ----
+
+const EVENTS = 500;
+
+function addToTimeline(records) {
+  const items = timelineItems(records);
+  $("t-timeline").append(...items);
+  state.timeline.count += items.length;
+  if (records.length) state.timeline.last = records[records.length - 1].seq;
+  $("t-process").hidden = !state.timeline.count;
+  $("tl-more").hidden = !state.timeline.more;
+  $("tl-count").textContent = `${state.timeline.count} events${state.timeline.more ? ", more below" : ""}`;
+}
+
+async function loadTimeline() {
+  const id = state.thread;
+  const page = await api(`/view/threads/${id}/process?after=${state.timeline.last}&limit=${EVENTS}`);
+  if (id !== state.thread) return;
+  state.timeline.more = page.length === EVENTS;
+  addToTimeline(page);
+}
+
+// A click on a timeline entry: its record, scrolled to and focused — the transcript's window
+// moves to it first when it is not shown.
+async function followTimeline(event) {
+  const link = event.target.closest("a.tl-link");
+  if (!link) return;
+  event.preventDefault();
+  const seq = Number(link.dataset.seq);
+  const shown = () => document.querySelector(`li.rec[data-seq="${seq}"]`);
+  if (!shown()) {
+    const page = await api(`/view/threads/${state.thread}/records?after=${seq - 1}&limit=${PAGE}`);
+    $("t-records").replaceChildren(...page.map(recordItem));
+    state.records = page;
+    state.last = page.length ? page[page.length - 1].seq : 0;
+    state.more = page.length === PAGE;
+    state.earlier = true;
+    setWindow();
+  }
+  const rec = shown();
+  if (!rec) return;
+  rec.setAttribute("tabindex", "-1");
+  rec.scrollIntoView({ block: "center" });
+  rec.focus({ preventScroll: true });
+}
+
+// ---- tasks ----
+
+async function showTasks() {
+  stopEvents();
+  state.thread = null;
+  const data = await api("/view/tasks");
+  drawTasks(data, $);
+  showOnly("tasks");
+  if (state.live && data.ledger && !data.note) startTaskEvents();
+  say("");
+}
+
+// On a running host the view follows the ledger: each new line (GET /tasks/events) reloads it.
+function startTaskEvents() {
+  if (state.tasks) return;
+  const es = new EventSource("/tasks/events", { withCredentials: true });
+  state.tasks = es;
+  $("tasks-live").hidden = false;
+  es.addEventListener("task", () => {
+    clearTimeout(state.taskRefresh);
+    state.taskRefresh = setTimeout(() => api("/view/tasks").then((d) => drawTasks(d, $)).catch(failed), 200);
+  });
+  es.addEventListener("error", () => { if (es.readyState === EventSource.CLOSED) stopTaskEvents(); });
+}
+
+function stopTaskEvents() {
+  if (state.tasks) state.tasks.close();
+  state.tasks = null;
+  $("tasks-live").hidden = true;
 }
 
 // Live: the API's event stream sends the thread's records after the last one shown (a record
@@ -207,7 +290,9 @@ function startEvents() {
   $("t-live").hidden = false;
   es.addEventListener("record", (e) => {
     const r = JSON.parse(e.data);
-    if (r.thread !== state.thread || state.more) return;
+    if (r.thread !== state.thread) return;
+    if (r.root.startsWith("{urn:agentpump:process:v1}") && !state.timeline.more && r.seq > state.timeline.last) addToTimeline([r]);
+    if (state.more) return;
     append([r]);
     setWindow();
     clearTimeout(state.refresh);
@@ -248,7 +333,9 @@ function resumeBudget() {
 async function route() {
   const m = /^#\/thread\/([0-9a-f-]{36})/.exec(location.hash);
   try {
-    if (m) await showThread(m[1]); else { stopEvents(); state.thread = null; await showList(); }
+    if (m) await showThread(m[1]);
+    else if (/^#\/tasks\b/.test(location.hash)) await showTasks();
+    else { stopEvents(); state.thread = null; await showList(); }
     const h = document.querySelector("section:not([hidden]) h1");
     if (h) h.focus({ preventScroll: true });
   } catch (e) { failed(e); }
@@ -284,7 +371,9 @@ $("rec-earlier").addEventListener("click", () => loadEarlier().catch(failed));
 $("rec-first").addEventListener("click", () => jump("first").catch(failed));
 $("rec-latest").addEventListener("click", () => jump("latest").catch(failed));
 $("t-records").addEventListener("click", followCall);
-$("t-timeline").addEventListener("click", followTimeline);
+$("t-timeline").addEventListener("click", (e) => followTimeline(e).catch(failed));
+$("tl-more").addEventListener("click", () => loadTimeline().catch(failed));
+$("tasks-refresh").addEventListener("click", () => api("/view/tasks").then((d) => drawTasks(d, $)).catch(failed));
 $("stop").addEventListener("click", () => act(`/threads/${state.thread}/stop`).catch(failed));
 $("resume-open").addEventListener("click", () => {
   const form = $("resume-form");
