@@ -70,6 +70,42 @@ pub fn parse(xml: &str) -> usize {
     }
 }
 
+/// U1p's baseline: `n` round trips in windows of `window` (≤ [`CAPACITY`]): the client sends a
+/// window, then takes its answers, as a client that does not wait for each answer does.
+pub async fn pipelined(n: usize, window: usize) -> Duration {
+    let env = the_envelope();
+    let (to_echo, mut echo_rx) = mpsc::channel::<Arc<str>>(CAPACITY);
+    let (to_client, mut client_rx) = mpsc::channel::<Arc<str>>(CAPACITY);
+    let echo = tokio::spawn(async move {
+        while let Some(message) = echo_rx.recv().await {
+            black_box(parse(&message));
+            if to_client.send(message).await.is_err() {
+                break;
+            }
+        }
+    });
+    let started = Instant::now();
+    let mut left = n;
+    while left > 0 {
+        let k = window.min(left);
+        for _ in 0..k {
+            black_box(parse(&env));
+            to_echo
+                .send(Arc::clone(&env))
+                .await
+                .expect("echo task alive");
+        }
+        for _ in 0..k {
+            client_rx.recv().await.expect("echo answers");
+        }
+        left -= k;
+    }
+    let elapsed = started.elapsed();
+    drop(to_echo);
+    echo.await.expect("echo task");
+    elapsed
+}
+
 /// Figure 1's baseline: `n` round trips. The client parses the envelope and sends it through a
 /// bounded channel to an echo task, which parses it and answers through another bounded channel:
 /// two hops per round trip, like the pump's post → echo → egress.

@@ -10,6 +10,8 @@
 //! on the same runtime, driven the same way.
 //!
 //! - **U1** echo round trip on one thread: post, then settle, `AGENTPUMP_BENCH_ECHO_N` times.
+//! - **U1p** the same, pipelined: the client posts a window of `AGENTPUMP_BENCH_WINDOW`
+//!   pings (default 256) without waiting, then settles the thread, until `n` are answered.
 //! - **U2** echo across `AGENTPUMP_BENCH_THREADS` threads: post once into each, then settle
 //!   each, `AGENTPUMP_BENCH_ROUNDS` rounds (2 one-way messages per post: the ping, the answer).
 //! - **U3** self-iteration hop: one post, `n` iterations, settle; µs per hop at 1 000 and at
@@ -46,6 +48,31 @@ fn current_runtime() -> Runtime {
         .enable_all()
         .build()
         .expect("a current-thread runtime")
+}
+
+/// U1p's client: `n` pings into one thread in windows of `window`, settling after each.
+async fn pipelined(n: usize, window: usize) -> Duration {
+    let pump = echo_pump(governed(), Arc::new(MemoryHistory::new()));
+    let thread = pump
+        .post(None, None, PING)
+        .await
+        .expect("accepted")
+        .thread();
+    pump.settle(thread).await;
+    let started = Instant::now();
+    let mut left = n;
+    while left > 0 {
+        let k = window.min(left);
+        for _ in 0..k {
+            pump.post(Some(thread), None, PING).await.expect("accepted");
+        }
+        pump.settle(thread).await;
+        left -= k;
+    }
+    let elapsed = started.elapsed();
+    let delivered = pump.thread(thread).map_or(0, |t| t.counters.deliveries);
+    assert_eq!(delivered, n as u64 + 1, "every ping was delivered once");
+    elapsed
 }
 
 /// U2's client: a new thread per ping, then `rounds` rounds of one ping into each, settling
@@ -133,6 +160,44 @@ pub fn figures(cfg: &Config, report: &mut Report) {
         let met = f.ratio_value().is_some_and(|r| r.0 >= 0.6) && to_current >= 0.8;
         report.add(f.target(
             "≥ 0.6 of the same-runtime baseline and ≥ 0.8 of the current-thread echo",
+            met,
+        ));
+    }
+    if cfg.wants("U1p") {
+        let n = cfg.size("AGENTPUMP_BENCH_ECHO_N", 30_000, 200);
+        let window = cfg
+            .size("AGENTPUMP_BENCH_WINDOW", 256, 16)
+            .min(baseline::CAPACITY);
+        let echo = || async move { n as f64 / secs(pipelined(n, window).await) };
+        let bare = || async move { n as f64 / secs(baseline::pipelined(n, window).await) };
+        once(&mt, echo);
+        once(&ct, echo);
+        let (mut pump, mut base, mut current) = (vec![], vec![], vec![]);
+        for _ in 0..runs {
+            pump.push(once(&mt, echo));
+            base.push(once(&mt, bare));
+            current.push(once(&ct, echo));
+        }
+        let to_current = median(&pump) / median(&current);
+        let f = Figure::new(
+            "U1p",
+            &format!("echo round trip, one thread, pipelined by {window}, as users run it"),
+            "round trips/s",
+            Better::Higher,
+            pump,
+        )
+        .baseline("bare parse + channel, same windows, same runtime", base)
+        .params(
+            json!({ "round_trips_per_run": n, "window": window, "runtime": runtime,
+            "current_thread_samples": current }),
+        )
+        .note(&format!(
+            "{to_current:.2} of the current-thread figure in the same run ({:.0} /s)",
+            median(&current)
+        ));
+        let met = f.ratio_value().is_some_and(|r| r.0 >= 0.6) && to_current >= 0.8;
+        report.add(f.target(
+            "≥ 0.6 of the same-runtime baseline and ≥ 0.8 of the current-thread figure",
             met,
         ));
     }
