@@ -17,6 +17,18 @@ pub use crate::tool::TOOL_NS;
 use crate::tool::{Answer, Call};
 use crate::value::Value;
 
+/// Why a task-thread payload (or a tool answer read by the task listeners) could not be read:
+/// the text names what is wrong, for the `huh` or the failure a listener reports.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct PayloadError(pub String);
+
+impl From<String> for PayloadError {
+    fn from(message: String) -> Self {
+        Self(message)
+    }
+}
+
 /// The name the orchestrator calls the command tool by.
 const COMMAND_TOOL: &str = "command";
 
@@ -84,9 +96,9 @@ pub fn payload(name: &str, task: &str, body: &impl Serialize) -> String {
 /// # Errors
 ///
 /// The payload is not XML with JSON text of that shape; the message says what.
-pub fn decode<T: serde::de::DeserializeOwned>(xml: &str) -> Result<T, String> {
+pub fn decode<T: serde::de::DeserializeOwned>(xml: &str) -> Result<T, PayloadError> {
     let (_, _, text) = element(xml)?;
-    serde_json::from_str(&text).map_err(|e| format!("not the expected JSON: {e}"))
+    serde_json::from_str(&text).map_err(|e| PayloadError(format!("not the expected JSON: {e}")))
 }
 
 /// The call that runs `command` with `sh -c` in `root`; `positional` become `$1`, `$2`, ….
@@ -125,7 +137,7 @@ pub enum ToolAnswer {
 /// # Errors
 ///
 /// Anything else; the message says what was found.
-pub fn tool_answer(xml: &str) -> Result<ToolAnswer, String> {
+pub fn tool_answer(xml: &str) -> Result<ToolAnswer, PayloadError> {
     let payload =
         crate::Payload::parse(xml, &crate::Limits::default()).map_err(|e| e.to_string())?;
     match Answer::parse(&payload) {
@@ -139,11 +151,11 @@ pub fn tool_answer(xml: &str) -> Result<ToolAnswer, String> {
             kind: e.kind.as_str().to_owned(),
             message: e.message,
         }),
-        Some(Err(e)) => Err(e.to_string()),
-        None => Err(format!(
+        Some(Err(e)) => Err(PayloadError(e.to_string())),
+        None => Err(PayloadError(format!(
             "expected a tool <result> or <error>, got {}",
             payload.qname()
-        )),
+        ))),
     }
 }
 
@@ -179,7 +191,11 @@ fn element(xml: &str) -> Result<Parsed, String> {
 }
 
 /// The text of the `<child name="…">` elements (a result's `field`s, a call's `arg`s), by name.
-pub fn children(xml: &str, child: &str) -> Result<BTreeMap<String, String>, String> {
+pub fn children(xml: &str, child: &str) -> Result<BTreeMap<String, String>, PayloadError> {
+    children_of(xml, child).map_err(PayloadError)
+}
+
+fn children_of(xml: &str, child: &str) -> Result<BTreeMap<String, String>, String> {
     let mut reader = quick_xml::Reader::from_str(xml);
     let mut out = BTreeMap::new();
     let mut current: Option<(String, String)> = None;
@@ -249,8 +265,10 @@ fn reference(r: &quick_xml::events::BytesRef<'_>) -> Result<char, String> {
 /// # Errors
 ///
 /// `xml` does not parse.
-pub fn attributes(xml: &str) -> Result<BTreeMap<String, String>, String> {
-    element(xml).map(|(_, attrs, _)| attrs)
+pub fn attributes(xml: &str) -> Result<BTreeMap<String, String>, PayloadError> {
+    element(xml)
+        .map(|(_, attrs, _)| attrs)
+        .map_err(PayloadError)
 }
 
 /// The last `max` characters of `text` (whole characters), with `…` when cut.

@@ -32,8 +32,8 @@ impl Coordinator {
     }
 
     fn start(&self, msg: &Delivery, cx: &mut Context) -> Result<(), ListenerError> {
-        let a: Assignment =
-            decode(msg.payload().as_str()).map_err(ListenerError::InvalidPayload)?;
+        let a: Assignment = decode(msg.payload().as_str())
+            .map_err(|e| ListenerError::InvalidPayload(e.to_string()))?;
         let mut criteria: Vec<(String, String)> = criterion_ids(a.task.acceptance_criteria.len())
             .into_iter()
             .zip(a.task.acceptance_criteria.iter().cloned())
@@ -84,8 +84,8 @@ impl Coordinator {
 
     async fn verdict(&self, msg: &Delivery, cx: &mut Context) -> Result<(), ListenerError> {
         let a = assignment(cx).await?;
-        let verdict: Verdict =
-            decode(msg.payload().as_str()).map_err(ListenerError::InvalidPayload)?;
+        let verdict: Verdict = decode(msg.payload().as_str())
+            .map_err(|e| ListenerError::InvalidPayload(e.to_string()))?;
         let records = cx.history().await.map_err(ListenerError::failed)?;
         let delta: Option<Delta> = last(&records, "delta").and_then(|d| decode(&d).ok());
         let command = &a.task.verification_command;

@@ -47,7 +47,7 @@ impl TaskIndexer {
                 Err(e) => return error("invalid-argument", &format!("`ids`: {e}")),
             },
             Ok(None) => return error("invalid-argument", "missing argument `ids`"),
-            Err(e) => return error("invalid-argument", &e),
+            Err(e) => return error("invalid-argument", &e.to_string()),
         };
         if ids.is_empty() {
             return error("invalid-argument", "`ids` names no task");

@@ -54,7 +54,8 @@ impl Listener for ShellWorker {
     async fn handle(&self, msg: &Delivery, cx: &mut Context) -> Result<(), ListenerError> {
         let text = msg.payload().as_str();
         if msg.qname().is(TASKS_NS, "work") {
-            let a: Assignment = decode(text).map_err(ListenerError::InvalidPayload)?;
+            let a: Assignment =
+                decode(text).map_err(|e| ListenerError::InvalidPayload(e.to_string()))?;
             let attempt = a.attempt.to_string();
             let feedback = a.feedback.clone().unwrap_or_default();
             let call = command_call(
@@ -95,7 +96,7 @@ impl Listener for ShellWorker {
                 &a.task.id,
                 &serde_json::json!({ "summary": format!("command tool error {kind}: {message}") }),
             ),
-            Err(e) => return Err(ListenerError::InvalidPayload(e)),
+            Err(e) => return Err(ListenerError::InvalidPayload(e.to_string())),
         };
         cx.send(super::COORDINATOR, answer);
         Ok(())

@@ -39,7 +39,7 @@ impl Verifier {
     /// `<verify>` from the coordinator: call the `command` tool.
     fn ask(&self, xml: &str, cx: &mut Context) -> Result<(), ListenerError> {
         let id = task_of(xml);
-        let v: Verify = decode(xml).map_err(ListenerError::InvalidPayload)?;
+        let v: Verify = decode(xml).map_err(|e| ListenerError::InvalidPayload(e.to_string()))?;
         let call = command_call(&format!("{id}.verify"), &self.root, &v.command, &[]);
         cx.send(super::COMMAND, call);
         Ok(())

@@ -72,7 +72,7 @@ async fn outcome(pump: &PumpHandle, thread: ThreadId) -> Result<Outcome, String>
         .rev()
         .find(|r| r.root.is(TASKS_NS, "outcome"))
     {
-        return decode(&r.payload);
+        return decode(&r.payload).map_err(|e| e.to_string());
     }
     let reports = pump.reports(thread).await.map_err(|e| e.to_string())?;
     match reports.last() {
