@@ -187,9 +187,12 @@ impl PumpHandle {
     /// Refuses bytes that did not parse, recorded in the pump's thread.
     async fn refuse_unparsed(&self, error: EnvelopeError, bytes: &[u8]) -> IngressError {
         let shared = &self.shared;
-        let (err, ticket) = shared.refuse_unparsed(error, attempt(bytes), Dialect::default());
-        match shared.await_commit(shared.system_thread.id, ticket).await {
-            Ok(()) => err,
+        let refused = shared.refuse_unparsed(error, attempt(bytes), Dialect::default());
+        match shared
+            .await_commit(shared.system_thread.id, refused.committed)
+            .await
+        {
+            Ok(()) => refused.error,
             Err(e) => IngressError::unrecorded(&e, Dialect::default()),
         }
     }
@@ -247,14 +250,15 @@ impl PumpHandle {
         payload: Result<Payload, (EnvelopeError, String)>,
     ) -> Result<Receipt, IngressError> {
         let shared = &self.shared;
-        let (result, ticket) = shared.admit(dialect, thread, to, in_reply_to, payload);
-        let thread = match &result {
+        let Admitted { answer, committed } =
+            shared.admit(dialect, thread, to, in_reply_to, payload);
+        let thread = match &answer {
             Ok(receipt) => receipt.thread,
             Err(err) => err.recorded_in().unwrap_or(shared.system_thread.id),
         };
         // Acknowledged only once durable: a failed commit is an error, never an `Ok`.
-        match shared.await_commit(thread, ticket).await {
-            Ok(()) => result,
+        match shared.await_commit(thread, committed).await {
+            Ok(()) => answer,
             Err(e) => Err(IngressError::unrecorded(&e, dialect)),
         }
     }
@@ -290,7 +294,27 @@ fn shutting_down() -> SystemMessage {
     }
 }
 
-type Admitted = (Result<Receipt, IngressError>, Result<Ticket, HistoryError>);
+/// What admitting outside input came to: the caller's answer, and the commit that must succeed
+/// before it is given (a refusal is recorded as well).
+struct Admitted {
+    answer: Result<Receipt, IngressError>,
+    committed: Result<Ticket, HistoryError>,
+}
+
+/// Outside input refused: the error for the caller, and the commit of its recorded answer.
+struct Refused {
+    error: IngressError,
+    committed: Result<Ticket, HistoryError>,
+}
+
+impl From<Refused> for Admitted {
+    fn from(r: Refused) -> Self {
+        Self {
+            answer: Err(r.error),
+            committed: r.committed,
+        }
+    }
+}
 
 impl Shared {
     fn admit(
@@ -305,11 +329,13 @@ impl Shared {
         // the gate for writing when it starts refusing input).
         let _gate = self.ingress_gate.read().unwrap_or_else(|p| p.into_inner());
         if self.closing.load(Ordering::Acquire) {
-            return self.refuse(&self.system_thread, shutting_down(), dialect);
+            return self
+                .refuse(&self.system_thread, shutting_down(), dialect)
+                .into();
         }
         let named = match self.named_thread(thread, dialect) {
             Ok(named) => named,
-            Err(answer) => return self.refuse(&self.system_thread, answer, dialect),
+            Err(answer) => return self.refuse(&self.system_thread, answer, dialect).into(),
         };
         let home = match &named {
             Named::Existing(entry) => Arc::clone(entry),
@@ -319,7 +345,7 @@ impl Shared {
             Ok(p) => p,
             Err((e, original)) => {
                 let answer = Refusal::unparsed(&e).into_notice(original);
-                return self.refuse(&home, answer, dialect);
+                return self.refuse(&home, answer, dialect).into();
             }
         };
         // A root in a reserved namespace (system messages included) is refused by `route`.
@@ -342,7 +368,7 @@ impl Shared {
                     Dialect::Agentpump => refusal,
                 };
                 let answer = refusal.into_notice(attempt(payload.as_str().as_bytes()));
-                return self.refuse(&home, answer, dialect);
+                return self.refuse(&home, answer, dialect).into();
             }
         };
         let entry = match named {
@@ -384,14 +410,11 @@ impl Shared {
                 inner.state()
             );
             drop(inner);
-            return self.refuse(
-                entry,
-                SystemMessage::Error {
-                    code: ErrorCode::ThreadClosed,
-                    message,
-                },
-                dialect,
-            );
+            let answer = SystemMessage::Error {
+                code: ErrorCode::ThreadClosed,
+                message,
+            };
+            return self.refuse(entry, answer, dialect).into();
         }
         if inner.queue.len() + targets.len() > self.config.queue_capacity {
             drop(inner);
@@ -399,14 +422,11 @@ impl Shared {
                 "queue of thread {} is full ({} messages); try again later",
                 entry.id, self.config.queue_capacity
             );
-            return self.refuse(
-                entry,
-                SystemMessage::Error {
-                    code: ErrorCode::QueueFull,
-                    message,
-                },
-                dialect,
-            );
+            let answer = SystemMessage::Error {
+                code: ErrorCode::QueueFull,
+                message,
+            };
+            return self.refuse(entry, answer, dialect).into();
         }
         let mut tx = Tx::new();
         let is_new = inner.records == 0;
@@ -430,8 +450,14 @@ impl Shared {
             ids,
         };
         match committed {
-            Ok(ticket) => (Ok(receipt), Ok(ticket)),
-            Err(e) => (Err(IngressError::unrecorded(&e, dialect)), Err(e)),
+            Ok(ticket) => Admitted {
+                answer: Ok(receipt),
+                committed: Ok(ticket),
+            },
+            Err(e) => Admitted {
+                answer: Err(IngressError::unrecorded(&e, dialect)),
+                committed: Err(e),
+            },
         }
     }
 
@@ -483,12 +509,9 @@ impl Shared {
         e: EnvelopeError,
         original: String,
         dialect: Dialect,
-    ) -> (IngressError, Result<Ticket, HistoryError>) {
+    ) -> Refused {
         let answer = Refusal::unparsed(&e).into_notice(original);
-        match self.refuse(&self.system_thread, answer, dialect) {
-            (Err(err), ticket) => (err, ticket),
-            (Ok(_), _) => unreachable!("refuse never accepts"),
-        }
+        self.refuse(&self.system_thread, answer, dialect)
     }
 
     /// Records `answer` in `entry`'s history, addressed to the outside sender, and returns it as the error.
@@ -497,7 +520,7 @@ impl Shared {
         entry: &Arc<ThreadEntry>,
         answer: SystemMessage,
         dialect: Dialect,
-    ) -> Admitted {
+    ) -> Refused {
         let mut inner = entry.lock();
         let mut tx = Tx::new();
         self.notice(
@@ -511,13 +534,13 @@ impl Shared {
         let id = tx.last_id().expect("the answer was recorded");
         let committed = tx.commit(self, (entry, &mut inner), None);
         let recorded = Some((entry.id, id));
-        (
-            Err(IngressError {
+        Refused {
+            error: IngressError {
                 answer,
                 recorded,
                 dialect,
-            }),
+            },
             committed,
-        )
+        }
     }
 }
