@@ -16,6 +16,7 @@ mod ingress;
 mod notice;
 mod plan;
 mod recover;
+mod refusals;
 mod route;
 mod runner;
 mod shutdown;
@@ -93,6 +94,10 @@ pub(crate) struct Shared {
     adopting: std::sync::Mutex<()>,
     /// No new deliveries.
     stopped: AtomicBool,
+    /// Identical refusals of outside input, counted per thread (`pump/refusals.rs`).
+    refusals: refusals::Refusals,
+    /// Set once the task that records closed refusal windows runs.
+    refusal_sweeper: std::sync::OnceLock<()>,
 }
 
 impl Shared {
@@ -126,6 +131,8 @@ impl Shared {
             ingress_gate: std::sync::RwLock::new(()),
             adopting: std::sync::Mutex::new(()),
             stopped: AtomicBool::new(false),
+            refusals: refusals::Refusals::default(),
+            refusal_sweeper: std::sync::OnceLock::new(),
         }
     }
 

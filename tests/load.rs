@@ -330,7 +330,8 @@ fn check_stored(outcomes: &[Outcome], records: &[Record]) {
 /// Every acknowledged message was answered exactly once: echoed back (an egress record replying
 /// to it, with the same bytes), or — left queued in a shared thread the governor halted — kept
 /// pending in history, unanswered (a resume would deliver it; shutdown records nothing in a
-/// halted thread). Every refusal is recorded as a notice to the client in its thread.
+/// halted thread). Every refusal is recorded as a notice to the client in its thread, or
+/// counted by a `refusals-repeated` record in reply to the first of its kind.
 fn check_answered(outcomes: &[Outcome], records: &[Record], left_in_halted: &HashSet<MessageId>) {
     // Other notices may reply to a delivery too (`budget-warning`); they are not answers.
     let answer = |r: &Record| {
@@ -343,12 +344,28 @@ fn check_answered(outcomes: &[Outcome], records: &[Record], left_in_halted: &Has
             replies.entry(to).or_default().push(r);
         }
     }
+    // A flood of identical refusals is recorded as the first few and a `refusals-repeated`
+    // count in reply to the first (docs/reliability.md, "Floods of refusals").
+    let by_id: HashMap<MessageId, &Record> = records.iter().map(|r| (r.id, r)).collect();
     let mut refusals: BTreeMap<(ThreadId, String), usize> = BTreeMap::new();
     for r in records.iter().filter(|r| r.kind == RecordKind::System) {
-        if r.to.as_deref() == Some("client") {
+        if r.to.as_deref() != Some("client") {
+            continue;
+        }
+        let code = support::notice(r).1;
+        if code == "refusals-repeated" {
+            let sample = by_id[&r.in_reply_to.expect("a count names its sample")];
+            let count: usize = r
+                .payload
+                .split(" more refusal")
+                .next()
+                .and_then(|t| t.rsplit(|c: char| !c.is_ascii_digit()).next()?.parse().ok())
+                .expect("a count");
             *refusals
-                .entry((r.thread, support::notice(r).1))
-                .or_default() += 1;
+                .entry((r.thread, support::notice(sample).1))
+                .or_default() += count;
+        } else {
+            *refusals.entry((r.thread, code)).or_default() += 1;
         }
     }
     for o in outcomes {

@@ -978,7 +978,7 @@ fn source_codes() -> Vec<(&'static str, &'static str, BTreeSet<String>)> {
             "ErrorCode",
             wire_codes!(ErrorCode: PeerNotAllowed, NoRoute, QueueFull, HandlerFailed,
             HandlerPanicked, HandlerTimeout, ThreadClosed, ShuttingDown, HistoryUnavailable,
-            LoopNotPermitted, BudgetWarning, BudgetExhausted, UpstreamFailed),
+            LoopNotPermitted, BudgetWarning, BudgetExhausted, UpstreamFailed, RefusalsRepeated),
         ),
         (
             "system.xsd",

@@ -176,6 +176,7 @@ struct LimitsSection {
     max_attributes: Option<usize>,
     max_outputs: Option<usize>,
     queue_capacity: Option<usize>,
+    refusal_window_ms: Option<u64>,
 }
 
 /// `[server]`.
@@ -329,6 +330,9 @@ impl Organism {
             max_outputs: l.max_outputs.unwrap_or(d.max_outputs),
         };
         config.queue_capacity = l.queue_capacity.unwrap_or(config.queue_capacity);
+        if let Some(ms) = l.refusal_window_ms {
+            config.refusal_window = std::time::Duration::from_millis(ms);
+        }
         let g = &self.governor;
         let decimal =
             |key: &str, value: &Option<Spanned<String>>| -> Result<Option<Decimal>, HostError> {

@@ -25,6 +25,11 @@ pub struct PumpConfig {
     pub governor: GovernorPolicy,
     /// How AgentServer v2.1 payloads are taken in (see [`AgentServerConfig`]).
     pub agentserver: AgentServerConfig,
+    /// A flood of identical refusals of outside input: past the first 8 in one thread within
+    /// this window, the rest are answered but counted, not recorded one by one; the count is
+    /// recorded as one `system-error code="refusals-repeated"` in reply to the first when the
+    /// window closes (default 1 s; zero records every refusal).
+    pub refusal_window: std::time::Duration,
 }
 
 /// AgentServer v2.1 interop. AgentServer payloads usually have no namespace, and no listener
@@ -46,6 +51,8 @@ impl PumpConfig {
     pub const DEFAULT_QUEUE_CAPACITY: usize = 1024;
     /// Default for [`PumpConfig::batch`].
     pub const DEFAULT_BATCH: usize = 128;
+    /// Default for [`PumpConfig::refusal_window`].
+    pub const DEFAULT_REFUSAL_WINDOW: std::time::Duration = std::time::Duration::from_secs(1);
 }
 
 impl Default for PumpConfig {
@@ -56,6 +63,7 @@ impl Default for PumpConfig {
             batch: Self::DEFAULT_BATCH,
             governor: GovernorPolicy::default(),
             agentserver: AgentServerConfig::default(),
+            refusal_window: Self::DEFAULT_REFUSAL_WINDOW,
         }
     }
 }

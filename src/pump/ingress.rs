@@ -521,8 +521,25 @@ impl Shared {
         answer: SystemMessage,
         dialect: Dialect,
     ) -> Refused {
+        let window = self.config.refusal_window;
         let mut inner = entry.lock();
+        let summary = match self.refusals.check(entry.id, &answer, window) {
+            super::refusals::Verdict::Counted(sample) => {
+                drop(inner);
+                let error = IngressError {
+                    answer,
+                    recorded: Some((entry.id, sample)),
+                    dialect,
+                };
+                let committed = Ok(crate::history::Ticket::ready());
+                return Refused { error, committed };
+            }
+            super::refusals::Verdict::Record(summary) => summary,
+        };
         let mut tx = Tx::new();
+        if let Some(summary) = summary {
+            self.record_summary(&mut tx, entry, &mut inner, summary);
+        }
         self.notice(
             &mut tx,
             entry,
@@ -533,6 +550,10 @@ impl Shared {
         );
         let id = tx.last_id().expect("the answer was recorded");
         let committed = tx.commit(self, (entry, &mut inner), None);
+        if !window.is_zero() && committed.is_ok() {
+            self.refusals.recorded(entry.id, &answer, id);
+            self.sweep_refusals();
+        }
         let recorded = Some((entry.id, id));
         Refused {
             error: IngressError {

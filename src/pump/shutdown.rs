@@ -36,6 +36,7 @@ impl PumpHandle {
         let drained = tokio::time::timeout(grace, self.settle_all()).await.is_ok();
         shared.stopped.store(true, Ordering::Release);
         self.wait_for_runners().await;
+        shared.flush_refusals(true).await;
         let mut undelivered = 0;
         for entry in shared.registry.all() {
             let committed = {

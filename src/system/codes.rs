@@ -56,6 +56,9 @@ pub enum ErrorCode {
     BudgetExhausted,
     /// An upstream service (a model endpoint) failed after its retries.
     UpstreamFailed,
+    /// Refusals identical to an earlier recorded one (its `in-reply-to`) were answered but
+    /// counted instead of recorded one by one; the message says how many.
+    RefusalsRepeated,
 }
 
 /// Why a message naming a thread was refused, carried by `<system-thread-error>`.
@@ -102,6 +105,7 @@ impl ErrorCode {
             Self::BudgetWarning => "budget-warning",
             Self::BudgetExhausted => "budget-exhausted",
             Self::UpstreamFailed => "upstream-failed",
+            Self::RefusalsRepeated => "refusals-repeated",
         }
     }
 
