@@ -10,8 +10,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use rust_decimal::Decimal;
 use serde_json::Value;
 use support::Scratch;
+use support::model::{answer, serve_model};
 
 const BIN: &str = env!("CARGO_BIN_EXE_agentpump");
 /// How long a test waits for anything before failing.
@@ -156,6 +158,22 @@ impl Pump {
     /// `GET /health`.
     async fn health(&self) -> Value {
         self.get("/health").await.1
+    }
+
+    /// The thread's halting report, once it has one (fails after [`PATIENCE`]).
+    async fn report(&self, thread: &str) -> Value {
+        let until = Instant::now() + PATIENCE;
+        loop {
+            let (status, report) = self.get(&format!("/threads/{thread}/report")).await;
+            if status == 200 {
+                return report;
+            }
+            assert!(
+                Instant::now() < until,
+                "thread {thread} never halted: {report}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
     }
 
     /// Waits until `/health` says the pump's NATS connection is `up` (fails after [`PATIENCE`]).
@@ -691,4 +709,108 @@ fn a_nats_outage_longer_than_the_timeout_gives_a_system_error_and_the_pump_resum
         }
     });
     verify(&organism);
+}
+
+/// An organism whose one listener, `agent`, is an LLM agent served remotely that calls the model
+/// at `base` (answers of at most `max_tokens`, prices 0.01 in and 0.03 out per 1 000 tokens),
+/// under `[governor.budget]` `budget`.
+fn llm_organism(
+    scratch: &Scratch,
+    url: &str,
+    base: &str,
+    max_tokens: u32,
+    budget: &str,
+) -> PathBuf {
+    scratch.write(
+        "organism.toml",
+        &format!(
+            "[organism]\nname = \"t{}\"\n[store]\npath = \"history.db\"\n\
+             [governor.budget]\n{budget}\n\
+             [cluster]\nurl = \"{url}\"\nack_wait_ms = 1000\n\
+             [[listener]]\nname = \"agent\"\nkind = \"llm\"\nbase_url = \"{base}\"\n\
+             model = \"m\"\nmax_tokens = {max_tokens}\nprompt = \"You think.\"\n\
+             price_in_per_1k = \"0.01\"\nprice_out_per_1k = \"0.03\"\n\
+             accepts = [\"{{urn:test:v1}}ask\", \"{{urn:test:v1}}think\"]\nremote = true\n",
+            free_port()
+        ),
+    )
+}
+
+fn think() -> String {
+    r#"<think xmlns="urn:test:v1">more</think>"#.to_owned()
+}
+
+#[test]
+fn a_remote_agent_is_refused_the_call_its_budget_has_no_room_for_as_in_the_pump() {
+    let scratch = Scratch::new("nats-budget-room");
+    let (_nats, url) = nats_server(&scratch.0);
+    runtime().block_on(async {
+        // Each call costs 1200 × 0.01/1000 + 300 × 0.03/1000 = 0.021; the budget allows two, and
+        // the third call's worst case (300 tokens out) no longer fits: the worker's `can_spend`
+        // refuses it against the budget the pump sent along, as the pump's own would.
+        let (model, base) = serve_model(vec![], Some(answer(&think(), 1200, 300))).await;
+        let organism = llm_organism(&scratch, &url, &base, 300, "cost = \"0.05\"");
+        let pump = Pump::start(&organism);
+        let _w = worker(&organism, &scratch.0.join("w.log"));
+        let thread = pump.post(r#"<ask xmlns="urn:test:v1">go</ask>"#).await;
+        let report = pump.report(&thread).await;
+        assert_eq!(
+            (report["class"].as_str(), report["stop_reason"].as_str()),
+            (Some("TIMEOUT"), Some("max-cost")),
+            "{report:#}"
+        );
+        assert_eq!(
+            model.requests.lock().unwrap().len(),
+            2,
+            "the third call would have exceeded the budget and was not made"
+        );
+        let (_, info) = pump.get(&format!("/threads/{thread}")).await;
+        let counters = &info["counters"];
+        assert_eq!(
+            (&counters["tokens_in"], &counters["tokens_out"]),
+            (&Value::from(2400), &Value::from(600)),
+            "{info:#}"
+        );
+        let cost: Decimal = counters["cost"].as_str().unwrap().parse().unwrap();
+        assert_eq!(cost, Decimal::new(42, 3), "never over the budget: {info:#}");
+    });
+    verify(&scratch.0.join("organism.toml"));
+}
+
+#[test]
+fn a_remote_agent_that_spends_past_the_budget_halts_the_thread_with_the_budgets_certificate() {
+    let scratch = Scratch::new("nats-budget-past");
+    let (_nats, url) = nats_server(&scratch.0);
+    runtime().block_on(async {
+        // The call fits the estimate (a short prompt, 10 tokens out) but the endpoint reports
+        // 50 000 tokens in: the pump charges what the worker reports, past the limit, and halts
+        // the thread — as for a local agent whose usage came in over its estimate.
+        let (model, base) = serve_model(vec![], Some(answer(&think(), 50_000, 10))).await;
+        let organism = llm_organism(&scratch, &url, &base, 10, "tokens = 2000");
+        let pump = Pump::start(&organism);
+        let _w = worker(&organism, &scratch.0.join("w.log"));
+        let thread = pump.post(r#"<ask xmlns="urn:test:v1">go</ask>"#).await;
+        let report = pump.report(&thread).await;
+        assert_eq!(
+            (report["class"].as_str(), report["stop_reason"].as_str()),
+            (Some("TIMEOUT"), Some("max-tokens")),
+            "{report:#}"
+        );
+        assert_eq!(
+            report["halting_certificate"]["type"], "TIMEOUT",
+            "{report:#}"
+        );
+        assert_eq!(
+            model.requests.lock().unwrap().len(),
+            1,
+            "no call after the halt"
+        );
+        let (_, info) = pump.get(&format!("/threads/{thread}")).await;
+        assert_eq!(
+            info["counters"]["tokens_in"], 50_000,
+            "charged as reported: {info:#}"
+        );
+        assert_eq!(info["state"], "halted", "{info:#}");
+    });
+    verify(&scratch.0.join("organism.toml"));
 }
