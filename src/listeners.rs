@@ -8,6 +8,7 @@
 
 pub mod calculator;
 pub mod command;
+mod digest;
 mod echo;
 #[cfg(feature = "llm")]
 pub mod llm;
@@ -18,6 +19,7 @@ use std::sync::Arc;
 
 pub use calculator::Calculator;
 pub use command::{CommandConfig, CommandTool};
+pub use digest::{DIGEST_MAX_ROUNDS, DIGEST_NS, Digest};
 pub use echo::Echo;
 #[cfg(feature = "llm")]
 pub use llm::{LlmAgent, LlmConfig};
@@ -93,7 +95,7 @@ impl BuiltinRow {
 }
 
 /// Every builtin listener, in the order error messages list them.
-pub const TABLE: [BuiltinRow; 10] = [
+pub const TABLE: [BuiltinRow; 11] = [
     BuiltinRow {
         name: "echo",
         make: || Arc::new(Echo),
@@ -108,6 +110,14 @@ pub const TABLE: [BuiltinRow; 10] = [
         roots: &[],
         role: Role::Tool,
         description: "waits the milliseconds its payload's `ms` attribute says, then answers with the payload",
+        example: "",
+    },
+    BuiltinRow {
+        name: "digest",
+        make: || Arc::new(Digest),
+        roots: &[],
+        role: Role::Tool,
+        description: "hashes its payload the number of times its `rounds` attribute says (a fixed amount of CPU), then answers with the digest",
         example: "",
     },
     BuiltinRow {

@@ -10,8 +10,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use rust_decimal::Decimal;
 use serde_json::Value;
 use support::Scratch;
+use support::model::{answer, serve_model};
 
 const BIN: &str = env!("CARGO_BIN_EXE_agentpump");
 /// How long a test waits for anything before failing.
@@ -61,13 +63,24 @@ fn nats_server_on(dir: &Path, port: u16) -> (Process, String) {
 
 /// An organism with one listener `name` (builtin `builtin`) served remotely.
 fn organism(scratch: &Scratch, url: &str, name: &str, builtin: &str) -> PathBuf {
+    organism_timed(scratch, url, name, builtin, 20_000)
+}
+
+/// As [`organism`], with the listener's timeout `timeout_ms`.
+fn organism_timed(
+    scratch: &Scratch,
+    url: &str,
+    name: &str,
+    builtin: &str,
+    timeout_ms: u64,
+) -> PathBuf {
     scratch.write(
         "organism.toml",
         &format!(
             "[organism]\nname = \"t{}\"\n[store]\npath = \"history.db\"\n\
              [cluster]\nurl = \"{url}\"\nack_wait_ms = 1000\nhistory_window = 8\n\
              [[listener]]\nname = \"{name}\"\nkind = \"builtin\"\nbuiltin = \"{builtin}\"\n\
-             accepts = [\"{{urn:test:v1}}say\"]\ntimeout_ms = 20000\nremote = true\n",
+             accepts = [\"{{urn:test:v1}}say\"]\ntimeout_ms = {timeout_ms}\nremote = true\n",
             free_port()
         ),
     )
@@ -125,16 +138,55 @@ impl Pump {
         v["thread"].as_str().unwrap().to_owned()
     }
 
-    async fn history(&self, thread: &str) -> Vec<Value> {
+    /// `GET path`: its status and JSON body.
+    async fn get(&self, path: &str) -> (u16, Value) {
         let response = self
             .http
-            .get(format!("{}/threads/{thread}/history", self.base))
+            .get(format!("{}{path}", self.base))
             .bearer_auth(&self.token)
             .send()
             .await
             .unwrap();
-        let v: Value = response.json().await.unwrap();
+        (response.status().as_u16(), response.json().await.unwrap())
+    }
+
+    async fn history(&self, thread: &str) -> Vec<Value> {
+        let (_, v) = self.get(&format!("/threads/{thread}/history")).await;
         v.as_array().unwrap().clone()
+    }
+
+    /// `GET /health`.
+    async fn health(&self) -> Value {
+        self.get("/health").await.1
+    }
+
+    /// The thread's halting report, once it has one (fails after [`PATIENCE`]).
+    async fn report(&self, thread: &str) -> Value {
+        let until = Instant::now() + PATIENCE;
+        loop {
+            let (status, report) = self.get(&format!("/threads/{thread}/report")).await;
+            if status == 200 {
+                return report;
+            }
+            assert!(
+                Instant::now() < until,
+                "thread {thread} never halted: {report}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Waits until `/health` says the pump's NATS connection is `up` (fails after [`PATIENCE`]).
+    async fn wait_for_nats(&self, up: bool) {
+        let until = Instant::now() + PATIENCE;
+        loop {
+            let health = self.health().await;
+            if health["nats"]["connected"] == up {
+                return;
+            }
+            assert!(Instant::now() < until, "NATS never {up}: {health}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
     }
 
     /// The thread's history once `done` holds of it (fails after [`PATIENCE`]).
@@ -267,16 +319,7 @@ fn echo_served_by_two_workers_answers_every_request_once_and_spreads_the_work() 
     });
     runtime().block_on(async {
         queue_drains(&url, &organism).await;
-        let health: Value = pump
-            .http
-            .get(format!("{}/health", pump.base))
-            .bearer_auth(&pump.token)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let health = pump.health().await;
         assert_eq!(health["nats"]["connected"], true, "{health}");
         assert_eq!(health["nats"]["url"], url.as_str(), "{health}");
     });
@@ -519,16 +562,7 @@ fn a_pump_that_cannot_reach_nats_answers_remote_deliveries_with_a_system_error()
             started.elapsed() < Duration::from_secs(8),
             "before the listener's timeout"
         );
-        let health: Value = pump
-            .http
-            .get(format!("{}/health", pump.base))
-            .bearer_auth(&pump.token)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let health = pump.health().await;
         assert_eq!(
             health["status"], "ok",
             "the pump still takes input: {health}"
@@ -576,4 +610,207 @@ fn the_nats_server_restarted_under_load_loses_nothing_and_applies_nothing_twice(
         drop(nats);
     });
     verify(&organism);
+}
+
+#[test]
+fn a_nats_outage_longer_than_the_timeout_gives_a_system_error_and_the_pump_resumes_after_it() {
+    let scratch = Scratch::new("nats-outage");
+    let port = free_port();
+    let (nats, url) = nats_server_on(&scratch.0, port);
+    // A short timeout, so that the outage outlasts it in seconds.
+    let timeout = Duration::from_millis(3000);
+    let organism = organism_timed(&scratch, &url, "nap", "sleep", 3000);
+    let pump = Pump::start(&organism);
+    let log = scratch.0.join("w.log");
+    let _w = worker(&organism, &log);
+    let nap = |ms: u64, text: &str| format!(r#"<say xmlns="urn:test:v1" ms="{ms}">{text}</say>"#);
+    let error_of = |h: &[Value]| {
+        h.iter()
+            .find(|r| r["from"] == "system")
+            .map(|r| r["payload"].as_str().unwrap().to_owned())
+    };
+    runtime().block_on(async {
+        let answered = |h: &[Value]| count(h, "nap", "client") >= 1;
+        let before = pump.post(&nap(0, "before")).await;
+        pump.wait_for(&before, answered).await;
+
+        // One delivery in the worker's hands when the server goes: its outcome cannot come back.
+        let started = Instant::now();
+        let in_flight = pump.post(&nap(1500, "in flight")).await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        drop(nats); // SIGKILL: the outage begins
+        pump.wait_for_nats(false).await;
+        // And one posted while the server is away: it cannot be handed out.
+        let posted = Instant::now();
+        let during = pump.post(&nap(0, "during")).await;
+        let history = pump.wait_for(&during, |h| error_of(h).is_some()).await;
+        let waited = posted.elapsed();
+        let text = error_of(&history).unwrap();
+        assert!(
+            text.contains("<system-error")
+                && text.contains("upstream-failed")
+                && text.contains(&url)
+                && text.contains("not connected"),
+            "a clear message naming the server: {text}"
+        );
+        assert!(
+            waited < timeout + Duration::from_secs(1),
+            "answered within the listener's timeout, not hanging: {waited:?}"
+        );
+        let history = pump.wait_for(&in_flight, |h| error_of(h).is_some()).await;
+        let waited = started.elapsed();
+        let text = error_of(&history).unwrap();
+        assert!(
+            text.contains("<system-error") && text.contains("handler-timeout"),
+            "the delivery out when the server went times out as a local one would: {text}"
+        );
+        assert!(
+            waited < timeout + Duration::from_secs(2),
+            "after the listener's timeout, not hanging: {waited:?}"
+        );
+        let health = pump.health().await;
+        assert_eq!(health["status"], "ok", "still taking input: {health}");
+        assert_eq!(health["nats"]["connected"], false, "{health}");
+        // The outage outlasts the timeout: the pump is not stuck meanwhile.
+        tokio::time::sleep(timeout).await;
+        let also = pump.post(&nap(0, "also during")).await;
+        pump.wait_for(&also, |h| error_of(h).is_some()).await;
+
+        let _nats = nats_server_on(&scratch.0, port).0; // same port, same store
+        pump.wait_for_nats(true).await;
+        let after = pump.post(&nap(0, "after")).await;
+        let history = pump.wait_for(&after, answered).await;
+        let answer = history.iter().find(|r| r["from"] == "nap").unwrap();
+        assert_eq!(answer["payload"], nap(0, "after"));
+        // The item out when the server went is still in its store: a worker handles it again,
+        // and the pump, which has given up on it, acknowledges it without applying it.
+        queue_drains(&url, &organism).await;
+        // Past another ack wait: nothing comes back late, nothing twice.
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        let threads = [
+            (&before, 1, 0),
+            (&in_flight, 0, 1),
+            (&during, 0, 1),
+            (&also, 0, 1),
+            (&after, 1, 0),
+        ];
+        for (thread, answers, errors) in threads {
+            let history = pump.history(thread).await;
+            assert_eq!(count(&history, "nap", "client"), answers, "{history:#?}");
+            let failed = history
+                .iter()
+                .filter(|r| {
+                    r["payload"]
+                        .as_str()
+                        .is_some_and(|p| p.contains("<system-error"))
+                })
+                .count();
+            assert_eq!(failed, errors, "{history:#?}");
+        }
+    });
+    verify(&organism);
+}
+
+/// An organism whose one listener, `agent`, is an LLM agent served remotely that calls the model
+/// at `base` (answers of at most `max_tokens`, prices 0.01 in and 0.03 out per 1 000 tokens),
+/// under `[governor.budget]` `budget`.
+fn llm_organism(
+    scratch: &Scratch,
+    url: &str,
+    base: &str,
+    max_tokens: u32,
+    budget: &str,
+) -> PathBuf {
+    scratch.write(
+        "organism.toml",
+        &format!(
+            "[organism]\nname = \"t{}\"\n[store]\npath = \"history.db\"\n\
+             [governor.budget]\n{budget}\n\
+             [cluster]\nurl = \"{url}\"\nack_wait_ms = 1000\n\
+             [[listener]]\nname = \"agent\"\nkind = \"llm\"\nbase_url = \"{base}\"\n\
+             model = \"m\"\nmax_tokens = {max_tokens}\nprompt = \"You think.\"\n\
+             price_in_per_1k = \"0.01\"\nprice_out_per_1k = \"0.03\"\n\
+             accepts = [\"{{urn:test:v1}}ask\", \"{{urn:test:v1}}think\"]\nremote = true\n",
+            free_port()
+        ),
+    )
+}
+
+fn think() -> String {
+    r#"<think xmlns="urn:test:v1">more</think>"#.to_owned()
+}
+
+#[test]
+fn a_remote_agent_is_refused_the_call_its_budget_has_no_room_for_as_in_the_pump() {
+    let scratch = Scratch::new("nats-budget-room");
+    let (_nats, url) = nats_server(&scratch.0);
+    runtime().block_on(async {
+        // Each call costs 1200 × 0.01/1000 + 300 × 0.03/1000 = 0.021; the budget allows two, and
+        // the third call's worst case (300 tokens out) no longer fits: the worker's `can_spend`
+        // refuses it against the budget the pump sent along, as the pump's own would.
+        let (model, base) = serve_model(vec![], Some(answer(&think(), 1200, 300))).await;
+        let organism = llm_organism(&scratch, &url, &base, 300, "cost = \"0.05\"");
+        let pump = Pump::start(&organism);
+        let _w = worker(&organism, &scratch.0.join("w.log"));
+        let thread = pump.post(r#"<ask xmlns="urn:test:v1">go</ask>"#).await;
+        let report = pump.report(&thread).await;
+        assert_eq!(
+            (report["class"].as_str(), report["stop_reason"].as_str()),
+            (Some("TIMEOUT"), Some("max-cost")),
+            "{report:#}"
+        );
+        assert_eq!(
+            model.requests.lock().unwrap().len(),
+            2,
+            "the third call would have exceeded the budget and was not made"
+        );
+        let (_, info) = pump.get(&format!("/threads/{thread}")).await;
+        let counters = &info["counters"];
+        assert_eq!(
+            (&counters["tokens_in"], &counters["tokens_out"]),
+            (&Value::from(2400), &Value::from(600)),
+            "{info:#}"
+        );
+        let cost: Decimal = counters["cost"].as_str().unwrap().parse().unwrap();
+        assert_eq!(cost, Decimal::new(42, 3), "never over the budget: {info:#}");
+    });
+    verify(&scratch.0.join("organism.toml"));
+}
+
+#[test]
+fn a_remote_agent_that_spends_past_the_budget_halts_the_thread_with_the_budgets_certificate() {
+    let scratch = Scratch::new("nats-budget-past");
+    let (_nats, url) = nats_server(&scratch.0);
+    runtime().block_on(async {
+        // The call fits the estimate (a short prompt, 10 tokens out) but the endpoint reports
+        // 50 000 tokens in: the pump charges what the worker reports, past the limit, and halts
+        // the thread — as for a local agent whose usage came in over its estimate.
+        let (model, base) = serve_model(vec![], Some(answer(&think(), 50_000, 10))).await;
+        let organism = llm_organism(&scratch, &url, &base, 10, "tokens = 2000");
+        let pump = Pump::start(&organism);
+        let _w = worker(&organism, &scratch.0.join("w.log"));
+        let thread = pump.post(r#"<ask xmlns="urn:test:v1">go</ask>"#).await;
+        let report = pump.report(&thread).await;
+        assert_eq!(
+            (report["class"].as_str(), report["stop_reason"].as_str()),
+            (Some("TIMEOUT"), Some("max-tokens")),
+            "{report:#}"
+        );
+        assert_eq!(
+            report["halting_certificate"]["type"], "TIMEOUT",
+            "{report:#}"
+        );
+        assert_eq!(
+            model.requests.lock().unwrap().len(),
+            1,
+            "no call after the halt"
+        );
+        let (_, info) = pump.get(&format!("/threads/{thread}")).await;
+        assert_eq!(
+            info["counters"]["tokens_in"], 50_000,
+            "charged as reported: {info:#}"
+        );
+        assert_eq!(info["state"], "halted", "{info:#}");
+    });
+    verify(&scratch.0.join("organism.toml"));
 }

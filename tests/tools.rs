@@ -1,7 +1,7 @@
 //! Tools through a real pump (`docs/tools.md`): calls, results and errors with their ids
 //! echoed, the signature's check, malformed calls refused, the tool-call budget, the calculator
 //! and the command tool's policy (allow list, shells, time limit, output cap, environment,
-//! working directory).
+//! working directory), the digest builtin.
 
 mod support;
 
@@ -9,7 +9,7 @@ use agentpump::governor::{Budget, GovernorPolicy};
 use agentpump::history::RecordKind;
 use std::time::Duration;
 
-use agentpump::listeners::{Calculator, CommandConfig, CommandTool};
+use agentpump::listeners::{Calculator, CommandConfig, CommandTool, DIGEST_NS, Digest};
 use agentpump::tool::{self, Answer, Call, ErrorType, TOOL_NS, ToolResult};
 use agentpump::value::Value;
 use agentpump::{Payload, PumpBuilder, PumpHandle, Registration, Role, ThreadId};
@@ -361,4 +361,33 @@ async fn the_run_happens_in_the_configured_directory() {
     let r = result_of(ask(&pump, &run("ls", &[])).await);
     assert_eq!(r.fields["stdout"], Value::Str("marker.txt\n".into()));
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn digest_answers_with_the_payload_hashed_as_many_rounds_as_asked() {
+    use sha2::Digest as _;
+    let pump = pump(vec![Registration::new("digest", Digest).accepts(q("work"))]);
+    let expected = |payload: &str, rounds: u64| {
+        let mut hash = sha2::Sha256::digest(payload.as_bytes());
+        for _ in 1..rounds {
+            hash = sha2::Sha256::digest(hash);
+        }
+        format!(
+            r#"<digest xmlns="{DIGEST_NS}" rounds="{rounds}">{}</digest>"#,
+            hex::encode(hash)
+        )
+    };
+    let cases = [
+        (r#"<work xmlns="urn:test:v1" rounds="1000"/>"#, 1000),
+        (r#"<work xmlns="urn:test:v1"/>"#, 1),
+        (r#"<work xmlns="urn:test:v1" rounds="0"/>"#, 1),
+    ];
+    for (payload, rounds) in cases {
+        let thread = start(&pump, payload).await;
+        assert_eq!(
+            egress(&pump, thread).await,
+            [expected(payload, rounds)],
+            "{payload}"
+        );
+    }
 }

@@ -181,15 +181,30 @@ impl Context {
     }
 
     /// A context for a delivery handled away from the pump (a remote worker): its history is
-    /// `records`, the view the pump sent along; its budget is not checked here (what the
-    /// handler spends is charged by the pump when the outputs come back).
+    /// `records`, the view the pump sent along; its budget is `remaining`, what was left of the
+    /// thread's limited budgets when the pump handed the delivery out ([`Context::remaining`]
+    /// there), so that `spend`, `can_spend` and `remaining` answer as they would have in the
+    /// pump. What the handler spends is charged by the pump when the outputs come back.
     #[cfg_attr(not(feature = "nats"), allow(dead_code))]
     pub(crate) fn detached(
         thread: ThreadId,
         me: Arc<str>,
         delivery: MessageId,
         records: Vec<Record>,
+        remaining: &[(BudgetName, Decimal)],
     ) -> Self {
+        use rust_decimal::prelude::ToPrimitive as _;
+        let mut budget = crate::governor::Budget::unlimited();
+        for &(name, left) in remaining {
+            // Only what a spend withdraws; a budget already overspent has no room at all.
+            let whole = left.floor().to_u64().unwrap_or(0);
+            match name {
+                BudgetName::Tokens => budget.tokens = Some(whole),
+                BudgetName::Cost => budget.cost = Some(left.max(Decimal::ZERO)),
+                BudgetName::ToolCalls => budget.tool_calls = Some(whole),
+                _ => {}
+            }
+        }
         Self {
             thread,
             me,
@@ -199,7 +214,7 @@ impl Context {
             spent: Usage::default(),
             store: Source::Given(records.into()),
             view: None,
-            account: Account::root(&crate::governor::Budget::unlimited()),
+            account: Account::root(&budget),
             on_commit: std::sync::Mutex::new(None),
         }
     }

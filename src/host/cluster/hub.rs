@@ -236,6 +236,7 @@ impl Listener for Remote {
             listener: self.name.to_string(),
             record,
             history,
+            budget: cx.remaining(),
         };
         let (tx, rx) = oneshot::channel();
         hub.waiting.insert(item.delivery, tx);
@@ -286,6 +287,9 @@ fn apply(outcome: Outcome, cx: &mut Context) -> Result<(), ListenerError> {
         }
     }
     let mut usage = outcome.usage;
+    // What the worker withdrew was checked there against the budget as it was at dispatch; the
+    // pump charges it now, with the reported usage, and a budget it overspent (the thread spent
+    // elsewhere meanwhile, or the usage came in over the estimate) halts the thread.
     usage.add(&outcome.spent);
     cx.usage(usage);
     match outcome.error {

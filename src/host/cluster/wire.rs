@@ -4,6 +4,9 @@
 
 use serde::{Deserialize, Serialize};
 
+use rust_decimal::Decimal;
+
+use crate::governor::BudgetName;
 use crate::history::Record;
 use crate::listener::Usage;
 use crate::{ListenerError, MessageId, ThreadId};
@@ -25,6 +28,11 @@ pub struct WorkItem {
     pub record: Record,
     /// The listener's history view, the last `history_window` records of it (oldest first).
     pub history: Vec<Record>,
+    /// What was left of the thread's limited budgets when the pump handed the delivery out,
+    /// by name: the worker's `Context::spend`, `can_spend` and `remaining` answer from it.
+    /// Empty (or absent, from an older pump) when nothing is limited.
+    #[serde(default)]
+    pub budget: Vec<(BudgetName, Decimal)>,
 }
 
 /// What a worker made of a [`WorkItem`].
@@ -38,8 +46,8 @@ pub struct Outcome {
     pub outputs: Vec<(String, String)>,
     /// Usage the handler reported.
     pub usage: Usage,
-    /// Usage the handler withdrew with `Context::spend` (the worker checks no budget; the
-    /// pump charges it).
+    /// Usage the handler withdrew with `Context::spend` (checked by the worker against
+    /// [`WorkItem::budget`]; the pump charges it, and a budget it overspent halts the thread).
     pub spent: Usage,
     /// The handler's error, if it failed.
     pub error: Option<WireError>,
@@ -48,9 +56,10 @@ pub struct Outcome {
 /// A handler's failure, by kind.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct WireError {
-    /// `failed`, `invalid-payload`, `backpressure`, `upstream`, `panicked` or `timeout`.
+    /// `failed`, `invalid-payload`, `backpressure`, `upstream`, `over-budget`, `panicked` or
+    /// `timeout`.
     pub kind: String,
-    /// The handler's message.
+    /// The handler's message; for `over-budget`, the budget's name (`max-tokens`, …).
     pub message: String,
 }
 
@@ -62,7 +71,7 @@ impl WireError {
             ListenerError::InvalidPayload(m) => ("invalid-payload", m.clone()),
             ListenerError::Backpressure(m) => ("backpressure", m.clone()),
             ListenerError::Upstream(m) => ("upstream", m.clone()),
-            ListenerError::OverBudget(b) => ("failed", format!("the {b} budget has no room")),
+            ListenerError::OverBudget(b) => ("over-budget", b.as_str().to_owned()),
         };
         Self {
             kind: kind.to_owned(),
@@ -79,8 +88,44 @@ impl WireError {
             "invalid-payload" => ListenerError::InvalidPayload(m),
             "backpressure" => ListenerError::Backpressure(m),
             "upstream" => ListenerError::Upstream(m),
+            "over-budget" => match serde_json::from_value(serde_json::Value::String(m)) {
+                Ok(budget) => ListenerError::OverBudget(budget),
+                Err(_) => ListenerError::Failed(format!(
+                    "over a budget the pump does not know: {}",
+                    self.message
+                )),
+            },
             "timeout" => ListenerError::Failed(format!("the worker's timeout: {m}")),
             _ => ListenerError::Failed(m),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_handler_error_crosses_the_wire_as_the_same_error() {
+        let errors = [
+            ListenerError::Failed("f".into()),
+            ListenerError::InvalidPayload("i".into()),
+            ListenerError::Backpressure("b".into()),
+            ListenerError::Upstream("u".into()),
+            ListenerError::OverBudget(BudgetName::Tokens),
+            ListenerError::OverBudget(BudgetName::Cost),
+        ];
+        for error in errors {
+            let wire = WireError::from_listener(&error);
+            let back = wire.to_listener().expect("not a panic");
+            assert_eq!(back.to_string(), error.to_string(), "{wire:?}");
+        }
+        let unknown = WireError {
+            kind: "over-budget".into(),
+            message: "max-patience".into(),
+        };
+        assert!(
+            matches!(unknown.to_listener(), Some(ListenerError::Failed(m)) if m.contains("max-patience"))
+        );
     }
 }

@@ -223,6 +223,7 @@ impl Shared {
             Arc::clone(&r.name),
             item.delivery,
             item.history,
+            &item.budget,
         );
         let handling = AssertUnwindSafe(r.listener.handle(&delivery, &mut cx)).catch_unwind();
         let handled = tokio::time::timeout(r.timeout, async {
