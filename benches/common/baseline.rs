@@ -110,30 +110,7 @@ pub async fn pipelined(n: usize, window: usize) -> Duration {
 /// bounded channel to an echo task, which parses it and answers through another bounded channel:
 /// two hops per round trip, like the pump's post → echo → egress.
 pub async fn round_trips(n: usize) -> Duration {
-    let env = the_envelope();
-    let (to_echo, mut echo_rx) = mpsc::channel::<Arc<str>>(CAPACITY);
-    let (to_client, mut client_rx) = mpsc::channel::<Arc<str>>(CAPACITY);
-    let echo = tokio::spawn(async move {
-        while let Some(message) = echo_rx.recv().await {
-            black_box(parse(&message));
-            if to_client.send(message).await.is_err() {
-                break;
-            }
-        }
-    });
-    let started = Instant::now();
-    for _ in 0..n {
-        black_box(parse(&env));
-        to_echo
-            .send(Arc::clone(&env))
-            .await
-            .expect("echo task alive");
-        client_rx.recv().await.expect("echo answers");
-    }
-    let elapsed = started.elapsed();
-    drop(to_echo);
-    echo.await.expect("echo task");
-    elapsed
+    pipelined(n, 1).await
 }
 
 /// Figure 2's baseline: `tasks` long-lived tasks, each with its own bounded channel; per round,

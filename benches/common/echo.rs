@@ -32,6 +32,11 @@ pub fn echo_pump(policy: GovernorPolicy, store: Arc<dyn HistoryStore>) -> PumpHa
 
 /// `n` round trips on one fresh thread: post, then settle.
 pub async fn round_trips(pump: PumpHandle, n: usize) -> Duration {
+    pipelined(pump, n, 1).await
+}
+
+/// `n` round trips on one fresh thread in windows of `window`: post a window, then settle.
+pub async fn pipelined(pump: PumpHandle, n: usize, window: usize) -> Duration {
     let thread = pump
         .post(None, None, PING)
         .await
@@ -39,9 +44,14 @@ pub async fn round_trips(pump: PumpHandle, n: usize) -> Duration {
         .thread();
     pump.settle(thread).await;
     let started = Instant::now();
-    for _ in 0..n {
-        pump.post(Some(thread), None, PING).await.expect("accepted");
+    let mut left = n;
+    while left > 0 {
+        let k = window.min(left);
+        for _ in 0..k {
+            pump.post(Some(thread), None, PING).await.expect("accepted");
+        }
         pump.settle(thread).await;
+        left -= k;
     }
     let elapsed = started.elapsed();
     let delivered = pump.thread(thread).map_or(0, |t| t.counters.deliveries);

@@ -28,7 +28,7 @@ use serde_json::json;
 use tokio::runtime::Runtime;
 
 use super::baseline::{self, PING};
-use super::echo::{echo_pump, round_trips};
+use super::echo::{echo_pump, pipelined};
 use super::iteration::{Counter, counter_pump, iterate};
 use super::report::{Better, Figure, Report};
 use super::spawn::fan_out;
@@ -48,31 +48,6 @@ fn current_runtime() -> Runtime {
         .enable_all()
         .build()
         .expect("a current-thread runtime")
-}
-
-/// U1p's client: `n` pings into one thread in windows of `window`, settling after each.
-async fn pipelined(n: usize, window: usize) -> Duration {
-    let pump = echo_pump(governed(), Arc::new(MemoryHistory::new()));
-    let thread = pump
-        .post(None, None, PING)
-        .await
-        .expect("accepted")
-        .thread();
-    pump.settle(thread).await;
-    let started = Instant::now();
-    let mut left = n;
-    while left > 0 {
-        let k = window.min(left);
-        for _ in 0..k {
-            pump.post(Some(thread), None, PING).await.expect("accepted");
-        }
-        pump.settle(thread).await;
-        left -= k;
-    }
-    let elapsed = started.elapsed();
-    let delivered = pump.thread(thread).map_or(0, |t| t.counters.deliveries);
-    assert_eq!(delivered, n as u64 + 1, "every ping was delivered once");
-    elapsed
 }
 
 /// U2's client: a new thread per ping, then `rounds` rounds of one ping into each, settling
@@ -120,6 +95,64 @@ fn once<Fut: Future<Output = f64>>(rt: &Runtime, f: impl Fn() -> Fut) -> f64 {
     rt.block_on(f())
 }
 
+/// U1 (`window` 1: post, then settle) or U1p (post a window, then settle): the echo on
+/// `#[tokio::main]`'s runtime beside the same on a current-thread runtime and the bare loop
+/// driven the same way, `runs` of each, interleaved.
+fn echo_figure(
+    (mt, ct): (&Runtime, &Runtime),
+    runs: usize,
+    n: usize,
+    window: usize,
+    runtime: &str,
+) -> Figure {
+    let echo = || async move {
+        let pump = echo_pump(governed(), Arc::new(MemoryHistory::new()));
+        n as f64 / secs(pipelined(pump, n, window).await)
+    };
+    let bare = || async move { n as f64 / secs(baseline::pipelined(n, window).await) };
+    once(mt, echo);
+    once(ct, echo);
+    let (mut pump, mut base, mut current) = (vec![], vec![], vec![]);
+    for _ in 0..runs {
+        pump.push(once(mt, echo));
+        base.push(once(mt, bare));
+        current.push(once(ct, echo));
+    }
+    let to_current = median(&pump) / median(&current);
+    let (id, how) = if window == 1 {
+        ("U1", "one at a time (post, settle)".to_owned())
+    } else {
+        (
+            "U1p",
+            format!("pipelined by {window} (post {window}, settle)"),
+        )
+    };
+    let f = Figure::new(
+        id,
+        &format!("echo round trip, one thread, {how}, as users run it"),
+        "round trips/s",
+        Better::Higher,
+        pump,
+    )
+    .baseline(
+        "bare parse + channel, same windows, same runtime, client on main",
+        base,
+    )
+    .params(
+        json!({ "round_trips_per_run": n, "window": window, "runtime": runtime,
+        "current_thread_samples": current }),
+    )
+    .note(&format!(
+        "{to_current:.2} of the current-thread figure in the same run ({:.0} /s)",
+        median(&current)
+    ));
+    let met = f.ratio_value().is_some_and(|r| r.0 >= 0.6) && to_current >= 0.8;
+    f.target(
+        "≥ 0.6 of the same-runtime baseline and ≥ 0.8 of the current-thread figure",
+        met,
+    )
+}
+
 /// Measures U1–U4, those `cfg` selects.
 pub fn figures(cfg: &Config, report: &mut Report) {
     let mt = main_runtime();
@@ -127,79 +160,15 @@ pub fn figures(cfg: &Config, report: &mut Report) {
     let runs = cfg.runs;
     let workers = std::thread::available_parallelism().map_or(1, usize::from);
     let runtime = format!("#[tokio::main]: multi-thread, {workers} workers, client on main");
+    let n = cfg.size("AGENTPUMP_BENCH_ECHO_N", 30_000, 200);
     if cfg.wants("U1") {
-        let n = cfg.size("AGENTPUMP_BENCH_ECHO_N", 30_000, 200);
-        let echo = || async move {
-            let pump = echo_pump(governed(), Arc::new(MemoryHistory::new()));
-            n as f64 / secs(round_trips(pump, n).await)
-        };
-        let bare = || async move { n as f64 / secs(baseline::round_trips(n).await) };
-        let (mut pump, mut base, mut current) = (vec![], vec![], vec![]);
-        once(&mt, echo);
-        once(&ct, echo);
-        for _ in 0..runs {
-            pump.push(once(&mt, echo));
-            base.push(once(&mt, bare));
-            current.push(once(&ct, echo));
-        }
-        let to_current = median(&pump) / median(&current);
-        let f = Figure::new(
-            "U1",
-            "echo round trip, one thread, as users run it",
-            "round trips/s",
-            Better::Higher,
-            pump,
-        )
-        .baseline("bare parse + channel, same runtime, client on main", base)
-        .params(json!({ "round_trips_per_run": n, "runtime": runtime,
-            "current_thread_samples": current }))
-        .note(&format!(
-            "{to_current:.2} of the current-thread echo in the same run ({:.0} /s)",
-            median(&current)
-        ));
-        let met = f.ratio_value().is_some_and(|r| r.0 >= 0.6) && to_current >= 0.8;
-        report.add(f.target(
-            "≥ 0.6 of the same-runtime baseline and ≥ 0.8 of the current-thread echo",
-            met,
-        ));
+        report.add(echo_figure((&mt, &ct), runs, n, 1, &runtime));
     }
     if cfg.wants("U1p") {
-        let n = cfg.size("AGENTPUMP_BENCH_ECHO_N", 30_000, 200);
         let window = cfg
             .size("AGENTPUMP_BENCH_WINDOW", 256, 16)
             .min(baseline::CAPACITY);
-        let echo = || async move { n as f64 / secs(pipelined(n, window).await) };
-        let bare = || async move { n as f64 / secs(baseline::pipelined(n, window).await) };
-        once(&mt, echo);
-        once(&ct, echo);
-        let (mut pump, mut base, mut current) = (vec![], vec![], vec![]);
-        for _ in 0..runs {
-            pump.push(once(&mt, echo));
-            base.push(once(&mt, bare));
-            current.push(once(&ct, echo));
-        }
-        let to_current = median(&pump) / median(&current);
-        let f = Figure::new(
-            "U1p",
-            &format!("echo round trip, one thread, pipelined by {window}, as users run it"),
-            "round trips/s",
-            Better::Higher,
-            pump,
-        )
-        .baseline("bare parse + channel, same windows, same runtime", base)
-        .params(
-            json!({ "round_trips_per_run": n, "window": window, "runtime": runtime,
-            "current_thread_samples": current }),
-        )
-        .note(&format!(
-            "{to_current:.2} of the current-thread figure in the same run ({:.0} /s)",
-            median(&current)
-        ));
-        let met = f.ratio_value().is_some_and(|r| r.0 >= 0.6) && to_current >= 0.8;
-        report.add(f.target(
-            "≥ 0.6 of the same-runtime baseline and ≥ 0.8 of the current-thread figure",
-            met,
-        ));
+        report.add(echo_figure((&mt, &ct), runs, n, window, &runtime));
     }
     if cfg.wants("U2") {
         let threads = cfg.size("AGENTPUMP_BENCH_THREADS", 10_000, 100);
