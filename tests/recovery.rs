@@ -438,6 +438,6 @@ async fn a_reopened_sqlite_file_restores_counters_pending_work_and_chains() {
         // The chains continue from the digests read at the first append after the open.
         assert!(store.verify().await.unwrap() > 0);
         second.shutdown(std::time::Duration::from_secs(1)).await;
-        first.shutdown(std::time::Duration::from_millis(10)).await;
+        drop(first); // its worker still waits at the gate: the process that "died"
     }
 }
