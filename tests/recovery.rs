@@ -378,14 +378,15 @@ async fn a_reopened_sqlite_file_restores_counters_pending_work_and_chains() {
         let gate = Gate::new();
         let first = PumpBuilder::new()
             .history(Arc::clone(&store) as Arc<dyn HistoryStore>)
-            .register(Registration::new("echo", Echo).accepts(q("say")))
+            .register(metered())
             .register(Registration::new("worker", gate.clone()).accepts(q("job")))
             .build()
             .unwrap();
         let thread = support::start(&first, &p("say", "1")).await;
         first.settle(thread).await;
         let before = first.thread(thread).unwrap().counters;
-        assert_eq!(before.deliveries, 1);
+        assert_eq!((before.deliveries, before.tokens_in), (1, 7));
+        assert_eq!(before.cost, rust_decimal::Decimal::new(25, 3));
         first
             .post(Some(thread), None, &p("job", "0"))
             .await
@@ -407,7 +408,7 @@ async fn a_reopened_sqlite_file_restores_counters_pending_work_and_chains() {
         let store: Arc<dyn HistoryStore> = Arc::new(SqliteHistory::open(dir.db()).unwrap());
         let second = PumpBuilder::new()
             .history(Arc::clone(&store))
-            .register(Registration::new("echo", Echo).accepts(q("say")))
+            .register(metered())
             .register(Registration::new("worker", Echo).accepts(q("job")))
             .build()
             .unwrap();
@@ -440,4 +441,20 @@ async fn a_reopened_sqlite_file_restores_counters_pending_work_and_chains() {
         second.shutdown(std::time::Duration::from_secs(1)).await;
         drop(first); // its worker still waits at the gate: the process that "died"
     }
+}
+
+/// Answers `say` with nothing and reports 7 tokens in and a cost of 0.025.
+fn metered() -> Registration {
+    Registration::new(
+        "metered",
+        Script::new(|_, cx| {
+            cx.usage(agentpump::governor::Usage {
+                tokens_in: 7,
+                cost: rust_decimal::Decimal::new(25, 3),
+                ..Default::default()
+            });
+            Ok(())
+        }),
+    )
+    .accepts(q("say"))
 }

@@ -81,13 +81,38 @@ impl Deltas {
         self.0.entry(d.thread).or_default().deliver(d);
     }
 
-    /// Adds the deltas to the stored tallies, in the commit's transaction.
+    /// Adds the deltas to the stored tallies, in the commit's transaction: one upsert per
+    /// thread, and a read first only when a cost is added (a decimal SQLite cannot add).
     pub(crate) fn write(self, tx: &Transaction<'_>) -> rusqlite::Result<()> {
+        let mut add = tx.prepare_cached(&format!(
+            "INSERT INTO tallies (thread, {COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, '0', ?9)
+             ON CONFLICT (thread) DO UPDATE SET records = records + excluded.records,
+                 deliveries = deliveries + excluded.deliveries, notices = notices + excluded.notices,
+                 failures = failures + excluded.failures, tokens_in = tokens_in + excluded.tokens_in,
+                 tokens_out = tokens_out + excluded.tokens_out,
+                 tool_calls = tool_calls + excluded.tool_calls,
+                 usage_estimated = usage_estimated + excluded.usage_estimated"
+        ))?;
         for (thread, delta) in self.0 {
             let id = thread.to_string();
-            let mut tally = read_one(tx, &id)?.unwrap_or_default();
-            tally.add(&delta);
-            store(tx, &id, &tally)?;
+            if !delta.counters.cost.is_zero() {
+                let mut tally = read_one(tx, &id)?.unwrap_or_default();
+                tally.add(&delta);
+                store(tx, &id, &tally)?;
+                continue;
+            }
+            let (t, c) = (delta.records, &delta.counters);
+            add.execute(params![
+                id,
+                t as i64,
+                c.deliveries as i64,
+                c.notices as i64,
+                c.failures as i64,
+                c.tokens_in as i64,
+                c.tokens_out as i64,
+                c.tool_calls as i64,
+                c.estimated_usage as i64,
+            ])?;
         }
         Ok(())
     }
