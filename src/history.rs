@@ -190,8 +190,6 @@ pub struct Recovery {
     /// governor's own decisions (carve-outs, resumes, halts), in order: replayed, they give
     /// every ledger exactly the budget it had.
     pub governor: Vec<Record>,
-    /// Halts recorded per thread, in order (to restore why a thread is halted).
-    pub halts: Vec<Record>,
 }
 
 /// Resolves when an appended batch is durable.

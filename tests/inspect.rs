@@ -241,18 +241,18 @@ async fn the_commands_read_a_history_file() {
         "{err}"
     );
     conn.execute(
-        "UPDATE meta SET value = '4' WHERE key = 'schema_version'",
+        "UPDATE meta SET value = '5' WHERE key = 'schema_version'",
         [],
     )
     .unwrap();
     let (ok, _, err) = run(&["threads", "--db", db_arg]);
     assert!(
         !ok && err
-            .contains("database schema version 4 is newer than this agentpump understands (3)"),
+            .contains("database schema version 5 is newer than this agentpump understands (4)"),
         "{err}"
     );
     conn.execute(
-        "UPDATE meta SET value = '3' WHERE key = 'schema_version'",
+        "UPDATE meta SET value = '4' WHERE key = 'schema_version'",
         [],
     )
     .unwrap();

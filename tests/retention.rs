@@ -66,13 +66,13 @@ async fn prune_removes_old_records_of_finished_threads_and_verify_proves_the_res
     let checked = store.verify().await.unwrap();
     assert_eq!(
         schema_version(&f.dir.db()),
-        "3",
-        "a file this build's writer opened has the search index (version 3)"
+        "4",
+        "a file this build's writer opened has the search index and the tallies (version 4)"
     );
     let pruned = store.prune(f.cut, None).await.unwrap();
     assert_eq!(
         schema_version(&f.dir.db()),
-        "3",
+        "4",
         "a prune never lowers the version: an older build refuses the file either way"
     );
     assert_eq!(pruned.records, old.len() as u64);

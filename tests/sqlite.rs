@@ -174,7 +174,7 @@ async fn files_that_are_not_ours_or_are_newer_are_refused_clearly() {
     );
     let err = SqliteHistory::open(dir.db()).unwrap_err().to_string();
     assert!(
-        err.contains("database schema version 99 is newer than this agentpump understands (3)"),
+        err.contains("database schema version 99 is newer than this agentpump understands (4)"),
         "{err}"
     );
     let missing = SqliteHistory::open_read_only(dir.0.join("nope.db"))
@@ -558,7 +558,7 @@ async fn an_older_file_gets_the_search_index_when_opened() {
             &dir.db(),
             "SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'schema_version'"
         ),
-        3
+        4
     );
     assert!(count(&dir.db(), "SELECT count(*) FROM thread_terms") > 0);
     assert_eq!(search(&migrated, "echo").await, all, "through the index");

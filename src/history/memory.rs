@@ -14,7 +14,6 @@ use super::{
     verify_chain,
 };
 use crate::Counters;
-use crate::envelope::SYSTEM_NS;
 use crate::governor::HaltingReport;
 use crate::{MessageId, ThreadId, ThreadInfo, ThreadState};
 
@@ -336,7 +335,6 @@ impl HistoryStore for MemoryHistory {
                 (r.kind == RecordKind::Message && r.to.as_deref() == Some("governor"))
                     || r.kind == RecordKind::Decision
             }),
-            halts: self.select(|r| r.kind == RecordKind::System && r.root.is(SYSTEM_NS, "halt")),
         })
     }
 

@@ -12,6 +12,7 @@ mod pages;
 mod prune;
 mod queries;
 mod schema;
+mod tallies;
 mod writer;
 
 use std::collections::HashMap;
@@ -83,13 +84,40 @@ pub struct SqliteHistory {
     /// Whether the file has the search index (schema 3; an older file opened read-only has
     /// not been migrated, and its searches read records).
     search: bool,
+    /// Whether the file has the tallies (schema 4; an older file opened read-only has not been
+    /// migrated, and its counters are summed from its records).
+    tallied: bool,
 }
 
 /// What `append` decides before the writer sees a batch.
 #[derive(Debug, Default)]
 pub(crate) struct Order {
     next_seq: u64,
+    /// Each thread's last digest, learnt at its first append since the open.
     last_digest: HashMap<ThreadId, [u8; 32]>,
+    /// Where that first append looks its thread's last digest up (none when read-only): a
+    /// connection of its own, so an append never waits for a long query of the reader.
+    lookup: Option<Connection>,
+}
+
+impl Order {
+    /// The last digest of `thread`: remembered, or else (its first append since the open) read
+    /// from its last committed record or, when a prune removed them all, its latest anchor.
+    /// A thread not remembered has appended nothing since the open, so the file's committed
+    /// records are all it has.
+    fn last_digest(&mut self, thread: ThreadId) -> rusqlite::Result<&mut [u8; 32]> {
+        use std::collections::hash_map::Entry;
+        match self.last_digest.entry(thread) {
+            Entry::Occupied(e) => Ok(e.into_mut()),
+            Entry::Vacant(e) => {
+                let digest = match &self.lookup {
+                    Some(conn) => queries::last_digest(conn, thread)?,
+                    None => None,
+                };
+                Ok(e.insert(digest.unwrap_or([0; 32])))
+            }
+        }
+    }
 }
 
 /// Set by the writer when a commit failed (or at a read-only open): every later write is
@@ -139,12 +167,12 @@ impl SqliteHistory {
             schema::SchemaError::Sqlite(e) => unavailable(&path, e),
             other => HistoryError::unavailable(format!("{}: {other}", path.display())),
         })?;
-        let order = queries::order(&conn).map_err(fail)?;
-        let reader = Connection::open_with_flags(&path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
-            .map_err(fail)?;
-        reader
-            .busy_timeout(std::time::Duration::from_secs(5))
-            .map_err(fail)?;
+        let reader = read_only(&path, std::time::Duration::from_secs(5))?;
+        let order = Order {
+            next_seq: queries::next_seq(&conn).map_err(fail)?,
+            last_digest: HashMap::new(),
+            lookup: Some(read_only(&path, std::time::Duration::from_secs(5))?),
+        };
         let failed = Failure::default();
         let appended = order.next_seq;
         let resolved = Arc::new(tokio::sync::watch::Sender::new(appended));
@@ -154,6 +182,7 @@ impl SqliteHistory {
             appended: appended.into(),
             resolved,
             search: true,
+            tallied: true,
             path,
             order: Mutex::new(order),
             failed,
@@ -179,20 +208,17 @@ impl SqliteHistory {
             )));
         }
         let fail = |e: rusqlite::Error| unavailable(&path, e);
-        let reader = Connection::open_with_flags(&path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
-            .map_err(fail)?;
-        reader
-            .busy_timeout(std::time::Duration::from_secs(1))
-            .map_err(fail)?;
+        let reader = read_only(&path, std::time::Duration::from_secs(1))?;
         schema::check(&reader).map_err(|e| match e {
             schema::SchemaError::Sqlite(e) => unavailable(&path, e),
             other => HistoryError::unavailable(format!("{}: {other}", path.display())),
         })?;
         let search = schema::has_search(&reader).map_err(fail)?;
-        // No append order: every write is refused, and computing it reads every thread's last
-        // digest (seconds on a history of a million threads, before the first answer).
+        let tallied = tallies::exist(&reader).map_err(fail)?;
+        // No append order: every write is refused.
         Ok(Self {
             search,
+            tallied,
             appended: 0.into(),
             resolved: Arc::new(tokio::sync::watch::Sender::new(0)),
             path,
@@ -317,6 +343,15 @@ impl SqliteHistory {
     }
 }
 
+/// A read-only connection to the file, waiting up to `busy` for a lock.
+fn read_only(path: &Path, busy: std::time::Duration) -> Result<Connection, HistoryError> {
+    let fail = |e: rusqlite::Error| unavailable(path, e);
+    let conn = Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+        .map_err(fail)?;
+    conn.busy_timeout(busy).map_err(fail)?;
+    Ok(conn)
+}
+
 fn unavailable(path: &Path, e: rusqlite::Error) -> HistoryError {
     let busy = matches!(
         e.sqlite_error_code(),
@@ -357,11 +392,19 @@ impl HistoryStore for SqliteHistory {
         self.writable()?;
         let mut order = self.order.lock().unwrap_or_else(|p| p.into_inner());
         let time_us = now_us();
+        // Every thread's last digest first: a failed look-up leaves the order as it was.
+        for new in &batch.records {
+            order
+                .last_digest(new.envelope.thread())
+                .map_err(|e| self.query_error(e))?;
+        }
         let mut records = Vec::with_capacity(batch.records.len());
         for new in &batch.records {
             order.next_seq += 1;
             let mut record = Record::from_new(new, order.next_seq, time_us);
-            let last = order.last_digest.entry(record.thread).or_insert([0; 32]);
+            let last = order
+                .last_digest(record.thread)
+                .map_err(|e| self.query_error(e))?;
             record.seal(last);
             *last = record.digest;
             records.push((record, new.pending));
@@ -413,7 +456,7 @@ impl HistoryStore for SqliteHistory {
 
     async fn threads(&self, state: Option<ThreadState>) -> Result<Vec<ThreadInfo>, HistoryError> {
         self.caught_up().await;
-        queries::threads(&self.read(), state).map_err(|e| self.query_error(e))
+        queries::threads(&self.read(), state, self.tallied).map_err(|e| self.query_error(e))
     }
 
     fn recovery(&self) -> Result<Recovery, HistoryError> {

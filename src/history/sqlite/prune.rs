@@ -100,7 +100,8 @@ fn finished(conn: &Connection) -> rusqlite::Result<HashSet<String>> {
     let threads: Vec<(String, Option<String>, String)> = stmt
         .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
         .collect::<rusqlite::Result<_>>()?;
-    let mut stmt = conn.prepare_cached("SELECT DISTINCT thread FROM records WHERE pending = 1")?;
+    let mut stmt =
+        conn.prepare_cached("SELECT thread FROM records WHERE pending = 1 ORDER BY seq")?;
     let busy: HashSet<String> = stmt
         .query_map([], |r| r.get(0))?
         .collect::<rusqlite::Result<_>>()?;
@@ -241,6 +242,7 @@ pub(crate) fn prune(
                 &anchor.digest[..],
             ])?;
             delete.execute(params![thread.to_string(), anchor.last_seq as i64])?;
+            super::tallies::pruned(&tx, thread, anchor.records)?;
             pruned.records += anchor.records;
             pruned.anchors.push(anchor);
         }

@@ -3,13 +3,11 @@
 use std::collections::HashMap;
 use std::str::FromStr;
 
-use rusqlite::{Connection, OptionalExtension, Row, params};
-use rust_decimal::Decimal;
-
-use super::Order;
+use super::tallies;
 use crate::governor::HaltingReport;
 use crate::history::{AnchorBreak, ChainBreak, Record, RecordKind, Recovery, verify_anchors};
 use crate::{Counters, MessageId, QName, ThreadId, ThreadInfo, ThreadState};
+use rusqlite::{Connection, OptionalExtension, Row, params};
 
 const COLUMNS: &str =
     "seq, thread, id, time_us, kind, sender, recipient, in_reply_to, root, payload, digest";
@@ -72,39 +70,48 @@ pub(crate) fn records(
     rows.collect()
 }
 
-/// Where `append` continues: the next seq and each thread's last digest — past what a prune
-/// removed too (a seq is never given twice; a thread whose records all went continues from
-/// its anchor).
-pub(crate) fn order(conn: &Connection) -> rusqlite::Result<Order> {
-    let next_seq: i64 = conn.query_row(
+/// Where `append` continues: the seq after the highest ever given — past what a prune removed
+/// too (a seq is never given twice). Two index look-ups.
+pub(crate) fn next_seq(conn: &Connection) -> rusqlite::Result<u64> {
+    conn.query_row(
         "SELECT max(coalesce((SELECT max(seq) FROM records), 0), coalesce((SELECT max(last_seq) FROM anchors), 0))",
         [],
-        |r| r.get(0),
+        |r| r.get::<_, i64>(0),
+    )
+    .map(|n| n as u64)
+}
+
+/// The digest a thread's next record chains from: its last record's, or, when a prune removed
+/// them all, its latest anchor's; none for a thread with neither. Index look-ups.
+pub(crate) fn last_digest(
+    conn: &Connection,
+    thread: ThreadId,
+) -> rusqlite::Result<Option<[u8; 32]>> {
+    let id = thread.to_string();
+    let mut last = conn
+        .prepare_cached("SELECT digest FROM records WHERE thread = ?1 ORDER BY seq DESC LIMIT 1")?;
+    let mut anchored = conn.prepare_cached(
+        "SELECT last_digest FROM anchors WHERE thread = ?1 ORDER BY n DESC LIMIT 1",
     )?;
-    let mut stmt = conn.prepare(
-        "SELECT r.thread, r.digest FROM records r JOIN (SELECT thread, max(seq) AS seq FROM records GROUP BY thread) m ON r.seq = m.seq",
-    )?;
-    let mut last_digest = HashMap::new();
-    for row in stmt.query_map([], |r| {
-        Ok((r.get::<_, String>(0)?, r.get::<_, Vec<u8>>(1)?))
-    })? {
-        let (thread, digest) = row?;
-        let thread: ThreadId = parse(0, &thread)?;
-        let digest: [u8; 32] = digest.try_into().map_err(|d: Vec<u8>| {
-            rusqlite::Error::InvalidColumnType(
-                1,
-                format!("a digest of {} bytes, not 32", d.len()),
-                rusqlite::types::Type::Blob,
-            )
-        })?;
-        last_digest.insert(thread, digest);
-    }
-    for (thread, digest) in super::prune::starts(&super::prune::anchors(conn)?) {
-        last_digest.entry(thread).or_insert(digest);
-    }
-    Ok(Order {
-        next_seq: next_seq as u64,
-        last_digest,
+    let digest = match last
+        .query_row([&id], |r| r.get::<_, Vec<u8>>(0))
+        .optional()?
+    {
+        Some(d) => d,
+        None => match anchored
+            .query_row([&id], |r| r.get::<_, Vec<u8>>(0))
+            .optional()?
+        {
+            Some(d) => d,
+            None => return Ok(None),
+        },
+    };
+    digest.try_into().map(Some).map_err(|d: Vec<u8>| {
+        rusqlite::Error::InvalidColumnType(
+            0,
+            format!("a digest of {} bytes, not 32", d.len()),
+            rusqlite::types::Type::Blob,
+        )
     })
 }
 
@@ -149,21 +156,34 @@ pub(crate) fn snapshot(json: &str) -> rusqlite::Result<ThreadInfo> {
     })
 }
 
-/// Every snapshot in creation order: children filled in from the parent links, counters summed
-/// from the delivered marks, and an open thread's state derived from its queue (`active` while
-/// it has undelivered messages, else `idle`) — snapshots are saved on structural changes only.
+/// Every snapshot in creation order: children filled in from the parent links, counters from
+/// the tallies (summed from the delivered marks in a file without them), and an open thread's
+/// state derived from its queue (`active` while it has undelivered messages, else `idle`) —
+/// snapshots are saved on structural changes only.
 pub(crate) fn threads(
     conn: &Connection,
     state: Option<ThreadState>,
+    tallied: bool,
+) -> rusqlite::Result<Vec<ThreadInfo>> {
+    let (counters, _) = tallies::split(tallies::all(conn, tallied)?);
+    with_counters(conn, state, counters)
+}
+
+/// The snapshots, with `counters` and their live state.
+fn with_counters(
+    conn: &Connection,
+    state: Option<ThreadState>,
+    mut counters: HashMap<ThreadId, Counters>,
 ) -> rusqlite::Result<Vec<ThreadInfo>> {
     let mut stmt = conn.prepare_cached("SELECT info FROM threads ORDER BY rowid")?;
     let all: Vec<ThreadInfo> = stmt
         .query_map([], |r| r.get::<_, String>(0))?
         .map(|json| snapshot(&json?))
         .collect::<rusqlite::Result<_>>()?;
-    let mut counters = counters(conn)?;
     let mut busy = std::collections::HashSet::new();
-    let mut stmt = conn.prepare_cached("SELECT DISTINCT thread FROM records WHERE pending = 1")?;
+    // Not `DISTINCT`: that walks the whole by-thread index; this reads the pending ones.
+    let mut stmt =
+        conn.prepare_cached("SELECT thread FROM records WHERE pending = 1 ORDER BY seq")?;
     for thread in stmt.query_map([], |r| r.get::<_, String>(0))? {
         busy.insert(parse::<ThreadId>(0, &thread?)?);
     }
@@ -185,71 +205,28 @@ pub(crate) fn threads(
         .collect())
 }
 
-/// Per thread: deliveries handled and the usage reported with them.
-fn counters(conn: &Connection) -> rusqlite::Result<HashMap<ThreadId, Counters>> {
-    let mut counters = HashMap::new();
-    let mut stmt = conn.prepare_cached(
-        "SELECT thread, sum((handled & 3) = 1), sum(tokens_in), sum(tokens_out), group_concat(cost, ' '), sum(tool_calls), sum(usage_estimated), sum((handled & 3) = 2), sum(handled >= 4) FROM records WHERE handled > 0 GROUP BY thread",
-    )?;
-    for row in stmt.query_map([], |r| {
-        Ok((
-            r.get::<_, String>(0)?,
-            r.get::<_, i64>(1)?,
-            r.get::<_, i64>(2)?,
-            r.get::<_, i64>(3)?,
-            r.get::<_, String>(4)?,
-            r.get::<_, i64>(5)?,
-            r.get::<_, i64>(6)?,
-            r.get::<_, i64>(7)?,
-            r.get::<_, i64>(8)?,
-        ))
-    })? {
-        let (thread, n, tin, tout, costs, tools, estimated, notices, failures) = row?;
-        let cost = costs
-            .split(' ')
-            .map(|c| parse::<Decimal>(4, c))
-            .sum::<rusqlite::Result<Decimal>>()?;
-        let c = Counters {
-            deliveries: n as u64,
-            failures: failures as u64,
-            tokens_in: tin as u64,
-            tokens_out: tout as u64,
-            tool_calls: tools as u64,
-            cost,
-            estimated_usage: estimated as u64,
-            notices: notices as u64,
-        };
-        counters.insert(parse(0, &thread)?, c);
-    }
-    Ok(counters)
+/// What a restart reads, none of it a scan of the records: one tally and one snapshot per
+/// thread, and through partial indexes the pending messages and the governor's records.
+pub(crate) fn recovery(conn: &Connection) -> rusqlite::Result<Recovery> {
+    let (counters, per_thread) = tallies::split(tallies::all(conn, true)?);
+    Ok(Recovery {
+        threads: with_counters(conn, None, counters.clone())?,
+        counters,
+        records: per_thread,
+        pending: pending(conn)?,
+        governor: governor(conn)?,
+    })
 }
 
-pub(crate) fn recovery(conn: &Connection) -> rusqlite::Result<Recovery> {
-    let counters = counters(conn)?;
-    let mut stmt = conn.prepare("SELECT thread, count(*) FROM records GROUP BY thread")?;
-    let records_per_thread = stmt
-        .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))?
-        .map(|row| {
-            let (thread, n) = row?;
-            Ok((parse(0, &thread)?, n as u64))
-        })
-        .collect::<rusqlite::Result<_>>()?;
-    Ok(Recovery {
-        threads: threads(conn, None)?,
-        counters,
-        records: records_per_thread,
-        pending: pending(conn)?,
-        governor: records(
-            conn,
-            "WHERE (recipient = 'governor' AND kind = 'message') OR kind = 'decision' ORDER BY seq",
-            [],
-        )?,
-        halts: records(
-            conn,
-            "WHERE kind = 'system' AND root = '{urn:agentpump:system:v1}halt' ORDER BY seq",
-            [],
-        )?,
-    })
+/// Messages to the governor and its decisions, in order: a union of two partial indexes (an
+/// `OR` of the two conditions would read every record).
+fn governor(conn: &Connection) -> rusqlite::Result<Vec<Record>> {
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT {COLUMNS} FROM records WHERE recipient = 'governor' AND kind = 'message'
+         UNION ALL SELECT {COLUMNS} FROM records WHERE kind = 'decision' ORDER BY seq"
+    ))?;
+    let rows = stmt.query_map([], from_row)?;
+    rows.collect()
 }
 
 /// Checks the anchor chain, then walks every record in seq order, checking each thread's

@@ -19,12 +19,17 @@ use crate::envelope::PROCESS_NS;
 /// left anchors, so that an older build (which would verify a pruned thread from 32 zero bytes
 /// and call it broken) refuses the file; 3: the search index, which this build's writer keeps
 /// and an older one would not — every file a writer opens is raised to 3, so an older build
-/// refuses it. Read-only opens change nothing: a version 1 or 2 file is searched by reading
-/// records.
-pub const SCHEMA_VERSION: i64 = 3;
+/// refuses it; 4: the tallies (each thread's record count and counters, kept by the writer so
+/// that a restart reads one row per thread, not every record), which an older writer would let
+/// fall behind. Read-only opens change nothing: a version 1 or 2 file is searched by reading
+/// records, a file before 4 has its counters summed from its records.
+pub const SCHEMA_VERSION: i64 = 4;
 
 /// The version of a file with the search index.
 const SEARCH_VERSION: i64 = 3;
+
+/// The version of a file with the tallies.
+const TALLIES_VERSION: i64 = 4;
 
 /// Why a file cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -155,10 +160,16 @@ pub(crate) fn prepare(conn: &mut Connection, durability: Durability) -> Result<(
         let tx = conn.transaction()?;
         tx.execute_batch(TABLES)?;
         tx.execute_batch(&search_schema())?;
-        tx.execute("INSERT INTO meta (key, value) VALUES ('application', 'agentpump'), ('schema_version', ?1)", [SEARCH_VERSION.to_string()])?;
+        tx.execute_batch(super::tallies::TABLE)?;
+        tx.execute("INSERT INTO meta (key, value) VALUES ('application', 'agentpump'), ('schema_version', ?1)", [TALLIES_VERSION.to_string()])?;
         tx.commit()?;
-    } else if version(conn)? < SEARCH_VERSION {
-        migrate_to_search(conn)?;
+    } else {
+        if version(conn)? < SEARCH_VERSION {
+            migrate_to_search(conn)?;
+        }
+        if version(conn)? < TALLIES_VERSION {
+            migrate_to_tallies(conn)?;
+        }
     }
     // Added after schema 1 shipped: created in older files too (recovery reads decisions).
     conn.execute_batch(
@@ -183,6 +194,25 @@ fn migrate_to_search(conn: &mut Connection) -> Result<(), SchemaError> {
     tracing::info!(
         elapsed_ms = started.elapsed().as_millis() as u64,
         "history migrated to schema 3: search index built"
+    );
+    Ok(())
+}
+
+/// Schema 3 → 4: the tallies, summed from the records the file holds, in one transaction (a
+/// crash leaves the file as it was, and the next open migrates again). The one open of a file
+/// that reads every record.
+fn migrate_to_tallies(conn: &mut Connection) -> Result<(), SchemaError> {
+    let started = std::time::Instant::now();
+    let tx = conn.transaction()?;
+    super::tallies::create(&tx)?;
+    tx.execute(
+        "UPDATE meta SET value = ?1 WHERE key = 'schema_version'",
+        [TALLIES_VERSION.to_string()],
+    )?;
+    tx.commit()?;
+    tracing::info!(
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        "history migrated to schema 4: tallies summed"
     );
     Ok(())
 }

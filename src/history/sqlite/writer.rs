@@ -252,6 +252,7 @@ impl Terms {
 fn write(conn: &mut Connection, jobs: &[Job], terms: &mut Terms) -> rusqlite::Result<()> {
     let tx = conn.transaction()?;
     terms.check(&tx)?;
+    let mut tallies = super::tallies::Deltas::default();
     {
         let mut pair =
             tx.prepare_cached("INSERT OR IGNORE INTO thread_terms (term, thread) VALUES (?1, ?2)")?;
@@ -272,6 +273,7 @@ fn write(conn: &mut Connection, jobs: &[Job], terms: &mut Terms) -> rusqlite::Re
         )?;
         for job in jobs {
             if let Some(d) = &job.delivered {
+                tallies.deliver(d);
                 let u = &d.usage;
                 deliver.execute(params![
                     d.id.to_string(),
@@ -287,6 +289,7 @@ fn write(conn: &mut Connection, jobs: &[Job], terms: &mut Terms) -> rusqlite::Re
                 ])?;
             }
             for (r, pending) in &job.records {
+                tallies.record(r.thread);
                 let (thread_id, root) = (r.thread.to_string(), r.root.to_string());
                 insert.execute(params![
                     r.seq as i64,
@@ -342,5 +345,6 @@ fn write(conn: &mut Connection, jobs: &[Job], terms: &mut Terms) -> rusqlite::Re
             }
         }
     }
+    tallies.write(&tx)?;
     tx.commit()
 }
