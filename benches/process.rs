@@ -8,6 +8,9 @@
 //!   answer → CAPTURE), against the echo round trip (post → echo → settled) in the same run on
 //!   the same runtime. Target: a USE within 1.5× an echo round trip.
 //!
+//! `AGENTPUMP_BENCH_PROFILE=1 AGENTPUMP_BENCH_ONLY=P2` runs only the process's side of P2 (no echo,
+//! no report), for a profiler.
+//!
 //! Sizes: `AGENTPUMP_BENCH_PROCESS_N` items (default 100 000), `AGENTPUMP_BENCH_PROCESS_USES`
 //! (default 5 000). Current-thread runtime, MemoryHistory, governor on with the turn limit lifted.
 
@@ -138,6 +141,11 @@ fn main() {
                 "the Rust loop is {ratio:.0}× faster; an item costs the process {per_item_us:.2} µs"
             )),
         );
+    }
+    if cfg.wants("P2") && common::profiling() {
+        // Under a profiler: the process's side only.
+        on_workers(&rt, run(USES, m));
+        return;
     }
     if cfg.wants("P2") {
         let (mut uses, mut echoes) = (Vec::new(), Vec::new());

@@ -1,6 +1,7 @@
 //! [`Payload`]: one namespaced XML element, kept byte for byte as it was received.
 
-use std::sync::Arc;
+use std::any::Any;
+use std::sync::{Arc, OnceLock};
 
 use super::{EnvelopeError, Limits, Position, QName, scan};
 
@@ -14,7 +15,34 @@ pub struct Payload {
     text: Arc<str>,
     declares_default_ns: bool,
     carries_reserved: bool,
+    reading: Reading,
 }
+
+/// What the pump's own check read of a payload's text (a tool call, a tool's answer), kept
+/// with the payload so that its receiver does not read the same bytes again. Only code of
+/// this crate fills it, from exactly this payload's text, after the checks every payload
+/// passes; the text never changes. A payload parsed anew (from history, from a worker)
+/// starts without one. Two payloads with the same text are equal whatever they keep.
+#[derive(Clone, Default)]
+struct Reading(OnceLock<Arc<dyn Any + Send + Sync>>);
+
+impl std::fmt::Debug for Reading {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.get().is_some() {
+            "kept"
+        } else {
+            "none"
+        })
+    }
+}
+
+impl PartialEq for Reading {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for Reading {}
 
 impl Payload {
     /// Parses a text that holds exactly one element (surrounding whitespace allowed), after an
@@ -71,6 +99,7 @@ impl Payload {
             text: Arc::from(&full[start..element.end]),
             declares_default_ns: element.declares_default_ns,
             carries_reserved: element.reserved_inside,
+            reading: Reading::default(),
         };
         Ok((payload, element.end))
     }
@@ -82,7 +111,33 @@ impl Payload {
             text: Arc::from(text),
             declares_default_ns,
             carries_reserved: false,
+            reading: Reading::default(),
         }
+    }
+
+    /// The reading of type `T` of this payload's text that `read` makes, made once: the first
+    /// caller (the pump checking a tool payload) reads, later ones (its receiver) share it.
+    /// `read` must depend on the text alone. A failed reading is not kept.
+    pub(crate) fn read_once<T, E>(
+        &self,
+        read: impl FnOnce(&str) -> Result<T, E>,
+    ) -> Result<Arc<T>, E>
+    where
+        T: Any + Send + Sync,
+    {
+        if let Some(kept) = self.reading.0.get() {
+            if let Ok(t) = Arc::clone(kept).downcast::<T>() {
+                return Ok(t);
+            }
+            // Kept as another type: read, keep nothing.
+            return read(&self.text).map(Arc::new);
+        }
+        let value: Arc<T> = Arc::new(read(&self.text)?);
+        let kept = self
+            .reading
+            .0
+            .get_or_init(|| Arc::clone(&value) as Arc<dyn Any + Send + Sync>);
+        Ok(Arc::clone(kept).downcast::<T>().unwrap_or(value))
     }
 
     /// The routing key: namespace URI and local name of the root element.

@@ -291,10 +291,11 @@ pub(super) fn tool_checked(payload: &Payload, target: &Target) -> Result<Option<
 fn tool_target(payload: &Payload, target: &Target) -> Result<Option<Target>, String> {
     let local = payload.qname().local();
     if local == "call" {
-        let call = Call::parse(payload).map_err(|e| e.to_string())?;
-        return Ok((*target == Target::Route).then_some(Target::Listener(call.tool)));
+        // Read once: the tool that receives the payload shares this reading.
+        let call = Call::shared(payload).map_err(|e| e.to_string())?;
+        return Ok((*target == Target::Route).then(|| Target::Listener(call.tool.clone())));
     }
-    match Answer::parse(payload) {
+    match Answer::shared(payload) {
         Some(Ok(_)) => Ok(None),
         Some(Err(e)) => Err(e.to_string()),
         None => Err(format!(

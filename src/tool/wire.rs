@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
+use std::sync::Arc;
 
 use quick_xml::Reader;
 use quick_xml::escape::escape;
@@ -165,7 +166,17 @@ impl Call {
     ///
     /// A [`WireError`] naming what does not fit the protocol.
     pub fn parse(payload: &Payload) -> Result<Self, WireError> {
-        Self::parse_xml(payload.as_str())
+        Self::shared(payload).map(Arc::unwrap_or_clone)
+    }
+
+    /// Reads a call from a payload once: the pump reads every call it routes (zero trust), and
+    /// the tool that receives the payload shares that reading instead of reading the bytes again.
+    ///
+    /// # Errors
+    ///
+    /// A [`WireError`] naming what does not fit the protocol.
+    pub fn shared(payload: &Payload) -> Result<Arc<Self>, WireError> {
+        payload.read_once(Self::parse_xml)
     }
 
     /// Reads a call from XML text.
@@ -174,7 +185,7 @@ impl Call {
     ///
     /// A [`WireError`] naming what does not fit the protocol.
     pub fn parse_xml(xml: &str) -> Result<Self, WireError> {
-        let m = Message::read(xml, "call", &["tool", "id", "timeout-ms"], "arg")?;
+        let mut m = Message::read(xml, "call", &["tool", "id", "timeout-ms"], "arg")?;
         let timeout_ms = match m.optional("timeout-ms") {
             None => None,
             Some(t) => Some(t.parse::<u64>().map_err(|_| {
@@ -263,46 +274,57 @@ impl Answer {
     ///
     /// A [`WireError`] when it is a `result` or `error` of the protocol that does not fit it.
     pub fn parse(payload: &Payload) -> Option<Result<Self, WireError>> {
+        Self::shared(payload).map(|r| r.map(Arc::unwrap_or_clone))
+    }
+
+    /// Reads a result or an error once per payload, as [`Call::shared`] does: the pump's check
+    /// reads it, the caller that receives the payload shares that reading.
+    ///
+    /// # Errors
+    ///
+    /// A [`WireError`] when it is a `result` or `error` of the protocol that does not fit it.
+    pub fn shared(payload: &Payload) -> Option<Result<Arc<Self>, WireError>> {
         let q = payload.qname();
         if q.namespace() != TOOL_NS {
             return None;
         }
-        let xml = payload.as_str();
-        match q.local() {
-            "result" => Some(
-                Message::read(xml, "result", &["tool", "call"], "field").and_then(|m| {
-                    Ok(Answer::Result(ToolResult {
-                        tool: m.required("tool")?,
-                        call: m.optional("call"),
-                        fields: m.items,
-                    }))
-                }),
-            ),
-            "error" => Some(
-                Message::read(xml, "error", &["tool", "call", "type", "retry"], "").and_then(|m| {
-                    let kind = m.required("type")?;
-                    let kind = ErrorType::from_name(&kind)
-                        .ok_or_else(|| wire(format!("unknown error type=\"{kind}\" in <error>")))?;
-                    let retry = match m.optional("retry").as_deref() {
-                        None | Some("false") => false,
-                        Some("true") => true,
-                        Some(other) => {
-                            return Err(wire(format!(
-                                "retry=\"{other}\" in <error> is not true or false"
-                            )));
-                        }
-                    };
-                    Ok(Answer::Error(ToolError {
-                        tool: m.required("tool")?,
-                        call: m.optional("call"),
-                        kind,
-                        message: m.text,
-                        retry,
-                    }))
-                }),
-            ),
+        let local = q.local();
+        match local {
+            "result" | "error" => Some(payload.read_once(|xml| Self::parse_xml(local, xml))),
             _ => None,
         }
+    }
+
+    /// Reads a `result` or an `error` (`local`) from XML text.
+    fn parse_xml(local: &str, xml: &str) -> Result<Self, WireError> {
+        if local == "result" {
+            let mut m = Message::read(xml, "result", &["tool", "call"], "field")?;
+            return Ok(Answer::Result(ToolResult {
+                tool: m.required("tool")?,
+                call: m.optional("call"),
+                fields: m.items,
+            }));
+        }
+        let mut m = Message::read(xml, "error", &["tool", "call", "type", "retry"], "")?;
+        let kind = m.required("type")?;
+        let kind = ErrorType::from_name(&kind)
+            .ok_or_else(|| wire(format!("unknown error type=\"{kind}\" in <error>")))?;
+        let retry = match m.optional("retry").as_deref() {
+            None | Some("false") => false,
+            Some("true") => true,
+            Some(other) => {
+                return Err(wire(format!(
+                    "retry=\"{other}\" in <error> is not true or false"
+                )));
+            }
+        };
+        Ok(Answer::Error(ToolError {
+            tool: m.required("tool")?,
+            call: m.optional("call"),
+            kind,
+            message: m.text,
+            retry,
+        }))
     }
 
     /// The `call` id it answers.
@@ -323,9 +345,18 @@ impl Answer {
 }
 
 fn open(element: &str, tool: &str, id_attr: &str, id: Option<&str>) -> String {
-    let mut out = format!("<{element} xmlns=\"{TOOL_NS}\" tool=\"{}\"", escape(tool));
+    let mut out = String::with_capacity(160);
+    for part in ["<", element, " xmlns=\"", TOOL_NS, "\" tool=\""] {
+        out.push_str(part);
+    }
+    out.push_str(&escape(tool));
+    out.push('"');
     if let Some(id) = id {
-        let _ = write!(out, " {id_attr}=\"{}\"", escape(id));
+        for part in [" ", id_attr, "=\""] {
+            out.push_str(part);
+        }
+        out.push_str(&escape(id));
+        out.push('"');
     }
     out
 }
@@ -334,38 +365,60 @@ fn open(element: &str, tool: &str, id_attr: &str, id: Option<&str>) -> String {
 /// call's arguments and a result's fields; other protocols reuse it).
 pub(crate) fn items(out: &mut String, element: &str, items: &BTreeMap<String, Value>) {
     for (name, value) in items {
-        let (ty, text) = match value {
-            Value::Str(s) => ("", s.clone()),
-            Value::Num(n) => (" type=\"number\"", n.normalize().to_string()),
-            Value::Bool(b) => (" type=\"boolean\"", b.to_string()),
-            other => (" type=\"json\"", other.to_json()),
-        };
-        let _ = write!(
-            out,
-            "<{element} name=\"{}\"{ty}>{}</{element}>",
-            escape(name.as_str()),
-            escape(text.as_str())
-        );
+        out.push('<');
+        out.push_str(element);
+        out.push_str(" name=\"");
+        out.push_str(&escape(name.as_str()));
+        out.push('"');
+        match value {
+            Value::Str(s) => {
+                out.push('>');
+                out.push_str(&escape(s.as_str()));
+            }
+            Value::Num(n) => {
+                out.push_str(" type=\"number\">");
+                let _ = write!(out, "{}", n.normalize());
+            }
+            Value::Bool(b) => {
+                out.push_str(" type=\"boolean\">");
+                out.push_str(if *b { "true" } else { "false" });
+            }
+            other => {
+                out.push_str(" type=\"json\">");
+                out.push_str(&escape(other.to_json().as_str()));
+            }
+        }
+        out.push_str("</");
+        out.push_str(element);
+        out.push('>');
     }
 }
 
 /// A protocol message as read: its root's attributes, its items, its text.
 struct Message {
     element: &'static str,
-    attributes: BTreeMap<String, String>,
+    /// The root's attributes, by their place in the names the element allows.
+    allowed: &'static [&'static str],
+    attributes: Attributes,
     items: BTreeMap<String, Value>,
     text: String,
 }
 
+/// Attribute values by the place of their name in a list of allowed names (at most four:
+/// `<error>`'s `tool`, `call`, `type`, `retry`).
+type Attributes = [Option<String>; 4];
+
 impl Message {
-    fn required(&self, name: &str) -> Result<String, WireError> {
+    fn required(&mut self, name: &str) -> Result<String, WireError> {
         self.optional(name)
             .filter(|v| !v.is_empty())
             .ok_or_else(|| wire(format!("<{}> needs a {name}=\"…\" attribute", self.element)))
     }
 
-    fn optional(&self, name: &str) -> Option<String> {
-        self.attributes.get(name).cloned()
+    /// Takes the value of attribute `name` (one of the allowed names).
+    fn optional(&mut self, name: &str) -> Option<String> {
+        let at = self.allowed.iter().position(|a| *a == name)?;
+        self.attributes[at].take()
     }
 
     /// Reads `<element attrs…>` with children `<item name type>text</item>` (or only text
@@ -373,17 +426,18 @@ impl Message {
     fn read(
         xml: &str,
         element: &'static str,
-        allowed: &[&str],
+        allowed: &'static [&'static str],
         item: &'static str,
     ) -> Result<Message, WireError> {
         let mut reader = Reader::from_str(xml);
         let mut m = Message {
             element,
-            attributes: BTreeMap::new(),
+            allowed,
+            attributes: Attributes::default(),
             items: BTreeMap::new(),
             text: String::new(),
         };
-        let mut open_item: Option<(String, String)> = None;
+        let mut open_item: Option<(String, ItemType)> = None;
         let mut depth = 0usize;
         let mut text = String::new();
         loop {
@@ -401,18 +455,18 @@ impl Message {
                             break;
                         }
                     }
-                    1 if !item.is_empty() && local_name(e) == item => {
-                        let a = attributes(e, item, &["name", "type"])?;
-                        let name = a.get("name").cloned().unwrap_or_default();
+                    1 if !item.is_empty() && e.local_name().as_ref() == item => {
+                        let [name, ty, ..] = attributes(e, item, &["name", "type"])?;
+                        let name = name.unwrap_or_default();
                         if !valid_name(&name) {
                             return Err(wire(format!(
                                 "<{item}> needs a name=\"…\" of 1-64 of a-z A-Z 0-9 _ - (found \"{name}\")"
                             )));
                         }
-                        let ty = a.get("type").cloned().unwrap_or_else(|| "string".into());
+                        let ty = ItemType::of(&name, ty.as_deref(), item)?;
                         text.clear();
                         if empty {
-                            m.close_item(name, &ty, "", item)?;
+                            m.close_item(name, ty, "", item)?;
                             continue;
                         }
                         open_item = Some((name, ty));
@@ -443,7 +497,7 @@ impl Message {
                 Event::CData(c) => text.push_str(c.as_ref()),
                 Event::End(_) if depth == 2 => {
                     if let Some((name, ty)) = open_item.take() {
-                        m.close_item(name, &ty, &text, item)?;
+                        m.close_item(name, ty, &text, item)?;
                     }
                     text.clear();
                     depth = 1;
@@ -468,15 +522,19 @@ impl Message {
     fn close_item(
         &mut self,
         name: String,
-        ty: &str,
+        ty: ItemType,
         text: &str,
         item: &str,
     ) -> Result<(), WireError> {
-        let value = typed(&name, ty, text, item)?;
-        if self.items.insert(name.clone(), value).is_some() {
-            return Err(wire(format!("<{item} name=\"{name}\"> appears twice")));
+        use std::collections::btree_map::Entry;
+        let value = ty.value(&name, text, item)?;
+        match self.items.entry(name) {
+            Entry::Occupied(e) => Err(wire(format!("<{item} name=\"{}\"> appears twice", e.key()))),
+            Entry::Vacant(e) => {
+                e.insert(value);
+                Ok(())
+            }
         }
-        Ok(())
     }
 }
 
@@ -494,22 +552,58 @@ fn resolve_entity(name: &str) -> Result<String, WireError> {
         .ok_or_else(|| wire(format!("unknown entity &{name};")))
 }
 
-fn typed(name: &str, ty: &str, text: &str, item: &str) -> Result<Value, WireError> {
-    let bad = |what: &str| wire(format!("<{item} name=\"{name}\" type=\"{ty}\">: {what}"));
-    match ty {
-        "string" => Ok(Value::Str(text.to_owned())),
-        "number" => parse_number(text.trim())
-            .map(Value::Num)
-            .ok_or_else(|| bad(&format!("\"{}\" is not a number", text.trim()))),
-        "boolean" => match text.trim() {
-            "true" => Ok(Value::Bool(true)),
-            "false" => Ok(Value::Bool(false)),
-            other => Err(bad(&format!("\"{other}\" is not true or false"))),
-        },
-        "json" => Value::from_json(text).map_err(|e| bad(&e.to_string())),
-        other => Err(wire(format!(
-            "<{item} name=\"{name}\">: unknown type=\"{other}\", expected string, number, boolean or json"
-        ))),
+/// The `type` of an item: how its text becomes a value.
+#[derive(Debug, Clone, Copy)]
+enum ItemType {
+    String,
+    Number,
+    Boolean,
+    Json,
+}
+
+impl ItemType {
+    /// The type written `ty` (absent: string) on item `name`.
+    fn of(name: &str, ty: Option<&str>, item: &str) -> Result<Self, WireError> {
+        Ok(match ty {
+            None | Some("string") => Self::String,
+            Some("number") => Self::Number,
+            Some("boolean") => Self::Boolean,
+            Some("json") => Self::Json,
+            Some(other) => {
+                return Err(wire(format!(
+                    "<{item} name=\"{name}\">: unknown type=\"{other}\", expected string, number, boolean or json"
+                )));
+            }
+        })
+    }
+
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::String => "string",
+            Self::Number => "number",
+            Self::Boolean => "boolean",
+            Self::Json => "json",
+        }
+    }
+
+    /// The value of an item of this type with text `text`.
+    fn value(self, name: &str, text: &str, item: &str) -> Result<Value, WireError> {
+        let bad = |what: &str| {
+            let ty = self.as_str();
+            wire(format!("<{item} name=\"{name}\" type=\"{ty}\">: {what}"))
+        };
+        match self {
+            Self::String => Ok(Value::Str(text.to_owned())),
+            Self::Number => parse_number(text.trim())
+                .map(Value::Num)
+                .ok_or_else(|| bad(&format!("\"{}\" is not a number", text.trim()))),
+            Self::Boolean => match text.trim() {
+                "true" => Ok(Value::Bool(true)),
+                "false" => Ok(Value::Bool(false)),
+                other => Err(bad(&format!("\"{other}\" is not true or false"))),
+            },
+            Self::Json => Value::from_json(text).map_err(|e| bad(&e.to_string())),
+        }
     }
 }
 
@@ -524,12 +618,13 @@ fn local_name(e: &BytesStart<'_>) -> String {
     e.local_name().as_ref().to_owned()
 }
 
+/// The attributes of `e` by their place in `allowed` (at most four names).
 fn attributes(
     e: &BytesStart<'_>,
     element: &str,
     allowed: &[&str],
-) -> Result<BTreeMap<String, String>, WireError> {
-    let mut out = BTreeMap::new();
+) -> Result<Attributes, WireError> {
+    let mut out = Attributes::default();
     // Duplicates were refused when the payload was parsed (every payload is, before anyone
     // reads it): no second check here.
     for a in e.attributes().with_checks(false) {
@@ -538,12 +633,12 @@ fn attributes(
         if key == "xmlns" || key.starts_with("xmlns:") {
             continue;
         }
-        if !allowed.contains(&key) {
+        let Some(at) = allowed.iter().position(|a| *a == key) else {
             return Err(wire(format!(
                 "unknown attribute {key}=\"…\" on <{element}>, expected {}",
                 allowed.join(", ")
             )));
-        }
+        };
         // Only a value with a reference or a whitespace character to normalize needs the work.
         let plain = !a.value.contains(['&', '\t', '\n', '\r']);
         let value = if plain {
@@ -553,7 +648,7 @@ fn attributes(
                 .map_err(|e| wire(e.to_string()))?
                 .into_owned()
         };
-        out.insert(key.to_owned(), value);
+        out[at] = Some(value);
     }
     Ok(out)
 }
@@ -612,6 +707,36 @@ mod tests {
         for (xml, expected) in cases {
             let err = Call::parse_xml(&xml).unwrap_err().0;
             assert!(err.contains(expected), "{xml}: {err}");
+        }
+    }
+
+    #[test]
+    fn a_payload_is_read_once_and_shared_by_its_clones() {
+        let limits = crate::Limits::default();
+        let xml = Call::new("t").id("1").arg("v", true).to_xml();
+        let payload = Payload::parse(&xml, &limits).unwrap();
+        let first = Call::shared(&payload).unwrap();
+        // What the pump checked is what the receiver reads: the same reading, not a new one.
+        assert!(Arc::ptr_eq(
+            &first,
+            &Call::shared(&payload.clone()).unwrap()
+        ));
+        assert_eq!(Call::parse(&payload).unwrap(), *first);
+        // A payload parsed anew from the same text reads its own text, and is equal.
+        let fresh = Payload::parse(&xml, &limits).unwrap();
+        assert_eq!(fresh, payload);
+        assert!(!Arc::ptr_eq(&first, &Call::shared(&fresh).unwrap()));
+        // Another type asked of the same payload is read, not confused with the kept one.
+        assert!(Answer::shared(&payload).is_none());
+    }
+
+    #[test]
+    fn a_refused_reading_is_not_kept() {
+        let xml = format!(r#"<call xmlns="{TOOL_NS}" tool="t" x="1"/>"#);
+        let payload = Payload::parse(&xml, &crate::Limits::default()).unwrap();
+        for _ in 0..2 {
+            let err = Call::shared(&payload).unwrap_err().0;
+            assert!(err.contains("unknown attribute x="), "{err}");
         }
     }
 

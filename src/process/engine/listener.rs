@@ -40,7 +40,8 @@ pub struct ProcessListener {
     steps_per_turn: u64,
     goal: Option<Goal>,
     inference: Option<String>,
-    runs: Mutex<HashMap<ThreadId, Run>>,
+    /// Boxed: a run is large, and it leaves and re-enters the map on every delivery.
+    runs: Mutex<HashMap<ThreadId, Box<Run>>>,
 }
 
 /// How a run was started: whom to answer, and how.
@@ -102,7 +103,7 @@ impl Known {
         if seen.to != Some(me) {
             return;
         }
-        if let Some(Ok(answer)) = Answer::parse(seen.payload) {
+        if let Some(Ok(answer)) = Answer::shared(seen.payload) {
             if let Some(id) = answer.call() {
                 self.answers.entry(id.to_owned()).or_insert(answer);
             }
@@ -112,7 +113,7 @@ impl Known {
             };
             let answer = result
                 .payload()
-                .and_then(Answer::parse)
+                .and_then(Answer::shared)
                 .and_then(Result::ok);
             match answer {
                 Some(a) => {
@@ -138,7 +139,7 @@ impl Known {
                             message: why,
                             retry: false,
                         };
-                        self.answers.entry(id).or_insert(Answer::Error(e));
+                        self.answers.entry(id).or_insert(Arc::new(Answer::Error(e)));
                     }
                 }
             }
@@ -602,7 +603,7 @@ impl Listener for ProcessListener {
         let mut run = match taken {
             Some(run) => run,
             None => match self.rebuild(msg, cx).await? {
-                Some(run) => run,
+                Some(run) => Box::new(run),
                 None => return Ok(()),
             },
         };
@@ -690,13 +691,13 @@ fn fail_unsent(run: &mut Run, records: &[Record], msg: &Delivery, reason: &str, 
         );
     }
     let failed = |id: &str, kind| {
-        Answer::Error(ToolError {
+        Arc::new(Answer::Error(ToolError {
             tool: String::new(),
             call: Some(id.to_owned()),
             kind,
             message: reason.to_owned(),
             retry: false,
-        })
+        }))
     };
     // A handler that failed on our call: the notice answers that call.
     if let Some(id) = msg.in_reply_to().and_then(|m| sent_by_message.get(&m)) {

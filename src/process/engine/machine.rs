@@ -26,7 +26,8 @@ use crate::tool::{Answer, Call, ErrorType};
 /// events and residuals were recorded.
 #[derive(Debug, Default)]
 pub(crate) struct Known {
-    pub answers: HashMap<String, Answer>,
+    /// Shared with the delivery that carried it (the pump's reading of the payload).
+    pub answers: HashMap<String, Arc<Answer>>,
     pub sent: HashSet<String>,
     pub events: u64,
     pub residuals: u64,
@@ -81,7 +82,7 @@ pub(crate) struct Machine {
     loops: Vec<Loop>,
     handlers: Vec<Handler>,
     /// The last answer of each tool (or process), for CAPTURE.
-    last: BTreeMap<String, Answer>,
+    last: BTreeMap<String, Arc<Answer>>,
     /// The PAR children not yet joined: (tool, call id), lexical order.
     par: Vec<(String, String)>,
     pending: Option<Pending>,
@@ -378,7 +379,7 @@ impl Machine {
             Op::Join(captures) => return self.join(captures, span, turn),
             Op::Capture(c) => {
                 let answer = self.last.get(&c.tool.name).cloned();
-                self.capture(c, answer.as_ref(), span, turn)?;
+                self.capture(c, answer.as_deref(), span, turn)?;
             }
             Op::Return(r) => return Ok(Flow::Finish(self.returned(r)?)),
             Op::End => return Ok(Flow::Finish(BTreeMap::new())),
@@ -571,7 +572,7 @@ impl Machine {
         let Some(answer) = turn.known.answers.remove(&pending.id) else {
             return Ok(Flow::Wait);
         };
-        if let Answer::Error(e) = &answer {
+        if let Answer::Error(e) = &*answer {
             let modifiers = u.modifiers.clone().unwrap_or_default();
             let retries = modifiers
                 .retry
@@ -632,7 +633,7 @@ impl Machine {
             return Ok(Flow::Wait);
         };
         self.pending = None;
-        match answer {
+        match &*answer {
             Answer::Error(e) => Err(tool_error(&tool, e.kind.as_str(), &e.message, span)),
             Answer::Result(r) => {
                 let value = r.fields.get("value").cloned().ok_or_else(|| {
@@ -674,7 +675,7 @@ impl Machine {
             return Ok(Flow::Wait);
         };
         self.pending = None;
-        match &answer {
+        match &*answer {
             Answer::Error(e) => Err(tool_error(process, e.kind.as_str(), &e.message, span)),
             Answer::Result(r) => {
                 for (k, v) in &r.fields {
@@ -699,7 +700,7 @@ impl Machine {
         let mut answers = Vec::new();
         for (tool, id) in &self.par {
             match turn.known.answers.get(id) {
-                Some(a) => answers.push((tool.clone(), a.clone())),
+                Some(a) => answers.push((tool.clone(), Arc::clone(a))),
                 None => return Ok(Flow::Wait),
             }
         }
@@ -711,7 +712,7 @@ impl Machine {
             },
             turn,
         );
-        let mut errors = answers.iter().filter_map(|(tool, a)| match a {
+        let mut errors = answers.iter().filter_map(|(tool, a)| match &**a {
             Answer::Error(e) => Some(tool_error(tool, e.kind.as_str(), &e.message, span)),
             Answer::Result(_) => None,
         });
@@ -731,7 +732,7 @@ impl Machine {
                 .iter()
                 .filter(|(t, _)| *t == c.tool.name)
                 .nth(*n)
-                .map(|(_, a)| a.clone());
+                .map(|(_, a)| Arc::clone(a));
             *n += 1;
             if answer.is_none() {
                 return Err(coded(
@@ -743,7 +744,7 @@ impl Machine {
                     span,
                 ));
             }
-            self.capture(c, answer.as_ref(), span, turn)?;
+            self.capture(c, answer.as_deref(), span, turn)?;
         }
         Ok(Flow::Next)
     }
