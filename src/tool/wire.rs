@@ -12,6 +12,8 @@ use super::TOOL_NS;
 use crate::Payload;
 use crate::value::{Value, parse_number};
 
+mod canonical;
+
 /// A tool call: `<call tool="…" id="…"><arg name="…" type="…">…</arg>…</call>`.
 ///
 /// # Example
@@ -395,6 +397,7 @@ pub(crate) fn items(out: &mut String, element: &str, items: &BTreeMap<String, Va
 }
 
 /// A protocol message as read: its root's attributes, its items, its text.
+#[derive(Debug, PartialEq)]
 struct Message {
     element: &'static str,
     /// The root's attributes, by their place in the names the element allows.
@@ -429,6 +432,19 @@ impl Message {
         allowed: &'static [&'static str],
         item: &'static str,
     ) -> Result<Message, WireError> {
+        if let Some(read) = canonical::read(xml, element, allowed, item) {
+            return read;
+        }
+        Self::read_general(xml, element, allowed, item)
+    }
+
+    /// [`Message::read`] for any form: an XML reader.
+    fn read_general(
+        xml: &str,
+        element: &'static str,
+        allowed: &'static [&'static str],
+        item: &'static str,
+    ) -> Result<Message, WireError> {
         let mut reader = Reader::from_str(xml);
         let mut m = Message {
             element,
@@ -458,10 +474,8 @@ impl Message {
                     1 if !item.is_empty() && e.local_name().as_ref() == item => {
                         let [name, ty, ..] = attributes(e, item, &["name", "type"])?;
                         let name = name.unwrap_or_default();
-                        if !valid_name(&name) {
-                            return Err(wire(format!(
-                                "<{item}> needs a name=\"…\" of 1-64 of a-z A-Z 0-9 _ - (found \"{name}\")"
-                            )));
+                        if let Some(e) = invalid_name(&name, item) {
+                            return Err(e);
                         }
                         let ty = ItemType::of(&name, ty.as_deref(), item)?;
                         text.clear();
@@ -607,6 +621,15 @@ impl ItemType {
     }
 }
 
+/// The refusal of an item's `name`, if it is not 1-64 of a-z A-Z 0-9 _ -.
+fn invalid_name(name: &str, item: &str) -> Option<WireError> {
+    (!valid_name(name)).then(|| {
+        wire(format!(
+            "<{item}> needs a name=\"…\" of 1-64 of a-z A-Z 0-9 _ - (found \"{name}\")"
+        ))
+    })
+}
+
 fn valid_name(name: &str) -> bool {
     (1..=64).contains(&name.len())
         && name
@@ -708,6 +731,102 @@ mod tests {
             let err = Call::parse_xml(&xml).unwrap_err().0;
             assert!(err.contains(expected), "{xml}: {err}");
         }
+    }
+
+    /// Every form the written-form reader accepts reads as the general reader reads it.
+    #[test]
+    fn the_written_form_reads_as_the_general_reader_reads_it() {
+        let ns = TOOL_NS;
+        let values: Vec<Value> = vec![
+            "plain".into(),
+            "".into(),
+            "x < y & \"z\" > 'w'".into(),
+            "tab\tline\nreturn\r".into(),
+            "ünïcødé ✓".into(),
+            "  padded  ".into(),
+            Value::Num("-12.500".parse().unwrap()),
+            Value::Bool(false),
+            Value::from_json(r#"{"k": [1, "<&>"], "n": null}"#).unwrap(),
+        ];
+        let mut written = Vec::new();
+        for (i, v) in values.iter().enumerate() {
+            let call = Call::new("t").id(format!("c-{i}")).arg("v", v.clone());
+            written.push(("call", call.to_xml()));
+            written.push(("result", call.result().field("v", v.clone()).to_xml()));
+        }
+        let call = Call::new("a\"b")
+            .id("x&y")
+            .arg("a", Value::Num("1.5".parse().unwrap()))
+            .arg("b", "2");
+        written.push(("call", call.to_xml()));
+        written.push(("result", call.result().to_xml()));
+        let error = call.error(ErrorType::Timeout, "took > 1s").retry(true);
+        written.push(("error", error.to_xml()));
+        written.push(("error", call.error(ErrorType::Failed, "").to_xml()));
+        let mut timed = Call::new("t");
+        timed.timeout_ms = Some(250);
+        written.push(("call", timed.to_xml()));
+        let forms = [
+            format!(r#"<call xmlns="{ns}" tool="t" id="1"><arg name="a">1</arg></call>"#),
+            format!(r#"<call xmlns="{ns}" tool="t"><arg name="a" type="number">x</arg></call>"#),
+            format!(r#"<call xmlns="{ns}" tool="t"><arg name="a" type="date">1</arg></call>"#),
+            format!(r#"<call xmlns="{ns}" tool="t"><arg name="">1</arg></call>"#),
+            format!(r#"<call xmlns="{ns}" tool="t"><arg name="a b">1</arg></call>"#),
+            format!(
+                r#"<call xmlns="{ns}" tool="t"><arg name="a">1</arg><arg name="a">2</arg></call>"#
+            ),
+            format!(r#"<call xmlns="{ns}" tool="t"><arg name="a" type="json">{{</arg></call>"#),
+            format!(r#"<call xmlns="{ns}" tool="t"><arg name="a" type="boolean">yes</arg></call>"#),
+            format!(r#"<call xmlns="{ns}" tool=""></call>"#),
+            format!(r#"<call xmlns="{ns}"></call>"#),
+            format!(r#"<call xmlns="{ns}" tool="t" timeout-ms="soon"></call>"#),
+            format!(r#"<call xmlns="{ns}" tool="t" x="1"></call>"#),
+            format!(r#"<call xmlns="{ns}" tool="t" tool="u"></call>"#),
+            format!(r#"<call xmlns="{ns}" tool='t'></call>"#),
+            format!(r#"<call xmlns="{ns}" tool="t" ><arg name="a">1</arg></call>"#),
+            format!(r#"<call xmlns="{ns}" tool="t"> <arg name="a">1</arg></call>"#),
+            format!(r#"<call xmlns="{ns}" tool="t"><arg name="a">1</arg></call> "#),
+            format!(r#"<call xmlns="{ns}" tool="t"><arg name="a">&lt;</arg></call>"#),
+            format!(r#"<call xmlns="{ns}" tool="t"><arg name="a"><![CDATA[<]]></arg></call>"#),
+            format!(r#"<call xmlns="{ns}" tool="t"><arg name="a"><!-- c -->1</arg></call>"#),
+            format!(r#"<call xmlns="{ns}" tool="t"><arg name="a"><b/></arg></call>"#),
+            format!(r#"<call xmlns="{ns}" tool="t"><arg type="number" name="a">1</arg></call>"#),
+            format!(r#"<call xmlns="{ns}" tool="t"><arg name="a"/></call>"#),
+            format!(r#"<call xmlns="{ns}" tool="t"><param name="a">1</param></call>"#),
+            format!(r#"<call xmlns="{ns}" tool="t">text</call>"#),
+            format!(r#"<call xmlns="{ns}" tool="t"/>"#),
+            format!(r#"<t:call xmlns:t="{ns}" tool="t"></t:call>"#),
+            format!(r#"<call xmlns="{ns}" xmlns:p="urn:p" tool="t"></call>"#),
+            format!(r#"<call xmlns="{ns}" tool="a&amp;b"></call>"#),
+            format!(r#"<call xmlns="{ns}" tool="a	b"></call>"#),
+            format!(r#"<error xmlns="{ns}" tool="t" type="failed">a &amp; b</error>"#),
+            format!(r#"<error xmlns="{ns}" tool="t" type="odd">x</error>"#),
+            format!(r#"<error xmlns="{ns}" tool="t" type="failed" retry="maybe">x</error>"#),
+            format!(r#"<error xmlns="{ns}" tool="t" type="failed"><b/></error>"#),
+        ];
+        let hand = forms.iter().map(|x| {
+            let element = if x.contains("<error") {
+                "error"
+            } else {
+                "call"
+            };
+            (element, x.clone())
+        });
+        let mut fast = 0;
+        for (element, xml) in written.clone().into_iter().chain(hand) {
+            let (allowed, item): (&'static [&'static str], _) = match element {
+                "call" => (&["tool", "id", "timeout-ms"], "arg"),
+                "result" => (&["tool", "call"], "field"),
+                _ => (&["tool", "call", "type", "retry"], ""),
+            };
+            let general = Message::read_general(&xml, element, allowed, item);
+            if let Some(read) = canonical::read(&xml, element, allowed, item) {
+                fast += 1;
+                assert_eq!(read, general, "{xml}");
+            }
+        }
+        // Everything the writers wrote takes the short way.
+        assert!(fast >= written.len(), "{fast} of {}", written.len());
     }
 
     #[test]
