@@ -123,7 +123,8 @@ pub async fn answer<T: Tool + ?Sized>(
             call_root()
         )));
     }
-    let call = Call::parse(msg.payload()).map_err(|e| ListenerError::InvalidPayload(e.0))?;
+    // The pump's reading of the call, shared: no second read, no copy of the arguments.
+    let call = Call::shared(msg.payload()).map_err(|e| ListenerError::InvalidPayload(e.0))?;
     let outcome = if call.tool != cx.me() {
         let message = format!("this is tool `{}`; the call names `{}`", cx.me(), call.tool);
         Err(call.error(ErrorType::InvalidArgument, message))
@@ -143,14 +144,14 @@ pub async fn answer<T: Tool + ?Sized>(
     };
     let xml = match outcome {
         Ok(result) => ToolResult {
-            tool: call.tool,
-            call: call.id,
+            tool: call.tool.clone(),
+            call: call.id.clone(),
             ..result
         }
         .to_xml(),
         Err(error) => ToolError {
-            tool: call.tool,
-            call: call.id,
+            tool: call.tool.clone(),
+            call: call.id.clone(),
             ..error
         }
         .to_xml(),

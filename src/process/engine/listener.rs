@@ -434,15 +434,18 @@ impl ProcessListener {
             effects: &mut effects,
             limit,
         });
-        let id = self.id().to_owned();
+        let id = self.id();
         for effect in effects {
             match effect {
-                Effect::Call { call, child: false } => cx.send(call.tool.clone(), call.to_xml()),
+                Effect::Call { call, child: false } => {
+                    let xml = call.to_xml();
+                    cx.send(call.tool, xml);
+                }
                 Effect::Call { call, child: true } => {
                     let sub = call.id.clone().unwrap_or_default();
                     cx.spawn(Spawn::new(call.to_xml()).to(call.tool.clone()).sub_id(sub));
                 }
-                Effect::Event(seq, event) => cx.emit(event.to_xml(&id, seq)),
+                Effect::Event(seq, event) => cx.emit(event.to_xml(id, seq)),
                 Effect::Residual(n) => cx.residual(n),
             }
         }
@@ -450,7 +453,7 @@ impl ProcessListener {
         let finish = |event: Event, seq: u64, cx: &mut Context| {
             // Already recorded before a restart: the starter has its answer.
             if seq > last {
-                cx.emit(event.to_xml(&id, seq));
+                cx.emit(event.to_xml(id, seq));
                 true
             } else {
                 false
@@ -459,7 +462,7 @@ impl ProcessListener {
         let seq = run.machine.events() + 1;
         match stop {
             Stop::Waiting => {}
-            Stop::Paused => cx.emit(continue_xml(&id, run.machine.steps)),
+            Stop::Paused => cx.emit(continue_xml(id, run.machine.steps)),
             Stop::Returned(fields) => {
                 if finish(
                     Event::Return {

@@ -293,7 +293,13 @@ impl Machine {
                 turn.effects.push(Effect::Residual(n));
             }
         }
-        self.symbols.insert(symbol.to_owned(), value);
+        // A symbol bound again (a loop's) keeps its key: no new string.
+        match self.symbols.get_mut(symbol) {
+            Some(slot) => *slot = value,
+            None => {
+                self.symbols.insert(symbol.to_owned(), value);
+            }
+        }
     }
 
     fn event(&mut self, event: Event, turn: &mut Turn<'_>) {
@@ -595,7 +601,12 @@ impl Machine {
             return Err(tool_error(tool, e.kind.as_str(), &e.message, span));
         }
         self.pending = None;
-        self.last.insert(tool.clone(), answer);
+        match self.last.get_mut(tool) {
+            Some(slot) => *slot = answer,
+            None => {
+                self.last.insert(tool.clone(), answer);
+            }
+        }
         Ok(Flow::Next)
     }
 
@@ -758,8 +769,8 @@ impl Machine {
         turn: &mut Turn<'_>,
     ) -> Result<(), Value> {
         let tool = &c.tool.name;
-        let result = match answer {
-            Some(Answer::Result(r)) => r.to_value(),
+        let fields = match answer {
+            Some(Answer::Result(r)) => &r.fields,
             Some(Answer::Error(e)) => {
                 return Err(tool_error(tool, e.kind.as_str(), &e.message, span));
             }
@@ -773,23 +784,26 @@ impl Machine {
         };
         if c.map.is_empty() {
             if let [only] = c.symbols.as_slice() {
-                self.bind(&only.name, result, turn);
+                self.bind(&only.name, Value::Object(fields.clone()), turn);
                 return Ok(());
             }
             for s in &c.symbols {
-                let v = field(&result, &s.name.to_ascii_lowercase()).ok_or_else(|| {
-                    coded(
-                        Code::CapturePathError,
-                        format!("`{tool}` returned no field {}", s.name.to_ascii_lowercase()),
-                        s.span,
-                    )
-                })?;
+                let v = fields
+                    .get(&s.name.to_ascii_lowercase())
+                    .cloned()
+                    .ok_or_else(|| {
+                        coded(
+                            Code::CapturePathError,
+                            format!("`{tool}` returned no field {}", s.name.to_ascii_lowercase()),
+                            s.span,
+                        )
+                    })?;
                 self.bind(&s.name, v, turn);
             }
             return Ok(());
         }
         for entry in &c.map {
-            match follow(&result, &entry.path.segs) {
+            match follow(fields, &entry.path.segs) {
                 Some(v) => self.bind(&entry.symbol.name, v, turn),
                 None if entry.path.optional => {}
                 None => {
@@ -869,23 +883,21 @@ fn tool_error(tool: &str, kind: &str, message: &str, span: Span) -> Value {
     v
 }
 
-fn field(v: &Value, name: &str) -> Option<Value> {
-    match v {
-        Value::Object(m) => m.get(name).cloned(),
-        _ => None,
-    }
-}
-
-fn follow(v: &Value, segs: &[PathSeg]) -> Option<Value> {
-    let mut at = v.clone();
-    for seg in segs {
+/// The value at `segs` in a result's fields (no segment: the fields as one object), copied;
+/// only what the path reaches is copied.
+fn follow(fields: &BTreeMap<String, Value>, segs: &[PathSeg]) -> Option<Value> {
+    let Some((PathSeg::Field(first), rest)) = segs.split_first() else {
+        return segs.is_empty().then(|| Value::Object(fields.clone()));
+    };
+    let mut at = fields.get(first)?;
+    for seg in rest {
         at = match (seg, at) {
-            (PathSeg::Field(name), Value::Object(mut m)) => m.remove(name)?,
-            (PathSeg::Index(i), Value::List(items)) => items.into_iter().nth(*i)?,
+            (PathSeg::Field(name), Value::Object(m)) => m.get(name)?,
+            (PathSeg::Index(i), Value::List(items)) => items.get(*i)?,
             _ => return None,
         };
     }
-    Some(at)
+    Some(at.clone())
 }
 
 /// Reads a number argument the way a process declares it.
