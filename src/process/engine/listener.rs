@@ -62,6 +62,8 @@ struct Run {
     start: Start,
     /// Deliveries to this listener in the thread, for the step limit of a rebuild.
     turns: u64,
+    /// What a turn asks for, kept empty between turns (its room is reused).
+    effects: Vec<Effect>,
 }
 
 impl std::fmt::Debug for Run {
@@ -370,6 +372,7 @@ impl ProcessListener {
             known,
             start,
             turns,
+            effects: Vec::new(),
         }))
     }
 
@@ -428,14 +431,14 @@ impl ProcessListener {
 
     /// Moves the run on and sends what it asks for.
     fn advance(&self, run: &mut Run, cx: &mut Context, limit: u64) {
-        let mut effects = Vec::new();
+        let mut effects = std::mem::take(&mut run.effects);
         let stop = run.machine.run(&mut Turn {
             known: &mut run.known,
             effects: &mut effects,
             limit,
         });
         let id = self.id();
-        for effect in effects {
+        for effect in effects.drain(..) {
             match effect {
                 Effect::Call { call, child: false } => {
                     let xml = call.to_xml();
@@ -449,6 +452,7 @@ impl ProcessListener {
                 Effect::Residual(n) => cx.residual(n),
             }
         }
+        run.effects = effects;
         let last = run.known.events;
         let finish = |event: Event, seq: u64, cx: &mut Context| {
             // Already recorded before a restart: the starter has its answer.
@@ -610,15 +614,15 @@ impl Listener for ProcessListener {
                 None => return Ok(()),
             },
         };
-        let me = cx.me().to_owned();
         if !rebuilt {
             run.turns += 1;
+            let me = cx.me();
             let seen = Seen {
                 from: msg.from(),
-                to: Some(me.as_str()),
+                to: Some(me),
                 payload: msg.payload(),
             };
-            run.known.fold(&seen, &me);
+            run.known.fold(&seen, me);
         }
         if msg.huh().is_some()
             || msg
@@ -627,6 +631,7 @@ impl Listener for ProcessListener {
         {
             // A call of ours was refused or its handler failed: whatever we wait for that
             // history does not show as sent, or that this notice answers, fails.
+            let me = cx.me().to_owned();
             let records = cx.whole_history().await.map_err(ListenerError::failed)?;
             let reason = msg
                 .huh()
@@ -643,7 +648,7 @@ impl Listener for ProcessListener {
             && run.known.events == 0
             && let Some(goal) = &self.goal
             && run.known.residuals == 0
-            && !history_has_goal(cx, &me).await
+            && !history_has_goal(cx).await
         {
             cx.goal(goal);
         }
@@ -661,7 +666,8 @@ impl Listener for ProcessListener {
 }
 
 /// Whether this listener already declared the thread's goal.
-async fn history_has_goal(cx: &Context, me: &str) -> bool {
+async fn history_has_goal(cx: &Context) -> bool {
+    let me = cx.me();
     cx.whole_history().await.is_ok_and(|records| {
         records
             .iter()

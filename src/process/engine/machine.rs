@@ -8,7 +8,7 @@
 //! running the same program on the same history always asks for the same things with the same
 //! ids: that is what lets a restarted process skip everything already done.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use super::compile::Op;
@@ -27,8 +27,10 @@ use crate::tool::{Answer, Call, ErrorType};
 #[derive(Debug, Default)]
 pub(crate) struct Known {
     /// Shared with the delivery that carried it (the pump's reading of the payload).
-    pub answers: HashMap<String, Arc<Answer>>,
-    pub sent: HashSet<String>,
+    /// Ordered maps: a run holds few answers at a time, and comparing a short id costs less
+    /// than hashing it.
+    pub answers: BTreeMap<String, Arc<Answer>>,
+    pub sent: BTreeSet<String>,
     pub events: u64,
     pub residuals: u64,
     /// Child threads spawned for calls: the child, and the call id (its sub-id).
@@ -233,13 +235,13 @@ impl Machine {
             return done.clone();
         }
         let stop_at = self.steps + turn.limit.max(1);
+        let program = Arc::clone(&self.program);
+        let code = &program.processes[self.process].code;
         loop {
             if self.steps >= stop_at {
                 return Stop::Paused;
             }
             self.steps += 1;
-            let program = Arc::clone(&self.program);
-            let code = &program.processes[self.process].code;
             let span = code.spans[self.pc];
             match self.op(&code.ops[self.pc], span, turn) {
                 Ok(Flow::Next) => self.pc += 1,
@@ -309,9 +311,25 @@ impl Machine {
         }
     }
 
+    /// The next call id, `process-n` (written without `format!`: one per USE).
     fn next_id(&mut self) -> String {
         self.calls += 1;
-        format!("{}-{}", self.id(), self.calls)
+        let id = self.id();
+        let mut out = String::with_capacity(id.len() + 8);
+        out.push_str(id);
+        out.push('-');
+        let mut buf = [0u8; 20]; // u64::MAX has 20 digits
+        let (mut n, mut at) = (self.calls, buf.len());
+        loop {
+            at -= 1;
+            buf[at] = b'0' + (n % 10) as u8;
+            n /= 10;
+            if n == 0 {
+                break;
+            }
+        }
+        out.push_str(std::str::from_utf8(&buf[at..]).expect("ascii digits"));
+        out
     }
 
     /// The arguments of a USE or RUN: its `where:` over the WITH defaults in scope.
@@ -539,12 +557,19 @@ impl Machine {
             Op::Next { body } => {
                 let l = self.loops.last_mut().expect("Next inside a loop");
                 l.index += 1;
-                self.locals.truncate(l.locals);
+                // The body's locals go; the loop variable (just below them) takes the next item.
+                self.locals.truncate(l.locals + 1);
                 if let Some(item) = l.items.get(l.index).cloned() {
-                    let var = l.var.clone();
-                    self.locals.push((var, item));
+                    match self.locals.get_mut(l.locals) {
+                        Some((name, slot)) if *name == l.var => *slot = item,
+                        _ => {
+                            self.locals.truncate(l.locals);
+                            self.locals.push((l.var.clone(), item));
+                        }
+                    }
                     return Ok(Flow::Go(*body));
                 }
+                self.locals.truncate(l.locals);
                 self.loops.pop();
             }
             Op::TryPush { recover, err } => self.handlers.push(Handler {
