@@ -94,7 +94,7 @@ impl Value {
             }
             Value::Null => out.push_str("null"),
             Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
-            Value::Num(n) => out.push_str(&n.normalize().to_string()),
+            Value::Num(n) => write_number(out, *n),
         }
     }
 
@@ -304,6 +304,25 @@ impl JsonReader<'_> {
     }
 }
 
+/// Writes `n` normalized (`1.50` as `1.5`), as its `Display` does; a whole number's digits are
+/// written directly (one per tool argument and result field: the common case).
+pub(crate) fn write_number(out: &mut String, n: Decimal) {
+    let n = n.normalize();
+    if n.scale() == 0 && n.mantissa() > 0 {
+        let mut buf = [0u8; 40]; // |i128| < 10^39
+        let (mut m, mut at) = (n.mantissa().unsigned_abs(), buf.len());
+        while m > 0 {
+            at -= 1;
+            buf[at] = b'0' + (m % 10) as u8;
+            m /= 10;
+        }
+        out.push_str(std::str::from_utf8(&buf[at..]).expect("ascii digits"));
+    } else {
+        use std::fmt::Write as _;
+        let _ = write!(out, "{n}");
+    }
+}
+
 /// A JSON number as an exact decimal; `None` when it is not JSON number syntax or does not fit.
 ///
 /// # Example
@@ -315,6 +334,13 @@ impl JsonReader<'_> {
 /// assert!(parse_number("01").is_none() && parse_number("1.").is_none());
 /// ```
 pub fn parse_number(text: &str) -> Option<Decimal> {
+    // The common case, a whole number that fits 18 digits (no sign: `-0` keeps its way).
+    if (1..=18).contains(&text.len())
+        && text.bytes().all(|b| b.is_ascii_digit())
+        && (text.len() == 1 || !text.starts_with('0'))
+    {
+        return text.parse::<u64>().ok().map(Decimal::from);
+    }
     let (mantissa, exponent) = match text.find(['e', 'E']) {
         Some(i) => (&text[..i], Some(&text[i + 1..])),
         None => (text, None),
@@ -349,6 +375,56 @@ pub fn parse_number(text: &str) -> Option<Decimal> {
 
 #[cfg(test)]
 mod tests {
+    /// The short ways for whole numbers agree with rust_decimal's own parse and display.
+    #[test]
+    fn whole_numbers_take_the_short_way_to_the_same_place() {
+        use std::str::FromStr as _;
+        let mut texts: Vec<String> = (0..2_000u64).map(|n| n.to_string()).collect();
+        texts.extend(
+            [
+                "999999999999999999",
+                "1000000000000000000",
+                "00",
+                "01",
+                "-0",
+                "-7",
+                "+1",
+                "",
+            ]
+            .map(String::from),
+        );
+        for t in &texts {
+            let short = parse_number(t);
+            let long = Decimal::from_str(t).ok().filter(|_| {
+                t.bytes().all(|b| b.is_ascii_digit() || b == b'-')
+                    && !t.is_empty()
+                    && !(t.trim_start_matches('-').len() > 1
+                        && t.trim_start_matches('-').starts_with('0'))
+            });
+            assert_eq!(short, long, "{t}");
+            if let Some(n) = short {
+                assert_eq!(short.map(|d| d.scale()), long.map(|d| d.scale()), "{t}");
+                let mut out = String::new();
+                write_number(&mut out, n);
+                assert_eq!(out, n.normalize().to_string(), "{t}");
+            }
+        }
+        for d in [
+            "1.50",
+            "-1.50",
+            "-0",
+            "0.000",
+            "120.0",
+            "-120",
+            "79228162514264337593543950335",
+        ] {
+            let n = Decimal::from_str(d).unwrap();
+            let mut out = String::new();
+            write_number(&mut out, n);
+            assert_eq!(out, n.normalize().to_string(), "{d}");
+        }
+    }
+
     use super::*;
 
     #[test]

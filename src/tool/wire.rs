@@ -10,7 +10,7 @@ use quick_xml::events::{BytesStart, Event};
 
 use super::TOOL_NS;
 use crate::Payload;
-use crate::value::{Value, parse_number};
+use crate::value::{Value, parse_number, write_number};
 
 mod canonical;
 
@@ -379,7 +379,7 @@ pub(crate) fn items(out: &mut String, element: &str, items: &BTreeMap<String, Va
             }
             Value::Num(n) => {
                 out.push_str(" type=\"number\">");
-                let _ = write!(out, "{}", n.normalize());
+                write_number(out, *n);
             }
             Value::Bool(b) => {
                 out.push_str(" type=\"boolean\">");
