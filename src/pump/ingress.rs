@@ -335,7 +335,7 @@ impl Shared {
         }
         let named = match self.named_thread(thread, dialect) {
             Ok(named) => named,
-            Err(answer) => return self.refuse(&self.system_thread, answer, dialect).into(),
+            Err(answer) => return self.refuse(&self.system_thread, *answer, dialect).into(),
         };
         let home = match &named {
             Named::Existing(entry) => Arc::clone(entry),
@@ -467,17 +467,20 @@ impl Shared {
         &self,
         thread: Option<Naming<'_>>,
         dialect: Dialect,
-    ) -> Result<Named, SystemMessage> {
+    ) -> Result<Named, Box<SystemMessage>> {
         let Some(naming) = thread else {
             return Ok(Named::New);
         };
-        let unknown = |code: ThreadErrorCode, message: &str| SystemMessage::ThreadError {
-            unknown_id: match naming {
-                Naming::Written(text) => text.to_owned(),
-                Naming::Id(id) => id.to_string(),
-            },
-            code,
-            message: message.to_owned(),
+        // Boxed: a refusal is rare, and a system message is large.
+        let unknown = |code: ThreadErrorCode, message: &str| {
+            Box::new(SystemMessage::ThreadError {
+                unknown_id: match naming {
+                    Naming::Written(text) => text.to_owned(),
+                    Naming::Id(id) => id.to_string(),
+                },
+                code,
+                message: message.to_owned(),
+            })
         };
         let id = match naming {
             Naming::Id(id) => id,
@@ -489,11 +492,11 @@ impl Shared {
             })?,
         };
         match self.registry.get(id) {
-            Some(entry) if entry.is_system => Err(SystemMessage::Error {
+            Some(entry) if entry.is_system => Err(Box::new(SystemMessage::Error {
                 code: ErrorCode::ThreadClosed,
                 message: "the system thread records the pump's own notices and takes no messages"
                     .to_owned(),
-            }),
+            })),
             Some(entry) => Ok(Named::Existing(entry)),
             None if dialect == Dialect::AgentServer => Ok(Named::Adopt(id)),
             None => Err(unknown(
