@@ -12,8 +12,8 @@
 //! - `AGENTPUMP_BENCH_FLAVOR=current`: the figures that use the shared runtime run on a
 //!   current-thread runtime instead of the multi-threaded one.
 //! - `AGENTPUMP_BENCH_BATCH`: the pump's scheduler batch (`PumpConfig::batch`), for experiments.
-//! - `AGENTPUMP_BENCH_PROFILE`: run only the pump's side of figures 1, 2 and 3 (no baseline, no
-//!   report), for a profiler.
+//! - `AGENTPUMP_BENCH_PROFILE`: run only the pump's side of figures 1, 2 and 3 and the process's
+//!   side of P2 (no baseline, no report), for a profiler.
 //! - per-figure sizes, named where each figure is defined (`AGENTPUMP_BENCH_ECHO_N`, …).
 
 #![allow(dead_code)]
