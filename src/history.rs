@@ -294,6 +294,27 @@ pub trait HistoryStore: Send + Sync + fmt::Debug + 'static {
         Ok(Recovery::default())
     }
 
+    /// What a pump needs to bring back the tree of threads that `thread` belongs to after it
+    /// let the tree go from memory (eviction): the part of [`recovery`](Self::recovery) about
+    /// that tree alone — its snapshots (parents first), counters, record counts, pending
+    /// messages and governor records — read after every append made before the call is
+    /// committed. `Ok(None)` when the store does not know the thread, and always for a store
+    /// that cannot reload a tree without reading everything (the default, and
+    /// [`MemoryHistory`]): a pump keeps every thread in memory then.
+    ///
+    /// # Errors
+    ///
+    /// [`HistoryError::Query`] when the store cannot be read.
+    async fn reload(&self, thread: ThreadId) -> Result<Option<Recovery>, HistoryError> {
+        let _ = thread;
+        Ok(None)
+    }
+
+    /// Whether [`reload`](Self::reload) can bring a tree back, so that a pump may evict.
+    fn reloads(&self) -> bool {
+        false
+    }
+
     /// Recomputes every thread's chain; returns how many records were checked.
     ///
     /// # Errors

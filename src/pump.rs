@@ -10,6 +10,7 @@ mod apply;
 mod builder;
 mod control;
 mod dispatch;
+mod evict;
 mod gate;
 mod halt;
 mod ingress;
@@ -32,6 +33,7 @@ use tokio::sync::Notify;
 pub(crate) use builder::usable_namespace;
 pub use builder::{AgentServerConfig, BuildError, PumpBuilder, PumpConfig};
 pub use control::ControlError;
+pub use evict::Residency;
 pub use ingress::{IngressError, Receipt};
 pub use recover::RecoveryReport;
 pub use shutdown::ShutdownReport;
@@ -98,6 +100,7 @@ pub(crate) struct Shared {
     refusals: refusals::Refusals,
     /// Set once the task that records closed refusal windows runs.
     refusal_sweeper: std::sync::OnceLock<()>,
+    eviction: evict::Eviction,
 }
 
 impl Shared {
@@ -133,6 +136,7 @@ impl Shared {
             stopped: AtomicBool::new(false),
             refusals: refusals::Refusals::default(),
             refusal_sweeper: std::sync::OnceLock::new(),
+            eviction: evict::Eviction::default(),
         }
     }
 
@@ -368,6 +372,7 @@ impl PumpHandle {
     /// [`HistoryError::Query`] when the store cannot be read.
     pub async fn tree_history(&self, root: ThreadId) -> Result<Vec<Record>, HistoryError> {
         let mut records = Vec::new();
+        let _pinned = self.shared.load(root).await?;
         for t in self.tree(root) {
             records.extend(self.shared.store.thread(t.id, 0).await?);
         }
@@ -375,7 +380,44 @@ impl PumpHandle {
         Ok(records)
     }
 
-    /// A snapshot of one thread, if it exists.
+    /// Makes sure thread `id` is in memory: a thread of a tree that was evicted (see
+    /// [`PumpConfig::evict_idle_after`]) is reloaded from history with its tree. False for a
+    /// thread that neither memory nor history knows. The readers of live state ([`thread`],
+    /// [`tree`], [`budget`](Self::budget)) see resident threads only: call this first for
+    /// a thread that may have been evicted. Posting, stopping and resuming reload by
+    /// themselves.
+    ///
+    /// [`thread`]: Self::thread
+    /// [`tree`]: Self::tree
+    ///
+    /// # Errors
+    ///
+    /// [`HistoryError`] when the store cannot be read.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use agentpump::{PumpBuilder, Registration, QName, listeners::Echo};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let say = QName::new("urn:example:say:v1", "say");
+    /// let pump = PumpBuilder::new().register(Registration::new("echo", Echo).accepts(say)).build()?;
+    /// let thread = pump.post(None, Some("echo"), r#"<say xmlns="urn:example:say:v1">hi</say>"#).await?.thread();
+    /// assert!(pump.load(thread).await?);
+    /// assert!(pump.thread(thread).is_some());
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn load(&self, id: ThreadId) -> Result<bool, HistoryError> {
+        Ok(self.shared.load(id).await?.is_some())
+    }
+
+    /// How many threads are in memory, and how many trees were evicted and reloaded.
+    pub fn residency(&self) -> Residency {
+        self.shared.residency()
+    }
+
+    /// A snapshot of one thread, if it is in memory (see [`load`](Self::load)).
     pub fn thread(&self, id: ThreadId) -> Option<ThreadInfo> {
         self.shared.registry.get(id).map(|e| e.info(&e.lock()))
     }

@@ -463,6 +463,18 @@ impl HistoryStore for SqliteHistory {
         queries::recovery(&self.read()).map_err(|e| self.query_error(e))
     }
 
+    /// Waits for the writer to commit what was appended, then reads the tree by index (see
+    /// `queries::reload`): its snapshots, tallies and each thread's pending and governor
+    /// records, never the whole file.
+    async fn reload(&self, thread: ThreadId) -> Result<Option<Recovery>, HistoryError> {
+        self.caught_up().await;
+        queries::reload(&self.read(), thread).map_err(|e| self.query_error(e))
+    }
+
+    fn reloads(&self) -> bool {
+        self.tallied
+    }
+
     async fn roots(&self, filter: &ThreadFilter) -> Result<ThreadPage, HistoryError> {
         pages::roots(&self.read(), filter, self.search).map_err(|e| self.query_error(e))
     }

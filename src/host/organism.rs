@@ -177,6 +177,7 @@ struct LimitsSection {
     max_outputs: Option<usize>,
     queue_capacity: Option<usize>,
     refusal_window_ms: Option<u64>,
+    evict_idle_ms: Option<u64>,
 }
 
 /// `[server]`.
@@ -333,6 +334,11 @@ impl Organism {
         if let Some(ms) = l.refusal_window_ms {
             config.refusal_window = std::time::Duration::from_millis(ms);
         }
+        // 0, like no setting, keeps every thread in memory.
+        config.evict_idle_after = l
+            .evict_idle_ms
+            .filter(|&ms| ms > 0)
+            .map(std::time::Duration::from_millis);
         let g = &self.governor;
         let decimal =
             |key: &str, value: &Option<Spanned<String>>| -> Result<Option<Decimal>, HostError> {

@@ -250,6 +250,19 @@ impl PumpHandle {
         payload: Result<Payload, (EnvelopeError, String)>,
     ) -> Result<Receipt, IngressError> {
         let shared = &self.shared;
+        shared.sweep_evictions();
+        // An evicted thread comes back first; holding it keeps its tree in memory meanwhile.
+        let named = thread.and_then(|n| match n {
+            Naming::Id(id) => Some(id),
+            Naming::Written(text) => text.parse().ok(),
+        });
+        let _pinned = match named {
+            Some(id) => shared
+                .load(id)
+                .await
+                .map_err(|e| IngressError::unrecorded(&e, dialect))?,
+            None => None,
+        };
         let Admitted { answer, committed } =
             shared.admit(dialect, thread, to, in_reply_to, payload);
         let thread = match &answer {

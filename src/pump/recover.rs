@@ -33,6 +33,22 @@ impl Shared {
         self: &Arc<Self>,
         recovery: Recovery,
     ) -> Result<RecoveryReport, BuildError> {
+        let report = self.restore(recovery)?;
+        tracing::info!(
+            threads = report.threads,
+            requeued = report.requeued,
+            "recovered from history"
+        );
+        Ok(report)
+    }
+
+    /// Rebuilds threads, ledgers and queues from what a store kept — all of it at a restart,
+    /// one evicted tree at a reload (`pump/evict.rs`) — registers the threads and starts the
+    /// runners of those with work. The one path by which a thread comes back from history.
+    pub(crate) fn restore(
+        self: &Arc<Self>,
+        recovery: Recovery,
+    ) -> Result<RecoveryReport, BuildError> {
         let Recovery {
             threads,
             counters,
@@ -71,7 +87,12 @@ impl Shared {
                 }
                 None => self.root_ledger(),
             };
-            let entry = Arc::new(ThreadEntry::restore(info, ledger));
+            let mut entry = ThreadEntry::restore(info, ledger);
+            if let Some(parent) = parent {
+                // One epoch per tree, as when the child was spawned (`settle`, eviction).
+                entry.tree_epoch = Arc::clone(&parent.tree_epoch);
+            }
+            let entry = Arc::new(entry);
             if let Some(parent) = parent {
                 let mut p = parent.lock();
                 p.children.push(entry.id);
@@ -151,11 +172,6 @@ impl Shared {
                 self.wake(&entry, &mut inner);
             }
         }
-        tracing::info!(
-            threads = report.threads,
-            requeued = report.requeued,
-            "recovered from history"
-        );
         Ok(report)
     }
 

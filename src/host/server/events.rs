@@ -40,7 +40,7 @@ pub(crate) async fn follow(
         .0
         .after;
     let thread = thread_id(&id)?;
-    if api.pump.thread(thread).is_none() {
+    if !api.pump.load(thread).await? {
         return Err(Problem::unknown_thread(&id));
     }
     let next = match after {

@@ -47,19 +47,25 @@ pub(crate) fn thread_id(text: &str) -> Result<ThreadId, Problem> {
 /// input (remote deliveries fail with `upstream-failed` or time out until it is back).
 pub(crate) async fn health(State(api): State<Api>) -> Result<Response, Problem> {
     api.pump.health().map_err(|e| Problem::from(*e))?;
-    let mut body = serde_json::json!({ "status": "ok" });
+    let r = api.pump.residency();
+    let mut body = serde_json::json!({
+        "status": "ok",
+        "threads": { "resident": r.resident, "evicted": r.evicted, "reloaded": r.reloaded },
+    });
     if let Some(hub) = &api.cluster {
         body["nats"] = serde_json::json!({ "url": hub.url(), "connected": hub.connected() });
     }
     Ok(Json(body).into_response())
 }
 
-fn known(api: &Api, text: &str) -> Result<ThreadId, Problem> {
+/// The thread a path names, brought back into memory if it was evicted.
+async fn known(api: &Api, text: &str) -> Result<ThreadId, Problem> {
     let id = thread_id(text)?;
-    api.pump
-        .thread(id)
-        .map(|_| id)
-        .ok_or_else(|| Problem::unknown_thread(text))
+    if api.pump.load(id).await? {
+        Ok(id)
+    } else {
+        Err(Problem::unknown_thread(text))
+    }
 }
 
 /// The body, or the problem that refused it (413 past the size limit).
@@ -142,7 +148,7 @@ pub(crate) async fn thread(
     State(api): State<Api>,
     Path(id): Path<String>,
 ) -> Result<Response, Problem> {
-    let id = known(&api, &id)?;
+    let id = known(&api, &id).await?;
     Ok(Json(api.pump.thread(id)).into_response())
 }
 
@@ -153,7 +159,7 @@ pub(crate) async fn history(
     q: Result<Query<Format>, QueryRejection>,
 ) -> Result<Response, Problem> {
     let q = query(q)?;
-    let id = known(&api, &id)?;
+    let id = known(&api, &id).await?;
     let records = api.pump.history(id).await?;
     match q.format.as_deref().unwrap_or("json") {
         "json" => Ok(Json(records).into_response()),
@@ -181,7 +187,7 @@ pub(crate) async fn answers(
     State(api): State<Api>,
     Path(id): Path<String>,
 ) -> Result<Response, Problem> {
-    let id = known(&api, &id)?;
+    let id = known(&api, &id).await?;
     Ok(Json(api.pump.answers(id).await?).into_response())
 }
 
@@ -190,7 +196,7 @@ pub(crate) async fn tree(
     State(api): State<Api>,
     Path(id): Path<String>,
 ) -> Result<Response, Problem> {
-    let id = known(&api, &id)?;
+    let id = known(&api, &id).await?;
     Ok(Json(api.pump.tree(id)).into_response())
 }
 
@@ -199,7 +205,7 @@ pub(crate) async fn report(
     State(api): State<Api>,
     Path(id): Path<String>,
 ) -> Result<Response, Problem> {
-    let id = known(&api, &id)?;
+    let id = known(&api, &id).await?;
     let mut reports = api.pump.reports(id).await?;
     match reports.pop() {
         Some(report) => Ok(Json(report).into_response()),
@@ -217,7 +223,7 @@ pub(crate) async fn budget(
     State(api): State<Api>,
     Path(id): Path<String>,
 ) -> Result<Response, Problem> {
-    let id = known(&api, &id)?;
+    let id = known(&api, &id).await?;
     let lines = api
         .pump
         .budget(id)
@@ -230,7 +236,7 @@ pub(crate) async fn reports(
     State(api): State<Api>,
     Path(id): Path<String>,
 ) -> Result<Response, Problem> {
-    let id = known(&api, &id)?;
+    let id = known(&api, &id).await?;
     Ok(Json(api.pump.reports(id).await?).into_response())
 }
 
@@ -239,7 +245,7 @@ pub(crate) async fn stop(
     State(api): State<Api>,
     Path(id): Path<String>,
 ) -> Result<Response, Problem> {
-    let id = known(&api, &id)?;
+    let id = known(&api, &id).await?;
     api.pump
         .stop(id)
         .await
@@ -253,7 +259,7 @@ pub(crate) async fn resume(
     Path(id): Path<String>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, Problem> {
-    let id = known(&api, &id)?;
+    let id = known(&api, &id).await?;
     let body = self::body(body)?;
     let extra: Budget = if body.is_empty() {
         Budget::default()
