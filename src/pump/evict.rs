@@ -11,7 +11,9 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use super::Shared;
 use super::builder::BuildError;
@@ -27,6 +29,12 @@ pub(crate) struct Eviction {
     gate: tokio::sync::Mutex<()>,
     /// Per resident root: its tree's epoch when last seen changed, and since when.
     seen: Mutex<HashMap<ThreadId, (u64, Instant)>>,
+    /// Per evicted thread whose wall-clock deadline has not passed: when it started and its
+    /// deadline — instants of this process, which history does not keep. Forgotten once the
+    /// deadline passes (the sweeper): a reloaded thread with a deadline and no entry here is
+    /// past it. So this grows with the threads evicted within one wall-clock budget, not with
+    /// the age of the host.
+    clocks: Mutex<HashMap<ThreadId, (Instant, Instant)>>,
     sweeper: OnceLock<()>,
     evicted: AtomicU64,
     reloaded: AtomicU64,
@@ -48,15 +56,12 @@ fn sweep_every(idle: Duration) -> Duration {
     (idle / 4).clamp(Duration::from_millis(5), Duration::from_secs(10))
 }
 
-/// Whether a thread may leave memory: nothing queued or running, no open child, and nothing
-/// in memory that history does not give back — a `clear-context` view, or a wall-clock deadline
-/// (an instant of this process).
+/// Whether a thread may leave memory: nothing running and nothing queued to run (a halted
+/// thread's queue waits for a resume, and comes back with it: those messages are pending in
+/// history), no open child, and no `clear-context` view (history does not keep where a
+/// listener's view starts).
 fn evictable(inner: &ThreadInner) -> bool {
-    !inner.running
-        && inner.queue.is_empty()
-        && inner.live_children == 0
-        && inner.views.is_empty()
-        && inner.ledger.deadline.is_none()
+    inner.is_quiet() && inner.live_children == 0 && inner.views.is_empty()
 }
 
 impl Shared {
@@ -89,13 +94,43 @@ impl Shared {
         let Some(recovery) = self.store.reload(id).await? else {
             return Ok(None);
         };
+        let clocks: Vec<_> = {
+            let mut kept = self
+                .eviction
+                .clocks
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            let tree = recovery.threads.iter();
+            tree.map(|t| (t.id, kept.remove(&t.id))).collect()
+        };
         let report = self.restore(recovery).map_err(|e| match e {
             BuildError::History(e) => e,
             other => HistoryError::unavailable(other.to_string()),
         })?;
+        self.set_clocks(clocks);
         self.eviction.reloaded.fetch_add(1, Ordering::Relaxed);
         tracing::debug!(thread = %id, threads = report.threads, "reloaded from history");
         Ok(self.registry.get(id))
+    }
+
+    /// Gives reloaded threads the start and deadline they had (a restart's replay gives them
+    /// new ones); a deadline not kept has passed.
+    fn set_clocks(&self, clocks: Vec<(ThreadId, Option<(Instant, Instant)>)>) {
+        let now = Instant::now();
+        for (id, clock) in clocks {
+            let Some(entry) = self.registry.get(id) else {
+                continue;
+            };
+            let ledger = &mut entry.lock().ledger;
+            match clock {
+                Some((started, deadline)) => {
+                    ledger.started = started;
+                    ledger.deadline = Some(deadline);
+                }
+                None if ledger.deadline.is_some() => ledger.deadline = Some(now),
+                None => {}
+            }
+        }
     }
 
     /// Starts the sweeper once, when eviction is on and a runtime is there to run it.
@@ -142,14 +177,32 @@ impl Shared {
             }
             *seen = next;
         }
+        self.eviction
+            .clocks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|_, (_, deadline)| *deadline > now);
         if due.is_empty() {
             return;
         }
         let _gate = self.eviction.gate.lock().await;
         for (root, epoch) in due {
+            let clocks = std::cell::RefCell::new(Vec::new());
             let gone = self.registry.evict(root, |entry, inner| {
+                let l = &inner.ledger;
+                if let Some(deadline) = l.deadline.filter(|d| *d > now) {
+                    clocks.borrow_mut().push((entry.id, (l.started, deadline)));
+                }
                 evictable(inner) && entry.tree_epoch.load(Ordering::SeqCst) == epoch
             });
+            if gone {
+                let mut kept = self
+                    .eviction
+                    .clocks
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner());
+                kept.extend(clocks.into_inner());
+            }
             let mut seen = self.eviction.seen.lock().unwrap_or_else(|p| p.into_inner());
             if gone {
                 seen.remove(&root);

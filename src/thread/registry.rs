@@ -308,7 +308,11 @@ impl Registry {
     /// `evictable` then holds for every entry, locked (the entries and their children lists
     /// as they are once no one can reach them); otherwise puts back what it took. True when
     /// the tree is gone.
-    pub fn evict(&self, root: ThreadId, evictable: impl Fn(&ThreadEntry, &ThreadInner) -> bool) -> bool {
+    pub fn evict(
+        &self,
+        root: ThreadId,
+        evictable: impl Fn(&ThreadEntry, &ThreadInner) -> bool,
+    ) -> bool {
         let members: Vec<ThreadId> = self.subtree(root).iter().map(|e| e.id).collect();
         let set: std::collections::HashSet<ThreadId> = members.iter().copied().collect();
         let mut limbo = self.limbo.lock().unwrap_or_else(|p| p.into_inner());
