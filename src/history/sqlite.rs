@@ -93,20 +93,34 @@ pub struct SqliteHistory {
 #[derive(Debug, Default)]
 pub(crate) struct Order {
     next_seq: u64,
-    /// Each thread's last digest, learnt at its first append since the open.
-    last_digest: HashMap<ThreadId, [u8; 32]>,
+    /// Each thread's last digest and the seq of that record, learnt at its first append since
+    /// the open (or since it was forgotten: see [`KNOWN_DIGESTS`]).
+    last_digest: HashMap<ThreadId, ([u8; 32], u64)>,
     /// Where that first append looks its thread's last digest up (none when read-only): a
     /// connection of its own, so an append never waits for a long query of the reader.
     lookup: Option<Connection>,
 }
 
+/// Most threads whose last digest `append` remembers: past it, it forgets those whose last
+/// record is committed (`committed`: every seq up to it is), whose digest the file gives back
+/// — so the memory a host holds for the chains does not grow with every thread it ever had.
+const KNOWN_DIGESTS: usize = 4096;
+
 impl Order {
-    /// The last digest of `thread`: remembered, or else (its first append since the open) read
-    /// from its last committed record or, when a prune removed them all, its latest anchor.
-    /// A thread not remembered has appended nothing since the open, so the file's committed
+    /// The last digest of `thread` and its record's seq: remembered, or else (its first append
+    /// since the open, or since it was forgotten) read from its last committed record or, when
+    /// a prune removed them all, its latest anchor. A thread not remembered has appended
+    /// nothing since the open, or only records up to `committed`, so the file's committed
     /// records are all it has.
-    fn last_digest(&mut self, thread: ThreadId) -> rusqlite::Result<&mut [u8; 32]> {
+    fn last_digest(
+        &mut self,
+        thread: ThreadId,
+        committed: u64,
+    ) -> rusqlite::Result<&mut ([u8; 32], u64)> {
         use std::collections::hash_map::Entry;
+        if self.last_digest.len() >= KNOWN_DIGESTS && !self.last_digest.contains_key(&thread) {
+            self.last_digest.retain(|_, (_, seq)| *seq > committed);
+        }
         match self.last_digest.entry(thread) {
             Entry::Occupied(e) => Ok(e.into_mut()),
             Entry::Vacant(e) => {
@@ -114,7 +128,7 @@ impl Order {
                     Some(conn) => queries::last_digest(conn, thread)?,
                     None => None,
                 };
-                Ok(e.insert(digest.unwrap_or([0; 32])))
+                Ok(e.insert((digest.unwrap_or([0; 32]), 0)))
             }
         }
     }
@@ -392,10 +406,11 @@ impl HistoryStore for SqliteHistory {
         self.writable()?;
         let mut order = self.order.lock().unwrap_or_else(|p| p.into_inner());
         let time_us = now_us();
+        let committed = *self.resolved.borrow();
         // Every thread's last digest first: a failed look-up leaves the order as it was.
         for new in &batch.records {
             order
-                .last_digest(new.envelope.thread())
+                .last_digest(new.envelope.thread(), committed)
                 .map_err(|e| self.query_error(e))?;
         }
         let mut records = Vec::with_capacity(batch.records.len());
@@ -403,10 +418,10 @@ impl HistoryStore for SqliteHistory {
             order.next_seq += 1;
             let mut record = Record::from_new(new, order.next_seq, time_us);
             let last = order
-                .last_digest(record.thread)
+                .last_digest(record.thread, committed)
                 .map_err(|e| self.query_error(e))?;
-            record.seal(last);
-            *last = record.digest;
+            record.seal(&last.0);
+            *last = (record.digest, record.seq);
             records.push((record, new.pending));
         }
         let (done, wait) = tokio::sync::oneshot::channel();
