@@ -10,8 +10,8 @@ use std::time::Duration;
 use agentpump::governor::{Budget, GovernorPolicy};
 use agentpump::history::{HistoryStore, SqliteHistory};
 use agentpump::listeners::Echo;
-use agentpump::{PumpBuilder, PumpConfig, PumpHandle, Registration, Role, ThreadId, Usage};
-use support::{Gate, Scratch, Script, p, q};
+use agentpump::{PumpBuilder, PumpConfig, PumpHandle, Registration, ThreadId, Usage};
+use support::{Gate, Scratch, Script, looper, p, q};
 
 const IDLE: Duration = Duration::from_millis(40);
 
@@ -50,22 +50,6 @@ async fn evicted(pump: &PumpHandle, thread: ThreadId) {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     panic!("thread {thread} was never evicted: {:?}", pump.residency());
-}
-
-/// On `<tick>n</tick>` emits `<tick>n+1</tick>`: iterates until the governor stops it.
-fn looper() -> Registration {
-    Registration::new(
-        "looper",
-        Script::new(|msg, cx| {
-            if !msg.is_system() {
-                let n: u64 = support::body(msg).parse().unwrap_or(0);
-                cx.emit(p("tick", &(n + 1).to_string()));
-            }
-            Ok(())
-        }),
-    )
-    .accepts(q("tick"))
-    .role(Role::Agent)
 }
 
 /// Echoes `<say>`, reporting a cost of 0.25 and 10 tokens each time.
