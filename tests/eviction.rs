@@ -15,26 +15,29 @@ use support::{Gate, Scratch, Script, looper, p, q};
 
 const IDLE: Duration = Duration::from_millis(40);
 
-fn config(turns: u64) -> PumpConfig {
-    PumpConfig {
+fn pump(dir: &Scratch, turns: u64, listeners: Vec<Registration>) -> PumpHandle {
+    let budget = Budget {
+        turns: Some(turns),
+        ..GovernorPolicy::default_budget()
+    };
+    pump_with(dir, budget, listeners)
+}
+
+/// A pump on SQLite history in `dir` with `budget` for root threads, evicting after [`IDLE`].
+fn pump_with(dir: &Scratch, budget: Budget, listeners: Vec<Registration>) -> PumpHandle {
+    let store: Arc<dyn HistoryStore> = Arc::new(SqliteHistory::open(dir.db()).unwrap());
+    let config = PumpConfig {
         evict_idle_after: Some(IDLE),
         governor: GovernorPolicy {
-            budget: Budget {
-                turns: Some(turns),
-                ..GovernorPolicy::default_budget()
-            },
+            budget,
             ..GovernorPolicy::default()
         },
         ..PumpConfig::default()
-    }
-}
-
-fn pump(dir: &Scratch, turns: u64, listeners: Vec<Registration>) -> PumpHandle {
-    let store: Arc<dyn HistoryStore> = Arc::new(SqliteHistory::open(dir.db()).unwrap());
+    };
     listeners
         .into_iter()
         .fold(
-            PumpBuilder::new().config(config(turns)).history(store),
+            PumpBuilder::new().config(config).history(store),
             PumpBuilder::register,
         )
         .build()
@@ -326,4 +329,36 @@ where
     for h in handles {
         h.await.unwrap();
     }
+}
+
+#[tokio::test]
+async fn a_reloaded_thread_keeps_its_wall_clock_deadline() {
+    let dir = Scratch::new("evict-deadline");
+    let budget = Budget {
+        wall_clock: Some(Duration::from_millis(1_000)),
+        ..GovernorPolicy::default_budget()
+    };
+    let pump = pump_with(&dir, budget, vec![paid_echo()]);
+    let thread = support::start(&pump, &p("say", "one")).await;
+    let created_by = tokio::time::Instant::now();
+    evicted(&pump, thread).await;
+    // Reloaded 200 ms in: the deadline is still the one set at its start, not 1 s from now.
+    tokio::time::sleep_until(created_by + Duration::from_millis(200)).await;
+    pump.post(Some(thread), None, &p("say", "two"))
+        .await
+        .unwrap();
+    pump.settle(thread).await;
+    evicted(&pump, thread).await;
+    tokio::time::sleep_until(created_by + Duration::from_millis(1_050)).await;
+    pump.post(Some(thread), None, &p("say", "three"))
+        .await
+        .unwrap();
+    pump.settle(thread).await;
+    let report = pump.reports(thread).await.unwrap().pop();
+    let report = report.expect("halted: its deadline passed while it was evicted");
+    assert_eq!(report.stop_reason.as_str(), "max-wall-clock");
+    assert_eq!(
+        support::egress(&pump, thread).await,
+        [p("say", "one"), p("say", "two")]
+    );
 }

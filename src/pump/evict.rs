@@ -34,7 +34,7 @@ pub(crate) struct Eviction {
     /// deadline passes (the sweeper): a reloaded thread with a deadline and no entry here is
     /// past it. So this grows with the threads evicted within one wall-clock budget, not with
     /// the age of the host.
-    clocks: Mutex<HashMap<ThreadId, (Instant, Instant)>>,
+    clocks: Mutex<Clocks>,
     sweeper: OnceLock<()>,
     evicted: AtomicU64,
     reloaded: AtomicU64,
@@ -49,6 +49,23 @@ pub struct Residency {
     pub evicted: u64,
     /// Trees reloaded from history since the pump started.
     pub reloaded: u64,
+}
+
+/// Per evicted thread: when it started and its wall-clock deadline.
+pub(crate) type Clocks = HashMap<ThreadId, (Instant, Instant)>;
+
+/// Gives a reloaded thread the start and deadline it had (the replay gave it new ones); a
+/// thread with a deadline and no clock kept is past it.
+pub(crate) fn set_clock(entry: &ThreadEntry, clock: Option<&(Instant, Instant)>) {
+    let ledger = &mut entry.lock().ledger;
+    match clock {
+        Some(&(started, deadline)) => {
+            ledger.started = started;
+            ledger.deadline = Some(deadline);
+        }
+        None if ledger.deadline.is_some() => ledger.deadline = Some(Instant::now()),
+        None => {}
+    }
 }
 
 /// How often the sweeper looks: a quarter of the idle time, between 5 ms and 10 s.
@@ -94,43 +111,23 @@ impl Shared {
         let Some(recovery) = self.store.reload(id).await? else {
             return Ok(None);
         };
-        let clocks: Vec<_> = {
+        let clocks: Clocks = {
             let mut kept = self
                 .eviction
                 .clocks
                 .lock()
                 .unwrap_or_else(|p| p.into_inner());
             let tree = recovery.threads.iter();
-            tree.map(|t| (t.id, kept.remove(&t.id))).collect()
+            tree.filter_map(|t| Some((t.id, kept.remove(&t.id)?)))
+                .collect()
         };
-        let report = self.restore(recovery).map_err(|e| match e {
+        let report = self.restore(recovery, Some(&clocks)).map_err(|e| match e {
             BuildError::History(e) => e,
             other => HistoryError::unavailable(other.to_string()),
         })?;
-        self.set_clocks(clocks);
         self.eviction.reloaded.fetch_add(1, Ordering::Relaxed);
         tracing::debug!(thread = %id, threads = report.threads, "reloaded from history");
         Ok(self.registry.get(id))
-    }
-
-    /// Gives reloaded threads the start and deadline they had (a restart's replay gives them
-    /// new ones); a deadline not kept has passed.
-    fn set_clocks(&self, clocks: Vec<(ThreadId, Option<(Instant, Instant)>)>) {
-        let now = Instant::now();
-        for (id, clock) in clocks {
-            let Some(entry) = self.registry.get(id) else {
-                continue;
-            };
-            let ledger = &mut entry.lock().ledger;
-            match clock {
-                Some((started, deadline)) => {
-                    ledger.started = started;
-                    ledger.deadline = Some(deadline);
-                }
-                None if ledger.deadline.is_some() => ledger.deadline = Some(now),
-                None => {}
-            }
-        }
     }
 
     /// Starts the sweeper once, when eviction is on and a runtime is there to run it.
