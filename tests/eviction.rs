@@ -148,6 +148,17 @@ async fn an_evicted_thread_is_read_through_the_http_api() {
             .send()
     };
 
+    let listed: Vec<serde_json::Value> = get("/threads?state=idle".to_owned())
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(
+        listed.iter().any(|t| t["id"] == thread.to_string()),
+        "listed while evicted: {listed:#?}"
+    );
+    assert!(pump.thread(thread).is_none(), "a listing reloads nothing");
     let info: serde_json::Value = get(format!("/threads/{thread}"))
         .await
         .unwrap()

@@ -121,7 +121,8 @@ pub(crate) async fn post_message(
     Ok(accepted(&receipt))
 }
 
-/// `GET /threads[?state=…]`.
+/// `GET /threads[?state=…]`: the threads in memory with their live state, and, once the pump
+/// has evicted any, the others as the store has them (an evicted open thread is `idle`).
 pub(crate) async fn list(
     State(api): State<Api>,
     q: Result<Query<StateFilter>, QueryRejection>,
@@ -134,12 +135,14 @@ pub(crate) async fn list(
                 .map_err(|e| Problem::new(StatusCode::BAD_REQUEST, "bad-state", e.to_string()))?,
         ),
     };
-    let threads: Vec<_> = api
-        .pump
-        .threads()
-        .into_iter()
-        .filter(|t| state.is_none_or(|s| t.state == s))
-        .collect();
+    let mut threads = api.pump.threads();
+    if api.pump.residency().evicted > 0 {
+        let resident: std::collections::HashSet<_> = threads.iter().map(|t| t.id).collect();
+        let stored = api.pump.store().threads(None).await?;
+        threads.extend(stored.into_iter().filter(|t| !resident.contains(&t.id)));
+        threads.sort_by(|a, b| a.path.cmp(&b.path));
+    }
+    threads.retain(|t| state.is_none_or(|s| t.state == s));
     Ok(Json(threads).into_response())
 }
 
