@@ -44,6 +44,29 @@ fn pump_with(dir: &Scratch, budget: Budget, listeners: Vec<Registration>) -> Pum
         .unwrap()
 }
 
+/// `thread`'s live snapshot, reloaded if the sweeper took it since the test last touched it
+/// (the idle time is short, and a loaded machine can pause a test longer).
+async fn live(pump: &PumpHandle, thread: ThreadId) -> agentpump::ThreadInfo {
+    for _ in 0..100 {
+        assert!(pump.load(thread).await.unwrap(), "a known thread");
+        if let Some(info) = pump.thread(thread) {
+            return info;
+        }
+    }
+    panic!("thread {thread} never stayed in memory long enough to read");
+}
+
+/// The live snapshots of `root`'s tree, as [`live`] does for one thread.
+async fn live_tree(pump: &PumpHandle, root: ThreadId) -> Vec<agentpump::ThreadInfo> {
+    loop {
+        live(pump, root).await;
+        let tree = pump.tree(root);
+        if !tree.is_empty() {
+            return tree;
+        }
+    }
+}
+
 /// Waits until `thread` has left memory (fails after 5 s).
 async fn evicted(pump: &PumpHandle, thread: ThreadId) {
     for _ in 0..500 {
@@ -77,7 +100,7 @@ async fn a_post_into_an_evicted_thread_continues_its_chain_and_counters() {
     let dir = Scratch::new("evict-post");
     let pump = pump(&dir, 100, vec![paid_echo()]);
     let thread = support::start(&pump, &p("say", "one")).await;
-    let before = pump.thread(thread).unwrap().counters;
+    let before = live(&pump, thread).await.counters;
     assert_eq!(before.deliveries, 1);
     evicted(&pump, thread).await;
     assert!(pump.residency().evicted >= 1);
@@ -86,7 +109,7 @@ async fn a_post_into_an_evicted_thread_continues_its_chain_and_counters() {
         .await
         .expect("an evicted thread takes posts");
     pump.settle(thread).await;
-    let after = pump.thread(thread).unwrap().counters;
+    let after = live(&pump, thread).await.counters;
     assert_eq!(
         (after.deliveries, after.tokens_in, after.cost.to_string()),
         (2, 20, "0.50".to_owned()),
@@ -126,7 +149,7 @@ async fn a_halted_evicted_thread_resumes_with_its_budget() {
         ("15", Some("15")),
         "five more turns, not ten more from a fresh budget"
     );
-    assert_eq!(pump.thread(thread).unwrap().counters.deliveries, 15);
+    assert_eq!(live(&pump, thread).await.counters.deliveries, 15);
     pump.verify().await.unwrap();
 }
 
@@ -206,7 +229,7 @@ async fn a_childs_result_reaches_its_evicted_parent() {
     .peers(["looper"]);
     let pump = pump(&dir, 100, vec![spawner, looper()]);
     let root = support::start(&pump, &p("go", "")).await;
-    let child = pump.tree(root)[1].id;
+    let child = live_tree(&pump, root).await[1].id;
     pump.settle(root).await;
     let results = |records: Vec<agentpump::history::Record>| {
         records
@@ -219,7 +242,7 @@ async fn a_childs_result_reaches_its_evicted_parent() {
         1,
         "the child halted"
     );
-    let spawner_turns = pump.thread(root).unwrap().counters;
+    let spawner_turns = live(&pump, root).await.counters;
     evicted(&pump, root).await;
     assert!(pump.thread(child).is_none(), "the tree goes as one");
 
@@ -231,7 +254,7 @@ async fn a_childs_result_reaches_its_evicted_parent() {
     pump.resume(child, &two).await.unwrap();
     pump.settle(root).await;
     assert_eq!(results(pump.history(root).await.unwrap()), 2);
-    let now = pump.thread(root).unwrap().counters;
+    let now = live(&pump, root).await.counters;
     assert!(
         now.deliveries + now.notices > spawner_turns.deliveries + spawner_turns.notices,
         "the parent's spawner took the result: {now:?} after {spawner_turns:?}"
@@ -293,13 +316,14 @@ async fn a_reloaded_thread_has_exactly_the_budget_it_had() {
         pump.post(Some(thread), None, &p("say", s)).await.unwrap();
         pump.settle(thread).await;
     }
+    live(&pump, thread).await;
     let before = pump.budget(thread).unwrap();
     assert_eq!(before["max-turns"].remaining.as_deref(), Some("37"));
     evicted(&pump, thread).await;
     assert!(pump.budget(thread).is_none(), "not in memory");
-    assert!(pump.load(thread).await.unwrap());
+    live(&pump, thread).await;
     assert_eq!(pump.budget(thread).unwrap(), before);
-    assert_eq!(pump.thread(thread).unwrap().counters.failures, 0);
+    assert_eq!(live(&pump, thread).await.counters.failures, 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -325,7 +349,7 @@ async fn posts_racing_the_sweeper_land_in_one_thread() {
     }
     pump.load(thread).await.unwrap();
     pump.settle(thread).await;
-    assert_eq!(pump.thread(thread).unwrap().counters.deliveries, sent);
+    assert_eq!(live(&pump, thread).await.counters.deliveries, sent);
     assert_eq!(support::egress(&pump, thread).await.len() as u64, sent);
     assert!(pump.residency().reloaded >= 1, "{:?}", pump.residency());
     pump.verify().await.unwrap();
@@ -372,4 +396,89 @@ async fn a_reloaded_thread_keeps_its_wall_clock_deadline() {
         support::egress(&pump, thread).await,
         [p("say", "one"), p("say", "two")]
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resumes_racing_the_sweeper_keep_trees_whole() {
+    let dir = Scratch::new("evict-trees");
+    let spawner = Registration::new(
+        "spawner",
+        Script::new(|msg, cx| {
+            if msg.qname().local() == "go" {
+                for i in 0..2 {
+                    let budget = Budget {
+                        turns: Some(2),
+                        ..Budget::default()
+                    };
+                    let spawn = agentpump::Spawn::new(p("tick", "0"))
+                        .sub_id(format!("c{i}"))
+                        .budget(budget);
+                    cx.spawn(spawn);
+                }
+            }
+            Ok(())
+        }),
+    )
+    .accepts(q("go"))
+    .peers(["looper"]);
+    let pump = pump(&dir, 1_000, vec![spawner, looper()]);
+    let mut trees = Vec::new();
+    for _ in 0..4 {
+        let root = support::start(&pump, &p("go", "")).await;
+        pump.settle(root).await;
+        let children: Vec<ThreadId> = live_tree(&pump, root).await[1..]
+            .iter()
+            .map(|t| t.id)
+            .collect();
+        trees.push((root, children));
+    }
+    let one = Budget {
+        turns: Some(1),
+        ..Budget::default()
+    };
+    let rounds = 6u64;
+    for round in 0..rounds {
+        tokio::time::sleep(IDLE + Duration::from_millis(round * 11 % 30)).await;
+        let mut tasks = Vec::new();
+        for (_, children) in &trees {
+            for child in children {
+                let (pump, child, one) = (pump.clone(), *child, one.clone());
+                tasks.push(tokio::spawn(async move {
+                    pump.resume(child, &one).await.unwrap();
+                }));
+            }
+        }
+        for t in tasks {
+            t.await.unwrap();
+        }
+    }
+    for (root, children) in &trees {
+        pump.load(*root).await.unwrap();
+        pump.settle(*root).await;
+        let results = pump
+            .history(*root)
+            .await
+            .unwrap()
+            .iter()
+            .filter(|r| r.root.local() == "thread-result")
+            .count() as u64;
+        assert_eq!(
+            results,
+            2 * (1 + rounds),
+            "every halt of each child reached its parent"
+        );
+        for child in children {
+            let report = pump.reports(*child).await.unwrap().pop().unwrap();
+            let line = &report.budget["max-turns"];
+            let limit = (2 + rounds).to_string();
+            assert_eq!(
+                (line.spent.as_str(), line.limit.as_deref()),
+                (limit.as_str(), Some(limit.as_str())),
+                "each resume added one turn to the same account"
+            );
+            assert_eq!(live(&pump, *child).await.counters.deliveries, 2 + rounds);
+        }
+    }
+    assert!(pump.residency().reloaded >= 1, "{:?}", pump.residency());
+    pump.verify().await.unwrap();
 }
