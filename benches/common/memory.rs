@@ -14,7 +14,9 @@
 //! Figure 5e: resident memory while new threads keep being opened on SQLite history, with
 //! eviction on (`evict_idle_after` 100 ms) and off: `AGENTPUMP_BENCH_EVICT_THREADS` threads
 //! (default 200 000; 2 000 in the smoke run) in 5 steps, each step followed by a pause of
-//! 300 ms (eviction's idle time plus a sweep), `VmRSS` read after each pause.
+//! 300 ms (eviction's idle time plus a sweep), `VmRSS` read after each pause. The figure is
+//! the growth per thread over the last two steps (flat: the caches that fill first are full
+//! by then at the default size; the smoke run's 2 000 threads only show them filling).
 //!
 //! Variants: the pump with a store that keeps nothing (the pump's own memory: what the target is
 //! about), the pump with `MemoryHistory` (everything kept: two records and a snapshot per
@@ -322,10 +324,24 @@ fn evicting(cfg: &Config, report: &mut Report, suffix: &str) {
     let on = run_child("evicting", threads, cfg.full);
     let no_clock = run_child("evicting-no-wall-clock", threads, cfg.full);
     let off = run_child("sqlite", threads, cfg.full);
-    let per = |r: &Value| r["bytes_per_thread"].as_f64().unwrap_or(f64::NAN);
+    // Flat or not: the growth per thread over the last two steps, once the caches that fill
+    // first (SQLite's pages, the writer's search-index cache) are full.
+    let per = |r: &Value| {
+        let steps = r["bytes_per_thread_by_step"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let last: Vec<f64> = steps
+            .iter()
+            .rev()
+            .take(2)
+            .filter_map(Value::as_f64)
+            .collect();
+        last.iter().sum::<f64>() / last.len().max(1) as f64
+    };
     let f = Figure::new(
         &format!("5e{suffix}"),
-        &format!("resident memory per thread opened, {threads} threads, SQLite history, eviction on (100 ms)"),
+        &format!("resident memory growth per thread opened over the last 2 of 5 steps, {threads} threads, SQLite history, eviction on (100 ms)"),
         "bytes/thread",
         Better::Lower,
         vec![per(&on)],
@@ -334,6 +350,6 @@ fn evicting(cfg: &Config, report: &mut Report, suffix: &str) {
     .params(json!({ "threads": threads, "evicting": on, "evicting_no_wall_clock": no_clock,
         "resident": off }))
     .note("VmRSS growth / threads after a 300 ms pause per step (idle time + a sweep), default policy (its 1 h wall clock keeps each evicted thread's deadline until it passes); evicting_no_wall_clock: the same without one; reload_us: one evicted thread brought back by PumpHandle::load");
-    let met = f.value() <= 512.0;
-    report.add(f.target("≤ 512 B/thread while deadlines are kept", met));
+    let met = f.value() <= 64.0;
+    report.add(f.target("≤ 64 B/thread (flat)", met));
 }
