@@ -41,7 +41,9 @@ impl Shared {
                 let next = {
                     let mut inner = entry.lock();
                     // A halted thread keeps its queue for a resume; control before data.
-                    if self.stopped.load(Ordering::Acquire) || inner.state() == ThreadState::Halted
+                    if self.stopped.load(Ordering::Acquire)
+                        || inner.state() == ThreadState::Halted
+                        || self.is_stalled()
                     {
                         None
                     } else {
@@ -84,18 +86,27 @@ impl Shared {
         }
     }
 
-    /// The locked part of [`Shared::finish_run`]: `None` if work remains, else the commit of an
-    /// idle child's ending, if there was one.
+    /// The locked part of [`Shared::finish_run`]: `None` if work remains (and the pump is not
+    /// stalled: then the thread parks), else the commit of an idle child's ending, if there
+    /// was one.
     fn try_finish(self: &Arc<Self>, entry: &Arc<ThreadEntry>) -> Option<Option<Committed>> {
         let family = self.registry.family(entry);
         let (mut inner, mut parent_inner) = family.lock(entry);
         let stopped = self.stopped.load(Ordering::Acquire);
-        if !inner.queue.is_empty() && !stopped && inner.state() != ThreadState::Halted {
-            return None;
-        }
+        let parked = if !inner.queue.is_empty() && !stopped && inner.state() != ThreadState::Halted
+        {
+            // Work left: go on, unless the pump stalled on a failed commit.
+            if !self.park(entry) {
+                return None;
+            }
+            true
+        } else {
+            false
+        };
         let mut committed = None;
         if let Some((parent, parent_inner)) = family.pair(&mut parent_inner)
             && !stopped
+            && !parked
             && !inner.state().is_closed()
             && inner.live_children == 0
         {
