@@ -46,8 +46,8 @@ impl Shared {
         self.stalled.load(Ordering::Acquire)
     }
 
-    /// Parks a thread whose runner stopped with work left because the pump stalled; false if
-    /// the pump revived meanwhile (the runner goes on).
+    /// Parks a thread whose runner stopped because the pump stalled (with work left, or an
+    /// ending that would not commit); false if the pump revived meanwhile.
     pub(crate) fn park(&self, entry: &Arc<ThreadEntry>) -> bool {
         let mut parked = self.parked.lock().unwrap_or_else(|p| p.into_inner());
         let stalled = self.is_stalled();
@@ -73,7 +73,8 @@ impl Shared {
             let mut inner = entry.lock();
             let store = &self.store;
             inner.queue.retain(|q| !store.was_refused(q.envelope.id()));
-            self.wake(&entry, &mut inner);
+            // Also with an empty queue: a child's ending waits for this run.
+            self.start_runner(&entry, &mut inner);
         }
         self.quiet_changed();
     }
