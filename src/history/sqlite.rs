@@ -452,8 +452,8 @@ impl Drop for SqliteHistory {
 #[async_trait]
 impl HistoryStore for SqliteHistory {
     /// While writes are refused, a call at least the current backoff after the last try
-    /// tries the file again (see [`SqliteHistory::heal`]): a caller may wait for one small
-    /// commit then.
+    /// tries the file again (a probe of 1 MiB committed and removed): a caller may wait for two small
+    /// commits then.
     fn writable(&self) -> Result<(), HistoryError> {
         let due = {
             let health = self.health();
