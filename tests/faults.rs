@@ -27,8 +27,10 @@ struct SmallDisk {
 }
 
 impl SmallDisk {
-    /// Mounts one, or says why it cannot (not root, no mount) and returns `None`.
+    /// Mounts one, or says why it cannot (not root, no mount) and returns `None`; with
+    /// `AGENTPUMP_TESTS_NEED_MOUNT` set (`.ci/run` sets it) it cannot skip: it fails.
     fn mount(test: &str, size: &str) -> Option<Self> {
+        let must = std::env::var_os("AGENTPUMP_TESTS_NEED_MOUNT").is_some();
         let scratch = Scratch::new(test);
         let dir = scratch.0.join("disk");
         std::fs::create_dir_all(&dir).unwrap();
@@ -42,13 +44,16 @@ impl SmallDisk {
                 _scratch: scratch,
             }),
             Ok(out) => {
+                let why = String::from_utf8_lossy(&out.stderr);
+                assert!(!must, "{test}: cannot mount a tmpfs: {}", why.trim());
                 eprintln!(
                     "SKIPPED {test}: cannot mount a tmpfs (needs root): {}",
-                    String::from_utf8_lossy(&out.stderr).trim()
+                    why.trim()
                 );
                 None
             }
             Err(e) => {
+                assert!(!must, "{test}: cannot run mount: {e}");
                 eprintln!("SKIPPED {test}: cannot run mount: {e}");
                 None
             }

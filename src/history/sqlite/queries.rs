@@ -115,29 +115,6 @@ pub(crate) fn last_digest(
     })
 }
 
-/// The digest of `thread`'s last committed record, if it has one.
-pub(crate) fn last_digest(
-    conn: &Connection,
-    thread: ThreadId,
-) -> rusqlite::Result<Option<[u8; 32]>> {
-    let mut stmt = conn
-        .prepare_cached("SELECT digest FROM records WHERE thread = ?1 ORDER BY seq DESC LIMIT 1")?;
-    let digest: Option<Vec<u8>> = stmt
-        .query_row([thread.to_string()], |r| r.get(0))
-        .optional()?;
-    digest
-        .map(|d| {
-            <[u8; 32]>::try_from(d).map_err(|d| {
-                rusqlite::Error::InvalidColumnType(
-                    0,
-                    format!("a digest of {} bytes, not 32", d.len()),
-                    rusqlite::types::Type::Blob,
-                )
-            })
-        })
-        .transpose()
-}
-
 pub(crate) fn thread(
     conn: &Connection,
     thread: ThreadId,

@@ -169,13 +169,9 @@ fn heal(
             [PROBE_BYTES],
         )?;
         conn.execute("DELETE FROM meta WHERE key = 'probe'", [])?;
-        let starts = super::prune::starts(&super::prune::anchors(conn)?);
         dirty
             .iter()
-            .map(|&thread| {
-                let last = super::queries::last_digest(conn, thread)?;
-                Ok((thread, last.or_else(|| starts.get(&thread).copied())))
-            })
+            .map(|&thread| Ok((thread, super::queries::last_digest(conn, thread)?)))
             .collect()
     };
     let healed = probe(conn).map_err(|e| e.to_string())?;
