@@ -21,6 +21,7 @@ mod refusals;
 mod route;
 mod runner;
 mod shutdown;
+mod stall;
 mod tx;
 
 use std::collections::HashMap;
@@ -62,6 +63,7 @@ use crate::{Envelope, QName, ThreadId, ThreadInfo};
 /// | `pump/notice.rs` | notices into threads, results to a parent (`notice`, `report_to_parent`) |
 /// | `pump/halt.rs` | the governor's decision and a halt (`decide`, `halt_locked`, `halt_before`) |
 /// | `pump/recover.rs` | a restart: pending work read back from history |
+/// | `pump/stall.rs` | a failed commit: the delivery put back, threads parked until the store recovers |
 /// | this file | construction and the system thread's records |
 ///
 /// (ARCHITECTURE.md, "Re-layering so far", says why the type's methods are not in one file.)
@@ -100,7 +102,13 @@ pub(crate) struct Shared {
     refusals: refusals::Refusals,
     /// Set once the task that records closed refusal windows runs.
     refusal_sweeper: std::sync::OnceLock<()>,
+    /// Trees let go from memory and brought back (`pump/evict.rs`).
     eviction: evict::Eviction,
+    /// A delivery failed to commit and the store has not recovered: runners take no work
+    /// (`pump/stall.rs`).
+    stalled: AtomicBool,
+    /// Threads whose runners stopped with work left while the pump was stalled.
+    parked: std::sync::Mutex<Vec<Arc<ThreadEntry>>>,
 }
 
 impl Shared {
@@ -137,6 +145,8 @@ impl Shared {
             refusals: refusals::Refusals::default(),
             refusal_sweeper: std::sync::OnceLock::new(),
             eviction: evict::Eviction::default(),
+            stalled: AtomicBool::new(false),
+            parked: std::sync::Mutex::new(Vec::new()),
         }
     }
 

@@ -5,8 +5,10 @@
 //! `append` fixes order and digests in memory and hands the batch to the writer; its
 //! [`Ticket`] resolves once the batch's transaction has committed. A batch is one transaction:
 //! a delivery's outputs and its delivered mark are committed together or not at all. If a
-//! commit fails (disk full, read-only file) the store refuses every later write with
-//! [`HistoryError::Unavailable`] — nothing acknowledged is lost, nothing half-written is kept.
+//! commit fails (disk full, a file that cannot be written) the store refuses every later write
+//! with [`HistoryError::Unavailable`] — nothing acknowledged is lost, nothing half-written is
+//! kept — until a retry finds the file writable again: then it seals new records on what was
+//! committed and takes writes again, without a restart.
 
 mod pages;
 mod prune;
@@ -16,8 +18,10 @@ mod tallies;
 mod writer;
 
 use std::collections::HashMap;
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, mpsc};
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use rusqlite::Connection;
@@ -134,9 +138,65 @@ impl Order {
     }
 }
 
-/// Set by the writer when a commit failed (or at a read-only open): every later write is
-/// refused. Kept apart from [`Order`] so the writer never waits for a lock an appender holds.
-pub(crate) type Failure = Arc<Mutex<Option<String>>>;
+/// Whether the store takes writes; shared with the writer. Kept apart from [`Order`] so the
+/// writer never waits for a lock an appender holds.
+pub(crate) type Failure = Arc<Mutex<Health>>;
+
+/// First wait before the file is tried again after a failed commit; it doubles with every
+/// failed try, up to [`RETRY_MAX`].
+pub const RETRY_MIN: Duration = Duration::from_millis(100);
+
+/// Longest wait between two tries of a failing file.
+pub const RETRY_MAX: Duration = Duration::from_secs(5);
+
+/// Why writes are refused, and when to try the file again.
+#[derive(Debug, Default)]
+pub(crate) struct Health {
+    /// Set by the writer when a commit failed (or at a read-only open); `None` while healthy.
+    pub why: Option<String>,
+    /// When the next write may try the file again; `None` never (opened read-only).
+    retry_at: Option<Instant>,
+    backoff: Duration,
+    /// When the file last took writes again after a failure.
+    healed_at: Option<Instant>,
+    /// Queued messages whose records the writer refused since the last failure began.
+    pub refused: HashSet<MessageId>,
+}
+
+impl Health {
+    /// A commit failed: refuse writes, and try again after [`RETRY_MIN`] — or, when the file
+    /// failed again soon after it healed, after twice the last wait.
+    pub fn fail(&mut self, why: String) {
+        let relapse = self
+            .healed_at
+            .is_some_and(|at| at.elapsed() < RETRY_MAX + self.backoff);
+        self.backoff = if relapse {
+            (self.backoff * 2).min(RETRY_MAX)
+        } else {
+            RETRY_MIN
+        };
+        self.why = Some(why);
+        self.refused.clear();
+        self.retry_at = Some(Instant::now() + self.backoff);
+    }
+
+    /// The file takes writes again.
+    pub fn healed(&mut self) {
+        self.why = None;
+        self.healed_at = Some(Instant::now());
+    }
+
+    /// Whether a refused store may try the file again now.
+    fn due(&self) -> bool {
+        self.why.is_some() && self.retry_at.is_some_and(|at| Instant::now() >= at)
+    }
+
+    /// A try failed: wait twice as long before the next.
+    fn retry_later(&mut self) {
+        self.backoff = (self.backoff * 2).min(RETRY_MAX);
+        self.retry_at = Some(Instant::now() + self.backoff);
+    }
+}
 
 impl SqliteHistory {
     /// Opens (or creates) the history file at `path` with default options.
@@ -237,7 +297,10 @@ impl SqliteHistory {
             resolved: Arc::new(tokio::sync::watch::Sender::new(0)),
             path,
             order: Mutex::new(Order::default()),
-            failed: Arc::new(Mutex::new(Some("opened read-only".into()))),
+            failed: Arc::new(Mutex::new(Health {
+                why: Some("opened read-only".into()),
+                ..Health::default()
+            })),
             jobs: Mutex::new(None),
             writer: Mutex::new(None),
             reader: Mutex::new(reader),
@@ -309,6 +372,52 @@ impl SqliteHistory {
         let mut resolved = self.resolved.subscribe();
         // The sender lives in `self`, so the wait ends only by reaching the target.
         let _ = resolved.wait_for(|seq| *seq >= target).await;
+    }
+
+    fn health(&self) -> MutexGuard<'_, Health> {
+        self.failed.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Tries the file again after a failed commit. With the append order locked (nothing new
+    /// is sealed meanwhile), the writer — once it has refused every batch handed to it before —
+    /// probes the file; if that commits, each thread whose records were refused continues from
+    /// its last committed digest, and the store takes writes again. Sequence numbers are not
+    /// reused: the refused ones stay a gap.
+    fn heal(&self) {
+        let mut order = self.order.lock().unwrap_or_else(|p| p.into_inner());
+        if !self.health().due() {
+            return; // another caller tried meanwhile
+        }
+        let (reply, answer) = mpsc::sync_channel(1);
+        let sent = self
+            .jobs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .is_some_and(|jobs| jobs.send(writer::Work::Heal(reply)).is_ok());
+        let outcome = if sent {
+            answer
+                .recv()
+                .unwrap_or_else(|_| Err("history writer stopped".into()))
+        } else {
+            Err("history store is closed".into())
+        };
+        match outcome {
+            Ok(healed) => {
+                for (thread, last) in healed {
+                    match last {
+                        // Committed: forgettable, like a digest read from the file.
+                        Some(digest) => order.last_digest.insert(thread, (digest, 0)),
+                        None => order.last_digest.remove(&thread),
+                    };
+                }
+                tracing::info!(path = %self.path.display(), "history writable again");
+            }
+            Err(error) => {
+                tracing::warn!(%error, "history still not writable");
+                self.health().retry_later();
+            }
+        }
     }
 
     fn read(&self) -> MutexGuard<'_, Connection> {
@@ -392,14 +501,31 @@ impl Drop for SqliteHistory {
 
 #[async_trait]
 impl HistoryStore for SqliteHistory {
+    /// While writes are refused, a call at least the current backoff after the last try
+    /// tries the file again (a probe of 1 MiB committed and removed): a caller may wait for two small
+    /// commits then.
     fn writable(&self) -> Result<(), HistoryError> {
-        match &*self.failed.lock().unwrap_or_else(|p| p.into_inner()) {
+        let due = {
+            let health = self.health();
+            match &health.why {
+                None => return Ok(()),
+                Some(_) => health.due(),
+            }
+        };
+        if due {
+            self.heal();
+        }
+        match &self.health().why {
             Some(why) => Err(HistoryError::unavailable(format!(
                 "{}: {why}",
                 self.path.display()
             ))),
             None => Ok(()),
         }
+    }
+
+    fn was_refused(&self, id: MessageId) -> bool {
+        self.health().refused.contains(&id)
     }
 
     fn append(&self, batch: Batch) -> Result<Ticket, HistoryError> {

@@ -281,8 +281,9 @@ impl PumpHandle {
     /// # Errors
     ///
     /// The answer new input would get: `shutting-down` once shutdown started,
-    /// `history-unavailable` once the history store refuses writes (a full or failing disk;
-    /// restart on a healthy disk to recover).
+    /// `history-unavailable` while the history store refuses writes (a full or failing disk).
+    /// Asking may try the disk again (see [`crate::history::HistoryStore::writable`]): once it
+    /// takes writes, the answer is `Ok` again, without a restart.
     pub fn health(&self) -> Result<(), Box<IngressError>> {
         let shared = &self.shared;
         if shared.closing.load(Ordering::Acquire) {

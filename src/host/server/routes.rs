@@ -42,7 +42,7 @@ pub(crate) fn thread_id(text: &str) -> Result<ThreadId, Problem> {
 }
 
 /// `GET /health`: 200 `{"status":"ok"}` while the pump accepts input; 503 problem JSON
-/// (`history-unavailable` after a failed commit, `shutting-down`) when it does not. With remote
+/// (`history-unavailable` while the history cannot be written, `shutting-down`) when it does not. With remote
 /// listeners, `"nats": {"url": …, "connected": …}` too: a pump away from NATS still accepts
 /// input (remote deliveries fail with `upstream-failed` or time out until it is back).
 pub(crate) async fn health(State(api): State<Api>) -> Result<Response, Problem> {
