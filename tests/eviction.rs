@@ -376,19 +376,14 @@ async fn a_reloaded_thread_keeps_its_wall_clock_deadline() {
     let pump = pump_with(&dir, budget, vec![paid_echo()]);
     let thread = support::start(&pump, &p("say", "one")).await;
     let created_by = tokio::time::Instant::now();
-    evicted(&pump, thread).await;
-    // Reloaded 200 ms in: the deadline is still the one set at its start, not 1 s from now.
-    tokio::time::sleep_until(created_by + Duration::from_millis(200)).await;
-    pump.post(Some(thread), None, &p("say", "two"))
-        .await
-        .unwrap();
-    pump.settle(thread).await;
-    evicted(&pump, thread).await;
-    tokio::time::sleep_until(created_by + Duration::from_millis(1_050)).await;
-    pump.post(Some(thread), None, &p("say", "three"))
-        .await
-        .unwrap();
-    pump.settle(thread).await;
+    // Reloaded 200 ms in, and again past its deadline: the deadline is the one set at its
+    // start each time, not 1 s from a reload.
+    for (at, say) in [(200, "two"), (1_050, "three")] {
+        evicted(&pump, thread).await;
+        tokio::time::sleep_until(created_by + Duration::from_millis(at)).await;
+        pump.post(Some(thread), None, &p("say", say)).await.unwrap();
+        pump.settle(thread).await;
+    }
     let report = pump.reports(thread).await.unwrap().pop();
     let report = report.expect("halted: its deadline passed while it was evicted");
     assert_eq!(report.stop_reason.as_str(), "max-wall-clock");
