@@ -30,7 +30,7 @@ pub use memory::MemoryHistory;
 pub use page::{ThreadFilter, ThreadPage, ThreadSummary};
 pub use prune::{Anchor, AnchorBreak, Archive, Pruned, verify_anchors};
 pub use record::{NewRecord, Record, RecordKind};
-pub use sqlite::{Durability, PRUNE_STEP, SqliteHistory, SqliteOptions};
+pub use sqlite::{Durability, PRUNE_STEP, RETRY_MAX, RETRY_MIN, SqliteHistory, SqliteOptions};
 
 use std::collections::HashMap;
 
@@ -251,9 +251,18 @@ pub trait HistoryStore: Send + Sync + fmt::Debug + 'static {
     /// # Errors
     ///
     /// [`HistoryError::Unavailable`] saying why, once a commit failed (a full or failing disk):
-    /// the store then refuses every later write until it is reopened.
+    /// the store then refuses every later write until it finds the disk writable again
+    /// ([`SqliteHistory`] tries again on a call to this after a backoff).
     fn writable(&self) -> Result<(), HistoryError> {
         Ok(())
+    }
+
+    /// Whether the record of queued message `id` was appended but its commit failed (since the
+    /// last failure began): the message was never acknowledged, and a pump drops it from its
+    /// queue instead of delivering it.
+    fn was_refused(&self, id: MessageId) -> bool {
+        let _ = id;
+        false
     }
 
     /// The records of one thread with `seq >= since`, in order.
@@ -292,6 +301,27 @@ pub trait HistoryStore: Send + Sync + fmt::Debug + 'static {
     /// [`HistoryError::Query`] when the store cannot be read.
     fn recovery(&self) -> Result<Recovery, HistoryError> {
         Ok(Recovery::default())
+    }
+
+    /// What a pump needs to bring back the tree of threads that `thread` belongs to after it
+    /// let the tree go from memory (eviction): the part of [`recovery`](Self::recovery) about
+    /// that tree alone — its snapshots (parents first), counters, record counts, pending
+    /// messages and governor records — read after every append made before the call is
+    /// committed. `Ok(None)` when the store does not know the thread, and always for a store
+    /// that cannot reload a tree without reading everything (the default, and
+    /// [`MemoryHistory`]): a pump keeps every thread in memory then.
+    ///
+    /// # Errors
+    ///
+    /// [`HistoryError::Query`] when the store cannot be read.
+    async fn reload(&self, thread: ThreadId) -> Result<Option<Recovery>, HistoryError> {
+        let _ = thread;
+        Ok(None)
+    }
+
+    /// Whether [`reload`](Self::reload) can bring a tree back, so that a pump may evict.
+    fn reloads(&self) -> bool {
+        false
     }
 
     /// Recomputes every thread's chain; returns how many records were checked.

@@ -10,6 +10,7 @@ mod apply;
 mod builder;
 mod control;
 mod dispatch;
+mod evict;
 mod gate;
 mod halt;
 mod ingress;
@@ -20,6 +21,7 @@ mod refusals;
 mod route;
 mod runner;
 mod shutdown;
+mod stall;
 mod tx;
 
 use std::collections::HashMap;
@@ -32,6 +34,7 @@ use tokio::sync::Notify;
 pub(crate) use builder::usable_namespace;
 pub use builder::{AgentServerConfig, BuildError, PumpBuilder, PumpConfig};
 pub use control::ControlError;
+pub use evict::Residency;
 pub use ingress::{IngressError, Receipt};
 pub use recover::RecoveryReport;
 pub use shutdown::ShutdownReport;
@@ -60,6 +63,7 @@ use crate::{Envelope, QName, ThreadId, ThreadInfo};
 /// | `pump/notice.rs` | notices into threads, results to a parent (`notice`, `report_to_parent`) |
 /// | `pump/halt.rs` | the governor's decision and a halt (`decide`, `halt_locked`, `halt_before`) |
 /// | `pump/recover.rs` | a restart: pending work read back from history |
+/// | `pump/stall.rs` | a failed commit: the delivery put back, threads parked until the store recovers |
 /// | this file | construction and the system thread's records |
 ///
 /// (ARCHITECTURE.md, "Re-layering so far", says why the type's methods are not in one file.)
@@ -98,6 +102,13 @@ pub(crate) struct Shared {
     refusals: refusals::Refusals,
     /// Set once the task that records closed refusal windows runs.
     refusal_sweeper: std::sync::OnceLock<()>,
+    /// Trees let go from memory and brought back (`pump/evict.rs`).
+    eviction: evict::Eviction,
+    /// A delivery failed to commit and the store has not recovered: runners take no work
+    /// (`pump/stall.rs`).
+    stalled: AtomicBool,
+    /// Threads whose runners stopped with work left while the pump was stalled.
+    parked: std::sync::Mutex<Vec<Arc<ThreadEntry>>>,
 }
 
 impl Shared {
@@ -133,6 +144,9 @@ impl Shared {
             stopped: AtomicBool::new(false),
             refusals: refusals::Refusals::default(),
             refusal_sweeper: std::sync::OnceLock::new(),
+            eviction: evict::Eviction::default(),
+            stalled: AtomicBool::new(false),
+            parked: std::sync::Mutex::new(Vec::new()),
         }
     }
 
@@ -368,6 +382,7 @@ impl PumpHandle {
     /// [`HistoryError::Query`] when the store cannot be read.
     pub async fn tree_history(&self, root: ThreadId) -> Result<Vec<Record>, HistoryError> {
         let mut records = Vec::new();
+        let _pinned = self.shared.load(root).await?;
         for t in self.tree(root) {
             records.extend(self.shared.store.thread(t.id, 0).await?);
         }
@@ -375,7 +390,44 @@ impl PumpHandle {
         Ok(records)
     }
 
-    /// A snapshot of one thread, if it exists.
+    /// Makes sure thread `id` is in memory: a thread of a tree that was evicted (see
+    /// [`PumpConfig::evict_idle_after`]) is reloaded from history with its tree. False for a
+    /// thread that neither memory nor history knows. The readers of live state ([`thread`],
+    /// [`tree`], [`budget`](Self::budget)) see resident threads only: call this first for
+    /// a thread that may have been evicted. Posting, stopping and resuming reload by
+    /// themselves.
+    ///
+    /// [`thread`]: Self::thread
+    /// [`tree`]: Self::tree
+    ///
+    /// # Errors
+    ///
+    /// [`HistoryError`] when the store cannot be read.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use agentpump::{PumpBuilder, Registration, QName, listeners::Echo};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let say = QName::new("urn:example:say:v1", "say");
+    /// let pump = PumpBuilder::new().register(Registration::new("echo", Echo).accepts(say)).build()?;
+    /// let thread = pump.post(None, Some("echo"), r#"<say xmlns="urn:example:say:v1">hi</say>"#).await?.thread();
+    /// assert!(pump.load(thread).await?);
+    /// assert!(pump.thread(thread).is_some());
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn load(&self, id: ThreadId) -> Result<bool, HistoryError> {
+        Ok(self.shared.load(id).await?.is_some())
+    }
+
+    /// How many threads are in memory, and how many trees were evicted and reloaded.
+    pub fn residency(&self) -> Residency {
+        self.shared.residency()
+    }
+
+    /// A snapshot of one thread, if it is in memory (see [`load`](Self::load)).
     pub fn thread(&self, id: ThreadId) -> Option<ThreadInfo> {
         self.shared.registry.get(id).map(|e| e.info(&e.lock()))
     }

@@ -18,7 +18,7 @@ use agentpump::listeners::Echo;
 use agentpump::listeners::llm::{LlmAgent, LlmConfig};
 use agentpump::{IngressError, MessageId, PumpBuilder, PumpHandle, Registration, Role, ThreadId};
 use support::model::{Endpoint, Model, Reply, answer};
-use support::{Scratch, egress, notices, p, q};
+use support::{Gate, Scratch, egress, notices, p, q};
 
 /// A tmpfs of a given size on a scratch folder, unmounted when dropped.
 struct SmallDisk {
@@ -27,8 +27,10 @@ struct SmallDisk {
 }
 
 impl SmallDisk {
-    /// Mounts one, or says why it cannot (not root, no mount) and returns `None`.
+    /// Mounts one, or says why it cannot (not root, no mount) and returns `None`; with
+    /// `AGENTPUMP_TESTS_NEED_MOUNT` set (`.ci/run` sets it) it cannot skip: it fails.
     fn mount(test: &str, size: &str) -> Option<Self> {
+        let must = std::env::var_os("AGENTPUMP_TESTS_NEED_MOUNT").is_some();
         let scratch = Scratch::new(test);
         let dir = scratch.0.join("disk");
         std::fs::create_dir_all(&dir).unwrap();
@@ -42,13 +44,16 @@ impl SmallDisk {
                 _scratch: scratch,
             }),
             Ok(out) => {
+                let why = String::from_utf8_lossy(&out.stderr);
+                assert!(!must, "{test}: cannot mount a tmpfs: {}", why.trim());
                 eprintln!(
                     "SKIPPED {test}: cannot mount a tmpfs (needs root): {}",
-                    String::from_utf8_lossy(&out.stderr).trim()
+                    why.trim()
                 );
                 None
             }
             Err(e) => {
+                assert!(!must, "{test}: cannot run mount: {e}");
                 eprintln!("SKIPPED {test}: cannot run mount: {e}");
                 None
             }
@@ -85,11 +90,17 @@ fn echo() -> Registration {
 }
 
 fn pump_on(db: &Path) -> Result<(PumpHandle, Arc<dyn HistoryStore>), String> {
+    gated_pump_on(db, &Gate::new())
+}
+
+/// A pump with `echo` and `gate` (which answers `wait` once the test lets it).
+fn gated_pump_on(db: &Path, gate: &Gate) -> Result<(PumpHandle, Arc<dyn HistoryStore>), String> {
     let store: Arc<dyn HistoryStore> =
         Arc::new(SqliteHistory::open(db).map_err(|e| e.to_string())?);
     let pump = PumpBuilder::new()
         .history(Arc::clone(&store))
         .register(echo())
+        .register(Registration::new("gate", gate.clone()).accepts(q("wait")))
         .build()
         .map_err(|e| e.to_string())?;
     Ok((pump, store))
@@ -111,11 +122,12 @@ async fn assert_all_present(store: &Arc<dyn HistoryStore>, acked: &Acked) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_full_disk_refuses_new_input_precisely_and_loses_nothing_acknowledged() {
-    let Some(disk) = SmallDisk::mount("full-disk", "768k") else {
+async fn a_full_disk_refuses_input_then_recovers_without_a_restart_losing_nothing_acknowledged() {
+    let Some(disk) = SmallDisk::mount("full-disk", "1m") else {
         return;
     };
-    let (pump, store) = pump_on(&disk.db()).unwrap();
+    let gate = Gate::new();
+    let (pump, store) = gated_pump_on(&disk.db(), &gate).unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     let served = pump.clone();
@@ -139,6 +151,15 @@ async fn a_full_disk_refuses_new_input_precisely_and_loses_nothing_acknowledged(
     };
     assert_eq!(health().await.unwrap().status(), 200);
 
+    // Three acknowledged messages whose handlers are running when the disk fills.
+    let mut held: Acked = Vec::new();
+    for n in 0..3 {
+        let receipt = pump.post(None, None, &p("wait", &n.to_string())).await;
+        let receipt = receipt.unwrap();
+        held.push((receipt.thread(), receipt.ids()[0]));
+        gate.entered().await;
+    }
+
     // Fill the disk with acknowledged messages until the store refuses one.
     let filler = "x".repeat(8 * 1024);
     let mut acked: Acked = Vec::new();
@@ -147,7 +168,7 @@ async fn a_full_disk_refuses_new_input_precisely_and_loses_nothing_acknowledged(
             Ok(receipt) => acked.push((receipt.thread(), receipt.ids()[0])),
             Err(e) => break e,
         }
-        assert!(acked.len() < 10_000, "a 768 KiB disk never filled up");
+        assert!(acked.len() < 10_000, "a 1 MiB disk never filled up");
     };
     assert!(acked.len() > 5, "only {} messages fit", acked.len());
     assert_eq!(refusal.code(), "history-unavailable");
@@ -184,23 +205,29 @@ async fn a_full_disk_refuses_new_input_precisely_and_loses_nothing_acknowledged(
         "the embedding program can ask too"
     );
     assert_all_present(&store, &acked).await;
-    pump.shutdown(Duration::from_secs(5)).await;
-    assert_eq!(pump.health().unwrap_err().code(), "shutting-down");
-    drop((pump, store));
+    assert_all_present(&store, &held).await;
 
-    // With room again, a restart recovers everything acknowledged, delivers what was still
-    // waiting, and accepts new input.
-    disk.remount("size=64m");
-    let (pump, store) = pump_on(&disk.db()).unwrap();
-    assert_all_present(&store, &acked).await;
-    for (thread, _) in &acked {
-        pump.settle(*thread).await;
-        assert_eq!(
-            egress(&pump, *thread).await,
-            [p("say", &filler)],
-            "{thread}"
-        );
+    // The held handlers finish now: their commits fail, and their messages wait.
+    gate.open(held.len());
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    for (thread, _) in &held {
+        assert!(egress(&pump, *thread).await.is_empty(), "{thread}");
     }
+    assert_eq!(pump.health().unwrap_err().code(), "history-unavailable");
+
+    // Room again: the same pump, without a restart, finds the disk writable, delivers every
+    // acknowledged message that was waiting, and accepts input again.
+    disk.remount("size=64m");
+    let healed = async {
+        while pump.health().is_err() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(15), healed)
+        .await
+        .expect("the pump takes input again once the disk has room");
+    let healthy = health().await.unwrap();
+    assert_eq!(healthy.status(), 200, "/health is ok again");
     let fresh = pump
         .post(None, None, &p("say", "room again"))
         .await
@@ -210,7 +237,64 @@ async fn a_full_disk_refuses_new_input_precisely_and_loses_nothing_acknowledged(
         egress(&pump, fresh.thread()).await,
         [p("say", "room again")]
     );
+    let over_http = client
+        .post(format!("{base}/threads"))
+        .bearer_auth("t0123456789abcdef")
+        .body(p("say", "over http again"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(over_http.status(), 201);
+    // The held messages are delivered again (their first run left nothing in history).
+    gate.open(held.len());
+    acked.extend(held.iter().copied());
+    let delivered = async {
+        for (thread, _) in &acked {
+            while egress(&pump, *thread).await.is_empty() {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(15), delivered)
+        .await
+        .expect("every acknowledged message is delivered without a restart");
+    assert_each_once(&store, &acked).await;
     assert!(pump.verify().await.unwrap() > acked.len() as u64);
+    let verified = Command::new(env!("CARGO_BIN_EXE_agentpump"))
+        .args(["verify", "--db"])
+        .arg(disk.db())
+        .output()
+        .unwrap();
+    assert!(
+        verified.status.success(),
+        "agentpump verify: {}",
+        String::from_utf8_lossy(&verified.stderr)
+    );
+    pump.shutdown(Duration::from_secs(5)).await;
+    assert_eq!(pump.health().unwrap_err().code(), "shutting-down");
+    drop((pump, store));
+
+    // A restart finds the same history: nothing delivered twice, nothing waiting.
+    let (pump, store) = pump_on(&disk.db()).unwrap();
+    for (thread, _) in &acked {
+        pump.settle(*thread).await;
+    }
+    assert_each_once(&store, &acked).await;
+    assert!(pump.verify().await.unwrap() > acked.len() as u64);
+}
+
+/// Asserts that each acknowledged message is in its thread once, answered by one reply.
+async fn assert_each_once(store: &Arc<dyn HistoryStore>, acked: &Acked) {
+    assert_all_present(store, acked).await;
+    for (thread, id) in acked {
+        let records = store.thread(*thread, 0).await.unwrap();
+        let copies = records.iter().filter(|r| r.id == *id).count();
+        let replies = records
+            .iter()
+            .filter(|r| r.kind == RecordKind::Egress && r.in_reply_to == Some(*id))
+            .count();
+        assert_eq!((copies, replies), (1, 1), "{thread}: {records:?}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -14,29 +14,13 @@ use agentpump::{
     ThreadId, ThreadState, Usage,
 };
 use rust_decimal::Decimal;
-use support::{Gate, Script, body, governed as pump_with, notices, p, q, start};
+use support::{Gate, Script, body, governed as pump_with, looper, notices, p, q, start};
 
 fn turns(n: u64) -> Budget {
     Budget {
         turns: Some(n),
         ..Budget::default()
     }
-}
-
-/// Counts up by messaging itself forever (every payload differs).
-fn looper() -> Registration {
-    Registration::new(
-        "looper",
-        Script::new(|msg, cx| {
-            if !msg.is_system() {
-                let n: u64 = body(msg).parse().unwrap_or(0);
-                cx.emit(p("tick", &(n + 1).to_string()));
-            }
-            Ok(())
-        }),
-    )
-    .accepts(q("tick"))
-    .role(Role::Agent)
 }
 
 async fn only_report(pump: &PumpHandle, thread: ThreadId) -> HaltingReport {

@@ -10,7 +10,7 @@ use agentpump::governor::{Budget, GovernorPolicy};
 use agentpump::history::{HistoryStore, MemoryHistory};
 use agentpump::listeners::Echo;
 use agentpump::{PumpBuilder, PumpConfig, Registration, Role, ThreadState};
-use support::{Gate, Script, egress, p, q};
+use support::{Gate, Script, egress, looper, p, q};
 
 #[tokio::test]
 async fn a_restarted_pump_delivers_what_was_accepted_but_not_delivered() {
@@ -169,24 +169,6 @@ async fn spent_budget_and_halts_survive_a_restart() {
 }
 
 /// Counts up by messaging itself forever.
-fn looper() -> Registration {
-    Registration::new(
-        "looper",
-        Script::new(|msg, cx| {
-            if !msg.is_system() {
-                let text = msg.payload().as_str();
-                let n: u64 = text[text.find('>').unwrap() + 1..text.rfind('<').unwrap()]
-                    .parse()
-                    .unwrap_or(0);
-                cx.emit(p("tick", &(n + 1).to_string()));
-            }
-            Ok(())
-        }),
-    )
-    .accepts(q("tick"))
-    .role(Role::Agent)
-}
-
 /// Issue 13, case 4: "SQLite store; halt; resume +10; shut down; reopen; resume +5: halts at
 /// once with `max-turns` 20/15." A recovered thread has exactly the budget it had: resumes and
 /// carve-outs are replayed with the goals, in record order.

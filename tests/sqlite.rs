@@ -245,6 +245,47 @@ async fn a_read_sees_every_record_appended_before_it() {
     }
 }
 
+/// The store remembers the last digest of a bounded number of threads (4 096); past that it
+/// forgets those whose records are committed and reads their digest back from the file. The
+/// chains stay whole across the forgetting, with appends in flight and without.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chains_stay_whole_when_the_store_forgets_last_digests() {
+    let dir = Scratch::new("sqlite-digests");
+    let store = SqliteHistory::open(dir.db()).unwrap();
+    let limits = agentpump::Limits::default();
+    let append = |thread: ThreadId, n: usize| {
+        let payload = agentpump::Payload::parse(&p("say", &n.to_string()), &limits).unwrap();
+        let envelope = agentpump::Envelope::new("client".into(), thread, payload);
+        store
+            .append(agentpump::history::Batch {
+                records: vec![agentpump::history::NewRecord {
+                    envelope,
+                    kind: agentpump::history::RecordKind::Message,
+                    pending: false,
+                }],
+                ..Default::default()
+            })
+            .unwrap()
+    };
+    let threads: Vec<ThreadId> = (0..5_000).map(|_| ThreadId::new()).collect();
+    let mut tickets = Vec::new();
+    for round in 0..3 {
+        for (i, thread) in threads.iter().enumerate() {
+            // Some rounds wait for commits as they go, some leave them in flight.
+            let ticket = append(*thread, round * 10_000 + i);
+            if round == 1 && i % 7 == 0 {
+                ticket.wait().await.unwrap();
+            } else {
+                tickets.push(ticket);
+            }
+        }
+    }
+    for ticket in tickets {
+        ticket.wait().await.unwrap();
+    }
+    assert_eq!(store.verify().await.unwrap(), 15_000);
+}
+
 /// Root threads and record windows a page at a time, the same from SQLite's indexed queries and
 /// from the scan any store has: every root once, newest first, filters by state, halt class and
 /// text (with LIKE's wildcards taken literally, and the records of child threads searched too);

@@ -11,6 +11,13 @@
 //! million threads take about 10 s with the pump, 20 s with `MemoryHistory`, and the figure is
 //! nearly deterministic; the JSON keeps the growth of each of the 5 steps to show it).
 //!
+//! Figure 5e: resident memory while new threads keep being opened on SQLite history, with
+//! eviction on (`evict_idle_after` 100 ms) and off: `AGENTPUMP_BENCH_EVICT_THREADS` threads
+//! (default 200 000; 2 000 in the smoke run) in 5 steps, each step followed by a pause of
+//! 300 ms (eviction's idle time plus a sweep), `VmRSS` read after each pause. The figure is
+//! the growth per thread over the last two steps (flat: the caches that fill first are full
+//! by then at the default size; the smoke run's 2 000 threads only show them filling).
+//!
 //! Variants: the pump with a store that keeps nothing (the pump's own memory: what the target is
 //! about), the pump with `MemoryHistory` (everything kept: two records and a snapshot per
 //! thread), and the baseline: a bare map of `id → Arc<Mutex<(empty queue, last payload)>>`,
@@ -51,6 +58,11 @@ pub fn child_if_asked() -> bool {
         "baseline" => bare(threads),
         "forgetful" => pump(threads, Arc::new(Forgetful)),
         "memory" => pump(threads, Arc::new(MemoryHistory::new())),
+        "sqlite" => durable(threads, None, true),
+        "evicting" => durable(threads, Some(std::time::Duration::from_millis(100)), true),
+        "evicting-no-wall-clock" => {
+            durable(threads, Some(std::time::Duration::from_millis(100)), false)
+        }
         other => panic!("unknown memory variant {other}"),
     };
     println!("RESULT {result}");
@@ -109,6 +121,80 @@ fn pump(threads: usize, store: Arc<dyn HistoryStore>) -> Value {
     });
     assert!(idle, "every thread is idle");
     result(before, &readings, started.elapsed().as_secs_f64())
+}
+
+/// Threads opened on SQLite history (a scratch file), a pause after each step so that quiet
+/// trees can leave (with `evict`), `VmRSS` after each pause. The default policy's wall clock
+/// (1 h) makes the pump keep each evicted thread's deadline until it passes; `wall_clock`
+/// false takes it out of the policy.
+fn durable(threads: usize, evict: Option<std::time::Duration>, wall_clock: bool) -> Value {
+    let rt = runtime();
+    let dir = std::env::temp_dir().join(format!("agentpump-bench-evict-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("scratch folder");
+    let sqlite = agentpump::history::SqliteHistory::open(dir.join("history.db")).expect("history");
+    let counting = Counting::new(Arc::new(sqlite));
+    let mut policy = GovernorPolicy::default();
+    if !wall_clock {
+        policy.budget.wall_clock = None;
+    }
+    let config = agentpump::PumpConfig {
+        evict_idle_after: evict,
+        ..super::config(policy)
+    };
+    let pump = rt.block_on(async {
+        agentpump::PumpBuilder::new()
+            .config(config)
+            .history(counting.clone())
+            .register(
+                agentpump::Registration::new("echo", agentpump::listeners::Echo)
+                    .accepts(agentpump::QName::new(super::baseline::ECHO_NS, "ping")),
+            )
+            .build()
+            .expect("the echo pump builds")
+    });
+    let clients = 8;
+    let pause = std::time::Duration::from_millis(300);
+    let mut opened = 0usize;
+    let mut open = |n: usize| {
+        let new = rt.block_on(async {
+            let new = post_all(&pump, Arc::new(vec![None; n]), clients).await;
+            counting.wait_egress((opened + n) as u64).await;
+            for id in &new {
+                pump.settle(*id).await;
+            }
+            tokio::time::sleep(pause).await;
+            new
+        });
+        opened += n;
+        new
+    };
+    let early: Vec<ThreadId> = open(1_000).into_iter().take(200).collect();
+    let before = resident_bytes();
+    let started = Instant::now();
+    let (mut readings, mut made) = (Vec::new(), 0usize);
+    for step in per_step(threads) {
+        open(step);
+        made += step;
+        readings.push((made, resident_bytes()));
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    let mut value = result(before, &readings, seconds);
+    let r = pump.residency();
+    value["resident_threads"] = json!(r.resident);
+    value["evicted"] = json!(r.evicted);
+    value["rss_by_step"] = json!(readings.iter().map(|(_, rss)| rss).collect::<Vec<_>>());
+    // Reloads, timed: the first threads opened are long gone when eviction is on.
+    let reload = rt.block_on(async {
+        let t = Instant::now();
+        for id in &early {
+            assert!(pump.load(*id).await.expect("reload"), "a known thread");
+        }
+        t.elapsed().as_secs_f64() / early.len() as f64
+    });
+    value["reload_us"] = json!(reload * 1e6);
+    drop(pump);
+    let _ = std::fs::remove_dir_all(&dir);
+    value
 }
 
 type Entry = Arc<Mutex<(VecDeque<Arc<str>>, Option<Arc<str>>)>>;
@@ -217,6 +303,7 @@ pub fn figures(cfg: &Config, report: &mut Report, suffix: &str) {
     .note("VmRSS growth / threads, each variant in a fresh child process; every thread made by one echo and settled (idle)");
     let met = f.value() <= 2048.0;
     report.add(f.target("≤ 2 KiB/thread", met));
+    evicting(cfg, report, suffix);
     report.add(
         Figure::new(
             &format!("5b{suffix}"),
@@ -229,4 +316,40 @@ pub fn figures(cfg: &Config, report: &mut Report, suffix: &str) {
         .params(json!({ "threads": threads, "runs": runs, "pump_runs": steps("memory") }))
         .note("includes the in-memory history: 2 records and a thread snapshot per thread"),
     );
+}
+
+/// Figure 5e: memory growth per thread opened on SQLite history, eviction on against off.
+fn evicting(cfg: &Config, report: &mut Report, suffix: &str) {
+    let threads = cfg.size("AGENTPUMP_BENCH_EVICT_THREADS", 200_000, 2_000);
+    let on = run_child("evicting", threads, cfg.full);
+    let no_clock = run_child("evicting-no-wall-clock", threads, cfg.full);
+    let off = run_child("sqlite", threads, cfg.full);
+    // Flat or not: the growth per thread over the last two steps, once the caches that fill
+    // first (SQLite's pages, the writer's search-index cache) are full.
+    let per = |r: &Value| {
+        let steps = r["bytes_per_thread_by_step"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let last: Vec<f64> = steps
+            .iter()
+            .rev()
+            .take(2)
+            .filter_map(Value::as_f64)
+            .collect();
+        last.iter().sum::<f64>() / last.len().max(1) as f64
+    };
+    let f = Figure::new(
+        &format!("5e{suffix}"),
+        &format!("resident memory growth per thread opened over the last 2 of 5 steps, {threads} threads, SQLite history, eviction on (100 ms)"),
+        "bytes/thread",
+        Better::Lower,
+        vec![per(&on)],
+    )
+    .baseline("the same with eviction off", vec![per(&off)])
+    .params(json!({ "threads": threads, "evicting": on, "evicting_no_wall_clock": no_clock,
+        "resident": off }))
+    .note("VmRSS growth / threads after a 300 ms pause per step (idle time + a sweep), default policy (its 1 h wall clock keeps each evicted thread's deadline until it passes); evicting_no_wall_clock: the same without one; reload_us: one evicted thread brought back by PumpHandle::load");
+    let met = f.value() <= 64.0;
+    report.add(f.target("≤ 64 B/thread (flat)", met));
 }

@@ -60,6 +60,9 @@ pub struct Settings {
     /// grows with them by design; a very large value keeps the thread count fixed, to see the
     /// memory of everything else alone.
     pub conversation: u64,
+    /// How long a thread tree stays quiet before it leaves memory (`AGENTPUMP_SOAK_EVICT_MS`,
+    /// default 10 000; 0 keeps every thread, as before issue 19's eviction).
+    pub evict: Option<Duration>,
 }
 
 impl Settings {
@@ -70,6 +73,9 @@ impl Settings {
             clients: cfg.size("AGENTPUMP_SOAK_CLIENTS", 200, 8).max(1),
             every: Duration::from_secs(if cfg.full { 5 } else { 1 }),
             conversation: cfg.size("AGENTPUMP_SOAK_CONVERSATION", 50, 50) as u64,
+            evict: Some(cfg.size("AGENTPUMP_SOAK_EVICT_MS", 10_000, 10_000) as u64)
+                .filter(|&ms| ms > 0)
+                .map(Duration::from_millis),
         }
     }
 }
@@ -99,6 +105,8 @@ struct Interval {
     history: u64,
     /// Threads started over HTTP so far (all stay open).
     threads: u64,
+    /// Threads in the pump's memory at the end of the interval (the others were evicted).
+    resident: usize,
 }
 
 /// CPU time (user + system) this process has used, in seconds: `utime` and `stime` of
@@ -127,7 +135,7 @@ struct Host {
 
 impl Host {
     /// A pump over a fresh `SqliteHistory` in a scratch folder, served on a loopback port.
-    async fn start() -> Self {
+    async fn start(evict: Option<Duration>) -> Self {
         let dir = std::env::temp_dir().join(format!("agentpump-bench-soak-{}", ThreadId::new()));
         std::fs::create_dir_all(&dir).expect("scratch folder");
         let store = SqliteHistory::open(dir.join("history.db")).expect("open the history");
@@ -143,6 +151,7 @@ impl Host {
             .history(Arc::new(store))
             .config(agentpump::PumpConfig {
                 queue_capacity: QUEUE_CAPACITY,
+                evict_idle_after: evict,
                 ..config(policy)
             })
             .register(Registration::new("echo", Echo).accepts(QName::new(ECHO_NS, "ping")))
@@ -207,7 +216,7 @@ pub fn figures(cfg: &Config, rt: &Runtime, report: &mut Report) {
 /// Starts the host and the shared threads, runs the clients while reporting every interval,
 /// then checks the server and the history.
 async fn soak(settings: Settings) -> Soak {
-    let host = Host::start().await;
+    let host = Host::start(settings.evict).await;
     let tally = Arc::new(Tally::new());
     let client = Client {
         http: {
@@ -303,6 +312,7 @@ async fn observe(host: &Host, tally: &Tally, settings: Settings) -> (Vec<Interva
             rss: resident_bytes(),
             history: host.history_bytes(),
             threads: tally.started.load(Ordering::Relaxed),
+            resident: host.pump.residency().resident,
         };
         output::print_interval(&interval);
         all.add(&counts);

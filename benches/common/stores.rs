@@ -112,4 +112,13 @@ impl HistoryStore for Counting {
     async fn verify(&self) -> Result<u64, HistoryError> {
         self.inner.verify().await
     }
+    async fn reload(
+        &self,
+        thread: ThreadId,
+    ) -> Result<Option<agentpump::history::Recovery>, HistoryError> {
+        self.inner.reload(thread).await
+    }
+    fn reloads(&self) -> bool {
+        self.inner.reloads()
+    }
 }

@@ -5,8 +5,10 @@
 //! `append` fixes order and digests in memory and hands the batch to the writer; its
 //! [`Ticket`] resolves once the batch's transaction has committed. A batch is one transaction:
 //! a delivery's outputs and its delivered mark are committed together or not at all. If a
-//! commit fails (disk full, read-only file) the store refuses every later write with
-//! [`HistoryError::Unavailable`] — nothing acknowledged is lost, nothing half-written is kept.
+//! commit fails (disk full, a file that cannot be written) the store refuses every later write
+//! with [`HistoryError::Unavailable`] — nothing acknowledged is lost, nothing half-written is
+//! kept — until a retry finds the file writable again: then it seals new records on what was
+//! committed and takes writes again, without a restart.
 
 mod pages;
 mod prune;
@@ -16,8 +18,10 @@ mod tallies;
 mod writer;
 
 use std::collections::HashMap;
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, mpsc};
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use rusqlite::Connection;
@@ -93,20 +97,34 @@ pub struct SqliteHistory {
 #[derive(Debug, Default)]
 pub(crate) struct Order {
     next_seq: u64,
-    /// Each thread's last digest, learnt at its first append since the open.
-    last_digest: HashMap<ThreadId, [u8; 32]>,
+    /// Each thread's last digest and the seq of that record, learnt at its first append since
+    /// the open (or since it was forgotten: see [`KNOWN_DIGESTS`]).
+    last_digest: HashMap<ThreadId, ([u8; 32], u64)>,
     /// Where that first append looks its thread's last digest up (none when read-only): a
     /// connection of its own, so an append never waits for a long query of the reader.
     lookup: Option<Connection>,
 }
 
+/// Most threads whose last digest `append` remembers: past it, it forgets those whose last
+/// record is committed (`committed`: every seq up to it is), whose digest the file gives back
+/// — so the memory a host holds for the chains does not grow with every thread it ever had.
+const KNOWN_DIGESTS: usize = 4096;
+
 impl Order {
-    /// The last digest of `thread`: remembered, or else (its first append since the open) read
-    /// from its last committed record or, when a prune removed them all, its latest anchor.
-    /// A thread not remembered has appended nothing since the open, so the file's committed
+    /// The last digest of `thread` and its record's seq: remembered, or else (its first append
+    /// since the open, or since it was forgotten) read from its last committed record or, when
+    /// a prune removed them all, its latest anchor. A thread not remembered has appended
+    /// nothing since the open, or only records up to `committed`, so the file's committed
     /// records are all it has.
-    fn last_digest(&mut self, thread: ThreadId) -> rusqlite::Result<&mut [u8; 32]> {
+    fn last_digest(
+        &mut self,
+        thread: ThreadId,
+        committed: u64,
+    ) -> rusqlite::Result<&mut ([u8; 32], u64)> {
         use std::collections::hash_map::Entry;
+        if self.last_digest.len() >= KNOWN_DIGESTS && !self.last_digest.contains_key(&thread) {
+            self.last_digest.retain(|_, (_, seq)| *seq > committed);
+        }
         match self.last_digest.entry(thread) {
             Entry::Occupied(e) => Ok(e.into_mut()),
             Entry::Vacant(e) => {
@@ -114,15 +132,71 @@ impl Order {
                     Some(conn) => queries::last_digest(conn, thread)?,
                     None => None,
                 };
-                Ok(e.insert(digest.unwrap_or([0; 32])))
+                Ok(e.insert((digest.unwrap_or([0; 32]), 0)))
             }
         }
     }
 }
 
-/// Set by the writer when a commit failed (or at a read-only open): every later write is
-/// refused. Kept apart from [`Order`] so the writer never waits for a lock an appender holds.
-pub(crate) type Failure = Arc<Mutex<Option<String>>>;
+/// Whether the store takes writes; shared with the writer. Kept apart from [`Order`] so the
+/// writer never waits for a lock an appender holds.
+pub(crate) type Failure = Arc<Mutex<Health>>;
+
+/// First wait before the file is tried again after a failed commit; it doubles with every
+/// failed try, up to [`RETRY_MAX`].
+pub const RETRY_MIN: Duration = Duration::from_millis(100);
+
+/// Longest wait between two tries of a failing file.
+pub const RETRY_MAX: Duration = Duration::from_secs(5);
+
+/// Why writes are refused, and when to try the file again.
+#[derive(Debug, Default)]
+pub(crate) struct Health {
+    /// Set by the writer when a commit failed (or at a read-only open); `None` while healthy.
+    pub why: Option<String>,
+    /// When the next write may try the file again; `None` never (opened read-only).
+    retry_at: Option<Instant>,
+    backoff: Duration,
+    /// When the file last took writes again after a failure.
+    healed_at: Option<Instant>,
+    /// Queued messages whose records the writer refused since the last failure began.
+    pub refused: HashSet<MessageId>,
+}
+
+impl Health {
+    /// A commit failed: refuse writes, and try again after [`RETRY_MIN`] — or, when the file
+    /// failed again soon after it healed, after twice the last wait.
+    pub fn fail(&mut self, why: String) {
+        let relapse = self
+            .healed_at
+            .is_some_and(|at| at.elapsed() < RETRY_MAX + self.backoff);
+        self.backoff = if relapse {
+            (self.backoff * 2).min(RETRY_MAX)
+        } else {
+            RETRY_MIN
+        };
+        self.why = Some(why);
+        self.refused.clear();
+        self.retry_at = Some(Instant::now() + self.backoff);
+    }
+
+    /// The file takes writes again.
+    pub fn healed(&mut self) {
+        self.why = None;
+        self.healed_at = Some(Instant::now());
+    }
+
+    /// Whether a refused store may try the file again now.
+    fn due(&self) -> bool {
+        self.why.is_some() && self.retry_at.is_some_and(|at| Instant::now() >= at)
+    }
+
+    /// A try failed: wait twice as long before the next.
+    fn retry_later(&mut self) {
+        self.backoff = (self.backoff * 2).min(RETRY_MAX);
+        self.retry_at = Some(Instant::now() + self.backoff);
+    }
+}
 
 impl SqliteHistory {
     /// Opens (or creates) the history file at `path` with default options.
@@ -223,7 +297,10 @@ impl SqliteHistory {
             resolved: Arc::new(tokio::sync::watch::Sender::new(0)),
             path,
             order: Mutex::new(Order::default()),
-            failed: Arc::new(Mutex::new(Some("opened read-only".into()))),
+            failed: Arc::new(Mutex::new(Health {
+                why: Some("opened read-only".into()),
+                ..Health::default()
+            })),
             jobs: Mutex::new(None),
             writer: Mutex::new(None),
             reader: Mutex::new(reader),
@@ -295,6 +372,52 @@ impl SqliteHistory {
         let mut resolved = self.resolved.subscribe();
         // The sender lives in `self`, so the wait ends only by reaching the target.
         let _ = resolved.wait_for(|seq| *seq >= target).await;
+    }
+
+    fn health(&self) -> MutexGuard<'_, Health> {
+        self.failed.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Tries the file again after a failed commit. With the append order locked (nothing new
+    /// is sealed meanwhile), the writer — once it has refused every batch handed to it before —
+    /// probes the file; if that commits, each thread whose records were refused continues from
+    /// its last committed digest, and the store takes writes again. Sequence numbers are not
+    /// reused: the refused ones stay a gap.
+    fn heal(&self) {
+        let mut order = self.order.lock().unwrap_or_else(|p| p.into_inner());
+        if !self.health().due() {
+            return; // another caller tried meanwhile
+        }
+        let (reply, answer) = mpsc::sync_channel(1);
+        let sent = self
+            .jobs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .is_some_and(|jobs| jobs.send(writer::Work::Heal(reply)).is_ok());
+        let outcome = if sent {
+            answer
+                .recv()
+                .unwrap_or_else(|_| Err("history writer stopped".into()))
+        } else {
+            Err("history store is closed".into())
+        };
+        match outcome {
+            Ok(healed) => {
+                for (thread, last) in healed {
+                    match last {
+                        // Committed: forgettable, like a digest read from the file.
+                        Some(digest) => order.last_digest.insert(thread, (digest, 0)),
+                        None => order.last_digest.remove(&thread),
+                    };
+                }
+                tracing::info!(path = %self.path.display(), "history writable again");
+            }
+            Err(error) => {
+                tracing::warn!(%error, "history still not writable");
+                self.health().retry_later();
+            }
+        }
     }
 
     fn read(&self) -> MutexGuard<'_, Connection> {
@@ -378,8 +501,21 @@ impl Drop for SqliteHistory {
 
 #[async_trait]
 impl HistoryStore for SqliteHistory {
+    /// While writes are refused, a call at least the current backoff after the last try
+    /// tries the file again (a probe of 1 MiB committed and removed): a caller may wait for two small
+    /// commits then.
     fn writable(&self) -> Result<(), HistoryError> {
-        match &*self.failed.lock().unwrap_or_else(|p| p.into_inner()) {
+        let due = {
+            let health = self.health();
+            match &health.why {
+                None => return Ok(()),
+                Some(_) => health.due(),
+            }
+        };
+        if due {
+            self.heal();
+        }
+        match &self.health().why {
             Some(why) => Err(HistoryError::unavailable(format!(
                 "{}: {why}",
                 self.path.display()
@@ -388,14 +524,19 @@ impl HistoryStore for SqliteHistory {
         }
     }
 
+    fn was_refused(&self, id: MessageId) -> bool {
+        self.health().refused.contains(&id)
+    }
+
     fn append(&self, batch: Batch) -> Result<Ticket, HistoryError> {
         self.writable()?;
         let mut order = self.order.lock().unwrap_or_else(|p| p.into_inner());
         let time_us = now_us();
+        let committed = *self.resolved.borrow();
         // Every thread's last digest first: a failed look-up leaves the order as it was.
         for new in &batch.records {
             order
-                .last_digest(new.envelope.thread())
+                .last_digest(new.envelope.thread(), committed)
                 .map_err(|e| self.query_error(e))?;
         }
         let mut records = Vec::with_capacity(batch.records.len());
@@ -403,10 +544,10 @@ impl HistoryStore for SqliteHistory {
             order.next_seq += 1;
             let mut record = Record::from_new(new, order.next_seq, time_us);
             let last = order
-                .last_digest(record.thread)
+                .last_digest(record.thread, committed)
                 .map_err(|e| self.query_error(e))?;
-            record.seal(last);
-            *last = record.digest;
+            record.seal(&last.0);
+            *last = (record.digest, record.seq);
             records.push((record, new.pending));
         }
         let (done, wait) = tokio::sync::oneshot::channel();
@@ -461,6 +602,18 @@ impl HistoryStore for SqliteHistory {
 
     fn recovery(&self) -> Result<Recovery, HistoryError> {
         queries::recovery(&self.read()).map_err(|e| self.query_error(e))
+    }
+
+    /// Waits for the writer to commit what was appended, then reads the tree by index (see
+    /// `queries::reload`): its snapshots, tallies and each thread's pending and governor
+    /// records, never the whole file.
+    async fn reload(&self, thread: ThreadId) -> Result<Option<Recovery>, HistoryError> {
+        self.caught_up().await;
+        queries::reload(&self.read(), thread).map_err(|e| self.query_error(e))
+    }
+
+    fn reloads(&self) -> bool {
+        self.tallied
     }
 
     async fn roots(&self, filter: &ThreadFilter) -> Result<ThreadPage, HistoryError> {

@@ -16,6 +16,10 @@ use crate::listeners::llm::{ContextMode, LlmAgent, LlmConfig, PeerDoc};
 use crate::listeners::{CommandConfig, CommandTool, builtin};
 use crate::{Limits, PumpBuilder, PumpConfig, QName, Registration, Role};
 
+/// How long a thread tree stays quiet before it leaves memory, when `[limits] evict_idle_ms`
+/// is not set (10 minutes): a host is meant to run for months.
+pub const EVICT_IDLE_MS: u64 = 600_000;
+
 /// A parsed organism file.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -177,6 +181,7 @@ struct LimitsSection {
     max_outputs: Option<usize>,
     queue_capacity: Option<usize>,
     refusal_window_ms: Option<u64>,
+    evict_idle_ms: Option<u64>,
 }
 
 /// `[server]`.
@@ -333,6 +338,11 @@ impl Organism {
         if let Some(ms) = l.refusal_window_ms {
             config.refusal_window = std::time::Duration::from_millis(ms);
         }
+        // A host runs for months: quiet trees leave memory after 10 minutes unless the file
+        // says otherwise; 0 keeps every thread in memory.
+        config.evict_idle_after = Some(l.evict_idle_ms.unwrap_or(EVICT_IDLE_MS))
+            .filter(|&ms| ms > 0)
+            .map(std::time::Duration::from_millis);
         let g = &self.governor;
         let decimal =
             |key: &str, value: &Option<Spanned<String>>| -> Result<Option<Decimal>, HostError> {
@@ -775,6 +785,20 @@ mod tests {
             Organism::parse(include_str!("../../listeners/demo/organism.toml"), "o.toml").unwrap();
         let err = bare.registrations("o.toml").unwrap_err().to_string();
         assert!(err.contains("../processes/newton.aps"), "{err}");
+    }
+
+    #[test]
+    fn a_host_evicts_quiet_trees_after_ten_minutes_unless_told_otherwise() {
+        let evict = |text: &str| {
+            let organism = Organism::parse(text, "o.toml").unwrap();
+            organism.config("o.toml").unwrap().evict_idle_after
+        };
+        assert_eq!(evict(""), Some(Duration::from_secs(600)));
+        assert_eq!(
+            evict("[limits]\nevict_idle_ms = 250\n"),
+            Some(Duration::from_millis(250))
+        );
+        assert_eq!(evict("[limits]\nevict_idle_ms = 0\n"), None);
     }
 
     #[test]

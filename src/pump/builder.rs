@@ -30,6 +30,13 @@ pub struct PumpConfig {
     /// recorded as one `system-error code="refusals-repeated"` in reply to the first when the
     /// window closes (default 1 s; zero records every refusal).
     pub refusal_window: std::time::Duration,
+    /// Eviction: a tree of threads (a root and its descendants) whose every thread has been
+    /// done, halted or idle this long — nothing queued or running, no open child — leaves
+    /// memory, and is reloaded from history when anything names one of its threads again.
+    /// `None` (the default) keeps every thread in memory; so does a store that cannot reload
+    /// a tree ([`MemoryHistory`], whose records are in memory anyway). See `ARCHITECTURE.md`,
+    /// "Eviction (issue 19)".
+    pub evict_idle_after: Option<std::time::Duration>,
 }
 
 /// AgentServer v2.1 interop. AgentServer payloads usually have no namespace, and no listener
@@ -64,6 +71,7 @@ impl Default for PumpConfig {
             governor: GovernorPolicy::default(),
             agentserver: AgentServerConfig::default(),
             refusal_window: Self::DEFAULT_REFUSAL_WINDOW,
+            evict_idle_after: None,
         }
     }
 }
@@ -161,6 +169,7 @@ impl PumpBuilder {
         shared.record_boot()?;
         let report = shared.recover(recovery)?;
         let _ = shared.recovered.set(report);
+        shared.sweep_evictions();
         Ok(PumpHandle::new(shared))
     }
 }

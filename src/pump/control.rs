@@ -33,10 +33,14 @@ pub enum ControlError {
 
 impl PumpHandle {
     /// The entry of a thread users may stop and resume: any but the system thread.
-    fn controllable(&self, thread: ThreadId) -> Result<Arc<ThreadEntry>, ControlError> {
-        self.shared
-            .registry
-            .get(thread)
+    /// An evicted thread is reloaded first; a store that cannot be read answers as for an
+    /// unknown thread, and logs why.
+    async fn controllable(&self, thread: ThreadId) -> Result<Arc<ThreadEntry>, ControlError> {
+        let loaded = self.shared.load(thread).await.unwrap_or_else(|e| {
+            tracing::error!(thread = %thread, error = %e, "reloading an evicted thread");
+            None
+        });
+        loaded
             .filter(|e| !e.is_system)
             .ok_or(ControlError::UnknownThread(thread))
     }
@@ -49,7 +53,7 @@ impl PumpHandle {
     /// [`ControlError`] for an unknown thread or one that is already done or halted.
     pub async fn stop(&self, thread: ThreadId) -> Result<(), ControlError> {
         let shared = &self.shared;
-        let entry = self.controllable(thread)?;
+        let entry = self.controllable(thread).await?;
         let committed = {
             let family = shared.registry.family(&entry);
             let (mut inner, mut parent_inner) = family.lock(&entry);
@@ -87,7 +91,7 @@ impl PumpHandle {
     /// [`ControlError`] for an unknown thread or one that is not halted.
     pub async fn resume(&self, thread: ThreadId, extra: &Budget) -> Result<(), ControlError> {
         let shared = &self.shared;
-        let entry = self.controllable(thread)?;
+        let entry = self.controllable(thread).await?;
         let committed = {
             let family = shared.registry.family(&entry);
             let (mut inner, mut parent_inner) = family.lock(&entry);

@@ -86,8 +86,16 @@ impl Shared {
         };
         let committed = self.apply_done(entry, done);
         let durable = self.await_commit(entry.id, committed).await.is_ok();
+        if !durable {
+            // Not delivered as far as history knows: delivered again once the store recovers.
+            let item = Queued {
+                envelope: delivery.envelope().clone(),
+                target: item.target,
+            };
+            return self.stall(entry, item);
+        }
         // After the commit, never before: a remote listener acknowledges its work item here.
-        if let Some(after) = on_commit.filter(|_| durable) {
+        if let Some(after) = on_commit {
             after();
         }
     }

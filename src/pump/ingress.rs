@@ -250,6 +250,19 @@ impl PumpHandle {
         payload: Result<Payload, (EnvelopeError, String)>,
     ) -> Result<Receipt, IngressError> {
         let shared = &self.shared;
+        shared.sweep_evictions();
+        // An evicted thread comes back first; holding it keeps its tree in memory meanwhile.
+        let named = thread.and_then(|n| match n {
+            Naming::Id(id) => Some(id),
+            Naming::Written(text) => text.parse().ok(),
+        });
+        let _pinned = match named {
+            Some(id) => shared
+                .load(id)
+                .await
+                .map_err(|e| IngressError::unrecorded(&e, dialect))?,
+            None => None,
+        };
         let Admitted { answer, committed } =
             shared.admit(dialect, thread, to, in_reply_to, payload);
         let thread = match &answer {
@@ -268,8 +281,9 @@ impl PumpHandle {
     /// # Errors
     ///
     /// The answer new input would get: `shutting-down` once shutdown started,
-    /// `history-unavailable` once the history store refuses writes (a full or failing disk;
-    /// restart on a healthy disk to recover).
+    /// `history-unavailable` while the history store refuses writes (a full or failing disk).
+    /// Asking may try the disk again (see [`crate::history::HistoryStore::writable`]): once it
+    /// takes writes, the answer is `Ok` again, without a restart.
     pub fn health(&self) -> Result<(), Box<IngressError>> {
         let shared = &self.shared;
         if shared.closing.load(Ordering::Acquire) {

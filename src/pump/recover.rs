@@ -8,6 +8,7 @@ use rust_decimal::Decimal;
 
 use super::Shared;
 use super::builder::BuildError;
+use super::evict::{Clocks, set_clock};
 use super::notice::Recipient;
 use super::tx::Tx;
 use crate::governor::budget::{Account, Amount, BudgetName};
@@ -32,6 +33,25 @@ impl Shared {
     pub(crate) fn recover(
         self: &Arc<Self>,
         recovery: Recovery,
+    ) -> Result<RecoveryReport, BuildError> {
+        let report = self.restore(recovery, None)?;
+        tracing::info!(
+            threads = report.threads,
+            requeued = report.requeued,
+            "recovered from history"
+        );
+        Ok(report)
+    }
+
+    /// Rebuilds threads, ledgers and queues from what a store kept — all of it at a restart,
+    /// one evicted tree at a reload (`pump/evict.rs`) — registers the threads and starts the
+    /// runners of those with work. The one path by which a thread comes back from history.
+    /// `clocks`, at a reload: the wall-clock starts and deadlines kept at eviction, set before
+    /// any thread is reachable (at a restart the wall clock restarts).
+    pub(crate) fn restore(
+        self: &Arc<Self>,
+        recovery: Recovery,
+        clocks: Option<&Clocks>,
     ) -> Result<RecoveryReport, BuildError> {
         let Recovery {
             threads,
@@ -71,7 +91,12 @@ impl Shared {
                 }
                 None => self.root_ledger(),
             };
-            let entry = Arc::new(ThreadEntry::restore(info, ledger));
+            let mut entry = ThreadEntry::restore(info, ledger);
+            if let Some(parent) = parent {
+                // One epoch per tree, as when the child was spawned (`settle`, eviction).
+                entry.tree_epoch = Arc::clone(&parent.tree_epoch);
+            }
+            let entry = Arc::new(entry);
             if let Some(parent) = parent {
                 let mut p = parent.lock();
                 p.children.push(entry.id);
@@ -137,6 +162,11 @@ impl Shared {
             .filter(|e| !e.lock().queue.is_empty())
             .cloned()
             .collect();
+        if let Some(clocks) = clocks {
+            restored
+                .values()
+                .for_each(|e| set_clock(e, clocks.get(&e.id)));
+        }
         for entry in restored.into_values() {
             self.registry.insert(entry);
         }
@@ -151,11 +181,6 @@ impl Shared {
                 self.wake(&entry, &mut inner);
             }
         }
-        tracing::info!(
-            threads = report.threads,
-            requeued = report.requeued,
-            "recovered from history"
-        );
         Ok(report)
     }
 

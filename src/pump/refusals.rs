@@ -165,7 +165,7 @@ impl Shared {
         for (thread, summary) in self.refusals.close_due(window) {
             let entry = if thread == self.system_thread.id {
                 Arc::clone(&self.system_thread)
-            } else if let Some(entry) = self.registry.get(thread) {
+            } else if let Ok(Some(entry)) = self.load(thread).await {
                 entry
             } else {
                 continue;

@@ -20,9 +20,22 @@ type Committed = Result<Ticket, HistoryError>;
 impl Shared {
     /// Starts a runner for a thread that has queued work and none yet (caller holds its lock).
     pub(crate) fn wake(self: &Arc<Self>, entry: &Arc<ThreadEntry>, inner: &mut ThreadInner) {
+        if inner.queue.is_empty() {
+            return;
+        }
+        self.start_runner(entry, inner);
+    }
+
+    /// Starts a runner for a thread that has none, is not halted, and the pump is not stopped
+    /// (caller holds its lock). With an empty queue the runner only ends the run (a child with
+    /// nothing left reports `idle`): a parked thread revived (`pump/stall.rs`).
+    pub(crate) fn start_runner(
+        self: &Arc<Self>,
+        entry: &Arc<ThreadEntry>,
+        inner: &mut ThreadInner,
+    ) {
         let halted = inner.state() == ThreadState::Halted;
-        if halted || inner.running || inner.queue.is_empty() || self.stopped.load(Ordering::Acquire)
-        {
+        if halted || inner.running || self.stopped.load(Ordering::Acquire) {
             return;
         }
         inner.running = true;
@@ -41,7 +54,9 @@ impl Shared {
                 let next = {
                     let mut inner = entry.lock();
                     // A halted thread keeps its queue for a resume; control before data.
-                    if self.stopped.load(Ordering::Acquire) || inner.state() == ThreadState::Halted
+                    if self.stopped.load(Ordering::Acquire)
+                        || inner.state() == ThreadState::Halted
+                        || self.is_stalled()
                     {
                         None
                     } else {
@@ -84,18 +99,23 @@ impl Shared {
         }
     }
 
-    /// The locked part of [`Shared::finish_run`]: `None` if work remains, else the commit of an
-    /// idle child's ending, if there was one.
+    /// The locked part of [`Shared::finish_run`]: `None` if work remains (and the pump is not
+    /// stalled: then the thread parks, its ending left for the revived run), else the commit
+    /// of an idle child's ending, if there was one.
     fn try_finish(self: &Arc<Self>, entry: &Arc<ThreadEntry>) -> Option<Option<Committed>> {
         let family = self.registry.family(entry);
         let (mut inner, mut parent_inner) = family.lock(entry);
         let stopped = self.stopped.load(Ordering::Acquire);
-        if !inner.queue.is_empty() && !stopped && inner.state() != ThreadState::Halted {
+        let halted = inner.state() == ThreadState::Halted;
+        // Stalled on a failed commit: park, with work left or a child's ending to commit.
+        let parked = !stopped && !halted && self.is_stalled() && self.park(entry);
+        if !inner.queue.is_empty() && !stopped && !halted && !parked {
             return None;
         }
         let mut committed = None;
         if let Some((parent, parent_inner)) = family.pair(&mut parent_inner)
             && !stopped
+            && !parked
             && !inner.state().is_closed()
             && inner.live_children == 0
         {

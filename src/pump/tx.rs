@@ -165,7 +165,8 @@ impl Tx {
     ///
     /// # Errors
     ///
-    /// [`HistoryError`] from the store; then nothing is queued and no child is registered.
+    /// [`HistoryError`] from the store; then nothing is queued, no child is registered, and the
+    /// record counts of `here` and `parent` are as before the transaction.
     pub fn commit(
         self,
         shared: &Arc<Shared>,
@@ -178,8 +179,28 @@ impl Tx {
         {
             return Ok(Ticket::ready());
         }
-        let ticket = shared.store.append(self.batch)?;
         let (entry, inner) = here;
+        // The records this transaction counted in `here` and `parent`, taken back if the store
+        // refuses (a new child's count goes with the child).
+        let parent_id = parent.as_ref().map(|(p, _)| p.id);
+        let (mut mine, mut theirs) = (0, 0);
+        for thread in self.batch.records.iter().map(|r| r.envelope.thread()) {
+            if thread == entry.id {
+                mine += 1;
+            } else if Some(thread) == parent_id {
+                theirs += 1;
+            }
+        }
+        let ticket = match shared.store.append(self.batch) {
+            Ok(ticket) => ticket,
+            Err(e) => {
+                inner.records -= mine;
+                if let Some((_, parent_inner)) = parent {
+                    parent_inner.records -= theirs;
+                }
+                return Err(e);
+            }
+        };
         if !self.here.is_empty() {
             inner.queue.extend(self.here);
             shared.wake(entry, inner);

@@ -259,9 +259,16 @@ impl Family {
 }
 
 /// Every live thread by id.
+///
+/// A tree leaves ([`evict`](Self::evict)) only while nothing but the registry holds any of its
+/// entries (an `Arc` strong count of one): whoever holds an entry pins its whole tree, so no
+/// one can be left working on an entry the registry no longer has while a reload makes another.
 #[derive(Debug, Default)]
 pub(crate) struct Registry {
     threads: DashMap<ThreadId, Arc<ThreadEntry>>,
+    /// The entries of the tree being evicted, between their removal and the end of the
+    /// eviction: a look-up meanwhile finds them here (and, by holding one, cancels it).
+    limbo: Mutex<Vec<Arc<ThreadEntry>>>,
 }
 
 impl Registry {
@@ -273,7 +280,65 @@ impl Registry {
     }
 
     pub fn get(&self, id: ThreadId) -> Option<Arc<ThreadEntry>> {
-        self.threads.get(&id).map(|e| Arc::clone(&e))
+        let found = self.threads.get(&id).map(|e| Arc::clone(&e));
+        // A miss (rare: an unknown or evicted thread) waits for an eviction under way.
+        found.or_else(|| self.in_limbo(id))
+    }
+
+    fn in_limbo(&self, id: ThreadId) -> Option<Arc<ThreadEntry>> {
+        let limbo = self.limbo.lock().unwrap_or_else(|p| p.into_inner());
+        limbo.iter().find(|e| e.id == id).cloned()
+    }
+
+    /// How many threads are in memory (the system thread included).
+    pub fn len(&self) -> usize {
+        self.threads.len()
+    }
+
+    /// The root threads in memory (not the system thread), with their tree's epoch now.
+    pub fn roots(&self) -> Vec<(ThreadId, u64)> {
+        self.threads
+            .iter()
+            .filter(|e| e.parent.is_none() && !e.is_system)
+            .map(|e| (e.id, e.tree_epoch.load(std::sync::atomic::Ordering::SeqCst)))
+            .collect()
+    }
+
+    /// Removes the tree of `root` if nothing but the registry holds any of its entries, and
+    /// `evictable` then holds for every entry, locked (the entries and their children lists
+    /// as they are once no one can reach them); otherwise puts back what it took. True when
+    /// the tree is gone.
+    pub fn evict(
+        &self,
+        root: ThreadId,
+        evictable: impl Fn(&ThreadEntry, &ThreadInner) -> bool,
+    ) -> bool {
+        let members: Vec<ThreadId> = self.subtree(root).iter().map(|e| e.id).collect();
+        let set: std::collections::HashSet<ThreadId> = members.iter().copied().collect();
+        let mut limbo = self.limbo.lock().unwrap_or_else(|p| p.into_inner());
+        for id in &members {
+            match self.threads.remove_if(id, |_, e| Arc::strong_count(e) == 1) {
+                Some((_, entry)) => limbo.push(entry),
+                None => return self.put_back(&mut limbo),
+            }
+        }
+        // No one can reach these entries now: what they hold is final.
+        let whole = limbo.iter().all(|e| {
+            let inner = e.lock();
+            inner.children.iter().all(|c| set.contains(c)) && evictable(e, &inner)
+        });
+        if !whole {
+            return self.put_back(&mut limbo);
+        }
+        limbo.clear();
+        true
+    }
+
+    fn put_back(&self, limbo: &mut Vec<Arc<ThreadEntry>>) -> bool {
+        for entry in limbo.drain(..) {
+            self.threads.insert(entry.id, entry);
+        }
+        false
     }
 
     pub fn insert(&self, entry: Arc<ThreadEntry>) {

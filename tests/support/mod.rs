@@ -282,6 +282,23 @@ where
     body(msg).trim().parse().expect("a number in the payload")
 }
 
+/// `looper`, an agent that counts up by messaging itself forever (`<tick>n</tick>` emits
+/// `<tick>n+1</tick>`; every payload differs): it runs until the governor stops it.
+pub fn looper() -> agentpump::Registration {
+    agentpump::Registration::new(
+        "looper",
+        Script::new(|msg, cx| {
+            if !msg.is_system() {
+                let n: u64 = body(msg).parse().unwrap_or(0);
+                cx.emit(p("tick", &(n + 1).to_string()));
+            }
+            Ok(())
+        }),
+    )
+    .accepts(q("tick"))
+    .role(agentpump::Role::Agent)
+}
+
 /// `name`, which on `<go>` spawns `children` child threads (`w0`, `w1`, …), each carving
 /// `budget` and starting with `<wait>` for the `gate` listener.
 pub fn carving_spawner(

@@ -10,7 +10,7 @@ use super::{Interval, QUEUE_CAPACITY, SHARED_THREADS, Soak};
 /// One interval's line.
 pub fn print_interval(i: &Interval) {
     println!(
-        "  t={:>5.0} s  {:>7.0} req/s (acked {:>7.0}/s)  p50 {:>7.2} ms  p99 {:>8.2} ms  refused {:?}  cpu {:.0} µs/req on {:.2} cores  rss {:.1} MiB  history {:.1} MiB  threads {}",
+        "  t={:>5.0} s  {:>7.0} req/s (acked {:>7.0}/s)  p50 {:>7.2} ms  p99 {:>8.2} ms  refused {:?}  cpu {:.0} µs/req on {:.2} cores  rss {:.1} MiB  history {:.1} MiB  threads {} ({} resident)",
         i.at,
         i.rate,
         i.acked_rate,
@@ -21,7 +21,8 @@ pub fn print_interval(i: &Interval) {
         i.cores,
         mib(i.rss),
         mib(i.history),
-        i.threads
+        i.threads,
+        i.resident
     );
 }
 
@@ -146,6 +147,7 @@ fn params(soak: &Soak, last: &Interval) -> serde_json::Value {
         "shared_threads": SHARED_THREADS,
         "queue_capacity": QUEUE_CAPACITY,
         "conversation": s.conversation,
+        "evict_idle_ms": s.evict.map(|d| d.as_millis() as u64),
         "payload_bytes": PING.len(),
         "store": "SqliteHistory, synchronous=FULL",
         "runtime": runtime_name(),

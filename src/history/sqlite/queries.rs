@@ -218,6 +218,49 @@ pub(crate) fn recovery(conn: &Connection) -> rusqlite::Result<Recovery> {
     })
 }
 
+/// What reloading one evicted tree reads, by index: the snapshots of the tree `thread` belongs
+/// to (up the parent links to its root, then down), one tally per thread, and each thread's
+/// pending and governor records by `records_by_thread`. `None` for a thread the file does not
+/// know.
+pub(crate) fn reload(conn: &Connection, thread: ThreadId) -> rusqlite::Result<Option<Recovery>> {
+    let mut stmt = conn.prepare_cached(
+        "WITH RECURSIVE up(id, parent) AS (SELECT id, parent FROM threads WHERE id = ?1
+           UNION ALL SELECT t.id, t.parent FROM threads t JOIN up ON t.id = up.parent),
+         sub(id) AS (SELECT id FROM up WHERE parent IS NULL
+           UNION ALL SELECT t.id FROM threads t JOIN sub ON t.parent = sub.id)
+         SELECT info FROM threads WHERE id IN sub ORDER BY rowid",
+    )?;
+    let threads: Vec<ThreadInfo> = stmt
+        .query_map([thread.to_string()], |r| r.get::<_, String>(0))?
+        .map(|json| snapshot(&json?))
+        .collect::<rusqlite::Result<_>>()?;
+    if threads.is_empty() {
+        return Ok(None);
+    }
+    let mut recovery = Recovery::default();
+    for t in &threads {
+        let id = t.id.to_string();
+        if let Some((records, counters)) = tallies::of(conn, &id)? {
+            recovery.records.insert(t.id, records);
+            recovery.counters.insert(t.id, counters);
+        }
+        recovery.pending.extend(records(
+            conn,
+            "WHERE thread = ?1 AND pending = 1 ORDER BY seq",
+            [&id],
+        )?);
+        recovery.governor.extend(records(
+            conn,
+            "WHERE thread = ?1 AND (recipient = 'governor' AND kind = 'message' OR kind = 'decision') ORDER BY seq",
+            [&id],
+        )?);
+    }
+    recovery.pending.sort_by_key(|r| r.seq);
+    recovery.governor.sort_by_key(|r| r.seq);
+    recovery.threads = threads;
+    Ok(Some(recovery))
+}
+
 /// Messages to the governor and its decisions, in order: a union of two partial indexes (an
 /// `OR` of the two conditions would read every record).
 fn governor(conn: &Connection) -> rusqlite::Result<Vec<Record>> {

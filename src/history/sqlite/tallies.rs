@@ -137,6 +137,11 @@ fn from_row(r: &rusqlite::Row<'_>, at: usize) -> rusqlite::Result<Tally> {
     })
 }
 
+/// One thread's record count and counters (a reloaded thread's), by the table's key.
+pub(crate) fn of(conn: &Connection, thread: &str) -> rusqlite::Result<Option<(u64, Counters)>> {
+    Ok(read_one(conn, thread)?.map(|t| (t.records, t.counters)))
+}
+
 fn read_one(conn: &Connection, thread: &str) -> rusqlite::Result<Option<Tally>> {
     let mut stmt =
         conn.prepare_cached(&format!("SELECT {COLUMNS} FROM tallies WHERE thread = ?1"))?;

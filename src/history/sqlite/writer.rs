@@ -1,6 +1,11 @@
 //! The writer thread: takes batches in the order `append` fixed, commits as many as are waiting
 //! in one transaction (group commit), then resolves their tickets. A prune is work of its own,
 //! run between two groups, so it never races an append for the file.
+//!
+//! After a failed commit the writer refuses every batch until a [`Work::Heal`] reaches it: it
+//! probes the file with a small write and, if that commits, tells the store the last committed
+//! digest of every thread whose records it refused, so the store can seal new records on what
+//! is really in the file (see [`super::SqliteHistory`]).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, mpsc};
@@ -10,16 +15,22 @@ use rusqlite::{Connection, params};
 use tokio::sync::oneshot;
 
 use super::prune::PruneError;
-use super::{Failure, SqliteOptions};
+use super::{Failure, Health, SqliteOptions};
 use crate::governor::HaltingReport;
 use crate::history::{Archive, Cause, Delivered, HistoryError, Pruned, Record};
 use crate::{ThreadId, ThreadInfo};
 
-/// What the writer is handed: a batch to commit, or a prune to run.
+/// What the writer is handed: a batch to commit, a prune to run, or a try at writing again.
 pub(crate) enum Work {
     Batch(Job),
     Prune(Prune),
+    /// Probe the file after a failure; the answer is the store's correction of its order.
+    Heal(mpsc::SyncSender<Result<Healed, String>>),
 }
+
+/// What a successful heal hands back: each refused thread's last committed digest (`None`
+/// when nothing of it was committed).
+pub(crate) type Healed = Vec<(ThreadId, Option<[u8; 32]>)>;
 
 /// A prune transaction to run (see [`super::prune::prune`]), and where its outcome goes.
 pub(crate) struct Prune {
@@ -98,12 +109,14 @@ fn checkpoint(conn: &Connection) -> Result<(), CheckpointError> {
 fn run(
     conn: &mut Connection,
     inbox: &mpsc::Receiver<Work>,
-    failed: &Mutex<Option<String>>,
+    failed: &Mutex<Health>,
     resolved: &tokio::sync::watch::Sender<u64>,
     group: usize,
 ) {
     let mut terms = Terms::default();
     let mut held = None;
+    // Threads whose records were refused since the last failure: their digests need fixing.
+    let mut dirty = HashSet::new();
     // `recv` fails once every sender is gone and the inbox is empty: everything handed over
     // has been written by then.
     while let Some(work) = held.take().or_else(|| inbox.recv().ok()) {
@@ -111,6 +124,11 @@ fn run(
             Work::Prune(prune) => {
                 run_prune(conn, prune, failed);
                 // This connection's deletes leave `data_version` as it was: forget here.
+                terms.forget();
+                continue;
+            }
+            Work::Heal(reply) => {
+                let _ = reply.send(heal(conn, failed, &mut dirty));
                 terms.forget();
                 continue;
             }
@@ -128,14 +146,44 @@ fn run(
                 Err(_) => break,
             }
         }
-        commit(conn, jobs, failed, resolved, &mut terms);
+        commit(conn, jobs, failed, resolved, &mut terms, &mut dirty);
     }
+}
+
+/// Bytes a probe writes (and removes again) before the store takes writes after a failure: a
+/// write of one page could land in log space the failed commit left allocated, and the store
+/// would flap between taking and refusing writes on a disk that is still full.
+pub(crate) const PROBE_BYTES: i64 = 1 << 20;
+
+/// Tries the file again after a failure: commits [`PROBE_BYTES`] into `meta` and removes them.
+/// If both commit, the store takes writes again, sealed on each refused thread's last committed
+/// digest.
+fn heal(
+    conn: &mut Connection,
+    failed: &Mutex<Health>,
+    dirty: &mut HashSet<ThreadId>,
+) -> Result<Healed, String> {
+    let probe = |conn: &mut Connection| -> rusqlite::Result<Healed> {
+        conn.execute(
+            "INSERT OR REPLACE INTO meta (key, value) VALUES ('probe', zeroblob(?1))",
+            [PROBE_BYTES],
+        )?;
+        conn.execute("DELETE FROM meta WHERE key = 'probe'", [])?;
+        dirty
+            .iter()
+            .map(|&thread| Ok((thread, super::queries::last_digest(conn, thread)?)))
+            .collect()
+    };
+    let healed = probe(conn).map_err(|e| e.to_string())?;
+    dirty.clear();
+    failed.lock().unwrap_or_else(|p| p.into_inner()).healed();
+    Ok(healed)
 }
 
 /// Runs a prune, unless the store already refuses writes. A failed prune rolls back and
 /// leaves the store writable: it never leaves a hole in a chain.
-fn run_prune(conn: &mut Connection, prune: Prune, failed: &Mutex<Option<String>>) {
-    let already = failed.lock().unwrap_or_else(|p| p.into_inner()).clone();
+fn run_prune(conn: &mut Connection, prune: Prune, failed: &Mutex<Health>) {
+    let already = failed.lock().unwrap_or_else(|p| p.into_inner()).why.clone();
     let outcome = match already {
         Some(why) => Err(PruneError::Refused(why)),
         None => super::prune::prune(conn, &prune.step, prune.archive),
@@ -143,15 +191,17 @@ fn run_prune(conn: &mut Connection, prune: Prune, failed: &Mutex<Option<String>>
     let _ = prune.done.send(outcome);
 }
 
-/// Commits a group of batches in one transaction and resolves their tickets.
+/// Commits a group of batches in one transaction and resolves their tickets. Refused batches'
+/// threads go into `dirty`, their queued messages into the store's refused ids.
 fn commit(
     conn: &mut Connection,
     jobs: Vec<Job>,
-    failed: &Mutex<Option<String>>,
+    failed: &Mutex<Health>,
     resolved: &tokio::sync::watch::Sender<u64>,
     terms: &mut Terms,
+    dirty: &mut HashSet<ThreadId>,
 ) {
-    let already = failed.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    let already = failed.lock().unwrap_or_else(|p| p.into_inner()).why.clone();
     let result: Result<(), (String, Option<Cause>)> = match already {
         Some(why) => Err((why, None)),
         None => write(conn, &jobs, terms).map_err(|e| (e.to_string(), Some(Arc::new(e) as Cause))),
@@ -159,11 +209,17 @@ fn commit(
     if let Err((why, _)) = &result {
         // Rolled back: the pairs it noted may not be in the file.
         terms.forget();
-        tracing::error!(error = %why, "history commit failed; the store refuses further writes");
-        failed
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get_or_insert_with(|| why.clone());
+        let mut health = failed.lock().unwrap_or_else(|p| p.into_inner());
+        if health.why.is_none() {
+            tracing::error!(error = %why, "history commit failed; writes are refused until the file takes one again");
+            health.fail(why.clone());
+        }
+        for (record, pending) in jobs.iter().flat_map(|job| &job.records) {
+            dirty.insert(record.thread);
+            if *pending {
+                health.refused.insert(record.id);
+            }
+        }
     }
     let last = jobs
         .iter()

@@ -40,7 +40,7 @@ pub(crate) async fn follow(
         .0
         .after;
     let thread = thread_id(&id)?;
-    if api.pump.thread(thread).is_none() {
+    if !api.pump.load(thread).await? {
         return Err(Problem::unknown_thread(&id));
     }
     let next = match after {
@@ -156,6 +156,10 @@ impl Follow {
             }
             // Read the state first: once a thread is closed and settled, every record it will
             // ever have is committed, so the read after that is the last one needed.
+            // A followed thread that was evicted meanwhile comes back (reads its tree once).
+            if let Err(e) = self.api.pump.load(self.thread).await {
+                tracing::error!(thread = %self.thread, error = %e, "reloading a followed thread");
+            }
             let state = self.api.pump.thread(self.thread).map(|t| t.state);
             let closed = state.is_none_or(ThreadState::is_closed);
             if closed {

@@ -42,24 +42,30 @@ pub(crate) fn thread_id(text: &str) -> Result<ThreadId, Problem> {
 }
 
 /// `GET /health`: 200 `{"status":"ok"}` while the pump accepts input; 503 problem JSON
-/// (`history-unavailable` after a failed commit, `shutting-down`) when it does not. With remote
+/// (`history-unavailable` while the history cannot be written, `shutting-down`) when it does not. With remote
 /// listeners, `"nats": {"url": …, "connected": …}` too: a pump away from NATS still accepts
 /// input (remote deliveries fail with `upstream-failed` or time out until it is back).
 pub(crate) async fn health(State(api): State<Api>) -> Result<Response, Problem> {
     api.pump.health().map_err(|e| Problem::from(*e))?;
-    let mut body = serde_json::json!({ "status": "ok" });
+    let r = api.pump.residency();
+    let mut body = serde_json::json!({
+        "status": "ok",
+        "threads": { "resident": r.resident, "evicted": r.evicted, "reloaded": r.reloaded },
+    });
     if let Some(hub) = &api.cluster {
         body["nats"] = serde_json::json!({ "url": hub.url(), "connected": hub.connected() });
     }
     Ok(Json(body).into_response())
 }
 
-fn known(api: &Api, text: &str) -> Result<ThreadId, Problem> {
+/// The thread a path names, brought back into memory if it was evicted.
+async fn known(api: &Api, text: &str) -> Result<ThreadId, Problem> {
     let id = thread_id(text)?;
-    api.pump
-        .thread(id)
-        .map(|_| id)
-        .ok_or_else(|| Problem::unknown_thread(text))
+    if api.pump.load(id).await? {
+        Ok(id)
+    } else {
+        Err(Problem::unknown_thread(text))
+    }
 }
 
 /// The body, or the problem that refused it (413 past the size limit).
@@ -115,7 +121,8 @@ pub(crate) async fn post_message(
     Ok(accepted(&receipt))
 }
 
-/// `GET /threads[?state=…]`.
+/// `GET /threads[?state=…]`: the threads in memory with their live state, and, once the pump
+/// has evicted any, the others as the store has them (an evicted open thread is `idle`).
 pub(crate) async fn list(
     State(api): State<Api>,
     q: Result<Query<StateFilter>, QueryRejection>,
@@ -128,12 +135,14 @@ pub(crate) async fn list(
                 .map_err(|e| Problem::new(StatusCode::BAD_REQUEST, "bad-state", e.to_string()))?,
         ),
     };
-    let threads: Vec<_> = api
-        .pump
-        .threads()
-        .into_iter()
-        .filter(|t| state.is_none_or(|s| t.state == s))
-        .collect();
+    let mut threads = api.pump.threads();
+    if api.pump.residency().evicted > 0 {
+        let resident: std::collections::HashSet<_> = threads.iter().map(|t| t.id).collect();
+        let stored = api.pump.store().threads(None).await?;
+        threads.extend(stored.into_iter().filter(|t| !resident.contains(&t.id)));
+        threads.sort_by(|a, b| a.path.cmp(&b.path));
+    }
+    threads.retain(|t| state.is_none_or(|s| t.state == s));
     Ok(Json(threads).into_response())
 }
 
@@ -142,7 +151,7 @@ pub(crate) async fn thread(
     State(api): State<Api>,
     Path(id): Path<String>,
 ) -> Result<Response, Problem> {
-    let id = known(&api, &id)?;
+    let id = known(&api, &id).await?;
     Ok(Json(api.pump.thread(id)).into_response())
 }
 
@@ -153,7 +162,7 @@ pub(crate) async fn history(
     q: Result<Query<Format>, QueryRejection>,
 ) -> Result<Response, Problem> {
     let q = query(q)?;
-    let id = known(&api, &id)?;
+    let id = known(&api, &id).await?;
     let records = api.pump.history(id).await?;
     match q.format.as_deref().unwrap_or("json") {
         "json" => Ok(Json(records).into_response()),
@@ -181,7 +190,7 @@ pub(crate) async fn answers(
     State(api): State<Api>,
     Path(id): Path<String>,
 ) -> Result<Response, Problem> {
-    let id = known(&api, &id)?;
+    let id = known(&api, &id).await?;
     Ok(Json(api.pump.answers(id).await?).into_response())
 }
 
@@ -190,7 +199,7 @@ pub(crate) async fn tree(
     State(api): State<Api>,
     Path(id): Path<String>,
 ) -> Result<Response, Problem> {
-    let id = known(&api, &id)?;
+    let id = known(&api, &id).await?;
     Ok(Json(api.pump.tree(id)).into_response())
 }
 
@@ -199,7 +208,7 @@ pub(crate) async fn report(
     State(api): State<Api>,
     Path(id): Path<String>,
 ) -> Result<Response, Problem> {
-    let id = known(&api, &id)?;
+    let id = known(&api, &id).await?;
     let mut reports = api.pump.reports(id).await?;
     match reports.pop() {
         Some(report) => Ok(Json(report).into_response()),
@@ -217,7 +226,7 @@ pub(crate) async fn budget(
     State(api): State<Api>,
     Path(id): Path<String>,
 ) -> Result<Response, Problem> {
-    let id = known(&api, &id)?;
+    let id = known(&api, &id).await?;
     let lines = api
         .pump
         .budget(id)
@@ -230,7 +239,7 @@ pub(crate) async fn reports(
     State(api): State<Api>,
     Path(id): Path<String>,
 ) -> Result<Response, Problem> {
-    let id = known(&api, &id)?;
+    let id = known(&api, &id).await?;
     Ok(Json(api.pump.reports(id).await?).into_response())
 }
 
@@ -239,7 +248,7 @@ pub(crate) async fn stop(
     State(api): State<Api>,
     Path(id): Path<String>,
 ) -> Result<Response, Problem> {
-    let id = known(&api, &id)?;
+    let id = known(&api, &id).await?;
     api.pump
         .stop(id)
         .await
@@ -253,7 +262,7 @@ pub(crate) async fn resume(
     Path(id): Path<String>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, Problem> {
-    let id = known(&api, &id)?;
+    let id = known(&api, &id).await?;
     let body = self::body(body)?;
     let extra: Budget = if body.is_empty() {
         Budget::default()
