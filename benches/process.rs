@@ -182,7 +182,11 @@ fn main() {
     }
     for (id, mirror, how) in [
         ("P2", Mirrors::Documented, "the tool an `impl Tool`"),
-        ("P2r", Mirrors::Raw, "the tool a bare listener reading a copy"),
+        (
+            "P2r",
+            Mirrors::Raw,
+            "the tool a bare listener reading a copy",
+        ),
     ] {
         if !cfg.wants(id) {
             continue;
