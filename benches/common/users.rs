@@ -17,12 +17,16 @@
 //! - **U3** self-iteration hop: one post, `n` iterations, settle; µs per hop at 1 000 and at
 //!   `AGENTPUMP_BENCH_ITERATIONS` iterations.
 //! - **U4** spawn fan-out: `AGENTPUMP_BENCH_CHILDREN` children, µs per child, against U3's hop.
+//! - **U5p / U5** the echo with a durable history, as `agentpump run` keeps it (`SqliteHistory`
+//!   with its defaults: WAL, `synchronous=FULL`, a fresh file per run), pipelined by U1p's window
+//!   and one at a time, against the same echo on `MemoryHistory` in the same run;
+//!   `AGENTPUMP_BENCH_DURABLE_ECHO_N` round trips per run (default 5 000).
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 use std::time::{Duration, Instant};
 
-use agentpump::history::MemoryHistory;
+use agentpump::history::{HistoryStore, MemoryHistory, SqliteHistory};
 use agentpump::{PumpHandle, ThreadId};
 use serde_json::json;
 use tokio::runtime::Runtime;
@@ -88,6 +92,57 @@ async fn hops(n: u64) -> f64 {
     };
     let pump = counter_pump(Arc::new(MemoryHistory::new()), counter);
     secs(iterate(&pump, n).await) * 1e6 / n as f64
+}
+
+/// U5's client: `n` echo round trips in windows of `window` on a fresh store, durable (a new
+/// `SqliteHistory` file with `agentpump run`'s defaults, removed afterwards) or in memory.
+async fn stored_echo(durable: bool, n: usize, window: usize) -> f64 {
+    let dir = std::env::temp_dir().join(format!("agentpump-bench-users-{}", ThreadId::new()));
+    let store: Arc<dyn HistoryStore> = if durable {
+        std::fs::create_dir_all(&dir).expect("a scratch folder");
+        Arc::new(SqliteHistory::open(dir.join("history.db")).expect("a fresh history file"))
+    } else {
+        Arc::new(MemoryHistory::new())
+    };
+    let rate = n as f64 / secs(pipelined(echo_pump(governed(), store), n, window).await);
+    if durable {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    rate
+}
+
+/// U5p (`window` > 1) or U5: the echo on a durable history against the same in memory, both
+/// on `#[tokio::main]`'s runtime, `runs` of each, interleaved.
+fn durable_figure(mt: &Runtime, runs: usize, n: usize, window: usize, runtime: &str) -> Figure {
+    let (mut durable, mut memory) = (vec![], vec![]);
+    once(mt, || stored_echo(true, n / 10, window));
+    for _ in 0..runs {
+        durable.push(once(mt, || stored_echo(true, n, window)));
+        memory.push(once(mt, || stored_echo(false, n, window)));
+    }
+    let (id, how) = if window == 1 {
+        ("U5", "one at a time (post, settle)".to_owned())
+    } else {
+        ("U5p", format!("pipelined by {window}"))
+    };
+    Figure::new(
+        id,
+        &format!(
+            "durable echo round trip (SqliteHistory, synchronous=FULL), {how}, as users run it"
+        ),
+        "round trips/s",
+        Better::Higher,
+        durable,
+    )
+    .baseline(
+        "the same echo on MemoryHistory, same runtime, same run",
+        memory,
+    )
+    .params(
+        json!({ "round_trips_per_run": n, "window": window, "runtime": runtime,
+        "store": "SqliteHistory::open defaults (WAL, synchronous=FULL), fresh file per run" }),
+    )
+    .note("synchronous=FULL: every group commit is an fsync; the in-memory store writes nothing")
 }
 
 /// Runs `f` once on `rt` from the calling thread, as `#[tokio::main]` runs `main`'s body.
@@ -169,6 +224,18 @@ pub fn figures(cfg: &Config, report: &mut Report) {
             .size("AGENTPUMP_BENCH_WINDOW", 256, 16)
             .min(baseline::CAPACITY);
         report.add(echo_figure((&mt, &ct), runs, n, window, &runtime));
+    }
+    if cfg.wants("U5p") || cfg.wants("U5") {
+        let n = cfg.size("AGENTPUMP_BENCH_DURABLE_ECHO_N", 5_000, 100);
+        let window = cfg
+            .size("AGENTPUMP_BENCH_WINDOW", 256, 16)
+            .min(baseline::CAPACITY);
+        if cfg.wants("U5p") {
+            report.add(durable_figure(&mt, runs, n, window, &runtime));
+        }
+        if cfg.wants("U5") {
+            report.add(durable_figure(&mt, runs, n, 1, &runtime));
+        }
     }
     if cfg.wants("U2") {
         let threads = cfg.size("AGENTPUMP_BENCH_THREADS", 10_000, 100);
