@@ -121,6 +121,12 @@ impl Deltas {
 const COLUMNS: &str = "records, deliveries, notices, failures, tokens_in, tokens_out, tool_calls, cost, usage_estimated";
 
 fn from_row(r: &rusqlite::Row<'_>, at: usize) -> rusqlite::Result<Tally> {
+    let cost = parse::<Decimal>(at + 7, r.get_ref(at + 7)?.as_str()?)?;
+    with_cost(r, at, cost)
+}
+
+/// The [`COLUMNS`] from column `at` on, with the cost (column `at + 7`) as read by the caller.
+fn with_cost(r: &rusqlite::Row<'_>, at: usize, cost: Decimal) -> rusqlite::Result<Tally> {
     let n = |i: usize| r.get::<_, i64>(at + i).map(|v| v as u64);
     Ok(Tally {
         records: n(0)?,
@@ -131,7 +137,7 @@ fn from_row(r: &rusqlite::Row<'_>, at: usize) -> rusqlite::Result<Tally> {
             tokens_in: n(4)?,
             tokens_out: n(5)?,
             tool_calls: n(6)?,
-            cost: parse::<Decimal>(at + 7, r.get_ref(at + 7)?.as_str()?)?,
+            cost,
             estimated_usage: n(8)?,
         },
     })
@@ -219,26 +225,13 @@ fn from_records(conn: &Connection) -> rusqlite::Result<HashMap<ThreadId, Tally>>
         "SELECT thread, count(*), sum((handled & 3) = 1), sum((handled & 3) = 2), sum(handled >= 4), sum(tokens_in), sum(tokens_out), sum(tool_calls), group_concat(cost, ' '), sum(usage_estimated) FROM records GROUP BY thread",
     )?;
     let rows = stmt.query_map([], |r| {
-        let n = |i: usize| r.get::<_, i64>(i).map(|v| v as u64);
         let cost = r
             .get_ref(8)?
             .as_str()?
             .split(' ')
             .map(|c| parse::<Decimal>(8, c))
             .sum::<rusqlite::Result<Decimal>>()?;
-        let tally = Tally {
-            records: n(1)?,
-            counters: Counters {
-                deliveries: n(2)?,
-                notices: n(3)?,
-                failures: n(4)?,
-                tokens_in: n(5)?,
-                tokens_out: n(6)?,
-                tool_calls: n(7)?,
-                cost,
-                estimated_usage: n(9)?,
-            },
-        };
+        let tally = with_cost(r, 1, cost)?;
         Ok((parse::<ThreadId>(0, r.get_ref(0)?.as_str()?)?, tally))
     })?;
     rows.collect()
