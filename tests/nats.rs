@@ -8,12 +8,13 @@ mod support;
 use std::io::BufRead as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rust_decimal::Decimal;
 use serde_json::Value;
 use support::Scratch;
-use support::model::{answer, serve_model};
+use support::model::{Model, answer, serve_model};
 
 const BIN: &str = env!("CARGO_BIN_EXE_agentpump");
 /// How long a test waits for anything before failing.
@@ -736,6 +737,38 @@ fn llm_organism(
     )
 }
 
+/// A pump and a worker whose LLM agent answers every call with `think()` and `usage` (tokens
+/// in, tokens out; out is also the agent's `max_tokens`), under the budget line `budget`, asked
+/// once: what the test needs to check, the worker kept alive with it.
+struct RemoteRun {
+    model: Arc<Model>,
+    pump: Pump,
+    thread: String,
+    report: Value,
+    _worker: Process,
+}
+
+async fn ask_a_remote_agent(
+    scratch: &Scratch,
+    url: &str,
+    usage: (u64, u32),
+    budget: &str,
+) -> RemoteRun {
+    let (model, base) = serve_model(vec![], Some(answer(&think(), usage.0, usage.1.into()))).await;
+    let organism = llm_organism(scratch, url, &base, usage.1, budget);
+    let pump = Pump::start(&organism);
+    let worker = worker(&organism, &scratch.0.join("w.log"));
+    let thread = pump.post(r#"<ask xmlns="urn:test:v1">go</ask>"#).await;
+    let report = pump.report(&thread).await;
+    RemoteRun {
+        model,
+        pump,
+        thread,
+        report,
+        _worker: worker,
+    }
+}
+
 fn think() -> String {
     r#"<think xmlns="urn:test:v1">more</think>"#.to_owned()
 }
@@ -748,12 +781,8 @@ fn a_remote_agent_is_refused_the_call_its_budget_has_no_room_for_as_in_the_pump(
         // Each call costs 1200 × 0.01/1000 + 300 × 0.03/1000 = 0.021; the budget allows two, and
         // the third call's worst case (300 tokens out) no longer fits: the worker's `can_spend`
         // refuses it against the budget the pump sent along, as the pump's own would.
-        let (model, base) = serve_model(vec![], Some(answer(&think(), 1200, 300))).await;
-        let organism = llm_organism(&scratch, &url, &base, 300, "cost = \"0.05\"");
-        let pump = Pump::start(&organism);
-        let _w = worker(&organism, &scratch.0.join("w.log"));
-        let thread = pump.post(r#"<ask xmlns="urn:test:v1">go</ask>"#).await;
-        let report = pump.report(&thread).await;
+        let run = ask_a_remote_agent(&scratch, &url, (1200, 300), "cost = \"0.05\"").await;
+        let (model, pump, thread, report) = (&run.model, &run.pump, &run.thread, &run.report);
         assert_eq!(
             (report["class"].as_str(), report["stop_reason"].as_str()),
             (Some("TIMEOUT"), Some("max-cost")),
@@ -785,12 +814,8 @@ fn a_remote_agent_that_spends_past_the_budget_halts_the_thread_with_the_budgets_
         // The call fits the estimate (a short prompt, 10 tokens out) but the endpoint reports
         // 50 000 tokens in: the pump charges what the worker reports, past the limit, and halts
         // the thread — as for a local agent whose usage came in over its estimate.
-        let (model, base) = serve_model(vec![], Some(answer(&think(), 50_000, 10))).await;
-        let organism = llm_organism(&scratch, &url, &base, 10, "tokens = 2000");
-        let pump = Pump::start(&organism);
-        let _w = worker(&organism, &scratch.0.join("w.log"));
-        let thread = pump.post(r#"<ask xmlns="urn:test:v1">go</ask>"#).await;
-        let report = pump.report(&thread).await;
+        let run = ask_a_remote_agent(&scratch, &url, (50_000, 10), "tokens = 2000").await;
+        let (model, pump, thread, report) = (&run.model, &run.pump, &run.thread, &run.report);
         assert_eq!(
             (report["class"].as_str(), report["stop_reason"].as_str()),
             (Some("TIMEOUT"), Some("max-tokens")),
