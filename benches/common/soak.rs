@@ -211,6 +211,7 @@ pub fn figures(cfg: &Config, rt: &Runtime, report: &mut Report) {
     let soak = on_workers(rt, soak(settings));
     output::print_summary(&soak);
     output::add_figures(&soak, report);
+    output::add_drift(&soak, report);
 }
 
 /// Starts the host and the shared threads, runs the clients while reporting every interval,
