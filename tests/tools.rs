@@ -201,6 +201,41 @@ async fn a_malformed_call_is_refused_by_the_pump_naming_the_fault() {
     );
 }
 
+/// A call in the crate's written form is checked in one walk; with a fault in it, it is
+/// refused as any other call is, naming the fault (`huh invalid-payload`), and with a
+/// character XML forbids, as any other payload is (`huh malformed-xml`).
+#[tokio::test]
+async fn a_written_call_with_a_fault_is_refused_naming_it() {
+    let not_a_number = format!(
+        r#"<call xmlns="{TOOL_NS}" tool="calculator"><arg name="expression" type="number">x</arg></call>"#
+    );
+    let control = Call::new("calculator")
+        .arg("expression", "1 + 1\u{1}")
+        .to_xml();
+    for (call, code, fault) in [
+        (
+            not_a_number,
+            "invalid-payload",
+            "&quot;x&quot; is not a number",
+        ),
+        (control, "malformed-xml", "U+0001"),
+    ] {
+        let pump = pump(vec![calculator(), caller(call, &["calculator"])]);
+        let thread = start(&pump, &p("go", "")).await;
+        assert_eq!(
+            notices(&pump, thread).await,
+            [("caller".to_owned(), "huh".to_owned(), code.to_owned())]
+        );
+        let history = pump.history(thread).await.unwrap();
+        let huh = history
+            .iter()
+            .find(|r| r.kind == RecordKind::System)
+            .unwrap();
+        assert!(huh.payload.contains(fault), "{}", huh.payload);
+        assert!(answers(&pump, thread).await.is_empty());
+    }
+}
+
 #[tokio::test]
 async fn a_call_past_the_tool_call_budget_halts_the_thread() {
     let call = Call::new("calculator").arg("expression", "1 + 1").to_xml();

@@ -115,6 +115,26 @@ impl Payload {
         }
     }
 
+    /// Wraps a text that a reading of the crate's own proved to be one element that `parse`
+    /// accepts under the same limits — the root in `qname`, declaring it as its default
+    /// namespace, no element in a reserved namespace below it — and keeps that reading
+    /// (`tool::wire`'s written form: a tool call or answer checked without an XML reader).
+    pub(crate) fn from_read<T: Any + Send + Sync>(
+        qname: QName,
+        text: &str,
+        reading: Arc<T>,
+    ) -> Self {
+        let kept = Reading::default();
+        let _ = kept.0.set(reading);
+        Self {
+            qname,
+            text: Arc::from(text),
+            declares_default_ns: true,
+            carries_reserved: false,
+            reading: kept,
+        }
+    }
+
     /// The reading of type `T` of this payload's text that `read` makes, made once: the first
     /// caller (the pump checking a tool payload) reads, later ones (its receiver) share it.
     /// `read` must depend on the text alone. A failed reading is not kept.

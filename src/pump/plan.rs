@@ -13,7 +13,7 @@ use crate::listener::Role;
 use crate::listener::{Delivery, Output, Outputs, Target};
 use crate::system::{ErrorCode, GOVERNOR_NS};
 use crate::system::{HuhCode, Request, SYSTEM_NS, attempt};
-use crate::tool::{Answer, Call, TOOL_NS};
+use crate::tool::{Answer, Call, TOOL_NS, written_payload};
 
 /// A delivery's steps, in order (usually one or two: kept inline).
 pub(crate) type Steps = SmallVec<[Step; 2]>;
@@ -83,7 +83,11 @@ impl Shared {
                 continue;
             }
             let found: SmallVec<[(Target, Payload); 1]> = match output {
-                Output::Payload(target, text) => match Payload::parse(&text, limits) {
+                // A tool call or answer in the crate's written form is checked and read in one
+                // walk; any other text is parsed, then checked.
+                Output::Payload(target, text) => match written_payload(&text, limits)
+                    .map_or_else(|| Payload::parse(&text, limits), Ok)
+                {
                     Ok(p) => smallvec![(target, p)],
                     Err(e) => {
                         steps.push(refused(Refusal::unparsed(&e), text));

@@ -14,6 +14,8 @@ use crate::value::{Value, parse_number, write_number};
 
 mod canonical;
 
+pub(crate) use canonical::payload as written_payload;
+
 /// A tool call: `<call tool="…" id="…"><arg name="…" type="…">…</arg>…</call>`.
 ///
 /// # Example
@@ -125,6 +127,11 @@ pub enum Answer {
 #[error("{0}")]
 pub struct WireError(pub String);
 
+/// The attributes each message allows, in the order [`Attributes`] keeps them.
+const CALL_ATTRIBUTES: &[&str] = &["tool", "id", "timeout-ms"];
+const RESULT_ATTRIBUTES: &[&str] = &["tool", "call"];
+const ERROR_ATTRIBUTES: &[&str] = &["tool", "call", "type", "retry"];
+
 fn wire(message: impl Into<String>) -> WireError {
     WireError(message.into())
 }
@@ -187,7 +194,11 @@ impl Call {
     ///
     /// A [`WireError`] naming what does not fit the protocol.
     pub fn parse_xml(xml: &str) -> Result<Self, WireError> {
-        let mut m = Message::read(xml, "call", &["tool", "id", "timeout-ms"], "arg")?;
+        Self::from_message(Message::read(xml, "call", CALL_ATTRIBUTES, "arg")?)
+    }
+
+    /// The call a read `<call>` holds.
+    fn from_message(mut m: Message) -> Result<Self, WireError> {
         let timeout_ms = match m.optional("timeout-ms") {
             None => None,
             Some(t) => Some(t.parse::<u64>().map_err(|_| {
@@ -300,14 +311,21 @@ impl Answer {
     /// Reads a `result` or an `error` (`local`) from XML text.
     fn parse_xml(local: &str, xml: &str) -> Result<Self, WireError> {
         if local == "result" {
-            let mut m = Message::read(xml, "result", &["tool", "call"], "field")?;
+            Self::from_message(Message::read(xml, "result", RESULT_ATTRIBUTES, "field")?)
+        } else {
+            Self::from_message(Message::read(xml, "error", ERROR_ATTRIBUTES, "")?)
+        }
+    }
+
+    /// The answer a read `<result>` or `<error>` holds.
+    fn from_message(mut m: Message) -> Result<Self, WireError> {
+        if m.element == "result" {
             return Ok(Answer::Result(ToolResult {
                 tool: m.required("tool")?,
                 call: m.optional("call"),
                 fields: m.items,
             }));
         }
-        let mut m = Message::read(xml, "error", &["tool", "call", "type", "retry"], "")?;
         let kind = m.required("type")?;
         let kind = ErrorType::from_name(&kind)
             .ok_or_else(|| wire(format!("unknown error type=\"{kind}\" in <error>")))?;
@@ -733,9 +751,9 @@ mod tests {
         }
     }
 
-    /// Every form the written-form reader accepts reads as the general reader reads it.
-    #[test]
-    fn the_written_form_reads_as_the_general_reader_reads_it() {
+    /// The messages the writers write (`true`), then hand-made forms, faulty ones among them
+    /// (`false`), each with its element.
+    fn forms() -> Vec<(&'static str, String, bool)> {
         let ns = TOOL_NS;
         let values: Vec<Value> = vec![
             "plain".into(),
@@ -805,20 +823,27 @@ mod tests {
             format!(r#"<error xmlns="{ns}" tool="t" type="failed" retry="maybe">x</error>"#),
             format!(r#"<error xmlns="{ns}" tool="t" type="failed"><b/></error>"#),
         ];
-        let hand = forms.iter().map(|x| {
+        let hand = forms.into_iter().map(|x| {
             let element = if x.contains("<error") {
                 "error"
             } else {
                 "call"
             };
-            (element, x.clone())
+            (element, x, false)
         });
+        let written = written.into_iter().map(|(e, x)| (e, x, true));
+        written.chain(hand).collect()
+    }
+
+    /// Every form the written-form reader accepts reads as the general reader reads it.
+    #[test]
+    fn the_written_form_reads_as_the_general_reader_reads_it() {
         // Reads `xml` both ways; whether the short way took it.
         let both = |element: &'static str, xml: &str| {
-            let (allowed, item): (&'static [&'static str], _) = match element {
-                "call" => (&["tool", "id", "timeout-ms"], "arg"),
-                "result" => (&["tool", "call"], "field"),
-                _ => (&["tool", "call", "type", "retry"], ""),
+            let (allowed, item) = match element {
+                "call" => (CALL_ATTRIBUTES, "arg"),
+                "result" => (RESULT_ATTRIBUTES, "field"),
+                _ => (ERROR_ATTRIBUTES, ""),
             };
             let general = Message::read_general(xml, element, allowed, item);
             let short = canonical::read(xml, element, allowed, item);
@@ -827,14 +852,136 @@ mod tests {
             }
             short.is_some()
         };
-        // Everything the writers write takes the short way, unless it holds a reference (an
-        // escaped character) or a carriage return.
-        for (element, xml) in &written {
-            assert_eq!(both(element, xml), !xml.contains(['&', '\r']), "{xml}");
+        let mut short = 0;
+        for (element, xml, written) in forms() {
+            if written {
+                // Everything the writers write takes the short way, unless it holds a
+                // reference (an escaped character) or a carriage return.
+                assert_eq!(both(element, &xml), !xml.contains(['&', '\r']), "{xml}");
+            } else if both(element, &xml) {
+                short += 1;
+            }
         }
         // Of the hand-made forms, the faults of items do too; the rest go the general way.
-        let short = hand.filter(|(element, xml)| both(element, xml)).count();
         assert!(short >= 8, "{short}");
+    }
+
+    /// A listener's output taken the short way is the payload the parse makes, with the
+    /// reading the pump's protocol check makes; a fault, or anything else, goes the parse's way.
+    #[test]
+    fn a_written_payload_is_what_the_parse_and_the_check_make_of_it() {
+        let limits = crate::Limits::default();
+        let mut short = 0;
+        for (element, xml, written) in forms() {
+            let Some(payload) = written_payload(&xml, &limits) else {
+                // Declined: what was written the short way could read went the general way
+                // only for a reference, a carriage return or a `]]>`.
+                let plain = !xml.contains(['&', '\r']) && !xml.contains("]]>");
+                assert!(!(written && plain), "{xml}");
+                continue;
+            };
+            short += 1;
+            let parsed = Payload::parse(&xml, &limits).expect("the parse accepts it too");
+            assert_eq!(payload, parsed, "{xml}");
+            assert!(parsed.qname().is(TOOL_NS, element), "{xml}");
+            assert!(parsed.declares_default_namespace(), "{xml}");
+            assert!(!parsed.carries_reserved_element(), "{xml}");
+            if element == "call" {
+                let kept = Call::shared(&payload).expect("kept");
+                assert_eq!(*kept, Call::parse_xml(&xml).unwrap(), "{xml}");
+            } else {
+                let kept = Answer::shared(&payload).unwrap().expect("kept");
+                assert_eq!(*kept, Answer::parse_xml(element, &xml).unwrap(), "{xml}");
+            }
+        }
+        assert!(short >= 10, "{short}");
+        let call = Call::new("t").arg("v", "1").to_xml();
+        assert!(written_payload(&call, &limits).is_some());
+        // Past a limit, with a forbidden character, or in another form: the general way.
+        let declined = [
+            (
+                call.clone(),
+                crate::Limits {
+                    max_bytes: call.len() - 1,
+                    ..limits
+                },
+            ),
+            (
+                call.clone(),
+                crate::Limits {
+                    max_depth: 1,
+                    ..limits
+                },
+            ),
+            (
+                call.clone(),
+                crate::Limits {
+                    max_attributes: 3,
+                    ..limits
+                },
+            ),
+            (call.replace("1</arg>", "1\u{1}</arg>"), limits),
+            (format!(" {call}"), limits),
+            (call.replace("<call ", "<cal "), limits),
+            (call.replace(TOOL_NS, "urn:other"), limits),
+        ];
+        for (xml, limits) in declined {
+            assert!(written_payload(&xml, &limits).is_none(), "{xml}");
+        }
+    }
+
+    /// Every one-character change of every form (inserted, replaced, removed, at every place)
+    /// that the short way takes, the parse takes too, to the same payload and reading.
+    #[test]
+    fn no_small_change_makes_the_short_way_take_what_the_parse_refuses() {
+        let limits = crate::Limits::default();
+        let marks = [
+            '<', '>', '"', '\'', '&', ' ', '\n', '=', '/', ':', ']', '\u{1}', 'x',
+        ];
+        let (mut tried, mut short) = (0usize, 0usize);
+        for (element, xml, _) in forms() {
+            let places: Vec<usize> = (0..=xml.len())
+                .filter(|&i| xml.is_char_boundary(i))
+                .collect();
+            for (n, &i) in places.iter().enumerate() {
+                let next = places.get(n + 1).copied();
+                let mut changed: Vec<String> = marks
+                    .iter()
+                    .map(|m| format!("{}{m}{}", &xml[..i], &xml[i..]))
+                    .collect();
+                if let Some(j) = next {
+                    changed.push(format!("{}{}", &xml[..i], &xml[j..]));
+                    changed.extend(
+                        marks
+                            .iter()
+                            .map(|m| format!("{}{m}{}", &xml[..i], &xml[j..])),
+                    );
+                }
+                for text in changed {
+                    tried += 1;
+                    let Some(payload) = written_payload(&text, &limits) else {
+                        continue;
+                    };
+                    short += 1;
+                    let parsed = Payload::parse(&text, &limits)
+                        .unwrap_or_else(|e| panic!("the parse refuses {text}: {e}"));
+                    assert_eq!(payload, parsed, "{text}");
+                    assert!(parsed.qname().is(TOOL_NS, element), "{text}");
+                    assert!(!parsed.carries_reserved_element(), "{text}");
+                    if element == "call" {
+                        let fresh = Call::parse_xml(&text).unwrap();
+                        assert_eq!(*Call::shared(&payload).unwrap(), fresh, "{text}");
+                    } else {
+                        let fresh = Answer::parse_xml(element, &text).unwrap();
+                        assert_eq!(*Answer::shared(&payload).unwrap().unwrap(), fresh, "{text}");
+                    }
+                }
+            }
+        }
+        assert!(
+            tried > 50_000 && short > 1_000,
+            "{tried} tried, {short} short"
+        );
     }
 
     #[test]

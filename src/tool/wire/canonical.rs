@@ -9,9 +9,57 @@
 //! the two); it trusts nothing the general reader would not.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
-use super::{Attributes, ItemType, Message, WireError, invalid_name};
+use super::{
+    Answer, Attributes, CALL_ATTRIBUTES, Call, ERROR_ATTRIBUTES, ItemType, Message,
+    RESULT_ATTRIBUTES, WireError, invalid_name,
+};
+use crate::envelope::check_chars;
 use crate::tool::TOOL_NS;
+use crate::{Limits, Payload, QName};
+
+/// A listener's output that is a tool call or answer in the written form, checked and read in
+/// one walk: the payload, with its reading kept for the pump's protocol check and for its
+/// receiver. `None` sends the text the general way ([`Payload::parse`], then the protocol
+/// check), which also names any fault; so does a written form with a fault in it.
+///
+/// What this accepts, [`Payload::parse`] accepts under the same `limits` with the same root,
+/// and the protocol check reads to the same message (a test compares them): the written form
+/// is one element with one namespace declaration, its own, two levels deep, at most five
+/// attributes on an element, no reference, comment, CDATA or processing instruction, and no
+/// character XML forbids.
+pub(crate) fn payload(text: &str, limits: &Limits) -> Option<Payload> {
+    let element = match text.as_bytes().get(1)? {
+        b'c' => "call",
+        b'r' => "result",
+        b'e' => "error",
+        _ => return None,
+    };
+    let (allowed, item) = match element {
+        "call" => (CALL_ATTRIBUTES, "arg"),
+        "result" => (RESULT_ATTRIBUTES, "field"),
+        _ => (ERROR_ATTRIBUTES, ""),
+    };
+    let fits = text.len() <= limits.max_bytes
+        && limits.max_depth >= 2
+        && limits.max_attributes > allowed.len();
+    if !fits {
+        return None;
+    }
+    // Another element, or another form of this one, stops the walk at its first bytes.
+    let message = read(text, element, allowed, item)?.ok()?;
+    if check_chars(text).is_err() || text.contains("]]>") {
+        return None;
+    }
+    let qname = QName::recent(TOOL_NS, element);
+    if element == "call" {
+        let call = Call::from_message(message).ok()?;
+        return Some(Payload::from_read(qname, text, Arc::new(call)));
+    }
+    let answer = Answer::from_message(message).ok()?;
+    Some(Payload::from_read(qname, text, Arc::new(answer)))
+}
 
 /// Reads `xml` when it has the written form: `<element xmlns="…" a="…"…>` then
 /// `<item name="…" type="…">text</item>`… (or only text when `item` is empty) then
