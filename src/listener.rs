@@ -65,6 +65,15 @@ pub trait Listener: Send + Sync + 'static {
     /// [`ListenerError::Backpressure`] halts the thread with BACKPRESSURE. Outputs of a failed
     /// delivery are dropped (and the failure is in history).
     async fn handle(&self, msg: &Delivery, cx: &mut Context) -> Result<(), ListenerError>;
+
+    /// Whether this listener answers a tool call's `timeout-ms` itself, with a `timeout` tool
+    /// error (a tool registered with [`tool::register`](crate::tool::register) does). When it
+    /// does not, the pump holds the handling of a call that asks a `timeout-ms` to that time
+    /// (or the registration's timeout, if shorter): past it, the caller gets
+    /// `system-error code="handler-timeout"`.
+    fn answers_call_timeouts(&self) -> bool {
+        false
+    }
 }
 
 /// Why a handler failed. Return it from [`Listener::handle`]; the pump turns it into a notice

@@ -71,6 +71,11 @@ impl Listener for Calculator {
         }
         Ok(())
     }
+
+    /// Its tool calls go through [`tool::answer`], which answers `timeout-ms` itself.
+    fn answers_call_timeouts(&self) -> bool {
+        true
+    }
 }
 
 #[async_trait]

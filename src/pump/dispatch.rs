@@ -4,6 +4,7 @@
 use std::any::Any;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures_util::FutureExt as _;
 use smallvec::SmallVec;
@@ -20,6 +21,7 @@ use crate::history::{HistoryError, Ticket};
 use crate::listener::{Context, Delivery, ListenerError, Registration, Usage};
 use crate::system::{ErrorCode, SystemMessage};
 use crate::thread::registry::{Queued, ThreadEntry};
+use crate::tool::{Call, TOOL_NS};
 
 /// What a finished handler call left to apply.
 #[derive(Debug)]
@@ -180,7 +182,8 @@ async fn invoke(
     deadline: Option<Instant>,
 ) -> Result<(), Failure> {
     let name = &registration.name;
-    let own = Instant::now() + registration.timeout;
+    let limit = handling_limit(registration, delivery);
+    let own = Instant::now() + limit;
     let until = deadline.map_or(own, |d| d.min(own));
     let handled: Handled = if registration.blocking {
         on_blocking_pool(registration, delivery, cx, until).await
@@ -219,13 +222,26 @@ async fn invoke(
         ),
         None => (
             ErrorCode::HandlerTimeout.into(),
-            format!(
-                "`{name}` did not finish within {} ms",
-                registration.timeout.as_millis()
-            ),
+            format!("`{name}` did not finish within {} ms", limit.as_millis()),
         ),
     };
     Err(Failure { code, message })
+}
+
+/// How long a handler may take: its registration's timeout, or less when the delivery is a
+/// tool call asking a shorter `timeout-ms` of a listener that does not answer that itself.
+fn handling_limit(registration: &Registration, delivery: &Delivery) -> Duration {
+    let own = registration.timeout;
+    let q = delivery.qname();
+    if !q.is(TOOL_NS, "call") || registration.listener.answers_call_timeouts() {
+        return own;
+    }
+    match Call::shared(delivery.payload()) {
+        Ok(call) => call
+            .timeout_ms
+            .map_or(own, |ms| own.min(Duration::from_millis(ms))),
+        Err(_) => own,
+    }
 }
 
 /// Runs a blocking handler on tokio's blocking pool with a context of its own, which comes

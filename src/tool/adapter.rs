@@ -73,6 +73,10 @@ impl<T: Tool> Listener for Adapter<T> {
     async fn handle(&self, msg: &Delivery, cx: &mut Context) -> Result<(), ListenerError> {
         answer(&self.tool, &self.signature, msg, cx).await
     }
+
+    fn answers_call_timeouts(&self) -> bool {
+        true
+    }
 }
 
 /// The root every tool accepts: `{urn:agentpump:tool:v1}call`.

@@ -5,6 +5,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use quick_xml::Reader;
@@ -14,7 +15,7 @@ use super::effects::{Effect, Event, continue_xml};
 use super::machine::{Known, Machine, Stop, Turn, typed_input};
 use super::program::Program;
 use crate::envelope::{CLIENT_SENDER, GOVERNOR_NS, PROCESS_NS, SYSTEM_NS};
-use crate::governor::{Control, Goal, Signal};
+use crate::governor::{Budget, Control, Goal, Signal};
 use crate::history::Record;
 use crate::listener::notices;
 use crate::process::code::Code;
@@ -125,19 +126,28 @@ impl Known {
                 }
                 None => {
                     if let Some(id) = self.children.get(&result.thread()).cloned() {
-                        let why = match result.halt() {
-                            Some((class, reason)) => {
-                                format!("child thread halted: {class} {reason}")
-                            }
-                            None => format!(
-                                "child thread ended {} without an answer",
-                                result.status().as_str()
+                        let (why, kind) = match result.halt() {
+                            Some((class, reason)) => (
+                                format!("child thread halted: {class} {reason}"),
+                                // Past the call's `timeout_ms` (its wall clock): a timeout.
+                                if reason == "max-wall-clock" {
+                                    ErrorType::Timeout
+                                } else {
+                                    ErrorType::Failed
+                                },
+                            ),
+                            None => (
+                                format!(
+                                    "child thread ended {} without an answer",
+                                    result.status().as_str()
+                                ),
+                                ErrorType::Failed,
                             ),
                         };
                         let e = ToolError {
                             tool: String::new(),
                             call: Some(id.clone()),
-                            kind: ErrorType::Failed,
+                            kind,
                             message: why,
                             retry: false,
                         };
@@ -446,7 +456,14 @@ impl ProcessListener {
                 }
                 Effect::Call { call, child: true } => {
                     let sub = call.id.clone().unwrap_or_default();
-                    cx.spawn(Spawn::new(call.to_xml()).to(call.tool.clone()).sub_id(sub));
+                    // The child has the call's `timeout_ms` as its wall clock: past it, the
+                    // governor halts it and the call fails with `timeout`.
+                    let budget = Budget {
+                        wall_clock: call.timeout_ms.map(Duration::from_millis),
+                        ..Budget::default()
+                    };
+                    let spawn = Spawn::new(call.to_xml()).to(call.tool.clone());
+                    cx.spawn(spawn.sub_id(sub).budget(budget));
                 }
                 Effect::Event(seq, event) => cx.emit(event.to_xml(id, seq)),
                 Effect::Residual(n) => cx.residual(n),
