@@ -25,10 +25,7 @@ pub use echo::Echo;
 pub use llm::{LlmAgent, LlmConfig};
 pub use sleep::{SLEEP_MAX, Sleep};
 
-use scripted::{
-    DEMO_NS, ScriptedAuthor, ScriptedPingPong, ScriptedPlanner, ScriptedRunaway, ScriptedVerifier,
-    ScriptedWorker,
-};
+use scripted::{DEMO_NS, ScriptedAuthor, ScriptedPingPong, ScriptedRunaway, ScriptedVerifier};
 
 use crate::tool::TOOL_NS;
 use crate::{Listener, QName, Role};
@@ -95,7 +92,7 @@ impl BuiltinRow {
 }
 
 /// Every builtin listener, in the order error messages list them.
-pub const TABLE: [BuiltinRow; 11] = [
+pub const TABLE: [BuiltinRow; 9] = [
     BuiltinRow {
         name: "echo",
         make: || Arc::new(Echo),
@@ -127,22 +124,6 @@ pub const TABLE: [BuiltinRow; 11] = [
         role: Role::Tool,
         description: "evaluates arithmetic exactly, in decimals",
         example: r#"<calc xmlns="urn:agentpump:calc:v1">(1 + 2) / 4</calc>"#,
-    },
-    BuiltinRow {
-        name: "scripted-planner",
-        make: || Arc::new(ScriptedPlanner),
-        roots: &[(DEMO_NS, "plan")],
-        role: Role::Agent,
-        description: "fans a plan out to child threads and collects the results (scripted agent)",
-        example: "",
-    },
-    BuiltinRow {
-        name: "scripted-worker",
-        make: || Arc::new(ScriptedWorker),
-        roots: &[(DEMO_NS, "task")],
-        role: Role::Agent,
-        description: "does one task with the calculator and finishes its thread (scripted agent)",
-        example: "",
     },
     BuiltinRow {
         name: "scripted-author",

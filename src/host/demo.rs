@@ -9,7 +9,6 @@ use std::time::Duration;
 use super::organism::Organism;
 use crate::history::export;
 use crate::host::HostError;
-use crate::listeners::scripted::DEMO_NS;
 use crate::{PumpHandle, ThreadId};
 
 /// The demo organism, built into the binary so the demo runs from anywhere.
@@ -41,16 +40,16 @@ pub fn organism() -> Result<Organism, HostError> {
 }
 
 /// The demo's starting messages: (what it shows, addressee, payload).
-pub const STARTS: [(&str, &str, &str); 6] = [
+pub const STARTS: [(&str, &str, &str); 5] = [
     (
         "Newton's method for √2 as a process: the calculator tool, exact residuals, CONVERGED",
         "newton",
         r#"<sqrt xmlns="urn:agentpump:demo:v1" target="2"/>"#,
     ),
     (
-        "a plan fanned out to three child threads with budget carve-outs",
-        "scripted-planner",
-        "<plan xmlns=\"urn:agentpump:demo:v1\">12.5 * 4; (1 + 2 + 3) / 4; 0.1 + 0.2</plan>",
+        "a planner process: PAR over three worker processes in child threads (each carved a wall clock), JOIN in lexical order",
+        "planner",
+        "<plan xmlns=\"urn:agentpump:demo:v1\"><left>12.5 * 4</left><middle>(1 + 2 + 3) / 4</middle><right>0.1 + 0.2</right></plan>",
     ),
     (
         "a claim checked by an independent verifier, certified EXACT",
@@ -66,11 +65,6 @@ pub const STARTS: [(&str, &str, &str); 6] = [
         "two agents stuck passing the same ball (no-progress)",
         "scripted-ping",
         r#"<ball xmlns="urn:agentpump:demo:v1"/>"#,
-    ),
-    (
-        "a planner process: PAR over three worker processes (child threads), JOIN in lexical order",
-        "planner",
-        "<plan xmlns=\"urn:agentpump:demo:v1\"><left>12.5 * 4</left><middle>(1 + 2 + 3) / 4</middle><right>0.1 + 0.2</right></plan>",
     ),
 ];
 
@@ -248,16 +242,12 @@ async fn show(pump: &PumpHandle, roots: &[ThreadId]) -> Result<String, HostError
             }
         }
     }
-    let collected = pump.history(roots[1]).await?;
-    if let Some(answer) = collected.iter().rfind(|r| r.root.is(DEMO_NS, "collected")) {
-        let _ = writeln!(out, "\nThe planner collected: {}", answer.payload);
-    }
-    let returned = pump.history(roots[5]).await?;
+    let returned = pump.history(roots[1]).await?;
     if let Some(answer) = returned
         .iter()
         .rfind(|r| r.kind == crate::history::RecordKind::Egress)
     {
-        let _ = writeln!(out, "The planner process returned: {}", answer.payload);
+        let _ = writeln!(out, "\nThe planner process returned: {}", answer.payload);
     }
     Ok(out)
 }

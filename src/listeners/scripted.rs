@@ -5,12 +5,10 @@
 
 mod author;
 mod pingpong;
-mod planner;
 mod runaway;
 
 pub use author::{ScriptedAuthor, ScriptedVerifier};
 pub use pingpong::ScriptedPingPong;
-pub use planner::{ScriptedPlanner, ScriptedWorker};
 pub use runaway::ScriptedRunaway;
 
 use crate::Delivery;
