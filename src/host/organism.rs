@@ -777,7 +777,7 @@ mod tests {
     fn the_demo_organism_parses() {
         // With its process files embedded, as `agentpump demo` builds it.
         let organism = crate::host::demo::organism().unwrap();
-        assert_eq!(organism.registrations("organism.toml").unwrap().len(), 11);
+        assert_eq!(organism.registrations("organism.toml").unwrap().len(), 9);
         assert!(organism.builder("organism.toml").unwrap().build().is_ok());
         // Without them, the process files are read from disk relative to the organism file,
         // and a missing one is an error naming it.
