@@ -606,7 +606,12 @@ impl Organism {
                 self.at(origin, file, format!("cannot read {}: {e}", path.display()))
             })?,
         };
-        let program = Program::parse(&text).map_err(|e| {
+        // An organism that allows inference lets unresolved placeholders be inferred (03).
+        let parsed = match &l.infer_with {
+            Some(_) => Program::parse_inferring(&text),
+            None => Program::parse(&text),
+        };
+        let program = parsed.map_err(|e| {
             let first =
                 e.0.first()
                     .map(|d| d.render(&path.display().to_string(), &text));

@@ -55,6 +55,8 @@ use super::source::{ConstValue, Constant, Document};
 mod calls;
 mod names;
 mod reads;
+
+pub(crate) use reads::is_unresolved_placeholder;
 mod walk;
 
 /// What every process of a document can see.

@@ -5,8 +5,17 @@ use super::names;
 use super::walk::Walker;
 use crate::process::ast::Ident;
 use crate::process::code::Code;
-use crate::process::diagnostic::Span;
+use crate::process::diagnostic::{Diagnostic, Span};
 use crate::process::expr::{Expr, ExprKind};
+
+/// How an unresolved placeholder's AG-006 ends: what [`is_unresolved_placeholder`] knows it by.
+const UNRESOLVED: &str = "resolves from no argument, constant or runtime value";
+
+/// Whether `d` is the AG-006 of a placeholder nothing resolves — the one an organism that
+/// allows agent inference lets through, to be inferred at run time.
+pub(crate) fn is_unresolved_placeholder(d: &Diagnostic) -> bool {
+    d.code == Code::UnresolvedPlaceholder && d.message.ends_with(UNRESOLVED)
+}
 
 impl Walker<'_, '_> {
     pub(super) fn read_symbols(&mut self, list: &[Ident]) {
@@ -82,9 +91,7 @@ impl Walker<'_, '_> {
         } else if self.cx.constants.contains(name) || self.cx.runtime.contains(name) {
             self.reads.insert(name.to_string());
         } else {
-            let msg = format!(
-                "placeholder <{name}> resolves from no argument, constant or runtime value"
-            );
+            let msg = format!("placeholder <{name}> {UNRESOLVED}");
             let hint =
                 "declare it in args=\"…\" of the process, or define it in <constants> or <runtime>";
             self.error(Code::UnresolvedPlaceholder, at, msg, hint);

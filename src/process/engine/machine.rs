@@ -17,7 +17,7 @@ use super::program::Program;
 use crate::process::ast::{Bdd, Capture, Param, Return, Use};
 use crate::process::code::Code;
 use crate::process::diagnostic::Span;
-use crate::process::expr::{Env, EvalError, Expr, PathSeg, Value, eval};
+use crate::process::expr::{Env, EvalError, Expr, ExprKind, PathSeg, Value, eval};
 use crate::tool::{Answer, Call, ErrorType};
 
 /// What the thread's history already holds for this process: answers by call id (until the
@@ -90,6 +90,8 @@ pub(crate) struct Machine {
     pending: Option<Pending>,
     /// The tool that answers `(from "Agent Inference")`, when the organism allows inference.
     inference: Option<String>,
+    /// Placeholders resolved by agent inference in this run (the last resort, 03).
+    inferred: BTreeMap<String, Value>,
     calls: u64,
     events: u64,
     residuals: u64,
@@ -161,6 +163,7 @@ impl Env for Machine {
             .or_else(|| self.input.get(&name.to_ascii_lowercase()))
             .or_else(|| self.program.constants.get(name))
             .or_else(|| self.program.runtime.get(name))
+            .or_else(|| self.inferred.get(name))
             .cloned()
     }
 }
@@ -191,6 +194,7 @@ impl Machine {
             par: Vec::new(),
             pending: None,
             inference: None,
+            inferred: BTreeMap::new(),
             calls: 0,
             events: 0,
             residuals: 0,
@@ -367,6 +371,9 @@ impl Machine {
     }
 
     fn op(&mut self, op: &Op, span: Span, turn: &mut Turn<'_>) -> Result<Flow, Value> {
+        if self.inference.is_some() && !self.infer_placeholders(op, turn)? {
+            return Ok(Flow::Wait);
+        }
         match op {
             Op::Set {
                 symbol,
@@ -645,6 +652,49 @@ impl Machine {
         span: Span,
         turn: &mut Turn<'_>,
     ) -> Result<Flow, Value> {
+        let question = self.value(question)?;
+        match self.ask(symbol, question, span, turn)? {
+            Some(value) => {
+                self.bind(symbol, value, turn);
+                Ok(Flow::Next)
+            }
+            None => Ok(Flow::Wait),
+        }
+    }
+
+    /// Resolves, before `op` runs, each placeholder it reads that no argument, constant or
+    /// runtime value resolves, by agent inference (03: "INP → constants → runtime → agent
+    /// inference"), one at a time in the order they are written. False while an answer is
+    /// awaited (the op runs again on the next turn).
+    fn infer_placeholders(&mut self, op: &Op, turn: &mut Turn<'_>) -> Result<bool, Value> {
+        for (name, span) in placeholders(op) {
+            if self.placeholder(&name).is_some() {
+                continue;
+            }
+            let question = Value::from(format!(
+                "the value of placeholder <{name}> in process {}",
+                self.id()
+            ));
+            match self.ask(&format!("<{name}>"), question, span, turn)? {
+                Some(value) => {
+                    self.inferred.insert(name, value);
+                }
+                None => return Ok(false),
+            }
+        }
+        Ok(true)
+    }
+
+    /// Asks the inference tool for `symbol`'s value (once: a turn that finds the answer takes
+    /// it), recording AG-W03 with the value and the inputs' hash. `None` while it is awaited;
+    /// AG-006 when the organism allows no inference.
+    fn ask(
+        &mut self,
+        symbol: &str,
+        question: Value,
+        span: Span,
+        turn: &mut Turn<'_>,
+    ) -> Result<Option<Value>, Value> {
         let Some(tool) = self.inference.clone() else {
             return Err(coded(
                 Code::UnresolvedPlaceholder,
@@ -652,7 +702,6 @@ impl Machine {
                 span,
             ));
         };
-        let question = self.value(question)?;
         let hash = input_hash(self.id(), symbol, &question);
         if self.pending.is_none() {
             let mut args = BTreeMap::new();
@@ -666,7 +715,7 @@ impl Machine {
         }
         let id = &self.pending.as_ref().expect("set above").id;
         let Some(answer) = turn.known.answers.remove(id) else {
-            return Ok(Flow::Wait);
+            return Ok(None);
         };
         self.pending = None;
         match &*answer {
@@ -686,8 +735,7 @@ impl Machine {
                     line: span.line,
                 };
                 self.event(warning, turn);
-                self.bind(symbol, value, turn);
-                Ok(Flow::Next)
+                Ok(Some(value))
             }
         }
     }
@@ -885,6 +933,32 @@ fn input_hash(process: &str, symbol: &str, question: &Value) -> String {
         h.update([0u8]);
     }
     format!("sha256:{}", hex::encode(h.finalize()))
+}
+
+/// The placeholders `op` reads, in the order they are written, with where.
+fn placeholders(op: &Op) -> Vec<(String, Span)> {
+    fn values(ps: &[Param]) -> impl Iterator<Item = &Expr> {
+        ps.iter().map(|p| &p.value)
+    }
+    let exprs: Vec<&Expr> = match op {
+        Op::Set { value, .. } => vec![value],
+        Op::Use(u) => values(&u.params).collect(),
+        Op::Par(uses) => uses.iter().flat_map(|u| values(&u.params)).collect(),
+        Op::Run { params: ps, .. } | Op::WithPush(ps) => values(ps).collect(),
+        Op::Return(Return::Pairs(ps)) => values(ps).collect(),
+        Op::Assert(conds) => conds.iter().collect(),
+        Op::Condition { cond, .. } | Op::Unless { cond, .. } => vec![cond],
+        _ => Vec::new(),
+    };
+    let mut out = Vec::new();
+    for e in exprs {
+        e.walk(&mut |e| {
+            if let ExprKind::Placeholder(name) = &e.kind {
+                out.push((name.clone(), e.span));
+            }
+        });
+    }
+    out
 }
 
 /// A USE's `timeout_ms`, passed on its call.

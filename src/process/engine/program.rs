@@ -7,6 +7,7 @@ use std::sync::Arc;
 use super::compile::Code;
 use crate::QName;
 use crate::process::ast::Arg;
+use crate::process::check::is_unresolved_placeholder;
 use crate::process::expr::{Env, Value, eval};
 use crate::process::source::{ConstValue, Constant};
 use crate::process::{Diagnostic, check_source};
@@ -53,13 +54,31 @@ impl Program {
     /// # Ok::<(), agentpump::process::engine::ProgramError>(())
     /// ```
     pub fn parse(text: &str) -> Result<Arc<Program>, ProgramError> {
+        Self::parse_with(text, false)
+    }
+
+    /// [`Program::parse`] for an organism that allows agent inference (`infer_with`): a
+    /// placeholder that no argument, constant or runtime value resolves is not AG-006 here; the
+    /// process asks the inference tool for it when a statement first reads it (03: "INP →
+    /// constants → runtime → agent inference"), and records AG-W03.
+    ///
+    /// # Errors
+    ///
+    /// As [`Program::parse`], but for those placeholders.
+    pub fn parse_inferring(text: &str) -> Result<Arc<Program>, ProgramError> {
+        Self::parse_with(text, true)
+    }
+
+    fn parse_with(text: &str, inferring: bool) -> Result<Arc<Program>, ProgramError> {
         let checked = check_source(text);
-        if checked.has_errors() {
-            let errors = checked
-                .diagnostics
-                .into_iter()
-                .filter(|d| d.severity() == crate::process::Severity::Error)
-                .collect();
+        let errors: Vec<_> = checked
+            .diagnostics
+            .iter()
+            .filter(|d| d.severity() == crate::process::Severity::Error)
+            .filter(|d| !(inferring && is_unresolved_placeholder(d)))
+            .cloned()
+            .collect();
+        if !errors.is_empty() {
             return Err(ProgramError(errors));
         }
         let constants = evaluate(&checked.document.constants, &BTreeMap::new())?;
