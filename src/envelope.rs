@@ -11,6 +11,7 @@ mod incoming;
 mod limits;
 mod namespaces;
 mod payload;
+mod plain;
 mod prolog;
 mod qname;
 mod scan;

@@ -29,7 +29,7 @@ const PREDEFINED_ENTITIES: [(&str, char); 5] = [
 ];
 
 /// One complete element found by [`element`].
-#[derive(Debug)]
+#[derive(Debug, PartialEq, Eq)]
 pub(crate) struct Element {
     /// The root's namespace-resolved name.
     pub qname: QName,
@@ -57,6 +57,19 @@ pub(crate) fn check_chars(text: &str) -> Result<(), EnvelopeError> {
 /// `outer_depth` is how many elements enclose it, counted against [`Limits::max_depth`].
 /// [`Element::end`] and error positions are absolute offsets in `full`.
 pub(crate) fn element(
+    full: &str,
+    base: usize,
+    outer_depth: usize,
+    limits: &Limits,
+) -> Result<Element, EnvelopeError> {
+    match super::plain::element(full, base, outer_depth, limits) {
+        Some(plain) => Ok(plain),
+        None => read_element(full, base, outer_depth, limits),
+    }
+}
+
+/// [`element`] by the XML reader, for every form.
+pub(super) fn read_element(
     full: &str,
     base: usize,
     outer_depth: usize,
