@@ -22,9 +22,15 @@ use super::{Limits, QName};
 const XML_NS: &[u8] = b"http://www.w3.org/XML/1998/namespace";
 const XMLNS_NS: &[u8] = b"http://www.w3.org/2000/xmlns/";
 
+/// Where some bytes are: start and end offsets.
+type Span = (usize, usize);
+
 /// An open element: where its name is, and the default namespace in scope inside it (`None`
 /// when none is declared; an empty span when `xmlns=""` undeclared it).
-type Open = (usize, usize, Option<(usize, usize)>);
+type Open = (usize, usize, Option<Span>);
+
+/// A start tag's end: where it ends, its own `xmlns="…"` value, whether it is empty (`/>`).
+type TagEnd = (usize, Option<Span>, bool);
 
 /// The element that starts at byte `base` of `full` (a `<`), nested in `outer_depth` elements,
 /// when it is plain and within `limits`; `None` leaves it to the reader.
@@ -111,9 +117,9 @@ fn attributes(
     b: &[u8],
     mut i: usize,
     limits: &Limits,
-) -> Option<(usize, Option<(usize, usize)>, bool)> {
+) -> Option<TagEnd> {
     let mut declared = None;
-    let mut keys: SmallVec<[(usize, usize); 8]> = SmallVec::new();
+    let mut keys: SmallVec<[Span; 8]> = SmallVec::new();
     loop {
         let j = skip_space(b, i);
         match b.get(j)? {
