@@ -11,7 +11,7 @@ use quick_xml::Reader;
 use quick_xml::events::Event as XmlEvent;
 
 use super::effects::{Effect, Event, continue_xml};
-use super::machine::{Known, Machine, Stop, Turn, typed_input};
+use super::machine::{Known, Machine, Stop, Turn, slot, typed_input};
 use super::program::Program;
 use crate::envelope::{CLIENT_SENDER, GOVERNOR_NS, PROCESS_NS, SYSTEM_NS};
 use crate::governor::{Control, Goal, Signal};
@@ -88,15 +88,22 @@ impl Known {
         let ns = q.namespace();
         if seen.from == me {
             if ns == TOOL_NS && q.local() == "call" {
-                if let Ok(Call { id: Some(id), .. }) = Call::parse(seen.payload) {
-                    self.sent.insert(id);
+                if let Ok(Call {
+                    id: Some(id), tool, ..
+                }) = Call::parse(seen.payload)
+                {
+                    self.sent(id, tool);
                 }
             } else if ns == SYSTEM_NS && q.local() == "spawn-thread" {
-                if let Some(Call { id: Some(id), .. }) = spawned_call(seen.payload) {
-                    self.sent.insert(id);
+                if let Some(Call {
+                    id: Some(id), tool, ..
+                }) = spawned_call(seen.payload)
+                {
+                    self.sent(id, tool);
                 }
             } else if ns == PROCESS_NS && q.local() != "continue" {
                 self.events += 1;
+                self.finished |= matches!(q.local(), "return" | "failed");
             } else if ns == GOVERNOR_NS && q.local() == "residual" {
                 self.residuals += 1;
             }
@@ -486,13 +493,32 @@ impl ProcessListener {
                     seq,
                     cx,
                 ) {
-                    self.answer(cx, &run.start, Err(error));
-                    if !run.start.spawned {
-                        let reason = "process-failed";
-                        cx.signal(Signal::new(Control::Abort).reason(reason));
-                    }
+                    self.fail(cx, &run.start, error);
                 }
             }
+            // A rerun that diverged from history may have recorded fewer events than the run
+            // before it: the failure goes after everything recorded, unless the run had ended.
+            Stop::Diverged(error) => {
+                if !run.known.finished {
+                    let seq = seq.max(last + 1);
+                    cx.emit(
+                        Event::Failed {
+                            error: error.clone(),
+                        }
+                        .to_xml(id, seq),
+                    );
+                    self.fail(cx, &run.start, error);
+                }
+            }
+        }
+    }
+
+    /// Answers the starter with the failure; a root thread halts `aborted` (`process-failed`).
+    fn fail(&self, cx: &mut Context, start: &Start, error: Value) {
+        self.answer(cx, start, Err(error));
+        if !start.spawned {
+            let reason = "process-failed";
+            cx.signal(Signal::new(Control::Abort).reason(reason));
         }
     }
 }
@@ -722,7 +748,8 @@ fn fail_unsent(run: &mut Run, records: &[Record], msg: &Delivery, reason: &str, 
     }
     // A refused output: what we wait for and never reached history.
     for id in run.machine.waiting() {
-        if !fresh.sent.contains(&id) && !run.known.answers.contains_key(&id) {
+        let sent = fresh.sent.get(slot(&id)).is_some_and(|s| s.id == id);
+        if !sent && !run.known.answers.contains_key(&id) {
             run.known
                 .answers
                 .insert(id.clone(), failed(&id, ErrorType::NotAllowed));
