@@ -833,3 +833,64 @@ async fn a_call_that_does_not_start_the_process_is_refused_not_ignored() {
         huh.payload
     );
 }
+
+/// 00: `<trigger event="EVENT_TYPE" [pattern="REGEX"] target="PROCESS_ID" />` — the pattern is
+/// matched against the payload's text: a match starts the process, anything else does not, and
+/// the sender hears why ("Nothing is silent"). Two processes of one file on one root share it
+/// out by pattern: the one whose pattern matches starts, the other stays quiet.
+#[tokio::test]
+async fn a_trigger_pattern_decides_which_payloads_start_the_process() {
+    let text = format!(
+        "<triggers>\n<trigger event=\"{{{DEMO}}}go\" pattern=\"^deploy [a-z]+$\" target=\"main\" />\n<trigger event=\"{{{DEMO}}}go\" pattern=\"^status$\" target=\"status\" />\n</triggers>\n<processes>\n<process id=\"main\" args=\"text: String\">\n  RETURN: started=text\n</process>\n<process id=\"status\">\n  RETURN: up=true\n</process>\n</processes>\n"
+    );
+    let calls = Arc::new(AtomicUsize::new(0));
+    let pump = pump_with(&text, &calls);
+    let (thread, records) = run(&pump, &go("deploy <![CDATA[web]]>")).await;
+    assert_eq!(fields(&records)["started"], Value::from("deploy web"));
+    assert!(
+        support::notices(&pump, thread).await.is_empty(),
+        "{:#?}",
+        roots(&records)
+    );
+    let (thread, records) = run(&pump, &go("status")).await;
+    assert_eq!(fields(&records)["up"], Value::Bool(true));
+    assert!(
+        support::notices(&pump, thread).await.is_empty(),
+        "{:#?}",
+        roots(&records)
+    );
+    let (thread, records) = run(&pump, &go("deploy &amp; pray")).await;
+    assert!(
+        !records.iter().any(|r| r.root.local() == "return"),
+        "{:#?}",
+        roots(&records)
+    );
+    let notices = support::notices(&pump, thread).await;
+    assert_eq!(
+        notices,
+        [
+            (
+                "client".to_owned(),
+                "huh".to_owned(),
+                "invalid-payload".to_owned()
+            ),
+            (
+                "client".to_owned(),
+                "huh".to_owned(),
+                "invalid-payload".to_owned()
+            )
+        ],
+        "each process of the file says why: {:#?}",
+        roots(&records)
+    );
+    let told = |process: &str, pattern: &str| {
+        let expected = format!(
+            "process `{process}` does not start on this {{{DEMO}}}go: its text does not match the trigger pattern `{pattern}`"
+        );
+        records
+            .iter()
+            .any(|r| r.root.local() == "huh" && r.payload.contains(&expected))
+    };
+    assert!(told("main", "^deploy [a-z]+$"), "{:#?}", roots(&records));
+    assert!(told("status", "^status$"), "{:#?}", roots(&records));
+}
