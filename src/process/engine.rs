@@ -2,7 +2,8 @@
 //!
 //! A [`Program`] is a checked document with every process compiled to a flat list of
 //! instructions. A [`ProcessListener`] is one of its processes registered as a listener: a
-//! trigger's root or a tool call of the process starts it in a thread; each `USE` leaves as a
+//! trigger's root (whose text matches the trigger's `pattern`, if it has one) or a tool call of
+//! the process starts it in a thread; each `USE` leaves as a
 //! tool call (`urn:agentpump:tool:v1`) and its answer is the next delivery; `PAR` children and
 //! `RUN` run in child threads; `TELL`, `SNAP`, `MILESTONE`, `PAR`, `JOIN`, `RETURN` and a
 //! failure are recorded as events of `urn:agentpump:process:v1`; the `RETURN` goes back to the
