@@ -21,7 +21,8 @@ use agentpump::{
 #[derive(Default, Clone)]
 struct TestTool {
     calls: Arc<AtomicUsize>,
-    /// A call id this tool never answers (the pump "dies" while it is in the handler).
+    /// A call this tool never answers (the pump "dies" while it is in the handler): its place
+    /// in the run, `process-n` (the id without its arguments' hash).
     hang_on: Option<String>,
     entered: Arc<tokio::sync::Notify>,
 }
@@ -33,7 +34,8 @@ impl Listener for TestTool {
             return Ok(());
         }
         let call = Call::parse(msg.payload()).map_err(|e| ListenerError::failed(e.to_string()))?;
-        if call.id.is_some() && call.id == self.hang_on {
+        let place = call.id.as_deref().and_then(|id| id.rsplit_once('-'));
+        if place.is_some() && place.map(|(p, _)| p) == self.hang_on.as_deref() {
             self.entered.notify_one();
             std::future::pending::<()>().await;
         }
@@ -506,6 +508,16 @@ async fn a_loop_of_a_million_items_halts_at_its_turn_budget() {
 /// Runs `body` on a first pump until the tool hangs on call `hang`, then on a second pump over
 /// the same history: returns the answer and how many calls the second pump's tool answered.
 async fn crash_at(text: &str, start: &str, hang: &str) -> (Answer, usize, Vec<Record>) {
+    crash_and_edit(text, text, start, hang).await
+}
+
+/// As [`crash_at`], restarting with the process file `after` instead of `before`.
+async fn crash_and_edit(
+    before: &str,
+    after: &str,
+    start: &str,
+    hang: &str,
+) -> (Answer, usize, Vec<Record>) {
     let store: Arc<dyn agentpump::history::HistoryStore> =
         Arc::new(agentpump::history::MemoryHistory::new());
     let first_tool = TestTool {
@@ -513,14 +525,14 @@ async fn crash_at(text: &str, start: &str, hang: &str) -> (Answer, usize, Vec<Re
         ..TestTool::default()
     };
     let entered = Arc::clone(&first_tool.entered);
-    let first = builder(text, &first_tool, 10_000)
+    let first = builder(before, &first_tool, 10_000)
         .history(Arc::clone(&store))
         .build()
         .unwrap();
     let thread = first.post(None, None, start).await.unwrap().thread();
     entered.notified().await; // the first pump "dies" with call `hang` in the tool
     let second_tool = TestTool::default();
-    let second = builder(text, &second_tool, 10_000)
+    let second = builder(after, &second_tool, 10_000)
         .history(Arc::clone(&store))
         .build()
         .unwrap();
@@ -541,7 +553,8 @@ async fn crash_at(text: &str, start: &str, hang: &str) -> (Answer, usize, Vec<Re
 async fn a_restarted_process_calls_no_answered_tool_again() {
     // DESIGN §8b: "state is a fold of the thread's history, so a restart continues without
     // invoking a completed USE again"; 03: "engines MAY deduplicate based on a stable hash of
-    // inputs" (here: the call's ordinal in the run, checked against what history holds).
+    // inputs" (here: the call's ordinal in the run and a hash of its tool and arguments,
+    // checked against what history holds).
     let text = std::fs::read_to_string("listeners/processes/newton.aps").unwrap();
     let start = format!(r#"<sqrt xmlns="{DEMO}" target="2"/>"#);
     let calls = Arc::new(AtomicUsize::new(0));
@@ -578,6 +591,53 @@ async fn a_restart_mid_par_finishes_the_join_without_rerunning_answered_children
         other => panic!("{other:?}"),
     }
     assert_eq!(second_calls, 1, "only the child in flight runs again");
+}
+
+/// 03: "engines MAY deduplicate based on a stable hash of inputs" — a call id carries the hash
+/// of its tool and arguments, so a restart whose process asks for something else at a place
+/// history already holds fails the run (no answer reused, no call repeated, no RECOVER).
+#[tokio::test]
+async fn a_restart_whose_calls_changed_fails_with_the_divergence() {
+    let body = |first: &str, second: &str| {
+        format!(
+            "  TRY:\n    USE `echo` where: v={first}\n    CAPTURE AA from `echo` map: \"v\"→AA\n    USE `echo` where: v={second}\n    CAPTURE BB from `echo` map: \"v\"→BB\n  RECOVER (err):\n    SET AA := 0\n    SET BB := 0\n  RETURN: AA, BB\n"
+        )
+    };
+    let before = doc("", &body("1", "2"));
+    let cases = [
+        ("an answered call's argument", body("10", "2"), "main-1"),
+        ("the call in flight's argument", body("1", "20"), "main-2"),
+    ];
+    for (what, after, place) in cases {
+        let (answer, second_calls, records) =
+            crash_and_edit(&before, &doc("", &after), &go(""), "main-2").await;
+        let Answer::Error(e) = answer else {
+            panic!("{what}: the run went on: {answer:?}");
+        };
+        let expected = format!("history diverged from the process: call {place} was `echo`");
+        assert!(e.message.contains(&expected), "{what}: {}", e.message);
+        assert_eq!(
+            second_calls, 1,
+            "{what}: only the call in flight, as sent before the crash, is delivered again (by the pump's recovery)"
+        );
+        let failed: Vec<_> = records
+            .iter()
+            .filter(|r| r.root.local() == "failed")
+            .collect();
+        assert_eq!(failed.len(), 1, "{what}: {:#?}", roots(&records));
+        assert!(
+            failed[0].payload.contains(r#"type="history-diverged""#),
+            "{what}: {}",
+            failed[0].payload
+        );
+    }
+    // The same file after the restart: the answered call is read back, not repeated.
+    let (answer, second_calls, _) = crash_at(&before, &go(""), "main-2").await;
+    match answer {
+        Answer::Result(r) => assert_eq!(Value::Object(r.fields).to_json(), r#"{"AA":1,"BB":2}"#),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(second_calls, 1, "only the call in flight runs again");
 }
 
 /// Runs the safety policy of listeners/processes/safety.aps on the pump.
@@ -772,4 +832,65 @@ async fn a_call_that_does_not_start_the_process_is_refused_not_ignored() {
         "{}",
         huh.payload
     );
+}
+
+/// 00: `<trigger event="EVENT_TYPE" [pattern="REGEX"] target="PROCESS_ID" />` — the pattern is
+/// matched against the payload's text: a match starts the process, anything else does not, and
+/// the sender hears why ("Nothing is silent"). Two processes of one file on one root share it
+/// out by pattern: the one whose pattern matches starts, the other stays quiet.
+#[tokio::test]
+async fn a_trigger_pattern_decides_which_payloads_start_the_process() {
+    let text = format!(
+        "<triggers>\n<trigger event=\"{{{DEMO}}}go\" pattern=\"^deploy [a-z]+$\" target=\"main\" />\n<trigger event=\"{{{DEMO}}}go\" pattern=\"^status$\" target=\"status\" />\n</triggers>\n<processes>\n<process id=\"main\" args=\"text: String\">\n  RETURN: started=text\n</process>\n<process id=\"status\">\n  RETURN: up=true\n</process>\n</processes>\n"
+    );
+    let calls = Arc::new(AtomicUsize::new(0));
+    let pump = pump_with(&text, &calls);
+    let (thread, records) = run(&pump, &go("deploy <![CDATA[web]]>")).await;
+    assert_eq!(fields(&records)["started"], Value::from("deploy web"));
+    assert!(
+        support::notices(&pump, thread).await.is_empty(),
+        "{:#?}",
+        roots(&records)
+    );
+    let (thread, records) = run(&pump, &go("status")).await;
+    assert_eq!(fields(&records)["up"], Value::Bool(true));
+    assert!(
+        support::notices(&pump, thread).await.is_empty(),
+        "{:#?}",
+        roots(&records)
+    );
+    let (thread, records) = run(&pump, &go("deploy &amp; pray")).await;
+    assert!(
+        !records.iter().any(|r| r.root.local() == "return"),
+        "{:#?}",
+        roots(&records)
+    );
+    let notices = support::notices(&pump, thread).await;
+    assert_eq!(
+        notices,
+        [
+            (
+                "client".to_owned(),
+                "huh".to_owned(),
+                "invalid-payload".to_owned()
+            ),
+            (
+                "client".to_owned(),
+                "huh".to_owned(),
+                "invalid-payload".to_owned()
+            )
+        ],
+        "each process of the file says why: {:#?}",
+        roots(&records)
+    );
+    let told = |process: &str, pattern: &str| {
+        let expected = format!(
+            "process `{process}` does not start on this {{{DEMO}}}go: its text does not match the trigger pattern `{pattern}`"
+        );
+        records
+            .iter()
+            .any(|r| r.root.local() == "huh" && r.payload.contains(&expected))
+    };
+    assert!(told("main", "^deploy [a-z]+$"), "{:#?}", roots(&records));
+    assert!(told("status", "^status$"), "{:#?}", roots(&records));
 }

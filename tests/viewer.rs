@@ -198,7 +198,7 @@ async fn the_viewer_works_in_a_real_browser() {
     .await;
     b.until(
         "a tool call as tool(arg=value) with its id",
-        "[...document.querySelectorAll(\"li.rec.tool-call[data-call-id='newton-1'] .ev-call\")].some(e => e.textContent.startsWith('calculator(expression=\"(1 + 2 / 1) / 2\")') && e.textContent.includes('id newton-1'))",
+        "[...document.querySelectorAll(\"li.rec.tool-call[data-call-id^='newton-1-'] .ev-call\")].some(e => e.textContent.startsWith('calculator(expression=\"(1 + 2 / 1) / 2\")') && e.textContent.includes('id newton-1-'))",
     )
     .await;
     b.until(
@@ -219,11 +219,11 @@ async fn the_viewer_works_in_a_real_browser() {
     )
     .await;
     // The answer links to its call.
-    b.click("li.rec.tool-result a.call-link[data-call='newton-2']")
+    b.click("li.rec.tool-result a.call-link[data-call^='newton-2-']")
         .await;
     b.until(
         "the call the answer links to, focused",
-        "document.activeElement.matches(\"li.rec.tool-call[data-call-id='newton-2']\")",
+        "document.activeElement.matches(\"li.rec.tool-call[data-call-id^='newton-2-']\")",
     )
     .await;
     let linked = b

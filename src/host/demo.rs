@@ -77,6 +77,7 @@ pub const STARTS: [(&str, &str, &str); 5] = [
 pub fn run(db: Option<PathBuf>) -> Result<String, HostError> {
     let origin = "listeners/demo/organism.toml";
     let organism = organism()?;
+    organism.report_process_warnings();
     let db = db.unwrap_or_else(|| organism.store.path.clone());
     remove_database(&db)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()

@@ -585,7 +585,81 @@ impl Organism {
     }
 }
 
+/// A warning in a process file an organism loads: 07 has warnings surfaced, and the process
+/// still runs.
+#[derive(Debug, Clone)]
+pub struct ProcessWarning {
+    /// The file, joined to the organism's folder.
+    pub file: PathBuf,
+    /// The warning.
+    pub diagnostic: crate::process::Diagnostic,
+    /// The warning as `agentpump process check` shows it (rustc-style, with the source line).
+    pub rendered: String,
+}
+
 impl Organism {
+    /// The text of the process file `file` (embedded, or read relative to the organism), and
+    /// its path.
+    fn process_text(&self, file: &str) -> Result<(PathBuf, String), (PathBuf, std::io::Error)> {
+        let path = self.base.join(file);
+        match self.embedded.iter().find(|(p, _)| p == file) {
+            Some((_, text)) => Ok((path, (*text).to_owned())),
+            None => match std::fs::read_to_string(&path) {
+                Ok(text) => Ok((path, text)),
+                Err(e) => Err((path, e)),
+            },
+        }
+    }
+
+    /// The warnings of the process files its `kind = "process"` listeners load, each file
+    /// once, in listener order: what `agentpump run` and `agentpump demo` log and print when
+    /// they load the organism. A file that cannot be read or has hard errors adds none: loading
+    /// its listener fails with them.
+    pub fn process_warnings(&self) -> Vec<ProcessWarning> {
+        let mut seen: Vec<&str> = Vec::new();
+        let mut out = Vec::new();
+        for l in &self.listener {
+            let l = l.get_ref();
+            let Some(file) = l.file.as_ref().filter(|_| l.kind.get_ref() == "process") else {
+                continue;
+            };
+            if seen.contains(&file.get_ref().as_str()) {
+                continue;
+            }
+            seen.push(file.get_ref());
+            let Ok((path, text)) = self.process_text(file.get_ref()) else {
+                continue;
+            };
+            let Ok(program) = crate::process::engine::Program::parse(&text) else {
+                continue;
+            };
+            let shown = path.display().to_string();
+            out.extend(program.warnings.iter().map(|d| ProcessWarning {
+                file: path.clone(),
+                diagnostic: d.clone(),
+                rendered: d.render(&shown, &text),
+            }));
+        }
+        out
+    }
+
+    /// Logs each of [`Organism::process_warnings`] (`tracing::warn!` with file, line and code)
+    /// and prints it to stderr as `process check` does.
+    pub(crate) fn report_process_warnings(&self) {
+        for w in self.process_warnings() {
+            let d = &w.diagnostic;
+            tracing::warn!(
+                file = %w.file.display(),
+                line = d.span.line,
+                column = d.span.column,
+                code = d.code.as_str(),
+                "process file warning: {}",
+                d.message
+            );
+            eprintln!("{}", w.rendered);
+        }
+    }
+
     /// A `kind = "process"` listener: the process named like the listener, from `file`,
     /// registered with its triggers, tool calls and the tools it calls as peers (plus any
     /// `peers` the section names).
@@ -598,14 +672,9 @@ impl Organism {
                 "a process listener needs `file = \"….aps\"`".into(),
             )
         })?;
-        let path = self.base.join(file.get_ref());
-        let embedded = self.embedded.iter().find(|(p, _)| p == file.get_ref());
-        let text = match embedded {
-            Some((_, text)) => (*text).to_owned(),
-            None => std::fs::read_to_string(&path).map_err(|e| {
-                self.at(origin, file, format!("cannot read {}: {e}", path.display()))
-            })?,
-        };
+        let (path, text) = self.process_text(file.get_ref()).map_err(|(path, e)| {
+            self.at(origin, file, format!("cannot read {}: {e}", path.display()))
+        })?;
         // An organism that allows inference lets unresolved placeholders be inferred (03).
         let parsed = match &l.infer_with {
             Some(_) => Program::parse_inferring(&text),
@@ -898,6 +967,31 @@ mod tests {
         assert_eq!(
             err.to_string(),
             "o.toml:3: an llm listener needs `base_url = \"…\"`"
+        );
+    }
+
+    #[test]
+    fn the_warnings_of_its_process_files_are_surfaced_once_per_file() {
+        // 07: "AG-W01, name: SymbolNotUsed, desc: Defined but never used." — what `run` and
+        // `demo` log and print when they load the organism.
+        let file = "<constants>\nUNUSED: 1\n</constants>\n<processes>\n<process id=\"main\">\n  RETURN: ok=true\n</process>\n<process id=\"other\">\n  RETURN: ok=true\n</process>\n</processes>\n";
+        let text = "[[listener]]\nname = \"main\"\nkind = \"process\"\nfile = \"p.aps\"\n\n\
+                    [[listener]]\nname = \"other\"\nkind = \"process\"\nfile = \"p.aps\"\n";
+        let mut organism = Organism::parse(text, "o.toml").unwrap();
+        organism.embed("p.aps", file);
+        assert_eq!(organism.registrations("o.toml").unwrap().len(), 2);
+        let warnings = organism.process_warnings();
+        assert_eq!(warnings.len(), 1, "{warnings:#?}");
+        let w = &warnings[0];
+        assert_eq!(w.file, Path::new("p.aps"));
+        assert_eq!(w.diagnostic.code, crate::process::Code::SymbolNotUsed);
+        assert_eq!(w.diagnostic.span.line, 2);
+        assert!(
+            w.rendered.starts_with(
+                "warning[AG-W01 SymbolNotUsed]: UNUSED is defined but never used\n --> p.aps:2:1\n"
+            ),
+            "{}",
+            w.rendered
         );
     }
 

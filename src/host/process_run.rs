@@ -1,6 +1,8 @@
 //! `agentpump process run FILE --input k=v …`: runs one process of a file on an in-process
 //! pump (memory history, no network) with the organism's tools — or, without `--organism`,
-//! with the calculator — and prints the transcript of its thread tree and its RETURN.
+//! with the calculator — and prints the transcript of its thread tree and its RETURN. The file's
+//! warnings (and those of the organism's process files) go to stderr first; they do not stop
+//! the run.
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -54,6 +56,11 @@ fn run_into(args: &RunArgs, out: &mut String) -> Result<(), HostError> {
         }
         HostError::Check(format!("{name}: {} errors; nothing ran", e.0.len()))
     })?;
+    // Warnings do not stop the run (07): they go to stderr, as `process check` shows them,
+    // and the transcript to stdout.
+    for w in &program.warnings {
+        eprintln!("{}", w.render(&name, &text));
+    }
     let id = match &args.process {
         Some(id) => id.clone(),
         None => program
@@ -70,7 +77,11 @@ fn run_into(args: &RunArgs, out: &mut String) -> Result<(), HostError> {
         call = call.arg(k, v);
     }
     let mut builder = match &args.organism {
-        Some(path) => Organism::load(path)?.builder(&path.display().to_string())?,
+        Some(path) => {
+            let organism = Organism::load(path)?;
+            organism.report_process_warnings();
+            organism.builder(&path.display().to_string())?
+        }
         None => PumpBuilder::new().register(crate::tool::register(
             crate::listeners::calculator::Calculator,
         )),

@@ -24,6 +24,7 @@ pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 /// `bind` (host:port) or `port` replace the organism's `[server] bind` (a port keeps its host).
 pub fn run(path: &Path, bind: Option<String>, port: Option<u16>) -> Result<String, HostError> {
     let mut organism = Organism::load(path)?;
+    organism.report_process_warnings();
     if let Some(bind) = bind {
         organism.server.bind = bind;
     } else if let Some(port) = port {

@@ -29,7 +29,8 @@
 //! semicolons; AG-031 padding spaces; AG-035 `<config>`/`<import>`; AG-044 RUN arguments
 //! missing, extra or of a literal type the signature refuses; AG-045/AG-046 block constants;
 //! AG-W01 (warning) constants, arguments and bound symbols never read. AP-001 (not in 07)
-//! names text outside the grammar.
+//! names text outside the grammar, and a trigger `pattern` that is not a regular expression
+//! (07 has no code for a trigger's pattern), at the place it stops compiling.
 //!
 //! **Runtime, for the engine**: AG-001/AG-008 along paths the lexical order cannot see (a branch
 //! not taken), AG-006 for INP values missing at run, AG-014 for computed times, AG-018 the
@@ -48,7 +49,7 @@ use std::collections::{HashMap, HashSet};
 
 use super::ast::Process;
 use super::code::Code;
-use super::diagnostic::Diagnostic;
+use super::diagnostic::{Diagnostic, Span};
 use super::expr::ExprKind;
 use super::source::{ConstValue, Constant, Document};
 
@@ -87,6 +88,11 @@ pub fn check(doc: &Document, processes: &[Process]) -> Vec<Diagnostic> {
             let msg = format!("trigger target {} is not a process", t.target.name);
             diags.push(Diagnostic::new(Code::ProcessIdMismatch, t.target.span, msg));
         }
+        if let Some((pattern, at)) = &t.pattern
+            && let Err(d) = trigger_pattern(pattern, *at)
+        {
+            diags.push(d);
+        }
     }
     let cx = Context {
         constants,
@@ -104,6 +110,29 @@ pub fn check(doc: &Document, processes: &[Process]) -> Vec<Diagnostic> {
         }
     }
     diags
+}
+
+/// A trigger's `pattern` compiled (a regular expression of the `regex` crate's syntax), or
+/// AP-001 where it stops compiling: 07 has no code for a trigger, and a pattern that does not
+/// compile is text outside the grammar. `at` is the attribute value's span.
+pub(crate) fn trigger_pattern(pattern: &str, at: Span) -> Result<regex::Regex, Diagnostic> {
+    let hint = "a regular expression (Rust regex syntax) matched against the payload's text";
+    let (message, span) = match regex_syntax::Parser::new().parse(pattern) {
+        Err(regex_syntax::Error::Parse(e)) => (e.kind().to_string(), Some(*e.span())),
+        Err(regex_syntax::Error::Translate(e)) => (e.kind().to_string(), Some(*e.span())),
+        Err(e) => (e.to_string(), None),
+        Ok(_) => match regex::Regex::new(pattern) {
+            Ok(re) => return Ok(re),
+            Err(e) => (e.to_string(), None),
+        },
+    };
+    let span = span.map_or(at, |s| {
+        let inside = |offset: usize| pattern.get(..offset).map_or(0, |t| t.chars().count());
+        let (from, to) = (inside(s.start.offset), inside(s.end.offset));
+        Span::new(at.line, at.column + from as u32, (to - from).max(1) as u32)
+    });
+    let message = format!("trigger pattern does not compile: {message}");
+    Err(Diagnostic::new(Code::Syntax, span, message).hint(hint))
 }
 
 /// The names of a constants or runtime list, with AG-002/AG-003/AG-013 on them.

@@ -37,8 +37,9 @@ pub enum ConstValue {
 pub struct Trigger {
     /// `event`: for agentpump, the root of an incoming payload (`{ns}name` or `name`).
     pub event: String,
-    /// `pattern`, if given.
-    pub pattern: Option<String>,
+    /// `pattern`, if given: a regular expression the payload's text content must match, and
+    /// where its value is.
+    pub pattern: Option<(String, Span)>,
     /// `target`: the process id started.
     pub target: Ident,
 }

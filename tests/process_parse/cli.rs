@@ -176,3 +176,25 @@ fn process_run_fails_precisely() {
     let (ok, _, stderr) = run(&["no/such/file.aps"]);
     assert!(!ok && stderr.contains("no/such/file.aps"), "{stderr}");
 }
+
+#[test]
+fn process_run_shows_the_warnings_on_stderr_and_still_runs() {
+    // 07: "AG-W01, name: SymbolNotUsed, desc: Defined but never used." — a warning, surfaced
+    // (rustc-style, as `process check` shows it) without stopping the run.
+    let (ok, stdout, stderr) = run(&["tests/fixtures/processes/warning.aps"]);
+    assert!(ok, "{stdout}{stderr}");
+    assert!(
+        stderr.contains(
+            "warning[AG-W01 SymbolNotUsed]: UNUSED is defined but never used\n --> tests/fixtures/processes/warning.aps:2:1\n  |\n2 | UNUSED: 1\n"
+        ),
+        "{stderr}"
+    );
+    assert!(
+        !stdout.contains("warning["),
+        "warnings stay off stdout: {stdout}"
+    );
+    assert_eq!(
+        stdout.lines().last().unwrap(),
+        "RETURN {\"greeting\":\"hello\"}"
+    );
+}

@@ -109,6 +109,10 @@ fn table() -> Vec<(Code, String, u32, &'static str)> {
         (Syntax, wrap("", "  TRY:\n    TELL"), 3, "TRY"),
         (Syntax, wrap("", "  TELL \"open"), 3, "\"open"),
         (Syntax, wrap("", "  SET AA := 1 2"), 3, "2"),
+        // 00: `<trigger event="EVENT_TYPE" [pattern="REGEX"] target="PROCESS_ID" />` — a
+        // pattern that is not a regular expression, where it stops compiling (07 has no code).
+        (Syntax, "<triggers>\n<trigger event=\"e\" pattern=\"^deploy (\\w+$\" target=\"main\" />\n</triggers>\n".to_string() + &wrap("", "  TELL"), 2, "(\\w+$"),
+        (Syntax, "<triggers>\n<trigger event=\"e\" pattern=\"x[z-a]\" target=\"main\" />\n</triggers>\n".to_string() + &wrap("", "  TELL"), 2, "z-a"),
     ]
 }
 
@@ -204,4 +208,26 @@ fn diagnostics_render_like_rustc_with_caret_and_hint() {
         (Some(3), Some(7))
     );
     assert_eq!(json["severity"], "error");
+}
+
+#[test]
+fn a_trigger_pattern_that_does_not_compile_is_a_static_error_naming_why() {
+    // 00: `<trigger event="EVENT_TYPE" [pattern="REGEX"] target="PROCESS_ID" />`.
+    let text = "<triggers>\n<trigger event=\"e\" pattern=\"a(b\" target=\"main\" />\n</triggers>\n"
+        .to_string()
+        + &wrap("", "  TELL");
+    let checked = check_source(&text);
+    let d = checked
+        .diagnostics
+        .iter()
+        .find(|d| d.code == Code::Syntax)
+        .unwrap_or_else(|| panic!("{:#?}", checked.diagnostics));
+    assert_eq!(d.severity(), Severity::Error);
+    assert_eq!((d.span.line, d.span.column), (2, 30), "at the unclosed `(`");
+    assert_eq!(
+        d.message,
+        "trigger pattern does not compile: unclosed group"
+    );
+    let refused = agentpump::process::engine::Program::parse(&text).unwrap_err();
+    assert_eq!(refused.0[0].code, Code::Syntax);
 }

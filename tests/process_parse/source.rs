@@ -24,7 +24,7 @@ fn constants_runtime_triggers_and_process_attributes() {
     assert_eq!(
         (
             t.event.as_str(),
-            t.pattern.as_deref(),
+            t.pattern.as_ref().map(|(p, _)| p.as_str()),
             t.target.name.as_str()
         ),
         ("{urn:x}order", Some("a.*"), "calc_tax")

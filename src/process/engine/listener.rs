@@ -12,8 +12,8 @@ use quick_xml::Reader;
 use quick_xml::events::Event as XmlEvent;
 
 use super::effects::{Effect, Event, continue_xml};
-use super::machine::{Known, Machine, Stop, Turn, typed_input};
-use super::program::Program;
+use super::machine::{Known, Machine, Stop, Turn, slot, typed_input};
+use super::program::{Program, Triggered};
 use crate::envelope::{CLIENT_SENDER, GOVERNOR_NS, PROCESS_NS, SYSTEM_NS};
 use crate::governor::{Budget, Control, Goal, Signal};
 use crate::history::Record;
@@ -89,15 +89,22 @@ impl Known {
         let ns = q.namespace();
         if seen.from == me {
             if ns == TOOL_NS && q.local() == "call" {
-                if let Ok(Call { id: Some(id), .. }) = Call::parse(seen.payload) {
-                    self.sent.insert(id);
+                if let Ok(Call {
+                    id: Some(id), tool, ..
+                }) = Call::parse(seen.payload)
+                {
+                    self.sent(id, tool);
                 }
             } else if ns == SYSTEM_NS && q.local() == "spawn-thread" {
-                if let Some(Call { id: Some(id), .. }) = spawned_call(seen.payload) {
-                    self.sent.insert(id);
+                if let Some(Call {
+                    id: Some(id), tool, ..
+                }) = spawned_call(seen.payload)
+                {
+                    self.sent(id, tool);
                 }
             } else if ns == PROCESS_NS && q.local() != "continue" {
                 self.events += 1;
+                self.finished |= matches!(q.local(), "return" | "failed");
             } else if ns == GOVERNOR_NS && q.local() == "residual" {
                 self.residuals += 1;
             }
@@ -258,25 +265,32 @@ impl ProcessListener {
         names
     }
 
-    /// The roots that start this process: its triggers' events.
+    /// The roots that start this process: its triggers' events, each once.
     pub fn triggers(&self) -> Vec<QName> {
         let id = self.id();
-        self.program
-            .triggers()
-            .filter(|(_, target)| *target == id)
-            .map(|(q, _)| q.clone())
-            .collect()
+        let mut roots: Vec<QName> = Vec::new();
+        for (q, _) in self.program.triggers().filter(|(_, target)| *target == id) {
+            if !roots.contains(q) {
+                roots.push(q.clone());
+            }
+        }
+        roots
     }
 
-    /// Whether `payload` starts this process: a call of it, or a trigger's root.
+    /// Whether `payload` starts this process: a call of it, or a trigger's root whose pattern
+    /// (if it has one) the payload's text matches.
     fn starts(&self, payload: &Payload) -> bool {
         let q = payload.qname();
         if q.is(TOOL_NS, "call") {
             return Call::parse(payload).is_ok_and(|c| c.tool == self.id());
         }
-        self.program
-            .triggers()
-            .any(|(root, target)| root == q && target == self.id())
+        self.triggered(payload) == Triggered::Starts
+    }
+
+    fn triggered(&self, payload: &Payload) -> Triggered {
+        self.program.triggered(self.id(), payload.qname(), || {
+            text_content(payload.as_str())
+        })
     }
 
     /// A machine started by `payload`, or the error answer when its input does not fit.
@@ -358,10 +372,26 @@ impl ProcessListener {
                 return Ok(None);
             }
             // Nothing of this process runs here and this does not start it (a call naming
-            // another tool, sent here by name): the sender hears why.
+            // another tool, sent here by name; a trigger's root whose text does not match its
+            // pattern): the sender hears why — unless another process of the file starts on
+            // it, which is where the sender's payload went.
             if !msg.is_system() && Answer::parse(msg.payload()).is_none() {
+                let why = match self.triggered(msg.payload()) {
+                    Triggered::Unmatched {
+                        elsewhere: true, ..
+                    } => return Ok(None),
+                    Triggered::Unmatched { patterns, .. } => format!(
+                        "its text does not match the trigger pattern {}",
+                        patterns
+                            .iter()
+                            .map(|p| format!("`{p}`"))
+                            .collect::<Vec<_>>()
+                            .join(" or ")
+                    ),
+                    _ => "has no run in this thread".to_owned(),
+                };
                 return Err(ListenerError::InvalidPayload(format!(
-                    "process `{}` does not start on this {} and has no run in this thread",
+                    "process `{}` does not start on this {}: {why}",
                     self.id(),
                     msg.qname()
                 )));
@@ -503,13 +533,32 @@ impl ProcessListener {
                     seq,
                     cx,
                 ) {
-                    self.answer(cx, &run.start, Err(error));
-                    if !run.start.spawned {
-                        let reason = "process-failed";
-                        cx.signal(Signal::new(Control::Abort).reason(reason));
-                    }
+                    self.fail(cx, &run.start, error);
                 }
             }
+            // A rerun that diverged from history may have recorded fewer events than the run
+            // before it: the failure goes after everything recorded, unless the run had ended.
+            Stop::Diverged(error) => {
+                if !run.known.finished {
+                    let seq = seq.max(last + 1);
+                    cx.emit(
+                        Event::Failed {
+                            error: error.clone(),
+                        }
+                        .to_xml(id, seq),
+                    );
+                    self.fail(cx, &run.start, error);
+                }
+            }
+        }
+    }
+
+    /// Answers the starter with the failure; a root thread halts `aborted` (`process-failed`).
+    fn fail(&self, cx: &mut Context, start: &Start, error: Value) {
+        self.answer(cx, start, Err(error));
+        if !start.spawned {
+            let reason = "process-failed";
+            cx.signal(Signal::new(Control::Abort).reason(reason));
         }
     }
 }
@@ -557,6 +606,38 @@ fn relay(msg: &Delivery, cx: &mut Context, id: &str) {
     }
 }
 
+/// The text content of a payload: every text node in document order, references resolved,
+/// trimmed at both ends — what a trigger's `pattern` is matched against.
+fn text_content(xml: &str) -> String {
+    let mut text = String::new();
+    let mut reader = Reader::from_str(xml);
+    loop {
+        match reader.read_event() {
+            Ok(XmlEvent::Text(t)) => text.push_str(&t),
+            Ok(XmlEvent::CData(t)) => text.push_str(&t),
+            Ok(XmlEvent::GeneralRef(r)) => text.extend(reference(&r)),
+            Ok(XmlEvent::Eof) | Err(_) => break,
+            _ => {}
+        }
+    }
+    text.trim().to_owned()
+}
+
+/// The character a reference in a payload stands for (the pump let only valid ones in).
+fn reference(r: &quick_xml::events::BytesRef<'_>) -> Option<char> {
+    if let Ok(Some(c)) = r.resolve_char_ref() {
+        return Some(c);
+    }
+    match &**r {
+        "amp" => Some('&'),
+        "lt" => Some('<'),
+        "gt" => Some('>'),
+        "quot" => Some('"'),
+        "apos" => Some('\''),
+        _ => None,
+    }
+}
+
 /// A trigger payload as the process's input: the root's attributes, its child elements'
 /// text by local name, and its own text as `text` when it has no children.
 fn trigger_input(xml: &str) -> BTreeMap<String, Value> {
@@ -598,6 +679,20 @@ fn trigger_input(xml: &str) -> BTreeMap<String, Value> {
                     text.push_str(&t);
                 } else if depth == 1 {
                     root_text.push_str(&t);
+                }
+            }
+            Ok(XmlEvent::CData(t)) => {
+                if depth == 2 {
+                    text.push_str(&t);
+                } else if depth == 1 {
+                    root_text.push_str(&t);
+                }
+            }
+            Ok(XmlEvent::GeneralRef(r)) => {
+                if depth == 2 {
+                    text.extend(reference(&r));
+                } else if depth == 1 {
+                    root_text.extend(reference(&r));
                 }
             }
             Ok(XmlEvent::End(_)) => {
@@ -739,7 +834,8 @@ fn fail_unsent(run: &mut Run, records: &[Record], msg: &Delivery, reason: &str, 
     }
     // A refused output: what we wait for and never reached history.
     for id in run.machine.waiting() {
-        if !fresh.sent.contains(&id) && !run.known.answers.contains_key(&id) {
+        let sent = fresh.sent.get(slot(&id)).is_some_and(|s| s.id == id);
+        if !sent && !run.known.answers.contains_key(&id) {
             run.known
                 .answers
                 .insert(id.clone(), failed(&id, ErrorType::NotAllowed));

@@ -6,7 +6,9 @@
 //! answers that arrived, what was already sent and recorded) and pushes [`Effect`]s; the
 //! listener turns them into messages. Because ids and counters are assigned in execution order,
 //! running the same program on the same history always asks for the same things with the same
-//! ids: that is what lets a restarted process skip everything already done.
+//! ids: that is what lets a restarted process skip everything already done. An id also carries a
+//! hash of the call's tool and arguments, so a rerun of a changed program notices the first call
+//! that is not the one history holds at its place, and stops ([`Stop::Diverged`]).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -22,19 +24,62 @@ use crate::tool::{Answer, Call, ErrorType};
 
 /// What the thread's history already holds for this process: answers by call id (until the
 /// machine takes one: call ids only grow, so a taken answer is never asked for again, and a
-/// long run keeps only the answers it has not read yet), the calls already sent, and how many
-/// events and residuals were recorded.
+/// long run keeps only the answers it has not read yet), the calls already sent, how many
+/// events and residuals were recorded, and whether the run already ended.
 #[derive(Debug, Default)]
 pub(crate) struct Known {
     /// Shared with the delivery that carried it (the pump's reading of the payload).
     /// Ordered maps: a run holds few answers at a time, and comparing a short id costs less
     /// than hashing it.
     pub answers: BTreeMap<String, Arc<Answer>>,
-    pub sent: BTreeSet<String>,
+    /// The calls already sent, by their place in the run (the id without its arguments'
+    /// hash, [`slot`]): what a rerun compares its own calls with.
+    pub sent: BTreeMap<String, Sent>,
     pub events: u64,
     pub residuals: u64,
+    /// A `return` or `failed` event is recorded: the starter has had its answer.
+    pub finished: bool,
     /// Child threads spawned for calls: the child, and the call id (its sub-id).
     pub children: HashMap<crate::ThreadId, String>,
+}
+
+/// A call history shows as sent: its whole id and the tool it called.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Sent {
+    pub id: String,
+    pub tool: String,
+}
+
+impl Known {
+    /// Notes a call history shows as sent.
+    pub fn sent(&mut self, id: String, tool: String) {
+        self.sent
+            .entry(slot(&id).to_owned())
+            .or_insert(Sent { id, tool });
+    }
+}
+
+/// Digits of the arguments' hash in a call id.
+const HASH_DIGITS: usize = 12;
+
+/// A call id's place in the run, `process-n`: the id without its `-h` arguments' hash (an id
+/// without one, written before ids carried it, is its own place).
+pub(crate) fn slot(id: &str) -> &str {
+    match id.rsplit_once('-') {
+        Some((place, hash))
+            if hash.len() == HASH_DIGITS && hash.bytes().all(|b| b.is_ascii_hexdigit()) =>
+        {
+            place
+        }
+        _ => id,
+    }
+}
+
+/// The arguments' hash of a call id (empty when it has none).
+fn hash_of(id: &str) -> &str {
+    id.get(slot(id).len()..)
+        .and_then(|h| h.strip_prefix('-'))
+        .unwrap_or_default()
 }
 
 /// Why the machine stopped running.
@@ -48,6 +93,9 @@ pub(crate) enum Stop {
     Returned(BTreeMap<String, Value>),
     /// A hard error no RECOVER handled: the error object (`type`, `message`, `line`, …).
     Failed(Value),
+    /// The run asked for a call other than the one history holds at its place (the process
+    /// file or its input changed since): the error object. No RECOVER sees it.
+    Diverged(Value),
 }
 
 struct Loop {
@@ -93,6 +141,8 @@ pub(crate) struct Machine {
     /// Placeholders resolved by agent inference in this run (the last resort, 03).
     inferred: BTreeMap<String, Value>,
     calls: u64,
+    /// A call differed from history's: the run stops, whatever handlers are open.
+    diverged: bool,
     events: u64,
     residuals: u64,
     redacted: BTreeSet<String>,
@@ -196,6 +246,7 @@ impl Machine {
             inference: None,
             inferred: BTreeMap::new(),
             calls: 0,
+            diverged: false,
             events: 0,
             residuals: 0,
             redacted: BTreeSet::new(),
@@ -272,6 +323,9 @@ impl Machine {
     /// A hard error: to the innermost RECOVER, or the end of the process.
     fn raise(&mut self, err: Value) -> Option<Stop> {
         self.pending = None;
+        if self.diverged {
+            return Some(Stop::Diverged(err));
+        }
         let Some(h) = self.handlers.pop() else {
             return Some(Stop::Failed(err));
         };
@@ -315,11 +369,12 @@ impl Machine {
         }
     }
 
-    /// The next call id, `process-n` (written without `format!`: one per USE).
-    fn next_id(&mut self) -> String {
+    /// The next call id, `process-n-h`: `n` the call's ordinal in the run, `h` the first
+    /// [`HASH_DIGITS`] hex digits of [`args_hash`] (written without `format!`: one per USE).
+    fn next_id(&mut self, tool: &str, args: &BTreeMap<String, Value>) -> String {
         self.calls += 1;
         let id = self.id();
-        let mut out = String::with_capacity(id.len() + 8);
+        let mut out = String::with_capacity(id.len() + 8 + HASH_DIGITS);
         out.push_str(id);
         out.push('-');
         let mut buf = [0u8; 20]; // u64::MAX has 20 digits
@@ -333,6 +388,8 @@ impl Machine {
             }
         }
         out.push_str(std::str::from_utf8(&buf[at..]).expect("ascii digits"));
+        out.push('-');
+        out.push_str(&args_hash(tool, args));
         out
     }
 
@@ -348,26 +405,64 @@ impl Machine {
         Ok(args)
     }
 
-    /// Sends a call (a process of this program runs in a child thread).
-    fn send(
-        &self,
+    /// A USE's or RUN's call: its arguments, its id, sent (see [`Machine::send`]); the id.
+    fn call(
+        &mut self,
         tool: &str,
-        id: &str,
-        args: BTreeMap<String, Value>,
-        (par, timeout_ms): (bool, Option<u64>),
+        params: &[Param],
+        timeout_ms: Option<u64>,
+        par: bool,
+        span: Span,
         turn: &mut Turn<'_>,
-    ) {
-        if turn.known.sent.contains(id) || turn.known.answers.contains_key(id) {
-            return;
-        }
+    ) -> Result<String, Value> {
+        let args = self.args(params)?;
+        let id = self.next_id(tool, &args);
         let call = Call {
             tool: tool.to_owned(),
-            id: Some(id.to_owned()),
+            id: Some(id.clone()),
             timeout_ms,
             args,
         };
-        let child = par || self.program.index_of(tool).is_some();
+        self.send(call, par, span, turn)?;
+        Ok(id)
+    }
+
+    /// Sends a call (a process of this program runs in a child thread), unless history shows
+    /// it sent or answered. A call history holds at the same place with other arguments or
+    /// another tool is a divergence: an error no RECOVER handles.
+    fn send(
+        &mut self,
+        call: Call,
+        par: bool,
+        span: Span,
+        turn: &mut Turn<'_>,
+    ) -> Result<(), Value> {
+        let id = call.id.as_deref().unwrap_or_default();
+        if let Some(recorded) = turn.known.sent.get(slot(id)) {
+            if recorded.id == id {
+                return Ok(());
+            }
+            self.diverged = true;
+            let message = format!(
+                "history diverged from the process: call {} was `{}` (arguments {}) and is now \
+                 `{}` (arguments {}); the run stops rather than reuse or repeat it",
+                slot(id),
+                recorded.tool,
+                match hash_of(&recorded.id) {
+                    "" => "unhashed",
+                    h => h,
+                },
+                call.tool,
+                hash_of(id),
+            );
+            return Err(error("history-diverged", message, span));
+        }
+        if turn.known.answers.contains_key(id) {
+            return Ok(());
+        }
+        let child = par || self.program.index_of(&call.tool).is_some();
         turn.effects.push(Effect::Call { call, child });
+        Ok(())
     }
 
     fn op(&mut self, op: &Op, span: Span, turn: &mut Turn<'_>) -> Result<Flow, Value> {
@@ -393,9 +488,7 @@ impl Machine {
             Op::Run { process, params } => return self.run_process(process, params, span, turn),
             Op::Par(uses) => {
                 for u in uses {
-                    let args = self.args(&u.params)?;
-                    let id = self.next_id();
-                    self.send(&u.tool.name, &id, args, (true, timeout(u)), turn);
+                    let id = self.call(&u.tool.name, &u.params, timeout(u), true, span, turn)?;
                     self.par.push((u.tool.name.clone(), id));
                 }
                 let tools: Vec<String> = self.par.iter().map(|(t, _)| t.clone()).collect();
@@ -601,9 +694,7 @@ impl Machine {
     fn use_(&mut self, u: &Use, span: Span, turn: &mut Turn<'_>) -> Result<Flow, Value> {
         let tool = &u.tool.name;
         if self.pending.is_none() {
-            let args = self.args(&u.params)?;
-            let id = self.next_id();
-            self.send(tool, &id, args, (false, timeout(u)), turn);
+            let id = self.call(tool, &u.params, timeout(u), false, span, turn)?;
             self.pending = Some(Pending { id, attempt: 0 });
         }
         let pending = self.pending.as_ref().expect("set above");
@@ -623,9 +714,7 @@ impl Machine {
             };
             if may_retry && pending.attempt < retries {
                 let attempt = pending.attempt + 1;
-                let args = self.args(&u.params)?;
-                let id = self.next_id();
-                self.send(tool, &id, args, (false, timeout(u)), turn);
+                let id = self.call(tool, &u.params, timeout(u), false, span, turn)?;
                 self.pending = Some(Pending { id, attempt });
                 return Ok(Flow::Wait);
             }
@@ -709,8 +798,14 @@ impl Machine {
             args.insert("question".to_owned(), question);
             args.insert("process".to_owned(), Value::from(self.id()));
             args.insert("input_hash".to_owned(), Value::from(hash.clone()));
-            let id = self.next_id();
-            self.send(&tool, &id, args, (false, None), turn);
+            let id = self.next_id(&tool, &args);
+            let call = Call {
+                tool: tool.clone(),
+                id: Some(id.clone()),
+                timeout_ms: None,
+                args,
+            };
+            self.send(call, false, span, turn)?;
             self.pending = Some(Pending { id, attempt: 0 });
         }
         let id = &self.pending.as_ref().expect("set above").id;
@@ -749,9 +844,7 @@ impl Machine {
         turn: &mut Turn<'_>,
     ) -> Result<Flow, Value> {
         if self.pending.is_none() {
-            let args = self.args(params)?;
-            let id = self.next_id();
-            self.send(process, &id, args, (false, None), turn);
+            let id = self.call(process, params, None, false, span, turn)?;
             self.pending = Some(Pending { id, attempt: 0 });
         }
         let id = &self.pending.as_ref().expect("set above").id;
@@ -959,6 +1052,24 @@ fn placeholders(op: &Op) -> Vec<(String, Span)> {
         });
     }
     out
+}
+
+/// The hash a call id carries: sha256 over the tool's name, then each argument's name and
+/// compact JSON value (numbers normalized) in name order, each followed by a NUL byte; its
+/// first [`HASH_DIGITS`] hex digits.
+fn args_hash(tool: &str, args: &BTreeMap<String, Value>) -> String {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    h.update(tool.as_bytes());
+    h.update([0u8]);
+    for (k, v) in args {
+        h.update(k.as_bytes());
+        h.update([0u8]);
+        h.update(v.to_json().as_bytes());
+        h.update([0u8]);
+    }
+    let digest = h.finalize();
+    hex::encode(&digest[..HASH_DIGITS / 2])
 }
 
 /// A USE's `timeout_ms`, passed on its call.

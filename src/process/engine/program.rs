@@ -1,5 +1,5 @@
-//! [`Program`]: a checked APS document made ready to run — constants evaluated, triggers read,
-//! every process compiled.
+//! [`Program`]: a checked APS document made ready to run — constants evaluated, triggers read
+//! (their patterns compiled once), every process compiled.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -7,7 +7,7 @@ use std::sync::Arc;
 use super::compile::Code;
 use crate::QName;
 use crate::process::ast::Arg;
-use crate::process::check::is_unresolved_placeholder;
+use crate::process::check::{is_unresolved_placeholder, trigger_pattern};
 use crate::process::expr::{Env, Value, eval};
 use crate::process::source::{ConstValue, Constant};
 use crate::process::{Diagnostic, check_source};
@@ -18,9 +18,33 @@ pub struct Program {
     pub(crate) processes: Vec<Compiled>,
     pub(crate) constants: BTreeMap<String, Value>,
     pub(crate) runtime: BTreeMap<String, Value>,
-    pub(crate) triggers: Vec<(QName, String)>,
+    pub(crate) triggers: Vec<Trigger>,
     /// Warnings the checks found (hard errors refuse the program).
     pub warnings: Vec<Diagnostic>,
+}
+
+/// One `<trigger>`: the root it starts on, the pattern the payload's text must match (if any),
+/// and the process it starts.
+#[derive(Debug)]
+pub(crate) struct Trigger {
+    pub root: QName,
+    pub pattern: Option<regex::Regex>,
+    pub target: String,
+}
+
+/// How a payload meets the triggers of one process.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Triggered {
+    /// A trigger of the process has its root and, if it has a pattern, matches its text.
+    Starts,
+    /// No trigger of the process has its root.
+    NotATrigger,
+    /// Triggers of the process have its root, but its text matches none of their patterns
+    /// (listed); `elsewhere`: a trigger of another process of the program starts on it.
+    Unmatched {
+        patterns: Vec<String>,
+        elsewhere: bool,
+    },
 }
 
 /// One compiled `<process>`.
@@ -87,8 +111,20 @@ impl Program {
             .document
             .triggers
             .iter()
-            .map(|t| (event_qname(&t.event), t.target.name.clone()))
-            .collect();
+            .map(|t| {
+                let pattern = t
+                    .pattern
+                    .as_ref()
+                    .map(|(p, at)| trigger_pattern(p, *at))
+                    .transpose()
+                    .map_err(|d| ProgramError(vec![d]))?;
+                Ok(Trigger {
+                    root: event_qname(&t.event),
+                    pattern,
+                    target: t.target.name.clone(),
+                })
+            })
+            .collect::<Result<_, ProgramError>>()?;
         let processes = checked
             .processes
             .iter()
@@ -115,9 +151,39 @@ impl Program {
         self.processes.iter().map(|p| p.id.as_str()).collect()
     }
 
-    /// The roots its triggers start processes on, with the process each starts.
+    /// The roots its triggers start processes on, with the process each starts (a trigger
+    /// with a `pattern` starts it only on a payload whose text matches).
     pub fn triggers(&self) -> impl Iterator<Item = (&QName, &str)> {
-        self.triggers.iter().map(|(q, p)| (q, p.as_str()))
+        self.triggers.iter().map(|t| (&t.root, t.target.as_str()))
+    }
+
+    /// How a payload of root `root` meets the triggers of `process`; `text` gives the
+    /// payload's text content, read only when a pattern needs it.
+    pub(crate) fn triggered(
+        &self,
+        process: &str,
+        root: &QName,
+        text: impl FnOnce() -> String,
+    ) -> Triggered {
+        let on_root = || self.triggers.iter().filter(|t| t.root == *root);
+        if !on_root().any(|t| t.target == process) {
+            return Triggered::NotATrigger;
+        }
+        let text = on_root()
+            .any(|t| t.pattern.is_some())
+            .then(text)
+            .unwrap_or_default();
+        let matches = |t: &Trigger| t.pattern.as_ref().is_none_or(|p| p.is_match(&text));
+        if on_root().any(|t| t.target == process && matches(t)) {
+            return Triggered::Starts;
+        }
+        Triggered::Unmatched {
+            patterns: on_root()
+                .filter(|t| t.target == process)
+                .filter_map(|t| t.pattern.as_ref().map(|p| p.as_str().to_owned()))
+                .collect(),
+            elsewhere: on_root().any(|t| t.target != process && matches(t)),
+        }
     }
 
     pub(crate) fn index_of(&self, id: &str) -> Option<usize> {

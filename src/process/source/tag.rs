@@ -190,7 +190,7 @@ impl Reader<'_> {
         for (name, value, span) in attrs {
             match name.as_str() {
                 "event" => event = Some(value),
-                "pattern" => pattern = Some(value),
+                "pattern" => pattern = Some((value, span)),
                 "target" => target = Some(Ident { name: value, span }),
                 _ => self.error(
                     Code::Syntax,
