@@ -901,10 +901,6 @@ impl Machine {
         match r {
             Return::Symbols(symbols) => {
                 for s in symbols {
-                    if self.redacted.contains(&s.name) {
-                        fields.insert(s.name.clone(), Value::from(REDACTED));
-                        continue;
-                    }
                     let v = self.symbol(&s.name).ok_or_else(|| {
                         coded(
                             Code::UndefinedSymbol,
@@ -912,15 +908,22 @@ impl Machine {
                             s.span,
                         )
                     })?;
+                    let v = if self.redacted.contains(&s.name) {
+                        Value::from(REDACTED)
+                    } else {
+                        v
+                    };
                     fields.insert(s.name.clone(), v);
                 }
             }
             Return::Pairs(pairs) => {
                 for p in pairs {
+                    // Evaluated all the same: an error in it is the process's error.
+                    let v = self.value(&p.value)?;
                     let v = if privacy::reads_any(&p.value, &self.redacted) {
                         Value::from(REDACTED)
                     } else {
-                        self.value(&p.value)?
+                        v
                     };
                     fields.insert(p.key.name.clone(), v);
                 }
