@@ -50,6 +50,22 @@ impl Checked {
 /// assert_eq!(checked.processes[0].id.name, "hello");
 /// ```
 pub fn check_source(text: &str) -> Checked {
+    check_source_with(text, &check::Policy::default())
+}
+
+/// [`check_source`] under a host's [`check::Policy`]: its time policy (AG-W02) and the tools
+/// it registers (AG-034).
+///
+/// # Example
+///
+/// ```
+/// use agentpump::process::{Code, check::Policy, check_source_with};
+/// let text = "<processes>\n<process id=\"hello\">\n  USE `clock`\n</process>\n</processes>\n";
+/// let policy = Policy { require_timeout: true, ..Policy::default() };
+/// let checked = check_source_with(text, &policy);
+/// assert_eq!(checked.diagnostics[0].code, Code::LaxTime);
+/// ```
+pub fn check_source_with(text: &str, policy: &check::Policy) -> Checked {
     let (document, mut diagnostics) = source::read(text);
     let mut processes = Vec::new();
     for src in &document.processes {
@@ -57,7 +73,7 @@ pub fn check_source(text: &str) -> Checked {
         diagnostics.extend(diags);
         processes.push(process);
     }
-    diagnostics.extend(check::check(&document, &processes));
+    diagnostics.extend(check::check(&document, &processes, policy));
     diagnostics.sort_by_key(|d| (d.span.line, d.span.column, d.code));
     diagnostics.dedup();
     Checked {

@@ -298,8 +298,9 @@ async fn local_statements_follow_the_03_semantics() {
         "  RECOVER (outer):\n",
         "    SET CAUGHT := \"outer\"\n",
         "  ASSERT ALL: [len(SEEN) = 3, RAN = false]\n",
-        "  SNAP [SIZE, CAUGHT] redact=[CAUGHT]\n",
-        "  TELL \"done\" why:CAUGHT level=full\n",
+        "  SET PASSWORD := \"hunter22\"\n",
+        "  SNAP [SIZE, PASSWORD] redact=[PASSWORD]\n",
+        "  TELL \"done\" why:PASSWORD level=full\n",
         "  THEN SIZE = \"middle\":\n",
         "    MILESTONE \"end\"\n",
         "  RETURN: seen=SEEN, size=SIZE, inner=INNER, outer=OUTER, after=AFTER, caught=CAUGHT\n",
@@ -340,15 +341,15 @@ async fn local_statements_follow_the_03_semantics() {
         .unwrap();
     assert!(
         snap.payload
-            .contains(r#"<symbol name="CAUGHT" redacted="true"/>"#),
+            .contains(r#"<symbol name="PASSWORD" redacted="true"/>"#),
         "{}",
         snap.payload
     );
-    assert!(!snap.payload.contains("inner:"), "{}", snap.payload);
+    assert!(!snap.payload.contains("hunter22"), "{}", snap.payload);
     let tell = records.iter().find(|r| r.root.local() == "tell").unwrap();
     assert!(
         tell.payload
-            .contains(r#"<why name="CAUGHT" redacted="true"/>"#),
+            .contains(r#"<why name="PASSWORD" redacted="true"/>"#),
         "{}",
         tell.payload
     );
@@ -433,6 +434,16 @@ async fn runtime_codes_name_their_line() {
             2,
         ),
         ("  RETURN: n=n\n", " args=\"n: Number\"", "AG-044", 0),
+        // AG-014: "Non-ISO 8601 time/offset where required" — a value from the trigger.
+        ("  RETURN: at=at\n", " args=\"at: ISO8601\"", "AG-014", 0),
+        // AG-018: "PAR/JOIN misuse" — the PAR sits in a branch not taken, so the JOIN has no
+        // USE of the tool it captures (the lexical order cannot see it).
+        (
+            "  IF n > 10:\n    PAR:\n      USE `echo` where: v=1\n  JOIN:\n    CAPTURE AA from `echo`\n  RETURN: AA\n",
+            " args=\"n: Number\"",
+            "AG-018",
+            4,
+        ),
         ("  SET AA := 1 / 0\n  RETURN: AA\n", "", "AG-029", 1),
         // AG-001: "Symbol not defined" — bound only in a branch not taken (static analysis
         // lets a binding inside IF count for what follows).
@@ -454,7 +465,8 @@ async fn runtime_codes_name_their_line() {
         let pump = pump_with(&doc(args, body), &calls);
         let start = match code {
             "AG-044" => go("<n>five</n>"),
-            "AG-001" | "AG-008" => go("<n>1</n>"),
+            "AG-014" => go("<at>24/11/2026</at>"),
+            "AG-001" | "AG-008" | "AG-018" => go("<n>1</n>"),
             _ => go(""),
         };
         let (_, records) = run(&pump, &start).await;
@@ -784,8 +796,10 @@ async fn agent_inference_asks_the_allowed_tool_and_records_ag_w03() {
         .iter()
         .find(|r| r.root.local() == "warning")
         .unwrap();
+    // The SET is body line 1: file line 6.
     assert!(
         warning.payload.contains(r#"code="AG-W03""#)
+            && warning.payload.contains(r#"line="6""#)
             && warning.payload.contains(r#"input-hash="sha256:"#),
         "{}",
         warning.payload
@@ -893,4 +907,215 @@ async fn a_trigger_pattern_decides_which_payloads_start_the_process() {
     };
     assert!(told("main", "^deploy [a-z]+$"), "{:#?}", roots(&records));
     assert!(told("status", "^status$"), "{:#?}", roots(&records));
+}
+
+#[tokio::test]
+async fn a_computed_time_that_is_not_iso_8601_fails_the_run_with_ag_014() {
+    // 07: "AG-014, name: TimeFormat, desc: Non-ISO 8601 time/offset where required." A literal
+    // is checked statically; a computed one when the process it is passed to starts.
+    let calls = Arc::new(AtomicUsize::new(0));
+    let text = |time: &str| {
+        format!(
+            "<triggers>\n<trigger event=\"{{{DEMO}}}go\" target=\"main\" />\n</triggers>\n<processes>\n<process id=\"main\">\n  RUN `stamp` where: moment=concat(\"2026-11-24\", \"{time}\")\n  RETURN: got=GOT\n</process>\n<process id=\"stamp\" args=\"moment: ISO8601\">\n  SET GOT := moment\n  RETURN: GOT\n</process>\n</processes>\n"
+        )
+    };
+    let pump = pump_with(&text("T16:50:00+01:00"), &calls);
+    let (_, records) = run(&pump, &go("")).await;
+    assert_eq!(
+        fields(&records)["got"],
+        Value::from("2026-11-24T16:50:00+01:00")
+    );
+    let pump = pump_with(&text(" 16:50"), &calls);
+    let (_, records) = run(&pump, &go("")).await;
+    match returned(&records) {
+        Answer::Error(e) => assert!(
+            e.message.contains("AG-014: TimeFormat: argument `moment`")
+                && e.message.ends_with("(line 6)"),
+            "{e:?}"
+        ),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_redacted_symbol_never_reaches_an_event_an_answer_or_an_error() {
+    // 06: "Secrets/PII MUST be redacted as `[REDACTED]` (`AG-032`)." The redaction sits in a
+    // branch, so the static check lets the RETURN through and the engine redacts it.
+    let calls = Arc::new(AtomicUsize::new(0));
+    let body = concat!(
+        "  SET KEY := \"hunter22\"\n",
+        "  IF true:\n",
+        "    SNAP [KEY] redact=[KEY]\n",
+        "  SET COPY := concat(\"pw:\", KEY)\n",
+        "  RETURN: KEY, COPY\n",
+    );
+    let pump = pump_with(&doc("", body), &calls);
+    let (_, records) = run(&pump, &go("")).await;
+    let f = fields(&records);
+    assert_eq!(
+        (&f["KEY"], &f["COPY"]),
+        (&Value::from("[REDACTED]"), &Value::from("[REDACTED]"))
+    );
+    for r in &records {
+        assert!(!r.payload.contains("hunter22"), "{}", r.payload);
+    }
+    let ret = records.iter().find(|r| r.root.local() == "return").unwrap();
+    assert!(
+        ret.payload
+            .contains(r#"<field name="KEY">[REDACTED]</field>"#),
+        "{}",
+        ret.payload
+    );
+    // A tool's error that repeats the secret: cut out of the failed event and the answer
+    // (the call itself carries it: the tool needs it).
+    let body = concat!(
+        "  SET PIN := -98765\n",
+        "  IF true:\n",
+        "    SNAP [PIN] redact=[PIN]\n",
+        "  USE `calculator` where: expression=concat(\"sqrt(\", PIN, \")\")\n",
+        "  RETURN: ok=true\n",
+    );
+    let pump = pump_with(&doc("", body), &calls);
+    let (_, records) = run(&pump, &go("")).await;
+    let failed = records.iter().find(|r| r.root.local() == "failed").unwrap();
+    assert!(
+        failed
+            .payload
+            .contains("square root of negative [REDACTED]")
+            && !failed.payload.contains("98765"),
+        "{}",
+        failed.payload
+    );
+    match returned(&records) {
+        Answer::Error(e) => assert!(
+            e.message.contains("[REDACTED]") && !e.message.contains("98765"),
+            "{e:?}"
+        ),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn the_time_policy_records_ag_w02_once_per_use_without_timeout() {
+    // 07: "AG-W02, name: LaxTime, desc: Step without explicit time where policy requires."
+    // and "Engines MAY continue on `warnings`, but MUST surface them to the caller."
+    let calls = Arc::new(AtomicUsize::new(0));
+    let body = concat!(
+        "  SET ITEMS := [1, 2, 3]\n",
+        "  FOREACH i IN ITEMS:\n",
+        "    USE `echo` where: v=i\n",
+        "  USE `echo` where: v=0 (timeout_ms=5000)\n",
+        "  RETURN: ok=true\n",
+    );
+    let program = Program::parse(&doc("", body)).unwrap();
+    let tool = TestTool {
+        calls: Arc::clone(&calls),
+        ..TestTool::default()
+    };
+    for require in [true, false] {
+        let pump = PumpBuilder::new()
+            .register(
+                ProcessListener::new(Arc::clone(&program), "main")
+                    .unwrap()
+                    .require_timeout(require)
+                    .registration(),
+            )
+            .register(tool_of("echo", tool.clone()))
+            .build()
+            .unwrap();
+        let (_, records) = run(&pump, &go("")).await;
+        assert_eq!(
+            fields(&records)["ok"],
+            Value::Bool(true),
+            "a warning is not fatal"
+        );
+        let warnings: Vec<&str> = records
+            .iter()
+            .filter(|r| r.root.local() == "warning")
+            .map(|r| r.payload.as_ref())
+            .collect();
+        if !require {
+            assert!(warnings.is_empty(), "{warnings:?}");
+            continue;
+        }
+        // The USE in the loop is body line 3 (file line 8), warned once for three calls; the
+        // USE with a timeout is not warned.
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(
+            warnings[0].contains(r#"line="8" code="AG-W02" name="LaxTime" tool="echo""#),
+            "{}",
+            warnings[0]
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_process_called_by_a_name_a_tool_has_is_refused_at_build() {
+    // 07: "AG-034, name: PredefinedToolCollision, desc: Conflicting tool signatures across
+    // host and predefinedTools.json." A RUN of `double` with a tool registered as `double`
+    // would reach the tool: the pump refuses to build.
+    let text = "<processes>\n<process id=\"main\">\n  RUN `double` where: x=1\n  RETURN: TWICE\n</process>\n<process id=\"double\" args=\"x: Number\">\n  SET TWICE := x * 2\n  RETURN: TWICE\n</process>\n</processes>\n";
+    let program = Program::parse(text).unwrap();
+    let main = || {
+        ProcessListener::new(Arc::clone(&program), "main")
+            .unwrap()
+            .registration()
+    };
+    let refused = PumpBuilder::new()
+        .register(main())
+        .register(tool_of("double", TestTool::default()))
+        .build()
+        .unwrap_err();
+    assert_eq!(
+        refused.to_string(),
+        "AG-034 PredefinedToolCollision: process `main` calls `double` as a process of its file, but the pump registers `double` with role tool; rename the process or that listener"
+    );
+    let double = ProcessListener::new(Arc::clone(&program), "double").unwrap();
+    assert!(
+        PumpBuilder::new()
+            .register(main())
+            .register(double.registration())
+            .build()
+            .is_ok()
+    );
+}
+
+#[cfg(feature = "host")]
+#[tokio::test]
+async fn an_organism_sets_the_time_policy_and_refuses_a_tool_named_like_a_called_process() {
+    // 07: "AG-W02 … Step without explicit time where policy requires" — the policy is the
+    // organism's `require_timeout`; and AG-034 at the organism's start.
+    use agentpump::host::organism::Organism;
+    const TIMED: &str = "<triggers>\n<trigger event=\"{urn:agentpump:demo:v1}go\" target=\"main\" />\n</triggers>\n<processes>\n<process id=\"main\">\n  USE `calculator` where: expression=\"1 + 1\"\n  CAPTURE AA from `calculator` map: \"value\"→AA\n  RETURN: AA\n</process>\n</processes>\n";
+    const CLASH: &str = "<processes>\n<process id=\"main\">\n  RUN `calculator` where: x=1\n  RETURN: TWICE\n</process>\n<process id=\"calculator\" args=\"x: Number\">\n  SET TWICE := x * 2\n  RETURN: TWICE\n</process>\n</processes>\n";
+    let toml = "[[listener]]\nname = \"calculator\"\nkind = \"builtin\"\nbuiltin = \"calculator\"\n\n[[listener]]\nname = \"main\"\nkind = \"process\"\nfile = \"main.aps\"\nrequire_timeout = true\n";
+    let mut organism = Organism::parse(toml, "organism.toml").unwrap();
+    organism.embed("main.aps", TIMED);
+    let pump = organism.builder("organism.toml").unwrap().build().unwrap();
+    let (_, records) = run(&pump, &go("")).await;
+    assert_eq!(fields(&records)["AA"], num("2"));
+    let warning = records
+        .iter()
+        .find(|r| r.root.local() == "warning")
+        .unwrap();
+    assert!(
+        warning
+            .payload
+            .contains(r#"line="6" code="AG-W02" name="LaxTime" tool="calculator""#),
+        "{}",
+        warning.payload
+    );
+    let mut organism = Organism::parse(toml, "organism.toml").unwrap();
+    organism.embed("main.aps", CLASH);
+    let refused = organism
+        .builder("organism.toml")
+        .unwrap()
+        .build()
+        .unwrap_err();
+    assert!(
+        refused
+            .to_string()
+            .starts_with("AG-034 PredefinedToolCollision: process `main` calls `calculator`"),
+        "{refused}"
+    );
 }

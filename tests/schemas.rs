@@ -1498,8 +1498,8 @@ async fn a_listener_cannot_smuggle_a_system_message_through_thread_done() {
 }
 
 /// Every process event the engine records validates against process.xsd: TELL (with a why and
-/// a redacted why), SNAP (with a redacted symbol), MILESTONE, PAR, JOIN, RETURN, a failure, and
-/// a `continue`.
+/// a redacted why), SNAP (with a redacted symbol), MILESTONE, PAR, JOIN, RETURN, a failure, an
+/// AG-W02 warning (the time policy on, PAR USEs without timeout_ms), and a `continue`.
 #[tokio::test]
 async fn every_process_event_the_engine_records_validates() {
     use agentpump::process::engine::{ProcessListener, Program};
@@ -1531,7 +1531,8 @@ async fn every_process_event_the_engine_records_validates() {
     let mut builder = PumpBuilder::new();
     for id in program.process_ids() {
         let l = ProcessListener::new(std::sync::Arc::clone(&program), id).expect("process");
-        builder = builder.register(l.steps_per_turn(20).registration());
+        let l = l.steps_per_turn(20).require_timeout(id == "main");
+        builder = builder.register(l.registration());
     }
     let pump = builder.build().expect("pump");
     let thread = pump
@@ -1564,6 +1565,7 @@ async fn every_process_event_the_engine_records_validates() {
         "return",
         "snap",
         "tell",
+        "warning",
     ];
     assert_eq!(
         locals.iter().map(String::as_str).collect::<Vec<_>>(),

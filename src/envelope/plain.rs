@@ -113,11 +113,7 @@ pub(super) fn element(
 
 /// The attributes of a start tag whose name ends at `i`: where the tag ends, the span of its
 /// `xmlns="…"` value if it has one, and whether it is empty (`/>`).
-fn attributes(
-    b: &[u8],
-    mut i: usize,
-    limits: &Limits,
-) -> Option<TagEnd> {
+fn attributes(b: &[u8], mut i: usize, limits: &Limits) -> Option<TagEnd> {
     let mut declared = None;
     let mut keys: SmallVec<[Span; 8]> = SmallVec::new();
     loop {

@@ -265,6 +265,9 @@ struct ListenerSection {
     steps_per_turn: Option<u64>,
     /// The listener that answers `(from "Agent Inference")` (off when absent, as 03 defaults).
     infer_with: Option<String>,
+    /// AG-W02 LaxTime: warn for every USE without `timeout_ms` (off when absent).
+    #[serde(default)]
+    require_timeout: bool,
     /// Served by `agentpump worker` processes over the `[cluster]`'s NATS, not in the pump.
     #[serde(default)]
     remote: bool,
@@ -712,6 +715,7 @@ impl Organism {
         if let Some(tool) = &l.infer_with {
             listener = listener.infer_with(tool.clone());
         }
+        listener = listener.require_timeout(l.require_timeout);
         let mut peers = listener.references();
         peers.extend(l.peers.iter().cloned());
         let mut r = listener.registration().peers(peers);

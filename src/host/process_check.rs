@@ -9,7 +9,9 @@ use std::path::PathBuf;
 use clap::{Subcommand, ValueEnum};
 
 use crate::host::HostError;
-use crate::process::{Severity, check_source};
+use crate::host::organism::Organism;
+use crate::process::check::Policy;
+use crate::process::{Severity, check_source_with};
 
 /// The `process` subcommands.
 #[derive(Debug, Subcommand)]
@@ -22,6 +24,13 @@ pub enum ProcessCommand {
         /// Output format.
         #[arg(long, value_enum, default_value_t = Format::Text)]
         format: Format,
+        /// The time policy: warn AG-W02 LaxTime for every USE without `timeout_ms`.
+        #[arg(long)]
+        require_timeout: bool,
+        /// An organism file: a process of the file that is called and shares its id with a
+        /// tool (or agent) the organism registers is AG-034 PredefinedToolCollision.
+        #[arg(long, value_name = "FILE")]
+        organism: Option<PathBuf>,
     },
     /// Run a process on an in-process pump: print its transcript and its RETURN; exit 1 when
     /// it fails.
@@ -40,14 +49,30 @@ pub enum Format {
 
 /// Runs a `process` subcommand: the text to print, and an error message when it failed.
 pub fn run(command: ProcessCommand) -> (String, Result<(), HostError>) {
-    let (files, format) = match command {
-        ProcessCommand::Check { files, format } => (files, format),
+    let (files, format, require_timeout, organism) = match command {
+        ProcessCommand::Check {
+            files,
+            format,
+            require_timeout,
+            organism,
+        } => (files, format, require_timeout, organism),
         ProcessCommand::Run(args) => return super::process_run::run(&args),
+    };
+    let tools = match organism.as_deref().map(organism_tools).transpose() {
+        Ok(tools) => tools.unwrap_or_default(),
+        Err(e) => return (String::new(), Err(e)),
+    };
+    let policy = Policy {
+        require_timeout,
+        tools,
     };
     let (mut out, mut errors, mut failed) = (String::new(), 0, Vec::new());
     for file in &files {
         match std::fs::read_to_string(file) {
-            Ok(text) => errors += check_file(&file.display().to_string(), &text, format, &mut out),
+            Ok(text) => {
+                let name = file.display().to_string();
+                errors += check_file(&name, &text, &policy, format, &mut out);
+            }
             Err(e) => failed.push(format!("{}: {e}", file.display())),
         }
     }
@@ -64,8 +89,8 @@ pub fn run(command: ProcessCommand) -> (String, Result<(), HostError>) {
 
 /// Checks one file, appends its diagnostics (and, as text, a summary line) to `out`, and
 /// returns its number of hard errors.
-fn check_file(name: &str, text: &str, format: Format, out: &mut String) -> usize {
-    let checked = check_source(text);
+fn check_file(name: &str, text: &str, policy: &Policy, format: Format, out: &mut String) -> usize {
+    let checked = check_source_with(text, policy);
     let count = |s| {
         checked
             .diagnostics
@@ -87,4 +112,15 @@ fn check_file(name: &str, text: &str, format: Format, out: &mut String) -> usize
         ));
     }
     errors
+}
+
+/// The names an organism registers with a role other than process: its tools and agents.
+fn organism_tools(path: &std::path::Path) -> Result<Vec<String>, HostError> {
+    let origin = path.display().to_string();
+    let registrations = Organism::load(path)?.registrations(&origin)?;
+    Ok(registrations
+        .iter()
+        .filter(|r| r.listener_role() != crate::Role::Process)
+        .map(|r| r.name().to_owned())
+        .collect())
 }

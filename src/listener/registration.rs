@@ -61,6 +61,9 @@ pub struct Registration {
     pub(crate) timeout: Duration,
     pub(crate) may_loop: Option<bool>,
     pub(crate) blocking: bool,
+    /// Peers this listener calls as processes (a process's RUN/USE of another process of its
+    /// file): each must be registered with [`Role::Process`] (AG-034 otherwise).
+    pub(crate) process_peers: Vec<Arc<str>>,
     pub(crate) listener: Arc<dyn Listener>,
 }
 
@@ -124,6 +127,19 @@ pub enum RegistrationError {
         /// The root, in Clark notation.
         root: String,
     },
+    /// AG-034 PredefinedToolCollision: a process calls another process of its file by a name
+    /// the pump has registered with another role (a tool, an agent): the call has two targets.
+    #[error(
+        "AG-034 PredefinedToolCollision: process `{listener}` calls `{peer}` as a process of its file, but the pump registers `{peer}` with role {role}; rename the process or that listener"
+    )]
+    ToolCollision {
+        /// The calling process.
+        listener: String,
+        /// The name both a process and a listener of another role have.
+        peer: String,
+        /// The role it is registered with.
+        role: &'static str,
+    },
 }
 
 impl Registration {
@@ -146,8 +162,16 @@ impl Registration {
             timeout: Self::DEFAULT_TIMEOUT,
             may_loop: None,
             blocking: false,
+            process_peers: Vec::new(),
             listener,
         }
+    }
+
+    /// Names peers this listener calls as processes: [`PumpBuilder::build`](crate::PumpBuilder::build)
+    /// refuses one registered with another role (AG-034 PredefinedToolCollision).
+    pub(crate) fn process_peers(mut self, names: Vec<String>) -> Self {
+        self.process_peers = names.into_iter().map(Arc::from).collect();
+        self
     }
 
     /// Adds a root this listener accepts.

@@ -26,24 +26,35 @@
 //! repeated, or out of range (`timeout_ms` a whole number 1…86 400 000, `retry` 0…10); AG-028 a
 //! map path that does not parse, a map symbol not captured, a captured symbol without a path;
 //! AG-029 a condition that does not parse or cannot be a boolean, an unknown function; AG-030
-//! semicolons; AG-031 padding spaces; AG-035 `<config>`/`<import>`; AG-044 RUN arguments
-//! missing, extra or of a literal type the signature refuses; AG-045/AG-046 block constants;
-//! AG-W01 (warning) constants, arguments and bound symbols never read. AP-001 (not in 07)
+//! semicolons; AG-031 padding spaces; AG-032 a RETURN of a symbol that a `SNAP … redact=`
+//! earlier on the same block path (this block or an enclosing one) made sensitive, or of one
+//! SET from it; AG-034 a RUN or USE of a process of the file whose id the host registers as a
+//! tool too ([`Policy::tools`], `process check --organism`); AG-035 `<config>`/`<import>`;
+//! AG-044 RUN arguments missing, extra or of a literal type the signature refuses; AG-045/AG-046
+//! block constants; AG-W01 (warning) constants, arguments and bound symbols never read; AG-W02
+//! (warning) a USE without `timeout_ms` under [`Policy::require_timeout`]. AP-001 (not in 07)
 //! names text outside the grammar, and a trigger `pattern` that is not a regular expression
 //! (07 has no code for a trigger's pattern), at the place it stops compiling.
 //!
-//! **Runtime, for the engine**: AG-001/AG-008 along paths the lexical order cannot see (a branch
-//! not taken), AG-006 for INP values missing at run, AG-014 for computed times, AG-018 the
-//! composite error of a failed PAR child at JOIN, AG-022 for tools that declare randomness in
-//! their signature, AG-028 a path absent from a result or a failed coercion, AG-029 a condition
-//! that evaluates to a non-boolean, AG-032 secrets in logs (redaction), AG-034 tool signatures
-//! clashing between host and `predefinedTools.json`, AG-044 argument values of the wrong type,
-//! AG-W02 a step without a time where the organism's policy requires one, AG-W03 placeholders
-//! resolved by agent inference.
+//! **Runtime, raised by the engine** (`src/process/engine`): AG-001/AG-008 along paths the
+//! lexical order cannot see (a branch not taken); AG-006 a placeholder with no value at run
+//! and `(from "Agent Inference")` when the organism allows no inference; AG-014 an `ISO8601` argument whose value (computed, or from a
+//! trigger) is not ISO 8601 at the start of the process; AG-018 a JOIN capture no PAR USE
+//! launched; AG-028 a path absent from a result; AG-029 a type error or a condition that is not
+//! a boolean; AG-044 a start whose input lacks a declared argument or does not fit its type;
+//! AG-W02 (a `warning` event) a USE without `timeout_ms` under the organism's
+//! `require_timeout`; AG-W03 (a `warning` event) a value given by agent inference. AG-032 is
+//! not raised at run time: what the text cannot show (a redaction inside a branch) the engine
+//! redacts as 06 prescribes — a RETURN of a sensitive symbol gives `[REDACTED]`, and a
+//! sensitive value's text is cut out of error messages. AG-034 is also raised when the pump is
+//! built: a process calling a process of its file by a name registered with another role.
 //!
-//! **Left out (prompt formatting, not processes)**: AG-021 (STE lints), AG-024 (ALIAS lives in
-//! `config.json`, never in a process file), AG-033 (`<instructions>` lines), AG-036…AG-043
-//! (format contracts, DICT references, WHERE sections of `<formats>`).
+//! **Left out**: AG-021 (STE lints), AG-033 (`<instructions>` lines), AG-036…AG-043 (format
+//! contracts, DICT references, WHERE sections of `<formats>`) — prompt formatting, not
+//! processes; AG-024 — an ALIAS mapping exists only in `config.json` (04: external, "MUST NOT
+//! appear in the prompt"; `<config>` in a document is AG-035), 05's grammar has no ALIAS
+//! statement, and agentpump reads no `config.json`. AG-022 is static only: a tool's signature
+//! declares no randomness and is not visible to a process.
 
 use std::collections::{HashMap, HashSet};
 
@@ -55,20 +66,35 @@ use super::source::{ConstValue, Constant, Document};
 
 mod calls;
 mod names;
+
+pub(crate) use names::is_iso8601;
 mod reads;
+mod sensitive;
 
 pub(crate) use reads::is_unresolved_placeholder;
 mod walk;
+
+/// What the host asks of the checks beyond the text: its time policy and the tools it
+/// registers. The default (no policy, no tools known) is what `process check` assumes.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Policy {
+    /// AG-W02 LaxTime: every USE must give `timeout_ms` (an organism's `require_timeout`).
+    pub require_timeout: bool,
+    /// Names the host registers as listeners that are not processes (its tools, agents): a
+    /// process of the document with one of these ids, called by RUN or USE, is AG-034.
+    pub tools: Vec<String>,
+}
 
 /// What every process of a document can see.
 struct Context<'a> {
     constants: HashSet<&'a str>,
     runtime: HashSet<&'a str>,
     processes: HashMap<&'a str, &'a Process>,
+    policy: &'a Policy,
 }
 
-/// Runs every static check on a read document and its parsed processes.
-pub fn check(doc: &Document, processes: &[Process]) -> Vec<Diagnostic> {
+/// Runs every static check on a read document and its parsed processes, under `policy`.
+pub fn check(doc: &Document, processes: &[Process], policy: &Policy) -> Vec<Diagnostic> {
     let mut diags = Vec::new();
     let constants = bindings(&doc.constants, &mut diags);
     let runtime = bindings(&doc.runtime, &mut diags);
@@ -98,6 +124,7 @@ pub fn check(doc: &Document, processes: &[Process]) -> Vec<Diagnostic> {
         constants,
         runtime,
         processes: by_id,
+        policy,
     };
     let mut reads = json_references(doc, &cx, &mut diags);
     for p in processes {

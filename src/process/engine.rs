@@ -17,6 +17,7 @@ mod compile;
 mod effects;
 mod listener;
 mod machine;
+mod privacy;
 mod program;
 
 pub use listener::{DEFAULT_STEPS_PER_TURN, ProcessListener, UnknownProcess};
@@ -33,13 +34,19 @@ impl ProcessListener {
     pub fn registration(self) -> Registration {
         let name = self.name().to_owned();
         let peers = self.references();
+        let processes = peers
+            .iter()
+            .filter(|p| self.program().index_of(p).is_some())
+            .cloned()
+            .collect();
         let triggers = self.triggers();
         let mut r = Registration::new(&name, self)
             .role(Role::Process)
             .accepts(QName::new(TOOL_NS, "call"))
             .may_loop(true)
             .description(format!("process `{name}`"))
-            .peers(peers);
+            .peers(peers)
+            .process_peers(processes);
         for root in triggers {
             r = r.accepts(root);
         }

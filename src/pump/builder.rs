@@ -225,6 +225,17 @@ fn validate(registrations: &[Registration]) -> Result<Indexes, RegistrationError
                 peer: peer.to_string(),
             });
         }
+        for peer in &r.process_peers {
+            if let Some(&at) = by_name.get(peer)
+                && registrations[at].role != Role::Process
+            {
+                return Err(RegistrationError::ToolCollision {
+                    listener: r.name.to_string(),
+                    peer: peer.to_string(),
+                    role: registrations[at].role.as_str(),
+                });
+            }
+        }
         for root in r.accepts.iter().collect::<HashSet<_>>() {
             if root.namespace().is_empty() {
                 return Err(RegistrationError::NoNamespace {

@@ -198,3 +198,46 @@ fn process_run_shows_the_warnings_on_stderr_and_still_runs() {
         "RETURN {\"greeting\":\"hello\"}"
     );
 }
+
+#[test]
+fn the_organism_s_tools_and_the_time_policy_reach_process_check() {
+    // 07: "AG-034 … Conflicting tool signatures across host and predefinedTools.json" (a
+    // process of the file called by a name the organism gives a tool) and "AG-W02 … Step
+    // without explicit time where policy requires".
+    let scratch = crate::support::Scratch::new("process-check-policy");
+    let aps = scratch.write(
+        "main.aps",
+        "<processes>\n<process id=\"main\">\n  RUN `double` where: x=1\n  USE `double` where: expression=\"1\" (timeout_ms=50)\n  CAPTURE AA from `double`\n  RETURN: AA\n</process>\n<process id=\"double\" args=\"x: Number\">\n  RETURN: y=x\n</process>\n</processes>\n",
+    );
+    let organism = scratch.write(
+        "organism.toml",
+        "[[listener]]\nname = \"double\"\nkind = \"builtin\"\nbuiltin = \"calculator\"\n\n[[listener]]\nname = \"main\"\nkind = \"process\"\nfile = \"main.aps\"\n",
+    );
+    let (ok, stdout, _) = check(&[], std::slice::from_ref(&aps));
+    assert!(ok, "no organism, no policy: clean\n{stdout}");
+    let organism = organism.to_str().unwrap();
+    let (ok, stdout, stderr) = check(&["--organism", organism], std::slice::from_ref(&aps));
+    assert!(!ok, "{stdout}");
+    assert!(
+        stdout.contains("error[AG-034 PredefinedToolCollision]: `double` is a process of this file and a tool the host registers")
+            && stdout.contains("main.aps:3:7")
+            && stdout.contains("main.aps:4:7"),
+        "{stdout}"
+    );
+    assert!(stderr.contains("2 errors in process files"), "{stderr}");
+    let lax = scratch.write(
+        "lax.aps",
+        "<processes>\n<process id=\"lax\">\n  USE `calc`\n  RETURN: ok=true\n</process>\n</processes>\n",
+    );
+    let (ok, stdout, _) = check(&[], std::slice::from_ref(&lax));
+    assert!(ok && !stdout.contains("AG-W02"), "{stdout}");
+    let (ok, stdout, _) = check(&["--require-timeout"], &[lax, aps]);
+    assert!(ok, "a warning does not fail the check\n{stdout}");
+    assert!(
+        stdout.contains("warning[AG-W02 LaxTime]: USE `calc` gives no timeout_ms")
+            && stdout.contains("lax.aps:3:3")
+            && stdout.contains("lax.aps: 1 processes, 0 errors, 1 warnings")
+            && stdout.contains("main.aps: 2 processes, 0 errors, 0 warnings"),
+        "{stdout}"
+    );
+}

@@ -7,7 +7,7 @@ use super::names;
 use super::walk::Walker;
 use crate::process::ast::{Capture, Ident, Param, Use};
 use crate::process::code::Code;
-use crate::process::diagnostic::Span;
+use crate::process::diagnostic::{Diagnostic, Span};
 use crate::process::expr::ExprKind;
 
 const RANDOM_WORDS: &[&str] = &["random", "rand", "shuffle", "sample", "uuid"];
@@ -53,6 +53,7 @@ impl Walker<'_, '_> {
 
     pub(super) fn run(&mut self, process: &Ident, params: &[Param]) {
         names::process_id(process, self.diags);
+        self.tool_collision(process);
         self.key_order(params);
         self.params(params, "key");
         let Some(target) = self.cx.processes.get(process.name.as_str()).copied() else {
@@ -132,6 +133,14 @@ impl Walker<'_, '_> {
             self.limit("timeout_ms", m.timeout_ms, 1, 86_400_000);
             self.limit("retry", m.retry, 0, 10);
         }
+        let timed = u.modifiers.as_ref().is_some_and(|m| m.timeout_ms.is_some());
+        if self.cx.policy.require_timeout && !timed {
+            let msg = format!("USE `{}` gives no timeout_ms", u.tool.name);
+            let hint = "the time policy requires (timeout_ms=N) on every USE";
+            self.diags
+                .push(Diagnostic::new(Code::LaxTime, u.span, msg).hint(hint));
+        }
+        self.tool_collision(&u.tool);
         let seeded = u.params.iter().any(|p| p.key.name == "seed")
             || self.with_keys.iter().flatten().any(|k| k == "seed");
         if looks_random(&u.tool.name) && !seeded {
@@ -145,6 +154,22 @@ impl Walker<'_, '_> {
         }
         if !in_par {
             self.used_tools.insert(u.tool.name.clone());
+        }
+    }
+
+    /// AG-034: a call of a process of this document whose id the host registers as a tool
+    /// too; the process would run in a child thread addressed to that name, which the tool
+    /// answers.
+    fn tool_collision(&mut self, name: &Ident) {
+        if self.cx.processes.contains_key(name.name.as_str())
+            && self.cx.policy.tools.contains(&name.name)
+        {
+            let msg = format!(
+                "`{}` is a process of this file and a tool the host registers",
+                name.name
+            );
+            let hint = "rename the process or the tool: a call must have one target";
+            self.error(Code::PredefinedToolCollision, name.span, msg, hint);
         }
     }
 

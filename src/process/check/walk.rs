@@ -29,6 +29,8 @@ pub(super) struct Walker<'a, 'd> {
     pub(super) pending_par: Option<(Vec<String>, Span)>,
     /// Keys of enclosing WITH defaults.
     pub(super) with_keys: Vec<Vec<String>>,
+    /// Symbols redacted (or SET from redacted ones) on the current block path (AG-032).
+    pub(super) sensitive: Vec<String>,
 }
 
 /// Walks `p`; returns every name read (constants included), for the document's AG-W01.
@@ -49,6 +51,7 @@ pub(super) fn process(
         used_tools: HashSet::new(),
         pending_par: None,
         with_keys: Vec::new(),
+        sensitive: Vec::new(),
     };
     for a in &p.args {
         names::lower(&a.name, "argument", w.diags);
@@ -80,9 +83,12 @@ impl Walker<'_, '_> {
     }
 
     pub(super) fn block(&mut self, body: &Block) {
+        // A redaction inside the block may not run: it does not count after the block.
+        let sensitive = self.sensitive.len();
         for s in body {
             self.stmt(s);
         }
+        self.sensitive.truncate(sensitive);
     }
 
     fn stmt(&mut self, s: &Stmt) {
@@ -99,6 +105,7 @@ impl Walker<'_, '_> {
                 if let Some(o) = origin {
                     self.origin(o);
                 }
+                self.taint(symbol, value);
                 self.bind(symbol);
             }
             StmtKind::Unset(sym) => {
@@ -107,8 +114,13 @@ impl Walker<'_, '_> {
                     self.bound.remove(&sym.name);
                 }
             }
-            StmtKind::Return(Return::Symbols(list)) => self.read_symbols(list),
-            StmtKind::Return(Return::Pairs(pairs)) => self.params(pairs, "key"),
+            StmtKind::Return(r) => {
+                match r {
+                    Return::Symbols(list) => self.read_symbols(list),
+                    Return::Pairs(pairs) => self.params(pairs, "key"),
+                }
+                self.sensitive_return(r);
+            }
             StmtKind::Assert(e) => self.condition(e),
             StmtKind::AssertAll(list) => list.iter().for_each(|e| self.condition(e)),
             StmtKind::Tell(t) => t.why.iter().for_each(|s| self.read_symbol(s)),
@@ -116,6 +128,7 @@ impl Walker<'_, '_> {
             StmtKind::Snap(snap) => {
                 self.read_symbols(&snap.symbols);
                 self.read_symbols(&snap.redact);
+                self.redact(&snap.redact);
             }
             _ => self.block_stmt(s),
         }

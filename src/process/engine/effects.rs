@@ -50,13 +50,16 @@ pub(crate) enum Event {
     Return { fields: BTreeMap<String, Value> },
     /// The process failed: its error object.
     Failed { error: Value },
-    /// AG-W03 HeuristicInference: a value the inference tool gave, and the input hash.
+    /// AG-W03 HeuristicInference: a value the inference tool gave (`None` when the symbol is
+    /// redacted), and the input hash.
     Inferred {
         symbol: String,
-        value: Value,
+        value: Option<Value>,
         hash: String,
         line: u32,
     },
+    /// AG-W02 LaxTime: a USE without `timeout_ms` under a policy that requires one.
+    LaxTime { tool: String, line: u32 },
 }
 
 /// One named value, or a redacted one (its name only: 06 forbids its content).
@@ -121,6 +124,13 @@ impl Event {
                     " line=\"{line}\" code=\"AG-W03\" name=\"HeuristicInference\" input-hash=\"{hash}\""
                 ),
             ),
+            Event::LaxTime { tool, line } => (
+                "warning",
+                format!(
+                    " line=\"{line}\" code=\"AG-W02\" name=\"LaxTime\" tool=\"{}\"",
+                    escape(tool.as_str())
+                ),
+            ),
             Event::Failed { error } => {
                 let get = |k: &str| match error {
                     Value::Object(m) => m.get(k).map(ToString::to_string).unwrap_or_default(),
@@ -154,7 +164,9 @@ impl Event {
                 }
             }
             Event::Return { fields } => items(&mut out, "field", fields),
-            Event::Inferred { symbol, value, .. } => named(&mut out, "symbol", symbol, Some(value)),
+            Event::Inferred { symbol, value, .. } => {
+                named(&mut out, "symbol", symbol, value.as_ref());
+            }
             Event::Failed { error } => {
                 let message = match error {
                     Value::Object(m) => m.get("message").map(ToString::to_string),
@@ -162,7 +174,7 @@ impl Event {
                 };
                 out.push_str(&escape(message.unwrap_or_default().as_str()));
             }
-            Event::Par { .. } | Event::Join { .. } => {}
+            Event::Par { .. } | Event::Join { .. } | Event::LaxTime { .. } => {}
         }
         let _ = write!(out, "</{element}>");
         out

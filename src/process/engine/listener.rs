@@ -41,6 +41,7 @@ pub struct ProcessListener {
     steps_per_turn: u64,
     goal: Option<Goal>,
     inference: Option<String>,
+    require_timeout: bool,
     /// Boxed: a run is large, and it leaves and re-enters the map on every delivery.
     runs: Mutex<HashMap<ThreadId, Box<Run>>>,
 }
@@ -206,6 +207,7 @@ impl ProcessListener {
             steps_per_turn: DEFAULT_STEPS_PER_TURN,
             goal: None,
             inference: None,
+            require_timeout: false,
             runs: Mutex::new(HashMap::new()),
         })
     }
@@ -224,6 +226,14 @@ impl ProcessListener {
         self
     }
 
+    /// The time policy of 07's AG-W02 LaxTime ("Step without explicit time where policy
+    /// requires"): with `true`, every USE without `timeout_ms` records a `warning` event
+    /// (`code="AG-W02"`, its line and tool) the first time it runs in a run. Off by default.
+    pub fn require_timeout(mut self, require: bool) -> Self {
+        self.require_timeout = require;
+        self
+    }
+
     /// A goal the process declares when it starts in a root thread (certificates, r_p, budget):
     /// with it, `RESIDUAL` bindings can end the thread CONVERGED.
     pub fn goal(mut self, goal: Goal) -> Self {
@@ -233,6 +243,10 @@ impl ProcessListener {
 
     fn id(&self) -> &str {
         &self.program.processes[self.process].id
+    }
+
+    pub(crate) fn program(&self) -> &Program {
+        &self.program
     }
 
     /// The process id, which is also the listener's name.
@@ -293,10 +307,14 @@ impl ProcessListener {
         })
     }
 
-    /// A machine started by `payload`, or the error answer when its input does not fit.
-    fn machine(&self, payload: &Payload) -> Result<Machine, String> {
+    /// A machine started by `payload`, or the code and message of the error answer when its
+    /// input does not fit (AG-044; AG-014 for an `ISO8601` argument that is not ISO 8601).
+    fn machine(&self, payload: &Payload) -> Result<Machine, (Code, String)> {
+        let mismatch = Code::ProcessArgsMismatch;
         let input = if payload.qname().is(TOOL_NS, "call") {
-            Call::parse(payload).map_err(|e| e.to_string())?.args
+            Call::parse(payload)
+                .map_err(|e| (mismatch, e.to_string()))?
+                .args
         } else {
             trigger_input(payload.as_str())
         };
@@ -304,25 +322,19 @@ impl ProcessListener {
         for arg in &self.program.processes[self.process].args {
             let name = &arg.name.name;
             let Some(v) = input.get(name).cloned() else {
-                return Err(format!(
-                    "{}: argument `{name}` ({}) is missing",
-                    Code::ProcessArgsMismatch.name(),
-                    arg.ty
-                ));
+                let message = format!("argument `{name}` ({}) is missing", arg.ty);
+                return Err((mismatch, format!("{}: {message}", mismatch.name())));
             };
-            let v = typed_input(&arg.ty, v).map_err(|m| {
-                format!(
-                    "{}: argument `{name}`: {m}",
-                    Code::ProcessArgsMismatch.name()
-                )
-            })?;
+            let v = typed_input(&arg.ty, v)
+                .map_err(|(code, m)| (code, format!("{}: argument `{name}`: {m}", code.name())))?;
             typed.insert(name.clone(), v);
         }
         for (k, v) in input {
             typed.entry(k).or_insert(v);
         }
         Ok(Machine::new(Arc::clone(&self.program), self.process, typed)
-            .infer_with(self.inference.clone()))
+            .infer_with(self.inference.clone())
+            .require_timeout(self.require_timeout))
     }
 
     /// Rebuilds the thread's run from its whole history: the start, what was sent and
@@ -400,9 +412,9 @@ impl ProcessListener {
         };
         let machine = match self.machine(&payload) {
             Ok(m) => m,
-            Err(message) => {
+            Err((code, message)) => {
                 if known.events == 0 {
-                    self.answer(cx, &start, Err(input_error(&message)));
+                    self.answer(cx, &start, Err(input_error(code, &message)));
                 }
                 return Ok(None);
             }
@@ -564,12 +576,9 @@ impl ProcessListener {
 }
 
 /// The error answer for a start whose input does not fit the process's arguments.
-fn input_error(message: &str) -> Value {
+fn input_error(code: Code, message: &str) -> Value {
     let mut m = BTreeMap::new();
-    m.insert(
-        "type".into(),
-        Value::Str(Code::ProcessArgsMismatch.as_str().into()),
-    );
+    m.insert("type".into(), Value::Str(code.as_str().into()));
     m.insert("message".into(), Value::Str(message.to_owned()));
     m.insert("line".into(), Value::Num(0.into()));
     Value::Object(m)

@@ -15,6 +15,7 @@ use std::sync::Arc;
 
 use super::compile::Op;
 use super::effects::{Effect, Event};
+use super::privacy::{self, REDACTED};
 use super::program::Program;
 use crate::process::ast::{Bdd, Capture, Param, Return, Use};
 use crate::process::code::Code;
@@ -140,11 +141,16 @@ pub(crate) struct Machine {
     inference: Option<String>,
     /// Placeholders resolved by agent inference in this run (the last resort, 03).
     inferred: BTreeMap<String, Value>,
+    /// Warn AG-W02 for a USE without `timeout_ms` (the organism's time policy).
+    require_timeout: bool,
+    /// The USEs warned AG-W02 so far (op index, index in a PAR): once per statement and run.
+    lax: BTreeSet<(usize, usize)>,
     calls: u64,
     /// A call differed from history's: the run stops, whatever handlers are open.
     diverged: bool,
     events: u64,
     residuals: u64,
+    /// Sensitive symbols (06): named in a `redact=` list, or SET from one.
     redacted: BTreeSet<String>,
     snapped: BTreeMap<String, Value>,
     /// Statements run, in all.
@@ -245,6 +251,8 @@ impl Machine {
             pending: None,
             inference: None,
             inferred: BTreeMap::new(),
+            require_timeout: false,
+            lax: BTreeSet::new(),
             calls: 0,
             diverged: false,
             events: 0,
@@ -259,6 +267,12 @@ impl Machine {
     /// Lets `(from "Agent Inference")` ask `tool`.
     pub fn infer_with(mut self, tool: Option<String>) -> Self {
         self.inference = tool;
+        self
+    }
+
+    /// Warns AG-W02 (a `warning` event) for every USE without `timeout_ms`.
+    pub fn require_timeout(mut self, require: bool) -> Self {
+        self.require_timeout = require;
         self
     }
 
@@ -321,8 +335,9 @@ impl Machine {
     }
 
     /// A hard error: to the innermost RECOVER, or the end of the process.
-    fn raise(&mut self, err: Value) -> Option<Stop> {
+    fn raise(&mut self, mut err: Value) -> Option<Stop> {
         self.pending = None;
+        self.scrub(&mut err);
         if self.diverged {
             return Some(Stop::Diverged(err));
         }
@@ -338,6 +353,34 @@ impl Machine {
         self.locals.push((h.err, err));
         self.pc = h.recover;
         None
+    }
+
+    /// Cuts the texts of sensitive values out of an error (06: never in an error message).
+    fn scrub(&self, err: &mut Value) {
+        if self.redacted.is_empty() {
+            return;
+        }
+        let mut secrets = Vec::new();
+        for name in &self.redacted {
+            if let Some(v) = self.symbol(name) {
+                privacy::texts(&v, &mut secrets);
+            }
+        }
+        // Longest first: a secret that contains another is cut whole.
+        secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
+        privacy::scrub(err, &secrets);
+    }
+
+    /// AG-W02 LaxTime: the `i`-th USE of the op at `pc` has no `timeout_ms` and the policy
+    /// requires one; recorded once per statement and run.
+    fn lax_time(&mut self, u: &Use, i: usize, span: Span, turn: &mut Turn<'_>) {
+        if self.require_timeout && timeout(u).is_none() && self.lax.insert((self.pc, i)) {
+            let event = Event::LaxTime {
+                tool: u.tool.name.clone(),
+                line: span.line,
+            };
+            self.event(event, turn);
+        }
     }
 
     fn value(&self, e: &Expr) -> Result<Value, Value> {
@@ -479,15 +522,22 @@ impl Machine {
                     return self.infer(symbol, value, span, turn);
                 }
                 let v = self.value(value)?;
+                if privacy::reads_any(value, &self.redacted) {
+                    self.redacted.insert(symbol.clone());
+                }
                 self.bind(symbol, v, turn);
             }
             Op::Unset(s) => {
                 self.symbols.remove(s);
             }
-            Op::Use(u) => return self.use_(u, span, turn),
+            Op::Use(u) => {
+                self.lax_time(u, 0, span, turn);
+                return self.use_(u, span, turn);
+            }
             Op::Run { process, params } => return self.run_process(process, params, span, turn),
             Op::Par(uses) => {
-                for u in uses {
+                for (i, u) in uses.iter().enumerate() {
+                    self.lax_time(u, i, span, turn);
                     let id = self.call(&u.tool.name, &u.params, timeout(u), true, span, turn)?;
                     self.par.push((u.tool.name.clone(), id));
                 }
@@ -823,9 +873,10 @@ impl Machine {
                         span,
                     )
                 })?;
+                let shown = (!self.redacted.contains(symbol)).then(|| value.clone());
                 let warning = Event::Inferred {
                     symbol: symbol.to_owned(),
-                    value: value.clone(),
+                    value: shown,
                     hash,
                     line: span.line,
                 };
@@ -984,6 +1035,8 @@ impl Machine {
         Ok(())
     }
 
+    /// The fields of a RETURN; a sensitive one is `[REDACTED]` (06), in the recorded event and
+    /// in the answer alike.
     fn returned(&self, r: &Return) -> Result<BTreeMap<String, Value>, Value> {
         let mut fields = BTreeMap::new();
         match r {
@@ -996,12 +1049,24 @@ impl Machine {
                             s.span,
                         )
                     })?;
+                    let v = if self.redacted.contains(&s.name) {
+                        Value::from(REDACTED)
+                    } else {
+                        v
+                    };
                     fields.insert(s.name.clone(), v);
                 }
             }
             Return::Pairs(pairs) => {
                 for p in pairs {
-                    fields.insert(p.key.name.clone(), self.value(&p.value)?);
+                    // Evaluated all the same: an error in it is the process's error.
+                    let v = self.value(&p.value)?;
+                    let v = if privacy::reads_any(&p.value, &self.redacted) {
+                        Value::from(REDACTED)
+                    } else {
+                        v
+                    };
+                    fields.insert(p.key.name.clone(), v);
                 }
             }
         }
@@ -1110,8 +1175,20 @@ fn follow(fields: &BTreeMap<String, Value>, segs: &[PathSeg]) -> Option<Value> {
     Some(at.clone())
 }
 
-/// Reads a number argument the way a process declares it.
-pub(crate) fn typed_input(ty: &str, v: Value) -> Result<Value, String> {
+/// Reads an argument the way a process declares it; what does not fit is AG-044, or AG-014
+/// for an `ISO8601` argument (a computed time, which the static check cannot see).
+pub(crate) fn typed_input(ty: &str, v: Value) -> Result<Value, (Code, String)> {
+    match (ty, v) {
+        ("ISO8601", Value::Str(s)) if crate::process::check::is_iso8601(&s) => Ok(Value::Str(s)),
+        ("ISO8601", other) => Err((
+            Code::TimeFormat,
+            format!("\"{other}\" is not ISO 8601 with an offset"),
+        )),
+        (ty, v) => typed_value(ty, v).map_err(|m| (Code::ProcessArgsMismatch, m)),
+    }
+}
+
+fn typed_value(ty: &str, v: Value) -> Result<Value, String> {
     match (ty, v) {
         ("Number", Value::Str(s)) => crate::value::parse_number(s.trim())
             .map(Value::Num)
