@@ -61,8 +61,13 @@ impl Value {
     /// ```
     pub fn to_json(&self) -> String {
         let mut out = String::new();
-        self.write_json(&mut out, "", ":");
+        self.append_json(&mut out);
         out
+    }
+
+    /// [`Value::to_json`] appended to `out` (a buffer reused across values).
+    pub(crate) fn append_json(&self, out: &mut String) {
+        self.write_json(out, "", ":");
     }
 
     fn write_json(&self, out: &mut String, comma: &str, colon: &str) {

@@ -329,7 +329,7 @@ impl Account {
         self: &Arc<Self>,
         amount: Amount,
         first: impl FnOnce() -> Option<T>,
-    ) -> Result<(), Admit<T>> {
+    ) -> Result<[Line; 5], Admit<T>> {
         let mut guards = self.lock_chain();
         let breaches = past_limit(&guards);
         if !breaches.is_empty() {
@@ -338,14 +338,14 @@ impl Account {
         if let Some(refused) = first() {
             return Err(Admit::Refused(refused));
         }
-        if amount.is_zero() {
-            return Ok(());
+        if !amount.is_zero() {
+            if let Some(exhausted) = overs(&guards, no_room_for(amount)).first().copied() {
+                return Err(Admit::NoRoom(exhausted));
+            }
+            spend(&mut guards, amount);
         }
-        if let Some(exhausted) = overs(&guards, no_room_for(amount)).first().copied() {
-            return Err(Admit::NoRoom(exhausted));
-        }
-        spend(&mut guards, amount);
-        Ok(())
+        // What [`Account::snapshot`] would read next, under the same lock.
+        Ok(lines(&guards[0]))
     }
 
     /// Whether `amount` could be withdrawn now (nothing changes).
@@ -498,14 +498,18 @@ impl Account {
 
     /// Limit, spend and reservations per spent dimension of this account.
     pub fn snapshot(&self) -> [Line; 5] {
-        let state = self.lock();
-        SPENT.map(|name| Line {
-            name,
-            limit: state.limit[name.index()],
-            spent: state.spent.get(name),
-            reserved: state.reserved.get(name),
-        })
+        lines(&self.lock())
     }
+}
+
+/// Every dimension of one account's state.
+fn lines(state: &AccountState) -> [Line; 5] {
+    SPENT.map(|name| Line {
+        name,
+        limit: state.limit[name.index()],
+        spent: state.spent.get(name),
+        reserved: state.reserved.get(name),
+    })
 }
 
 /// One dimension of an account, as [`Account::snapshot`] reads it.

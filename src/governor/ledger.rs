@@ -2,16 +2,22 @@
 //! criteria, learnings, self-iterations, the no-progress window and the warnings already given.
 
 use std::collections::VecDeque;
-use std::collections::hash_map::DefaultHasher;
-use std::hash::{Hash, Hasher};
+use std::hash::BuildHasher as _;
 use std::sync::Arc;
 
 use rust_decimal::Decimal;
 use tokio::time::Instant;
 
+use foldhash::fast::FixedState;
+
 use super::Budget;
 use super::budget::{Account, BudgetName};
 use super::messages::{Goal, GovernorMessage, Lane, Signal};
+
+/// The hash of what repeats: fixed, so a ledger rebuilt from history hashes alike, and fast
+/// (it runs on every delivery). It guards against accidents, not adversaries: a sender who
+/// wants a no-progress halt can repeat itself.
+const FAST: FixedState = FixedState::with_seed(0x6167_656e_7470_756d);
 
 /// A criterion's status as reported.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -117,12 +123,11 @@ impl Ledger {
         if window == 0 || max_period == 0 {
             return false;
         }
-        let mut h = DefaultHasher::new();
-        (from, to, payload).hash(&mut h);
+        let digest = FAST.hash_one((from, to, payload));
         if self.recent.len() == window * max_period {
             self.recent.pop_front();
         }
-        self.recent.push_back(h.finish());
+        self.recent.push_back(digest);
         let (recent, n) = (&self.recent, self.recent.len());
         (1..=max_period).any(|p| {
             let span = window * p;
@@ -132,9 +137,7 @@ impl Ledger {
 
     /// Records a loop-control payload; true when the same one came `window` times in a row.
     pub fn same_control(&mut self, payload: &str, window: usize) -> bool {
-        let mut h = DefaultHasher::new();
-        payload.hash(&mut h);
-        let digest = h.finish();
+        let digest = FAST.hash_one(payload);
         self.last_control = if self.last_control.0 == digest {
             (digest, self.last_control.1 + 1)
         } else {

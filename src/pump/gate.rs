@@ -9,7 +9,7 @@ use tokio::time::Instant;
 
 use super::Shared;
 use crate::Envelope;
-use crate::governor::budget::{Account, Admit, Amount, BudgetName};
+use crate::governor::budget::{Account, Admit, Amount, BudgetName, Line};
 use crate::governor::ledger::Ledger;
 use crate::governor::{HaltClass, Verdict};
 use crate::listener::{Registration, Role, Usage};
@@ -96,16 +96,17 @@ impl Shared {
                 );
             cycle.then(|| Verdict::new(HaltClass::NoProgress, "repeated-message"))
         });
-        let refused = match admitted {
-            Ok(()) => None,
-            Err(Admit::Breached(breaches)) => Verdict::breach(&breaches),
-            Err(Admit::Refused(verdict)) => Some(verdict),
-            Err(Admit::NoRoom(e)) => Some(Verdict::timeout(e.budget)),
+        let lines = match admitted {
+            Ok(lines) => lines,
+            // Never empty (`Admit::Breached`); were it, nothing would be breached.
+            Err(Admit::Breached(breaches)) => match Verdict::breach(&breaches) {
+                Some(verdict) => return Admission::Halt(verdict),
+                None => account.snapshot(),
+            },
+            Err(Admit::Refused(verdict)) => return Admission::Halt(verdict),
+            Err(Admit::NoRoom(e)) => return Admission::Halt(Verdict::timeout(e.budget)),
         };
-        if let Some(verdict) = refused {
-            return Admission::Halt(verdict);
-        }
-        let warnings = warnings(l, policy.warning_fraction, now);
+        let warnings = warnings(l, &lines, policy.warning_fraction, now);
         Admission::Go {
             view,
             deadline: l.deadline,
@@ -160,9 +161,14 @@ impl Cost {
 }
 
 /// One `budget-warning` per budget that crossed the warning fraction and was not warned about.
-fn warnings(ledger: &mut Ledger, fraction: Decimal, now: Instant) -> Vec<SystemMessage> {
+fn warnings(
+    ledger: &mut Ledger,
+    lines: &[Line; 5],
+    fraction: Decimal,
+    now: Instant,
+) -> Vec<SystemMessage> {
     let mut out = Vec::new();
-    for line in ledger.account.snapshot() {
+    for line in lines {
         let (name, spent) = (line.name, line.spent);
         let Some(limit) = line.limit else { continue };
         if limit > Decimal::ZERO && spent >= limit * fraction && ledger.first_warning(name) {

@@ -1127,10 +1127,13 @@ fn args_hash(tool: &str, args: &BTreeMap<String, Value>) -> String {
     let mut h = Sha256::new();
     h.update(tool.as_bytes());
     h.update([0u8]);
+    let mut json = String::new();
     for (k, v) in args {
         h.update(k.as_bytes());
         h.update([0u8]);
-        h.update(v.to_json().as_bytes());
+        json.clear();
+        v.append_json(&mut json);
+        h.update(json.as_bytes());
         h.update([0u8]);
     }
     let digest = h.finalize();
