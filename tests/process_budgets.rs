@@ -119,7 +119,11 @@ async fn a_par_wider_than_the_thread_budget_is_refused_visibly_and_halts() {
     );
     let mut called: Vec<String> = counts(&log).into_keys().collect();
     called.sort();
-    assert_eq!(called, ["main-1", "main-2", "main-3"], "the first three, in source order");
+    assert_eq!(
+        called,
+        ["main-1", "main-2", "main-3"],
+        "the first three, in source order"
+    );
     assert_eq!(pump.tree(thread).len(), 1 + 3);
     assert!(!records.iter().any(|r| r.kind == RecordKind::Egress));
 }

@@ -13,9 +13,7 @@ use agentpump::process::engine::{ProcessListener, Program};
 use agentpump::tool::{Call, Signature, Tool, ToolError, ToolResult, register};
 use agentpump::value::Value;
 use agentpump::{Context, PumpBuilder};
-use support::process::{
-    CallLog, Setup, counts, doc, failure, fields, go, num, roots, run,
-};
+use support::process::{CallLog, Setup, counts, doc, failure, fields, go, num, roots, run};
 
 /// `fetch`: answers `body` ("body of ID"), `status.code` 200, and the `endpoint` and `region`
 /// it was called with ("none" when not given).
@@ -74,7 +72,9 @@ impl Tool for Dice {
             Value::Num(n) => *n,
             _ => rust_decimal::Decimal::ZERO,
         };
-        Ok(call.result().field("value", Value::Num(n("seed") + n("sides"))))
+        Ok(call
+            .result()
+            .field("value", Value::Num(n("seed") + n("sides"))))
     }
 }
 
@@ -133,7 +133,11 @@ async fn the_all_constructs_fixture_runs_on_the_pump() {
     pump.settle(thread).await;
     let records = pump.history(thread).await.unwrap();
     let f = fields(&records);
-    assert_eq!(f["REC"], Value::from("PROCEED"), "IF SCORE >= THRESHOLD AND CODE = 200");
+    assert_eq!(
+        f["REC"],
+        Value::from("PROCEED"),
+        "IF SCORE >= THRESHOLD AND CODE = 200"
+    );
     assert_eq!((&f["SCORE"], &f["COPY"]), (&num("0.95"), &num("0.95")));
     assert_eq!(f["ORIGINAL"], num("7"), "<SEED> (from INP)");
     // The PAR's fetch is outside the WITH block: no defaults reach it; CAPTURE without a map
@@ -169,7 +173,13 @@ async fn the_all_constructs_fixture_runs_on_the_pump() {
     };
     // GIVEN's TELL; the snap per item; MILESTONE under WHEN; PAR, JOIN; AG-W03 for GUESSED.
     assert_eq!(
-        (count("tell"), count("milestone"), count("snap"), count("par"), count("join")),
+        (
+            count("tell"),
+            count("milestone"),
+            count("snap"),
+            count("par"),
+            count("join")
+        ),
         (1, 1, 2, 1, 1),
         "{:#?}",
         roots(&records)
@@ -178,7 +188,8 @@ async fn the_all_constructs_fixture_runs_on_the_pump() {
     // SNAP [ROLL, _INDEX] redact=[ROLL]: the roll is never shown.
     for snap in records.iter().filter(|r| r.root.is(PROCESS_NS, "snap")) {
         assert!(
-            snap.payload.contains(r#"<symbol name="ROLL" redacted="true"/>"#),
+            snap.payload
+                .contains(r#"<symbol name="ROLL" redacted="true"/>"#),
             "{}",
             snap.payload
         );
@@ -191,14 +202,18 @@ async fn the_all_constructs_fixture_runs_on_the_pump() {
         .collect();
     assert_eq!(dice, ["3", "6"]);
     // RUN `helper`: a child thread whose RETURN carries the artifact reference.
-    let children: Vec<_> = pump.tree(thread).into_iter().filter(|t| t.id != thread).collect();
+    let children: Vec<_> = pump
+        .tree(thread)
+        .into_iter()
+        .filter(|t| t.id != thread)
+        .collect();
     assert_eq!(children.len(), 1 + 2, "the helper and the two PAR children");
     let mut artifact = false;
     for child in children {
         let h = pump.history(child.id).await.unwrap();
-        artifact |= h.iter().any(|r| {
-            r.root.is(PROCESS_NS, "return") && r.payload.contains("$artifact")
-        });
+        artifact |= h
+            .iter()
+            .any(|r| r.root.is(PROCESS_NS, "return") && r.payload.contains("$artifact"));
     }
     assert!(artifact, "the helper's RETURN with {{\"$artifact\": …}}");
 }
@@ -264,7 +279,10 @@ async fn capture_binds_one_symbol_or_several_with_and_without_a_map() {
     );
     let (records, _) = returns("", body, "").await;
     let f = fields(&records);
-    assert_eq!(json(&f["WHOLE"]), r#"{"deep":{"list":[10,20]},"vv":1,"ww":"x"}"#);
+    assert_eq!(
+        json(&f["WHOLE"]),
+        r#"{"deep":{"list":[10,20]},"vv":1,"ww":"x"}"#
+    );
     assert_eq!((&f["VV"], &f["WW"]), (&num("1"), &Value::from("x")));
     assert_eq!((&f["FIRST"], &f["SECOND"]), (&num("10"), &num("20")));
 }
@@ -285,7 +303,11 @@ async fn set_from_a_tool_inp_or_a_symbol_binds_its_value() {
         json(&Value::Object(fields(&records))),
         r#"{"AA":5,"BB":6,"CC":4}"#
     );
-    assert_eq!(log.lock().unwrap().len(), 1, "(from `echo`) calls nothing more");
+    assert_eq!(
+        log.lock().unwrap().len(),
+        1,
+        "(from `echo`) calls nothing more"
+    );
 }
 
 #[tokio::test]
@@ -340,7 +362,9 @@ async fn when_that_holds_runs_its_body_and_then_that_fails_is_a_postcondition_fa
     let body = "  THEN n > 100:\n    MILESTONE \"never\"\n  RETURN: n=n\n";
     let (records, _) = returns(" args=\"n: Number\"", body, "<n>5</n>").await;
     assert!(
-        failure(&records).message.starts_with("postcondition-failed"),
+        failure(&records)
+            .message
+            .starts_with("postcondition-failed"),
         "{:?}",
         failure(&records)
     );
@@ -427,7 +451,11 @@ async fn an_atomic_use_is_retried_after_unavailable_only() {
     let (records, log) = returns("", body, "").await;
     let f = fields(&records);
     assert_eq!(f["GOT"], Value::from("done"), "the second try answered");
-    assert_eq!(f["KIND"], Value::from("unavailable"), "three tries, all unavailable");
+    assert_eq!(
+        f["KIND"],
+        Value::from("unavailable"),
+        "three tries, all unavailable"
+    );
     assert_eq!(
         log.lock().unwrap().as_slice(),
         ["main-1", "main-2", "main-3", "main-4", "main-5"]
@@ -468,8 +496,17 @@ async fn the_composite_par_error_is_the_lexically_first_failure_even_when_it_fin
             }
         })
         .collect();
-    assert_eq!(finished, ["timeout", "not-allowed"], "{:#?}", roots(&records));
-    assert_eq!(f["KIND"], Value::from("not-allowed"), "the first in lexical order");
+    assert_eq!(
+        finished,
+        ["timeout", "not-allowed"],
+        "{:#?}",
+        roots(&records)
+    );
+    assert_eq!(
+        f["KIND"],
+        Value::from("not-allowed"),
+        "the first in lexical order"
+    );
     match &f["MORE"] {
         Value::List(more) => {
             assert_eq!(more.len(), 1, "{more:?}");
@@ -545,5 +582,9 @@ async fn par_launches_its_children_in_lexical_order() {
     assert_eq!(subs, ["main-1", "main-2", "main-3", "main-4"]);
     // Every call was made once; the failing first child makes JOIN fail.
     assert_eq!(counts(&log).values().sum::<usize>(), 4);
-    assert!(failure(&records).message.starts_with("invalid-argument"), "{:?}", failure(&records));
+    assert!(
+        failure(&records).message.starts_with("invalid-argument"),
+        "{:?}",
+        failure(&records)
+    );
 }

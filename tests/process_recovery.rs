@@ -11,11 +11,11 @@ mod support;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use agentpump::Delivery;
 use agentpump::envelope::PROCESS_NS;
 use agentpump::history::{HistoryStore, Record};
 use agentpump::tool::Answer;
 use agentpump::value::Value;
-use agentpump::Delivery;
 use support::process::{
     CallLog, Doomed, HangOn, Setup, counts, doc, go, returned, roots, run, settle_tree, wait_for,
 };
@@ -99,7 +99,9 @@ fn assert_calls(
 ) {
     let mut expected = want.clone();
     if let Some(id) = again {
-        *expected.get_mut(id).expect("the call in flight is a call of the run") += 1;
+        *expected
+            .get_mut(id)
+            .expect("the call in flight is a call of the run") += 1;
     }
     assert_eq!(got, &expected, "calls over both pumps");
     let total: usize = got.values().sum();
@@ -176,7 +178,10 @@ async fn a_process_killed_mid_run_finishes_the_child_without_rerunning_its_answe
     let (records, got) = crash(&text, 10_000, At::Call("child-2"), None).await;
     assert_eq!(returned(&records), want);
     match want {
-        Answer::Result(r) => assert_eq!(Value::Object(r.fields).to_json(), r#"{"AA":5,"BB":11,"TWICE":10}"#),
+        Answer::Result(r) => assert_eq!(
+            Value::Object(r.fields).to_json(),
+            r#"{"AA":5,"BB":11,"TWICE":10}"#
+        ),
         other => panic!("{other:?}"),
     }
     assert_calls(&got, &calls, Some("child-2"));
@@ -285,5 +290,113 @@ async fn the_uninterrupted_reference_runs_are_what_the_tests_compare_with() {
         ),
         other => panic!("{other:?}"),
     }
-    assert_eq!(log.lock().unwrap().as_slice(), ["main-1", "main-2", "main-3"]);
+    assert_eq!(
+        log.lock().unwrap().as_slice(),
+        ["main-1", "main-2", "main-3"]
+    );
+}
+
+/// The child process of [`a_process_killed_by_sigkill_on_sqlite_resumes_without_rerunning_calls`]:
+/// a pump on the SQLite file `AGENTPUMP_PROCESS_DB` runs [`CHAIN`], its tool appending each call
+/// id to `AGENTPUMP_PROCESS_CALLS` and never answering call `main-2`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "run by a_process_killed_by_sigkill_on_sqlite_resumes_without_rerunning_calls as its child process"]
+async fn process_crash_child() {
+    use std::io::Write as _;
+    let db =
+        std::env::var("AGENTPUMP_PROCESS_DB").expect("AGENTPUMP_PROCESS_DB names the database");
+    let calls = std::env::var("AGENTPUMP_PROCESS_CALLS").expect("AGENTPUMP_PROCESS_CALLS");
+    let log = CallLog::default();
+    let mut setup = Setup::new(&doc("", CHAIN), &log);
+    setup.store = Arc::new(agentpump::history::SqliteHistory::open(&db).unwrap());
+    setup.tool = setup.tool.hang_on_call("main-2");
+    setup.tool.file = Some(calls.into());
+    let pump = setup.build();
+    let thread = pump.post(None, None, &go("")).await.unwrap().thread();
+    writeln!(std::io::stdout(), "thread {thread}").unwrap();
+    std::io::stdout().flush().unwrap();
+    // Killed long before this; the bound only keeps an orphan from living on.
+    tokio::time::sleep(std::time::Duration::from_secs(60)).await;
+}
+
+/// A child process, killed (SIGKILL) and reaped when dropped: a failing test leaves no orphan.
+struct Child(std::process::Child);
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_process_killed_by_sigkill_on_sqlite_resumes_without_rerunning_calls() {
+    // Issue 15: "after kill -9 and restart, a running process continues where it was, no
+    // completed USE is invoked again …, and the final RETURN equals that of an uninterrupted
+    // run."
+    use std::io::BufRead as _;
+    let (want, _) = uninterrupted(&doc("", CHAIN), 10_000).await;
+    let scratch = support::Scratch::new("process-sigkill");
+    let (db, calls) = (scratch.db(), scratch.0.join("calls.txt"));
+    let mut child = Child(
+        std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--ignored",
+                "--exact",
+                "process_crash_child",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env("AGENTPUMP_PROCESS_DB", &db)
+            .env("AGENTPUMP_PROCESS_CALLS", &calls)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let stdout = child.0.stdout.take().unwrap();
+    let thread: agentpump::ThreadId = std::io::BufReader::new(stdout)
+        .lines()
+        .map_while(Result::ok)
+        .find_map(|l| {
+            l.rsplit_once("thread ")
+                .map(|(_, t)| t.trim().parse().unwrap())
+        })
+        .expect("the child started the process");
+    let lines = |path: &std::path::Path| -> Vec<String> {
+        std::fs::read_to_string(path)
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_owned)
+            .collect()
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !lines(&calls).iter().any(|l| l == "main-2") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "call main-2 never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    child.0.kill().unwrap(); // SIGKILL
+    child.0.wait().unwrap();
+    assert_eq!(
+        lines(&calls),
+        ["main-1", "main-2"],
+        "killed with main-2 in flight"
+    );
+
+    let log = CallLog::default();
+    let store = Arc::new(agentpump::history::SqliteHistory::open(&db).unwrap());
+    let mut setup = Setup::new(&doc("", CHAIN), &log);
+    setup.store = Arc::clone(&store) as Arc<dyn HistoryStore>;
+    setup.tool.file = Some(calls.clone());
+    let pump = setup.build();
+    let records = settle_tree(&pump, thread).await;
+    assert_eq!(returned(&records), want);
+    // main-1 answered before the kill: not invoked again; main-2 was in flight: delivered again.
+    assert_eq!(lines(&calls), ["main-1", "main-2", "main-2", "main-3"]);
+    pump.verify().await.unwrap();
+    pump.shutdown(std::time::Duration::from_secs(1)).await;
+    store.close().unwrap();
 }

@@ -37,6 +37,9 @@ pub struct LogTool {
     pub entered: Arc<tokio::sync::Notify>,
     /// `flaky` calls so far.
     pub flaky: Arc<std::sync::atomic::AtomicUsize>,
+    /// A file each call id is also appended to (a line each, synced), for logs that must
+    /// outlive the OS process.
+    pub file: Option<std::path::PathBuf>,
 }
 
 impl LogTool {
@@ -66,6 +69,16 @@ impl Listener for LogTool {
         }
         let call = Call::parse(msg.payload()).map_err(|e| ListenerError::failed(e.to_string()))?;
         let id = call.id.clone().unwrap_or_default();
+        if let Some(path) = &self.file {
+            use std::io::Write as _;
+            let mut f = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .unwrap();
+            writeln!(f, "{id}").unwrap();
+            f.sync_data().unwrap();
+        }
         self.log.lock().unwrap().push(id);
         if self.hang.as_ref().is_some_and(|h| h(msg)) {
             self.entered.notify_one();
@@ -83,9 +96,12 @@ impl Listener for LogTool {
                     .map(ToString::to_string)
                     .unwrap_or_default();
                 let kind = ErrorType::from_name(&kind).unwrap_or(ErrorType::Failed);
-                call.error(kind, format!("asked to fail ({kind:?})")).to_xml()
+                call.error(kind, format!("asked to fail ({kind:?})"))
+                    .to_xml()
             }
-            "flaky" if self.flaky.fetch_add(1, std::sync::atomic::Ordering::SeqCst) < fails(&call) => {
+            "flaky"
+                if self.flaky.fetch_add(1, std::sync::atomic::Ordering::SeqCst) < fails(&call) =>
+            {
                 call.error(ErrorType::Unavailable, "not now; nothing was done")
                     .to_xml()
             }
@@ -245,7 +261,10 @@ pub async fn run(pump: &PumpHandle, start: &str) -> (ThreadId, Vec<Record>) {
 
 /// The answer to the starter (the last egress), if any.
 pub fn answer(records: &[Record]) -> Option<Answer> {
-    let r = records.iter().rev().find(|r| r.kind == RecordKind::Egress)?;
+    let r = records
+        .iter()
+        .rev()
+        .find(|r| r.kind == RecordKind::Egress)?;
     let payload = agentpump::Payload::parse(&r.payload, &Default::default()).unwrap();
     Answer::parse(&payload).and_then(Result::ok)
 }
