@@ -30,11 +30,11 @@ fn spent(report: &HaltingReport, line: &str) -> (String, Option<String>) {
     (l.spent.clone(), l.limit.clone())
 }
 
+/// docs/processes.md: "tool calls count against `max_tool_calls`"; the governor halts the
+/// thread TIMEOUT `max-tool-calls` when the k-th call is spent, and the next call reaches
+/// no tool.
 #[tokio::test]
 async fn the_uses_of_a_foreach_halt_at_the_tool_call_budget() {
-    // docs/processes.md: "tool calls count against `max_tool_calls`"; the governor halts the
-    // thread TIMEOUT `max-tool-calls` when the k-th call is spent, and the next call reaches
-    // no tool.
     let log = CallLog::default();
     let body = concat!(
         "  SET ITEMS := range(10)\n",
@@ -74,12 +74,12 @@ async fn the_uses_of_a_foreach_halt_at_the_tool_call_budget() {
     );
 }
 
+/// 03: "`PAR:` launches one-or-more `USE` statements concurrently" — each in a child thread
+/// carved from the tree's budgets (docs/processes.md). With room for three threads, the
+/// fourth and fifth spawns are refused: the process is told (`budget-exhausted`), the tree
+/// halts TIMEOUT `max-threads`, and only three calls reach the tool.
 #[tokio::test]
 async fn a_par_wider_than_the_thread_budget_is_refused_visibly_and_halts() {
-    // 03: "`PAR:` launches one-or-more `USE` statements concurrently" — each in a child thread
-    // carved from the tree's budgets (docs/processes.md). With room for three threads, the
-    // fourth and fifth spawns are refused: the process is told (`budget-exhausted`), the tree
-    // halts TIMEOUT `max-threads`, and only three calls reach the tool.
     let log = CallLog::default();
     let body = concat!(
         "  PAR:\n",
@@ -128,11 +128,11 @@ async fn a_par_wider_than_the_thread_budget_is_refused_visibly_and_halts() {
     assert!(!records.iter().any(|r| r.kind == RecordKind::Egress));
 }
 
+/// Issue 15: "The governor's budgets apply to the whole process tree" — the child's loop
+/// would need some two hundred turns; the tree has forty, and the parent's report counts the
+/// child's turns with its own.
 #[tokio::test]
 async fn a_run_child_spends_the_turn_budget_of_its_parent_tree() {
-    // Issue 15: "The governor's budgets apply to the whole process tree" — the child's loop
-    // would need some two hundred turns; the tree has forty, and the parent's report counts the
-    // child's turns with its own.
     let log = CallLog::default();
     let text = format!(
         "<triggers>\n<trigger event=\"{{{}}}go\" target=\"main\" />\n</triggers>\n<processes>\n<process id=\"main\">\n  RUN `child`\n  RETURN: TOTAL\n</process>\n<process id=\"child\">\n  SET TOTAL := 0\n  SET ITEMS := range(500)\n  FOREACH i IN ITEMS:\n    SET TOTAL := TOTAL + i\n  RETURN: TOTAL\n</process>\n</processes>\n",

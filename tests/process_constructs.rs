@@ -102,11 +102,11 @@ fn json(v: &Value) -> String {
     v.to_json()
 }
 
+/// 05: "Statement = RunStmt | UseStmt | CaptureStmt | SetStmt | UnsetStmt | ReturnStmt |
+/// AssertStmt | TellStmt | MileStmt | WithBlock | ParBlock | JoinBlock | ForEachStmt |
+/// TryBlock | IfStmt | ElseIfStmt | ElseStmt | GivenStmt | WhenStmt | ThenStmt | SnapStmt".
 #[tokio::test]
 async fn the_all_constructs_fixture_runs_on_the_pump() {
-    // 05: "Statement = RunStmt | UseStmt | CaptureStmt | SetStmt | UnsetStmt | ReturnStmt |
-    // AssertStmt | TellStmt | MileStmt | WithBlock | ParBlock | JoinBlock | ForEachStmt |
-    // TryBlock | IfStmt | ElseIfStmt | ElseStmt | GivenStmt | WhenStmt | ThenStmt | SnapStmt".
     let text = std::fs::read_to_string("tests/fixtures/processes/all_constructs.aps").unwrap();
     let program = Program::parse(&text).unwrap();
     let mut b = PumpBuilder::new()
@@ -226,10 +226,10 @@ async fn returns(args: &str, body: &str, input: &str) -> (Vec<Record>, CallLog) 
     (records, log)
 }
 
+/// 03: "SNAP [SYM1, SYM2 ...] [delta=true|false] [redact=[SYM_A, SYM_B ...]]" and "`SNAP`:
+/// snapshots selected symbols; supports delta and redact lists."
 #[tokio::test]
 async fn snap_with_delta_records_only_the_symbols_that_changed() {
-    // 03: "SNAP [SYM1, SYM2 ...] [delta=true|false] [redact=[SYM_A, SYM_B ...]]" and "`SNAP`:
-    // snapshots selected symbols; supports delta and redact lists."
     let body = concat!(
         "  SET AA := 1\n",
         "  SET BB := 2\n",
@@ -266,10 +266,10 @@ async fn snap_with_delta_records_only_the_symbols_that_changed() {
     );
 }
 
+/// 03: "CAPTURE S1[, S2 ...] from `tool_name` [map: "path1"→S1, "path2?"→S2 ...]"; 05:
+/// "`CAPTURE` is the binding point; `USE` does not mutate the symbol table by itself."
 #[tokio::test]
 async fn capture_binds_one_symbol_or_several_with_and_without_a_map() {
-    // 03: "CAPTURE S1[, S2 ...] from `tool_name` [map: "path1"→S1, "path2?"→S2 ...]"; 05:
-    // "`CAPTURE` is the binding point; `USE` does not mutate the symbol table by itself."
     let body = concat!(
         "  USE `echo` where: deep={\"list\": [10, 20]}, vv=1, ww=\"x\"\n",
         "  CAPTURE WHOLE from `echo`\n",
@@ -287,10 +287,10 @@ async fn capture_binds_one_symbol_or_several_with_and_without_a_map() {
     assert_eq!((&f["FIRST"], &f["SECOND"]), (&num("10"), &num("20")));
 }
 
+/// 03: "SET SYMBOL := VALUE [(from SOURCE)]" and "SOURCE ∈ { `tool`, INP, UpperSym, "Agent
+/// Inference" }" — the source is provenance; the value is VALUE.
 #[tokio::test]
 async fn set_from_a_tool_inp_or_a_symbol_binds_its_value() {
-    // 03: "SET SYMBOL := VALUE [(from SOURCE)]" and "SOURCE ∈ { `tool`, INP, UpperSym, "Agent
-    // Inference" }" — the source is provenance; the value is VALUE.
     let body = concat!(
         "  USE `echo` where: v=5\n",
         "  SET AA := 5 (from `echo`)\n",
@@ -310,9 +310,9 @@ async fn set_from_a_tool_inp_or_a_symbol_binds_its_value() {
     );
 }
 
+/// 03: "VALUE may be an artifact reference: {"$artifact":"SYMBOL","hash":"sha256:..."}."
 #[tokio::test]
 async fn return_carries_an_artifact_reference() {
-    // 03: "VALUE may be an artifact reference: {"$artifact":"SYMBOL","hash":"sha256:..."}."
     let body = concat!(
         "  SET TOTAL := 4\n",
         "  RETURN: total=TOTAL, report={\"$artifact\": \"TOTAL\", \"hash\": \"sha256:00\"}\n",
@@ -326,11 +326,11 @@ async fn return_carries_an_artifact_reference() {
     );
 }
 
+/// 05: "WhenStmt = "WHEN", Space, <condition-text-no-colon>, ":"" and "ThenStmt"; 03:
+/// "Recovery statements MAY access the error variable to inspect type, message, or context"
+/// and "engines MUST expose `err.type` and `err.message`".
 #[tokio::test]
 async fn when_that_holds_runs_its_body_and_then_that_fails_is_a_postcondition_failure() {
-    // 05: "WhenStmt = "WHEN", Space, <condition-text-no-colon>, ":"" and "ThenStmt"; 03:
-    // "Recovery statements MAY access the error variable to inspect type, message, or context"
-    // and "engines MUST expose `err.type` and `err.message`".
     let body = concat!(
         "  SET RAN := false\n",
         "  WHEN n > 1:\n",
@@ -370,10 +370,10 @@ async fn when_that_holds_runs_its_body_and_then_that_fails_is_a_postcondition_fa
     );
 }
 
+/// 05: "BlockValue = BlockType, "<<", EOL, { <any line except BlockClose>, EOL },
+/// BlockClose" and 03: "placeholder_resolution: order: [INP, CONSTANTS, RUNTIME, …]".
 #[tokio::test]
 async fn json_and_text_blocks_and_runtime_values_are_read_at_run_time() {
-    // 05: "BlockValue = BlockType, "<<", EOL, { <any line except BlockClose>, EOL },
-    // BlockClose" and 03: "placeholder_resolution: order: [INP, CONSTANTS, RUNTIME, …]".
     let text = format!(
         "<constants>\nLIMITS: {{\"max\": 3}}\nCONF: JSON<<\n{{\n  \"deep\": {{\"n\": 2}},\n  \"limits\": LIMITS\n}}\n>>\nBANNER: TEXT<<\nline one\nline two\n>>\n</constants>\n<runtime>\nREGION: \"eu\"\n</runtime>\n{}",
         doc(
@@ -400,10 +400,10 @@ async fn json_and_text_blocks_and_runtime_values_are_read_at_run_time() {
     assert_eq!(echoed["banner"], Value::from("line one\nline two"));
 }
 
+/// 03: "enums: "enum(A,B,...) becomes a choice set for validation."" and 05: "Value = … |
+/// EnumLit".
 #[tokio::test]
 async fn enum_values_are_choice_sets_at_run_time() {
-    // 03: "enums: "enum(A,B,...) becomes a choice set for validation."" and 05: "Value = … |
-    // EnumLit".
     let body = concat!(
         "  SET COLORS := enum(RED, GREEN)\n",
         "  SET PICK := \"GREEN\"\n",
@@ -420,9 +420,9 @@ async fn enum_values_are_choice_sets_at_run_time() {
     assert_eq!(json(&f["SENT"]), r#"["RED","GREEN"]"#);
 }
 
+/// 03: "RUN `process_id` [where: k1=V1, ...]".
 #[tokio::test]
 async fn run_without_where_starts_a_process_without_arguments() {
-    // 03: "RUN `process_id` [where: k1=V1, ...]".
     let text = format!(
         "<triggers>\n<trigger event=\"{{{}}}go\" target=\"main\" />\n</triggers>\n<processes>\n<process id=\"main\">\n  RUN `helper`\n  RETURN: FIXED\n</process>\n<process id=\"helper\">\n  SET FIXED := \"from the helper\"\n  RETURN: FIXED\n</process>\n</processes>\n",
         support::process::DEMO
@@ -434,11 +434,11 @@ async fn run_without_where_starts_a_process_without_arguments() {
     assert_eq!(pump.tree(thread).len(), 2);
 }
 
+/// 03: "USE `tool_name` [where: k1=V1, ...] [(atomic[, timeout_ms=NUM][, retry=NUM])]";
+/// docs/processes.md: "an `atomic` USE is repeated only after `unavailable` (the tool says it
+/// did nothing)".
 #[tokio::test]
 async fn an_atomic_use_is_retried_after_unavailable_only() {
-    // 03: "USE `tool_name` [where: k1=V1, ...] [(atomic[, timeout_ms=NUM][, retry=NUM])]";
-    // docs/processes.md: "an `atomic` USE is repeated only after `unavailable` (the tool says it
-    // did nothing)".
     let body = concat!(
         "  USE `flaky` where: fails=1, v=\"done\" (atomic, retry=2)\n",
         "  CAPTURE GOT from `flaky` map: \"v\"→GOT\n",
@@ -462,11 +462,11 @@ async fn an_atomic_use_is_retried_after_unavailable_only() {
     );
 }
 
+/// 03: "If any child fails hard, `JOIN` raises a composite error including the first hard
+/// error and aggregates others as `suppressed`" — first in lexical order: here the first
+/// listed failure is the slowest child.
 #[tokio::test]
 async fn the_composite_par_error_is_the_lexically_first_failure_even_when_it_finishes_last() {
-    // 03: "If any child fails hard, `JOIN` raises a composite error including the first hard
-    // error and aggregates others as `suppressed`" — first in lexical order: here the first
-    // listed failure is the slowest child.
     let body = concat!(
         "  TRY:\n",
         "    PAR:\n",
@@ -516,10 +516,10 @@ async fn the_composite_par_error_is_the_lexically_first_failure_even_when_it_fin
     }
 }
 
+/// 03: "`PAR:` launches one-or-more `USE` statements concurrently in **lexical order**; each
+/// child gets index `[0..n-1]`."
 #[tokio::test]
 async fn par_launches_its_children_in_lexical_order() {
-    // 03: "`PAR:` launches one-or-more `USE` statements concurrently in **lexical order**; each
-    // child gets index `[0..n-1]`."
     let body = concat!(
         "  PAR:\n",
         "    USE `fail` where: type=\"invalid-argument\", v=0\n",
@@ -571,15 +571,31 @@ async fn par_launches_its_children_in_lexical_order() {
         "{:#?}",
         roots(&records)
     );
-    // The child threads, in the order they were opened, carry the calls in source order.
-    let tree = pump.tree(thread);
-    let mut opened: Vec<_> = tree.iter().filter(|t| t.id != thread).collect();
-    opened.sort_by_key(|t| t.path.clone());
-    let subs: Vec<&str> = opened
+    // The pump opened the child threads in that order (its `thread-spawned` notices), each
+    // child's first record the call of its USE.
+    let opened: Vec<String> = records
         .iter()
-        .map(|t| t.path.rsplit('.').next().unwrap())
+        .filter(|r| r.root.local() == "thread-spawned")
+        .map(|r| {
+            r.payload
+                .split("path=\"")
+                .nth(1)
+                .and_then(|s| s.split('"').next())
+                .and_then(|p| p.rsplit('.').next())
+                .unwrap_or_default()
+                .to_owned()
+        })
         .collect();
-    assert_eq!(subs, ["main-1", "main-2", "main-3", "main-4"]);
+    assert_eq!(opened, ["main-1", "main-2", "main-3", "main-4"]);
+    for child in pump.tree(thread).iter().filter(|t| t.id != thread) {
+        let first = pump.history(child.id).await.unwrap().remove(0);
+        let sub = child.path.rsplit('.').next().unwrap();
+        assert!(
+            first.root.local() == "call" && first.payload.contains(&format!(r#"id="{sub}""#)),
+            "{sub}: {}",
+            first.payload
+        );
+    }
     // Every call was made once; the failing first child makes JOIN fail.
     assert_eq!(counts(&log).values().sum::<usize>(), 4);
     assert!(

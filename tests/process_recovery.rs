@@ -130,10 +130,10 @@ const CHAIN: &str = concat!(
     "  RETURN: AA, BB, CC\n",
 );
 
+/// DESIGN §8b: "state is a fold of the thread's history, so a restart continues without
+/// invoking a completed USE again".
 #[tokio::test]
 async fn a_process_killed_mid_use_reinvokes_only_the_call_in_flight() {
-    // DESIGN §8b: "state is a fold of the thread's history, so a restart continues without
-    // invoking a completed USE again".
     let text = doc("", CHAIN);
     let (want, calls) = uninterrupted(&text, 10_000).await;
     assert_eq!(calls.len(), 3);
@@ -150,10 +150,10 @@ async fn a_process_killed_mid_use_reinvokes_only_the_call_in_flight() {
     }
 }
 
+/// Issue 15: "no completed USE is invoked again … and the final RETURN equals that of an
+/// uninterrupted run" — here the answer to call 2 is recorded, the process has not read it.
 #[tokio::test]
 async fn a_process_killed_between_an_answer_and_its_next_step_invokes_nothing_again() {
-    // Issue 15: "no completed USE is invoked again … and the final RETURN equals that of an
-    // uninterrupted run" — here the answer to call 2 is recorded, the process has not read it.
     let text = doc("", CHAIN);
     let (want, calls) = uninterrupted(&text, 10_000).await;
     let (records, got) = crash(&text, 10_000, At::Process(answer_to("main-2")), None).await;
@@ -161,10 +161,10 @@ async fn a_process_killed_between_an_answer_and_its_next_step_invokes_nothing_ag
     assert_calls(&got, &calls, None);
 }
 
+/// 03: "RUN `process_id`" — the child process runs in a child thread; the crash comes while
+/// the child's second USE is in flight.
 #[tokio::test]
 async fn a_process_killed_mid_run_finishes_the_child_without_rerunning_its_answered_calls() {
-    // 03: "RUN `process_id`" — the child process runs in a child thread; the crash comes while
-    // the child's second USE is in flight.
     let text = format!(
         "<triggers>\n<trigger event=\"{{{}}}go\" target=\"main\" />\n</triggers>\n<processes>\n<process id=\"main\">\n  USE `echo` where: v=5\n  CAPTURE AA from `echo` map: \"v\"→AA\n  RUN `child` where: x=AA\n  USE `echo` where: v=TWICE + 1\n  CAPTURE BB from `echo` map: \"v\"→BB\n  RETURN: AA, TWICE, BB\n</process>\n<process id=\"child\" args=\"x: Number\">\n  USE `echo` where: v=x\n  CAPTURE ONE from `echo` map: \"v\"→ONE\n  USE `echo` where: v=ONE * 2\n  CAPTURE TWICE from `echo` map: \"v\"→TWICE\n  RETURN: TWICE\n</process>\n</processes>\n",
         support::process::DEMO
@@ -187,10 +187,10 @@ async fn a_process_killed_mid_run_finishes_the_child_without_rerunning_its_answe
     assert_calls(&got, &calls, Some("child-2"));
 }
 
+/// 03: "`JOIN:` waits for all children" — the first and third children answered before the
+/// crash, the second was in its tool.
 #[tokio::test]
 async fn a_process_killed_mid_par_reinvokes_only_the_child_in_flight() {
-    // 03: "`JOIN:` waits for all children" — the first and third children answered before the
-    // crash, the second was in its tool.
     let body = concat!(
         "  PAR:\n",
         "    USE `echo` where: v=1\n",
@@ -246,10 +246,10 @@ fn continue_number(n: usize) -> HangOn {
     })
 }
 
+/// Issue 15: "a running process continues where it was"; docs/processes.md: a process runs
+/// at most `steps_per_turn` statements per delivery, "then sends itself a `continue`".
 #[tokio::test]
 async fn a_long_foreach_killed_after_continue_turns_finishes_where_it_was() {
-    // Issue 15: "a running process continues where it was"; docs/processes.md: a process runs
-    // at most `steps_per_turn` statements per delivery, "then sends itself a `continue`".
     let text = doc("", LONG_LOOP);
     let (want, calls) = uninterrupted(&text, 3).await;
     match &want {
@@ -276,10 +276,10 @@ async fn a_long_foreach_killed_after_continue_turns_finishes_where_it_was() {
     );
 }
 
+/// The reference the crash tests compare with is itself a run on a pump: it makes each call
+/// once and answers the RETURN (a check that `uninterrupted` is not trivially empty).
 #[tokio::test]
 async fn the_uninterrupted_reference_runs_are_what_the_tests_compare_with() {
-    // The reference the crash tests compare with is itself a run on a pump: it makes each call
-    // once and answers the RETURN (a check that `uninterrupted` is not trivially empty).
     let log = CallLog::default();
     let pump = Setup::new(&doc("", CHAIN), &log).build();
     let (_, records) = run(&pump, &go("")).await;
@@ -329,11 +329,11 @@ impl Drop for Child {
     }
 }
 
+/// Issue 15: "after kill -9 and restart, a running process continues where it was, no
+/// completed USE is invoked again …, and the final RETURN equals that of an uninterrupted
+/// run."
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_process_killed_by_sigkill_on_sqlite_resumes_without_rerunning_calls() {
-    // Issue 15: "after kill -9 and restart, a running process continues where it was, no
-    // completed USE is invoked again …, and the final RETURN equals that of an uninterrupted
-    // run."
     use std::io::BufRead as _;
     let (want, _) = uninterrupted(&doc("", CHAIN), 10_000).await;
     let scratch = support::Scratch::new("process-sigkill");
