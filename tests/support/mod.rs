@@ -3,6 +3,7 @@
 
 #[cfg(feature = "host")]
 pub mod model;
+pub mod process;
 
 use std::path::PathBuf;
 use std::sync::Arc;
