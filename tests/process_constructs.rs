@@ -13,7 +13,9 @@ use agentpump::process::engine::{ProcessListener, Program};
 use agentpump::tool::{Call, Signature, Tool, ToolError, ToolResult, register};
 use agentpump::value::Value;
 use agentpump::{Context, PumpBuilder};
-use support::process::{CallLog, Setup, counts, doc, failure, fields, go, num, roots, run};
+use support::process::{
+    CallLog, Setup, counts, doc, failure, fields, go, num, ordinal, roots, run,
+};
 
 /// `fetch`: answers `body` ("body of ID"), `status.code` 200, and the `endpoint` and `region`
 /// it was called with ("none" when not given).
@@ -158,7 +160,7 @@ async fn the_all_constructs_fixture_runs_on_the_pump() {
     // it (the runtime value REGION included).
     let first_call = records
         .iter()
-        .find(|r| r.root.local() == "call" && r.payload.contains(r#"id="main-1""#))
+        .find(|r| r.root.local() == "call" && r.payload.contains(r#"id="main-1-"#))
         .unwrap();
     assert!(
         first_call.payload.contains("https://example.org") && first_call.payload.contains(">eu<"),
@@ -557,7 +559,7 @@ async fn par_launches_its_children_in_lexical_order() {
                     .unwrap_or_default()
                     .to_owned()
             };
-            (after("tool=\""), after(" id=\""))
+            (after("tool=\""), ordinal(&after(" id=\"")).to_owned())
         })
         .collect();
     assert_eq!(
@@ -582,8 +584,8 @@ async fn par_launches_its_children_in_lexical_order() {
                 .nth(1)
                 .and_then(|s| s.split('"').next())
                 .and_then(|p| p.rsplit('.').next())
+                .map(|sub| ordinal(sub).to_owned())
                 .unwrap_or_default()
-                .to_owned()
         })
         .collect();
     assert_eq!(opened, ["main-1", "main-2", "main-3", "main-4"]);

@@ -21,10 +21,6 @@ use agentpump::{
 #[derive(Default, Clone)]
 struct TestTool {
     calls: Arc<AtomicUsize>,
-    /// A call this tool never answers (the pump "dies" while it is in the handler): its place
-    /// in the run, `process-n` (the id without its arguments' hash).
-    hang_on: Option<String>,
-    entered: Arc<tokio::sync::Notify>,
 }
 
 #[agentpump::async_trait]
@@ -34,11 +30,6 @@ impl Listener for TestTool {
             return Ok(());
         }
         let call = Call::parse(msg.payload()).map_err(|e| ListenerError::failed(e.to_string()))?;
-        let place = call.id.as_deref().and_then(|id| id.rsplit_once('-'));
-        if place.is_some() && place.map(|(p, _)| p) == self.hang_on.as_deref() {
-            self.entered.notify_one();
-            std::future::pending::<()>().await;
-        }
         self.calls.fetch_add(1, Ordering::SeqCst);
         if let Some(Value::Num(ms)) = call.args.get("ms") {
             let ms = u64::try_from(ms.mantissa()).unwrap_or(0);
@@ -517,92 +508,33 @@ async fn a_loop_of_a_million_items_halts_at_its_turn_budget() {
     );
 }
 
-/// Runs `body` on a first pump until the tool hangs on call `hang`, then on a second pump over
-/// the same history: returns the answer and how many calls the second pump's tool answered.
-async fn crash_at(text: &str, start: &str, hang: &str) -> (Answer, usize, Vec<Record>) {
-    crash_and_edit(text, text, start, hang).await
-}
-
-/// As [`crash_at`], restarting with the process file `after` instead of `before`.
+/// Runs `before` on a first pump until the tool hangs on call `hang`, kills that pump (its
+/// runtime dropped), and finishes on a second pump running `after` over the same history:
+/// the answer, how many calls the second pump's tool answered, and the root's history.
 async fn crash_and_edit(
     before: &str,
     after: &str,
     start: &str,
     hang: &str,
 ) -> (Answer, usize, Vec<Record>) {
-    let store: Arc<dyn agentpump::history::HistoryStore> =
-        Arc::new(agentpump::history::MemoryHistory::new());
-    let first_tool = TestTool {
-        hang_on: Some(hang.to_owned()),
-        ..TestTool::default()
-    };
-    let entered = Arc::clone(&first_tool.entered);
-    let first = builder(before, &first_tool, 10_000)
-        .history(Arc::clone(&store))
-        .build()
-        .unwrap();
-    let thread = first.post(None, None, start).await.unwrap().thread();
-    entered.notified().await; // the first pump "dies" with call `hang` in the tool
-    let second_tool = TestTool::default();
-    let second = builder(after, &second_tool, 10_000)
-        .history(Arc::clone(&store))
-        .build()
-        .unwrap();
-    second.settle(thread).await;
-    for child in second.threads().iter().filter(|t| t.parent == Some(thread)) {
-        second.settle(child.id).await;
-    }
-    second.settle(thread).await;
-    let records = second.history(thread).await.unwrap();
-    (
-        returned(&records),
-        second_tool.calls.load(Ordering::SeqCst),
-        records,
-    )
-}
-
-#[tokio::test]
-async fn a_restarted_process_calls_no_answered_tool_again() {
-    // DESIGN §8b: "state is a fold of the thread's history, so a restart continues without
-    // invoking a completed USE again"; 03: "engines MAY deduplicate based on a stable hash of
-    // inputs" (here: the call's ordinal in the run and a hash of its tool and arguments,
-    // checked against what history holds).
-    let text = std::fs::read_to_string("listeners/processes/newton.aps").unwrap();
-    let start = format!(r#"<sqrt xmlns="{DEMO}" target="2"/>"#);
-    let calls = Arc::new(AtomicUsize::new(0));
-    let pump = pump_with(&text, &calls);
-    let (_, records) = run(&pump, &start).await;
-    let uninterrupted = returned(&records);
-    let total = calls.load(Ordering::SeqCst);
-    for k in [1, 4, total] {
-        let (answer, second_calls, records) = crash_at(&text, &start, &format!("newton-{k}")).await;
-        assert_eq!(answer, uninterrupted, "crash at call {k}");
-        assert_eq!(
-            second_calls,
-            total - k + 1,
-            "crash at call {k}: only call {k} on is invoked again"
-        );
-        let returns = records
-            .iter()
-            .filter(|r| r.root.local() == "return")
-            .count();
-        assert_eq!(returns, 1, "crash at call {k}: one RETURN in history");
-    }
-}
-
-#[tokio::test]
-async fn a_restart_mid_par_finishes_the_join_without_rerunning_answered_children() {
-    let body = "  PAR:\n    USE `echo` where: v=1\n    USE `echo` where: ms=100, v=2\n    USE `echo` where: v=3\n  JOIN:\n    CAPTURE AA from `echo` map: \"v\"→AA\n    CAPTURE BB from `echo` map: \"v\"→BB\n    CAPTURE CC from `echo` map: \"v\"→CC\n  RETURN: AA, BB, CC\n";
-    let text = doc("", body);
-    let (answer, second_calls, _) = crash_at(&text, &go(""), "main-2").await;
-    match answer {
-        Answer::Result(r) => assert_eq!(
-            Value::Object(r.fields).to_json(),
-            r#"{"AA":1,"BB":2,"CC":3}"#
-        ),
-        other => panic!("{other:?}"),
-    }
-    assert_eq!(second_calls, 1, "only the child in flight runs again");
+    use support::process::{CallLog, Doomed, Setup, settle_tree};
+    let first_log = CallLog::default();
+    let mut first = Setup::new(before, &first_log);
+    first.tool = first.tool.hang_on_call(hang);
+    let entered = Arc::clone(&first.tool.entered);
+    let store = Arc::clone(&first.store);
+    let (doomed, thread) = Doomed::start(first, start.to_owned()).await;
+    tokio::time::timeout(std::time::Duration::from_secs(10), entered.notified())
+        .await
+        .expect("the first pump reaches the hung call");
+    doomed.crash().await;
+    let second_log = CallLog::default();
+    let mut second = Setup::new(after, &second_log);
+    second.store = store;
+    let pump = second.build();
+    let records = settle_tree(&pump, thread).await;
+    let calls = second_log.lock().unwrap().len();
+    (returned(&records), calls, records)
 }
 
 /// 03: "engines MAY deduplicate based on a stable hash of inputs" — a call id carries the hash
@@ -644,7 +576,7 @@ async fn a_restart_whose_calls_changed_fails_with_the_divergence() {
         );
     }
     // The same file after the restart: the answered call is read back, not repeated.
-    let (answer, second_calls, _) = crash_at(&before, &go(""), "main-2").await;
+    let (answer, second_calls, _) = crash_and_edit(&before, &before, &go(""), "main-2").await;
     match answer {
         Answer::Result(r) => assert_eq!(Value::Object(r.fields).to_json(), r#"{"AA":1,"BB":2}"#),
         other => panic!("{other:?}"),
