@@ -90,7 +90,6 @@ const DEMO: &str = "urn:agentpump:demo:v1";
 fn pump_with(text: &str, calls: &Arc<AtomicUsize>) -> PumpHandle {
     let t = TestTool {
         calls: Arc::clone(calls),
-        ..TestTool::default()
     };
     builder(text, &t, 10_000).build().unwrap()
 }
@@ -683,7 +682,6 @@ async fn agent_inference_asks_the_allowed_tool_and_records_ag_w03() {
     let program = Program::parse(&doc("", body)).unwrap();
     let tool = TestTool {
         calls: Arc::clone(&calls),
-        ..TestTool::default()
     };
     let allowed = PumpBuilder::new()
         .register(
@@ -942,7 +940,6 @@ async fn the_time_policy_records_ag_w02_once_per_use_without_timeout() {
     let program = Program::parse(&doc("", body)).unwrap();
     let tool = TestTool {
         calls: Arc::clone(&calls),
-        ..TestTool::default()
     };
     for require in [true, false] {
         let pump = PumpBuilder::new()
