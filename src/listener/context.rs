@@ -13,7 +13,7 @@ use quick_xml::escape::escape;
 use crate::governor::budget::Account;
 use crate::governor::{BudgetName, Goal, Lane, Signal, Usage};
 use crate::system::{GOVERNOR_NS, SYSTEM_NS, Spawn};
-use crate::{MessageId, ThreadId};
+use crate::{MessageId, Payload, ThreadId};
 
 /// A [`Context::spend`] that did not fit the budget.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -49,6 +49,9 @@ impl From<crate::extract::Address> for Target {
 pub(crate) enum Output {
     /// One payload.
     Payload(Target, String),
+    /// A tool call or answer the crate wrote from typed values, with its reading: reading its
+    /// text gives those values back (`tool::wire::written`), so the pump checks only its limits.
+    Read(Target, Payload),
     /// Free text (model output) from which payloads are extracted.
     Text(String),
 }
@@ -61,6 +64,7 @@ impl Output {
     pub(crate) fn text(&self) -> &str {
         match self {
             Self::Payload(_, text) | Self::Text(text) => text,
+            Self::Read(_, payload) => payload.as_str(),
         }
     }
 }
@@ -255,6 +259,17 @@ impl Context {
     pub fn reply(&mut self, payload: impl Into<String>) {
         self.outputs
             .push(Output::Payload(Target::Reply, payload.into()));
+    }
+
+    /// [`Context::reply`] with a payload the crate wrote and read (`tool::wire::written`).
+    pub(crate) fn reply_read(&mut self, payload: Payload) {
+        self.outputs.push(Output::Read(Target::Reply, payload));
+    }
+
+    /// [`Context::send`] with a payload the crate wrote and read (`tool::wire::written`).
+    pub(crate) fn send_read(&mut self, to: impl Into<String>, payload: Payload) {
+        self.outputs
+            .push(Output::Read(Target::Listener(to.into()), payload));
     }
 
     /// Sends a payload to one listener, which must be this one, its caller or a peer, and accept
@@ -459,11 +474,17 @@ impl Context {
     pub(crate) fn output_texts(&self) -> Vec<(String, String)> {
         self.outputs
             .iter()
-            .map(|o| match o {
-                Output::Payload(Target::Reply, t) => ("reply".to_owned(), t.clone()),
-                Output::Payload(Target::Route, t) => ("route".to_owned(), t.clone()),
-                Output::Payload(Target::Listener(n), t) => (format!("send:{n}"), t.clone()),
-                Output::Text(t) => ("text".to_owned(), t.clone()),
+            .map(|o| {
+                let target = match o {
+                    Output::Payload(target, _) | Output::Read(target, _) => target,
+                    Output::Text(t) => return ("text".to_owned(), t.clone()),
+                };
+                let text = o.text().to_owned();
+                match target {
+                    Target::Reply => ("reply".to_owned(), text),
+                    Target::Route => ("route".to_owned(), text),
+                    Target::Listener(n) => (format!("send:{n}"), text),
+                }
             })
             .collect()
     }

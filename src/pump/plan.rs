@@ -94,6 +94,18 @@ impl Shared {
                         continue;
                     }
                 },
+                // Written and read by the crate (`Call::into_payload`): its limits are checked
+                // here; past one, it is parsed like any text, and refused naming the limit.
+                Output::Read(target, payload) if within(&payload, limits) => {
+                    smallvec![(target, payload)]
+                }
+                Output::Read(target, payload) => match Payload::parse(payload.as_str(), limits) {
+                    Ok(p) => smallvec![(target, p)],
+                    Err(e) => {
+                        steps.push(refused(Refusal::unparsed(&e), payload.as_str().to_owned()));
+                        continue;
+                    }
+                },
                 Output::Text(text) => match addressed(&text, limits) {
                     Ok(found) if found.is_empty() => {
                         let message = "no payload element in the output".to_owned();
@@ -306,6 +318,14 @@ fn tool_target(payload: &Payload, target: &Target) -> Result<Option<Target>, Str
             "<{local}> is not a message of {TOOL_NS}: expected <call>, <result> or <error>"
         )),
     }
+}
+
+/// Whether a tool payload the crate wrote is within `limits`: its size, its two levels, its
+/// at most five attributes on an element (`<error>`'s four and its namespace).
+fn within(payload: &Payload, limits: &crate::Limits) -> bool {
+    payload.as_str().len() <= limits.max_bytes
+        && limits.max_depth >= 2
+        && limits.max_attributes >= 5
 }
 
 fn refused(refusal: Refusal, original: String) -> Step {

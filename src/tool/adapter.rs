@@ -3,7 +3,7 @@
 
 use async_trait::async_trait;
 
-use super::{Call, ErrorType, Signature, TOOL_NS, ToolError, ToolResult};
+use super::{Answer, Call, ErrorType, Signature, TOOL_NS, ToolError, ToolResult};
 use crate::{Context, Delivery, Listener, ListenerError, QName, Registration, Role};
 
 /// A tool: a signature and a call. The [`Adapter`] does the protocol around it — reading the
@@ -146,20 +146,23 @@ pub async fn answer<T: Tool + ?Sized>(
     } else {
         tool.call(&call, cx).await
     };
-    let xml = match outcome {
-        Ok(result) => ToolResult {
+    let answer = match outcome {
+        Ok(result) => Answer::Result(ToolResult {
             tool: call.tool.clone(),
             call: call.id.clone(),
             ..result
-        }
-        .to_xml(),
-        Err(error) => ToolError {
+        }),
+        Err(error) => Answer::Error(ToolError {
             tool: call.tool.clone(),
             call: call.id.clone(),
             ..error
-        }
-        .to_xml(),
+        }),
     };
-    cx.reply(xml);
+    // Written from typed values: the caller shares this reading; what would not read back
+    // goes as text, for the pump to check.
+    match answer.into_payload() {
+        Ok(payload) => cx.reply_read(payload),
+        Err(xml) => cx.reply(xml),
+    }
     Ok(())
 }

@@ -127,6 +127,63 @@ pub enum Answer {
 #[error("{0}")]
 pub struct WireError(pub String);
 
+/// Whether reading `xml`, what the crate wrote of a call or answer, gives back exactly the
+/// values it was written from: no character XML forbids, no carriage return (XML reads it as a
+/// line feed), no tab or line break in an attribute (XML reads it as a space), every item name
+/// valid. Tests hold the writers and the readers to it.
+fn reads_back(xml: &str, attributes: &[&str], items: &BTreeMap<String, Value>, item: &str) -> bool {
+    attributes.iter().all(|a| !a.contains(['\t', '\n', '\r']))
+        && !xml.contains('\r')
+        && crate::envelope::check_chars(xml).is_ok()
+        && items.keys().all(|name| invalid_name(name, item).is_none())
+}
+
+/// `xml` as a tool payload whose reading is `value`.
+fn read_payload<T: std::any::Any + Send + Sync>(local: &str, xml: &str, value: T) -> Payload {
+    Payload::from_read(crate::QName::recent(TOOL_NS, local), xml, Arc::new(value))
+}
+
+impl Call {
+    /// This call as a payload that keeps it as its reading, when reading its text gives it back
+    /// ([`reads_back`]): the pump then checks only its limits. Otherwise its text, for the pump
+    /// to read and, if it must, refuse naming the fault.
+    pub(crate) fn into_payload(self) -> Result<Payload, String> {
+        let xml = self.to_xml();
+        let id = self.id.as_deref().unwrap_or_default();
+        if !reads_back(&xml, &[&self.tool, id], &self.args, "arg") {
+            return Err(xml);
+        }
+        Ok(read_payload("call", &xml, self))
+    }
+}
+
+impl Answer {
+    /// [`Call::into_payload`] for an answer.
+    pub(crate) fn into_payload(self) -> Result<Payload, String> {
+        let xml = self.to_xml();
+        let (local, fine) = match &self {
+            Answer::Result(r) => {
+                let call = r.call.as_deref().unwrap_or_default();
+                (
+                    "result",
+                    reads_back(&xml, &[&r.tool, call], &r.fields, "field"),
+                )
+            }
+            Answer::Error(e) => {
+                let call = e.call.as_deref().unwrap_or_default();
+                (
+                    "error",
+                    reads_back(&xml, &[&e.tool, call], &BTreeMap::new(), ""),
+                )
+            }
+        };
+        if !fine {
+            return Err(xml);
+        }
+        Ok(read_payload(local, &xml, self))
+    }
+}
+
 /// The attributes each message allows, in the order [`Attributes`] keeps them.
 const CALL_ATTRIBUTES: &[&str] = &["tool", "id", "timeout-ms"];
 const RESULT_ATTRIBUTES: &[&str] = &["tool", "call"];
@@ -982,6 +1039,72 @@ mod tests {
             tried > 50_000 && short > 1_000,
             "{tried} tried, {short} short"
         );
+    }
+
+    /// What the crate writes from typed values and keeps as the payload's reading is what a
+    /// reading of the text gives, and the parse takes the text to the same payload; what would
+    /// not read back (a carriage return, a character XML forbids, a tab in an attribute, an
+    /// invalid name) goes as text.
+    #[test]
+    fn what_the_crate_writes_and_keeps_reads_back_to_the_same_values() {
+        let limits = crate::Limits::default();
+        let values: Vec<Value> = vec![
+            "plain".into(),
+            "".into(),
+            "x < y & \"z\" > 'w' ]]>".into(),
+            "two\nlines\twith a tab".into(),
+            "ünïcødé ✓".into(),
+            "  padded  ".into(),
+            Value::Num("-12.500".parse().unwrap()),
+            Value::Num("0.001".parse().unwrap()),
+            Value::Bool(false),
+            Value::from_json(r#"{"k": [1, "<&>"], "n": null, "d": 0.10}"#).unwrap(),
+            "carriage\rreturn".into(),
+            "control \u{1}".into(),
+        ];
+        let mut kept = 0;
+        for v in &values {
+            for (tool, id, name) in [
+                ("t", "c-1", "v"),
+                ("a\"b", "x&y", "v_2"),
+                ("t", "a\tb", "v"),
+                ("t", "1", "a b"),
+            ] {
+                let call = Call::new(tool).id(id).arg(name, v.clone());
+                let result = call.result().field(name, v.clone());
+                let error = call.error(ErrorType::Failed, v.to_string());
+                let plain = |text: &str| !text.contains(['\r', '\u{1}']);
+                let expect_kept = plain(&v.to_string()) && !id.contains('\t') && name != "a b";
+                match call.clone().into_payload() {
+                    Ok(p) => {
+                        kept += 1;
+                        assert_eq!(Payload::parse(p.as_str(), &limits).unwrap(), p);
+                        assert_eq!(Call::parse_xml(p.as_str()).unwrap(), call);
+                        assert_eq!(*Call::shared(&p).unwrap(), call);
+                    }
+                    Err(xml) => {
+                        assert_eq!(xml, call.to_xml());
+                        assert!(!expect_kept, "{xml}");
+                    }
+                }
+                for answer in [Answer::Result(result), Answer::Error(error)] {
+                    let local = match &answer {
+                        Answer::Result(_) => "result",
+                        Answer::Error(_) => "error",
+                    };
+                    match answer.clone().into_payload() {
+                        Ok(p) => {
+                            kept += 1;
+                            assert_eq!(Payload::parse(p.as_str(), &limits).unwrap(), p);
+                            assert_eq!(Answer::parse_xml(local, p.as_str()).unwrap(), answer);
+                            assert_eq!(*Answer::shared(&p).unwrap().unwrap(), answer);
+                        }
+                        Err(xml) => assert_eq!(xml, answer.to_xml()),
+                    }
+                }
+            }
+        }
+        assert!(kept > 60, "{kept}");
     }
 
     #[test]

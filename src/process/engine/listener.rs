@@ -493,8 +493,11 @@ impl ProcessListener {
         for effect in effects.drain(..) {
             match effect {
                 Effect::Call { call, child: false } => {
-                    let xml = call.to_xml();
-                    cx.send(call.tool, xml);
+                    let tool = call.tool.clone();
+                    match call.into_payload() {
+                        Ok(payload) => cx.send_read(tool, payload),
+                        Err(xml) => cx.send(tool, xml),
+                    }
                 }
                 Effect::Call { call, child: true } => {
                     let sub = call.id.clone().unwrap_or_default();
