@@ -3,11 +3,12 @@
 //! to it; a process called like a tool runs in a child thread with it as its wall clock. In
 //! each case the process sees `err.type = "timeout"` in its RECOVER, and nothing waits on.
 
-use std::sync::Arc;
+mod support;
+
 use std::time::{Duration, Instant};
 
 use agentpump::history::RecordKind;
-use agentpump::process::engine::{ProcessListener, Program};
+use agentpump::process::engine::Program;
 use agentpump::tool::{self, Answer, Call, Signature, TOOL_NS, Tool, ToolError, ToolResult};
 use agentpump::value::Value;
 use agentpump::{
@@ -50,15 +51,9 @@ async fn run(processes: &str, tool: Registration) -> (Answer, Duration) {
         "<triggers>\n<trigger event=\"{{{NS}}}go\" target=\"main\" />\n</triggers>\n<processes>\n{processes}</processes>\n"
     );
     let program = Program::parse(&text).unwrap_or_else(|e| panic!("{:#?}", e.0));
-    let mut b = PumpBuilder::new().register(tool);
-    for id in program.process_ids() {
-        b = b.register(
-            ProcessListener::new(Arc::clone(&program), id)
-                .unwrap()
-                .registration(),
-        );
-    }
-    let pump = b.build().unwrap();
+    let pump = support::process::with_processes(PumpBuilder::new().register(tool), &program)
+        .build()
+        .unwrap();
     let started = Instant::now();
     let thread = pump
         .post(None, None, &format!("<go xmlns=\"{NS}\"/>"))

@@ -58,20 +58,7 @@ impl Listener for TestTool {
                 let v = agentpump::listeners::calculator::evaluate(&q).unwrap_or_default();
                 call.result().field("value", Value::Num(v)).to_xml()
             }
-            "fail" => {
-                let kind = call
-                    .args
-                    .get("type")
-                    .map(ToString::to_string)
-                    .unwrap_or_default();
-                let kind = ErrorType::from_name(&kind).unwrap_or(ErrorType::Failed);
-                call.error(kind, "asked to fail").to_xml()
-            }
-            _ => {
-                let mut r = call.result();
-                r.fields = call.args.clone();
-                r.to_xml()
-            }
+            _ => support::process::echo_or_fail(&call),
         };
         cx.reply(answer);
         Ok(())
@@ -358,10 +345,8 @@ async fn a_failed_given_is_a_hard_error_answered_to_the_starter() {
     let body = "  GIVEN n > 10:\n    TELL \"never\"\n  RETURN: n=n\n";
     let pump = pump_with(&doc(" args=\"n: Number\"", body), &calls);
     let (thread, records) = run(&pump, &go("<n>5</n>")).await;
-    match returned(&records) {
-        Answer::Error(e) => assert!(e.message.starts_with("precondition-failed"), "{e:?}"),
-        other => panic!("{other:?}"),
-    }
+    let e = support::process::failure(&records);
+    assert!(e.message.starts_with("precondition-failed"), "{e:?}");
     let report = &pump.reports(thread).await.unwrap()[0];
     assert_eq!(report.stop_reason, "process-failed", "{report:?}");
 }
@@ -645,17 +630,11 @@ async fn the_planner_fans_out_to_worker_processes_with_the_real_calculator() {
     // calculator tool (the real one, through the tool adapter), JOINed in lexical order.
     let text = std::fs::read_to_string("listeners/processes/planner.aps").unwrap();
     let program = Program::parse(&text).unwrap();
-    let mut b = PumpBuilder::new().register(agentpump::tool::register(
-        agentpump::listeners::calculator::Calculator,
-    ));
-    for id in program.process_ids() {
-        b = b.register(
-            ProcessListener::new(Arc::clone(&program), id)
-                .unwrap()
-                .registration(),
-        );
-    }
-    let pump = b.build().unwrap();
+    let calculator = agentpump::tool::register(agentpump::listeners::calculator::Calculator);
+    let b = PumpBuilder::new().register(calculator);
+    let pump = support::process::with_processes(b, &program)
+        .build()
+        .unwrap();
     let start = format!(
         r#"<plan xmlns="{DEMO}"><left>12.5 * 4</left><middle>1 / 0</middle><right>0.1 + 0.2</right></plan>"#
     );
@@ -857,14 +836,12 @@ async fn a_computed_time_that_is_not_iso_8601_fails_the_run_with_ag_014() {
     );
     let pump = pump_with(&text(" 16:50"), &calls);
     let (_, records) = run(&pump, &go("")).await;
-    match returned(&records) {
-        Answer::Error(e) => assert!(
-            e.message.contains("AG-014: TimeFormat: argument `moment`")
-                && e.message.ends_with("(line 6)"),
-            "{e:?}"
-        ),
-        other => panic!("{other:?}"),
-    }
+    let e = support::process::failure(&records);
+    assert!(
+        e.message.contains("AG-014: TimeFormat: argument `moment`")
+            && e.message.ends_with("(line 6)"),
+        "{e:?}"
+    );
 }
 
 #[tokio::test]
@@ -916,13 +893,11 @@ async fn a_redacted_symbol_never_reaches_an_event_an_answer_or_an_error() {
         "{}",
         failed.payload
     );
-    match returned(&records) {
-        Answer::Error(e) => assert!(
-            e.message.contains("[REDACTED]") && !e.message.contains("98765"),
-            "{e:?}"
-        ),
-        other => panic!("{other:?}"),
-    }
+    let e = support::process::failure(&records);
+    assert!(
+        e.message.contains("[REDACTED]") && !e.message.contains("98765"),
+        "{e:?}"
+    );
 }
 
 #[tokio::test]

@@ -62,13 +62,7 @@ pub(super) fn element(
             }
             i += 1;
             if open.is_empty() {
-                let (qname, declares_default_ns) = root?;
-                return Some(Element {
-                    qname,
-                    end: i,
-                    declares_default_ns,
-                    reserved_inside,
-                });
+                return finish(root, i, reserved_inside);
             }
         } else {
             let start = i;
@@ -87,18 +81,10 @@ pub(super) fn element(
             } else {
                 reserved_inside |= is_reserved_namespace(namespace);
             }
-            if empty {
-                if open.is_empty() {
-                    let (qname, declares_default_ns) = root?;
-                    return Some(Element {
-                        qname,
-                        end: i,
-                        declares_default_ns,
-                        reserved_inside,
-                    });
-                }
-            } else {
+            if !empty {
                 open.push((name.0, name.1, scope));
+            } else if open.is_empty() {
+                return finish(root, i, reserved_inside);
             }
         }
         // Text up to the next tag.
@@ -109,6 +95,17 @@ pub(super) fn element(
         }
         i += text_len;
     }
+}
+
+/// The root element, ended at `end`.
+fn finish(root: Option<(QName, bool)>, end: usize, reserved_inside: bool) -> Option<Element> {
+    let (qname, declares_default_ns) = root?;
+    Some(Element {
+        qname,
+        end,
+        declares_default_ns,
+        reserved_inside,
+    })
 }
 
 /// The attributes of a start tag whose name ends at `i`: where the tag ends, the span of its

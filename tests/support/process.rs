@@ -90,31 +90,45 @@ impl Listener for LogTool {
             tokio::time::sleep(Duration::from_millis(ms)).await;
         }
         let answer = match call.tool.as_str() {
-            "fail" => {
-                let kind = call
-                    .args
-                    .get("type")
-                    .map(ToString::to_string)
-                    .unwrap_or_default();
-                let kind = ErrorType::from_name(&kind).unwrap_or(ErrorType::Failed);
-                call.error(kind, format!("asked to fail ({kind:?})"))
-                    .to_xml()
-            }
             "flaky"
                 if self.flaky.fetch_add(1, std::sync::atomic::Ordering::SeqCst) < fails(&call) =>
             {
                 call.error(ErrorType::Unavailable, "not now; nothing was done")
                     .to_xml()
             }
-            _ => {
-                let mut r = call.result();
-                r.fields = call.args.clone();
-                r.to_xml()
-            }
+            _ => echo_or_fail(&call),
         };
         cx.reply(answer);
         Ok(())
     }
+}
+
+/// The test tools' answer: `fail` answers an error of the type its `type` argument names
+/// (`failed` when none fits); any other tool answers its arguments as fields.
+pub fn echo_or_fail(call: &Call) -> String {
+    if call.tool == "fail" {
+        let kind = call
+            .args
+            .get("type")
+            .map(ToString::to_string)
+            .unwrap_or_default();
+        let kind = ErrorType::from_name(&kind).unwrap_or(ErrorType::Failed);
+        return call
+            .error(kind, format!("asked to fail ({kind:?})"))
+            .to_xml();
+    }
+    let mut r = call.result();
+    r.fields = call.args.clone();
+    r.to_xml()
+}
+
+/// `b` with a listener for every process of `program`.
+pub fn with_processes(mut b: PumpBuilder, program: &Arc<Program>) -> PumpBuilder {
+    for id in program.process_ids() {
+        let l = ProcessListener::new(Arc::clone(program), id).unwrap();
+        b = b.register(l.registration());
+    }
+    b
 }
 
 /// A process call id without the hash of its tool and arguments: `main-2-4560f9d10d35` is
