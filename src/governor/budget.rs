@@ -193,9 +193,10 @@ pub(crate) struct Exhausted {
 
 /// Whether a level lacks room for `amount` in dimension `d` (its reservations count as used).
 fn no_room_for(amount: Amount) -> impl Fn(&AccountState, usize) -> bool {
+    // An unlimited dimension always has room: nothing to add up.
     move |state, d| {
-        state.spent.0[d] + state.reserved.0[d] + amount.0[d]
-            > state.limit[d].unwrap_or(Decimal::MAX)
+        state.limit[d]
+            .is_some_and(|limit| state.spent.0[d] + state.reserved.0[d] + amount.0[d] > limit)
     }
 }
 
@@ -205,7 +206,8 @@ fn spend(guards: &mut [MutexGuard<'_, AccountState>], amount: Amount) {
     for level in 0..guards.len() {
         let below = level.checked_sub(1).map(|b| guards[b].carved);
         let state = &mut guards[level];
-        for (d, add) in amount.0.iter().enumerate() {
+        // Most dimensions of a withdrawal are zero (a turn, a tool call): nothing to add.
+        for (d, add) in amount.0.iter().enumerate().filter(|(_, a)| !a.is_zero()) {
             state.spent.0[d] += add;
             if below.is_some_and(|carved| carved[d]) {
                 let r = &mut state.reserved.0[d];
