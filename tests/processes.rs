@@ -818,6 +818,30 @@ async fn a_trigger_pattern_decides_which_payloads_start_the_process() {
     assert!(told("status", "^status$"), "{:#?}", roots(&records));
 }
 
+/// "Nothing is silent": a process stays quiet on a payload another process of its file starts
+/// on, so a pump that registers one without the other would leave that payload unanswered;
+/// it does not build, naming the missing process.
+#[test]
+fn a_process_sharing_a_trigger_root_needs_its_sibling_registered() {
+    let text = format!(
+        "<triggers>\n<trigger event=\"{{{DEMO}}}go\" pattern=\"^deploy\" target=\"main\" />\n<trigger event=\"{{{DEMO}}}go\" pattern=\"^status$\" target=\"status\" />\n</triggers>\n<processes>\n<process id=\"main\">\n  RETURN: started=true\n</process>\n<process id=\"status\">\n  RETURN: up=true\n</process>\n</processes>\n"
+    );
+    let program = Program::parse(&text).unwrap();
+    let alone = ProcessListener::new(Arc::clone(&program), "main").unwrap();
+    let err = PumpBuilder::new()
+        .register(alone.registration())
+        .build()
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("process `main` shares a trigger root with process `status`")
+            && err.contains("register `status` too"),
+        "{err}"
+    );
+    let both = support::process::with_processes(PumpBuilder::new(), &program);
+    assert!(both.build().is_ok());
+}
+
 #[tokio::test]
 async fn a_computed_time_that_is_not_iso_8601_fails_the_run_with_ag_014() {
     // 07: "AG-014, name: TimeFormat, desc: Non-ISO 8601 time/offset where required." A literal

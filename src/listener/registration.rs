@@ -64,6 +64,9 @@ pub struct Registration {
     /// Peers this listener calls as processes (a process's RUN/USE of another process of its
     /// file): each must be registered with [`Role::Process`] (AG-034 otherwise).
     pub(crate) process_peers: Vec<Arc<str>>,
+    /// Processes of this process's file with a trigger on one of its roots: a payload only
+    /// their pattern matches is left to them, so each must be registered too.
+    pub(crate) trigger_siblings: Vec<Arc<str>>,
     pub(crate) listener: Arc<dyn Listener>,
 }
 
@@ -140,6 +143,17 @@ pub enum RegistrationError {
         /// The role it is registered with.
         role: &'static str,
     },
+    /// A process shares a trigger root with a process of its file that is not registered: a
+    /// payload only that one's pattern matches would start nothing and be answered by nobody.
+    #[error(
+        "process `{listener}` shares a trigger root with process `{sibling}` of its file, which is not registered as a process: a payload only `{sibling}`'s pattern matches would go unanswered; register `{sibling}` too"
+    )]
+    UnregisteredTriggerSibling {
+        /// The registered process.
+        listener: String,
+        /// The process of its file that is missing.
+        sibling: String,
+    },
 }
 
 impl Registration {
@@ -163,6 +177,7 @@ impl Registration {
             may_loop: None,
             blocking: false,
             process_peers: Vec::new(),
+            trigger_siblings: Vec::new(),
             listener,
         }
     }
@@ -171,6 +186,14 @@ impl Registration {
     /// refuses one registered with another role (AG-034 PredefinedToolCollision).
     pub(crate) fn process_peers(mut self, names: Vec<String>) -> Self {
         self.process_peers = names.into_iter().map(Arc::from).collect();
+        self
+    }
+
+    /// Names the processes of this process's file that share a trigger root with it:
+    /// [`PumpBuilder::build`](crate::PumpBuilder::build) refuses the pump unless each is
+    /// registered as a process (a payload only its pattern matches would go unanswered).
+    pub(crate) fn trigger_siblings(mut self, names: Vec<String>) -> Self {
+        self.trigger_siblings = names.into_iter().map(Arc::from).collect();
         self
     }
 

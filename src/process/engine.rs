@@ -40,13 +40,15 @@ impl ProcessListener {
             .cloned()
             .collect();
         let triggers = self.triggers();
+        let siblings = self.program().trigger_siblings(&name);
         let mut r = Registration::new(&name, self)
             .role(Role::Process)
             .accepts(QName::new(TOOL_NS, "call"))
             .may_loop(true)
             .description(format!("process `{name}`"))
             .peers(peers)
-            .process_peers(processes);
+            .process_peers(processes)
+            .trigger_siblings(siblings);
         for root in triggers {
             r = r.accepts(root);
         }

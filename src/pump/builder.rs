@@ -236,6 +236,17 @@ fn validate(registrations: &[Registration]) -> Result<Indexes, RegistrationError
                 });
             }
         }
+        for sibling in &r.trigger_siblings {
+            let registered = by_name
+                .get(sibling)
+                .is_some_and(|&at| registrations[at].role == Role::Process);
+            if !registered {
+                return Err(RegistrationError::UnregisteredTriggerSibling {
+                    listener: r.name.to_string(),
+                    sibling: sibling.to_string(),
+                });
+            }
+        }
         for root in r.accepts.iter().collect::<HashSet<_>>() {
             if root.namespace().is_empty() {
                 return Err(RegistrationError::NoNamespace {

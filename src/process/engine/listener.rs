@@ -386,7 +386,8 @@ impl ProcessListener {
             // Nothing of this process runs here and this does not start it (a call naming
             // another tool, sent here by name; a trigger's root whose text does not match its
             // pattern): the sender hears why — unless another process of the file starts on
-            // it, which is where the sender's payload went.
+            // it, which is where the sender's payload went (the pump builds only with that
+            // process registered too: `Registration::trigger_siblings`).
             if !msg.is_system() && Answer::parse(msg.payload()).is_none() {
                 let why = match self.triggered(msg.payload()) {
                     Triggered::Unmatched {

@@ -186,6 +186,24 @@ impl Program {
         }
     }
 
+    /// The other processes with a trigger on a root `process` has one on: a payload of that
+    /// root that only one of them matches is theirs, so each must be registered too.
+    pub(crate) fn trigger_siblings(&self, process: &str) -> Vec<String> {
+        let mine: Vec<&QName> = self
+            .triggers
+            .iter()
+            .filter(|t| t.target == process)
+            .map(|t| &t.root)
+            .collect();
+        let mut out: Vec<String> = Vec::new();
+        for t in &self.triggers {
+            if t.target != process && mine.contains(&&t.root) && !out.contains(&t.target) {
+                out.push(t.target.clone());
+            }
+        }
+        out
+    }
+
     pub(crate) fn index_of(&self, id: &str) -> Option<usize> {
         self.processes.iter().position(|p| p.id == id)
     }
