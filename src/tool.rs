@@ -20,7 +20,7 @@ mod wire;
 pub use adapter::{Adapter, Tool, answer, call_root, register};
 pub use signature::Signature;
 pub use wire::{Answer, Call, ErrorType, ToolError, ToolResult, WireError};
-pub(crate) use wire::{items, written_payload};
+pub(crate) use wire::{items, written_fits, written_payload};
 
 /// The namespace of tool calls, results and errors.
 pub const TOOL_NS: &str = "urn:agentpump:tool:v1";

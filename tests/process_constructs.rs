@@ -9,13 +9,12 @@ use std::sync::Arc;
 
 use agentpump::envelope::PROCESS_NS;
 use agentpump::history::Record;
+use agentpump::process::engine::call_place;
 use agentpump::process::engine::{ProcessListener, Program};
 use agentpump::tool::{Call, Signature, Tool, ToolError, ToolResult, register};
 use agentpump::value::Value;
 use agentpump::{Context, PumpBuilder};
-use support::process::{
-    CallLog, Setup, counts, doc, failure, fields, go, num, ordinal, roots, run,
-};
+use support::process::{CallLog, Setup, counts, doc, failure, fields, go, num, roots, run};
 
 /// `fetch`: answers `body` ("body of ID"), `status.code` 200, and the `endpoint` and `region`
 /// it was called with ("none" when not given).
@@ -559,7 +558,7 @@ async fn par_launches_its_children_in_lexical_order() {
                     .unwrap_or_default()
                     .to_owned()
             };
-            (after("tool=\""), ordinal(&after(" id=\"")).to_owned())
+            (after("tool=\""), call_place(&after(" id=\"")).to_owned())
         })
         .collect();
     assert_eq!(
@@ -584,7 +583,7 @@ async fn par_launches_its_children_in_lexical_order() {
                 .nth(1)
                 .and_then(|s| s.split('"').next())
                 .and_then(|p| p.rsplit('.').next())
-                .map(|sub| ordinal(sub).to_owned())
+                .map(|sub| call_place(sub).to_owned())
                 .unwrap_or_default()
         })
         .collect();

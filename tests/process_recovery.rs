@@ -114,7 +114,7 @@ fn answer_to(id: &'static str) -> HangOn {
     Arc::new(move |msg: &Delivery| {
         Answer::parse(msg.payload())
             .and_then(Result::ok)
-            .is_some_and(|a| a.call().map(support::process::ordinal) == Some(id))
+            .is_some_and(|a| a.call().map(agentpump::process::engine::call_place) == Some(id))
     })
 }
 

@@ -7,7 +7,8 @@
 //! written `name="value"` after whitespace, the value without `<`, `>`, `&`, tab, line feed or
 //! carriage return; the only namespace declaration `xmlns="…"`, binding neither the `xml` nor
 //! the `xmlns` namespace; text without `&` or `]]>`; no comment, CDATA section, processing
-//! instruction or declaration; no character XML forbids. Within [`Limits`], a plain element is
+//! instruction or declaration. Characters XML forbids are the caller's check
+//! ([`super::check_chars`] over the whole text), as for the reader. Within [`Limits`], a plain element is
 //! exactly what the reader accepts, to the same [`Element`] (a test compares the two on every
 //! one-character change of a corpus); past a limit, a repeated attribute or a mismatched end
 //! tag, the walk leaves the text to the reader, which refuses it naming the fault.
@@ -27,7 +28,7 @@ type Span = (usize, usize);
 
 /// An open element: where its name is, and the default namespace in scope inside it (`None`
 /// when none is declared; an empty span when `xmlns=""` undeclared it).
-type Open = (usize, usize, Option<Span>);
+type Open = (Span, Option<Span>);
 
 /// A start tag's end: where it ends, its own `xmlns="…"` value, whether it is empty (`/>`).
 type TagEnd = (usize, Option<Span>, bool);
@@ -51,7 +52,7 @@ pub(super) fn element(
         }
         i += 1;
         if b.get(i) == Some(&b'/') {
-            let (start, end, _) = open.pop()?;
+            let ((start, end), _) = open.pop()?;
             i += 1;
             if !b[i..].starts_with(&b[start..end]) {
                 return None;
@@ -73,7 +74,7 @@ pub(super) fn element(
             if outer_depth + open.len() + 1 > limits.max_depth {
                 return None;
             }
-            let scope = declared.or_else(|| open.last().and_then(|o| o.2));
+            let scope = declared.or_else(|| open.last().and_then(|o| o.1));
             let namespace = scope.map_or("", |(s, e)| &full[s..e]);
             if open.is_empty() {
                 let qname = QName::recent(namespace, &full[name.0..name.1]);
@@ -82,7 +83,7 @@ pub(super) fn element(
                 reserved_inside |= is_reserved_namespace(namespace);
             }
             if !empty {
-                open.push((name.0, name.1, scope));
+                open.push((name, scope));
             } else if open.is_empty() {
                 return finish(root, i, reserved_inside);
             }
@@ -90,7 +91,7 @@ pub(super) fn element(
         // Text up to the next tag.
         let text_len = b[i..].iter().position(|&c| c == b'<')?;
         let text = &b[i..i + text_len];
-        if text.iter().any(|&c| c == b'&' || forbidden(c)) || has_cdata_end(text) {
+        if text.contains(&b'&') || has_cdata_end(text) {
             return None;
         }
         i += text_len;
@@ -169,11 +170,6 @@ fn skip_space(b: &[u8], i: usize) -> usize {
         .iter()
         .position(|&c| !matches!(c, b' ' | b'\t' | b'\n' | b'\r'))
         .unwrap_or(b.len() - i)
-}
-
-/// A C0 control character other than tab, line feed and carriage return.
-fn forbidden(c: u8) -> bool {
-    c < b' ' && !matches!(c, b'\t' | b'\n' | b'\r')
 }
 
 fn has_cdata_end(text: &[u8]) -> bool {

@@ -152,7 +152,8 @@ impl Record {
             self.root.local().as_bytes(),
         );
         let to = self.to.as_deref().unwrap_or("").as_bytes();
-        // The previous digest, then each field: 9 fields of at most 40 bytes besides these.
+        // The previous digest, then each field: the fixed ones (numbers, kind, ids, prefixes)
+        // fit in 64 bytes each; the named ones add their lengths.
         let room = 32 + 9 * 64 + self.from.len() + to.len() + ns.len() + local.len();
         let mut head = Canonical(Vec::with_capacity(room));
         head.0.extend_from_slice(previous);
@@ -313,7 +314,7 @@ mod tests {
                 from: Arc::from(""),
                 ..base.clone()
             },
-            // Fields longer than the room kept on the stack for them.
+            // Long fields, and a payload larger than a hasher block.
             Record {
                 from: Arc::from("f".repeat(700)),
                 root: QName::new("urn:".repeat(200), "long"),

@@ -21,6 +21,7 @@ mod privacy;
 mod program;
 
 pub use listener::{DEFAULT_STEPS_PER_TURN, ProcessListener, UnknownProcess};
+pub use machine::slot as call_place;
 pub use program::{Program, ProgramError};
 
 use crate::QName;

@@ -13,7 +13,7 @@ use crate::listener::Role;
 use crate::listener::{Delivery, Output, Outputs, Target};
 use crate::system::{ErrorCode, GOVERNOR_NS};
 use crate::system::{HuhCode, Request, SYSTEM_NS, attempt};
-use crate::tool::{Answer, Call, TOOL_NS, written_payload};
+use crate::tool::{Answer, Call, TOOL_NS, written_fits, written_payload};
 
 /// A delivery's steps, in order (usually one or two: kept inline).
 pub(crate) type Steps = SmallVec<[Step; 2]>;
@@ -82,6 +82,14 @@ impl Shared {
                 past_limit(output.text());
                 continue;
             }
+            // Written and read by the crate (`Call::into_payload`): only its limits are
+            // checked; past one, it is text like any other, parsed and refused naming the limit.
+            let output = match output {
+                Output::Read(target, payload) if !written_fits(payload.as_str(), limits) => {
+                    Output::Payload(target, payload.as_str().to_owned())
+                }
+                other => other,
+            };
             let found: SmallVec<[(Target, Payload); 1]> = match output {
                 // A tool call or answer in the crate's written form is checked and read in one
                 // walk; any other text is parsed, then checked.
@@ -94,18 +102,7 @@ impl Shared {
                         continue;
                     }
                 },
-                // Written and read by the crate (`Call::into_payload`): its limits are checked
-                // here; past one, it is parsed like any text, and refused naming the limit.
-                Output::Read(target, payload) if within(&payload, limits) => {
-                    smallvec![(target, payload)]
-                }
-                Output::Read(target, payload) => match Payload::parse(payload.as_str(), limits) {
-                    Ok(p) => smallvec![(target, p)],
-                    Err(e) => {
-                        steps.push(refused(Refusal::unparsed(&e), payload.as_str().to_owned()));
-                        continue;
-                    }
-                },
+                Output::Read(target, payload) => smallvec![(target, payload)],
                 Output::Text(text) => match addressed(&text, limits) {
                     Ok(found) if found.is_empty() => {
                         let message = "no payload element in the output".to_owned();
@@ -318,14 +315,6 @@ fn tool_target(payload: &Payload, target: &Target) -> Result<Option<Target>, Str
             "<{local}> is not a message of {TOOL_NS}: expected <call>, <result> or <error>"
         )),
     }
-}
-
-/// Whether a tool payload the crate wrote is within `limits`: its size, its two levels, its
-/// at most five attributes on an element (`<error>`'s four and its namespace).
-fn within(payload: &Payload, limits: &crate::Limits) -> bool {
-    payload.as_str().len() <= limits.max_bytes
-        && limits.max_depth >= 2
-        && limits.max_attributes >= 5
 }
 
 fn refused(refusal: Refusal, original: String) -> Step {

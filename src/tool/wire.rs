@@ -14,7 +14,7 @@ use crate::value::{Value, parse_number, write_number};
 
 mod canonical;
 
-pub(crate) use canonical::payload as written_payload;
+pub(crate) use canonical::{fits as written_fits, payload as written_payload};
 
 /// A tool call: `<call tool="…" id="…"><arg name="…" type="…">…</arg>…</call>`.
 ///

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agentpump::history::{HistoryStore, Record, RecordKind};
-use agentpump::process::engine::{ProcessListener, Program};
+use agentpump::process::engine::{ProcessListener, Program, call_place};
 use agentpump::tool::{Answer, Call, ErrorType, TOOL_NS};
 use agentpump::value::Value;
 use agentpump::{
@@ -56,7 +56,7 @@ impl LogTool {
         let id = id.to_owned();
         self.hang = Some(Arc::new(move |msg| {
             Call::parse(msg.payload())
-                .is_ok_and(|c| c.id.as_deref().map(ordinal) == Some(id.as_str()))
+                .is_ok_and(|c| c.id.as_deref().map(call_place) == Some(id.as_str()))
         }));
         self
     }
@@ -69,7 +69,7 @@ impl Listener for LogTool {
             return Ok(());
         }
         let call = Call::parse(msg.payload()).map_err(|e| ListenerError::failed(e.to_string()))?;
-        let id = ordinal(call.id.as_deref().unwrap_or_default()).to_owned();
+        let id = call_place(call.id.as_deref().unwrap_or_default()).to_owned();
         if let Some(path) = &self.file {
             use std::io::Write as _;
             let mut f = std::fs::OpenOptions::new()
@@ -129,17 +129,6 @@ pub fn with_processes(mut b: PumpBuilder, program: &Arc<Program>) -> PumpBuilder
         b = b.register(l.registration());
     }
     b
-}
-
-/// A process call id without the hash of its tool and arguments: `main-2-4560f9d10d35` is
-/// `main-2`, the process's second call (what the tests name calls by).
-pub fn ordinal(id: &str) -> &str {
-    match id.rsplit_once('-') {
-        Some((head, hash)) if hash.len() == 12 && hash.bytes().all(|b| b.is_ascii_hexdigit()) => {
-            head
-        }
-        _ => id,
-    }
 }
 
 /// A call's `fails` argument (0 when missing).

@@ -641,14 +641,7 @@ fn reference(r: &quick_xml::events::BytesRef<'_>) -> Option<char> {
     if let Ok(Some(c)) = r.resolve_char_ref() {
         return Some(c);
     }
-    match &**r {
-        "amp" => Some('&'),
-        "lt" => Some('<'),
-        "gt" => Some('>'),
-        "quot" => Some('"'),
-        "apos" => Some('\''),
-        _ => None,
-    }
+    quick_xml::escape::resolve_predefined_entity(r).and_then(|s| s.chars().next())
 }
 
 /// A trigger payload as the process's input: the root's attributes, its child elements'

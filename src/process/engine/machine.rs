@@ -63,9 +63,16 @@ impl Known {
 /// Digits of the arguments' hash in a call id.
 const HASH_DIGITS: usize = 12;
 
-/// A call id's place in the run, `process-n`: the id without its `-h` arguments' hash (an id
-/// without one, written before ids carried it, is its own place).
-pub(crate) fn slot(id: &str) -> &str {
+/// A process call id's place in the run, `process-n`: the id without its `-h` arguments'
+/// hash (an id without one, written before ids carried it, is its own place). What a reader of
+/// history names a process's calls by: `main-2-4560f9d10d35` is `main-2`, the second call.
+///
+/// ```
+/// use agentpump::process::engine::call_place;
+/// assert_eq!(call_place("main-2-4560f9d10d35"), "main-2");
+/// assert_eq!(call_place("main-2"), "main-2");
+/// ```
+pub fn slot(id: &str) -> &str {
     match id.rsplit_once('-') {
         Some((place, hash))
             if hash.len() == HASH_DIGITS && hash.bytes().all(|b| b.is_ascii_hexdigit()) =>
@@ -459,6 +466,19 @@ impl Machine {
         turn: &mut Turn<'_>,
     ) -> Result<String, Value> {
         let args = self.args(params)?;
+        self.call_with(tool, args, timeout_ms, par, span, turn)
+    }
+
+    /// [`Machine::call`] with its arguments already evaluated.
+    fn call_with(
+        &mut self,
+        tool: &str,
+        args: BTreeMap<String, Value>,
+        timeout_ms: Option<u64>,
+        par: bool,
+        span: Span,
+        turn: &mut Turn<'_>,
+    ) -> Result<String, Value> {
         let id = self.next_id(tool, &args);
         let call = Call {
             tool: tool.to_owned(),
@@ -848,14 +868,7 @@ impl Machine {
             args.insert("question".to_owned(), question);
             args.insert("process".to_owned(), Value::from(self.id()));
             args.insert("input_hash".to_owned(), Value::from(hash.clone()));
-            let id = self.next_id(&tool, &args);
-            let call = Call {
-                tool: tool.clone(),
-                id: Some(id.clone()),
-                timeout_ms: None,
-                args,
-            };
-            self.send(call, false, span, turn)?;
+            let id = self.call_with(&tool, args, None, false, span, turn)?;
             self.pending = Some(Pending { id, attempt: 0 });
         }
         let id = &self.pending.as_ref().expect("set above").id;

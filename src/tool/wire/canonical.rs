@@ -41,10 +41,7 @@ pub(crate) fn payload(text: &str, limits: &Limits) -> Option<Payload> {
         "result" => (RESULT_ATTRIBUTES, "field"),
         _ => (ERROR_ATTRIBUTES, ""),
     };
-    let fits = text.len() <= limits.max_bytes
-        && limits.max_depth >= 2
-        && limits.max_attributes > allowed.len();
-    if !fits {
+    if !fits(text, limits) {
         return None;
     }
     // Another element, or another form of this one, stops the walk at its first bytes.
@@ -59,6 +56,12 @@ pub(crate) fn payload(text: &str, limits: &Limits) -> Option<Payload> {
     }
     let answer = Answer::from_message(message).ok()?;
     Some(Payload::from_read(qname, text, Arc::new(answer)))
+}
+
+/// Whether a tool message in the written form is within `limits`: its size, its two levels,
+/// its at most five attributes on an element (`<error>`'s four and its namespace).
+pub(crate) fn fits(text: &str, limits: &Limits) -> bool {
+    text.len() <= limits.max_bytes && limits.max_depth >= 2 && limits.max_attributes >= 5
 }
 
 /// Reads `xml` when it has the written form: `<element xmlns="…" a="…"…>` then
