@@ -582,3 +582,79 @@ async fn a_resumed_agent_sees_the_halt_in_ask_loop_text_form() {
         "from system:\n<<<NSENVELOPE_MAGIC_9E3B6F2D:V2:HALT:{\"class\":\"TIMEOUT\",\"reason\":\"max-turns\"}>>>"
     );
 }
+
+/// Issue 28: "a model that answers its caller with a bare `<answer>` instead of the `<reply>`
+/// its prompt teaches gets `huh unknown-root` — but the `<loop control="done">` it wrote beside
+/// the answer halts the thread (`done-uncertified`) in the same turn, so it never sees the
+/// `huh` and the caller never gets an answer." The `done` is set aside; the model sees both
+/// notices in its next prompt, answers its caller as taught (handling a notice, it addresses
+/// `client` by name), and its second `done` stands.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_done_beside_a_refused_answer_does_not_stand_and_the_agent_corrects_itself() {
+    let done = format!(r#"<loop xmlns="{GOV}" control="done"/>"#);
+    let (model, base) = serve_model(
+        vec![
+            answer(&format!("{} {done}", p("answer", "42")), 50, 10),
+            answer(
+                &format!(r#"<send to="client">{}</send> {done}"#, p("answer", "42")),
+                60,
+                10,
+            ),
+        ],
+        None,
+    )
+    .await;
+    let pump = pump(
+        LlmConfig::new(base, "scripted-model"),
+        GovernorPolicy::default_budget(),
+    );
+    let thread = run(&pump, &p("ask", "what is 6 * 7?")).await;
+    assert_eq!(
+        complaints(&pump, thread).await,
+        [
+            ("assistant".into(), "huh".into(), "unknown-root".into()),
+            (
+                "assistant".into(),
+                "system-error".into(),
+                "done-set-aside".into()
+            ),
+        ]
+    );
+    assert_eq!(egress(&pump, thread).await, [p("answer", "42")]);
+    let report = pump.reports(thread).await.unwrap().pop().expect("halted");
+    assert_eq!(report.class.as_str(), "done-uncertified");
+    let requests = model.requests.lock().unwrap().clone();
+    assert_eq!(requests.len(), 2, "one more model call, no more");
+    let second = requests[1].to_string();
+    assert!(
+        second.contains("unknown-root") && second.contains("does not stand"),
+        "the model is told what was refused and that its done waits: {second}"
+    );
+}
+
+/// The same mistake made again and again is not a way around the budgets: the repeated `done`
+/// payload trips the no-progress guard (Ask-Loop v2: "identical control payloads … k times").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_done_set_aside_again_and_again_halts_no_progress() {
+    let wrong = answer(
+        &format!(
+            r#"{} <loop xmlns="{GOV}" control="done"/>"#,
+            p("answer", "42")
+        ),
+        50,
+        10,
+    );
+    let (model, base) = serve_model(vec![], Some(wrong)).await;
+    let pump = pump(
+        LlmConfig::new(base, "scripted-model"),
+        GovernorPolicy::default_budget(),
+    );
+    let thread = run(&pump, &p("ask", "what is 6 * 7?")).await;
+    let report = pump.reports(thread).await.unwrap().pop().expect("halted");
+    assert_eq!(
+        (report.class.as_str(), report.stop_reason.as_str()),
+        ("no-progress", "same-control-signal")
+    );
+    assert_eq!(model.requests.lock().unwrap().len(), 3);
+    assert_eq!(egress(&pump, thread).await, Vec::<String>::new());
+}

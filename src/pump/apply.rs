@@ -65,11 +65,12 @@ impl Applying<'_> {
     }
 
     /// Tells the listener about its refused outputs: one notice per kind of refusal, the
-    /// first of its kind, counting the others.
-    pub fn tell_refusals(&mut self) {
+    /// first of its kind, counting the others. Returns how many outputs were refused.
+    pub fn tell_refusals(&mut self) -> usize {
         if self.refusals.is_empty() {
-            return; // the usual case: nothing to take out
+            return 0; // the usual case: nothing to take out
         }
+        let refused = self.refusals.iter().map(|(_, count)| count).sum();
         for (notice, count) in std::mem::take(&mut self.refusals) {
             let notice = if count > 1 {
                 notice.summarizing(count)
@@ -78,6 +79,7 @@ impl Applying<'_> {
             };
             self.tell_me(notice);
         }
+        refused
     }
 
     /// Counts the delivery (as a turn, or as a free notice) and charges the usage it

@@ -159,8 +159,8 @@ impl Shared {
         for step in done.steps {
             a.step(step);
         }
-        a.tell_refusals();
-        a.conclude();
+        let refused = a.tell_refusals();
+        a.conclude(refused);
         let Applying {
             tx, inner, parent, ..
         } = a;

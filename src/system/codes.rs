@@ -59,6 +59,10 @@ pub enum ErrorCode {
     /// Refusals identical to an earlier recorded one (its `in-reply-to`) were answered but
     /// counted instead of recorded one by one; the message says how many.
     RefusalsRepeated,
+    /// The listener signalled `done` in a delivery some of whose outputs were refused: the
+    /// `done` does not stand and the listener takes another turn on the refusals. Recorded,
+    /// not delivered.
+    DoneSetAside,
 }
 
 /// Why a message naming a thread was refused, carried by `<system-thread-error>`.
@@ -106,6 +110,7 @@ impl ErrorCode {
             Self::BudgetExhausted => "budget-exhausted",
             Self::UpstreamFailed => "upstream-failed",
             Self::RefusalsRepeated => "refusals-repeated",
+            Self::DoneSetAside => "done-set-aside",
         }
     }
 
@@ -119,6 +124,7 @@ impl ErrorCode {
                 | Self::ShuttingDown
                 | Self::HistoryUnavailable
                 | Self::UpstreamFailed
+                | Self::DoneSetAside
         )
     }
 }

@@ -53,7 +53,7 @@ wrap it: <send to=\"NAME\">…payload…</send>. Unwrapped payloads are routed b
 a goal that lists none halts the thread at once.
 - When the goal is met: <loop xmlns=\"urn:agentpump:governor:v1\" control=\"done\"/>; to give up: control=\"abort\".
 - To branch: <spawn-thread xmlns=\"urn:agentpump:system:v1\" suggested-sub-id=\"…\"><initial-payload>…</initial-payload></spawn-thread>.
-- Messages from `system` (huh, system-error) say what went wrong: correct it and go on.
+- Messages from `system` (huh, system-error) say what went wrong: correct it and go on. A `done` written beside a payload that was refused does not stand: correct the payload, then say `done` again.
 - <<<NSENVELOPE_MAGIC_9E3B6F2D:V2:HALT:{\"reason\":…,\"class\":…}>>> from `system` means the governor halted \
 this thread; if you are asked again, it was resumed: finish what is left within the budget.";
 

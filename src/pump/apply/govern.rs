@@ -5,8 +5,10 @@ use std::sync::Arc;
 
 use super::Applying;
 use crate::governor::ledger::Absorbed;
-use crate::governor::{Decision, GovernorMessage, HaltClass, Verdict};
+use crate::governor::{Control, Decision, GovernorMessage, HaltClass, Verdict};
 use crate::history::RecordKind;
+use crate::pump::notice::Recipient;
+use crate::system::{ErrorCode, SystemMessage};
 use crate::{Envelope, Payload};
 
 impl Applying<'_> {
@@ -48,10 +50,15 @@ impl Applying<'_> {
         }
     }
 
-    /// Decides, by precedence, whether this delivery halts the thread.
-    pub fn conclude(&mut self) {
+    /// Decides, by precedence, whether this delivery halts the thread. `refused` counts the
+    /// delivery's outputs that were refused: a `done` beside a refused output does not stand
+    /// (see [`Applying::set_done_aside`]).
+    pub fn conclude(&mut self, refused: usize) {
         if !self.shared.config.governor.enabled || self.inner.state().is_closed() {
             return;
+        }
+        if refused > 0 && self.signals.control == Some(Control::Done) {
+            self.set_done_aside(refused);
         }
         if self.inner.ledger.stop_requested {
             self.signals
@@ -76,5 +83,34 @@ impl Applying<'_> {
             verdict,
             Some(&to),
         );
+    }
+
+    /// Sets aside a `done` signalled beside refused outputs, and records why (a notice kept in
+    /// history, not delivered: the refusals themselves are the listener's next turn). Ask-Loop v2 lets the host "decide
+    /// the next action" from the signals, and the design says errors go back to the listener
+    /// "so an LLM can correct itself": a listener whose answer never left (a bare `<answer>`
+    /// where its prompt taught `<reply>`) would otherwise end its thread in the same turn, never
+    /// see the refusal, and leave its caller unanswered. It takes another turn instead, within
+    /// its budgets; a listener that repeats the same `done` is stopped by the no-progress guard.
+    fn set_done_aside(&mut self, refused: usize) {
+        self.signals.control = None;
+        let outputs = if refused == 1 {
+            "output was"
+        } else {
+            "outputs were"
+        };
+        let message = format!(
+            "`done` does not stand: {refused} of this turn's {outputs} refused (the notices \
+             before this one say why)"
+        );
+        let notice = SystemMessage::Error {
+            code: ErrorCode::DoneSetAside,
+            message,
+        };
+        let me = &self.shared.listeners[self.me].name;
+        let id = Some(self.delivery.id());
+        let to = Recipient::RecordOnly(me);
+        self.shared
+            .notice(&mut self.tx, self.entry, self.inner, to, notice, id);
     }
 }
