@@ -4,6 +4,7 @@
 
 use agentpump::extract::extract;
 use agentpump::host::organism::Organism;
+use agentpump::listeners::calculator::{self, CalcError};
 use agentpump::{Dialect, Envelope, Incoming, Limits, Payload, ThreadId};
 
 /// The name organism texts are parsed under; every error must start with it.
@@ -87,6 +88,44 @@ pub fn check_organism(data: &[u8]) {
 }
 
 /// Writes the envelope of `incoming` back out and checks that it reads the same.
+/// The calculator's expressions.
+///
+/// UTF-8 text goes through [`calculator::evaluate`]. A value survives being parenthesised and
+/// negated (`(x)` and `-(x)` give the value and its negation, unless that nesting is one level
+/// past [`calculator::MAX_DEPTH`]); every error has a message, and a position in it lies
+/// within the text (or just past its end).
+pub fn check_calculator(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    match calculator::evaluate(text) {
+        Ok(value) => {
+            for (again, expected) in [(format!("({text})"), value), (format!("-({text})"), -value)]
+            {
+                match calculator::evaluate(&again) {
+                    Ok(v) => assert_eq!(v, expected, "{again:?}"),
+                    Err(CalcError::TooDeep { .. }) => {}
+                    Err(e) => panic!("{text:?} is {value} but {again:?} fails: {e}"),
+                }
+            }
+        }
+        Err(err) => {
+            let message = err.to_string();
+            assert!(!message.is_empty(), "empty message for {err:?}");
+            let at = match err {
+                CalcError::Unexpected { at, .. }
+                | CalcError::Unclosed { at }
+                | CalcError::SqrtParen { at }
+                | CalcError::NotANumber { at, .. }
+                | CalcError::DivisionByZero { at }
+                | CalcError::TooDeep { at, .. } => at,
+                _ => 1,
+            };
+            assert!((1..=text.len() + 1).contains(&at), "{message} in {text:?}");
+        }
+    }
+}
+
 fn envelope_round_trips(incoming: &Incoming, limits: &Limits) {
     let thread = incoming.thread().and_then(|t| t.parse::<ThreadId>().ok());
     let envelope = Envelope::new(

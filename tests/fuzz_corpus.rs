@@ -54,3 +54,10 @@ fn the_extract_corpus_passes() {
 fn the_organism_corpus_passes() {
     replay("organism", checks::check_organism);
 }
+
+/// Calculator expressions: arithmetic, hostile nesting (parentheses, `sqrt(`, unary minus far
+/// past the limit) and what the fuzzer kept.
+#[test]
+fn the_calculator_corpus_passes() {
+    replay("calculator", checks::check_calculator);
+}

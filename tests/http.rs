@@ -1376,3 +1376,94 @@ async fn shutdown_cuts_off_slow_requests_after_its_time_limit() {
     );
     pump.shutdown(Duration::from_secs(1)).await;
 }
+
+/// Issue 28: "the calculator given a deeply parenthesised `expression` (about 16 000 levels)
+/// overflows the stack and aborts — anyone who can reach the calculator (a client with the
+/// token, an LLM agent, a remote worker's output) can take the host down". Done when "a test
+/// posts the deep calculator expression over HTTP to `agentpump run` and the host keeps
+/// answering": in its own protocol and as a tool call, each answered with the limit and where.
+#[test]
+fn a_deep_calculator_expression_over_http_is_answered_and_the_host_keeps_serving() {
+    let dir = std::env::temp_dir().join(format!("agentpump-calc-{}", ThreadId::new()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let organism = dir.join("organism.toml");
+    std::fs::write(
+        &organism,
+        "[[listener]]\nname = \"calculator\"\nkind = \"builtin\"\nbuiltin = \"calculator\"\n",
+    )
+    .unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_agentpump"))
+        .args(["run", organism.to_str().unwrap(), "--port", "0"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(child.stdout.take().unwrap()));
+    let ready = lines.next().unwrap().unwrap();
+    let base = ready.split("listening on ").nth(1).unwrap();
+    let base = base.split(' ').next().unwrap().to_owned();
+    let token = std::fs::read_to_string(dir.join("agentpump.token")).unwrap();
+    let deep = "(".repeat(16_000) + "1" + &")".repeat(16_000);
+    let calc = |e: &str| format!(r#"<calc xmlns="urn:agentpump:calc:v1">{e}</calc>"#);
+    let call = format!(
+        r#"<call xmlns="urn:agentpump:tool:v1" tool="calculator" id="c1"><arg name="expression">{deep}</arg></call>"#
+    );
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let answers: Vec<String> = runtime.block_on(async {
+        let client = support::http_client();
+        let mut answers = Vec::new();
+        for body in [calc(&deep), call, calc("6 * 7")] {
+            let posted = client
+                .post(format!("{base}/threads?to=calculator"))
+                .bearer_auth(token.trim())
+                .body(body)
+                .send()
+                .await
+                .expect("the host answers");
+            assert_eq!(posted.status(), StatusCode::CREATED);
+            let thread = posted.json::<serde_json::Value>().await.unwrap()["thread"]
+                .as_str()
+                .unwrap()
+                .to_owned();
+            let mut answer = String::new();
+            for _ in 0..100 {
+                let records: Vec<serde_json::Value> = client
+                    .get(format!("{base}/threads/{thread}/history"))
+                    .bearer_auth(token.trim())
+                    .send()
+                    .await
+                    .expect("the host answers")
+                    .json()
+                    .await
+                    .unwrap();
+                if let Some(r) = records.iter().find(|r| r["from"] == "calculator") {
+                    answer = r["payload"].as_str().unwrap().to_owned();
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            answers.push(answer);
+        }
+        answers
+    });
+    assert!(
+        answers[0].contains("<calc-error")
+            && answers[0].contains("nested deeper than 64 levels at position 65"),
+        "{}",
+        answers[0]
+    );
+    assert!(
+        answers[1].contains(r#"type="invalid-argument""#)
+            && answers[1].contains("nested deeper than 64 levels"),
+        "{}",
+        answers[1]
+    );
+    assert!(answers[2].contains(">42</result>"), "{}", answers[2]);
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "the host is still running"
+    );
+    child.kill().unwrap();
+    child.wait().unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+}
