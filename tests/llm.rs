@@ -586,28 +586,44 @@ async fn a_resumed_agent_sees_the_halt_in_ask_loop_text_form() {
 /// Issue 28: "a model that answers its caller with a bare `<answer>` instead of the `<reply>`
 /// its prompt teaches gets `huh unknown-root` — but the `<loop control="done">` it wrote beside
 /// the answer halts the thread (`done-uncertified`) in the same turn, so it never sees the
-/// `huh` and the caller never gets an answer." The `done` is set aside; the model sees both
-/// notices in its next prompt, answers its caller as taught (handling a notice, it addresses
+/// `huh` and the caller never gets an answer." The `done` is set aside; the model sees the
+/// refusal in its next prompt, answers its caller as taught (handling a notice, it addresses
 /// `client` by name), and its second `done` stands.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_done_beside_a_refused_answer_does_not_stand_and_the_agent_corrects_itself() {
-    let done = format!(r#"<loop xmlns="{GOV}" control="done"/>"#);
-    let (model, base) = serve_model(
-        vec![
-            answer(&format!("{} {done}", p("answer", "42")), 50, 10),
-            answer(
-                &format!(r#"<send to="client">{}</send> {done}"#, p("answer", "42")),
-                60,
-                10,
-            ),
-        ],
-        None,
+    let (model, base) = serve_model(slip_then_correct(), None).await;
+    slips_once_and_recovers(&model, LlmConfig::new(base, "scripted-model")).await;
+}
+
+/// Issue 28: the same rule "test[ed] against a real OpenAI-compatible proxy as well as the
+/// loopback model": LiteLLM's proxy (PyPI `litellm[proxy]`, pinned in `.ci/run`, found through
+/// `AGENTPUMP_LITELLM` or on the PATH) between the agent and the scripted model.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_done_beside_a_refused_answer_does_not_stand_through_a_real_proxy() {
+    let (model, upstream) = serve_model(slip_then_correct(), None).await;
+    let proxy = support::model::Proxy::start(&upstream, "scripted-model").await;
+    slips_once_and_recovers(
+        &model,
+        LlmConfig::new(proxy.base(), "openai/scripted-model"),
     )
     .await;
-    let pump = pump(
-        LlmConfig::new(base, "scripted-model"),
-        GovernorPolicy::default_budget(),
-    );
+}
+
+/// A bare `<answer>` with `done` beside it, then the answer sent to the client and `done`.
+fn slip_then_correct() -> Vec<Reply> {
+    let done = format!(r#"<loop xmlns="{GOV}" control="done"/>"#);
+    vec![
+        answer(&format!("{} {done}", p("answer", "42")), 50, 10),
+        answer(
+            &format!(r#"<send to="client">{}</send> {done}"#, p("answer", "42")),
+            60,
+            10,
+        ),
+    ]
+}
+
+async fn slips_once_and_recovers(model: &support::model::Model, config: LlmConfig) {
+    let pump = pump(config, GovernorPolicy::default_budget());
     let thread = run(&pump, &p("ask", "what is 6 * 7?")).await;
     assert_eq!(
         complaints(&pump, thread).await,

@@ -172,3 +172,69 @@ impl Drop for Endpoint {
         self.vanish();
     }
 }
+
+/// LiteLLM's OpenAI-compatible proxy (a real one, PyPI `litellm[proxy]`) in front of an
+/// upstream base URL, on a free loopback port; killed on drop. The executable is
+/// `AGENTPUMP_LITELLM`, or `litellm` on the PATH (`.ci/run` installs it).
+pub struct Proxy {
+    child: std::process::Child,
+    port: u16,
+}
+
+impl Proxy {
+    /// Starts the proxy serving `openai/{model}` from `upstream` and waits until it is live.
+    pub async fn start(upstream: &str, model: &str) -> Self {
+        let exe = std::env::var("AGENTPUMP_LITELLM").unwrap_or_else(|_| "litellm".into());
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = std::process::Command::new(&exe)
+            .args([
+                "--model",
+                &format!("openai/{model}"),
+                "--api_base",
+                upstream,
+            ])
+            .args(["--host", "127.0.0.1", "--port", &port.to_string()])
+            .env("OPENAI_API_KEY", "sk-loopback")
+            .env("LITELLM_LOCAL_MODEL_COST_MAP", "True") // no download at start
+            .env("LITELLM_TELEMETRY", "False")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| {
+                panic!(
+                    "{exe}: {e} (install it as .ci/run does: pip install 'litellm[proxy]==1.79.3')"
+                )
+            });
+        let proxy = Self { child, port };
+        let live = format!("http://127.0.0.1:{port}/health/liveliness");
+        let client = reqwest::Client::new();
+        for _ in 0..600 {
+            if client
+                .get(&live)
+                .send()
+                .await
+                .is_ok_and(|r| r.status().is_success())
+            {
+                return proxy;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        panic!("the LiteLLM proxy did not come up on port {port} in 120 s");
+    }
+
+    /// The base URL an `LlmConfig` takes.
+    pub fn base(&self) -> String {
+        format!("http://127.0.0.1:{}/v1", self.port)
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
