@@ -3,11 +3,13 @@
 //! on every test run. Each check panics on a violation.
 
 use agentpump::extract::extract;
+#[cfg(feature = "host")]
 use agentpump::host::organism::Organism;
 use agentpump::listeners::calculator::{self, CalcError};
 use agentpump::{Dialect, Envelope, Incoming, Limits, Payload, ThreadId};
 
 /// The name organism texts are parsed under; every error must start with it.
+#[cfg(feature = "host")]
 pub const ORIGIN: &str = "fuzz.toml";
 
 /// Envelope and payload parsing.
@@ -70,6 +72,7 @@ pub fn check_extract(data: &[u8]) {
 /// UTF-8 text goes through [`Organism::parse`]; on success [`Organism::config`] and, unless a
 /// listener would touch the world when built, [`Organism::registrations`] run too. Every error
 /// names the origin.
+#[cfg(feature = "host")]
 pub fn check_organism(data: &[u8]) {
     let Ok(text) = std::str::from_utf8(data) else {
         return;
@@ -180,6 +183,7 @@ fn payload_round_trips(payload: &Payload, limits: &Limits) {
     }
 }
 
+#[cfg(feature = "host")]
 /// Whether building the registrations stays in memory: an `llm` listener reads its definition
 /// file and the system's CA certificates (for its HTTP client), so such files are not built.
 fn builds_only_pure_listeners(text: &str) -> bool {
@@ -194,6 +198,7 @@ fn builds_only_pure_listeners(text: &str) -> bool {
         .any(|l| l.get("kind").and_then(toml::Value::as_str) == Some("llm"))
 }
 
+#[cfg(feature = "host")]
 fn names_origin(err: &str) {
     assert!(
         err.starts_with(ORIGIN),
