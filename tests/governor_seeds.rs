@@ -98,36 +98,27 @@ async fn three_rising_residuals_diverge() {
     assert_eq!(pump.thread(thread).unwrap().state, ThreadState::Idle);
 }
 
-/// phuc-loop §3.1 EXACT: "residual: 0 (exact)", lane A; `IF certificate.type == EXACT: status =
-/// EXIT_CONVERGED(lane=A)`.
+/// phuc-loop §12: "acceptance_criteria_empty_list: … a loop without criteria cannot terminate
+/// with EXACT certificate" — a residual of exactly zero without criteria is CONVERGED (0 < r-p),
+/// lane B, when CONVERGED applies, and ends nothing when only EXACT does.
 #[tokio::test]
-async fn a_residual_of_exactly_zero_is_exact_when_exact_applies() {
+async fn a_residual_of_exactly_zero_without_criteria_is_not_exact() {
     let pump = pump(optimizer());
     let thread = run(&pump, ALL, &["0.5", "0"]).await;
     let r = report(&pump, thread).await;
     assert_eq!(
         (r.class.as_str(), r.stop_reason.as_str()),
-        ("EXACT", "residual-zero")
+        ("CONVERGED", "residual-below-r-p")
     );
     let cert = r.halting_certificate.unwrap();
-    assert_eq!((cert.kind.as_str(), cert.lane.as_str()), ("EXACT", "A"));
+    assert_eq!((cert.kind.as_str(), cert.lane.as_str()), ("CONVERGED", "B"));
     assert_eq!(r.status, "EXIT_CONVERGED");
     assert_eq!(
         (r.divergence_start_iteration, r.last_known_good_iteration),
         (None, None)
     );
-    // A goal that declares only CONVERGED gets CONVERGED (0 < r-p), never EXACT.
-    let thread = run(&pump, "CONVERGED", &["0.5", "0"]).await;
-    let r = report(&pump, thread).await;
-    assert_eq!(
-        (
-            r.class.as_str(),
-            r.halting_certificate.unwrap().lane.as_str()
-        ),
-        ("CONVERGED", "B")
-    );
-    // A goal that declares only EXACT is not ended by a residual below r-p that is not zero.
-    let thread = run(&pump, "EXACT", &["0.5", "0.01"]).await;
+    // A goal that declares only EXACT is ended neither by a residual below r-p nor by zero.
+    let thread = run(&pump, "EXACT", &["0.5", "0.01", "0"]).await;
     assert_eq!(pump.thread(thread).unwrap().state, ThreadState::Idle);
 }
 
@@ -146,5 +137,208 @@ async fn a_goal_without_certificates_halts_at_once_needing_info() {
     assert_eq!(
         r.iterations_completed, 1,
         "halted in the turn that declared the goal"
+    );
+}
+
+/// Says what it is told: on `<say-NAME>[xml]</say-NAME>` it emits the XML (written with `[` `]`
+/// for `<` `>`, since a client may not send the governor's elements), as an agent's text would
+/// carry it.
+fn speaker(name: &'static str) -> Registration {
+    Registration::new(
+        name,
+        Script::new(|msg, cx| {
+            if !msg.is_system() {
+                cx.emit_text(support::body(msg).replace('[', "<").replace(']', ">"));
+            }
+            Ok(())
+        }),
+    )
+    .accepts(q(&format!("say-{name}")))
+    .role(Role::Agent)
+}
+
+const GOV: &str = "urn:agentpump:governor:v1";
+
+/// `<goal r-p=… certificates=…>` with the text and criteria given (`(id, description)`).
+fn goal(attributes: &str, text: &str, criteria: &[(&str, &str)]) -> String {
+    let mut x = format!(r#"<goal xmlns="{GOV}" {attributes}>"#);
+    if !text.is_empty() {
+        x.push_str(&format!("<text>{text}</text>"));
+    }
+    for (id, description) in criteria {
+        x.push_str(&format!(r#"<criterion id="{id}">{description}</criterion>"#));
+    }
+    x + "</goal>"
+}
+
+fn residual(value: &str) -> String {
+    format!(r#"<residual xmlns="{GOV}" value="{value}"/>"#)
+}
+
+fn criterion(id: &str, met: bool, evidence: Option<&str>) -> String {
+    let evidence = evidence.map_or(String::new(), |e| format!(r#" evidence="{e}""#));
+    format!(r#"<criterion xmlns="{GOV}" id="{id}" met="{met}"{evidence}/>"#)
+}
+
+fn done() -> String {
+    format!(r#"<loop xmlns="{GOV}" control="done"/>"#)
+}
+
+/// A pump with two speakers, `agent` and `checker`.
+fn speakers() -> PumpHandle {
+    support::governed(
+        GovernorPolicy::default_budget(),
+        vec![speaker("agent"), speaker("checker")],
+    )
+}
+
+/// Has `who` say `xml` in `thread` (a new one when `None`) and waits for the thread to settle.
+async fn say(pump: &PumpHandle, thread: Option<ThreadId>, who: &str, xml: &str) -> ThreadId {
+    let payload = p(&format!("say-{who}"), &xml.replace('<', "[").replace('>', "]"));
+    let thread = pump.post(thread, None, &payload).await.unwrap().thread();
+    pump.settle(thread).await;
+    thread
+}
+
+/// phuc-loop §2.5 SILENT_DIVERGENCE: "detection: all_increasing(residuals[-3:]) AND status !=
+/// EXIT_DIVERGED." — recovery "EXIT_DIVERGED immediately", whatever the goal declares (§1 step
+/// 7 exits unconditionally). The issue's run: a goal declaring only CONVERGED, residuals
+/// rising 1 … 21, ended TIMEOUT max-turns.
+#[tokio::test]
+async fn residuals_rising_three_times_diverge_whether_or_not_diverged_is_declared() {
+    let pump = speakers();
+    let aim = goal(r#"certificates="CONVERGED" r-p="0.1""#, "approach zero", &[]);
+    let thread = say(&pump, None, "agent", &aim).await;
+    for v in 1..=21 {
+        if pump.thread(thread).unwrap().state.is_closed() {
+            break;
+        }
+        say(&pump, Some(thread), "agent", &residual(&v.to_string())).await;
+    }
+    let r = report(&pump, thread).await;
+    assert_eq!(
+        (r.class.as_str(), r.status.as_str(), r.stop_reason.as_str()),
+        ("DIVERGED", "EXIT_DIVERGED", "residual-rising")
+    );
+    assert_eq!(
+        r.halting_certificate.unwrap().residual_history_decimal_strings,
+        ["1", "2", "3"]
+    );
+    // §1: step 7 (divergence) comes before step 8 (the certificate): a `done` in the delivery
+    // that reports the third rise does not end the thread otherwise.
+    let thread = say(&pump, None, "agent", &aim).await;
+    say(&pump, Some(thread), "agent", &residual("5")).await;
+    say(&pump, Some(thread), "agent", &residual("6")).await;
+    say(&pump, Some(thread), "agent", &(residual("7") + &done())).await;
+    assert_eq!(report(&pump, thread).await.class, "DIVERGED");
+}
+
+/// phuc-loop §3.2 "Certificate Declaration (Required Before Loop Start)" and §4.1
+/// "halting_certificates_applicable: … Carried from DREAM_GOAL block unchanged": a later goal
+/// may tighten the declaration, never loosen it. The issue's run: r-p 0.001, then a second goal
+/// with r-p 100, ended CONVERGED at residual 5.
+#[tokio::test]
+async fn a_later_goal_cannot_loosen_the_certificates_or_r_p() {
+    let pump = speakers();
+    let aim = goal(r#"certificates="CONVERGED" r-p="0.001""#, "approach zero", &[]);
+    let thread = say(&pump, None, "agent", &aim).await;
+    let looser = goal(r#"certificates="CONVERGED" r-p="100""#, "", &[]);
+    say(&pump, Some(thread), "checker", &looser).await;
+    let more = goal(r#"certificates="CONVERGED EXACT""#, "", &[]);
+    say(&pump, Some(thread), "agent", &more).await;
+    say(&pump, Some(thread), "agent", &residual("5")).await;
+    assert_eq!(pump.thread(thread).unwrap().state, ThreadState::Idle);
+    let refused: Vec<String> = pump
+        .history(thread)
+        .await
+        .unwrap()
+        .iter()
+        .filter(|r| r.root.local() == "huh")
+        .map(|r| r.payload.to_string())
+        .collect();
+    assert_eq!(refused.len(), 2, "{refused:?}");
+    assert!(
+        refused[0].contains("r-p=&quot;100&quot; is above the declared r-p 0.001"),
+        "{}",
+        refused[0]
+    );
+    assert!(refused[1].contains("names EXACT"), "{}", refused[1]);
+    // Tightening is taken: r-p 0.0001 is now in force.
+    let tighter = goal(r#"r-p="0.0001""#, "", &[]);
+    say(&pump, Some(thread), "agent", &tighter).await;
+    say(&pump, Some(thread), "agent", &residual("0.0005")).await;
+    assert_eq!(pump.thread(thread).unwrap().state, ThreadState::Idle);
+    say(&pump, Some(thread), "agent", &residual("0.00005")).await;
+    let r = report(&pump, thread).await;
+    assert_eq!(r.class, "CONVERGED");
+    assert_eq!(r.halting_certificate.unwrap().r_p_decimal_string, "0.0001");
+}
+
+/// phuc-loop §3.1 EXACT: "evidence_required: acceptance_criteria_checklist_all_true", and §12
+/// "acceptance_criteria_null: … Evaluate before issuing any certificate" — a residual of zero
+/// is not EXACT while a declared criterion is unmet (it ended EXACT lane A with `met: false`).
+#[tokio::test]
+async fn a_zero_residual_is_exact_only_with_every_criterion_met_by_another_listener() {
+    let pump = speakers();
+    let aim = goal(
+        r#"certificates="EXACT""#,
+        "ship it",
+        &[("tests", "all tests pass")],
+    );
+    let thread = say(&pump, None, "agent", &aim).await;
+    say(&pump, Some(thread), "agent", &residual("0")).await;
+    assert_eq!(pump.thread(thread).unwrap().state, ThreadState::Idle);
+    // Met by the claimant itself: still not EXACT.
+    let own = criterion("tests", true, Some("ci-run-7"));
+    say(&pump, Some(thread), "agent", &(own + &residual("0"))).await;
+    assert_eq!(pump.thread(thread).unwrap().state, ThreadState::Idle);
+    say(&pump, Some(thread), "checker", &criterion("tests", true, Some("ci-run-8"))).await;
+    say(&pump, Some(thread), "agent", &residual("0")).await;
+    let r = report(&pump, thread).await;
+    assert_eq!(
+        (r.class.as_str(), r.stop_reason.as_str()),
+        ("EXACT", "residual-zero")
+    );
+    assert_eq!(r.status, "EXIT_CONVERGED");
+    let cert = r.halting_certificate.unwrap();
+    assert_eq!((cert.kind.as_str(), cert.lane.as_str()), ("EXACT", "A"));
+    let checklist = cert.acceptance_criteria_checklist;
+    assert!(checklist.iter().all(|c| c.met), "{checklist:?}");
+}
+
+/// phuc-loop §15.1: "Is the halting certificate backed by artifact evidence, not prose?" —
+/// `met` without an evidence link certifies nothing (it was accepted with `evidence_link: null`).
+#[tokio::test]
+async fn a_criterion_met_without_evidence_does_not_certify_exact() {
+    let pump = speakers();
+    let aim = goal(
+        r#"certificates="EXACT""#,
+        "ship it",
+        &[("tests", "all tests pass")],
+    );
+    for evidence in [None, Some("  ")] {
+        let thread = say(&pump, None, "agent", &aim).await;
+        say(&pump, Some(thread), "checker", &criterion("tests", true, evidence)).await;
+        say(&pump, Some(thread), "agent", &done()).await;
+        let r = report(&pump, thread).await;
+        assert_eq!(
+            (r.class.as_str(), r.stop_reason.as_str()),
+            ("done-uncertified", "criteria-without-evidence"),
+            "{evidence:?}"
+        );
+    }
+}
+
+/// phuc-loop §2.4: "NULL_CHECK → EXIT_NEED_INFO: if null_detected", "null_detected:
+/// GOAL_REQUEST is null OR ACCEPTANCE_CRITERIA is null" — `<goal certificates="CONVERGED"/>`
+/// ran on.
+#[tokio::test]
+async fn an_empty_goal_halts_at_once_needing_info() {
+    let pump = speakers();
+    let thread = say(&pump, None, "agent", &goal(r#"certificates="CONVERGED""#, "", &[])).await;
+    let r = report(&pump, thread).await;
+    assert_eq!(
+        (r.class.as_str(), r.status.as_str(), r.stop_reason.as_str()),
+        ("need-info", "EXIT_NEED_INFO", "empty-goal")
     );
 }

@@ -4,14 +4,25 @@
 use std::sync::Arc;
 
 use super::Applying;
+use crate::pump::route::Refusal;
 use crate::governor::ledger::Absorbed;
 use crate::governor::{Decision, GovernorMessage, HaltClass, Verdict};
 use crate::history::RecordKind;
+use crate::system::HuhCode;
 use crate::{Envelope, Payload};
 
 impl Applying<'_> {
-    /// Takes in one governor message.
+    /// Takes in one governor message; a later goal that would loosen the declared one is
+    /// refused (`huh invalid-request` naming what it would loosen) and not recorded.
     pub fn govern(&mut self, payload: Payload, message: GovernorMessage) {
+        if let GovernorMessage::Goal(goal) = &message
+            && let Some(declared) = self.inner.ledger.goal()
+            && let Some(why) = declared.loosened_by(goal, self.shared.r_p(&self.inner.ledger))
+        {
+            let refusal = Refusal::Huh(HuhCode::InvalidRequest, why.to_string());
+            self.refuse(refusal.into_notice(payload.as_str().to_owned()), 1);
+            return;
+        }
         let env = Envelope::new(
             Arc::clone(&self.shared.listeners[self.me].name),
             self.entry.id,
@@ -25,15 +36,16 @@ impl Applying<'_> {
             Absorbed::Goal {
                 criteria,
                 budget,
-                certified,
+                need_info,
             } => {
                 let decision = Decision::Goal { criteria, budget };
                 self.shared
                     .decide(&mut self.tx, self.entry, self.inner, &decision);
-                if !certified {
-                    // phuc-loop: "If `halting_certificates_applicable` is missing or empty:
+                if let Some(reason) = need_info {
+                    // phuc-loop §2.4: "NULL_CHECK → EXIT_NEED_INFO: if null_detected"; §3.2:
+                    // "If `halting_certificates_applicable` is missing or empty:
                     // `EXIT_NEED_INFO` immediately."
-                    let verdict = Verdict::new(HaltClass::NeedInfo, "no-certificates-declared");
+                    let verdict = Verdict::new(HaltClass::NeedInfo, reason);
                     self.signals.halt.get_or_insert(verdict);
                 }
             }
