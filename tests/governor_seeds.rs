@@ -5,8 +5,10 @@
 mod support;
 
 use agentpump::governor::{Goal, GovernorPolicy, HaltingReport};
+use agentpump::history::{AuditError, Record, audit, replay};
 use agentpump::{PumpHandle, Registration, Role, ThreadId, ThreadState};
 use rust_decimal::Decimal;
+use sha2::{Digest as _, Sha256};
 use support::{Script, p, q, start};
 
 fn pump(registration: Registration) -> PumpHandle {
@@ -166,7 +168,9 @@ fn goal(attributes: &str, text: &str, criteria: &[(&str, &str)]) -> String {
         x.push_str(&format!("<text>{text}</text>"));
     }
     for (id, description) in criteria {
-        x.push_str(&format!(r#"<criterion id="{id}">{description}</criterion>"#));
+        x.push_str(&format!(
+            r#"<criterion id="{id}">{description}</criterion>"#
+        ));
     }
     x + "</goal>"
 }
@@ -194,7 +198,10 @@ fn speakers() -> PumpHandle {
 
 /// Has `who` say `xml` in `thread` (a new one when `None`) and waits for the thread to settle.
 async fn say(pump: &PumpHandle, thread: Option<ThreadId>, who: &str, xml: &str) -> ThreadId {
-    let payload = p(&format!("say-{who}"), &xml.replace('<', "[").replace('>', "]"));
+    let payload = p(
+        &format!("say-{who}"),
+        &xml.replace('<', "[").replace('>', "]"),
+    );
     let thread = pump.post(thread, None, &payload).await.unwrap().thread();
     pump.settle(thread).await;
     thread
@@ -207,7 +214,11 @@ async fn say(pump: &PumpHandle, thread: Option<ThreadId>, who: &str, xml: &str) 
 #[tokio::test]
 async fn residuals_rising_three_times_diverge_whether_or_not_diverged_is_declared() {
     let pump = speakers();
-    let aim = goal(r#"certificates="CONVERGED" r-p="0.1""#, "approach zero", &[]);
+    let aim = goal(
+        r#"certificates="CONVERGED" r-p="0.1""#,
+        "approach zero",
+        &[],
+    );
     let thread = say(&pump, None, "agent", &aim).await;
     for v in 1..=21 {
         if pump.thread(thread).unwrap().state.is_closed() {
@@ -221,7 +232,9 @@ async fn residuals_rising_three_times_diverge_whether_or_not_diverged_is_declare
         ("DIVERGED", "EXIT_DIVERGED", "residual-rising")
     );
     assert_eq!(
-        r.halting_certificate.unwrap().residual_history_decimal_strings,
+        r.halting_certificate
+            .unwrap()
+            .residual_history_decimal_strings,
         ["1", "2", "3"]
     );
     // §1: step 7 (divergence) comes before step 8 (the certificate): a `done` in the delivery
@@ -240,7 +253,11 @@ async fn residuals_rising_three_times_diverge_whether_or_not_diverged_is_declare
 #[tokio::test]
 async fn a_later_goal_cannot_loosen_the_certificates_or_r_p() {
     let pump = speakers();
-    let aim = goal(r#"certificates="CONVERGED" r-p="0.001""#, "approach zero", &[]);
+    let aim = goal(
+        r#"certificates="CONVERGED" r-p="0.001""#,
+        "approach zero",
+        &[],
+    );
     let thread = say(&pump, None, "agent", &aim).await;
     let looser = goal(r#"certificates="CONVERGED" r-p="100""#, "", &[]);
     say(&pump, Some(thread), "checker", &looser).await;
@@ -292,7 +309,13 @@ async fn a_zero_residual_is_exact_only_with_every_criterion_met_by_another_liste
     let own = criterion("tests", true, Some("ci-run-7"));
     say(&pump, Some(thread), "agent", &(own + &residual("0"))).await;
     assert_eq!(pump.thread(thread).unwrap().state, ThreadState::Idle);
-    say(&pump, Some(thread), "checker", &criterion("tests", true, Some("ci-run-8"))).await;
+    say(
+        &pump,
+        Some(thread),
+        "checker",
+        &criterion("tests", true, Some("ci-run-8")),
+    )
+    .await;
     say(&pump, Some(thread), "agent", &residual("0")).await;
     let r = report(&pump, thread).await;
     assert_eq!(
@@ -318,7 +341,13 @@ async fn a_criterion_met_without_evidence_does_not_certify_exact() {
     );
     for evidence in [None, Some("  ")] {
         let thread = say(&pump, None, "agent", &aim).await;
-        say(&pump, Some(thread), "checker", &criterion("tests", true, evidence)).await;
+        say(
+            &pump,
+            Some(thread),
+            "checker",
+            &criterion("tests", true, evidence),
+        )
+        .await;
         say(&pump, Some(thread), "agent", &done()).await;
         let r = report(&pump, thread).await;
         assert_eq!(
@@ -335,10 +364,238 @@ async fn a_criterion_met_without_evidence_does_not_certify_exact() {
 #[tokio::test]
 async fn an_empty_goal_halts_at_once_needing_info() {
     let pump = speakers();
-    let thread = say(&pump, None, "agent", &goal(r#"certificates="CONVERGED""#, "", &[])).await;
+    let thread = say(
+        &pump,
+        None,
+        "agent",
+        &goal(r#"certificates="CONVERGED""#, "", &[]),
+    )
+    .await;
     let r = report(&pump, thread).await;
     assert_eq!(
         (r.class.as_str(), r.status.as_str(), r.stop_reason.as_str()),
         ("need-info", "EXIT_NEED_INFO", "empty-goal")
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// `verify --certificates`: the same rules, re-derived from a recorded history. A governor
+// before these rules wrote histories that broke them; they are forged here from real runs.
+// ---------------------------------------------------------------------------------------------
+
+/// The records and the one report of a halted thread.
+async fn recorded(pump: &PumpHandle, thread: ThreadId) -> (Vec<Record>, HaltingReport) {
+    (
+        pump.history(thread).await.unwrap(),
+        report(pump, thread).await,
+    )
+}
+
+/// Edits a recorded halt as an older governor could have written it: `records` edited, the
+/// report edited, and the halt message's `report-digest` made the edited report's again (so
+/// only the rules can tell).
+fn forge(
+    (mut records, mut report): (Vec<Record>, HaltingReport),
+    edit_records: impl FnOnce(&mut Vec<Record>),
+    edit_report: impl FnOnce(&mut HaltingReport),
+) -> (Vec<Record>, HaltingReport) {
+    let old = hex::encode(Sha256::digest(serde_json::to_string(&report).unwrap()));
+    edit_records(&mut records);
+    edit_report(&mut report);
+    let new = hex::encode(Sha256::digest(serde_json::to_string(&report).unwrap()));
+    let halt = records.iter_mut().find(|r| r.id == report.halt_id).unwrap();
+    halt.payload = halt.payload.replace(&old, &new).into();
+    (records, report)
+}
+
+/// Replaces `from` by `to` in the first pump or governor record whose payload contains `from`
+/// (not in what the test told a speaker to say).
+fn rewrite(records: &mut [Record], from: &str, to: &str) {
+    let r = records
+        .iter_mut()
+        .find(|r| r.root.namespace() != support::NS && r.payload.contains(from))
+        .unwrap_or_else(|| panic!("no record with {from}"));
+    r.payload = r.payload.replace(from, to).into();
+}
+
+/// phuc-loop §11: "at_least_2_replays_of_final_iteration_produce_same_certificate" — two
+/// replays reach rung 274177, one reaches 641; a halt without a certificate has no rung. The
+/// report names the rung it aims at and the one the governor reached.
+#[tokio::test]
+async fn two_replays_of_a_certified_halt_reach_rung_274177() {
+    let pump = speakers();
+    let aim = goal(
+        r#"certificates="CONVERGED" r-p="0.001""#,
+        "approach zero",
+        &[],
+    );
+    let thread = say(&pump, None, "agent", &aim).await;
+    say(&pump, Some(thread), "agent", &residual("0.0005")).await;
+    let (records, r) = recorded(&pump, thread).await;
+    assert_eq!(
+        (r.verification_rung_target, r.verification_rung_achieved),
+        (Some(274_177), Some(641))
+    );
+    let twice = [records.clone(), records.clone()];
+    assert_eq!(replay(&twice, &r), Ok(Some(274_177)));
+    assert_eq!(replay(&twice[..1], &r), Ok(Some(641)));
+    let thread = say(
+        &pump,
+        None,
+        "agent",
+        &format!(r#"<loop xmlns="{GOV}" control="abort"/>"#),
+    )
+    .await;
+    let (records, r) = recorded(&pump, thread).await;
+    assert_eq!(
+        (r.verification_rung_target, r.verification_rung_achieved),
+        (None, None)
+    );
+    assert_eq!(replay(&[records.clone(), records], &r), Ok(None));
+}
+
+/// §4.1 "Carried from DREAM_GOAL block unchanged": a history where a second goal raised r-p to
+/// 100 and residual 5 was certified CONVERGED is refused.
+#[tokio::test]
+async fn verify_refuses_a_certificate_granted_under_a_loosened_goal() {
+    let pump = speakers();
+    let aim = goal(
+        r#"certificates="CONVERGED" r-p="0.001""#,
+        "approach zero",
+        &[],
+    );
+    let thread = say(&pump, None, "agent", &aim).await;
+    say(&pump, Some(thread), "agent", &residual("0.0005")).await;
+    let honest = recorded(&pump, thread).await;
+    assert_eq!(audit(&honest.0, &honest.1), Ok(()));
+    let forged = forge(
+        honest,
+        |records| {
+            rewrite(records, r#"r-p="0.001""#, r#"r-p="100""#);
+            rewrite(records, r#"value="0.0005""#, r#"value="5""#);
+            let mut first = records
+                .iter()
+                .find(|r| r.root.local() == "goal")
+                .unwrap()
+                .clone();
+            first.payload = aim.clone().into();
+            let at = records
+                .iter()
+                .position(|r| r.root.local() == "goal")
+                .unwrap();
+            records.insert(at, first);
+        },
+        |report| {
+            let cert = report.halting_certificate.as_mut().unwrap();
+            cert.r_p_decimal_string = "100".into();
+            cert.final_residual_decimal_string = Some("5".into());
+            cert.residual_history_decimal_strings = vec!["5".into()];
+        },
+    );
+    assert_eq!(
+        audit(&forged.0, &forged.1),
+        Err(AuditError::RpDiffers {
+            reported: "100".into(),
+            declared: "0.001".into()
+        })
+    );
+}
+
+/// §3.1 EXACT "evidence_required: acceptance_criteria_checklist_all_true" and §15.1 "backed by
+/// artifact evidence, not prose": EXACT over an unmet criterion, or one met without evidence,
+/// is refused.
+#[tokio::test]
+async fn verify_refuses_exact_over_an_unmet_or_unevidenced_criterion() {
+    let pump = speakers();
+    let aim = goal(
+        r#"certificates="EXACT""#,
+        "ship it",
+        &[("tests", "all pass")],
+    );
+    let thread = say(&pump, None, "agent", &aim).await;
+    say(
+        &pump,
+        Some(thread),
+        "checker",
+        &criterion("tests", true, Some("ci-9")),
+    )
+    .await;
+    say(&pump, Some(thread), "agent", &residual("0")).await;
+    let honest = recorded(&pump, thread).await;
+    assert_eq!(honest.1.class, "EXACT");
+    assert_eq!(audit(&honest.0, &honest.1), Ok(()));
+    let unearned = Err(AuditError::Unearned {
+        class: "EXACT".into(),
+        reason: "residual-zero".into(),
+    });
+    let unmet = forge(
+        honest.clone(),
+        |records| rewrite(records, r#"met="true""#, r#"met="false""#),
+        |report| {
+            report
+                .halting_certificate
+                .as_mut()
+                .unwrap()
+                .acceptance_criteria_checklist[0]
+                .met = false
+        },
+    );
+    assert_eq!(audit(&unmet.0, &unmet.1), unearned);
+    let bare = forge(
+        honest,
+        |records| rewrite(records, r#" evidence="ci-9""#, ""),
+        |report| {
+            report
+                .halting_certificate
+                .as_mut()
+                .unwrap()
+                .acceptance_criteria_checklist[0]
+                .evidence_link = None;
+        },
+    );
+    assert_eq!(audit(&bare.0, &bare.1), unearned);
+}
+
+/// §2.5 SILENT_DIVERGENCE "all_increasing(residuals[-3:]) AND status != EXIT_DIVERGED": a
+/// DIVERGED the goal did not declare is earned, and any other halt over three rising residuals
+/// is refused.
+#[tokio::test]
+async fn verify_takes_undeclared_divergence_and_refuses_a_silent_one() {
+    let pump = speakers();
+    let aim = goal(
+        r#"certificates="CONVERGED" r-p="0.1""#,
+        "approach zero",
+        &[],
+    );
+    let thread = say(&pump, None, "agent", &aim).await;
+    for v in ["1", "2", "3"] {
+        say(&pump, Some(thread), "agent", &residual(v)).await;
+    }
+    let honest = recorded(&pump, thread).await;
+    assert_eq!(honest.1.class, "DIVERGED");
+    assert_eq!(audit(&honest.0, &honest.1), Ok(()));
+    let silent = forge(
+        honest,
+        |records| {
+            rewrite(
+                records,
+                r#"reason="residual-rising" class="DIVERGED" certificate="DIVERGED""#,
+                r#"reason="same-control-signal" class="no-progress" certificate="none""#,
+            );
+        },
+        |report| {
+            report.class = "no-progress".into();
+            report.status = "EXIT_BLOCKED".into();
+            report.stop_reason = "same-control-signal".into();
+            report.halting_certificate = None;
+        },
+    );
+    assert_eq!(
+        audit(&silent.0, &silent.1),
+        Err(AuditError::SilentDivergence(vec![
+            "1".into(),
+            "2".into(),
+            "3".into()
+        ]))
     );
 }

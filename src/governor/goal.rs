@@ -137,7 +137,11 @@ mod tests {
             ),
         ];
         for (later, expected) in cases {
-            assert_eq!(declared.loosened_by(&later, in_force), expected, "{later:?}");
+            assert_eq!(
+                declared.loosened_by(&later, in_force),
+                expected,
+                "{later:?}"
+            );
         }
         let mut other = goal(&[], None);
         other.text = "u".into();

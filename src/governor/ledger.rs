@@ -33,7 +33,9 @@ pub(crate) struct CriterionStatus {
 impl CriterionStatus {
     /// Whether it came with a non-blank evidence link.
     pub fn has_evidence(&self) -> bool {
-        self.evidence.as_deref().is_some_and(|e| !e.trim().is_empty())
+        self.evidence
+            .as_deref()
+            .is_some_and(|e| !e.trim().is_empty())
     }
 }
 

@@ -13,6 +13,7 @@ use crate::MessageId;
 use crate::envelope::{GOVERNOR_NS, SYSTEM_NS};
 use crate::governor::budget::Account;
 use crate::governor::ledger::{Absorbed, Ledger, Progress};
+use crate::governor::report::{RUNG_CERTIFIED, RUNG_REPLAYED};
 use crate::governor::{
     Budget, CertificateType, Control, Decision, GovernorMessage, HaltMessage, HaltingReport,
     applicable, criteria_gap, diverging,
@@ -182,6 +183,27 @@ pub fn audit(records: &[Record], report: &HaltingReport) -> Result<(), AuditErro
         });
     }
     derive(report, &seen, since)
+}
+
+/// Replays a halt once per read of its thread's records in `reads` (each read taken from the
+/// store on its own) and returns the phuc-loop §11 verification rung the halt reaches:
+/// [`RUNG_REPLAYED`] for a certified halt that at least two replays re-derive (the seed's
+/// "at_least_2_replays_of_final_iteration_produce_same_certificate"), [`RUNG_CERTIFIED`] for
+/// one replayed once, `None` for a halt without a certificate.
+///
+/// # Errors
+///
+/// The first replay that does not earn the report, as [`audit`] says it.
+pub fn replay(reads: &[Vec<Record>], report: &HaltingReport) -> Result<Option<u32>, AuditError> {
+    for records in reads {
+        audit(records, report)?;
+    }
+    let rung = if reads.len() >= 2 {
+        RUNG_REPLAYED
+    } else {
+        RUNG_CERTIFIED
+    };
+    Ok(report.halting_certificate.as_ref().map(|_| rung))
 }
 
 /// Whether the recorded evidence earns the report's class, by phuc-loop's rules as the

@@ -4,10 +4,10 @@
 use std::sync::Arc;
 
 use super::Applying;
-use crate::pump::route::Refusal;
 use crate::governor::ledger::Absorbed;
 use crate::governor::{Decision, GovernorMessage, HaltClass, Verdict};
 use crate::history::RecordKind;
+use crate::pump::route::Refusal;
 use crate::system::HuhCode;
 use crate::{Envelope, Payload};
 
