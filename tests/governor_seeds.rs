@@ -599,3 +599,45 @@ async fn verify_takes_undeclared_divergence_and_refuses_a_silent_one() {
         ]))
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// Signals and memory (seeds 000 and 003)
+// ---------------------------------------------------------------------------------------------
+
+/// Seed 003: "Core confirms with assigned ID" — two children spawned with the same
+/// `suggested-sub-id` got the same path (`05775ced.research` twice), so a path named two threads.
+#[tokio::test]
+async fn children_with_the_same_suggested_sub_id_get_different_paths() {
+    let spawner = Registration::new(
+        "spawner",
+        Script::new(|msg, cx| {
+            if !msg.is_system() {
+                for _ in 0..3 {
+                    let child = p("say-checker", "");
+                    cx.spawn(agentpump::system::Spawn::new(child).sub_id("research"));
+                }
+            }
+            Ok(())
+        }),
+    )
+    .accepts(q("fan"))
+    .peers(["checker"])
+    .role(Role::Agent);
+    let pump = support::governed(
+        GovernorPolicy::default_budget(),
+        vec![spawner, speaker("checker")],
+    );
+    let root = start(&pump, &p("fan", "")).await;
+    let root_path = pump.thread(root).unwrap().path.to_string();
+    let mut paths: Vec<String> = pump
+        .tree(root)
+        .iter()
+        .filter(|t| t.id != root)
+        .map(|t| t.path.to_string())
+        .collect();
+    paths.sort();
+    assert_eq!(
+        paths,
+        ["research", "research-2", "research-3"].map(|s| format!("{root_path}.{s}"))
+    );
+}
