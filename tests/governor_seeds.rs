@@ -4,7 +4,7 @@
 
 mod support;
 
-use agentpump::governor::{Goal, GovernorPolicy, HaltingReport};
+use agentpump::governor::{Control, Goal, GovernorPolicy, HaltingReport, Signal};
 use agentpump::history::{AuditError, Record, audit, replay};
 use agentpump::{PumpHandle, Registration, Role, ThreadId, ThreadState};
 use rust_decimal::Decimal;
@@ -639,5 +639,79 @@ async fn children_with_the_same_suggested_sub_id_get_different_paths() {
     assert_eq!(
         paths,
         ["research", "research-2", "research-3"].map(|s| format!("{root_path}.{s}"))
+    );
+}
+
+/// On any payload of its own (its `<work>`, or its `continue` come back) it says `continue` —
+/// with notes that change each turn when `vary`, the same notes otherwise — and `done` at its
+/// fourth turn.
+fn continuer(vary: bool) -> Registration {
+    let turns = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
+    Registration::new(
+        "continuer",
+        Script::new(move |msg, cx| {
+            if msg.is_system() {
+                return Ok(());
+            }
+            let n = turns.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+            let notes = if vary {
+                format!("step {n}")
+            } else {
+                "again".into()
+            };
+            let control = if n < 4 {
+                Control::Continue
+            } else {
+                Control::Done
+            };
+            cx.signal(Signal::new(control).notes(notes));
+            Ok(())
+        }),
+    )
+    .accepts(q("work"))
+    .role(Role::Agent)
+}
+
+/// Seed 000: "The host parses these LOOP signals from the `emit` stream to decide the next
+/// action" — a lone `continue` gives the agent its next turn (it left the thread idle), as
+/// `done` ends it.
+#[tokio::test]
+async fn a_lone_continue_gives_the_agent_its_next_turn() {
+    let pump = pump(continuer(true));
+    let thread = start(&pump, &p("work", "")).await;
+    let r = report(&pump, thread).await;
+    assert_eq!(
+        (r.class.as_str(), r.stop_reason.as_str()),
+        ("done-uncertified", "no-criteria-declared")
+    );
+    assert_eq!(r.iterations_completed, 4);
+    assert_eq!(r.self_iterations["continuer"], 3);
+}
+
+/// Seed 000 §3.4: "The host SHOULD track a digest of the control payload and halt the loop if
+/// no progress is being made between turns." — the same `continue` three times in a row.
+#[tokio::test]
+async fn the_same_continue_three_times_is_no_progress() {
+    let pump = pump(continuer(false));
+    let thread = start(&pump, &p("work", "")).await;
+    let r = report(&pump, thread).await;
+    assert_eq!(
+        (r.class.as_str(), r.stop_reason.as_str()),
+        ("no-progress", "same-control-signal")
+    );
+    assert_eq!(r.iterations_completed, 3);
+}
+
+/// Seed 000 §3.1: "A loop MAY only run if the agent model has the `ToolLoopPermitted` flag
+/// set." — a `continue` without loop permission is told so, not given a turn.
+#[tokio::test]
+async fn a_continue_without_loop_permission_is_refused() {
+    let pump = pump(continuer(true).may_loop(false));
+    let thread = start(&pump, &p("work", "")).await;
+    assert_eq!(pump.thread(thread).unwrap().state, ThreadState::Idle);
+    let told = support::notices(&pump, thread).await;
+    assert!(
+        told.iter().any(|(_, _, code)| code == "loop-not-permitted"),
+        "{told:?}"
     );
 }

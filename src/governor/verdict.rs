@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use super::budget::BudgetName;
 use super::ledger::{CriterionStatus, Progress};
 use super::messages::{CertificateType, Control};
+use crate::Payload;
 
 /// Why a thread halted. The first five carry a phuc-loop certificate; the rest do not.
 ///
@@ -149,9 +150,20 @@ pub(crate) struct Signals {
     pub residual: bool,
     /// The same control payload came `window` times in a row.
     pub stuck: bool,
+    /// The last `continue` payload of the delivery, for the turn it asks for.
+    pub continued: Option<Payload>,
 }
 
 impl Signals {
+    /// The `continue` payload, when `continue` is the strongest control of the delivery:
+    /// Ask-Loop's "The host parses these LOOP signals … to decide the next action".
+    pub fn next_turn(&mut self) -> Option<Payload> {
+        let continued = self.continued.take();
+        (self.control == Some(Control::Continue))
+            .then_some(continued)
+            .flatten()
+    }
+
     pub fn control(&mut self, control: Control, reason: Option<String>) {
         if self.control.is_none_or(|c| control > c) {
             self.control = Some(control);

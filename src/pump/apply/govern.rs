@@ -5,10 +5,11 @@ use std::sync::Arc;
 
 use super::Applying;
 use crate::governor::ledger::Absorbed;
-use crate::governor::{Decision, GovernorMessage, HaltClass, Verdict};
+use crate::governor::{Control, Decision, GovernorMessage, HaltClass, Verdict};
 use crate::history::RecordKind;
 use crate::pump::route::Refusal;
-use crate::system::HuhCode;
+use crate::pump::tx::Place;
+use crate::system::{ErrorCode, HuhCode};
 use crate::{Envelope, Payload};
 
 impl Applying<'_> {
@@ -53,11 +54,36 @@ impl Applying<'_> {
                 if self.inner.ledger.same_control(payload.as_str(), window) {
                     self.signals.stuck = true;
                 }
+                if signal.control == Control::Continue {
+                    self.signals.continued = Some(payload);
+                }
                 self.signals.control(signal.control, signal.reason);
             }
             Absorbed::Residual => self.signals.residual = true,
             Absorbed::Noted => {}
         }
+    }
+
+    /// A lone `continue` — nothing else queued in the thread by this delivery — gives its
+    /// listener its next turn: the `loop` payload comes back to it as a self-message (one
+    /// iteration, so only with loop permission), through the gate's budgets and the
+    /// no-progress guard like any other.
+    fn next_turn(&mut self, payload: Payload) {
+        if self.tx.queued_here() > 0 {
+            return;
+        }
+        let me = Arc::clone(&self.shared.listeners[self.me].name);
+        if !self.shared.listeners[self.me].loops() {
+            let message = format!(
+                "`{me}` said continue but may not take another turn: it is registered without loop permission"
+            );
+            let refusal = Refusal::Error(ErrorCode::LoopNotPermitted, message);
+            return self.tell_me(refusal.into_notice(payload.as_str().to_owned()));
+        }
+        self.inner.ledger.iterate(&me);
+        let env = Envelope::new(Arc::clone(&me), self.entry.id, payload).with_to(Some(me));
+        self.tx
+            .queue(self.inner, Place::Here, env, self.me, RecordKind::Message);
     }
 
     /// Decides, by precedence, whether this delivery halts the thread.
@@ -73,9 +99,13 @@ impl Applying<'_> {
         let r_p = self.shared.r_p(&self.inner.ledger);
         let window = self.shared.config.governor.divergence_window;
         let me = &self.shared.listeners[self.me].name;
-        let signals = std::mem::take(&mut self.signals);
+        let mut signals = std::mem::take(&mut self.signals);
+        let continued = signals.next_turn();
         let Some(verdict) = signals.resolve(self.inner.ledger.progress.as_deref(), r_p, window, me)
         else {
+            if let Some(payload) = continued {
+                self.next_turn(payload);
+            }
             return;
         };
         let to = Arc::clone(me);
