@@ -715,3 +715,69 @@ async fn a_continue_without_loop_permission_is_refused() {
         "{told:?}"
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// Behaviours that worked untested (issue 37's list)
+// ---------------------------------------------------------------------------------------------
+
+/// Seed 000 §3.3: "the host MUST resolve them in the order: `abort` > `halt` > `done` >
+/// `continue`" — an abort and a budget breached in the same delivery end as aborted.
+#[tokio::test]
+async fn abort_outranks_a_budget_breach_in_the_same_delivery() {
+    let spender = Registration::new(
+        "spender",
+        Script::new(|msg, cx| {
+            if !msg.is_system() {
+                cx.usage(agentpump::Usage {
+                    tokens_in: 500,
+                    ..agentpump::Usage::default()
+                });
+                cx.signal(Signal::new(Control::Abort).reason("gave-up"));
+            }
+            Ok(())
+        }),
+    )
+    .accepts(q("work"))
+    .role(Role::Agent);
+    let budget = agentpump::governor::Budget {
+        tokens: Some(100),
+        ..GovernorPolicy::default_budget()
+    };
+    let pump = support::governed(budget, vec![spender]);
+    let thread = start(&pump, &p("work", "")).await;
+    let r = report(&pump, thread).await;
+    assert_eq!(
+        (r.class.as_str(), r.stop_reason.as_str()),
+        ("aborted", "gave-up")
+    );
+    assert_eq!(r.budget["max-tokens"].spent, "500");
+}
+
+/// phuc-loop §17: "never_relax_budget_hard_limits_without_explicit_override" — a later goal
+/// asking for more turns does not get them.
+#[tokio::test]
+async fn a_later_goal_cannot_loosen_a_budget() {
+    let pump = speakers();
+    let tight = r#"certificates="CONVERGED"><text>t</text><budget turns="4"/></goal>"#;
+    let loose = r#"certificates="CONVERGED"><budget turns="100"/></goal>"#;
+    let open = format!(r#"<goal xmlns="{GOV}" "#);
+    let thread = say(&pump, None, "agent", &format!("{open}{tight}")).await;
+    say(&pump, Some(thread), "agent", &format!("{open}{loose}")).await;
+    for v in ["9", "8", "7"] {
+        say(&pump, Some(thread), "agent", &residual(v)).await;
+    }
+    let r = report(&pump, thread).await;
+    assert_eq!(
+        (r.class.as_str(), r.stop_reason.as_str()),
+        ("TIMEOUT", "max-turns")
+    );
+    assert_eq!(r.budget["max-turns"].limit.as_deref(), Some("4"));
+    // §3.1 TIMEOUT "required_output: best_result_so_far, final_residual".
+    let best = r.best_result_so_far.unwrap();
+    assert_eq!(
+        (best.iteration, best.residual_decimal_string.as_str()),
+        (2, "8")
+    );
+    let cert = r.halting_certificate.unwrap();
+    assert_eq!(cert.final_residual_decimal_string.as_deref(), Some("8"));
+}
