@@ -7,6 +7,7 @@
 
 pub(crate) mod budget;
 mod decision;
+mod goal;
 pub(crate) mod ledger;
 mod messages;
 mod policy;
@@ -26,7 +27,7 @@ pub use policy::GovernorPolicy;
 pub use report::HaltingReport;
 pub use usage::{Counters, Usage};
 pub use verdict::{HaltClass, Verdict};
-pub(crate) use verdict::{Signals, applicable, diverging};
+pub(crate) use verdict::{Signals, applicable, criteria_gap, diverging};
 
 /// The Ask-Loop v2 text form of a control message: `<<<NSENVELOPE_MAGIC_9E3B6F2D:V2:KIND:{json}>>>`.
 pub const MAGIC_PREFIX: &str = "<<<NSENVELOPE_MAGIC_9E3B6F2D:V2:";

@@ -202,7 +202,10 @@ fn verify_certificates_rederives_every_halt_and_catches_an_edited_report() {
     let (ok, out, err) = agentpump(&args, &dir);
     assert!(ok, "{err}");
     assert!(
-        out.contains("halts re-derived from the history, every certificate agrees"),
+        out.contains("halts re-derived from the history, every certificate agrees")
+            && out.contains(
+                "replayed twice to the same certificate (verification rung 274177 achieved)"
+            ),
         "{out}"
     );
     // Someone turns the runaway's TIMEOUT into a CONVERGED in the stored report.

@@ -172,16 +172,39 @@ async fn residuals_converge_only_below_r_p_and_diverge_on_a_rising_run() {
         ThreadState::Idle,
         "a rise, a fall and a rise continue"
     );
-    // Exactness: 30 digits survive, and no float could tell these apart.
+    // phuc-loop §13: "comparison: Decimal(residual_str) < Decimal(R_p_str)", "forbidden:
+    // float(residual) < float(R_p)". 28 digits survive: as f64 each of these is 0.1, so a
+    // float compare would see neither the rise nor the fall below r-p 0.1.
     let fine = residuals(
         &pump,
         &[
-            "0.100000000000000000000000000001",
-            "0.1000000000000000000000000000009",
+            "0.1000000000000000000000000001",
+            "0.1000000000000000000000000002",
         ],
     )
     .await;
     assert_eq!(pump.thread(fine).unwrap().state, ThreadState::Idle);
+    for v in [
+        "0.1000000000000000000000000003",
+        "0.0999999999999999999999999999",
+    ] {
+        assert_eq!(v.parse::<f64>().unwrap(), 0.1, "{v} is 0.1 as a float");
+    }
+    pump.post(Some(fine), None, &p("r", "0.1000000000000000000000000003"))
+        .await
+        .unwrap();
+    pump.settle(fine).await;
+    assert_eq!(only_report(&pump, fine).await.class, "DIVERGED");
+    let below = residuals(&pump, &["0.0999999999999999999999999999"]).await;
+    let report = only_report(&pump, below).await;
+    assert_eq!(report.class, "CONVERGED");
+    assert_eq!(
+        report
+            .halting_certificate
+            .unwrap()
+            .residual_history_decimal_strings,
+        ["0.0999999999999999999999999999"]
+    );
 }
 
 /// `<work>abort done</work>` signals each word in one delivery; `<work>claim</work>` reports the

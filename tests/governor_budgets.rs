@@ -358,7 +358,7 @@ fn counter() -> Registration {
             if n == 1 {
                 cx.goal(&Goal {
                     text: "count to ten".into(),
-                    certificates: vec![CertificateType::Exact],
+                    certificates: vec![CertificateType::Converged],
                     ..Goal::default()
                 });
             }
@@ -386,7 +386,7 @@ async fn a_budget_warning_costs_no_turn() {
     let report = only_report(&pump, thread).await;
     assert_eq!(
         (report.class.as_str(), report.stop_reason.as_str()),
-        ("EXACT", "residual-zero")
+        ("CONVERGED", "residual-below-r-p")
     );
     let counters = pump.thread(thread).unwrap().counters;
     assert_eq!((counters.deliveries, counters.notices), (10, 1));

@@ -751,6 +751,12 @@ fn the_governor_schema_and_the_pumps_parsers_agree() {
             true,
             true,
         ),
+        // Ask-Loop v2: "Any other fields are for logging and diagnostics."
+        (
+            "<loop GOV control=\"continue\" plan_digest=\"sha256:ab\" tries=\"2\"/>",
+            true,
+            true,
+        ),
         ("<loop GOV control=\" done \"/>", false, false),
         ("<loop GOV control=\"Done\"/>", false, false),
         ("<loop GOV reason=\"r\"/>", false, false),
@@ -1114,6 +1120,10 @@ impl Listener for Agent {
             cx.criterion("c1", false, "msg:nowhere");
             cx.learning(Lane::C, "try \"harder\"");
             cx.signal(Signal::new(Control::Continue).notes("one more").reason("r"));
+            // Ask-Loop v2: "Any other fields are for logging and diagnostics."
+            cx.emit(format!(
+                "<loop xmlns=\"{GOVERNOR_NS}\" control=\"continue\" plan_digest=\"sha256:ab\"/>"
+            ));
             cx.emit(format!("<iterate xmlns=\"{NS}\">2</iterate>"));
         } else {
             cx.spawn(Spawn::new(format!("<iterate xmlns=\"{NS}\">1</iterate>")));

@@ -30,6 +30,15 @@ pub(crate) struct CriterionStatus {
     pub reported_by: Option<Arc<str>>,
 }
 
+impl CriterionStatus {
+    /// Whether it came with a non-blank evidence link.
+    pub fn has_evidence(&self) -> bool {
+        self.evidence
+            .as_deref()
+            .is_some_and(|e| !e.trim().is_empty())
+    }
+}
+
 /// The goal-related part, allocated only once a thread declares a goal or reports progress.
 #[derive(Debug, Default)]
 pub(crate) struct Progress {
@@ -102,6 +111,11 @@ impl Ledger {
             + self
                 .idle_since
                 .map_or(std::time::Duration::ZERO, |s| s.elapsed())
+    }
+
+    /// The goal the thread declared (tightened by later ones), if any.
+    pub fn goal(&self) -> Option<&Goal> {
+        self.progress.as_deref().and_then(|p| p.goal.as_ref())
     }
 
     pub fn progress(&mut self) -> &mut Progress {
@@ -184,12 +198,13 @@ impl Ledger {
 /// What a governor message changed, for the caller to act on.
 #[derive(Debug)]
 pub(crate) enum Absorbed {
-    /// A goal was declared: its criteria count and budget overrides, for the decision record,
-    /// and whether it names any applicable certificate.
+    /// A goal was declared or tightened: its criteria count and budget overrides, for the
+    /// decision record, and — for a thread's first goal — why it cannot start a loop
+    /// ([`Goal::need_info`]).
     Goal {
         criteria: usize,
         budget: Budget,
-        certified: bool,
+        need_info: Option<&'static str>,
     },
     /// A loop signal, to resolve with the others of the delivery.
     Loop(Signal),
@@ -216,14 +231,23 @@ impl Ledger {
                 }
                 let progress = self.progress();
                 for (id, description) in &goal.criteria {
-                    progress.criterion(id).description.clone_from(description);
+                    let status = progress.criterion(id);
+                    if status.description.is_empty() {
+                        status.description.clone_from(description);
+                    }
                 }
                 let absorbed = Absorbed::Goal {
                     criteria: goal.criteria.len(),
                     budget: goal.budget.clone(),
-                    certified: !goal.certificates.is_empty(),
+                    need_info: progress.goal.is_none().then(|| goal.need_info()).flatten(),
                 };
-                progress.goal = Some(goal);
+                // A later goal only tightens: one that would loosen is refused before it gets
+                // here (`Goal::loosened_by`), and a recorded one from before that rule is
+                // taken in as the tightening it could be.
+                match &mut progress.goal {
+                    Some(declared) => declared.tighten(goal),
+                    None => progress.goal = Some(goal),
+                }
                 absorbed
             }
             GovernorMessage::Loop(signal) => Absorbed::Loop(signal),

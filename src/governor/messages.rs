@@ -555,7 +555,8 @@ mod tests {
     fn decimals_are_exact_or_refused() {
         assert_eq!(decimal("1e-4", "r-p"), Ok(Decimal::new(1, 4)));
         assert_eq!(decimal(" 0.25 ", "value"), Ok(Decimal::new(25, 2)));
-        for bad in ["0.1f", "NaN", "inf", ""] {
+        // More digits than an exact decimal holds are refused, never rounded.
+        for bad in ["0.1f", "NaN", "inf", "", "0.100000000000000000000000000001"] {
             assert!(decimal(bad, "value").is_err(), "{bad}");
         }
     }

@@ -55,7 +55,26 @@ pub struct HaltingReport {
     /// For DIVERGED: the iteration just before the rise (the lowest residual of the run).
     #[serde(default)]
     pub last_known_good_iteration: Option<u64>,
+    /// phuc-loop §11: the verification rung a certified halt aims at ([`RUNG_REPLAYED`]);
+    /// absent for the classes without a certificate (and in reports written before it existed,
+    /// so that their digests still verify).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verification_rung_target: Option<u32>,
+    /// The rung the governor reached when it halted: [`RUNG_CERTIFIED`], a certificate whose
+    /// evidence it checked. The replays that reach [`RUNG_REPLAYED`] are
+    /// `agentpump verify --certificates`'s, after the fact.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verification_rung_achieved: Option<u32>,
 }
+
+/// phuc-loop §11 "RUNG_641_requirements: halting_certificate_present, …": a halt whose
+/// certificate the governor issued after checking its evidence.
+pub const RUNG_CERTIFIED: u32 = 641;
+
+/// phuc-loop §11 "rung_274177_requires: … residual_history_all_decimal_strings,
+/// at_least_2_replays_of_final_iteration_produce_same_certificate": reached by a certified halt
+/// that two independent replays of its recorded history re-derive (`verify --certificates`).
+pub const RUNG_REPLAYED: u32 = 274_177;
 
 /// The best residual so far. Iterations are numbered by residual reports: the n-th residual a
 /// thread reports belongs to iteration n.
@@ -156,6 +175,7 @@ pub(crate) fn build(
     let progress = ledger.progress.as_deref();
     let strings = |v: &[Decimal]| v.iter().map(Decimal::to_string).collect::<Vec<_>>();
     let residuals = progress.map(|p| strings(&p.residuals)).unwrap_or_default();
+    let certified = verdict.class.certificate().is_some();
     let halting_certificate = verdict.class.certificate().map(|c| Certificate {
         kind: c.as_str().to_owned(),
         lane: verdict.class.lane().unwrap_or("C").to_owned(),
@@ -220,6 +240,8 @@ pub(crate) fn build(
         best_result_so_far,
         divergence_start_iteration: run_start.map(|s| s + 2),
         last_known_good_iteration: run_start.map(|s| s + 1),
+        verification_rung_target: certified.then_some(RUNG_REPLAYED),
+        verification_rung_achieved: certified.then_some(RUNG_CERTIFIED),
     }
 }
 

@@ -6,21 +6,23 @@ use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 
 use super::budget::BudgetName;
-use super::ledger::Progress;
+use super::ledger::{CriterionStatus, Progress};
 use super::messages::{CertificateType, Control};
+use crate::Payload;
 
 /// Why a thread halted. The first five carry a phuc-loop certificate; the rest do not.
 ///
 /// phuc-loop's rules, as the governor applies them:
 ///
 /// - EXACT: "goal_achieved == true AND all acceptance_criteria passed", "residual: 0 (exact)" —
-///   `done` with every declared criterion met by another listener, or a residual of exactly
-///   zero; only when the goal declares EXACT applicable.
+///   `done`, or a residual of exactly zero, with every declared criterion met, with an evidence
+///   link, by a listener other than the claimant; only when the goal declares EXACT applicable.
 /// - CONVERGED: "residual < R_p", compared as exact decimals.
 /// - DIVERGED: "all_increasing(residuals[-3:])" — the last `divergence_window` residuals each
-///   larger than the one before.
+///   larger than the one before, whether or not the goal declares DIVERGED (§2.5 forbids
+///   SILENT_DIVERGENCE).
 /// - need-info: "If `halting_certificates_applicable` is missing or empty: `EXIT_NEED_INFO`
-///   immediately."
+///   immediately", and a goal with neither text nor criteria (§2.4 NULL_CHECK).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum HaltClass {
@@ -148,9 +150,20 @@ pub(crate) struct Signals {
     pub residual: bool,
     /// The same control payload came `window` times in a row.
     pub stuck: bool,
+    /// The last `continue` payload of the delivery, for the turn it asks for.
+    pub continued: Option<Payload>,
 }
 
 impl Signals {
+    /// The `continue` payload, when `continue` is the strongest control of the delivery:
+    /// Ask-Loop's "The host parses these LOOP signals … to decide the next action".
+    pub fn next_turn(&mut self) -> Option<Payload> {
+        let continued = self.continued.take();
+        (self.control == Some(Control::Continue))
+            .then_some(continued)
+            .flatten()
+    }
+
     pub fn control(&mut self, control: Control, reason: Option<String>) {
         if self.control.is_none_or(|c| control > c) {
             self.control = Some(control);
@@ -160,8 +173,11 @@ impl Signals {
         }
     }
 
-    /// Resolves by precedence: abort > halt > done > residual certificates > no-progress > continue.
-    /// `me` is the listener whose delivery produced the signals (for EXACT's independence rule).
+    /// Resolves by precedence: abort > DIVERGED > halt > done > residual certificates >
+    /// no-progress > continue. DIVERGED comes before every other halt because phuc-loop checks
+    /// it first (§1 step 7, before the certificate and budget checks of steps 8 and 9) and
+    /// forbids any other exit while the residuals rise (§2.5 SILENT_DIVERGENCE). `me` is the
+    /// listener whose delivery produced the signals: it may not certify its own claim (EXACT).
     pub fn resolve(
         self,
         progress: Option<&Progress>,
@@ -175,6 +191,10 @@ impl Signals {
                 self.abort_reason.unwrap_or_else(|| "abort".into()),
             ));
         }
+        let residuals = progress.map_or(&[][..], |p| p.residuals.as_slice());
+        if self.residual && diverging(residuals, window) {
+            return Some(Verdict::new(HaltClass::Diverged, "residual-rising"));
+        }
         if let Some(halt) = self.halt {
             return Some(halt);
         }
@@ -182,7 +202,7 @@ impl Signals {
             return Some(done_verdict(progress, me));
         }
         if self.residual
-            && let Some(v) = residual_verdict(progress, r_p, window)
+            && let Some(v) = residual_verdict(progress, r_p, me)
         {
             return Some(v);
         }
@@ -192,48 +212,59 @@ impl Signals {
 }
 
 fn done_verdict(progress: Option<&Progress>, me: &str) -> Verdict {
-    let criteria = progress.map(|p| p.criteria.as_slice()).unwrap_or_default();
-    if criteria.is_empty() {
-        return Verdict::new(HaltClass::DoneUncertified, "no-criteria-declared");
-    }
-    let independent = |c: &&super::ledger::CriterionStatus| {
-        c.met && c.reported_by.as_deref().is_some_and(|by| by != me)
-    };
-    if criteria.iter().all(|c| independent(&c)) {
-        if applicable(progress, CertificateType::Exact) {
+    match criteria_gap(progress, me) {
+        Some(gap) => Verdict::new(HaltClass::DoneUncertified, gap),
+        None if applicable(progress, CertificateType::Exact) => {
             Verdict::new(HaltClass::Exact, "all-criteria-met")
-        } else {
-            Verdict::new(HaltClass::DoneUncertified, "exact-not-applicable")
         }
-    } else if criteria.iter().all(|c| c.met) {
-        Verdict::new(HaltClass::DoneUncertified, "criteria-self-certified")
+        None => Verdict::new(HaltClass::DoneUncertified, "exact-not-applicable"),
+    }
+}
+
+/// Why the acceptance criteria do not certify `claimant`'s claim that the goal is reached
+/// (`None` when they do): phuc-loop's EXACT needs "acceptance_criteria_checklist_all_true"
+/// (§3.1) backed by "artifact evidence, not prose" (§15.1), and "a loop without criteria cannot
+/// terminate with EXACT certificate" (§12). Each criterion must be met, with an evidence link,
+/// reported by a listener other than the claimant.
+pub(crate) fn criteria_gap(progress: Option<&Progress>, claimant: &str) -> Option<&'static str> {
+    let criteria = progress.map_or(&[][..], |p| p.criteria.as_slice());
+    if criteria.is_empty() {
+        Some("no-criteria-declared")
+    } else if !criteria.iter().all(|c| c.met) {
+        Some("criteria-unmet")
+    } else if !criteria.iter().all(CriterionStatus::has_evidence) {
+        Some("criteria-without-evidence")
+    } else if !criteria
+        .iter()
+        .all(|c| c.reported_by.as_deref().is_some_and(|by| by != claimant))
+    {
+        Some("criteria-self-certified")
     } else {
-        Verdict::new(HaltClass::DoneUncertified, "criteria-unmet")
+        None
     }
 }
 
 /// Whether certificate `c` may end the thread: the goal declares it, or no goal was declared (a
-/// thread that only reports residuals).
+/// thread that only reports residuals). DIVERGED, TIMEOUT and BACKPRESSURE end a thread
+/// whether declared or not; this asks about EXACT and CONVERGED.
 pub(crate) fn applicable(progress: Option<&Progress>, c: CertificateType) -> bool {
     progress
         .and_then(|p| p.goal.as_ref())
         .is_none_or(|g| g.certificates.contains(&c))
 }
 
-fn residual_verdict(progress: Option<&Progress>, r_p: Decimal, window: usize) -> Option<Verdict> {
-    let residuals = &progress?.residuals;
-    let last = *residuals.last()?;
+/// The certificates a residual earns once divergence is ruled out: EXACT at exactly zero
+/// when the criteria certify it (`me` reported the residual: its claim), else CONVERGED below
+/// r-p — each only when the goal declares it.
+fn residual_verdict(progress: Option<&Progress>, r_p: Decimal, me: &str) -> Option<Verdict> {
+    let last = *progress?.residuals.last()?;
     let applicable = |c| applicable(progress, c);
-    if last.is_zero() && applicable(CertificateType::Exact) {
+    if last.is_zero() && applicable(CertificateType::Exact) && criteria_gap(progress, me).is_none()
+    {
         return Some(Verdict::new(HaltClass::Exact, "residual-zero"));
     }
-    if applicable(CertificateType::Converged) && last < r_p {
-        return Some(Verdict::new(HaltClass::Converged, "residual-below-r-p"));
-    }
-    if applicable(CertificateType::Diverged) && diverging(residuals, window) {
-        return Some(Verdict::new(HaltClass::Diverged, "residual-rising"));
-    }
-    None
+    (applicable(CertificateType::Converged) && last < r_p)
+        .then(|| Verdict::new(HaltClass::Converged, "residual-below-r-p"))
 }
 
 /// phuc-loop's `len(residuals) >= 3 AND all_increasing(residuals[-3:])`, for a window of `w`.

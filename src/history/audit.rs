@@ -13,9 +13,10 @@ use crate::MessageId;
 use crate::envelope::{GOVERNOR_NS, SYSTEM_NS};
 use crate::governor::budget::Account;
 use crate::governor::ledger::{Absorbed, Ledger, Progress};
+use crate::governor::report::{RUNG_CERTIFIED, RUNG_REPLAYED};
 use crate::governor::{
     Budget, CertificateType, Control, Decision, GovernorMessage, HaltMessage, HaltingReport,
-    applicable, diverging,
+    applicable, criteria_gap, diverging,
 };
 use crate::{Limits, Payload};
 
@@ -25,6 +26,8 @@ use crate::{Limits, Payload};
 struct Seen {
     ledger: Ledger,
     controls: Vec<(usize, Control, Arc<str>)>,
+    /// The position and reporter of each residual, in order.
+    residuals_by: Vec<(usize, Arc<str>)>,
 }
 
 impl Seen {
@@ -33,6 +36,7 @@ impl Seen {
         let mut seen = Self {
             ledger: Ledger::new(Account::root(&Budget::unlimited()), None, None),
             controls: Vec::new(),
+            residuals_by: Vec::new(),
         };
         let limits = Limits::default();
         for (at, r) in records.iter().enumerate() {
@@ -45,9 +49,13 @@ impl Seen {
             else {
                 continue;
             };
-            if let Absorbed::Loop(signal) = seen.ledger.absorb(message, &r.from, 0) {
-                seen.controls
-                    .push((at, signal.control, Arc::clone(&r.from)));
+            match seen.ledger.absorb(message, &r.from, 0) {
+                Absorbed::Loop(signal) => {
+                    seen.controls
+                        .push((at, signal.control, Arc::clone(&r.from)));
+                }
+                Absorbed::Residual => seen.residuals_by.push((at, Arc::clone(&r.from))),
+                _ => {}
             }
         }
         seen
@@ -61,6 +69,13 @@ impl Seen {
         self.progress().map_or(&[], |p| &p.residuals)
     }
 
+    /// Whether the residuals end rising three times in a row (phuc-loop's
+    /// `all_increasing(residuals[-3:])`), the last of them reported at or after record `since`.
+    fn diverging_since(&self, since: usize) -> bool {
+        diverging(self.residuals(), SEED_DIVERGENCE_WINDOW)
+            && self.residuals_by.last().is_some_and(|(at, _)| *at >= since)
+    }
+
     /// Who signalled `control` at or after record `since`.
     fn said(&self, control: Control, since: usize) -> impl Iterator<Item = &str> {
         self.controls
@@ -69,6 +84,9 @@ impl Seen {
             .map(|(_, _, by)| &**by)
     }
 }
+
+/// phuc-loop's divergence window: "len(residuals) >= 3 AND all_increasing(residuals[-3:])".
+const SEED_DIVERGENCE_WINDOW: usize = 3;
 
 /// Why a halting report does not agree with the recorded history.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -96,6 +114,18 @@ pub enum AuditError {
     /// The report's class is none the governor gives.
     #[error("unknown halt class `{0}`")]
     UnknownClass(String),
+    /// The residuals rose three times in a row and the thread halted otherwise (phuc-loop §2.5
+    /// SILENT_DIVERGENCE: "all_increasing(residuals[-3:]) AND status != EXIT_DIVERGED").
+    #[error("residuals {0:?} rose three times in a row, yet the halt is not DIVERGED")]
+    SilentDivergence(Vec<String>),
+    /// The report's r-p is not the one the recorded goals put in force.
+    #[error("r-p {reported} in the report, {declared} declared by the recorded goals")]
+    RpDiffers {
+        /// The report's `R_p_decimal_string`.
+        reported: String,
+        /// The r-p in force after the recorded goals (a later goal only lowers it).
+        declared: String,
+    },
     /// The recorded evidence does not earn the report's class and reason.
     #[error("{class} ({reason}) is not what the recorded history supports")]
     Unearned {
@@ -155,40 +185,71 @@ pub fn audit(records: &[Record], report: &HaltingReport) -> Result<(), AuditErro
     derive(report, &seen, since)
 }
 
-/// Whether the recorded evidence earns the report's class.
+/// Replays a halt once per read of its thread's records in `reads` (each read taken from the
+/// store on its own) and returns the phuc-loop §11 verification rung the halt reaches:
+/// [`RUNG_REPLAYED`] for a certified halt that at least two replays re-derive (the seed's
+/// "at_least_2_replays_of_final_iteration_produce_same_certificate"), [`RUNG_CERTIFIED`] for
+/// one replayed once, `None` for a halt without a certificate.
+///
+/// # Errors
+///
+/// The first replay that does not earn the report, as [`audit`] says it.
+pub fn replay(reads: &[Vec<Record>], report: &HaltingReport) -> Result<Option<u32>, AuditError> {
+    for records in reads {
+        audit(records, report)?;
+    }
+    let rung = if reads.len() >= 2 {
+        RUNG_REPLAYED
+    } else {
+        RUNG_CERTIFIED
+    };
+    Ok(report.halting_certificate.as_ref().map(|_| rung))
+}
+
+/// Whether the recorded evidence earns the report's class, by phuc-loop's rules as the
+/// governor applies them (`governor/verdict.rs`): the same criteria check for EXACT, DIVERGED
+/// whether declared or not, the declared goal's r-p, and no other halt while the residuals rise.
 fn derive(report: &HaltingReport, seen: &Seen, since: usize) -> Result<(), AuditError> {
     let progress = seen.progress();
     let applies = |c| applicable(progress, c);
     let last = seen.residuals().last().copied();
-    let r_p = report
+    let reported_r_p = report
         .halting_certificate
         .as_ref()
-        .and_then(|c| c.r_p_decimal_string.parse::<Decimal>().ok());
+        .map(|c| c.r_p_decimal_string.as_str());
+    let declared_r_p = seen.ledger.goal().and_then(|g| g.r_p);
+    if let (Some(reported), Some(declared)) = (reported_r_p, declared_r_p)
+        && reported.parse::<Decimal>().ok() != Some(declared)
+    {
+        return Err(AuditError::RpDiffers {
+            reported: reported.to_owned(),
+            declared: declared.to_string(),
+        });
+    }
+    if !matches!(report.class.as_str(), "DIVERGED" | "aborted") && seen.diverging_since(since) {
+        let residuals = seen.residuals().iter().map(Decimal::to_string).collect();
+        return Err(AuditError::SilentDivergence(residuals));
+    }
+    let r_p = reported_r_p.and_then(|r| r.parse::<Decimal>().ok());
     let said = |control| seen.said(control, since).next().is_some();
+    let certified_for = |claimant: &str| {
+        applies(CertificateType::Exact) && criteria_gap(progress, claimant).is_none()
+    };
     let earned = match (report.class.as_str(), report.stop_reason.as_str()) {
         ("EXACT", "residual-zero") => {
-            last.is_some_and(|r| r.is_zero()) && applies(CertificateType::Exact)
+            last.is_some_and(|r| r.is_zero())
+                && seen
+                    .residuals_by
+                    .last()
+                    .is_some_and(|(_, by)| certified_for(by))
         }
-        ("EXACT", _) => {
-            let done_by: Vec<&str> = seen.said(Control::Done, since).collect();
-            let criteria = progress.map_or(&[][..], |p| &p.criteria);
-            !done_by.is_empty()
-                && applies(CertificateType::Exact)
-                && !criteria.is_empty()
-                && criteria.iter().all(|c| {
-                    c.met
-                        && c.reported_by
-                            .as_deref()
-                            .is_some_and(|by| !done_by.contains(&by))
-                })
-        }
+        ("EXACT", _) => seen.said(Control::Done, since).any(certified_for),
         ("CONVERGED", _) => {
             applies(CertificateType::Converged)
                 && matches!((last, r_p), (Some(l), Some(r)) if l < r)
         }
         ("DIVERGED", _) => {
-            applies(CertificateType::Diverged)
-                && diverging(seen.residuals(), 2)
+            diverging(seen.residuals(), SEED_DIVERGENCE_WINDOW)
                 && report.divergence_start_iteration.is_some()
         }
         ("TIMEOUT", reason) => reason.split(' ').all(|name| {
@@ -201,9 +262,10 @@ fn derive(report: &HaltingReport, seen: &Seen, since: usize) -> Result<(), Audit
         }),
         ("aborted", _) => said(Control::Abort),
         ("done-uncertified", _) => said(Control::Done),
-        ("need-info", _) => progress
-            .and_then(|p| p.goal.as_ref())
-            .is_some_and(|g| g.certificates.is_empty()),
+        ("need-info", reason) => seen
+            .ledger
+            .goal()
+            .is_some_and(|g| g.need_info() == Some(reason)),
         ("BACKPRESSURE" | "no-progress", _) => true,
         (other, _) => return Err(AuditError::UnknownClass(other.to_owned())),
     };

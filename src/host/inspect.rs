@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
 use crate::governor::HaltingReport;
+use crate::governor::report::RUNG_REPLAYED;
 use crate::history::{HistoryStore, Record, SqliteHistory, export};
 use crate::host::HostError;
 use crate::{ThreadId, ThreadInfo, ThreadState};
@@ -279,7 +280,9 @@ pub fn report(db: &Path, thread: &str) -> Result<String, HostError> {
 }
 
 /// Re-derives every halt from the recorded history and checks it against its stored report
-/// ([`history::audit`](crate::history::audit)).
+/// ([`history::replay`](crate::history::replay)): twice, from two reads of each thread, so that
+/// a certified halt reaches phuc-loop's verification rung 274177 ("at least 2 replays … produce
+/// same certificate").
 ///
 /// # Errors
 ///
@@ -288,27 +291,33 @@ pub fn report(db: &Path, thread: &str) -> Result<String, HostError> {
 pub fn verify_certificates(db: &Path) -> Result<String, HostError> {
     let store = open(db)?;
     block_on(async {
-        let mut checked = 0;
+        let (mut checked, mut replayed) = (0, 0);
         let mut wrong = Vec::new();
         for thread in store.threads(None).await? {
             let reports = store.reports(thread.id).await?;
             if reports.is_empty() {
                 continue;
             }
-            let records = store.thread(thread.id, 0).await?;
+            let reads = [
+                store.thread(thread.id, 0).await?,
+                store.thread(thread.id, 0).await?,
+            ];
             for report in reports {
                 checked += 1;
-                if let Err(why) = crate::history::audit(&records, &report) {
-                    wrong.push(format!(
+                match crate::history::replay(&reads, &report) {
+                    Ok(rung) => replayed += usize::from(rung == Some(RUNG_REPLAYED)),
+                    Err(why) => wrong.push(format!(
                         "thread {} ({}), halt {}: {why}",
                         thread.id, thread.path, report.halt_id
-                    ));
+                    )),
                 }
             }
         }
         if wrong.is_empty() {
             Ok(format!(
-                "{}: {checked} halts re-derived from the history, every certificate agrees\n",
+                "{}: {checked} halts re-derived from the history, every certificate agrees; \
+                 {replayed} certified halts replayed twice to the same certificate \
+                 (verification rung {RUNG_REPLAYED} achieved)\n",
                 db.display()
             ))
         } else {

@@ -76,8 +76,9 @@ impl Output {
 ///
 /// A listener that emits its own root is delivered that payload again as its next turn — one
 /// iteration. This one counts to three, telling the governor how far it is from done; a
-/// residual of exactly zero ends it with an EXACT certificate. (Signalling `done` in that last
-/// turn too would end it `done-uncertified`: by precedence `done` outranks the residual.)
+/// residual below r-p (here zero) ends it with a CONVERGED certificate. (EXACT would also need
+/// declared criteria, met with evidence by another listener; signalling `done` in that last
+/// turn would end it `done-uncertified`: by precedence `done` outranks the residual.)
 ///
 /// ```
 /// use agentpump::governor::{CertificateType, Goal};
@@ -94,9 +95,9 @@ impl Output {
 ///         }
 ///         let n: u32 = msg.payload().as_str().split(['>', '<']).nth(2).unwrap_or("0").parse().unwrap_or(0);
 ///         if n == 0 {
-///             cx.goal(&Goal { text: "count to 3".into(), certificates: vec![CertificateType::Exact], ..Goal::default() });
+///             cx.goal(&Goal { text: "count to 3".into(), certificates: vec![CertificateType::Converged], ..Goal::default() });
 ///         }
-///         cx.residual(Decimal::from(3 - n)); // 0 on the last turn: EXACT
+///         cx.residual(Decimal::from(3 - n)); // 0 on the last turn: below r-p, CONVERGED
 ///         if n < 3 {
 ///             cx.emit(format!(r#"<n xmlns="urn:example:count:v1">{}</n>"#, n + 1)); // the next iteration
 ///         }
@@ -111,7 +112,7 @@ impl Output {
 /// let thread = pump.post(None, None, r#"<n xmlns="urn:example:count:v1">0</n>"#).await?.thread();
 /// pump.settle(thread).await;
 /// let report = &pump.reports(thread).await?[0];
-/// assert_eq!((report.class.as_str(), report.stop_reason.as_str()), ("EXACT", "residual-zero"));
+/// assert_eq!((report.class.as_str(), report.stop_reason.as_str()), ("CONVERGED", "residual-below-r-p"));
 /// assert_eq!(report.self_iterations["counter"], 3);
 /// # Ok(())
 /// # }

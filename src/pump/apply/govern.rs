@@ -8,12 +8,23 @@ use crate::governor::ledger::Absorbed;
 use crate::governor::{Control, Decision, GovernorMessage, HaltClass, Verdict};
 use crate::history::RecordKind;
 use crate::pump::notice::Recipient;
-use crate::system::{ErrorCode, SystemMessage};
+use crate::pump::route::Refusal;
+use crate::pump::tx::Place;
+use crate::system::{ErrorCode, HuhCode, SystemMessage};
 use crate::{Envelope, Payload};
 
 impl Applying<'_> {
-    /// Takes in one governor message.
+    /// Takes in one governor message; a later goal that would loosen the declared one is
+    /// refused (`huh invalid-request` naming what it would loosen) and not recorded.
     pub fn govern(&mut self, payload: Payload, message: GovernorMessage) {
+        if let GovernorMessage::Goal(goal) = &message
+            && let Some(declared) = self.inner.ledger.goal()
+            && let Some(why) = declared.loosened_by(goal, self.shared.r_p(&self.inner.ledger))
+        {
+            let refusal = Refusal::Huh(HuhCode::InvalidRequest, why.to_string());
+            self.refuse(refusal.into_notice(payload.as_str().to_owned()), 1);
+            return;
+        }
         let env = Envelope::new(
             Arc::clone(&self.shared.listeners[self.me].name),
             self.entry.id,
@@ -27,15 +38,16 @@ impl Applying<'_> {
             Absorbed::Goal {
                 criteria,
                 budget,
-                certified,
+                need_info,
             } => {
                 let decision = Decision::Goal { criteria, budget };
                 self.shared
                     .decide(&mut self.tx, self.entry, self.inner, &decision);
-                if !certified {
-                    // phuc-loop: "If `halting_certificates_applicable` is missing or empty:
+                if let Some(reason) = need_info {
+                    // phuc-loop §2.4: "NULL_CHECK → EXIT_NEED_INFO: if null_detected"; §3.2:
+                    // "If `halting_certificates_applicable` is missing or empty:
                     // `EXIT_NEED_INFO` immediately."
-                    let verdict = Verdict::new(HaltClass::NeedInfo, "no-certificates-declared");
+                    let verdict = Verdict::new(HaltClass::NeedInfo, reason);
                     self.signals.halt.get_or_insert(verdict);
                 }
             }
@@ -43,11 +55,36 @@ impl Applying<'_> {
                 if self.inner.ledger.same_control(payload.as_str(), window) {
                     self.signals.stuck = true;
                 }
+                if signal.control == Control::Continue {
+                    self.signals.continued = Some(payload);
+                }
                 self.signals.control(signal.control, signal.reason);
             }
             Absorbed::Residual => self.signals.residual = true,
             Absorbed::Noted => {}
         }
+    }
+
+    /// A lone `continue` — nothing else queued in the thread by this delivery — gives its
+    /// listener its next turn: the `loop` payload comes back to it as a self-message (one
+    /// iteration, so only with loop permission), through the gate's budgets and the
+    /// no-progress guard like any other.
+    fn next_turn(&mut self, payload: Payload) {
+        if self.tx.queued_here() > 0 {
+            return;
+        }
+        let me = Arc::clone(&self.shared.listeners[self.me].name);
+        if !self.shared.listeners[self.me].loops() {
+            let message = format!(
+                "`{me}` said continue but may not take another turn: it is registered without loop permission"
+            );
+            let refusal = Refusal::Error(ErrorCode::LoopNotPermitted, message);
+            return self.tell_me(refusal.into_notice(payload.as_str().to_owned()));
+        }
+        self.inner.ledger.iterate(&me);
+        let env = Envelope::new(Arc::clone(&me), self.entry.id, payload).with_to(Some(me));
+        self.tx
+            .queue(self.inner, Place::Here, env, self.me, RecordKind::Message);
     }
 
     /// Decides, by precedence, whether this delivery halts the thread. `refused` counts the
@@ -68,9 +105,13 @@ impl Applying<'_> {
         let r_p = self.shared.r_p(&self.inner.ledger);
         let window = self.shared.config.governor.divergence_window;
         let me = &self.shared.listeners[self.me].name;
-        let signals = std::mem::take(&mut self.signals);
+        let mut signals = std::mem::take(&mut self.signals);
+        let continued = signals.next_turn();
         let Some(verdict) = signals.resolve(self.inner.ledger.progress.as_deref(), r_p, window, me)
         else {
+            if let Some(payload) = continued {
+                self.next_turn(payload);
+            }
             return;
         };
         let to = Arc::clone(me);
@@ -86,9 +127,9 @@ impl Applying<'_> {
     }
 
     /// Sets aside a `done` signalled beside refused outputs, and records why (a notice kept in
-    /// history, not delivered: the refusals themselves are the listener's next turn). Ask-Loop v2 lets the host "decide
-    /// the next action" from the signals, and the design says errors go back to the listener
-    /// "so an LLM can correct itself": a listener whose answer never left (a bare `<answer>`
+    /// history, not delivered: the refusals themselves are the listener's next turn). Ask-Loop
+    /// v2 lets the host "decide the next action" from the signals, and the design says errors
+    /// go back to the listener "so an LLM can correct itself": a listener whose answer never left (a bare `<answer>`
     /// where its prompt taught `<reply>`) would otherwise end its thread in the same turn, never
     /// see the refusal, and leave its caller unanswered. It takes another turn instead, within
     /// its budgets; a listener that repeats the same `done` is stopped by the no-progress guard.

@@ -34,8 +34,16 @@ impl Applying<'_> {
                 "spawn refused: depth {depth} is over the max-depth budget"
             ))
         } else {
+            let siblings = self.sibling_paths();
             self.shared
-                .new_child(self.entry, self.inner, self.me_name(), sub_id, budget)
+                .new_child(
+                    self.entry,
+                    self.inner,
+                    self.me_name(),
+                    sub_id,
+                    &siblings,
+                    budget,
+                )
                 .map_err(|refused| refused.to_string())
         };
         let child = child.and_then(|child| {
@@ -89,6 +97,21 @@ impl Applying<'_> {
     }
 }
 
+impl Applying<'_> {
+    /// The paths of this thread's children: registered, and spawned earlier in this delivery.
+    fn sibling_paths(&self) -> Vec<Arc<str>> {
+        let registered = self
+            .inner
+            .children
+            .iter()
+            .filter_map(|id| self.shared.registry.get(*id));
+        registered
+            .chain(self.tx.new_children().iter().cloned())
+            .map(|child| Arc::clone(&child.path))
+            .collect()
+    }
+}
+
 /// The limits a child actually got (its carve-out after clamping to what the parent had).
 fn child_limits(child: &ThreadEntry) -> crate::governor::Budget {
     let inner = child.lock();
@@ -109,7 +132,8 @@ fn child_limits(child: &ThreadEntry) -> crate::governor::Budget {
 }
 
 impl Shared {
-    /// Creates a child thread entry (not yet registered) with its carved account and deadline.
+    /// Creates a child thread entry (not yet registered) with its carved account and deadline,
+    /// at a path none of its `siblings` has.
     /// The spawner keeps a floor of 2 turns per open child, this one included (its
     /// `thread-spawned` notice and its `thread-result`), out of any turns carve-out.
     ///
@@ -122,13 +146,14 @@ impl Shared {
         inner: &ThreadInner,
         spawner: &Arc<str>,
         sub_id: Option<&str>,
+        siblings: &[Arc<str>],
         budget: &crate::governor::Budget,
     ) -> Result<Arc<ThreadEntry>, CarveRefused> {
         let sub_id = sub_id
             .map(sanitize_sub_id)
             .filter(|s| !s.is_empty())
             .unwrap_or_else(|| format!("child-{}", inner.children.len() + 1));
-        let path: Arc<str> = Arc::from(format!("{}.{sub_id}", parent.path));
+        let path = unique_path(&parent.path, &sub_id, siblings);
         let parent_ledger = &inner.ledger;
         let now = tokio::time::Instant::now();
         let deadline = match (parent_ledger.deadline, budget.wall_clock) {
@@ -153,6 +178,26 @@ impl Shared {
         child.lock().activate();
         Ok(Arc::new(child))
     }
+}
+
+/// `parent.sub_id`, or — when a sibling already has that path — `parent.sub_id-N` with the
+/// first free N from 2 (the sub-id shortened to keep 64 characters): seed 003's "Core confirms
+/// with assigned ID", so that a path names one thread.
+fn unique_path(parent: &str, sub_id: &str, taken: &[Arc<str>]) -> Arc<str> {
+    let free = |path: &str| !taken.iter().any(|t| &**t == path);
+    let path = format!("{parent}.{sub_id}");
+    if free(&path) {
+        return path.into();
+    }
+    (2u64..)
+        .map(|n| {
+            let suffix = format!("-{n}");
+            let base: String = sub_id.chars().take(64 - suffix.len()).collect();
+            format!("{parent}.{base}{suffix}")
+        })
+        .find(|p| free(p))
+        .expect("a free suffix among more numbers than siblings")
+        .into()
 }
 
 /// Keeps `A-Z a-z 0-9 _ -` of a suggested sub-id, at most 64 characters.
