@@ -984,7 +984,8 @@ fn source_codes() -> Vec<(&'static str, &'static str, BTreeSet<String>)> {
             "ErrorCode",
             wire_codes!(ErrorCode: PeerNotAllowed, NoRoute, QueueFull, HandlerFailed,
             HandlerPanicked, HandlerTimeout, ThreadClosed, ShuttingDown, HistoryUnavailable,
-            LoopNotPermitted, BudgetWarning, BudgetExhausted, UpstreamFailed, RefusalsRepeated),
+            LoopNotPermitted, BudgetWarning, BudgetExhausted, UpstreamFailed, RefusalsRepeated,
+            DoneSetAside),
         ),
         (
             "system.xsd",
