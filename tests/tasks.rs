@@ -751,6 +751,74 @@ async fn a_fix_task_is_written_and_run_when_the_organism_asks() {
     assert!(check(&layout).is_ok(), "the fix task passes check");
 }
 
+/// Issue 28: "with `on_exhausted = "fix-task"`, a fix task that fails creates a fix of itself
+/// without end (`T-001-FIX-1-FIX-1-…`, 40 levels, until the file name is too long)" — "bounds
+/// fix tasks (at most one generation, configurable, then `blocked`)".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fix_task_that_fails_is_blocked_not_fixed_again() {
+    for generations in [1, 2] {
+        let (_dir, layout) = workspace("fixfix", &[task("T-001", &[], "exit 1")], true);
+        let seen = Seen::default();
+        let config = TasksConfig {
+            retries: 0,
+            on_exhausted: Exhausted::FixTask,
+            fix_generations: generations,
+            ..TasksConfig::default()
+        };
+        let report = tokio::time::timeout(
+            std::time::Duration::from_secs(60),
+            run(&layout, &config, 1, &seen),
+        )
+        .await
+        .expect("the run ends");
+        let lines = lines(&layout);
+        let mut chain = vec!["T-001".to_owned()];
+        for _ in 0..generations {
+            chain.push(format!("{}-FIX-1", chain.last().unwrap()));
+        }
+        let ids: Vec<String> = report.rows.iter().map(|r| r.id.clone()).collect();
+        assert_eq!(ids, chain, "{}", report.table());
+        for id in &chain {
+            assert_eq!(
+                statuses(&lines, id),
+                [
+                    Status::Pending,
+                    Status::InProgress,
+                    Status::Failed,
+                    Status::Blocked
+                ],
+                "{id}"
+            );
+        }
+        let last = lines.last().unwrap();
+        assert_eq!(&last.id, chain.last().unwrap());
+        assert!(
+            last.summary.contains(&format!(
+                "no fix task written: {} is of fix generation {generations} and [tasks] fix_generations = {generations}",
+                last.id
+            )),
+            "{}",
+            last.summary
+        );
+        let beyond = format!("{}-FIX-1.json", chain.last().unwrap());
+        assert!(!layout.tasks_dir().join(beyond).exists());
+    }
+}
+
+/// "at most one generation, configurable" — within a limit that keeps file names short.
+#[test]
+fn fix_generations_has_a_limit() {
+    let config = TasksConfig {
+        fix_generations: agentpump::tasks::MAX_FIX_GENERATIONS + 1,
+        ..TasksConfig::default()
+    };
+    let err = config.check().unwrap_err().to_string();
+    assert_eq!(
+        err,
+        "[tasks] fix_generations = 9 is more than 8: each generation adds `-FIX-n` to the task's file name"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_second_run_reruns_nothing_completed() {
     let (_dir, layout) = workspace("rerun", &diamond(), true);

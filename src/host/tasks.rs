@@ -108,6 +108,7 @@ fn organism(at: &At) -> Result<(Option<Organism>, TasksConfig), HostError> {
     match path {
         Some(p) => {
             let o = Organism::load(&p)?;
+            o.tasks.check()?;
             let config = o.tasks.clone();
             Ok((Some(o), config))
         }

@@ -42,6 +42,9 @@ pub enum TasksError {
         /// The parser's message.
         message: String,
     },
+    /// A `[tasks]` setting is out of its range, or the organism conflicts with the orchestrator.
+    #[error("{0}")]
+    Config(String),
     /// The orchestrator's pump failed.
     #[error("pump: {0}")]
     Pump(String),

@@ -162,7 +162,8 @@ impl Report {
 ///
 /// # Errors
 ///
-/// The ledger cannot be written, a fix task file cannot be written, or the pump refuses a task.
+/// A setting out of range ([`TasksConfig::check`]), the ledger cannot be written, a fix task
+/// file cannot be written, or the pump refuses a task.
 pub async fn run(
     pump: &PumpHandle,
     mut ledger: Ledger,
@@ -171,6 +172,7 @@ pub async fn run(
     config: &TasksConfig,
     parallel: usize,
 ) -> Result<Report, TasksError> {
+    config.check()?;
     let mut plan = Plan::new(&checked, ledger.lines());
     for id in plan.unlisted() {
         let line = Line::now(&id, Status::Pending, "Task initialized by Orchestrator");
@@ -315,8 +317,9 @@ fn exhaust_leftovers(
     Ok(())
 }
 
-/// A task that failed its last attempt becomes `blocked`; with `on_exhausted = "fix-task"` a
-/// fix task is written first and the blocked line names it.
+/// A task that failed its last attempt becomes `blocked`; with `on_exhausted = "fix-task"` and
+/// a fix generation left, a fix task is written first and the blocked line names it; without
+/// one, the blocked line says why no fix task was written.
 fn exhaust(
     plan: &mut Plan,
     ledger: &mut Ledger,
@@ -325,8 +328,14 @@ fn exhaust(
     id: &str,
 ) -> Result<(), TasksError> {
     let attempts = plan.attempts(id);
+    let generation = super::fix_generation(id);
     let summary = match config.on_exhausted {
         Exhausted::Blocked => format!("failed {attempts} attempt(s); not retried"),
+        Exhausted::FixTask if generation >= config.fix_generations => format!(
+            "failed {attempts} attempt(s); not retried; no fix task written: {id} is of fix \
+             generation {generation} and [tasks] fix_generations = {}",
+            config.fix_generations
+        ),
         Exhausted::FixTask => {
             let fix = write_fix_task(plan, layout, id)?;
             let pending = Line::now(

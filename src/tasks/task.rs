@@ -52,6 +52,12 @@ pub fn is_task_id(id: &str) -> bool {
     parts.all(|n| !n.is_empty() && !n.starts_with('0') && n.bytes().all(|b| b.is_ascii_digit()))
 }
 
+/// How many generations of fix tasks stand between `id` and the planner's task: 0 for
+/// `T-001`, 1 for `T-001-FIX-1`, 2 for `T-001-FIX-1-FIX-1`.
+pub fn fix_generation(id: &str) -> u32 {
+    u32::try_from(id.matches("-FIX-").count()).unwrap_or(u32::MAX)
+}
+
 impl Task {
     /// Reads one task file.
     ///
