@@ -895,6 +895,49 @@ async fn every_task_thread_is_certified_and_the_indexer_answers_from_the_ledger(
     pump.shutdown(std::time::Duration::from_secs(5)).await;
 }
 
+/// Issue 28: "a worker or verification that times out keeps running: only the outer `sh -c` is
+/// killed, its children are reparented and keep editing files after `run` exits, and the retry
+/// starts beside them — two workers "actively editing" one task, which seed 004 forbids."
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_timed_out_attempt_is_gone_before_the_retry_and_after_the_run() {
+    let (_dir, layout) = workspace("group", &[task("T-001", &[], "true")], true);
+    // Each attempt logs its start, leaves a child that logs later, and outlives its time.
+    let work = r#"echo "start $2" >> runs.log; (sleep 1.5; echo "late $2" >> runs.log) & sleep 30"#;
+    let config = TasksConfig {
+        retries: 1,
+        wall_clock_ms: 1000,
+        work_command: Some(work.into()),
+        ..TasksConfig::default()
+    };
+    let mut builder = PumpBuilder::new();
+    for r in orchestrator::registrations(&layout, &config, false, false).unwrap() {
+        builder = builder.register(r);
+    }
+    let pump = builder.build().unwrap();
+    let ledger = Ledger::open(layout.ledger()).unwrap();
+    let report = orchestrator::run(&pump, ledger, check(&layout).unwrap(), &layout, &config, 1)
+        .await
+        .unwrap();
+    pump.shutdown(std::time::Duration::from_secs(5)).await;
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    assert!(!report.all_completed());
+    let log = std::fs::read_to_string(layout.root().join("runs.log")).unwrap();
+    // Seed: "In-Progress: Sub-agent has been briefed and is actively editing code." — one at a
+    // time, and nothing of an attempt edits after it ended.
+    assert_eq!(log, "start 1\nstart 2\n");
+    assert_eq!(
+        statuses(&lines(&layout), "T-001"),
+        [
+            Status::Pending,
+            Status::InProgress,
+            Status::Failed,
+            Status::InProgress,
+            Status::Failed,
+            Status::Blocked
+        ]
+    );
+}
+
 /// A worker that never hands anything back: it keeps thinking (messages itself).
 struct Ruminator;
 

@@ -214,8 +214,14 @@ fn orchestrate(at: &At, parallel: Option<usize>) -> Result<String, HostError> {
             .fold(organism.builder(&origin)?, crate::PumpBuilder::register)
             .history(store.clone())
             .build()?;
-        let report =
-            tasks::orchestrator::run(&pump, ledger, checked, &layout, &config, parallel).await;
+        let work = tasks::orchestrator::run(&pump, ledger, checked, &layout, &config, parallel);
+        let report = tokio::select! {
+            report = work => report.map_err(HostError::from),
+            () = super::run::signal() => Err(HostError::Interrupted(format!(
+                "interrupted; the ledger {} says where each task is, and the next run continues",
+                layout.ledger().display()
+            ))),
+        };
         pump.shutdown(super::run::SHUTDOWN_GRACE).await;
         let closed = store.close().map_err(HostError::from);
         let report = report?;
