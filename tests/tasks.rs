@@ -536,7 +536,7 @@ fn pump(layout: &Layout, config: &TasksConfig, seen: &Seen) -> PumpHandle {
                 .accepts(QName::new(TOOL_NS, "call"))
                 .role(Role::Tool),
         );
-    for r in orchestrator::registrations(layout, config, true, true).unwrap() {
+    for r in orchestrator::registrations(layout, config, &["worker", "command"]).unwrap() {
         builder = builder.register(r);
     }
     builder.build().unwrap()
@@ -910,7 +910,7 @@ async fn a_timed_out_attempt_is_gone_before_the_retry_and_after_the_run() {
         ..TasksConfig::default()
     };
     let mut builder = PumpBuilder::new();
-    for r in orchestrator::registrations(&layout, &config, false, false).unwrap() {
+    for r in orchestrator::registrations(&layout, &config, &[]).unwrap() {
         builder = builder.register(r);
     }
     let pump = builder.build().unwrap();
@@ -936,6 +936,29 @@ async fn a_timed_out_attempt_is_gone_before_the_retry_and_after_the_run() {
             Status::Blocked
         ]
     );
+}
+
+/// Issue 28: "verification commands run with PATH only (no HOME; the seed's own `npm test`
+/// usually needs it)" — the orchestrator's own command tool passes `TASKS_ENV`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_orchestrators_command_tool_passes_home() {
+    let (_dir, layout) = workspace("home", &[task("T-001", &[], "test -n \"$HOME\"")], true);
+    let config = TasksConfig {
+        retries: 0,
+        work_command: Some("echo '+ nothing'".into()),
+        ..TasksConfig::default()
+    };
+    let mut builder = PumpBuilder::new();
+    for r in orchestrator::registrations(&layout, &config, &[]).unwrap() {
+        builder = builder.register(r);
+    }
+    let pump = builder.build().unwrap();
+    let ledger = Ledger::open(layout.ledger()).unwrap();
+    let report = orchestrator::run(&pump, ledger, check(&layout).unwrap(), &layout, &config, 1)
+        .await
+        .unwrap();
+    pump.shutdown(std::time::Duration::from_secs(5)).await;
+    assert!(report.all_completed(), "{}", report.table());
 }
 
 /// A worker that never hands anything back: it keeps thinking (messages itself).
@@ -976,7 +999,7 @@ async fn a_worker_that_never_answers_is_halted_by_the_task_budget() {
                 .accepts(QName::new(TOOL_NS, "call"))
                 .role(Role::Tool),
         );
-    for r in orchestrator::registrations(&layout, &config, true, true).unwrap() {
+    for r in orchestrator::registrations(&layout, &config, &["worker", "command"]).unwrap() {
         builder = builder.register(r);
     }
     let pump = builder.build().unwrap();

@@ -439,3 +439,83 @@ fn get_tasks_answers_the_latest_line_per_task() {
         ]
     );
 }
+
+/// Appends `text` to the organism file of the demo copy at `root`.
+fn append_organism(root: &Path, text: &str) {
+    let path = root.join("organism.toml");
+    let organism = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&path, format!("{organism}\n{text}")).unwrap();
+}
+
+/// Issue 28: "`[tools.command]` in the organism makes `tasks run` fail with "listener name
+/// 'command' is registered twice" while `tasks check` says ok — so verification commands run
+/// with PATH only (no HOME; the seed's own `npm test` usually needs it)".
+#[test]
+fn the_organisms_command_tool_is_the_one_tasks_use() {
+    let dir = demo("tasks-own-command");
+    let root = &dir.0;
+    append_organism(
+        root,
+        "[tools.command]\nenabled = true\nallow = [\"sh\"]\nallow_shell = true\nenv = [\"PATH\", \"HOME\"]\n",
+    );
+    let t1 = root.join("docs/tasks/T-001.json");
+    let task = std::fs::read_to_string(&t1).unwrap().replace(
+        "grep -qx base out/a.txt",
+        "grep -qx base out/a.txt && test -n \\\"$HOME\\\"",
+    );
+    std::fs::write(&t1, task).unwrap();
+    assert!(tasks(root, &["init"]).status.success());
+    let check = tasks(root, &["check"]);
+    assert!(check.status.success(), "{}", text(&check.stderr));
+    let out = tasks(root, &["run"]);
+    assert!(
+        !text(&out.stderr).contains("registered twice"),
+        "{}",
+        text(&out.stderr)
+    );
+    let lines = lines(root);
+    for id in ["T-001", "T-002", "T-003", "T-004"] {
+        assert_eq!(
+            lines.iter().rfind(|l| l.id == id).map(|l| l.status),
+            Some(Status::Completed),
+            "{id}: {lines:?}"
+        );
+    }
+}
+
+/// "make `tasks check` catch any conflict it cannot resolve": a `[tools.command]` that cannot
+/// run shell lines, a listener named like the orchestrator's own — each named, with the task
+/// files' problems, in one list.
+#[test]
+fn check_names_every_conflict_of_the_organism() {
+    for (section, expected) in [
+        (
+            "[tools.command]\nenabled = true\nallow = [\"ls\"]\n",
+            "[tools.command] cannot run the task orchestrator's commands",
+        ),
+        (
+            "[[listener]]\nname = \"tasks\"\nkind = \"builtin\"\nbuiltin = \"echo\"\n",
+            "the organism declares a listener `tasks`",
+        ),
+    ] {
+        let dir = demo("tasks-conflict");
+        let root = &dir.0;
+        append_organism(root, section);
+        assert!(tasks(root, &["init"]).status.success());
+        let check = tasks(root, &["check"]);
+        assert_eq!(check.status.code(), Some(1), "{section}");
+        assert!(
+            text(&check.stderr).contains(expected),
+            "{section}: {}",
+            text(&check.stderr)
+        );
+        let run = tasks(root, &["run"]);
+        assert_eq!(run.status.code(), Some(1));
+        assert!(
+            text(&run.stderr).contains(expected),
+            "{}",
+            text(&run.stderr)
+        );
+        assert!(!root.join("out").exists(), "no work was done");
+    }
+}

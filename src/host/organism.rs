@@ -307,13 +307,6 @@ impl Organism {
         Ok(organism)
     }
 
-    /// Whether the organism declares a listener named `name`.
-    pub fn declares(&self, name: &str) -> bool {
-        self.listener
-            .iter()
-            .any(|l| l.get_ref().name.get_ref() == name)
-    }
-
     fn at<T>(&self, origin: &str, spanned: &Spanned<T>, message: String) -> HostError {
         HostError::Organism {
             origin: origin.to_owned(),
@@ -424,6 +417,17 @@ impl Organism {
 
     /// The `command` tool, when `[tools.command]` enables it.
     fn command_tool(&self, origin: &str) -> Result<Option<Registration>, HostError> {
+        let policy = self.command_policy(origin)?;
+        Ok(policy.map(|config| CommandTool::new(config).registration()))
+    }
+
+    /// The `command` tool's policy, when `[tools.command]` enables it.
+    ///
+    /// # Errors
+    ///
+    /// A policy that contradicts itself (a shell allowed without `allow_shell`), naming the
+    /// section's line.
+    pub fn command_policy(&self, origin: &str) -> Result<Option<CommandConfig>, HostError> {
         let Some(section) = &self.tools.command else {
             return Ok(None);
         };
@@ -443,7 +447,7 @@ impl Organism {
         config
             .check()
             .map_err(|e| self.at(origin, section, format!("[tools.command]: {e}")))?;
-        Ok(Some(CommandTool::new(config).registration()))
+        Ok(Some(config))
     }
 
     fn registration(

@@ -77,11 +77,7 @@ pub enum StatusFormat {
 /// completed, after printing the summary.
 pub fn run(command: TasksCommand) -> Result<String, HostError> {
     match command {
-        TasksCommand::Check { at } => {
-            let (_, config) = organism(&at)?;
-            let checked = tasks::check(&config.layout(&at.root))?;
-            Ok(format!("{} task(s) ok\n", checked.tasks.len()))
-        }
+        TasksCommand::Check { at } => check(&at),
         TasksCommand::Init { at } => {
             let (_, config) = organism(&at)?;
             let layout = config.layout(&at.root);
@@ -97,6 +93,82 @@ pub fn run(command: TasksCommand) -> Result<String, HostError> {
         }
         TasksCommand::Run { at, parallel } => orchestrate(&at, parallel),
     }
+}
+
+/// `tasks check`: the task files and the graph, and the organism a run would build — every
+/// problem found, in one list.
+fn check(at: &At) -> Result<String, HostError> {
+    let (organism, config) = organism(at)?;
+    let layout = config.layout(&at.root);
+    let mut problems = Vec::new();
+    let mut count = 0;
+    match tasks::check(&layout) {
+        Ok(checked) => count = checked.tasks.len(),
+        Err(tasks::TasksError::Check(found)) => problems.extend(found),
+        Err(e) => problems.push(e.to_string()),
+    }
+    let (organism, origin, _) = resolved(at, organism, &at.root)?;
+    if let Err(e) = assemble(&organism, &origin, &layout, &config) {
+        problems.push(format!("{origin}: {e}"));
+    }
+    if problems.is_empty() {
+        Ok(format!("{count} task(s) ok\n"))
+    } else {
+        Err(tasks::TasksError::Check(problems).into())
+    }
+}
+
+/// The organism of a run (an empty one when there is none), its origin for messages, and the
+/// folder its relative paths start from.
+fn resolved(
+    at: &At,
+    organism: Option<Organism>,
+    root: &Path,
+) -> Result<(Organism, String, PathBuf), HostError> {
+    Ok(match organism {
+        Some(o) => {
+            let path = at
+                .organism
+                .clone()
+                .unwrap_or_else(|| at.root.join("organism.toml"));
+            let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
+            (o, path.display().to_string(), base)
+        }
+        None => (
+            Organism::parse("", "(no organism)")?,
+            "(no organism)".to_owned(),
+            root.to_path_buf(),
+        ),
+    })
+}
+
+/// The pump of a task run, not built yet: the organism's listeners, then the orchestrator's
+/// (an organism's `command`, `task-indexer` or worker is used instead of the orchestrator's),
+/// checked as the build will check them.
+///
+/// # Errors
+///
+/// The organism's listeners do not load; its `[tools.command]` cannot run shell lines; it
+/// declares a name the orchestrator needs; the whole does not validate (a duplicate name, an
+/// unknown peer).
+fn assemble(
+    organism: &Organism,
+    origin: &str,
+    layout: &Layout,
+    config: &TasksConfig,
+) -> Result<crate::PumpBuilder, HostError> {
+    if let Some(policy) = organism.command_policy(origin)? {
+        tasks::orchestrator::check_command_policy(&policy)?;
+    }
+    let own = organism.registrations(origin)?;
+    let names: Vec<&str> = own.iter().map(crate::Registration::name).collect();
+    let extra = tasks::orchestrator::registrations(layout, config, &names)?;
+    let builder = own.into_iter().chain(extra).fold(
+        crate::PumpBuilder::new().config(organism.config(origin)?),
+        crate::PumpBuilder::register,
+    );
+    builder.check()?;
+    Ok(builder)
 }
 
 /// The organism (given, or ROOT/organism.toml, or none) and its `[tasks]` section.
@@ -182,38 +254,15 @@ fn orchestrate(at: &At, parallel: Option<usize>) -> Result<String, HostError> {
     let ledger = Ledger::open(layout.ledger())?;
     let checked = tasks::check(&layout)?;
     let parallel = parallel.unwrap_or(config.parallel);
-    let (organism, origin, base) = match organism {
-        Some(o) => {
-            let path = at
-                .organism
-                .clone()
-                .unwrap_or_else(|| at.root.join("organism.toml"));
-            let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
-            (o, path.display().to_string(), base)
-        }
-        None => (
-            Organism::parse("", "(no organism)")?,
-            "(no organism)".to_owned(),
-            root.clone(),
-        ),
-    };
-    let extra = tasks::orchestrator::registrations(
-        &layout,
-        &config,
-        organism.declares(&config.worker),
-        organism.declares(tasks::listeners::COMMAND),
-    )?;
+    let (organism, origin, base) = resolved(at, organism, &root)?;
+    let builder = assemble(&organism, &origin, &layout, &config)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .map_err(HostError::System)?;
     let report = runtime.block_on(async {
         let store = Arc::new(organism.open_store(&base)?);
-        let pump = extra
-            .into_iter()
-            .fold(organism.builder(&origin)?, crate::PumpBuilder::register)
-            .history(store.clone())
-            .build()?;
+        let pump = builder.history(store.clone()).build()?;
         let work = tasks::orchestrator::run(&pump, ledger, checked, &layout, &config, parallel);
         let report = tokio::select! {
             report = work => report.map_err(HostError::from),

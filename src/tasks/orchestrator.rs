@@ -27,21 +27,31 @@ use crate::{PumpHandle, QName, Registration, Role, ThreadId};
 use plan::Plan;
 pub use plan::Row;
 
-/// The listeners a task run adds to an organism's: the coordinator, the verifier and the
-/// `task-indexer` tool always;
-/// the shell worker when `has_worker` is false and the config names a `work_command`; the
-/// stand-in `command` tool when `has_command` is false.
+/// The listeners a task run adds to an organism whose own listeners are named `declared`: the
+/// coordinator and the verifier always; the `task-indexer` tool unless declared; the shell
+/// worker when the config's worker is not declared and the config names a `work_command`; the
+/// `command` tool, allowed only `sh` in the task root with [`TASKS_ENV`], unless declared.
 ///
 /// # Errors
 ///
-/// [`TasksError::Pump`] when there is no worker: no listener of that name and no
-/// `work_command`.
+/// [`TasksError::Config`] when a declared name is the coordinator's or the verifier's, or when
+/// there is no worker: no listener of that name and no `work_command`.
 pub fn registrations(
     layout: &Layout,
     config: &TasksConfig,
-    has_worker: bool,
-    has_command: bool,
+    declared: &[&str],
 ) -> Result<Vec<Registration>, TasksError> {
+    if let Some(taken) = declared
+        .iter()
+        .find(|n| [COORDINATOR, super::listeners::VERIFIER].contains(n))
+    {
+        return Err(TasksError::Config(format!(
+            "the organism declares a listener `{taken}`, a name the task orchestrator registers \
+             itself (its coordinator is `{COORDINATOR}`, its verifier `{}`): rename it",
+            super::listeners::VERIFIER
+        )));
+    }
+    let has = |name: &str| declared.contains(&name);
     let ns = |local| QName::new(TASKS_NS, local);
     let root = layout.root().display().to_string();
     let budget = Budget {
@@ -68,9 +78,9 @@ pub fn registrations(
             .peers([COMMAND, COORDINATOR])
             .description("runs a task's verification command through the command tool"),
     ];
-    if !has_worker {
+    if !has(&config.worker) {
         let Some(command) = &config.work_command else {
-            return Err(TasksError::Pump(format!(
+            return Err(TasksError::Config(format!(
                 "no worker: the organism declares no listener `{}` and [tasks] has no work_command",
                 config.worker
             )));
@@ -86,17 +96,19 @@ pub fn registrations(
             .description("does a task by running the work command"),
         );
     }
-    out.push(
-        Registration::new(
-            super::listeners::TASK_INDEXER,
-            super::listeners::TaskIndexer::new(layout.ledger()),
-        )
-        .accepts(QName::new(super::wire::TOOL_NS, "call"))
-        .role(Role::Tool)
-        .blocking()
-        .description("the latest ledger line of the tasks named (`ids`: a JSON list)"),
-    );
-    if !has_command {
+    if !has(super::listeners::TASK_INDEXER) {
+        out.push(
+            Registration::new(
+                super::listeners::TASK_INDEXER,
+                super::listeners::TaskIndexer::new(layout.ledger()),
+            )
+            .accepts(QName::new(super::wire::TOOL_NS, "call"))
+            .role(Role::Tool)
+            .blocking()
+            .description("the latest ledger line of the tasks named (`ids`: a JSON list)"),
+        );
+    }
+    if !has(COMMAND) {
         // The seed's verification_command is a shell line: the orchestrator's own command tool
         // runs `sh` only, in the task root, within the task's wall-clock budget.
         let tool = crate::listeners::CommandTool::new(crate::listeners::CommandConfig {
@@ -104,11 +116,34 @@ pub fn registrations(
             allow_shell: true,
             cwd: layout.root().to_path_buf(),
             timeout: std::time::Duration::from_millis(config.wall_clock_ms),
+            env: TASKS_ENV.map(String::from).to_vec(),
             ..crate::listeners::CommandConfig::default()
         });
         out.push(tool.registration());
     }
     Ok(out)
+}
+
+/// The environment variables the orchestrator's own `command` tool passes through: what a
+/// verification such as the seed's `npm test` needs (npm keeps its cache under `HOME`). An
+/// organism's `[tools.command]` replaces the tool, and its `env` this list.
+pub const TASKS_ENV: [&str; 4] = ["PATH", "HOME", "LANG", "TMPDIR"];
+
+/// Checks that an organism's own `command` tool (its `[tools.command]`) can run what the
+/// orchestrator sends it: verification and work commands are shell lines, run as `sh -c`.
+///
+/// # Errors
+///
+/// [`TasksError::Config`] saying what to add to `[tools.command]`.
+pub fn check_command_policy(policy: &crate::listeners::CommandConfig) -> Result<(), TasksError> {
+    if policy.allow.iter().any(|p| p == "sh") && policy.allow_shell {
+        return Ok(());
+    }
+    Err(TasksError::Config(
+        "[tools.command] cannot run the task orchestrator's commands: a verification_command is \
+         a shell line, run as `sh -c`; add \"sh\" to its allow list and set allow_shell = true"
+            .into(),
+    ))
 }
 
 /// What a run did.
