@@ -16,6 +16,8 @@
 //! - [`listeners`]: the listeners the orchestrator registers: the coordinator of each task
 //!   thread, its verifier, a shell worker and a stand-in `command` tool.
 //! - [`orchestrator`]: `tasks run` — tasks in dependency order, each in its own thread.
+//! - `worker` (feature `llm`): the worker protocol as an LLM worker's prompt describes its
+//!   peers.
 
 pub mod archive;
 mod check;
@@ -28,6 +30,8 @@ mod status;
 mod task;
 mod time;
 pub mod wire;
+#[cfg(feature = "llm")]
+pub mod worker;
 
 pub use archive::archive;
 pub use check::{Checked, MAX_EXISTING_FILES, check};

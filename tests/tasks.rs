@@ -961,6 +961,48 @@ async fn the_orchestrators_command_tool_passes_home() {
     assert!(report.all_completed(), "{}", report.table());
 }
 
+/// "the work payload has no XSD": every `urn:agentpump:tasks:v1` payload a run records (a
+/// retry, a failure and completions included) validates against schemas/tasks.xsd.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_task_payload_a_run_records_validates_against_tasks_xsd() {
+    let (dir, layout) = workspace("tasks-xsd", &diamond(), true);
+    let seen = Seen::default();
+    let config = TasksConfig {
+        retries: 1,
+        ..TasksConfig::default()
+    };
+    let (_, pump) = run_on(&layout, &config, 2, &seen).await;
+    let mut files = Vec::new();
+    let mut roots = BTreeSet::new();
+    for info in pump.threads() {
+        for r in pump.history(info.id).await.unwrap() {
+            if r.root.namespace() == TASKS_NS {
+                roots.insert(r.root.local().to_owned());
+                files.push(dir.write(&format!("payload-{}.xml", files.len()), &r.payload));
+            }
+        }
+    }
+    pump.shutdown(std::time::Duration::from_secs(5)).await;
+    let expected = ["delta", "outcome", "task", "verdict", "verify", "work"];
+    assert_eq!(
+        roots,
+        expected.map(String::from).into(),
+        "every payload kind seen"
+    );
+    let schema = Path::new(env!("CARGO_MANIFEST_DIR")).join("schemas/tasks.xsd");
+    let out = Command::new("xmllint")
+        .args(["--noout", "--nonet", "--schema"])
+        .arg(schema)
+        .args(&files)
+        .output()
+        .expect("xmllint runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// A worker that never hands anything back: it keeps thinking (messages itself).
 struct Ruminator;
 

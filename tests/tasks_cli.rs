@@ -519,3 +519,66 @@ fn check_names_every_conflict_of_the_organism() {
         assert!(!root.join("out").exists(), "no work was done");
     }
 }
+
+/// Issue 28: "an LLM worker's prompt does not show its peers `command`, `task-indexer` and
+/// `tasks`, so it cannot learn `<delta>`/`<failed>` or the tool calls" — the example worker
+/// organism (listeners/tasks-llm-worker) against the loopback model: the prompt shows each peer
+/// with an example, and a model that follows it completes the task.
+#[test]
+fn the_llm_worker_is_taught_its_protocol_and_completes_a_task() {
+    use support::model::{Endpoint, Model, answer};
+    let dir = Scratch::new("tasks-llm-worker");
+    let root = &dir.0;
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("listeners/tasks-llm-worker");
+    let copied = Command::new("cp")
+        .arg("-r")
+        .arg(format!("{}/.", src.display()))
+        .arg(root)
+        .status()
+        .unwrap();
+    assert!(copied.success());
+    std::fs::remove_file(root.join("docs/tasks/T-002.json")).unwrap();
+    let write = r#"<call xmlns="urn:agentpump:tool:v1" tool="command" id="w"><arg name="program">sh</arg><arg name="args" type="json">["-c", "mkdir -p out; echo 'hello, tasks' > out/hello.txt"]</arg></call>"#;
+    let delta = r#"<delta xmlns="urn:agentpump:tasks:v1" task="T-001">{"files_added": ["out/hello.txt"], "summary": "wrote the greeting"}</delta>"#;
+    let model = std::sync::Arc::new(Model::default());
+    model
+        .replies
+        .lock()
+        .unwrap()
+        .extend([answer(write, 10, 10), answer(delta, 10, 10)]);
+    let endpoint = Endpoint::start(&model, "127.0.0.1:0".parse().unwrap());
+    let organism = std::fs::read_to_string(root.join("organism.toml"))
+        .unwrap()
+        .replace("http://127.0.0.1:11434/v1", &endpoint.base());
+    std::fs::write(root.join("organism.toml"), organism).unwrap();
+    assert!(tasks(root, &["init"]).status.success());
+    let check = tasks(root, &["check"]);
+    assert!(check.status.success(), "{}", text(&check.stderr));
+    let out = tasks(root, &["run"]);
+    assert!(
+        out.status.success(),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("out/hello.txt")).unwrap(),
+        "hello, tasks\n"
+    );
+    let requests = model.requests.lock().unwrap();
+    let system = requests[0]["messages"][0]["content"].as_str().unwrap();
+    for taught in [
+        "- tasks: the coordinator of this task thread",
+        r#"<delta xmlns="urn:agentpump:tasks:v1" task="T-003">"#,
+        r#"<failed xmlns="urn:agentpump:tasks:v1" task="T-003">"#,
+        "- task-indexer: the latest status-ledger line",
+        r#"tool="task-indexer""#,
+        "- command: runs a program (allowed: sh)",
+        r#"tool="command""#,
+    ] {
+        assert!(
+            system.contains(taught),
+            "{taught:?} not in the prompt:\n{system}"
+        );
+    }
+}

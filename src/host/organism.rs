@@ -396,6 +396,20 @@ impl Organism {
     /// An unknown or not-yet-available kind, an unknown builtin, a root that is not Clark
     /// notation, an unknown role — naming the key and line.
     pub fn registrations(&self, origin: &str) -> Result<Vec<Registration>, HostError> {
+        self.registrations_with(origin, &[])
+    }
+
+    /// The registrations, in file order, with `extra` describing listeners registered beside
+    /// the organism's (the task orchestrator's) to the LLM agents that name them as peers.
+    ///
+    /// # Errors
+    ///
+    /// As [`Organism::registrations`].
+    pub fn registrations_with(
+        &self,
+        origin: &str,
+        extra: &[PeerDoc],
+    ) -> Result<Vec<Registration>, HostError> {
         if self.cluster.is_none()
             && let Some(l) = self.listener.iter().find(|l| l.get_ref().remote)
         {
@@ -405,7 +419,12 @@ impl Organism {
                 "a `remote = true` listener needs a [cluster] section (url = \"nats://…\")".into(),
             ));
         }
-        let docs: Vec<PeerDoc> = self.listener.iter().map(|l| doc(l.get_ref())).collect();
+        let docs: Vec<PeerDoc> = self
+            .listener
+            .iter()
+            .map(|l| doc(l.get_ref()))
+            .chain(extra.iter().cloned())
+            .collect();
         let mut all = self
             .listener
             .iter()

@@ -157,10 +157,14 @@ fn assemble(
     layout: &Layout,
     config: &TasksConfig,
 ) -> Result<crate::PumpBuilder, HostError> {
-    if let Some(policy) = organism.command_policy(origin)? {
-        tasks::orchestrator::check_command_policy(&policy)?;
-    }
-    let own = organism.registrations(origin)?;
+    let policy = match organism.command_policy(origin)? {
+        Some(policy) => {
+            tasks::orchestrator::check_command_policy(&policy)?;
+            policy
+        }
+        None => tasks::orchestrator::command_policy(layout, config),
+    };
+    let own = organism.registrations_with(origin, &tasks::worker::peer_docs(&policy))?;
     let names: Vec<&str> = own.iter().map(crate::Registration::name).collect();
     let extra = tasks::orchestrator::registrations(layout, config, &names)?;
     let builder = own.into_iter().chain(extra).fold(

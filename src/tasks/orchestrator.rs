@@ -109,16 +109,7 @@ pub fn registrations(
         );
     }
     if !has(COMMAND) {
-        // The seed's verification_command is a shell line: the orchestrator's own command tool
-        // runs `sh` only, in the task root, within the task's wall-clock budget.
-        let tool = crate::listeners::CommandTool::new(crate::listeners::CommandConfig {
-            allow: vec!["sh".into()],
-            allow_shell: true,
-            cwd: layout.root().to_path_buf(),
-            timeout: std::time::Duration::from_millis(config.wall_clock_ms),
-            env: TASKS_ENV.map(String::from).to_vec(),
-            ..crate::listeners::CommandConfig::default()
-        });
+        let tool = crate::listeners::CommandTool::new(command_policy(layout, config));
         out.push(tool.registration());
     }
     Ok(out)
@@ -128,6 +119,20 @@ pub fn registrations(
 /// verification such as the seed's `npm test` needs (npm keeps its cache under `HOME`). An
 /// organism's `[tools.command]` replaces the tool, and its `env` this list.
 pub const TASKS_ENV: [&str; 4] = ["PATH", "HOME", "LANG", "TMPDIR"];
+
+/// The policy of the orchestrator's own `command` tool. The seed's verification_command is a
+/// shell line: it runs `sh` only, in the task root, within the task's wall-clock budget, with
+/// [`TASKS_ENV`].
+pub fn command_policy(layout: &Layout, config: &TasksConfig) -> crate::listeners::CommandConfig {
+    crate::listeners::CommandConfig {
+        allow: vec!["sh".into()],
+        allow_shell: true,
+        cwd: layout.root().to_path_buf(),
+        timeout: std::time::Duration::from_millis(config.wall_clock_ms),
+        env: TASKS_ENV.map(String::from).to_vec(),
+        ..crate::listeners::CommandConfig::default()
+    }
+}
 
 /// Checks that an organism's own `command` tool (its `[tools.command]`) can run what the
 /// orchestrator sends it: verification and work commands are shell lines, run as `sh -c`.
