@@ -582,3 +582,29 @@ fn the_llm_worker_is_taught_its_protocol_and_completes_a_task() {
         );
     }
 }
+
+/// Issue 28: "`tasks status T-999` prints "(no line)" and exits 0" — a precise error instead.
+#[test]
+fn status_of_a_task_without_a_line_is_an_error() {
+    let dir = demo("tasks-status-unknown");
+    let root = &dir.0;
+    assert!(tasks(root, &["init"]).status.success());
+    let out = tasks(root, &["status", "T-001", "T-999"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("no line for T-001, T-999 in the ledger"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = tasks(root, &["status", "t-1"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("`t-1` is not a task id"),
+        "{}",
+        text(&out.stderr)
+    );
+    // Without ids it lists every task, saying which have no line yet.
+    let all = tasks(root, &["status"]);
+    assert!(all.status.success());
+    assert!(text(&all.stdout).contains("not in the ledger yet"));
+}

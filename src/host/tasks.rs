@@ -207,24 +207,43 @@ pub(crate) fn layout(root: &Path) -> Result<Layout, HostError> {
     Ok(config.layout(root))
 }
 
-fn status(
-    layout: &Layout,
-    mut ids: Vec<String>,
-    format: StatusFormat,
-) -> Result<String, HostError> {
-    if ids.is_empty() {
-        ids = match Task::load_dir(layout.tasks_dir()) {
+/// `tasks status`: the latest line of each task asked for (of every task when none is). An id
+/// asked for that is not a task id, or has no line, is an error naming it.
+fn status(layout: &Layout, ids: Vec<String>, format: StatusFormat) -> Result<String, HostError> {
+    if let Some(bad) = ids.iter().find(|id| !tasks::is_task_id(id)) {
+        return Err(HostError::Check(format!(
+            "`{bad}` is not a task id (T- and three or more digits, -FIX-n for a fix task)"
+        )));
+    }
+    let asked = !ids.is_empty();
+    let ids = if asked {
+        ids
+    } else {
+        match Task::load_dir(layout.tasks_dir()) {
             Ok(tasks) => tasks.into_iter().map(|(_, t)| t.id).collect(),
             Err(_) => Vec::new(),
-        };
-    }
+        }
+    };
     let latest = tasks::latest(layout.ledger(), &ids)?;
-    let mut out = String::new();
+    let missing: Vec<&str> = ids
+        .iter()
+        .filter(|id| !latest.lines.contains_key(*id))
+        .map(String::as_str)
+        .collect();
+    if asked && !missing.is_empty() {
+        return Err(HostError::Check(format!(
+            "no line for {} in the ledger {} (a task gets its first line when `tasks run` starts; \
+             `tasks status` without ids lists every task)",
+            missing.join(", "),
+            layout.ledger().display()
+        )));
+    }
     let order: Vec<&String> = if ids.is_empty() {
         latest.lines.keys().collect()
     } else {
         ids.iter().collect()
     };
+    let mut out = String::new();
     for id in order {
         match (latest.lines.get(id), format) {
             (Some(line), StatusFormat::Json) => {
@@ -241,7 +260,7 @@ fn status(
                 );
             }
             (None, StatusFormat::Text) => {
-                let _ = writeln!(out, "{id:<16} {:<12}", "(no line)");
+                let _ = writeln!(out, "{id:<16} {:<12} not in the ledger yet", "-");
             }
             (None, StatusFormat::Json) => {}
         }
@@ -256,6 +275,7 @@ fn orchestrate(at: &At, parallel: Option<usize>) -> Result<String, HostError> {
     let root = std::path::absolute(&at.root).map_err(|e| HostError::io(&at.root, e))?;
     let layout = config.layout(&root);
     let ledger = Ledger::open(layout.ledger())?;
+    let recovery = tasks::recover(&layout, &ledger)?;
     let checked = tasks::check(&layout)?;
     let parallel = parallel.unwrap_or(config.parallel);
     let (organism, origin, base) = resolved(at, organism, &root)?;
@@ -281,13 +301,18 @@ fn orchestrate(at: &At, parallel: Option<usize>) -> Result<String, HostError> {
         closed.map(|()| report)
     })?;
     let mut text = String::new();
-    if let Some(r) = &report.repaired {
+    for r in report.repaired.iter().chain(&recovery.repair) {
+        let _ = writeln!(text, "{r}");
+    }
+    if !recovery.archived.is_empty() {
         let _ = writeln!(
             text,
-            "repaired a torn last ledger line at byte {} (noted in {})",
-            r.offset,
-            r.note.display()
+            "finished archiving (cut short by a crash): {}",
+            recovery.archived.join(", ")
         );
+    }
+    for path in &recovery.removed {
+        let _ = writeln!(text, "removed a half-written fix task: {}", path.display());
     }
     let ledger =
         std::fs::read_to_string(layout.ledger()).map_err(|e| HostError::io(layout.ledger(), e))?;

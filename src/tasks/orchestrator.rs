@@ -377,17 +377,26 @@ fn exhaust(
             config.fix_generations
         ),
         Exhausted::FixTask => {
-            let fix = write_fix_task(plan, layout, id)?;
-            let pending = Line::now(
-                &fix.id,
-                Status::Pending,
-                format!("fix task for {id}, created by the Orchestrator"),
-            );
-            let text = format!("failed {attempts} attempt(s); fix task {} created", fix.id);
-            plan.add(fix);
-            ledger.append(pending.clone())?;
-            plan.record(&pending);
-            text
+            // A fix task written before a crash cut this step short is the one: never a second.
+            let fix = match plan.fix_of(id) {
+                Some(fix) => fix,
+                None => {
+                    let fix = write_fix_task(plan, layout, id)?;
+                    let fix_id = fix.id.clone();
+                    plan.add(fix);
+                    fix_id
+                }
+            };
+            if plan.status(&fix).is_none() {
+                let pending = Line::now(
+                    &fix,
+                    Status::Pending,
+                    format!("fix task for {id}, created by the Orchestrator"),
+                );
+                ledger.append(pending.clone())?;
+                plan.record(&pending);
+            }
+            format!("failed {attempts} attempt(s); fix task {fix} created")
         }
     };
     let line = Line::now(id, Status::Blocked, summary);

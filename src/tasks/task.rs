@@ -78,6 +78,18 @@ impl Task {
     ///
     /// The directory cannot be read; a file cannot be read or parsed.
     pub fn load_dir(dir: &Path) -> Result<Vec<(PathBuf, Task)>, TasksError> {
+        Self::files(dir)?
+            .into_iter()
+            .map(|p| Task::load(&p).map(|t| (p, t)))
+            .collect()
+    }
+
+    /// The paths of the `*.json` files in `dir`, sorted by file name.
+    ///
+    /// # Errors
+    ///
+    /// The directory cannot be read.
+    pub fn files(dir: &Path) -> Result<Vec<PathBuf>, TasksError> {
         let entries = std::fs::read_dir(dir).map_err(TasksError::io(dir))?;
         let mut paths = Vec::new();
         for entry in entries {
@@ -87,10 +99,7 @@ impl Task {
             }
         }
         paths.sort();
-        paths
-            .into_iter()
-            .map(|p| Task::load(&p).map(|t| (p, t)))
-            .collect()
+        Ok(paths)
     }
 }
 
