@@ -984,7 +984,7 @@ async fn a_fix_task_written_before_a_crash_is_the_one_used() {
     let pump = pump(&layout, &config, &seen);
     let ledger = Ledger::open(layout.ledger()).unwrap();
     let recovery = recover(&layout, &ledger).unwrap();
-    assert_eq!(recovery.removed, [tmp.clone()]);
+    assert_eq!(recovery.removed, [tmp]);
     let report = orchestrator::run(&pump, ledger, check(&layout).unwrap(), &layout, &config, 1)
         .await
         .unwrap();

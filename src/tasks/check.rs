@@ -81,7 +81,6 @@ pub fn check(layout: &Layout) -> Result<Checked, TasksError> {
     if !problems.is_empty() {
         return Err(TasksError::Check(problems));
     }
-    let mut tasks = tasks;
     let rank: BTreeMap<&str, usize> = order
         .iter()
         .enumerate()
