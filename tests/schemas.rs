@@ -114,8 +114,8 @@ fn assert_valid(schema: &str, files: &[PathBuf], what: &str) {
 
 /// The XSD an example file is checked against: `process-*.xml` against process.xsd,
 /// `tool-*.xml` against tool.xsd, `envelope-*.xml` against envelope.xsd, `history-*.xml`
-/// against history.xsd, `governor-*.xml` against governor.xsd, every other `.xml` against
-/// system.xsd.
+/// against history.xsd, `governor-*.xml` against governor.xsd, `tasks-*.xml` against tasks.xsd,
+/// every other `.xml` against system.xsd.
 fn schema_of(file_name: &str) -> &'static str {
     if file_name.starts_with("process-") {
         "process.xsd"
@@ -127,6 +127,8 @@ fn schema_of(file_name: &str) -> &'static str {
         "history.xsd"
     } else if file_name.starts_with("governor-") {
         "governor.xsd"
+    } else if file_name.starts_with("tasks-") {
+        "tasks.xsd"
     } else {
         "system.xsd"
     }

@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use agentpump::tasks::wire::{Assignment, TASKS_NS, TOOL_NS, children, decode, payload};
 use agentpump::tasks::{
     Delta, Exhausted, Layout, Ledger, Line, Status, Task, TaskContext, TasksConfig, TasksError,
-    archive, check, latest, orchestrator,
+    archive, check, latest, orchestrator, recover,
 };
 use agentpump::{
     Context, Delivery, Listener, ListenerError, PumpBuilder, PumpHandle, QName, Registration, Role,
@@ -318,6 +318,8 @@ fn a_torn_last_line_is_cut_off_and_noted() {
     let repair = ledger.repair().cloned().expect("a repair");
     assert_eq!(repair.torn, torn);
     assert_eq!(repair.offset, whole.len() as u64 + 1);
+    // Issue 28: a torn line is "reported at the wrong line" — here, the file's line 2.
+    assert_eq!(repair.line, 2);
     let note = std::fs::read_to_string(&repair.note).unwrap();
     assert!(
         note.contains("in-prog"),
@@ -453,6 +455,139 @@ fn more_than_ten_completed_tasks_are_archived() {
     assert!(checked.archived.contains("T-001"));
 }
 
+/// Issue 28: "`tasks check` stops at the first malformed file instead of listing every problem".
+#[test]
+fn check_lists_every_problem_of_every_file() {
+    let problems = check_problems("every", &[task("T-001", &["T-404"], "true")], |layout| {
+        std::fs::write(layout.tasks_dir().join("T-002.json"), "{ not json").unwrap();
+        std::fs::write(layout.tasks_dir().join("T-003.json"), r#"{"id": "T-003"}"#).unwrap();
+        let mut t = task("T-04", &[], "true");
+        t.id = "T-04".into();
+        std::fs::write(
+            layout.tasks_dir().join("T-04.json"),
+            serde_json::to_string(&t).unwrap(),
+        )
+        .unwrap();
+        std::fs::write(layout.archive(), "{\"id\": 1}\n").unwrap();
+    });
+    for expected in [
+        "T-002.json: key must be a string",
+        "T-003.json: missing field `title`",
+        "id `T-04` is not of the form T-XXX",
+        "T-001: requires T-404, which is not a task",
+        "ARCHIVE.jsonl:1: not an archived task",
+    ] {
+        assert!(
+            problems.iter().any(|p| p.contains(expected)),
+            "{expected:?} not in {problems:?}"
+        );
+    }
+}
+
+/// Completed tasks, the archive holding `archived` of them (the way `archive` writes it), and
+/// their files still in place: the state a kill -9 between the append and the removal leaves.
+fn archive_cut_short(name: &str, archived: &[&str]) -> (Scratch, Layout) {
+    let tasks: Vec<Task> = (1..=3)
+        .map(|i| task(&format!("T-{i:03}"), &[], "true"))
+        .collect();
+    let (dir, layout) = workspace(name, &tasks, true);
+    let mut text = String::new();
+    for t in tasks.iter().filter(|t| archived.contains(&t.id.as_str())) {
+        text.push_str(&serde_json::to_string(t).unwrap());
+        text.push('\n');
+    }
+    std::fs::write(layout.archive(), text).unwrap();
+    (dir, layout)
+}
+
+/// Issue 28: "a crash between appending to ARCHIVE.jsonl and deleting the task file leaves
+/// every later `run` refusing "already archived"" — the interrupted move is finished.
+#[test]
+fn a_move_to_the_archive_cut_short_by_a_crash_is_finished() {
+    let (_dir, layout) = archive_cut_short("archive-cut", &["T-001", "T-002"]);
+    let checked = check(&layout).expect("an interrupted move is not a problem");
+    let ids: Vec<&str> = checked.tasks.iter().map(|(_, t)| t.id.as_str()).collect();
+    assert_eq!(ids, ["T-003"]);
+    let ledger = Ledger::open(layout.ledger()).unwrap();
+    let recovery = recover(&layout, &ledger).unwrap();
+    assert_eq!(recovery.archived, ["T-001", "T-002"]);
+    assert!(!layout.tasks_dir().join("T-001.json").exists());
+    assert!(layout.tasks_dir().join("T-003.json").exists());
+    assert_eq!(jq_lines(&layout.archive()), 2, "nothing appended twice");
+    // A task file that differs from its archived namesake is the user's: reported, kept.
+    drop(ledger);
+    let mut other = task("T-001", &[], "false");
+    other.title = "another task".into();
+    write_task(&layout, &other);
+    let problems = match check(&layout) {
+        Err(TasksError::Check(p)) => p,
+        other => panic!("{other:?}"),
+    };
+    assert!(
+        problems[0].contains("T-001 is already archived, with other content"),
+        "{problems:?}"
+    );
+}
+
+/// "a torn last line of ARCHIVE.jsonl is never repaired (and reported at the wrong line)".
+#[test]
+fn a_torn_last_archive_line_is_cut_off_and_reported_at_its_line() {
+    let (_dir, layout) = archive_cut_short("archive-torn", &["T-001", "T-002"]);
+    let whole = std::fs::read_to_string(layout.archive()).unwrap();
+    std::fs::write(layout.archive(), format!("{whole}{{\"id\":\"T-003\",\"ti")).unwrap();
+    check(&layout).expect("a torn last line is not a task yet");
+    let ledger = Ledger::open(layout.ledger()).unwrap();
+    let repair = recover(&layout, &ledger).unwrap().repair.expect("a repair");
+    assert_eq!((repair.line, repair.offset), (3, whole.len() as u64));
+    assert_eq!(repair.torn, r#"{"id":"T-003","ti"#);
+    assert_eq!(std::fs::read_to_string(layout.archive()).unwrap(), whole);
+    let note = std::fs::read_to_string(&repair.note).unwrap();
+    assert!(note.contains(r#""line":3"#), "{note}");
+    assert!(
+        repair
+            .to_string()
+            .contains("cut off the torn line 3 (from byte"),
+        "{repair}"
+    );
+}
+
+/// Issue 28: "a worker can append forged lines behind the orchestrator's back unnoticed" —
+/// seed: "The Orchestrator is the SOLE authority permitted to append to this file."
+#[test]
+fn a_line_written_behind_the_ledgers_back_stops_the_writer() {
+    let (_dir, layout) = workspace("forged", &[], true);
+    let mut ledger = Ledger::open(layout.ledger()).unwrap();
+    ledger
+        .append(Line::now("T-001", Status::Pending, "a"))
+        .unwrap();
+    let before = std::fs::read_to_string(layout.ledger()).unwrap();
+    let forged = serde_json::to_string(&Line::now("T-001", Status::Completed, "forged")).unwrap();
+    let mut file = std::fs::OpenOptions::new()
+        .append(true)
+        .open(layout.ledger())
+        .unwrap();
+    std::io::Write::write_all(&mut file, format!("{forged}\n").as_bytes()).unwrap();
+    let err = ledger
+        .append(Line::now("T-001", Status::InProgress, "b"))
+        .unwrap_err();
+    let (expected, found) = (before.len(), before.len() + forged.len() + 1);
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "ledger {} was written behind the orchestrator's back: it was {expected} bytes after \
+             the orchestrator's last line and is {found} bytes now; only the orchestrator may \
+             write it (seed 004). Look at the bytes from offset {expected} on, restore the file \
+             to its first {expected} bytes, and run again",
+            layout.ledger().display()
+        )
+    );
+    assert_eq!(
+        std::fs::read_to_string(layout.ledger()).unwrap(),
+        format!("{before}{forged}\n"),
+        "nothing appended after the forged line"
+    );
+}
+
 // ---------------------------------------------------------------------------------------------
 // The orchestrator on a pump
 // ---------------------------------------------------------------------------------------------
@@ -536,7 +671,7 @@ fn pump(layout: &Layout, config: &TasksConfig, seen: &Seen) -> PumpHandle {
                 .accepts(QName::new(TOOL_NS, "call"))
                 .role(Role::Tool),
         );
-    for r in orchestrator::registrations(layout, config, true, true).unwrap() {
+    for r in orchestrator::registrations(layout, config, &["worker", "command"]).unwrap() {
         builder = builder.register(r);
     }
     builder.build().unwrap()
@@ -751,6 +886,194 @@ async fn a_fix_task_is_written_and_run_when_the_organism_asks() {
     assert!(check(&layout).is_ok(), "the fix task passes check");
 }
 
+/// Issue 28: "with `on_exhausted = "fix-task"`, a fix task that fails creates a fix of itself
+/// without end (`T-001-FIX-1-FIX-1-…`, 40 levels, until the file name is too long)" — "bounds
+/// fix tasks (at most one generation, configurable, then `blocked`)".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fix_task_that_fails_is_blocked_not_fixed_again() {
+    for generations in [1, 2] {
+        let (_dir, layout) = workspace("fixfix", &[task("T-001", &[], "exit 1")], true);
+        let seen = Seen::default();
+        let config = TasksConfig {
+            retries: 0,
+            on_exhausted: Exhausted::FixTask,
+            fix_generations: generations,
+            ..TasksConfig::default()
+        };
+        let report = tokio::time::timeout(
+            std::time::Duration::from_secs(60),
+            run(&layout, &config, 1, &seen),
+        )
+        .await
+        .expect("the run ends");
+        let lines = lines(&layout);
+        let mut chain = vec!["T-001".to_owned()];
+        for _ in 0..generations {
+            chain.push(format!("{}-FIX-1", chain.last().unwrap()));
+        }
+        let ids: Vec<String> = report.rows.iter().map(|r| r.id.clone()).collect();
+        assert_eq!(ids, chain, "{}", report.table());
+        for id in &chain {
+            assert_eq!(
+                statuses(&lines, id),
+                [
+                    Status::Pending,
+                    Status::InProgress,
+                    Status::Failed,
+                    Status::Blocked
+                ],
+                "{id}"
+            );
+        }
+        let last = lines.last().unwrap();
+        assert_eq!(&last.id, chain.last().unwrap());
+        assert!(
+            last.summary.contains(&format!(
+                "no fix task written: {} is of fix generation {generations} and [tasks] fix_generations = {generations}",
+                last.id
+            )),
+            "{}",
+            last.summary
+        );
+        let beyond = format!("{}-FIX-1.json", chain.last().unwrap());
+        assert!(!layout.tasks_dir().join(beyond).exists());
+    }
+}
+
+/// "at most one generation, configurable" — within a limit that keeps file names short.
+#[test]
+fn fix_generations_has_a_limit() {
+    let config = TasksConfig {
+        fix_generations: agentpump::tasks::MAX_FIX_GENERATIONS + 1,
+        ..TasksConfig::default()
+    };
+    let err = config.check().unwrap_err().to_string();
+    assert_eq!(
+        err,
+        "[tasks] fix_generations = 9 is more than 8: each generation adds `-FIX-n` to the task's file name"
+    );
+}
+
+/// Crash points of the fix task: written (or half written) before its `pending` line and the
+/// `blocked` line of the task it fixes. The next run uses the fix task there is, never a second.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fix_task_written_before_a_crash_is_the_one_used() {
+    let tasks = [task("T-001", &[], "test -f out/T-001-FIX-1")];
+    let (_dir, layout) = workspace("fix-crash", &tasks, true);
+    {
+        let mut ledger = Ledger::open(layout.ledger()).unwrap();
+        for (status, summary) in [
+            (Status::Pending, "Task initialized by Orchestrator"),
+            (Status::InProgress, "attempt 1: assigned to worker"),
+            (Status::Failed, "attempt 1: verification exited 1"),
+        ] {
+            ledger.append(Line::now("T-001", status, summary)).unwrap();
+        }
+    }
+    let mut fix = task("T-001-FIX-1", &[], "test -f out/T-001-FIX-1");
+    fix.title = "Fix: task T-001".into();
+    write_task(&layout, &fix);
+    let tmp = layout.tasks_dir().join("T-001-FIX-2.json.tmp");
+    std::fs::write(&tmp, "{\"id\": \"T-0").unwrap();
+    let config = TasksConfig {
+        retries: 0,
+        on_exhausted: Exhausted::FixTask,
+        ..TasksConfig::default()
+    };
+    let seen = Seen::default();
+    let pump = pump(&layout, &config, &seen);
+    let ledger = Ledger::open(layout.ledger()).unwrap();
+    let recovery = recover(&layout, &ledger).unwrap();
+    assert_eq!(recovery.removed, [tmp]);
+    let report = orchestrator::run(&pump, ledger, check(&layout).unwrap(), &layout, &config, 1)
+        .await
+        .unwrap();
+    pump.shutdown(std::time::Duration::from_secs(5)).await;
+    let lines = lines(&layout);
+    let blocked = lines.iter().find(|l| l.status == Status::Blocked).unwrap();
+    assert!(
+        blocked.summary.ends_with("fix task T-001-FIX-1 created"),
+        "{blocked:?}"
+    );
+    assert_eq!(
+        statuses(&lines, "T-001-FIX-1").last(),
+        Some(&Status::Completed)
+    );
+    assert!(!layout.tasks_dir().join("T-001-FIX-2.json").exists());
+    assert_eq!(report.rows.len(), 2, "{}", report.table());
+}
+
+/// A worker that appends a forged `completed` line to the ledger, then hands back its delta.
+struct Forger {
+    ledger: PathBuf,
+}
+
+#[async_trait]
+impl Listener for Forger {
+    async fn handle(&self, msg: &Delivery, cx: &mut Context) -> Result<(), ListenerError> {
+        if msg.is_system() {
+            return Ok(());
+        }
+        let a: Assignment = decode(msg.payload().as_str()).map_err(ListenerError::failed)?;
+        let forged = Line::now(&a.task.id, Status::Completed, "forged");
+        let mut file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&self.ledger)
+            .unwrap();
+        let text = serde_json::to_string(&forged).unwrap() + "\n";
+        std::io::Write::write_all(&mut file, text.as_bytes()).unwrap();
+        let delta = Delta {
+            summary: Some("forged".into()),
+            ..Delta::default()
+        };
+        cx.reply(payload("delta", &a.task.id, &delta));
+        Ok(())
+    }
+}
+
+/// Issue 28: "check the file's length before each append" — a worker that forges a ledger line
+/// mid-run stops the orchestrator with the error naming the file and the offsets.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_stops_when_a_worker_forges_a_ledger_line() {
+    let (_dir, layout) = workspace("forging-worker", &[task("T-001", &[], "true")], true);
+    let config = TasksConfig::default();
+    let mut builder = PumpBuilder::new()
+        .register(
+            Registration::new(
+                "worker",
+                Forger {
+                    ledger: layout.ledger().to_owned(),
+                },
+            )
+            .accepts(QName::new(TASKS_NS, "work"))
+            .role(Role::Agent),
+        )
+        .register(
+            Registration::new("command", TestCommand)
+                .accepts(QName::new(TOOL_NS, "call"))
+                .role(Role::Tool),
+        );
+    for r in orchestrator::registrations(&layout, &config, &["worker", "command"]).unwrap() {
+        builder = builder.register(r);
+    }
+    let pump = builder.build().unwrap();
+    let ledger = Ledger::open(layout.ledger()).unwrap();
+    let result =
+        orchestrator::run(&pump, ledger, check(&layout).unwrap(), &layout, &config, 1).await;
+    pump.shutdown(std::time::Duration::from_secs(5)).await;
+    let err = result.unwrap_err();
+    assert!(matches!(err, TasksError::Tampered { .. }), "{err}");
+    assert!(
+        err.to_string()
+            .contains("written behind the orchestrator's back")
+    );
+    let last = lines(&layout).pop().unwrap();
+    assert_eq!(
+        last.summary, "forged",
+        "nothing written after the forged line"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_second_run_reruns_nothing_completed() {
     let (_dir, layout) = workspace("rerun", &diamond(), true);
@@ -827,6 +1150,114 @@ async fn every_task_thread_is_certified_and_the_indexer_answers_from_the_ledger(
     pump.shutdown(std::time::Duration::from_secs(5)).await;
 }
 
+/// Issue 28: "a worker or verification that times out keeps running: only the outer `sh -c` is
+/// killed, its children are reparented and keep editing files after `run` exits, and the retry
+/// starts beside them — two workers "actively editing" one task, which seed 004 forbids."
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_timed_out_attempt_is_gone_before_the_retry_and_after_the_run() {
+    let (_dir, layout) = workspace("group", &[task("T-001", &[], "true")], true);
+    // Each attempt logs its start, leaves a child that logs later, and outlives its time.
+    let work = r#"echo "start $2" >> runs.log; (sleep 1.5; echo "late $2" >> runs.log) & sleep 30"#;
+    let config = TasksConfig {
+        retries: 1,
+        wall_clock_ms: 1000,
+        work_command: Some(work.into()),
+        ..TasksConfig::default()
+    };
+    let mut builder = PumpBuilder::new();
+    for r in orchestrator::registrations(&layout, &config, &[]).unwrap() {
+        builder = builder.register(r);
+    }
+    let pump = builder.build().unwrap();
+    let ledger = Ledger::open(layout.ledger()).unwrap();
+    let report = orchestrator::run(&pump, ledger, check(&layout).unwrap(), &layout, &config, 1)
+        .await
+        .unwrap();
+    pump.shutdown(std::time::Duration::from_secs(5)).await;
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    assert!(!report.all_completed());
+    let log = std::fs::read_to_string(layout.root().join("runs.log")).unwrap();
+    // Seed: "In-Progress: Sub-agent has been briefed and is actively editing code." — one at a
+    // time, and nothing of an attempt edits after it ended.
+    assert_eq!(log, "start 1\nstart 2\n");
+    assert_eq!(
+        statuses(&lines(&layout), "T-001"),
+        [
+            Status::Pending,
+            Status::InProgress,
+            Status::Failed,
+            Status::InProgress,
+            Status::Failed,
+            Status::Blocked
+        ]
+    );
+}
+
+/// Issue 28: "verification commands run with PATH only (no HOME; the seed's own `npm test`
+/// usually needs it)" — the orchestrator's own command tool passes `TASKS_ENV`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_orchestrators_command_tool_passes_home() {
+    let (_dir, layout) = workspace("home", &[task("T-001", &[], "test -n \"$HOME\"")], true);
+    let config = TasksConfig {
+        retries: 0,
+        work_command: Some("echo '+ nothing'".into()),
+        ..TasksConfig::default()
+    };
+    let mut builder = PumpBuilder::new();
+    for r in orchestrator::registrations(&layout, &config, &[]).unwrap() {
+        builder = builder.register(r);
+    }
+    let pump = builder.build().unwrap();
+    let ledger = Ledger::open(layout.ledger()).unwrap();
+    let report = orchestrator::run(&pump, ledger, check(&layout).unwrap(), &layout, &config, 1)
+        .await
+        .unwrap();
+    pump.shutdown(std::time::Duration::from_secs(5)).await;
+    assert!(report.all_completed(), "{}", report.table());
+}
+
+/// "the work payload has no XSD": every `urn:agentpump:tasks:v1` payload a run records (a
+/// retry, a failure and completions included) validates against schemas/tasks.xsd.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_task_payload_a_run_records_validates_against_tasks_xsd() {
+    let (dir, layout) = workspace("tasks-xsd", &diamond(), true);
+    let seen = Seen::default();
+    let config = TasksConfig {
+        retries: 1,
+        ..TasksConfig::default()
+    };
+    let (_, pump) = run_on(&layout, &config, 2, &seen).await;
+    let mut files = Vec::new();
+    let mut roots = BTreeSet::new();
+    for info in pump.threads() {
+        for r in pump.history(info.id).await.unwrap() {
+            if r.root.namespace() == TASKS_NS {
+                roots.insert(r.root.local().to_owned());
+                files.push(dir.write(&format!("payload-{}.xml", files.len()), &r.payload));
+            }
+        }
+    }
+    pump.shutdown(std::time::Duration::from_secs(5)).await;
+    let expected = ["delta", "outcome", "task", "verdict", "verify", "work"];
+    assert_eq!(
+        roots,
+        expected.map(String::from).into(),
+        "every payload kind seen"
+    );
+    let schema = Path::new(env!("CARGO_MANIFEST_DIR")).join("schemas/tasks.xsd");
+    let out = Command::new("xmllint")
+        .args(["--noout", "--nonet", "--schema"])
+        .arg(schema)
+        .args(&files)
+        .output()
+        .expect("xmllint runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// A worker that never hands anything back: it keeps thinking (messages itself).
 struct Ruminator;
 
@@ -865,7 +1296,7 @@ async fn a_worker_that_never_answers_is_halted_by_the_task_budget() {
                 .accepts(QName::new(TOOL_NS, "call"))
                 .role(Role::Tool),
         );
-    for r in orchestrator::registrations(&layout, &config, true, true).unwrap() {
+    for r in orchestrator::registrations(&layout, &config, &["worker", "command"]).unwrap() {
         builder = builder.register(r);
     }
     let pump = builder.build().unwrap();

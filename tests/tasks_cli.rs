@@ -439,3 +439,172 @@ fn get_tasks_answers_the_latest_line_per_task() {
         ]
     );
 }
+
+/// Appends `text` to the organism file of the demo copy at `root`.
+fn append_organism(root: &Path, text: &str) {
+    let path = root.join("organism.toml");
+    let organism = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&path, format!("{organism}\n{text}")).unwrap();
+}
+
+/// Issue 28: "`[tools.command]` in the organism makes `tasks run` fail with "listener name
+/// 'command' is registered twice" while `tasks check` says ok — so verification commands run
+/// with PATH only (no HOME; the seed's own `npm test` usually needs it)".
+#[test]
+fn the_organisms_command_tool_is_the_one_tasks_use() {
+    let dir = demo("tasks-own-command");
+    let root = &dir.0;
+    append_organism(
+        root,
+        "[tools.command]\nenabled = true\nallow = [\"sh\"]\nallow_shell = true\nenv = [\"PATH\", \"HOME\"]\n",
+    );
+    let t1 = root.join("docs/tasks/T-001.json");
+    let task = std::fs::read_to_string(&t1).unwrap().replace(
+        "grep -qx base out/a.txt",
+        "grep -qx base out/a.txt && test -n \\\"$HOME\\\"",
+    );
+    std::fs::write(&t1, task).unwrap();
+    assert!(tasks(root, &["init"]).status.success());
+    let check = tasks(root, &["check"]);
+    assert!(check.status.success(), "{}", text(&check.stderr));
+    let out = tasks(root, &["run"]);
+    assert!(
+        !text(&out.stderr).contains("registered twice"),
+        "{}",
+        text(&out.stderr)
+    );
+    let lines = lines(root);
+    for id in ["T-001", "T-002", "T-003", "T-004"] {
+        assert_eq!(
+            lines.iter().rfind(|l| l.id == id).map(|l| l.status),
+            Some(Status::Completed),
+            "{id}: {lines:?}"
+        );
+    }
+}
+
+/// "make `tasks check` catch any conflict it cannot resolve": a `[tools.command]` that cannot
+/// run shell lines, a listener named like the orchestrator's own — each named, with the task
+/// files' problems, in one list.
+#[test]
+fn check_names_every_conflict_of_the_organism() {
+    for (section, expected) in [
+        (
+            "[tools.command]\nenabled = true\nallow = [\"ls\"]\n",
+            "[tools.command] cannot run the task orchestrator's commands",
+        ),
+        (
+            "[[listener]]\nname = \"tasks\"\nkind = \"builtin\"\nbuiltin = \"echo\"\n",
+            "the organism declares a listener `tasks`",
+        ),
+    ] {
+        let dir = demo("tasks-conflict");
+        let root = &dir.0;
+        append_organism(root, section);
+        assert!(tasks(root, &["init"]).status.success());
+        let check = tasks(root, &["check"]);
+        assert_eq!(check.status.code(), Some(1), "{section}");
+        assert!(
+            text(&check.stderr).contains(expected),
+            "{section}: {}",
+            text(&check.stderr)
+        );
+        let run = tasks(root, &["run"]);
+        assert_eq!(run.status.code(), Some(1));
+        assert!(
+            text(&run.stderr).contains(expected),
+            "{}",
+            text(&run.stderr)
+        );
+        assert!(!root.join("out").exists(), "no work was done");
+    }
+}
+
+/// Issue 28: "an LLM worker's prompt does not show its peers `command`, `task-indexer` and
+/// `tasks`, so it cannot learn `<delta>`/`<failed>` or the tool calls" — the example worker
+/// organism (listeners/tasks-llm-worker) against the loopback model: the prompt shows each peer
+/// with an example, and a model that follows it completes the task.
+#[test]
+fn the_llm_worker_is_taught_its_protocol_and_completes_a_task() {
+    use support::model::{Endpoint, Model, answer};
+    let dir = Scratch::new("tasks-llm-worker");
+    let root = &dir.0;
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("listeners/tasks-llm-worker");
+    let copied = Command::new("cp")
+        .arg("-r")
+        .arg(format!("{}/.", src.display()))
+        .arg(root)
+        .status()
+        .unwrap();
+    assert!(copied.success());
+    std::fs::remove_file(root.join("docs/tasks/T-002.json")).unwrap();
+    let write = r#"<call xmlns="urn:agentpump:tool:v1" tool="command" id="w"><arg name="program">sh</arg><arg name="args" type="json">["-c", "mkdir -p out; echo 'hello, tasks' > out/hello.txt"]</arg></call>"#;
+    let delta = r#"<delta xmlns="urn:agentpump:tasks:v1" task="T-001">{"files_added": ["out/hello.txt"], "summary": "wrote the greeting"}</delta>"#;
+    let model = std::sync::Arc::new(Model::default());
+    model
+        .replies
+        .lock()
+        .unwrap()
+        .extend([answer(write, 10, 10), answer(delta, 10, 10)]);
+    let endpoint = Endpoint::start(&model, "127.0.0.1:0".parse().unwrap());
+    let organism = std::fs::read_to_string(root.join("organism.toml"))
+        .unwrap()
+        .replace("http://127.0.0.1:11434/v1", &endpoint.base());
+    std::fs::write(root.join("organism.toml"), organism).unwrap();
+    assert!(tasks(root, &["init"]).status.success());
+    let check = tasks(root, &["check"]);
+    assert!(check.status.success(), "{}", text(&check.stderr));
+    let out = tasks(root, &["run"]);
+    assert!(
+        out.status.success(),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("out/hello.txt")).unwrap(),
+        "hello, tasks\n"
+    );
+    let requests = model.requests.lock().unwrap();
+    let system = requests[0]["messages"][0]["content"].as_str().unwrap();
+    for taught in [
+        "- tasks: the coordinator of this task thread",
+        r#"<delta xmlns="urn:agentpump:tasks:v1" task="T-003">"#,
+        r#"<failed xmlns="urn:agentpump:tasks:v1" task="T-003">"#,
+        "- task-indexer: the latest status-ledger line",
+        r#"tool="task-indexer""#,
+        "- command: runs a program (allowed: sh)",
+        r#"tool="command""#,
+    ] {
+        assert!(
+            system.contains(taught),
+            "{taught:?} not in the prompt:\n{system}"
+        );
+    }
+}
+
+/// Issue 28: "`tasks status T-999` prints "(no line)" and exits 0" — a precise error instead.
+#[test]
+fn status_of_a_task_without_a_line_is_an_error() {
+    let dir = demo("tasks-status-unknown");
+    let root = &dir.0;
+    assert!(tasks(root, &["init"]).status.success());
+    let out = tasks(root, &["status", "T-001", "T-999"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("no line for T-001, T-999 in the ledger"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = tasks(root, &["status", "t-1"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("`t-1` is not a task id"),
+        "{}",
+        text(&out.stderr)
+    );
+    // Without ids it lists every task, saying which have no line yet.
+    let all = tasks(root, &["status"]);
+    assert!(all.status.success());
+    assert!(text(&all.stdout).contains("not in the ledger yet"));
+}

@@ -355,6 +355,59 @@ async fn a_run_past_its_time_limit_is_killed() {
     assert_eq!(id.as_deref(), Some("r"));
 }
 
+/// A shell allowed in a scratch directory, with a time limit.
+fn shell_in(dir: &std::path::Path, timeout: Duration) -> PumpHandle {
+    command(CommandConfig {
+        allow_shell: true,
+        cwd: dir.to_path_buf(),
+        timeout,
+        ..allowing(&["sh"])
+    })
+}
+
+/// Issue 28: "a worker or verification that times out keeps running: only the outer `sh -c` is
+/// killed, its children are reparented and keep editing files" — the whole process group is.
+#[tokio::test]
+async fn a_run_past_its_time_limit_is_killed_with_its_children() {
+    let dir = support::Scratch::new("command-group-timeout");
+    let pump = shell_in(&dir.0, Duration::from_millis(300));
+    let script = "(sleep 1; echo late > late.txt) & sleep 10";
+    let (kind, message, _) = error_of(ask(&pump, &run("sh", &["-c", script])).await);
+    assert_eq!(kind, ErrorType::Timeout);
+    assert!(
+        message.contains("with every process it started"),
+        "{message}"
+    );
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(
+        !dir.0.join("late.txt").exists(),
+        "a child outlived the call"
+    );
+}
+
+/// "nothing a call started outlives it": a background job left behind by a program that exits
+/// is killed when it exits, and does not hold the call open until the time limit.
+#[tokio::test]
+async fn a_background_job_left_behind_ends_with_the_call() {
+    let dir = support::Scratch::new("command-group-exit");
+    let pump = shell_in(&dir.0, Duration::from_secs(20));
+    let started = std::time::Instant::now();
+    let script = "(sleep 1; echo late > late.txt) >/dev/null 2>&1 & sleep 10 & echo hi";
+    let r = result_of(ask(&pump, &run("sh", &["-c", script])).await);
+    assert_eq!(r.fields["stdout"], Value::Str("hi\n".into()));
+    assert_eq!(r.fields["exit_code"].to_string(), "0");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "the call waited for its background job: {:?}",
+        started.elapsed()
+    );
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(
+        !dir.0.join("late.txt").exists(),
+        "a background job outlived the call"
+    );
+}
+
 #[tokio::test]
 async fn output_past_the_cap_is_truncated() {
     let pump = command(CommandConfig {

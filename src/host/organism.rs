@@ -307,13 +307,6 @@ impl Organism {
         Ok(organism)
     }
 
-    /// Whether the organism declares a listener named `name`.
-    pub fn declares(&self, name: &str) -> bool {
-        self.listener
-            .iter()
-            .any(|l| l.get_ref().name.get_ref() == name)
-    }
-
     fn at<T>(&self, origin: &str, spanned: &Spanned<T>, message: String) -> HostError {
         HostError::Organism {
             origin: origin.to_owned(),
@@ -403,6 +396,20 @@ impl Organism {
     /// An unknown or not-yet-available kind, an unknown builtin, a root that is not Clark
     /// notation, an unknown role — naming the key and line.
     pub fn registrations(&self, origin: &str) -> Result<Vec<Registration>, HostError> {
+        self.registrations_with(origin, &[])
+    }
+
+    /// The registrations, in file order, with `extra` describing listeners registered beside
+    /// the organism's (the task orchestrator's) to the LLM agents that name them as peers.
+    ///
+    /// # Errors
+    ///
+    /// As [`Organism::registrations`].
+    pub fn registrations_with(
+        &self,
+        origin: &str,
+        extra: &[PeerDoc],
+    ) -> Result<Vec<Registration>, HostError> {
         if self.cluster.is_none()
             && let Some(l) = self.listener.iter().find(|l| l.get_ref().remote)
         {
@@ -412,7 +419,12 @@ impl Organism {
                 "a `remote = true` listener needs a [cluster] section (url = \"nats://…\")".into(),
             ));
         }
-        let docs: Vec<PeerDoc> = self.listener.iter().map(|l| doc(l.get_ref())).collect();
+        let docs: Vec<PeerDoc> = self
+            .listener
+            .iter()
+            .map(|l| doc(l.get_ref()))
+            .chain(extra.iter().cloned())
+            .collect();
         let mut all = self
             .listener
             .iter()
@@ -424,6 +436,17 @@ impl Organism {
 
     /// The `command` tool, when `[tools.command]` enables it.
     fn command_tool(&self, origin: &str) -> Result<Option<Registration>, HostError> {
+        let policy = self.command_policy(origin)?;
+        Ok(policy.map(|config| CommandTool::new(config).registration()))
+    }
+
+    /// The `command` tool's policy, when `[tools.command]` enables it.
+    ///
+    /// # Errors
+    ///
+    /// A policy that contradicts itself (a shell allowed without `allow_shell`), naming the
+    /// section's line.
+    pub fn command_policy(&self, origin: &str) -> Result<Option<CommandConfig>, HostError> {
         let Some(section) = &self.tools.command else {
             return Ok(None);
         };
@@ -443,7 +466,7 @@ impl Organism {
         config
             .check()
             .map_err(|e| self.at(origin, section, format!("[tools.command]: {e}")))?;
-        Ok(Some(CommandTool::new(config).registration()))
+        Ok(Some(config))
     }
 
     fn registration(

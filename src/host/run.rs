@@ -166,6 +166,8 @@ pub(crate) async fn signal() {
     #[cfg(not(unix))]
     let _ = tokio::signal::ctrl_c().await;
     tracing::info!("signal received, shutting down");
+    // Command runs are in process groups of their own: the terminal's signal did not reach them.
+    crate::listeners::command::kill_all();
 }
 
 /// The default organism file name.

@@ -77,11 +77,7 @@ pub enum StatusFormat {
 /// completed, after printing the summary.
 pub fn run(command: TasksCommand) -> Result<String, HostError> {
     match command {
-        TasksCommand::Check { at } => {
-            let (_, config) = organism(&at)?;
-            let checked = tasks::check(&config.layout(&at.root))?;
-            Ok(format!("{} task(s) ok\n", checked.tasks.len()))
-        }
+        TasksCommand::Check { at } => check(&at),
         TasksCommand::Init { at } => {
             let (_, config) = organism(&at)?;
             let layout = config.layout(&at.root);
@@ -99,6 +95,86 @@ pub fn run(command: TasksCommand) -> Result<String, HostError> {
     }
 }
 
+/// `tasks check`: the task files and the graph, and the organism a run would build — every
+/// problem found, in one list.
+fn check(at: &At) -> Result<String, HostError> {
+    let (organism, config) = organism(at)?;
+    let layout = config.layout(&at.root);
+    let mut problems = Vec::new();
+    let mut count = 0;
+    match tasks::check(&layout) {
+        Ok(checked) => count = checked.tasks.len(),
+        Err(tasks::TasksError::Check(found)) => problems.extend(found),
+        Err(e) => problems.push(e.to_string()),
+    }
+    let (organism, origin, _) = resolved(at, organism, &at.root)?;
+    if let Err(e) = assemble(&organism, &origin, &layout, &config) {
+        problems.push(format!("{origin}: {e}"));
+    }
+    if problems.is_empty() {
+        Ok(format!("{count} task(s) ok\n"))
+    } else {
+        Err(tasks::TasksError::Check(problems).into())
+    }
+}
+
+/// The organism of a run (an empty one when there is none), its origin for messages, and the
+/// folder its relative paths start from.
+fn resolved(
+    at: &At,
+    organism: Option<Organism>,
+    root: &Path,
+) -> Result<(Organism, String, PathBuf), HostError> {
+    Ok(match organism {
+        Some(o) => {
+            let path = at
+                .organism
+                .clone()
+                .unwrap_or_else(|| at.root.join("organism.toml"));
+            let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
+            (o, path.display().to_string(), base)
+        }
+        None => (
+            Organism::parse("", "(no organism)")?,
+            "(no organism)".to_owned(),
+            root.to_path_buf(),
+        ),
+    })
+}
+
+/// The pump of a task run, not built yet: the organism's listeners, then the orchestrator's
+/// (an organism's `command`, `task-indexer` or worker is used instead of the orchestrator's),
+/// checked as the build will check them.
+///
+/// # Errors
+///
+/// The organism's listeners do not load; its `[tools.command]` cannot run shell lines; it
+/// declares a name the orchestrator needs; the whole does not validate (a duplicate name, an
+/// unknown peer).
+fn assemble(
+    organism: &Organism,
+    origin: &str,
+    layout: &Layout,
+    config: &TasksConfig,
+) -> Result<crate::PumpBuilder, HostError> {
+    let policy = match organism.command_policy(origin)? {
+        Some(policy) => {
+            tasks::orchestrator::check_command_policy(&policy)?;
+            policy
+        }
+        None => tasks::orchestrator::command_policy(layout, config),
+    };
+    let own = organism.registrations_with(origin, &tasks::worker::peer_docs(&policy))?;
+    let names: Vec<&str> = own.iter().map(crate::Registration::name).collect();
+    let extra = tasks::orchestrator::registrations(layout, config, &names)?;
+    let builder = own.into_iter().chain(extra).fold(
+        crate::PumpBuilder::new().config(organism.config(origin)?),
+        crate::PumpBuilder::register,
+    );
+    builder.check()?;
+    Ok(builder)
+}
+
 /// The organism (given, or ROOT/organism.toml, or none) and its `[tasks]` section.
 fn organism(at: &At) -> Result<(Option<Organism>, TasksConfig), HostError> {
     let path = at.organism.clone().or_else(|| {
@@ -108,6 +184,7 @@ fn organism(at: &At) -> Result<(Option<Organism>, TasksConfig), HostError> {
     match path {
         Some(p) => {
             let o = Organism::load(&p)?;
+            o.tasks.check()?;
             let config = o.tasks.clone();
             Ok((Some(o), config))
         }
@@ -130,24 +207,43 @@ pub(crate) fn layout(root: &Path) -> Result<Layout, HostError> {
     Ok(config.layout(root))
 }
 
-fn status(
-    layout: &Layout,
-    mut ids: Vec<String>,
-    format: StatusFormat,
-) -> Result<String, HostError> {
-    if ids.is_empty() {
-        ids = match Task::load_dir(layout.tasks_dir()) {
+/// `tasks status`: the latest line of each task asked for (of every task when none is). An id
+/// asked for that is not a task id, or has no line, is an error naming it.
+fn status(layout: &Layout, ids: Vec<String>, format: StatusFormat) -> Result<String, HostError> {
+    if let Some(bad) = ids.iter().find(|id| !tasks::is_task_id(id)) {
+        return Err(HostError::Check(format!(
+            "`{bad}` is not a task id (T- and three or more digits, -FIX-n for a fix task)"
+        )));
+    }
+    let asked = !ids.is_empty();
+    let ids = if asked {
+        ids
+    } else {
+        match Task::load_dir(layout.tasks_dir()) {
             Ok(tasks) => tasks.into_iter().map(|(_, t)| t.id).collect(),
             Err(_) => Vec::new(),
-        };
-    }
+        }
+    };
     let latest = tasks::latest(layout.ledger(), &ids)?;
-    let mut out = String::new();
+    let missing: Vec<&str> = ids
+        .iter()
+        .filter(|id| !latest.lines.contains_key(*id))
+        .map(String::as_str)
+        .collect();
+    if asked && !missing.is_empty() {
+        return Err(HostError::Check(format!(
+            "no line for {} in the ledger {} (a task gets its first line when `tasks run` starts; \
+             `tasks status` without ids lists every task)",
+            missing.join(", "),
+            layout.ledger().display()
+        )));
+    }
     let order: Vec<&String> = if ids.is_empty() {
         latest.lines.keys().collect()
     } else {
         ids.iter().collect()
     };
+    let mut out = String::new();
     for id in order {
         match (latest.lines.get(id), format) {
             (Some(line), StatusFormat::Json) => {
@@ -164,7 +260,7 @@ fn status(
                 );
             }
             (None, StatusFormat::Text) => {
-                let _ = writeln!(out, "{id:<16} {:<12}", "(no line)");
+                let _ = writeln!(out, "{id:<16} {:<12} not in the ledger yet", "-");
             }
             (None, StatusFormat::Json) => {}
         }
@@ -179,55 +275,44 @@ fn orchestrate(at: &At, parallel: Option<usize>) -> Result<String, HostError> {
     let root = std::path::absolute(&at.root).map_err(|e| HostError::io(&at.root, e))?;
     let layout = config.layout(&root);
     let ledger = Ledger::open(layout.ledger())?;
+    let recovery = tasks::recover(&layout, &ledger)?;
     let checked = tasks::check(&layout)?;
     let parallel = parallel.unwrap_or(config.parallel);
-    let (organism, origin, base) = match organism {
-        Some(o) => {
-            let path = at
-                .organism
-                .clone()
-                .unwrap_or_else(|| at.root.join("organism.toml"));
-            let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
-            (o, path.display().to_string(), base)
-        }
-        None => (
-            Organism::parse("", "(no organism)")?,
-            "(no organism)".to_owned(),
-            root.clone(),
-        ),
-    };
-    let extra = tasks::orchestrator::registrations(
-        &layout,
-        &config,
-        organism.declares(&config.worker),
-        organism.declares(tasks::listeners::COMMAND),
-    )?;
+    let (organism, origin, base) = resolved(at, organism, &root)?;
+    let builder = assemble(&organism, &origin, &layout, &config)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .map_err(HostError::System)?;
     let report = runtime.block_on(async {
         let store = Arc::new(organism.open_store(&base)?);
-        let pump = extra
-            .into_iter()
-            .fold(organism.builder(&origin)?, crate::PumpBuilder::register)
-            .history(store.clone())
-            .build()?;
-        let report =
-            tasks::orchestrator::run(&pump, ledger, checked, &layout, &config, parallel).await;
+        let pump = builder.history(store.clone()).build()?;
+        let work = tasks::orchestrator::run(&pump, ledger, checked, &layout, &config, parallel);
+        let report = tokio::select! {
+            report = work => report.map_err(HostError::from),
+            () = super::run::signal() => Err(HostError::Interrupted(format!(
+                "interrupted; the ledger {} says where each task is, and the next run continues",
+                layout.ledger().display()
+            ))),
+        };
         pump.shutdown(super::run::SHUTDOWN_GRACE).await;
         let closed = store.close().map_err(HostError::from);
         let report = report?;
         closed.map(|()| report)
     })?;
     let mut text = String::new();
-    if let Some(r) = &report.repaired {
+    for r in report.repaired.iter().chain(&recovery.repair) {
+        let _ = writeln!(text, "{r}");
+    }
+    if !recovery.archived.is_empty() {
         let _ = writeln!(
             text,
-            "repaired a torn last ledger line at byte {} (noted in {})",
-            r.offset,
-            r.note.display()
+            "finished archiving (cut short by a crash): {}",
+            recovery.archived.join(", ")
         );
+    }
+    for path in &recovery.removed {
+        let _ = writeln!(text, "removed a half-written fix task: {}", path.display());
     }
     let ledger =
         std::fs::read_to_string(layout.ledger()).map_err(|e| HostError::io(layout.ledger(), e))?;

@@ -1,4 +1,9 @@
-//! [`CommandTool`]: the `command` tool, which runs a program with arguments under a policy.
+//! [`CommandTool`]: the `command` tool, which runs a program with arguments under a policy, in a
+//! process group of its own that ends with the call ([`group`](kill_all)).
+
+mod group;
+
+pub use group::kill_all;
 
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -94,6 +99,10 @@ pub fn is_shell(program: &str) -> bool {
 /// `duration_ms` (number). A program that exits non-zero is a result, not an error. Errors:
 /// `not-allowed` (not on the allow list, or a shell without `allow_shell`), `timeout` (killed
 /// at the time limit), `failed` (it could not be started).
+///
+/// The program runs in a new process group; when it exits, times out or the call is dropped,
+/// the whole group is killed (SIGKILL) and the call ends once no process of it runs: a
+/// background job it left behind never outlives the call.
 #[derive(Debug, Clone)]
 pub struct CommandTool {
     config: CommandConfig,
@@ -133,6 +142,9 @@ impl CommandTool {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(true);
+        // A group of its own: everything it starts can be killed with it (`group`).
+        #[cfg(unix)]
+        cmd.process_group(0);
         for name in &self.config.env {
             if let Some(value) = std::env::var_os(name) {
                 cmd.env(name, value);
@@ -193,6 +205,7 @@ impl Tool for CommandTool {
             .spawn()
             .map_err(|e| call.error(ErrorType::Failed, format!("cannot run `{program}`: {e}")))?;
         let (feed, out, err) = (child.stdin.take(), child.stdout.take(), child.stderr.take());
+        let group = group::Group::of(&child);
         let cap = self.config.max_output;
         let run = async {
             let feed = async move {
@@ -201,21 +214,27 @@ impl Tool for CommandTool {
                     let _ = pipe.write_all(text.as_bytes()).await;
                 }
             };
-            let (_, out, err, status) = tokio::join!(
-                feed,
-                read_capped(out, cap),
-                read_capped(err, cap),
-                child.wait()
-            );
+            let leader = async {
+                let status = child.wait().await;
+                // What it left running dies with it, closing the pipes it held.
+                group.kill();
+                status
+            };
+            let (_, out, err, status) =
+                tokio::join!(feed, read_capped(out, cap), read_capped(err, cap), leader);
             (out, err, status)
         };
-        let Ok((out, err, status)) = tokio::time::timeout(self.config.timeout, run).await else {
-            let _ = child.start_kill();
-            let _ = child.wait().await;
+        let ran = tokio::time::timeout(self.config.timeout, run).await;
+        group.kill();
+        let _ = child.wait().await;
+        group.kill_and_wait().await;
+        let Ok((out, err, status)) = ran else {
             let limit = self.config.timeout.as_millis();
             return Err(call.error(
                 ErrorType::Timeout,
-                format!("`{program}` ran past {limit} ms and was killed"),
+                format!(
+                    "`{program}` ran past {limit} ms and was killed with every process it started"
+                ),
             ));
         };
         let status = status.map_err(|e| call.error(ErrorType::Failed, e.to_string()))?;

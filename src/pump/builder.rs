@@ -136,6 +136,18 @@ impl PumpBuilder {
         self
     }
 
+    /// Validates the configuration and the registrations as [`build`](Self::build) does, and
+    /// builds nothing: what a checker reports before anything runs.
+    ///
+    /// # Errors
+    ///
+    /// [`BuildError::Registration`] or [`BuildError::Config`], as [`build`](Self::build).
+    pub fn check(&self) -> Result<(), BuildError> {
+        check_config(&self.config)?;
+        validate(&self.registrations)?;
+        Ok(())
+    }
+
     /// Validates the registrations, records `boot`, recovers what the history store kept from an
     /// earlier run (threads, governor ledgers, and every accepted message not yet delivered,
     /// re-queued in order), and returns the handle. Deliveries run on the tokio runtime of the

@@ -19,62 +19,45 @@ pub const MAX_EXISTING_FILES: usize = 3;
 
 /// Checks the task files and the ledger of `layout`: every file a valid task named after its
 /// id, ids unique and of the `T-XXX` form, every `requires` a task (or an archived one), no
-/// dependency cycle, at most [`MAX_EXISTING_FILES`] existing files per task, the ledger present.
+/// dependency cycle, at most [`MAX_EXISTING_FILES`] existing files per task, the archive
+/// readable, the ledger present. A task file identical to its archived copy (a move a crash
+/// cut short, which the next run finishes) counts as archived.
 ///
 /// # Errors
 ///
-/// [`TasksError::NoLedger`] first (the seed's fail-fast); a file that does not parse; else
-/// [`TasksError::Check`] listing every problem, each naming its task.
+/// [`TasksError::NoLedger`] when that is the only problem (the seed's fail-fast); else
+/// [`TasksError::Check`] listing every problem of every file, each naming its file or task.
 pub fn check(layout: &Layout) -> Result<Checked, TasksError> {
-    if !layout.ledger().is_file() {
-        return Err(TasksError::NoLedger(layout.ledger().to_owned()));
-    }
-    let tasks = Task::load_dir(layout.tasks_dir())?;
-    let archived = archive::archived_ids(layout)?;
     let mut problems = Vec::new();
+    let no_ledger = !layout.ledger().is_file();
+    if no_ledger {
+        problems.push(TasksError::NoLedger(layout.ledger().to_owned()).to_string());
+    }
+    let archived = archive::archived(layout).unwrap_or_else(|e| {
+        problems.push(e.to_string());
+        BTreeMap::new()
+    });
+    let mut tasks = Vec::new();
+    for path in Task::files(layout.tasks_dir()).unwrap_or_else(|e| {
+        problems.push(e.to_string());
+        Vec::new()
+    }) {
+        match Task::load(&path) {
+            Ok(task) if archived.get(&task.id) == Some(&task) => {}
+            Ok(task) => tasks.push((path, task)),
+            Err(e) => problems.push(e.to_string()),
+        }
+    }
+    let archived: BTreeSet<String> = archived.into_keys().collect();
     let mut ids = BTreeMap::new();
     for (path, task) in &tasks {
-        if !is_task_id(&task.id) {
-            problems.push(format!(
-                "{}: id `{}` is not of the form T-XXX (T- and three or more digits)",
-                path.display(),
-                task.id
-            ));
-        }
-        if path.file_stem().and_then(|s| s.to_str()) != Some(task.id.as_str()) {
-            problems.push(format!(
-                "{}: holds task {}; the file must be named {}.json",
-                path.display(),
-                task.id,
-                task.id
-            ));
-        }
+        problems.extend(file_problems(layout, path, task, &archived));
         if let Some(first) = ids.insert(task.id.clone(), path.clone()) {
             problems.push(format!(
                 "{}: duplicate id {} (also in {})",
                 path.display(),
                 task.id,
                 first.display()
-            ));
-        }
-        if archived.contains(&task.id) {
-            problems.push(format!(
-                "{}: {} is already archived",
-                path.display(),
-                task.id
-            ));
-        }
-        let existing: Vec<&String> = task
-            .context
-            .files
-            .iter()
-            .filter(|f| layout.root().join(f).exists())
-            .collect();
-        if existing.len() > MAX_EXISTING_FILES {
-            problems.push(format!(
-                "{}: not atomic: modifies {} existing files (at most {MAX_EXISTING_FILES}): split it",
-                task.id,
-                existing.len()
             ));
         }
     }
@@ -92,10 +75,12 @@ pub fn check(layout: &Layout) -> Result<Checked, TasksError> {
             Vec::new()
         }
     };
+    if no_ledger && problems.len() == 1 {
+        return Err(TasksError::NoLedger(layout.ledger().to_owned()));
+    }
     if !problems.is_empty() {
         return Err(TasksError::Check(problems));
     }
-    let mut tasks = tasks;
     let rank: BTreeMap<&str, usize> = order
         .iter()
         .enumerate()
@@ -108,6 +93,52 @@ pub fn check(layout: &Layout) -> Result<Checked, TasksError> {
         tasks: ranked.into_iter().map(|(_, t)| t).collect(),
         archived,
     })
+}
+
+/// The problems of one task file on its own: its id's form, its file name, an archived id, the
+/// atomic constraint.
+fn file_problems(
+    layout: &Layout,
+    path: &std::path::Path,
+    task: &Task,
+    archived: &BTreeSet<String>,
+) -> Vec<String> {
+    let mut problems = Vec::new();
+    if !is_task_id(&task.id) {
+        problems.push(format!(
+            "{}: id `{}` is not of the form T-XXX (T- and three or more digits)",
+            path.display(),
+            task.id
+        ));
+    }
+    if path.file_stem().and_then(|s| s.to_str()) != Some(task.id.as_str()) {
+        problems.push(format!(
+            "{}: holds task {}; the file must be named {}.json",
+            path.display(),
+            task.id,
+            task.id
+        ));
+    }
+    if archived.contains(&task.id) {
+        problems.push(format!(
+            "{}: {} is already archived, with other content: remove the file or give the task a new id",
+            path.display(),
+            task.id
+        ));
+    }
+    let existing = task
+        .context
+        .files
+        .iter()
+        .filter(|f| layout.root().join(f).exists())
+        .count();
+    if existing > MAX_EXISTING_FILES {
+        problems.push(format!(
+            "{}: not atomic: modifies {existing} existing files (at most {MAX_EXISTING_FILES}): split it",
+            task.id
+        ));
+    }
+    problems
 }
 
 /// A dependency order of the task ids (depth first, file order), or the first cycle found,

@@ -32,16 +32,36 @@ pub enum TasksError {
     /// Another orchestrator holds the ledger's lock.
     #[error("ledger {0} is locked by another orchestrator; only one may write it")]
     Locked(PathBuf),
-    /// A ledger line (not the last) does not parse.
-    #[error("{path}:{line}: not a ledger line: {message}")]
+    /// A whole line of the ledger or the archive does not parse.
+    #[error("{path}:{line}: not {what}: {message}")]
     BadLine {
-        /// The ledger.
+        /// The file.
         path: PathBuf,
         /// The line number, from 1.
         line: u64,
+        /// What a line of this file is (`a ledger line`, `an archived task`).
+        what: &'static str,
         /// The parser's message.
         message: String,
     },
+    /// The ledger changed behind its sole writer's back.
+    #[error(
+        "ledger {path} was written behind the orchestrator's back: it was {expected} bytes after \
+         the orchestrator's last line and is {found} bytes now; only the orchestrator may write \
+         it (seed 004). Look at the bytes from offset {expected} on, restore the file to its first \
+         {expected} bytes, and run again"
+    )]
+    Tampered {
+        /// The ledger.
+        path: PathBuf,
+        /// Its length after the orchestrator's last line.
+        expected: u64,
+        /// Its length now.
+        found: u64,
+    },
+    /// A `[tasks]` setting is out of its range, or the organism conflicts with the orchestrator.
+    #[error("{0}")]
+    Config(String),
     /// The orchestrator's pump failed.
     #[error("pump: {0}")]
     Pump(String),

@@ -5,10 +5,14 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+use super::TasksError;
+
 /// The seed's default layout, relative to the project root.
 pub const DEFAULT_TASKS_DIR: &str = "docs/tasks";
 /// The seed's ledger path, relative to the project root.
 pub const DEFAULT_LEDGER: &str = "docs/current/task-status.jsonl";
+/// The most generations of fix tasks `[tasks] fix_generations` may allow.
+pub const MAX_FIX_GENERATIONS: u32 = 8;
 
 /// Where the task files, the ledger and the archive are.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -85,6 +89,10 @@ pub struct TasksConfig {
     pub retries: u32,
     /// After the last failed attempt: `blocked` (default) or `fix-task`.
     pub on_exhausted: Exhausted,
+    /// With `on_exhausted = "fix-task"`: how many generations of fix tasks one task may get
+    /// (default 1: `T-001-FIX-1` may be written, a fix of it not; at most
+    /// [`MAX_FIX_GENERATIONS`]). A fix task of the last generation that fails is `blocked`.
+    pub fix_generations: u32,
     /// Turns per task thread (default 100).
     pub turns: u64,
     /// Wall clock per task thread, in milliseconds (default 600000).
@@ -103,6 +111,7 @@ impl Default for TasksConfig {
             parallel: 2,
             retries: 2,
             on_exhausted: Exhausted::Blocked,
+            fix_generations: 1,
             turns: 100,
             wall_clock_ms: 600_000,
             archive_after: 10,
@@ -111,6 +120,22 @@ impl Default for TasksConfig {
 }
 
 impl TasksConfig {
+    /// Checks the settings that have limits.
+    ///
+    /// # Errors
+    ///
+    /// [`TasksError::Config`] naming the key, the value and the limit.
+    pub fn check(&self) -> Result<(), TasksError> {
+        if self.fix_generations > MAX_FIX_GENERATIONS {
+            return Err(TasksError::Config(format!(
+                "[tasks] fix_generations = {} is more than {MAX_FIX_GENERATIONS}: each generation \
+                 adds `-FIX-n` to the task's file name",
+                self.fix_generations
+            )));
+        }
+        Ok(())
+    }
+
     /// The layout under `root`.
     pub fn layout(&self, root: impl Into<PathBuf>) -> Layout {
         Layout::with(root, &self.tasks_dir, &self.ledger)

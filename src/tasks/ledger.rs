@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::{TasksError, now_rfc3339};
+use super::{Repair, TasksError, now_rfc3339};
 
 /// A task's status (`schemas/task-status.schema.json`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -87,17 +87,6 @@ impl Line {
     }
 }
 
-/// A torn last line found and cut off when the ledger was opened.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Repair {
-    /// Where the torn bytes started (the ledger's length now).
-    pub offset: u64,
-    /// The torn bytes, lossily as text.
-    pub torn: String,
-    /// The file the note was appended to.
-    pub note: PathBuf,
-}
-
 /// The open, locked ledger.
 ///
 /// # Example
@@ -126,6 +115,8 @@ pub struct Ledger {
     file: File,
     lines: Vec<Line>,
     repair: Option<Repair>,
+    /// The file's length after the last line this ledger wrote (or read on open).
+    len: u64,
 }
 
 impl Ledger {
@@ -168,18 +159,15 @@ impl Ledger {
         }
         let mut bytes = Vec::new();
         file.read_to_end(&mut bytes).map_err(TasksError::io(path))?;
-        let whole = bytes.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
-        let repair = if whole < bytes.len() {
-            Some(repair(path, &file, whole as u64, &bytes[whole..])?)
-        } else {
-            None
-        };
+        let repair = super::repair::cut_torn_tail(path, &file, &bytes)?;
+        let whole = super::repair::whole(&bytes);
         let lines = parse_lines(path, &bytes[..whole])?;
         Ok(Self {
             path: path.to_owned(),
             file,
             lines,
             repair,
+            len: whole as u64,
         })
     }
 
@@ -198,52 +186,46 @@ impl Ledger {
         &self.path
     }
 
-    /// Appends `line` whole and waits until it is durable (fsync).
+    /// Appends `line` whole and waits until it is durable (fsync) — after checking that the file
+    /// is as long as this ledger left it.
     ///
     /// # Errors
     ///
-    /// The write or the sync failed; the line may then be torn, which the next open repairs.
+    /// [`TasksError::Tampered`] when someone else wrote to the file since this ledger's last
+    /// line (seed 004: the orchestrator is its sole writer); nothing is appended then. The
+    /// write or the sync failed; the line may then be torn, which the next open repairs.
     pub fn append(&mut self, line: Line) -> Result<(), TasksError> {
+        self.unchanged()?;
         let mut text = serde_json::to_string(&line).expect("a ledger line serializes");
         text.push('\n');
         self.file
             .write_all(text.as_bytes())
             .and_then(|()| self.file.sync_data())
             .map_err(TasksError::io(&self.path))?;
+        self.len += text.len() as u64;
         tracing::info!(task = %line.id, status = line.status.as_str(), "ledger");
         self.lines.push(line);
         Ok(())
     }
 }
 
-/// Cuts the torn tail at `offset` after noting it in `<ledger>.repairs.jsonl`.
-fn repair(path: &Path, file: &File, offset: u64, torn: &[u8]) -> Result<Repair, TasksError> {
-    let note_path = PathBuf::from(format!("{}.repairs.jsonl", path.display()));
-    let torn = String::from_utf8_lossy(torn).into_owned();
-    let note = serde_json::json!({
-        "repaired_at": now_rfc3339(),
-        "ledger": path.display().to_string(),
-        "offset": offset,
-        "torn": torn,
-        "action": "cut off the torn last line (a crash in the middle of an append)",
-    });
-    let mut notes = OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&note_path)
-        .map_err(TasksError::io(&note_path))?;
-    writeln!(notes, "{note}")
-        .and_then(|()| notes.sync_data())
-        .map_err(TasksError::io(&note_path))?;
-    file.set_len(offset)
-        .and_then(|()| file.sync_data())
-        .map_err(TasksError::io(path))?;
-    tracing::warn!(ledger = %path.display(), offset, "repaired a torn last line");
-    Ok(Repair {
-        offset,
-        torn,
-        note: note_path,
-    })
+impl Ledger {
+    /// Checks that the file's length is the one this ledger left.
+    fn unchanged(&self) -> Result<(), TasksError> {
+        let found = self
+            .file
+            .metadata()
+            .map_err(TasksError::io(&self.path))?
+            .len();
+        if found == self.len {
+            return Ok(());
+        }
+        Err(TasksError::Tampered {
+            path: self.path.clone(),
+            expected: self.len,
+            found,
+        })
+    }
 }
 
 fn parse_lines(path: &Path, bytes: &[u8]) -> Result<Vec<Line>, TasksError> {
@@ -255,6 +237,7 @@ fn parse_lines(path: &Path, bytes: &[u8]) -> Result<Vec<Line>, TasksError> {
             serde_json::from_slice(l).map_err(|e| TasksError::BadLine {
                 path: path.to_owned(),
                 line: i as u64 + 1,
+                what: "a ledger line",
                 message: e.to_string(),
             })
         })

@@ -9,107 +9,23 @@
 
 mod attempt;
 mod plan;
+mod registrations;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
 use tokio::task::JoinSet;
 
-use super::listeners::{COMMAND, COORDINATOR, Coordinator, ShellWorker, Verifier};
-use super::wire::{Assignment, Outcome, TASKS_NS};
+use super::wire::{Assignment, Outcome};
 use super::{
     Checked, Exhausted, Layout, Ledger, Line, Repair, Status, Task, TasksConfig, TasksError,
     archive,
 };
-use crate::governor::Budget;
-use crate::{PumpHandle, QName, Registration, Role, ThreadId};
+use crate::{PumpHandle, ThreadId};
 
 use plan::Plan;
 pub use plan::Row;
-
-/// The listeners a task run adds to an organism's: the coordinator, the verifier and the
-/// `task-indexer` tool always;
-/// the shell worker when `has_worker` is false and the config names a `work_command`; the
-/// stand-in `command` tool when `has_command` is false.
-///
-/// # Errors
-///
-/// [`TasksError::Pump`] when there is no worker: no listener of that name and no
-/// `work_command`.
-pub fn registrations(
-    layout: &Layout,
-    config: &TasksConfig,
-    has_worker: bool,
-    has_command: bool,
-) -> Result<Vec<Registration>, TasksError> {
-    let ns = |local| QName::new(TASKS_NS, local);
-    let root = layout.root().display().to_string();
-    let budget = Budget {
-        turns: Some(config.turns),
-        wall_clock: Some(std::time::Duration::from_millis(config.wall_clock_ms)),
-        ..Budget::default()
-    };
-    let verifier = super::listeners::VERIFIER;
-    let mut out = vec![
-        Registration::new(
-            COORDINATOR,
-            Coordinator::new(config.worker.clone(), verifier, budget),
-        )
-        .accepts(ns("task"))
-        .accepts(ns("delta"))
-        .accepts(ns("verdict"))
-        .accepts(ns("failed"))
-        .role(Role::Process)
-        .peers([config.worker.as_str(), verifier])
-        .description("coordinates one task thread: goal, worker, verification, outcome"),
-        Registration::new(verifier, Verifier::new(root.clone(), COORDINATOR))
-            .accepts(ns("verify"))
-            .role(Role::Verifier)
-            .peers([COMMAND, COORDINATOR])
-            .description("runs a task's verification command through the command tool"),
-    ];
-    if !has_worker {
-        let Some(command) = &config.work_command else {
-            return Err(TasksError::Pump(format!(
-                "no worker: the organism declares no listener `{}` and [tasks] has no work_command",
-                config.worker
-            )));
-        };
-        out.push(
-            Registration::new(
-                config.worker.clone(),
-                ShellWorker::new(root, command.clone()),
-            )
-            .accepts(ns("work"))
-            .role(Role::Agent)
-            .peers([COMMAND, COORDINATOR])
-            .description("does a task by running the work command"),
-        );
-    }
-    out.push(
-        Registration::new(
-            super::listeners::TASK_INDEXER,
-            super::listeners::TaskIndexer::new(layout.ledger()),
-        )
-        .accepts(QName::new(super::wire::TOOL_NS, "call"))
-        .role(Role::Tool)
-        .blocking()
-        .description("the latest ledger line of the tasks named (`ids`: a JSON list)"),
-    );
-    if !has_command {
-        // The seed's verification_command is a shell line: the orchestrator's own command tool
-        // runs `sh` only, in the task root, within the task's wall-clock budget.
-        let tool = crate::listeners::CommandTool::new(crate::listeners::CommandConfig {
-            allow: vec!["sh".into()],
-            allow_shell: true,
-            cwd: layout.root().to_path_buf(),
-            timeout: std::time::Duration::from_millis(config.wall_clock_ms),
-            ..crate::listeners::CommandConfig::default()
-        });
-        out.push(tool.registration());
-    }
-    Ok(out)
-}
+pub use registrations::{TASKS_ENV, check_command_policy, command_policy, registrations};
 
 /// What a run did.
 #[derive(Debug, Clone, Default)]
@@ -162,7 +78,8 @@ impl Report {
 ///
 /// # Errors
 ///
-/// The ledger cannot be written, a fix task file cannot be written, or the pump refuses a task.
+/// A setting out of range ([`TasksConfig::check`]), the ledger cannot be written, a fix task
+/// file cannot be written, or the pump refuses a task.
 pub async fn run(
     pump: &PumpHandle,
     mut ledger: Ledger,
@@ -171,6 +88,7 @@ pub async fn run(
     config: &TasksConfig,
     parallel: usize,
 ) -> Result<Report, TasksError> {
+    config.check()?;
     let mut plan = Plan::new(&checked, ledger.lines());
     for id in plan.unlisted() {
         let line = Line::now(&id, Status::Pending, "Task initialized by Orchestrator");
@@ -315,8 +233,9 @@ fn exhaust_leftovers(
     Ok(())
 }
 
-/// A task that failed its last attempt becomes `blocked`; with `on_exhausted = "fix-task"` a
-/// fix task is written first and the blocked line names it.
+/// A task that failed its last attempt becomes `blocked`; with `on_exhausted = "fix-task"` and
+/// a fix generation left, a fix task is written first and the blocked line names it; without
+/// one, the blocked line says why no fix task was written.
 fn exhaust(
     plan: &mut Plan,
     ledger: &mut Ledger,
@@ -325,20 +244,35 @@ fn exhaust(
     id: &str,
 ) -> Result<(), TasksError> {
     let attempts = plan.attempts(id);
+    let generation = super::fix_generation(id);
     let summary = match config.on_exhausted {
         Exhausted::Blocked => format!("failed {attempts} attempt(s); not retried"),
+        Exhausted::FixTask if generation >= config.fix_generations => format!(
+            "failed {attempts} attempt(s); not retried; no fix task written: {id} is of fix \
+             generation {generation} and [tasks] fix_generations = {}",
+            config.fix_generations
+        ),
         Exhausted::FixTask => {
-            let fix = write_fix_task(plan, layout, id)?;
-            let pending = Line::now(
-                &fix.id,
-                Status::Pending,
-                format!("fix task for {id}, created by the Orchestrator"),
-            );
-            let text = format!("failed {attempts} attempt(s); fix task {} created", fix.id);
-            plan.add(fix);
-            ledger.append(pending.clone())?;
-            plan.record(&pending);
-            text
+            // A fix task written before a crash cut this step short is the one: never a second.
+            let fix = match plan.fix_of(id) {
+                Some(fix) => fix,
+                None => {
+                    let fix = write_fix_task(plan, layout, id)?;
+                    let fix_id = fix.id.clone();
+                    plan.add(fix);
+                    fix_id
+                }
+            };
+            if plan.status(&fix).is_none() {
+                let pending = Line::now(
+                    &fix,
+                    Status::Pending,
+                    format!("fix task for {id}, created by the Orchestrator"),
+                );
+                ledger.append(pending.clone())?;
+                plan.record(&pending);
+            }
+            format!("failed {attempts} attempt(s); fix task {fix} created")
         }
     };
     let line = Line::now(id, Status::Blocked, summary);

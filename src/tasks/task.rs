@@ -52,6 +52,12 @@ pub fn is_task_id(id: &str) -> bool {
     parts.all(|n| !n.is_empty() && !n.starts_with('0') && n.bytes().all(|b| b.is_ascii_digit()))
 }
 
+/// How many generations of fix tasks stand between `id` and the planner's task: 0 for
+/// `T-001`, 1 for `T-001-FIX-1`, 2 for `T-001-FIX-1-FIX-1`.
+pub fn fix_generation(id: &str) -> u32 {
+    u32::try_from(id.matches("-FIX-").count()).unwrap_or(u32::MAX)
+}
+
 impl Task {
     /// Reads one task file.
     ///
@@ -72,6 +78,18 @@ impl Task {
     ///
     /// The directory cannot be read; a file cannot be read or parsed.
     pub fn load_dir(dir: &Path) -> Result<Vec<(PathBuf, Task)>, TasksError> {
+        Self::files(dir)?
+            .into_iter()
+            .map(|p| Task::load(&p).map(|t| (p, t)))
+            .collect()
+    }
+
+    /// The paths of the `*.json` files in `dir`, sorted by file name.
+    ///
+    /// # Errors
+    ///
+    /// The directory cannot be read.
+    pub fn files(dir: &Path) -> Result<Vec<PathBuf>, TasksError> {
         let entries = std::fs::read_dir(dir).map_err(TasksError::io(dir))?;
         let mut paths = Vec::new();
         for entry in entries {
@@ -81,10 +99,7 @@ impl Task {
             }
         }
         paths.sort();
-        paths
-            .into_iter()
-            .map(|p| Task::load(&p).map(|t| (p, t)))
-            .collect()
+        Ok(paths)
     }
 }
 

@@ -152,6 +152,20 @@ impl Plan {
         self.ids(|e| e.status == Some(Status::Failed) && e.attempts >= max_attempts)
     }
 
+    /// The fix task of `id` (`id-FIX-n`) already in the plan, if any.
+    pub(super) fn fix_of(&self, id: &str) -> Option<String> {
+        let prefix = format!("{id}-FIX-");
+        self.order
+            .iter()
+            .find(|f| f.strip_prefix(&prefix).is_some_and(|n| !n.contains('-')))
+            .cloned()
+    }
+
+    /// The latest status of `id`; `None` before its first line.
+    pub(super) fn status(&self, id: &str) -> Option<Status> {
+        self.entries.get(id).and_then(|e| e.status)
+    }
+
     /// Attempts started for `id`.
     pub(super) fn attempts(&self, id: &str) -> u32 {
         self.entries.get(id).map_or(0, |e| e.attempts)
