@@ -1376,3 +1376,53 @@ async fn shutdown_cuts_off_slow_requests_after_its_time_limit() {
     );
     pump.shutdown(Duration::from_secs(1)).await;
 }
+
+// ---------------------------------------------------------------------------------------------
+// Host edges (issue 28)
+// ---------------------------------------------------------------------------------------------
+
+/// Issue 28: "`Authorization: bearer TOKEN` (lower case) is refused; auth schemes are
+/// case-insensitive (RFC 9110 §11.1)." — on the API and the viewer's routes alike; a header of
+/// another scheme is refused naming its scheme, never its credentials.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_auth_scheme_is_read_in_any_case() {
+    let api = Api::start().await;
+    for path in ["/threads", "/view/threads", "/health"] {
+        for value in [
+            format!("bearer {TOKEN}"),
+            format!("BEARER {TOKEN}"),
+            format!("BeArEr   {TOKEN}"),
+        ] {
+            let r = api
+                .client
+                .get(format!("{}{path}", api.base))
+                .header("authorization", &value)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status(), StatusCode::OK, "{path} with `{value}`");
+        }
+    }
+    for (value, words) in [
+        ("Basic dXNlcjpwYXNz", "`Basic …` is not `Bearer <token>`"),
+        (TOKEN, "(one word, no scheme)"),
+        ("bearer", "`bearer (no token)`"),
+        ("bearer wrong", "wrong bearer token"),
+    ] {
+        let r = api
+            .client
+            .get(format!("{}/threads", api.base))
+            .header("authorization", value)
+            .send()
+            .await
+            .unwrap();
+        let (status, body) = problem(r).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "{value}");
+        let detail = body["detail"].as_str().unwrap();
+        assert!(detail.contains(words), "{value}: {detail}");
+        assert!(
+            !detail.contains("dXNlcjpwYXNz") && !detail.contains(TOKEN),
+            "{detail}"
+        );
+    }
+}
