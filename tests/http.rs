@@ -1159,7 +1159,6 @@ async fn prune_on_a_live_host_needs_the_token_and_a_cut_and_keeps_every_chain_pr
         ),
         ("{}", "exactly one of"),
         (r#"{"before": "soon"}"#, "`soon` is not a date"),
-        (r#"{"keep_days": 3, "dry": true}"#, "unknown field `dry`"),
         ("keep everything", "expected"),
     ] {
         let (status, problem) = problem(prune(Some(TOKEN), body).send().await.unwrap()).await;
@@ -1425,4 +1424,106 @@ async fn the_auth_scheme_is_read_in_any_case() {
             "{detail}"
         );
     }
+}
+
+/// Issue 28: "an unknown key in the prune body gets `bad-cut`, not the `unknown-key` every other
+/// route gives; keys are spelled `keep_days` here and `tool-calls` there — pick one convention
+/// and accept the other with a precise error." Every JSON body (resume, prune, the viewer's
+/// sign-in) and every query takes snake_case keys; the other spelling is refused naming the
+/// right one, and a wrong value is named by its key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_body_key_is_snake_case_and_another_spelling_is_named() {
+    let api = Api::start().await;
+    let thread = support::start(&api.pump, &p("say", "hi")).await;
+    api.pump.stop(thread).await.unwrap();
+    api.pump.settle(thread).await;
+    let resume = format!("/threads/{thread}/resume");
+    let cases = [
+        (
+            api.post(&resume, r#"{"tool-calls": 5}"#),
+            "unknown-key",
+            "`tool-calls` is spelled `tool_calls`",
+        ),
+        (
+            api.post(&resume, r#"{"wall-clock": 1000}"#),
+            "unknown-key",
+            "`wall-clock` is spelled `wall_clock_ms`",
+        ),
+        (
+            api.post(&resume, r#"{"Turns": 1}"#),
+            "unknown-key",
+            "`Turns` is spelled `turns`",
+        ),
+        (
+            api.post(&resume, r#"{"turns": "ten"}"#),
+            "bad-budget",
+            "`turns` in POST /threads/{id}/resume",
+        ),
+        (
+            api.post(&resume, "[10]"),
+            "bad-budget",
+            "takes a JSON object with the keys",
+        ),
+        (
+            api.post("/history/prune", r#"{"keep-days": 3}"#),
+            "unknown-key",
+            "`keep-days` is spelled `keep_days`",
+        ),
+        (
+            api.post("/history/prune", r#"{"keep_days": 3, "dry": true}"#),
+            "unknown-key",
+            "unknown JSON key `dry` for POST /history/prune; it takes: before, keep_days",
+        ),
+        (
+            api.post("/session", r#"{"tokn": "x"}"#),
+            "unknown-key",
+            "unknown JSON key `tokn` for POST /session",
+        ),
+        (
+            api.post("/session", "{}"),
+            "bad-body",
+            "POST /session: missing field `token`",
+        ),
+        (
+            api.get("/threads?State=idle"),
+            "unknown-key",
+            "query key `State` is spelled `state`",
+        ),
+    ];
+    for (request, code, words) in cases {
+        let (status, body) = problem(request.send().await.unwrap()).await;
+        assert_eq!(
+            (status, body["code"].as_str()),
+            (StatusCode::BAD_REQUEST, Some(code)),
+            "{body}"
+        );
+        assert!(
+            body["detail"].as_str().unwrap().contains(words),
+            "{words}: {body}"
+        );
+    }
+    assert_eq!(
+        api.pump.thread(thread).unwrap().state,
+        agentpump::ThreadState::Halted,
+        "nothing resumed it"
+    );
+    let turns = |pump: &PumpHandle| -> u64 {
+        pump.budget(thread).unwrap()["max-turns"]
+            .limit
+            .as_deref()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    let before = turns(&api.pump);
+    let r = api
+        .post(
+            &resume,
+            r#"{"turns": 2, "tool_calls": 5, "wall_clock_ms": 60000}"#,
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::ACCEPTED);
+    assert_eq!(turns(&api.pump), before + 2);
 }

@@ -3,6 +3,7 @@
 //! bearer token (or the viewer's session cookie); the history viewer is served at `/`; request bodies are size-limited; errors are problem JSON (RFC 9457).
 
 mod auth;
+pub(crate) mod bodies;
 mod events;
 mod problem;
 mod routes;

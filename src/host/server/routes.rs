@@ -8,6 +8,8 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 
+use super::bodies::{BudgetBody, PruneCut};
+use super::strict::json_body;
 use super::{Api, Problem};
 use crate::governor::Budget;
 use crate::history::{HistoryError, export};
@@ -69,7 +71,7 @@ async fn known(api: &Api, text: &str) -> Result<ThreadId, Problem> {
 }
 
 /// The body, or the problem that refused it (413 past the size limit).
-fn body(body: Result<Bytes, BytesRejection>) -> Result<Bytes, Problem> {
+pub(crate) fn body(body: Result<Bytes, BytesRejection>) -> Result<Bytes, Problem> {
     body.map_err(|e| {
         let code = if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
             "too-large"
@@ -256,7 +258,8 @@ pub(crate) async fn stop(
     Ok(StatusCode::ACCEPTED.into_response())
 }
 
-/// `POST /threads/{id}/resume` with a JSON budget to add (`{"turns": 10}`).
+/// `POST /threads/{id}/resume` with a JSON budget to add (`{"turns": 10}`; keys as in
+/// `[governor.budget]`: `tool_calls`, `wall_clock_ms`).
 pub(crate) async fn resume(
     State(api): State<Api>,
     Path(id): Path<String>,
@@ -264,55 +267,18 @@ pub(crate) async fn resume(
 ) -> Result<Response, Problem> {
     let id = known(&api, &id).await?;
     let body = self::body(body)?;
-    let extra: Budget = if body.is_empty() {
-        Budget::default()
-    } else {
-        let bad = |e: serde_json::Error| {
-            Problem::new(StatusCode::BAD_REQUEST, "bad-budget", e.to_string())
-        };
-        let value: serde_json::Value = serde_json::from_slice(&body).map_err(bad)?;
-        check_budget_keys(&value)?;
-        serde_json::from_value(value).map_err(bad)?
-    };
+    let extra: BudgetBody = json_body(&body, "POST /threads/{id}/resume", "bad-budget")?;
     api.pump
-        .resume(id, &extra)
+        .resume(id, &Budget::from(extra))
         .await
         .map_err(|e| Problem::new(StatusCode::CONFLICT, "wrong-state", e.to_string()))?;
     Ok(StatusCode::ACCEPTED.into_response())
 }
 
-/// Refuses a key the budget does not have (`{"turnz": 10}` must not resume with nothing added).
-fn check_budget_keys(value: &serde_json::Value) -> Result<(), Problem> {
-    let known = serde_json::to_value(Budget::default()).expect("a budget serializes");
-    let (Some(given), Some(known)) = (value.as_object(), known.as_object()) else {
-        return Ok(()); // not an object: serde says what is wrong with it
-    };
-    match given.keys().find(|k| !known.contains_key(*k)) {
-        None => Ok(()),
-        Some(key) => {
-            let allowed: Vec<&str> = known.keys().map(String::as_str).collect();
-            Err(super::strict::unknown_key(
-                key,
-                "budget key",
-                "POST /threads/{id}/resume",
-                &allowed,
-            ))
-        }
-    }
-}
-
-/// Body of `POST /history/prune`: exactly one of `before` and `keep_days`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct PruneCut {
-    before: Option<String>,
-    keep_days: Option<u32>,
-}
-
 /// `POST /history/prune` with `{"before": "2026-10-01"}` or `{"keep_days": 30}`: removes
 /// finished threads' records older than the cut, as `agentpump history prune` does, while the
 /// pump runs (the store runs it between two group commits). 200 with what was removed and the
-/// anchors left; 400 `bad-cut`; 409 `chain-broken` when what would go does not verify; 501
+/// anchors left; 400 `bad-cut` (`unknown-key` for a key it does not take); 409 `chain-broken` when what would go does not verify; 501
 /// `unsupported` on a pump whose store does not prune (in memory).
 pub(crate) async fn prune(
     State(api): State<Api>,
@@ -320,7 +286,7 @@ pub(crate) async fn prune(
 ) -> Result<Response, Problem> {
     let body = self::body(body)?;
     let bad = |detail: String| Problem::new(StatusCode::BAD_REQUEST, "bad-cut", detail);
-    let cut: PruneCut = serde_json::from_slice(&body).map_err(|e| bad(e.to_string()))?;
+    let cut: PruneCut = json_body(&body, "POST /history/prune", "bad-cut")?;
     let before_us = match (cut.before, cut.keep_days) {
         (Some(before), None) => export::parse_rfc3339(&before).map_err(|e| bad(e.to_string()))?,
         (None, Some(days)) => {
