@@ -1527,3 +1527,89 @@ async fn every_body_key_is_snake_case_and_another_spelling_is_named() {
     assert_eq!(r.status(), StatusCode::ACCEPTED);
     assert_eq!(turns(&api.pump), before + 2);
 }
+
+/// Issue 28: "the same thread answers under several spellings (`{uuid}`, no hyphens,
+/// `urn:uuid:`, upper case): one canonical URL per thread (redirect or refuse the rest,
+/// precisely)." Every route with a thread id refuses every other spelling, 400
+/// `non-canonical-thread-id` naming the canonical URL, and reads nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thread_has_one_url() {
+    let api = Api::start().await;
+    let thread = support::start(&api.pump, &p("say", "hi")).await;
+    let canonical = thread.to_string();
+    let spellings = [
+        canonical.to_uppercase(),
+        canonical.replace('-', ""),
+        format!("urn:uuid:{canonical}"),
+        format!("%7B{canonical}%7D"),
+        format!("%20{canonical}"),
+    ];
+    let gets = [
+        "", "/history", "/answers", "/tree", "/report", "/reports", "/budget", "/events",
+    ];
+    let views = ["", "/records", "/process", "/report"];
+    let posts = ["/messages", "/stop", "/resume"];
+    for id in &spellings {
+        let mut requests: Vec<(String, reqwest::RequestBuilder)> = Vec::new();
+        for tail in gets {
+            let path = format!("/threads/{id}{tail}");
+            requests.push((path.clone(), api.get(&path)));
+        }
+        for tail in views {
+            let path = format!("/view/threads/{id}{tail}");
+            requests.push((path.clone(), api.get(&path)));
+        }
+        for tail in posts {
+            let path = format!("/threads/{id}{tail}");
+            requests.push((path.clone(), api.post(&path, p("say", "again"))));
+        }
+        for (path, request) in requests {
+            let (status, body) = problem(request.send().await.unwrap()).await;
+            assert_eq!(
+                (status, body["code"].as_str()),
+                (StatusCode::BAD_REQUEST, Some("non-canonical-thread-id")),
+                "{path}: {body}"
+            );
+            let detail = body["detail"].as_str().unwrap();
+            assert!(
+                detail.contains(&format!("`{canonical}` (lower case, hyphenated)")),
+                "{path}: {detail}"
+            );
+        }
+    }
+    let (_, body) = problem(
+        api.get(&format!("/threads/{}/history", spellings[0]))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert!(
+        body["detail"].as_str().unwrap().ends_with(&format!(
+            "this thread's URL is `/threads/{canonical}/history`"
+        )),
+        "{body}"
+    );
+    assert_eq!(
+        api.pump.history(thread).await.unwrap().len(),
+        2,
+        "nothing was posted under another spelling"
+    );
+    assert_eq!(
+        api.pump.thread(thread).unwrap().state,
+        agentpump::ThreadState::Idle
+    );
+    // A URL whose id is not even text is refused as problem JSON too.
+    let (status, body) = problem(api.get("/threads/%FF/history").send().await.unwrap()).await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("malformed-thread-id")),
+        "{body}"
+    );
+    let r = api
+        .get(&format!("/threads/{canonical}/history"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+}

@@ -9,6 +9,7 @@ mod problem;
 mod routes;
 mod strict;
 mod task_events;
+mod thread_path;
 pub mod viewer;
 
 use std::future::Future;

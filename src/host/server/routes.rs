@@ -3,13 +3,14 @@
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, QueryRejection};
-use axum::extract::{Path, Query, State};
+use axum::extract::{Query, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 
 use super::bodies::{BudgetBody, PruneCut};
 use super::strict::json_body;
+use super::thread_path::ThreadPath;
 use super::{Api, Problem};
 use crate::governor::Budget;
 use crate::history::{HistoryError, export};
@@ -33,16 +34,6 @@ pub(crate) struct Format {
     format: Option<String>,
 }
 
-pub(crate) fn thread_id(text: &str) -> Result<ThreadId, Problem> {
-    text.parse().map_err(|_| {
-        Problem::new(
-            StatusCode::BAD_REQUEST,
-            "malformed-thread-id",
-            format!("`{text}` is not a thread id (a UUID)"),
-        )
-    })
-}
-
 /// `GET /health`: 200 `{"status":"ok"}` while the pump accepts input; 503 problem JSON
 /// (`history-unavailable` while the history cannot be written, `shutting-down`) when it does not. With remote
 /// listeners, `"nats": {"url": …, "connected": …}` too: a pump away from NATS still accepts
@@ -61,12 +52,11 @@ pub(crate) async fn health(State(api): State<Api>) -> Result<Response, Problem> 
 }
 
 /// The thread a path names, brought back into memory if it was evicted.
-async fn known(api: &Api, text: &str) -> Result<ThreadId, Problem> {
-    let id = thread_id(text)?;
+async fn known(api: &Api, ThreadPath(id): ThreadPath) -> Result<ThreadId, Problem> {
     if api.pump.load(id).await? {
         Ok(id)
     } else {
-        Err(Problem::unknown_thread(text))
+        Err(Problem::unknown_thread(&id.to_string()))
     }
 }
 
@@ -108,12 +98,12 @@ pub(crate) async fn start(
 /// `POST /threads/{id}/messages`: a payload (or an envelope's payload) into an existing thread.
 pub(crate) async fn post_message(
     State(api): State<Api>,
-    Path(id): Path<String>,
+    id: ThreadPath,
     q: Result<Query<To>, QueryRejection>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, Problem> {
     let q = query(q)?;
-    let thread = thread_id(&id)?;
+    let ThreadPath(thread) = id;
     let body = self::body(body)?;
     // One door: the pump parses the bytes once, with its own limits; the URL's thread wins.
     let receipt = api
@@ -149,22 +139,19 @@ pub(crate) async fn list(
 }
 
 /// `GET /threads/{id}`.
-pub(crate) async fn thread(
-    State(api): State<Api>,
-    Path(id): Path<String>,
-) -> Result<Response, Problem> {
-    let id = known(&api, &id).await?;
+pub(crate) async fn thread(State(api): State<Api>, id: ThreadPath) -> Result<Response, Problem> {
+    let id = known(&api, id).await?;
     Ok(Json(api.pump.thread(id)).into_response())
 }
 
 /// `GET /threads/{id}/history[?format=json|jsonl|xml]`: a JSON array, JSON lines, or XML.
 pub(crate) async fn history(
     State(api): State<Api>,
-    Path(id): Path<String>,
+    id: ThreadPath,
     q: Result<Query<Format>, QueryRejection>,
 ) -> Result<Response, Problem> {
     let q = query(q)?;
-    let id = known(&api, &id).await?;
+    let id = known(&api, id).await?;
     let records = api.pump.history(id).await?;
     match q.format.as_deref().unwrap_or("json") {
         "json" => Ok(Json(records).into_response()),
@@ -188,29 +175,20 @@ pub(crate) async fn history(
 
 /// `GET /threads/{id}/answers`: what went out to the outside sender, as a JSON array of
 /// envelopes in the dialect that started the thread (AgentServer clients get theirs).
-pub(crate) async fn answers(
-    State(api): State<Api>,
-    Path(id): Path<String>,
-) -> Result<Response, Problem> {
-    let id = known(&api, &id).await?;
+pub(crate) async fn answers(State(api): State<Api>, id: ThreadPath) -> Result<Response, Problem> {
+    let id = known(&api, id).await?;
     Ok(Json(api.pump.answers(id).await?).into_response())
 }
 
 /// `GET /threads/{id}/tree`.
-pub(crate) async fn tree(
-    State(api): State<Api>,
-    Path(id): Path<String>,
-) -> Result<Response, Problem> {
-    let id = known(&api, &id).await?;
+pub(crate) async fn tree(State(api): State<Api>, id: ThreadPath) -> Result<Response, Problem> {
+    let id = known(&api, id).await?;
     Ok(Json(api.pump.tree(id)).into_response())
 }
 
 /// `GET /threads/{id}/report`: the latest halting report.
-pub(crate) async fn report(
-    State(api): State<Api>,
-    Path(id): Path<String>,
-) -> Result<Response, Problem> {
-    let id = known(&api, &id).await?;
+pub(crate) async fn report(State(api): State<Api>, id: ThreadPath) -> Result<Response, Problem> {
+    let id = known(&api, id).await?;
     let mut reports = api.pump.reports(id).await?;
     match reports.pop() {
         Some(report) => Ok(Json(report).into_response()),
@@ -224,11 +202,8 @@ pub(crate) async fn report(
 
 /// `GET /threads/{id}/budget`: the governor's live budget lines of the thread, by budget name
 /// (`{"max-turns": {"limit": "40", "spent": "3", "reserved": "0", "remaining": "37"}, …}`).
-pub(crate) async fn budget(
-    State(api): State<Api>,
-    Path(id): Path<String>,
-) -> Result<Response, Problem> {
-    let id = known(&api, &id).await?;
+pub(crate) async fn budget(State(api): State<Api>, id: ThreadPath) -> Result<Response, Problem> {
+    let id = known(&api, id).await?;
     let lines = api
         .pump
         .budget(id)
@@ -237,20 +212,14 @@ pub(crate) async fn budget(
 }
 
 /// `GET /threads/{id}/reports`: every halting report, oldest first (`[]` if it never halted).
-pub(crate) async fn reports(
-    State(api): State<Api>,
-    Path(id): Path<String>,
-) -> Result<Response, Problem> {
-    let id = known(&api, &id).await?;
+pub(crate) async fn reports(State(api): State<Api>, id: ThreadPath) -> Result<Response, Problem> {
+    let id = known(&api, id).await?;
     Ok(Json(api.pump.reports(id).await?).into_response())
 }
 
 /// `POST /threads/{id}/stop`.
-pub(crate) async fn stop(
-    State(api): State<Api>,
-    Path(id): Path<String>,
-) -> Result<Response, Problem> {
-    let id = known(&api, &id).await?;
+pub(crate) async fn stop(State(api): State<Api>, id: ThreadPath) -> Result<Response, Problem> {
+    let id = known(&api, id).await?;
     api.pump
         .stop(id)
         .await
@@ -262,10 +231,10 @@ pub(crate) async fn stop(
 /// `[governor.budget]`: `tool_calls`, `wall_clock_ms`).
 pub(crate) async fn resume(
     State(api): State<Api>,
-    Path(id): Path<String>,
+    id: ThreadPath,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, Problem> {
-    let id = known(&api, &id).await?;
+    let id = known(&api, id).await?;
     let body = self::body(body)?;
     let extra: BudgetBody = json_body(&body, "POST /threads/{id}/resume", "bad-budget")?;
     api.pump

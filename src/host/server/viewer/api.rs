@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use axum::Json;
 use axum::extract::rejection::QueryRejection;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
@@ -16,7 +16,7 @@ use crate::governor::report::BudgetLine;
 use crate::history::page::MAX_PAGE;
 use crate::history::{HistoryError, Record, ThreadFilter};
 use crate::host::server::Problem;
-use crate::host::server::routes::thread_id;
+use crate::host::server::thread_path::ThreadPath;
 use crate::{ThreadId, ThreadInfo, ThreadState};
 
 /// Query of `GET /view/threads`.
@@ -124,9 +124,8 @@ async fn tree(viewer: &Viewer, id: ThreadId) -> Result<Vec<ThreadInfo>, Problem>
 /// `GET /view/threads/{id}`: the thread and everything below it, with the chain checked.
 pub(crate) async fn thread(
     State(viewer): State<Viewer>,
-    Path(id): Path<String>,
+    ThreadPath(id): ThreadPath,
 ) -> Result<Response, Problem> {
-    let id = thread_id(&id)?;
     let tree = tree(&viewer, id).await?;
     let mut spawns: HashMap<ThreadId, String> = HashMap::new();
     for t in tree.iter().filter(|t| !t.children.is_empty()) {
@@ -213,11 +212,10 @@ fn element<'a>(xml: &'a str, local: &str) -> Option<&'a str> {
 /// `?before=SEQ`: the last ones before it (a transcript read from its end).
 pub(crate) async fn records(
     State(viewer): State<Viewer>,
-    Path(id): Path<String>,
+    ThreadPath(id): ThreadPath,
     q: Result<Query<Window>, QueryRejection>,
 ) -> Result<Response, Problem> {
     let q = query(q)?;
-    let id = thread_id(&id)?;
     let limit = q.limit.unwrap_or(200);
     let records = match q.before {
         Some(before) => viewer.store.records_before(id, before, limit).await?,
@@ -243,11 +241,10 @@ pub(crate) struct After {
 /// however long, a page at a time.
 pub(crate) async fn process(
     State(viewer): State<Viewer>,
-    Path(id): Path<String>,
+    ThreadPath(id): ThreadPath,
     q: Result<Query<After>, QueryRejection>,
 ) -> Result<Response, Problem> {
     let q = query(q)?;
-    let id = thread_id(&id)?;
     let records = viewer
         .store
         .records_in(
@@ -263,9 +260,8 @@ pub(crate) async fn process(
 /// `GET /view/threads/{id}/report`: the latest halting report.
 pub(crate) async fn report(
     State(viewer): State<Viewer>,
-    Path(id): Path<String>,
+    ThreadPath(id): ThreadPath,
 ) -> Result<Response, Problem> {
-    let id = thread_id(&id)?;
     match viewer.store.reports(id).await?.pop() {
         Some(report) => Ok(Json(report).into_response()),
         None => Err(Problem::new(
