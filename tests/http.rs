@@ -1613,3 +1613,96 @@ async fn a_thread_has_one_url() {
         .unwrap();
     assert_eq!(r.status(), StatusCode::OK);
 }
+
+/// Issue 28: "413 and query errors pass axum/serde wording through (\"Failed to buffer the
+/// request body\") and do not name the limit." Every refusal of a body, a query, a path or a
+/// method — on the API's routes and the viewer's — is our problem JSON naming the limit in
+/// bytes, or the parameter and what it takes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn body_query_path_and_method_refusals_name_what_was_expected() {
+    let api = Api::start().await;
+    let thread = support::start(&api.pump, &p("say", "hi")).await;
+    let delete = |path: &str| {
+        api.client
+            .delete(format!("{}{path}", api.base))
+            .bearer_auth(TOKEN)
+    };
+    let cases = [
+        (
+            api.post("/threads", "x".repeat(65 * 1024)),
+            413,
+            "too-large",
+            "the body is over the limit of 65536 bytes (`[server] max_body_bytes`)",
+        ),
+        (
+            api.post("/session", "x".repeat(5 * 1024)),
+            413,
+            "too-large",
+            "the body is over the limit of 4096 bytes",
+        ),
+        (
+            api.get(&format!("/threads/{thread}/events?after=abc")),
+            400,
+            "bad-query",
+            "query parameter `after` takes a whole number from 0 to 18446744073709551615; got `abc`",
+        ),
+        (
+            api.get("/view/threads?limit=-1"),
+            400,
+            "bad-query",
+            "query parameter `limit` takes a whole number from 0 to 18446744073709551615; got `-1`",
+        ),
+        (
+            api.get(&format!(
+                "/view/threads/{thread}/records?before=99999999999999999999"
+            )),
+            400,
+            "bad-query",
+            "query parameter `before` takes a whole number",
+        ),
+        (
+            api.get("/threads?state=idle&state=done"),
+            400,
+            "bad-query",
+            "query parameter `state` is given more than once",
+        ),
+        (
+            api.get("/view/threads?stat=halted"),
+            400,
+            "unknown-key",
+            "unknown query key `stat` for /view/threads; it takes: state, class, q, before, limit",
+        ),
+        (
+            api.post(&format!("/threads/{thread}/resume"), "{turns: 1}"),
+            400,
+            "bad-budget",
+            "the body is not JSON",
+        ),
+        (
+            delete("/view/threads"),
+            405,
+            "method-not-allowed",
+            "route does not take that method",
+        ),
+        (
+            api.get("/session"),
+            405,
+            "method-not-allowed",
+            "route does not take that method",
+        ),
+    ];
+    for (request, status, code, words) in cases {
+        let (got, body) = problem(request.send().await.unwrap()).await;
+        assert_eq!(
+            (got.as_u16(), body["code"].as_str()),
+            (status, Some(code)),
+            "{words}: {body}"
+        );
+        let detail = body["detail"].as_str().unwrap();
+        assert!(detail.contains(words), "{words}: {detail}");
+        assert!(
+            !detail.contains("Failed to") && !detail.contains("deserialize"),
+            "{detail}"
+        );
+    }
+}

@@ -8,13 +8,13 @@ use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::time::Duration;
 
-use axum::extract::rejection::QueryRejection;
-use axum::extract::{Query, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures_util::Stream;
 use serde::Deserialize;
 
+use super::params::Params;
 use super::thread_path::ThreadPath;
 use super::{Api, Problem};
 use crate::history::Record;
@@ -33,12 +33,9 @@ pub(crate) async fn follow(
     State(api): State<Api>,
     ThreadPath(thread): ThreadPath,
     headers: HeaderMap,
-    q: Result<Query<After>, QueryRejection>,
+    Params(q): Params<After>,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, Problem> {
-    let after = q
-        .map_err(|e| Problem::new(e.status(), "bad-query", e.body_text()))?
-        .0
-        .after;
+    let after = q.after;
     if !api.pump.load(thread).await? {
         return Err(Problem::unknown_thread(&thread.to_string()));
     }

@@ -2,13 +2,14 @@
 
 use axum::Json;
 use axum::body::Bytes;
-use axum::extract::rejection::{BytesRejection, QueryRejection};
-use axum::extract::{Query, State};
+use axum::extract::State;
+use axum::extract::rejection::BytesRejection;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 
 use super::bodies::{BudgetBody, PruneCut};
+use super::params::Params;
 use super::strict::json_body;
 use super::thread_path::ThreadPath;
 use super::{Api, Problem};
@@ -60,22 +61,36 @@ async fn known(api: &Api, ThreadPath(id): ThreadPath) -> Result<ThreadId, Proble
     }
 }
 
-/// The body, or the problem that refused it (413 past the size limit).
-pub(crate) fn body(body: Result<Bytes, BytesRejection>) -> Result<Bytes, Problem> {
+/// The body, or the problem that refused it: 413 `too-large` naming the `limit` in bytes and the
+/// `setting` that makes it, 400 `bad-body` when it cannot be read to its end.
+pub(crate) fn body(
+    body: Result<Bytes, BytesRejection>,
+    limit: usize,
+    setting: &str,
+) -> Result<Bytes, Problem> {
     body.map_err(|e| {
-        let code = if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            "too-large"
-        } else {
-            "bad-body"
-        };
-        Problem::new(e.status(), code, e.body_text())
+        if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            return Problem::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "too-large",
+                format!("the body is over the limit of {limit} bytes ({setting})"),
+            );
+        }
+        let mut cause: &dyn std::error::Error = &e;
+        while let Some(next) = cause.source() {
+            cause = next;
+        }
+        Problem::new(
+            StatusCode::BAD_REQUEST,
+            "bad-body",
+            format!("the body cannot be read to its end: {cause}"),
+        )
     })
 }
 
-/// The query string, or the problem that refused it.
-fn query<T>(q: Result<Query<T>, QueryRejection>) -> Result<T, Problem> {
-    q.map(|Query(q)| q)
-        .map_err(|e| Problem::new(e.status(), "bad-query", e.body_text()))
+/// The body of an API request (limited by `[server] max_body_bytes`).
+fn api_body(api: &Api, b: Result<Bytes, BytesRejection>) -> Result<Bytes, Problem> {
+    body(b, api.max_body, "`[server] max_body_bytes`")
 }
 
 fn accepted(receipt: &crate::Receipt) -> Response {
@@ -86,11 +101,10 @@ fn accepted(receipt: &crate::Receipt) -> Response {
 /// `POST /threads`: an envelope (either dialect), or a bare payload routed by its root (or `?to=`).
 pub(crate) async fn start(
     State(api): State<Api>,
-    q: Result<Query<To>, QueryRejection>,
+    Params(q): Params<To>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, Problem> {
-    let q = query(q)?;
-    let body = self::body(body)?;
+    let body = api_body(&api, body)?;
     let receipt = api.pump.receive(&body, None, q.to.as_deref()).await?;
     Ok(accepted(&receipt))
 }
@@ -99,12 +113,11 @@ pub(crate) async fn start(
 pub(crate) async fn post_message(
     State(api): State<Api>,
     id: ThreadPath,
-    q: Result<Query<To>, QueryRejection>,
+    Params(q): Params<To>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, Problem> {
-    let q = query(q)?;
     let ThreadPath(thread) = id;
-    let body = self::body(body)?;
+    let body = api_body(&api, body)?;
     // One door: the pump parses the bytes once, with its own limits; the URL's thread wins.
     let receipt = api
         .pump
@@ -117,9 +130,8 @@ pub(crate) async fn post_message(
 /// has evicted any, the others as the store has them (an evicted open thread is `idle`).
 pub(crate) async fn list(
     State(api): State<Api>,
-    q: Result<Query<StateFilter>, QueryRejection>,
+    Params(q): Params<StateFilter>,
 ) -> Result<Response, Problem> {
-    let q = query(q)?;
     let state = match q.state.as_deref() {
         None => None,
         Some(s) => Some(
@@ -148,9 +160,8 @@ pub(crate) async fn thread(State(api): State<Api>, id: ThreadPath) -> Result<Res
 pub(crate) async fn history(
     State(api): State<Api>,
     id: ThreadPath,
-    q: Result<Query<Format>, QueryRejection>,
+    Params(q): Params<Format>,
 ) -> Result<Response, Problem> {
-    let q = query(q)?;
     let id = known(&api, id).await?;
     let records = api.pump.history(id).await?;
     match q.format.as_deref().unwrap_or("json") {
@@ -235,7 +246,7 @@ pub(crate) async fn resume(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, Problem> {
     let id = known(&api, id).await?;
-    let body = self::body(body)?;
+    let body = api_body(&api, body)?;
     let extra: BudgetBody = json_body(&body, "POST /threads/{id}/resume", "bad-budget")?;
     api.pump
         .resume(id, &Budget::from(extra))
@@ -253,7 +264,7 @@ pub(crate) async fn prune(
     State(api): State<Api>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, Problem> {
-    let body = self::body(body)?;
+    let body = api_body(&api, body)?;
     let bad = |detail: String| Problem::new(StatusCode::BAD_REQUEST, "bad-cut", detail);
     let cut: PruneCut = json_body(&body, "POST /history/prune", "bad-cut")?;
     let before_us = match (cut.before, cut.keep_days) {

@@ -4,8 +4,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use axum::Json;
-use axum::extract::rejection::QueryRejection;
-use axum::extract::{Query, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
@@ -16,6 +15,7 @@ use crate::governor::report::BudgetLine;
 use crate::history::page::MAX_PAGE;
 use crate::history::{HistoryError, Record, ThreadFilter};
 use crate::host::server::Problem;
+use crate::host::server::params::Params;
 use crate::host::server::thread_path::ThreadPath;
 use crate::{ThreadId, ThreadInfo, ThreadState};
 
@@ -68,11 +68,6 @@ pub(crate) struct Detail {
     budget: Option<BTreeMap<String, BudgetLine>>,
 }
 
-fn query<T>(q: Result<Query<T>, QueryRejection>) -> Result<T, Problem> {
-    q.map(|Query(q)| q)
-        .map_err(|e| Problem::new(e.status(), "bad-query", e.body_text()))
-}
-
 /// `GET /view/info`: whether a pump runs behind the page.
 pub(crate) async fn info(State(viewer): State<Viewer>) -> Response {
     Json(serde_json::json!({ "live": viewer.pump.is_some() })).into_response()
@@ -81,9 +76,8 @@ pub(crate) async fn info(State(viewer): State<Viewer>) -> Response {
 /// `GET /view/threads?state=&class=&q=&before=&limit=`: a page of root threads, newest first.
 pub(crate) async fn threads(
     State(viewer): State<Viewer>,
-    q: Result<Query<ListQuery>, QueryRejection>,
+    Params(q): Params<ListQuery>,
 ) -> Result<Response, Problem> {
-    let q = query(q)?;
     let state = match q.state.as_deref().filter(|s| !s.is_empty()) {
         None => None,
         Some(s) => Some(
@@ -213,9 +207,8 @@ fn element<'a>(xml: &'a str, local: &str) -> Option<&'a str> {
 pub(crate) async fn records(
     State(viewer): State<Viewer>,
     ThreadPath(id): ThreadPath,
-    q: Result<Query<Window>, QueryRejection>,
+    Params(q): Params<Window>,
 ) -> Result<Response, Problem> {
-    let q = query(q)?;
     let limit = q.limit.unwrap_or(200);
     let records = match q.before {
         Some(before) => viewer.store.records_before(id, before, limit).await?,
@@ -242,9 +235,8 @@ pub(crate) struct After {
 pub(crate) async fn process(
     State(viewer): State<Viewer>,
     ThreadPath(id): ThreadPath,
-    q: Result<Query<After>, QueryRejection>,
+    Params(q): Params<After>,
 ) -> Result<Response, Problem> {
-    let q = query(q)?;
     let records = viewer
         .store
         .records_in(

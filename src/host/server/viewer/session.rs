@@ -27,7 +27,7 @@ pub(crate) async fn open(
     State(viewer): State<Viewer>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, Problem> {
-    let body = routes::body(body)?;
+    let body = routes::body(body, super::MAX_BODY, "the sign-in's limit")?;
     let login: Login = json_body(&body, "POST /session", "bad-body")?;
     let token = login.token.trim();
     if token.is_empty() {
