@@ -1159,7 +1159,6 @@ async fn prune_on_a_live_host_needs_the_token_and_a_cut_and_keeps_every_chain_pr
         ),
         ("{}", "exactly one of"),
         (r#"{"before": "soon"}"#, "`soon` is not a date"),
-        (r#"{"keep_days": 3, "dry": true}"#, "unknown field `dry`"),
         ("keep everything", "expected"),
     ] {
         let (status, problem) = problem(prune(Some(TOKEN), body).send().await.unwrap()).await;
@@ -1466,4 +1465,334 @@ fn a_deep_calculator_expression_over_http_is_answered_and_the_host_keeps_serving
     child.kill().unwrap();
     child.wait().unwrap();
     std::fs::remove_dir_all(&dir).unwrap();
+
+// ---------------------------------------------------------------------------------------------
+// Host edges (issue 28)
+// ---------------------------------------------------------------------------------------------
+
+/// Issue 28: "`Authorization: bearer TOKEN` (lower case) is refused; auth schemes are
+/// case-insensitive (RFC 9110 §11.1)." — on the API and the viewer's routes alike; a header of
+/// another scheme is refused naming its scheme, never its credentials.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_auth_scheme_is_read_in_any_case() {
+    let api = Api::start().await;
+    for path in ["/threads", "/view/threads", "/health"] {
+        for value in [
+            format!("bearer {TOKEN}"),
+            format!("BEARER {TOKEN}"),
+            format!("BeArEr   {TOKEN}"),
+        ] {
+            let r = api
+                .client
+                .get(format!("{}{path}", api.base))
+                .header("authorization", &value)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status(), StatusCode::OK, "{path} with `{value}`");
+        }
+    }
+    for (value, words) in [
+        ("Basic dXNlcjpwYXNz", "`Basic …` is not `Bearer <token>`"),
+        (TOKEN, "(one word, no scheme)"),
+        ("bearer", "`bearer (no token)`"),
+        ("bearer wrong", "wrong bearer token"),
+    ] {
+        let r = api
+            .client
+            .get(format!("{}/threads", api.base))
+            .header("authorization", value)
+            .send()
+            .await
+            .unwrap();
+        let (status, body) = problem(r).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "{value}");
+        let detail = body["detail"].as_str().unwrap();
+        assert!(detail.contains(words), "{value}: {detail}");
+        assert!(
+            !detail.contains("dXNlcjpwYXNz") && !detail.contains(TOKEN),
+            "{detail}"
+        );
+    }
+}
+
+/// Issue 28: "an unknown key in the prune body gets `bad-cut`, not the `unknown-key` every other
+/// route gives; keys are spelled `keep_days` here and `tool-calls` there — pick one convention
+/// and accept the other with a precise error." Every JSON body (resume, prune, the viewer's
+/// sign-in) and every query takes snake_case keys; the other spelling is refused naming the
+/// right one, and a wrong value is named by its key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_body_key_is_snake_case_and_another_spelling_is_named() {
+    let api = Api::start().await;
+    let thread = support::start(&api.pump, &p("say", "hi")).await;
+    api.pump.stop(thread).await.unwrap();
+    api.pump.settle(thread).await;
+    let resume = format!("/threads/{thread}/resume");
+    let cases = [
+        (
+            api.post(&resume, r#"{"tool-calls": 5}"#),
+            "unknown-key",
+            "`tool-calls` is spelled `tool_calls`",
+        ),
+        (
+            api.post(&resume, r#"{"wall-clock": 1000}"#),
+            "unknown-key",
+            "`wall-clock` is spelled `wall_clock_ms`",
+        ),
+        (
+            api.post(&resume, r#"{"Turns": 1}"#),
+            "unknown-key",
+            "`Turns` is spelled `turns`",
+        ),
+        (
+            api.post(&resume, r#"{"turns": "ten"}"#),
+            "bad-budget",
+            "`turns` in POST /threads/{id}/resume",
+        ),
+        (
+            api.post(&resume, "[10]"),
+            "bad-budget",
+            "takes a JSON object with the keys",
+        ),
+        (
+            api.post("/history/prune", r#"{"keep-days": 3}"#),
+            "unknown-key",
+            "`keep-days` is spelled `keep_days`",
+        ),
+        (
+            api.post("/history/prune", r#"{"keep_days": 3, "dry": true}"#),
+            "unknown-key",
+            "unknown JSON key `dry` for POST /history/prune; it takes: before, keep_days",
+        ),
+        (
+            api.post("/session", r#"{"tokn": "x"}"#),
+            "unknown-key",
+            "unknown JSON key `tokn` for POST /session",
+        ),
+        (
+            api.post("/session", "{}"),
+            "bad-body",
+            "POST /session: missing field `token`",
+        ),
+        (
+            api.get("/threads?State=idle"),
+            "unknown-key",
+            "query key `State` is spelled `state`",
+        ),
+    ];
+    for (request, code, words) in cases {
+        let (status, body) = problem(request.send().await.unwrap()).await;
+        assert_eq!(
+            (status, body["code"].as_str()),
+            (StatusCode::BAD_REQUEST, Some(code)),
+            "{body}"
+        );
+        assert!(
+            body["detail"].as_str().unwrap().contains(words),
+            "{words}: {body}"
+        );
+    }
+    assert_eq!(
+        api.pump.thread(thread).unwrap().state,
+        agentpump::ThreadState::Halted,
+        "nothing resumed it"
+    );
+    let turns = |pump: &PumpHandle| -> u64 {
+        pump.budget(thread).unwrap()["max-turns"]
+            .limit
+            .as_deref()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    let before = turns(&api.pump);
+    let r = api
+        .post(
+            &resume,
+            r#"{"turns": 2, "tool_calls": 5, "wall_clock_ms": 60000}"#,
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::ACCEPTED);
+    assert_eq!(turns(&api.pump), before + 2);
+}
+
+/// Issue 28: "the same thread answers under several spellings (`{uuid}`, no hyphens,
+/// `urn:uuid:`, upper case): one canonical URL per thread (redirect or refuse the rest,
+/// precisely)." Every route with a thread id refuses every other spelling, 400
+/// `non-canonical-thread-id` naming the canonical URL, and reads nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thread_has_one_url() {
+    let api = Api::start().await;
+    let thread = support::start(&api.pump, &p("say", "hi")).await;
+    let canonical = thread.to_string();
+    let spellings = [
+        canonical.to_uppercase(),
+        canonical.replace('-', ""),
+        format!("urn:uuid:{canonical}"),
+        format!("%7B{canonical}%7D"),
+        format!("%20{canonical}"),
+    ];
+    let gets = [
+        "", "/history", "/answers", "/tree", "/report", "/reports", "/budget", "/events",
+    ];
+    let views = ["", "/records", "/process", "/report"];
+    let posts = ["/messages", "/stop", "/resume"];
+    for id in &spellings {
+        let mut requests: Vec<(String, reqwest::RequestBuilder)> = Vec::new();
+        for tail in gets {
+            let path = format!("/threads/{id}{tail}");
+            requests.push((path.clone(), api.get(&path)));
+        }
+        for tail in views {
+            let path = format!("/view/threads/{id}{tail}");
+            requests.push((path.clone(), api.get(&path)));
+        }
+        for tail in posts {
+            let path = format!("/threads/{id}{tail}");
+            requests.push((path.clone(), api.post(&path, p("say", "again"))));
+        }
+        for (path, request) in requests {
+            let (status, body) = problem(request.send().await.unwrap()).await;
+            assert_eq!(
+                (status, body["code"].as_str()),
+                (StatusCode::BAD_REQUEST, Some("non-canonical-thread-id")),
+                "{path}: {body}"
+            );
+            let detail = body["detail"].as_str().unwrap();
+            assert!(
+                detail.contains(&format!("`{canonical}` (lower case, hyphenated)")),
+                "{path}: {detail}"
+            );
+        }
+    }
+    let (_, body) = problem(
+        api.get(&format!("/threads/{}/history", spellings[0]))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert!(
+        body["detail"].as_str().unwrap().ends_with(&format!(
+            "this thread's URL is `/threads/{canonical}/history`"
+        )),
+        "{body}"
+    );
+    assert_eq!(
+        api.pump.history(thread).await.unwrap().len(),
+        2,
+        "nothing was posted under another spelling"
+    );
+    assert_eq!(
+        api.pump.thread(thread).unwrap().state,
+        agentpump::ThreadState::Idle
+    );
+    // A URL whose id is not even text is refused as problem JSON too.
+    let (status, body) = problem(api.get("/threads/%FF/history").send().await.unwrap()).await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("malformed-thread-id")),
+        "{body}"
+    );
+    let r = api
+        .get(&format!("/threads/{canonical}/history"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+}
+
+/// Issue 28: "413 and query errors pass axum/serde wording through (\"Failed to buffer the
+/// request body\") and do not name the limit." Every refusal of a body, a query, a path or a
+/// method — on the API's routes and the viewer's — is our problem JSON naming the limit in
+/// bytes, or the parameter and what it takes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn body_query_path_and_method_refusals_name_what_was_expected() {
+    let api = Api::start().await;
+    let thread = support::start(&api.pump, &p("say", "hi")).await;
+    let delete = |path: &str| {
+        api.client
+            .delete(format!("{}{path}", api.base))
+            .bearer_auth(TOKEN)
+    };
+    let cases = [
+        (
+            api.post("/threads", "x".repeat(65 * 1024)),
+            413,
+            "too-large",
+            "the body is over the limit of 65536 bytes (`[server] max_body_bytes`)",
+        ),
+        (
+            api.post("/session", "x".repeat(5 * 1024)),
+            413,
+            "too-large",
+            "the body is over the limit of 4096 bytes",
+        ),
+        (
+            api.get(&format!("/threads/{thread}/events?after=abc")),
+            400,
+            "bad-query",
+            "query parameter `after` takes a whole number from 0 to 18446744073709551615; got `abc`",
+        ),
+        (
+            api.get("/view/threads?limit=-1"),
+            400,
+            "bad-query",
+            "query parameter `limit` takes a whole number from 0 to 18446744073709551615; got `-1`",
+        ),
+        (
+            api.get(&format!(
+                "/view/threads/{thread}/records?before=99999999999999999999"
+            )),
+            400,
+            "bad-query",
+            "query parameter `before` takes a whole number",
+        ),
+        (
+            api.get("/threads?state=idle&state=done"),
+            400,
+            "bad-query",
+            "query parameter `state` is given more than once",
+        ),
+        (
+            api.get("/view/threads?stat=halted"),
+            400,
+            "unknown-key",
+            "unknown query key `stat` for /view/threads; it takes: state, class, q, before, limit",
+        ),
+        (
+            api.post(&format!("/threads/{thread}/resume"), "{turns: 1}"),
+            400,
+            "bad-budget",
+            "the body is not JSON",
+        ),
+        (
+            delete("/view/threads"),
+            405,
+            "method-not-allowed",
+            "route does not take that method",
+        ),
+        (
+            api.get("/session"),
+            405,
+            "method-not-allowed",
+            "route does not take that method",
+        ),
+    ];
+    for (request, status, code, words) in cases {
+        let (got, body) = problem(request.send().await.unwrap()).await;
+        assert_eq!(
+            (got.as_u16(), body["code"].as_str()),
+            (status, Some(code)),
+            "{words}: {body}"
+        );
+        let detail = body["detail"].as_str().unwrap();
+        assert!(detail.contains(words), "{words}: {detail}");
+        assert!(
+            !detail.contains("Failed to") && !detail.contains("deserialize"),
+            "{detail}"
+        );
+    }
 }

@@ -373,6 +373,53 @@ fn a_worker_killed_mid_delivery_is_replaced_and_nothing_is_applied_twice() {
     verify(&organism);
 }
 
+/// Issue 28: "with default settings a remote listener's item in the hands of a killed worker
+/// always ends in `handler-timeout`: `ack_wait_ms` and the listener's `timeout_ms` are both
+/// 30 s, so redelivery comes too late." Without `ack_wait_ms` a delivery goes back to the queue
+/// after a third of the listener's timeout, so a second worker answers it in time — also when
+/// the durable consumer was made earlier with a longer ack wait (the worker updates it).
+#[test]
+fn with_default_settings_a_killed_workers_delivery_is_answered_in_time() {
+    let scratch = Scratch::new("nats-default-ack");
+    let (_nats, url) = nats_server(&scratch.0);
+    let write = |timeout_ms: u64| {
+        scratch.write(
+            "organism.toml",
+            &format!(
+                "[organism]\nname = \"defaults\"\n[store]\npath = \"history.db\"\n\
+                 [cluster]\nurl = \"{url}\"\n\
+                 [[listener]]\nname = \"nap\"\nkind = \"builtin\"\nbuiltin = \"sleep\"\n\
+                 accepts = [\"{{urn:test:v1}}say\"]\ntimeout_ms = {timeout_ms}\nremote = true\n"
+            ),
+        )
+    };
+    // An earlier deployment made the consumer with a 20 s ack wait (a third of 60 s).
+    drop(worker(&write(60_000), &scratch.0.join("old.log")));
+    let organism = write(6_000);
+    let pump = Pump::start(&organism);
+    let (log_a, log_b) = (scratch.0.join("a.log"), scratch.0.join("b.log"));
+    let mut a = worker(&organism, &log_a);
+    runtime().block_on(async {
+        let slow = r#"<say xmlns="urn:test:v1" ms="1500">slow</say>"#;
+        let thread = pump.post(slow).await;
+        tokio::time::sleep(Duration::from_millis(700)).await; // a has it, mid-nap
+        a.0.kill().unwrap(); // SIGKILL
+        let _ = a.0.wait();
+        let _b = worker(&organism, &log_b);
+        let history = pump
+            .wait_for(&thread, |h| {
+                count(h, "nap", "client") >= 1 || h.iter().any(|r| r["from"] == "system")
+            })
+            .await;
+        assert_eq!(count(&history, "nap", "client"), 1, "{history:#?}");
+        assert!(
+            history.iter().all(|r| r["from"] != "system"),
+            "answered, not handler-timeout: {history:#?}"
+        );
+    });
+    assert_eq!(handled(&log_b).len(), 1, "b completed it");
+}
+
 #[test]
 fn a_worker_returning_forged_system_messages_is_refused_like_a_local_listener() {
     let scratch = Scratch::new("nats-forged");

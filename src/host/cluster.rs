@@ -40,9 +40,11 @@ pub struct ClusterSection {
     #[serde(default = "ClusterSection::default_window")]
     pub history_window: usize,
     /// How long a worker may hold a delivery without sign of life before JetStream hands it
-    /// to another worker, in ms (default 30000; a working worker extends it).
-    #[serde(default = "ClusterSection::default_ack_wait")]
-    pub ack_wait_ms: u64,
+    /// to another worker, in ms; a working worker extends it. Default: a third of each remote
+    /// listener's timeout, so that a delivery a dead worker held comes back while the pump
+    /// still waits for it. Set, it must be at most half of every remote listener's timeout
+    /// ([`ClusterSection::check_ack_wait`]).
+    pub ack_wait_ms: Option<u64>,
     /// Deliveries in flight to the workers of one remote listener at most (default 64); past
     /// it a delivery fails with `backpressure`.
     #[serde(default = "ClusterSection::default_in_flight")]
@@ -55,9 +57,6 @@ impl ClusterSection {
     }
     fn default_window() -> usize {
         50
-    }
-    fn default_ack_wait() -> u64 {
-        30_000
     }
     fn default_in_flight() -> usize {
         64
@@ -78,9 +77,36 @@ impl ClusterSection {
         }
     }
 
-    /// How long a worker may hold a delivery without sign of life.
-    pub fn ack_wait(&self) -> Duration {
-        Duration::from_millis(self.ack_wait_ms.max(100))
+    /// How long a worker may hold a delivery of a listener whose timeout is `timeout` without
+    /// sign of life: `ack_wait_ms`, else a third of `timeout`; at least 100 ms.
+    pub fn ack_wait(&self, timeout: Duration) -> Duration {
+        self.ack_wait_ms
+            .map_or(timeout / 3, Duration::from_millis)
+            .max(MIN_ACK_WAIT)
+    }
+
+    /// Refuses an `ack_wait_ms` over half of the timeout of remote listener `listener`: a
+    /// delivery held by a worker that died would come back to another worker too late to be
+    /// answered before the pump gives up on it (`handler-timeout`).
+    ///
+    /// # Errors
+    ///
+    /// What is wrong and what to write instead.
+    pub fn check_ack_wait(&self, listener: &str, timeout: Duration) -> Result<(), String> {
+        let Some(ms) = self.ack_wait_ms else {
+            return Ok(());
+        };
+        let timeout_ms = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
+        if ms <= timeout_ms / 2 {
+            return Ok(());
+        }
+        Err(format!(
+            "[cluster] ack_wait_ms = {ms} is over half of remote listener `{listener}`'s timeout \
+             ({timeout_ms} ms): a delivery held by a worker that died would reach another worker \
+             only after {ms} ms, too late to be answered before the pump gives up on it; set \
+             ack_wait_ms to at most {}, or leave it out (a third of each listener's timeout)",
+            timeout_ms / 2
+        ))
     }
 
     /// Connects, retrying in the background when the server is not there yet (the pump starts
@@ -133,6 +159,10 @@ impl ClusterSection {
             .map_err(|e| HostError::Cluster(format!("cannot connect to NATS at {}: {e}", self.url)))
     }
 }
+
+/// The shortest ack wait: JetStream redelivering sooner would hand a delivery to a second worker
+/// while the first is still starting on it.
+const MIN_ACK_WAIT: Duration = Duration::from_millis(100);
 
 /// The stream and subjects of one organism.
 #[derive(Debug, Clone, PartialEq, Eq)]

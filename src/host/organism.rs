@@ -430,8 +430,26 @@ impl Organism {
             .iter()
             .map(|section| self.registration(origin, section.get_ref(), &docs))
             .collect::<Result<Vec<_>, _>>()?;
+        self.check_ack_wait(origin, &all)?;
         all.extend(self.command_tool(origin)?);
         Ok(all)
+    }
+
+    /// Refuses a `[cluster] ack_wait_ms` that would redeliver a remote listener's delivery
+    /// only after the pump gave up on it, naming the listener's line.
+    fn check_ack_wait(&self, origin: &str, all: &[Registration]) -> Result<(), HostError> {
+        let Some(cluster) = &self.cluster else {
+            return Ok(());
+        };
+        for (section, r) in self.listener.iter().zip(all) {
+            let l = section.get_ref();
+            if l.remote {
+                cluster
+                    .check_ack_wait(&r.name, r.delivery_timeout())
+                    .map_err(|e| self.at(origin, &l.name, e))?;
+            }
+        }
+        Ok(())
     }
 
     /// The `command` tool, when `[tools.command]` enables it.
@@ -922,6 +940,62 @@ mod tests {
         let names = cluster.names("shop.eu");
         assert_eq!(names.stream, "AGENTPUMP_SHOP_EU");
         assert_eq!(names.work("a.b"), "agentpump.shop_eu.work.a_b");
+    }
+
+    /// Issue 28: "`ack_wait_ms` and the listener's `timeout_ms` are both 30 s, so redelivery
+    /// comes too late. Make the defaults consistent (redelivery well inside the timeout)."
+    #[test]
+    fn the_ack_wait_is_well_inside_every_remote_listeners_timeout() {
+        let organism = |cluster: &str, timeout: &str| {
+            let text = format!(
+                "[cluster]\n{cluster}\n[[listener]]\nname = \"local\"\nkind = \"builtin\"\n\
+                 builtin = \"echo\"\naccepts = [\"{{urn:x:v1}}a\"]\ntimeout_ms = 1000\n\
+                 [[listener]]\nname = \"echo\"\nkind = \"builtin\"\nbuiltin = \"echo\"\n\
+                 accepts = [\"{{urn:x:v1}}say\"]\nremote = true\n{timeout}"
+            );
+            Organism::parse(&text, "o.toml").unwrap()
+        };
+        // Default: a third of each listener's timeout (30 s unless it says otherwise).
+        let default = organism("", "");
+        let cluster = default.cluster.as_ref().unwrap();
+        assert_eq!(
+            cluster.ack_wait(Duration::from_secs(30)),
+            Duration::from_secs(10)
+        );
+        assert_eq!(
+            cluster.ack_wait(Duration::from_millis(150)),
+            Duration::from_millis(100)
+        );
+        assert_eq!(default.registrations("o.toml").unwrap().len(), 2);
+        // Set: at most half of every remote listener's timeout; a local listener's is no matter.
+        let half = organism("ack_wait_ms = 15000", "");
+        assert!(half.registrations("o.toml").is_ok());
+        assert_eq!(
+            half.cluster
+                .as_ref()
+                .unwrap()
+                .ack_wait(Duration::from_secs(30)),
+            Duration::from_secs(15)
+        );
+        let refused = organism("ack_wait_ms = 30000", "")
+            .registrations("o.toml")
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            refused,
+            "o.toml:10: [cluster] ack_wait_ms = 30000 is over half of remote listener `echo`'s \
+             timeout (30000 ms): a delivery held by a worker that died would reach another worker \
+             only after 30000 ms, too late to be answered before the pump gives up on it; set \
+             ack_wait_ms to at most 15000, or leave it out (a third of each listener's timeout)"
+        );
+        let short = organism("ack_wait_ms = 1000", "timeout_ms = 1500");
+        assert!(
+            short
+                .registrations("o.toml")
+                .unwrap_err()
+                .to_string()
+                .contains("at most 750"),
+        );
     }
 
     #[test]

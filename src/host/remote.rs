@@ -222,7 +222,7 @@ impl Host {
         budget: &crate::governor::Budget,
     ) -> Result<String, HostError> {
         let thread = self.resolve(thread)?;
-        let body = serde_json::to_vec(budget)
+        let body = serde_json::to_vec(&crate::host::server::bodies::BudgetBody::from(budget))
             .map_err(|e| HostError::http(format!("cannot write the budget: {e}"), e))?;
         self.call(
             reqwest::Method::POST,

@@ -3,11 +3,14 @@
 //! bearer token (or the viewer's session cookie); the history viewer is served at `/`; request bodies are size-limited; errors are problem JSON (RFC 9457).
 
 mod auth;
+pub(crate) mod bodies;
 mod events;
+mod params;
 mod problem;
 mod routes;
 mod strict;
 mod task_events;
+mod thread_path;
 pub mod viewer;
 
 use std::future::Future;
@@ -40,26 +43,26 @@ pub(crate) struct Api {
     pub tasks: Option<Arc<crate::tasks::Layout>>,
     /// The NATS connection of remote listeners, reported by `/health`.
     pub cluster: Option<Arc<crate::host::cluster::hub::Hub>>,
+    /// The largest request body in bytes (`[server] max_body_bytes`), named when one is over it.
+    pub max_body: usize,
 }
 
 /// The API's routes over `pump`, requiring `token`, refusing bodies over `max_body` bytes.
 /// Event streams from this router end only when the client goes away; [`serve`] ends them at
 /// shutdown.
 pub fn router(pump: PumpHandle, token: &str, max_body: usize) -> Router {
-    routes_for(
-        Api {
-            pump,
-            token: Arc::from(token),
-            stopping: watch::channel(false).1,
-            cut_off: watch::channel(false).1,
-            tasks: None,
-            cluster: None,
-        },
+    routes_for(Api {
+        pump,
+        token: Arc::from(token),
+        stopping: watch::channel(false).1,
+        cut_off: watch::channel(false).1,
+        tasks: None,
+        cluster: None,
         max_body,
-    )
+    })
 }
 
-fn routes_for(api: Api, max_body: usize) -> Router {
+fn routes_for(api: Api) -> Router {
     Router::new()
         .route("/health", get(routes::health))
         .route("/threads", post(routes::start).get(routes::list))
@@ -84,7 +87,7 @@ fn routes_for(api: Api, max_body: usize) -> Router {
             Arc::clone(&api.token),
             auth::require_token,
         ))
-        .layer(DefaultBodyLimit::max(max_body))
+        .layer(DefaultBodyLimit::max(api.max_body))
         .with_state(api.clone())
         .merge(viewer::routes(viewer::Viewer {
             store: Arc::clone(api.pump.store()),
@@ -167,12 +170,12 @@ pub async fn serve_with(
         cut_off: cutting,
         tasks: extras.tasks.map(Arc::new),
         cluster: extras.cluster,
+        max_body,
     };
-    let server =
-        axum::serve(listener, routes_for(api, max_body)).with_graceful_shutdown(async move {
-            shutdown.await;
-            stop.send_replace(true);
-        });
+    let server = axum::serve(listener, routes_for(api)).with_graceful_shutdown(async move {
+        shutdown.await;
+        stop.send_replace(true);
+    });
     let limit = extras.shutdown_timeout;
     let server = server.into_future();
     tokio::pin!(server);

@@ -83,11 +83,10 @@ pub fn run(
             names,
             limits,
             worker,
-            ack_wait: cluster.ack_wait(),
+            cluster: cluster.clone(),
         });
         for registration in serve {
-            let consumer =
-                consumer_for(&stream, &shared.names, &registration.name, &cluster).await?;
+            let consumer = consumer_for(&stream, &shared.names, &registration, &cluster).await?;
             for _ in 0..concurrency.max(1) {
                 let (shared, consumer, r) =
                     (Arc::clone(&shared), consumer.clone(), registration.clone());
@@ -107,21 +106,20 @@ pub fn run(
 async fn consumer_for(
     stream: &jetstream::stream::Stream,
     names: &Names,
-    listener: &str,
+    registration: &Registration,
     cluster: &ClusterSection,
 ) -> Result<consumer::PullConsumer, HostError> {
-    let name = names.consumer(listener);
+    let name = names.consumer(&registration.name);
+    // Created, or updated when it exists: an ack wait changed in the organism (or by a new
+    // default) reaches the durable consumer the workers share.
     stream
-        .get_or_create_consumer(
-            &name,
-            consumer::pull::Config {
-                durable_name: Some(name.clone()),
-                filter_subject: names.work(listener),
-                ack_policy: consumer::AckPolicy::Explicit,
-                ack_wait: cluster.ack_wait(),
-                ..Default::default()
-            },
-        )
+        .create_consumer(consumer::pull::Config {
+            durable_name: Some(name.clone()),
+            filter_subject: names.work(&registration.name),
+            ack_policy: consumer::AckPolicy::Explicit,
+            ack_wait: cluster.ack_wait(registration.delivery_timeout()),
+            ..Default::default()
+        })
         .await
         .map_err(|e| HostError::Cluster(format!("cannot create the consumer {name}: {e}")))
 }
@@ -132,7 +130,8 @@ struct Shared {
     names: Names,
     limits: Limits,
     worker: String,
-    ack_wait: Duration,
+    /// The `[cluster]` section: each listener's ack wait comes from it.
+    cluster: ClusterSection,
 }
 
 impl Shared {
@@ -228,7 +227,7 @@ impl Shared {
         let handling = AssertUnwindSafe(r.listener.handle(&delivery, &mut cx)).catch_unwind();
         let handled = tokio::time::timeout(r.timeout, async {
             tokio::pin!(handling);
-            let mut beat = tokio::time::interval(self.ack_wait / 3);
+            let mut beat = tokio::time::interval(self.cluster.ack_wait(r.delivery_timeout()) / 3);
             beat.tick().await;
             loop {
                 tokio::select! {

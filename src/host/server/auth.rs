@@ -83,8 +83,8 @@ fn write_private(file: &Path, token: &str) -> std::io::Result<()> {
 /// The cookie the viewer page exchanges the token for (see `POST /session`).
 pub(crate) const COOKIE: &str = "agentpump_token";
 
-/// Refuses a request that carries neither `Authorization: Bearer <token>` nor the viewer's
-/// session cookie holding it — before anything is read or recorded.
+/// Refuses a request that carries neither `Authorization: Bearer <token>` (the scheme in any
+/// case) nor the viewer's session cookie holding it — before anything is read or recorded.
 pub(crate) async fn require_token(
     State(token): State<Arc<str>>,
     request: Request,
@@ -98,28 +98,49 @@ pub(crate) async fn require_token(
 
 /// Whether `headers` carry `token` as a bearer token or in the session cookie.
 pub(crate) fn check(headers: &HeaderMap, token: &str) -> Result<(), Problem> {
-    let bearer = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "));
+    let authorization = headers.get(header::AUTHORIZATION);
+    let bearer = authorization.and_then(|v| bearer(v.as_bytes()));
     let given = bearer.or_else(|| cookie(headers));
+    let refuse = |detail: String| {
+        Err(Problem::new(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            detail,
+        ))
+    };
     match given {
         Some(given) if constant_time_eq(given.as_bytes(), token.as_bytes()) => Ok(()),
-        Some(_) if bearer.is_some() => Err(Problem::new(
-            StatusCode::UNAUTHORIZED,
-            "unauthorized",
-            "wrong bearer token",
-        )),
-        Some(_) => Err(Problem::new(
-            StatusCode::UNAUTHORIZED,
-            "unauthorized",
-            "the session cookie holds a wrong token: sign in again",
-        )),
-        None => Err(Problem::new(
-            StatusCode::UNAUTHORIZED,
-            "unauthorized",
-            "send Authorization: Bearer <token>",
-        )),
+        Some(_) if bearer.is_some() => refuse("wrong bearer token".to_owned()),
+        Some(_) => refuse("the session cookie holds a wrong token: sign in again".to_owned()),
+        None => match authorization {
+            Some(value) => refuse(format!(
+                "the Authorization header `{}` is not `Bearer <token>`; send Authorization: Bearer <token>",
+                scheme(value.as_bytes())
+            )),
+            None => refuse("send Authorization: Bearer <token>".to_owned()),
+        },
+    }
+}
+
+/// The token of an `Authorization` value `Bearer <token>`: the scheme in any case (auth schemes
+/// are case-insensitive, RFC 9110 §11.1), one or more spaces before a non-empty token.
+fn bearer(value: &[u8]) -> Option<&str> {
+    let value = std::str::from_utf8(value).ok()?;
+    let (scheme, rest) = value.split_once(' ')?;
+    let token = rest.trim_start_matches(' ');
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
+}
+
+/// What a refused `Authorization` value starts with, for the answer: its scheme and no more
+/// (never the credentials), or why it cannot be read.
+fn scheme(value: &[u8]) -> String {
+    match std::str::from_utf8(value) {
+        Ok(text) => match text.split_once(' ') {
+            Some((scheme, _)) => format!("{} …", scheme.chars().take(32).collect::<String>()),
+            None if text.eq_ignore_ascii_case("bearer") => format!("{text} (no token)"),
+            None => "(one word, no scheme)".to_owned(),
+        },
+        Err(_) => "(not UTF-8)".to_owned(),
     }
 }
 

@@ -8,14 +8,14 @@ use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::time::Duration;
 
-use axum::extract::rejection::QueryRejection;
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures_util::Stream;
 use serde::Deserialize;
 
-use super::routes::thread_id;
+use super::params::Params;
+use super::thread_path::ThreadPath;
 use super::{Api, Problem};
 use crate::history::Record;
 use crate::{ThreadId, ThreadState};
@@ -31,17 +31,13 @@ pub(crate) struct After {
 
 pub(crate) async fn follow(
     State(api): State<Api>,
-    Path(id): Path<String>,
+    ThreadPath(thread): ThreadPath,
     headers: HeaderMap,
-    q: Result<Query<After>, QueryRejection>,
+    Params(q): Params<After>,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, Problem> {
-    let after = q
-        .map_err(|e| Problem::new(e.status(), "bad-query", e.body_text()))?
-        .0
-        .after;
-    let thread = thread_id(&id)?;
+    let after = q.after;
     if !api.pump.load(thread).await? {
-        return Err(Problem::unknown_thread(&id));
+        return Err(Problem::unknown_thread(&thread.to_string()));
     }
     let next = match after {
         Some(seq) => seq.saturating_add(1),

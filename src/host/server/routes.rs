@@ -2,12 +2,16 @@
 
 use axum::Json;
 use axum::body::Bytes;
-use axum::extract::rejection::{BytesRejection, QueryRejection};
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
+use axum::extract::rejection::BytesRejection;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 
+use super::bodies::{BudgetBody, PruneCut};
+use super::params::Params;
+use super::strict::json_body;
+use super::thread_path::ThreadPath;
 use super::{Api, Problem};
 use crate::governor::Budget;
 use crate::history::{HistoryError, export};
@@ -31,16 +35,6 @@ pub(crate) struct Format {
     format: Option<String>,
 }
 
-pub(crate) fn thread_id(text: &str) -> Result<ThreadId, Problem> {
-    text.parse().map_err(|_| {
-        Problem::new(
-            StatusCode::BAD_REQUEST,
-            "malformed-thread-id",
-            format!("`{text}` is not a thread id (a UUID)"),
-        )
-    })
-}
-
 /// `GET /health`: 200 `{"status":"ok"}` while the pump accepts input; 503 problem JSON
 /// (`history-unavailable` while the history cannot be written, `shutting-down`) when it does not. With remote
 /// listeners, `"nats": {"url": …, "connected": …}` too: a pump away from NATS still accepts
@@ -59,31 +53,44 @@ pub(crate) async fn health(State(api): State<Api>) -> Result<Response, Problem> 
 }
 
 /// The thread a path names, brought back into memory if it was evicted.
-async fn known(api: &Api, text: &str) -> Result<ThreadId, Problem> {
-    let id = thread_id(text)?;
+async fn known(api: &Api, ThreadPath(id): ThreadPath) -> Result<ThreadId, Problem> {
     if api.pump.load(id).await? {
         Ok(id)
     } else {
-        Err(Problem::unknown_thread(text))
+        Err(Problem::unknown_thread(&id.to_string()))
     }
 }
 
-/// The body, or the problem that refused it (413 past the size limit).
-fn body(body: Result<Bytes, BytesRejection>) -> Result<Bytes, Problem> {
+/// The body, or the problem that refused it: 413 `too-large` naming the `limit` in bytes and the
+/// `setting` that makes it, 400 `bad-body` when it cannot be read to its end.
+pub(crate) fn body(
+    body: Result<Bytes, BytesRejection>,
+    limit: usize,
+    setting: &str,
+) -> Result<Bytes, Problem> {
     body.map_err(|e| {
-        let code = if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            "too-large"
-        } else {
-            "bad-body"
-        };
-        Problem::new(e.status(), code, e.body_text())
+        if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            return Problem::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "too-large",
+                format!("the body is over the limit of {limit} bytes ({setting})"),
+            );
+        }
+        let mut cause: &dyn std::error::Error = &e;
+        while let Some(next) = cause.source() {
+            cause = next;
+        }
+        Problem::new(
+            StatusCode::BAD_REQUEST,
+            "bad-body",
+            format!("the body cannot be read to its end: {cause}"),
+        )
     })
 }
 
-/// The query string, or the problem that refused it.
-fn query<T>(q: Result<Query<T>, QueryRejection>) -> Result<T, Problem> {
-    q.map(|Query(q)| q)
-        .map_err(|e| Problem::new(e.status(), "bad-query", e.body_text()))
+/// The body of an API request (limited by `[server] max_body_bytes`).
+fn api_body(api: &Api, b: Result<Bytes, BytesRejection>) -> Result<Bytes, Problem> {
+    body(b, api.max_body, "`[server] max_body_bytes`")
 }
 
 fn accepted(receipt: &crate::Receipt) -> Response {
@@ -94,11 +101,10 @@ fn accepted(receipt: &crate::Receipt) -> Response {
 /// `POST /threads`: an envelope (either dialect), or a bare payload routed by its root (or `?to=`).
 pub(crate) async fn start(
     State(api): State<Api>,
-    q: Result<Query<To>, QueryRejection>,
+    Params(q): Params<To>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, Problem> {
-    let q = query(q)?;
-    let body = self::body(body)?;
+    let body = api_body(&api, body)?;
     let receipt = api.pump.receive(&body, None, q.to.as_deref()).await?;
     Ok(accepted(&receipt))
 }
@@ -106,13 +112,12 @@ pub(crate) async fn start(
 /// `POST /threads/{id}/messages`: a payload (or an envelope's payload) into an existing thread.
 pub(crate) async fn post_message(
     State(api): State<Api>,
-    Path(id): Path<String>,
-    q: Result<Query<To>, QueryRejection>,
+    id: ThreadPath,
+    Params(q): Params<To>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, Problem> {
-    let q = query(q)?;
-    let thread = thread_id(&id)?;
-    let body = self::body(body)?;
+    let ThreadPath(thread) = id;
+    let body = api_body(&api, body)?;
     // One door: the pump parses the bytes once, with its own limits; the URL's thread wins.
     let receipt = api
         .pump
@@ -125,9 +130,8 @@ pub(crate) async fn post_message(
 /// has evicted any, the others as the store has them (an evicted open thread is `idle`).
 pub(crate) async fn list(
     State(api): State<Api>,
-    q: Result<Query<StateFilter>, QueryRejection>,
+    Params(q): Params<StateFilter>,
 ) -> Result<Response, Problem> {
-    let q = query(q)?;
     let state = match q.state.as_deref() {
         None => None,
         Some(s) => Some(
@@ -147,22 +151,18 @@ pub(crate) async fn list(
 }
 
 /// `GET /threads/{id}`.
-pub(crate) async fn thread(
-    State(api): State<Api>,
-    Path(id): Path<String>,
-) -> Result<Response, Problem> {
-    let id = known(&api, &id).await?;
+pub(crate) async fn thread(State(api): State<Api>, id: ThreadPath) -> Result<Response, Problem> {
+    let id = known(&api, id).await?;
     Ok(Json(api.pump.thread(id)).into_response())
 }
 
 /// `GET /threads/{id}/history[?format=json|jsonl|xml]`: a JSON array, JSON lines, or XML.
 pub(crate) async fn history(
     State(api): State<Api>,
-    Path(id): Path<String>,
-    q: Result<Query<Format>, QueryRejection>,
+    id: ThreadPath,
+    Params(q): Params<Format>,
 ) -> Result<Response, Problem> {
-    let q = query(q)?;
-    let id = known(&api, &id).await?;
+    let id = known(&api, id).await?;
     let records = api.pump.history(id).await?;
     match q.format.as_deref().unwrap_or("json") {
         "json" => Ok(Json(records).into_response()),
@@ -186,29 +186,20 @@ pub(crate) async fn history(
 
 /// `GET /threads/{id}/answers`: what went out to the outside sender, as a JSON array of
 /// envelopes in the dialect that started the thread (AgentServer clients get theirs).
-pub(crate) async fn answers(
-    State(api): State<Api>,
-    Path(id): Path<String>,
-) -> Result<Response, Problem> {
-    let id = known(&api, &id).await?;
+pub(crate) async fn answers(State(api): State<Api>, id: ThreadPath) -> Result<Response, Problem> {
+    let id = known(&api, id).await?;
     Ok(Json(api.pump.answers(id).await?).into_response())
 }
 
 /// `GET /threads/{id}/tree`.
-pub(crate) async fn tree(
-    State(api): State<Api>,
-    Path(id): Path<String>,
-) -> Result<Response, Problem> {
-    let id = known(&api, &id).await?;
+pub(crate) async fn tree(State(api): State<Api>, id: ThreadPath) -> Result<Response, Problem> {
+    let id = known(&api, id).await?;
     Ok(Json(api.pump.tree(id)).into_response())
 }
 
 /// `GET /threads/{id}/report`: the latest halting report.
-pub(crate) async fn report(
-    State(api): State<Api>,
-    Path(id): Path<String>,
-) -> Result<Response, Problem> {
-    let id = known(&api, &id).await?;
+pub(crate) async fn report(State(api): State<Api>, id: ThreadPath) -> Result<Response, Problem> {
+    let id = known(&api, id).await?;
     let mut reports = api.pump.reports(id).await?;
     match reports.pop() {
         Some(report) => Ok(Json(report).into_response()),
@@ -222,11 +213,8 @@ pub(crate) async fn report(
 
 /// `GET /threads/{id}/budget`: the governor's live budget lines of the thread, by budget name
 /// (`{"max-turns": {"limit": "40", "spent": "3", "reserved": "0", "remaining": "37"}, …}`).
-pub(crate) async fn budget(
-    State(api): State<Api>,
-    Path(id): Path<String>,
-) -> Result<Response, Problem> {
-    let id = known(&api, &id).await?;
+pub(crate) async fn budget(State(api): State<Api>, id: ThreadPath) -> Result<Response, Problem> {
+    let id = known(&api, id).await?;
     let lines = api
         .pump
         .budget(id)
@@ -235,20 +223,14 @@ pub(crate) async fn budget(
 }
 
 /// `GET /threads/{id}/reports`: every halting report, oldest first (`[]` if it never halted).
-pub(crate) async fn reports(
-    State(api): State<Api>,
-    Path(id): Path<String>,
-) -> Result<Response, Problem> {
-    let id = known(&api, &id).await?;
+pub(crate) async fn reports(State(api): State<Api>, id: ThreadPath) -> Result<Response, Problem> {
+    let id = known(&api, id).await?;
     Ok(Json(api.pump.reports(id).await?).into_response())
 }
 
 /// `POST /threads/{id}/stop`.
-pub(crate) async fn stop(
-    State(api): State<Api>,
-    Path(id): Path<String>,
-) -> Result<Response, Problem> {
-    let id = known(&api, &id).await?;
+pub(crate) async fn stop(State(api): State<Api>, id: ThreadPath) -> Result<Response, Problem> {
+    let id = known(&api, id).await?;
     api.pump
         .stop(id)
         .await
@@ -256,71 +238,35 @@ pub(crate) async fn stop(
     Ok(StatusCode::ACCEPTED.into_response())
 }
 
-/// `POST /threads/{id}/resume` with a JSON budget to add (`{"turns": 10}`).
+/// `POST /threads/{id}/resume` with a JSON budget to add (`{"turns": 10}`; keys as in
+/// `[governor.budget]`: `tool_calls`, `wall_clock_ms`).
 pub(crate) async fn resume(
     State(api): State<Api>,
-    Path(id): Path<String>,
+    id: ThreadPath,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, Problem> {
-    let id = known(&api, &id).await?;
-    let body = self::body(body)?;
-    let extra: Budget = if body.is_empty() {
-        Budget::default()
-    } else {
-        let bad = |e: serde_json::Error| {
-            Problem::new(StatusCode::BAD_REQUEST, "bad-budget", e.to_string())
-        };
-        let value: serde_json::Value = serde_json::from_slice(&body).map_err(bad)?;
-        check_budget_keys(&value)?;
-        serde_json::from_value(value).map_err(bad)?
-    };
+    let id = known(&api, id).await?;
+    let body = api_body(&api, body)?;
+    let extra: BudgetBody = json_body(&body, "POST /threads/{id}/resume", "bad-budget")?;
     api.pump
-        .resume(id, &extra)
+        .resume(id, &Budget::from(extra))
         .await
         .map_err(|e| Problem::new(StatusCode::CONFLICT, "wrong-state", e.to_string()))?;
     Ok(StatusCode::ACCEPTED.into_response())
 }
 
-/// Refuses a key the budget does not have (`{"turnz": 10}` must not resume with nothing added).
-fn check_budget_keys(value: &serde_json::Value) -> Result<(), Problem> {
-    let known = serde_json::to_value(Budget::default()).expect("a budget serializes");
-    let (Some(given), Some(known)) = (value.as_object(), known.as_object()) else {
-        return Ok(()); // not an object: serde says what is wrong with it
-    };
-    match given.keys().find(|k| !known.contains_key(*k)) {
-        None => Ok(()),
-        Some(key) => {
-            let allowed: Vec<&str> = known.keys().map(String::as_str).collect();
-            Err(super::strict::unknown_key(
-                key,
-                "budget key",
-                "POST /threads/{id}/resume",
-                &allowed,
-            ))
-        }
-    }
-}
-
-/// Body of `POST /history/prune`: exactly one of `before` and `keep_days`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct PruneCut {
-    before: Option<String>,
-    keep_days: Option<u32>,
-}
-
 /// `POST /history/prune` with `{"before": "2026-10-01"}` or `{"keep_days": 30}`: removes
 /// finished threads' records older than the cut, as `agentpump history prune` does, while the
 /// pump runs (the store runs it between two group commits). 200 with what was removed and the
-/// anchors left; 400 `bad-cut`; 409 `chain-broken` when what would go does not verify; 501
+/// anchors left; 400 `bad-cut` (`unknown-key` for a key it does not take); 409 `chain-broken` when what would go does not verify; 501
 /// `unsupported` on a pump whose store does not prune (in memory).
 pub(crate) async fn prune(
     State(api): State<Api>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, Problem> {
-    let body = self::body(body)?;
+    let body = api_body(&api, body)?;
     let bad = |detail: String| Problem::new(StatusCode::BAD_REQUEST, "bad-cut", detail);
-    let cut: PruneCut = serde_json::from_slice(&body).map_err(|e| bad(e.to_string()))?;
+    let cut: PruneCut = json_body(&body, "POST /history/prune", "bad-cut")?;
     let before_us = match (cut.before, cut.keep_days) {
         (Some(before), None) => export::parse_rfc3339(&before).map_err(|e| bad(e.to_string()))?,
         (None, Some(days)) => {

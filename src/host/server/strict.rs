@@ -9,6 +9,8 @@ use axum::extract::{MatchedPath, Request, State};
 use axum::http::{Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 
 use super::Problem;
@@ -20,6 +22,9 @@ fn query_keys(method: &Method, path: &str) -> &'static [&'static str] {
         ("/threads", _) => &["state"],
         ("/threads/{id}/history", _) => &["format"],
         ("/threads/{id}/events", _) => &["after"],
+        ("/view/threads", _) => &["state", "class", "q", "before", "limit"],
+        ("/view/threads/{id}/records", _) => &["after", "before", "limit"],
+        ("/view/threads/{id}/process", _) => &["after", "limit"],
         _ => &[],
     }
 }
@@ -45,18 +50,84 @@ pub(crate) async fn known_query_keys(request: Request, next: Next) -> Response {
     }
 }
 
-/// The problem for a key a route does not take.
+/// The problem for a key a route does not take; a key that is one of `allowed` spelt another
+/// way is told its spelling.
 pub(crate) fn unknown_key(key: &str, what: &str, route: &str, allowed: &[&str]) -> Problem {
     let takes = if allowed.is_empty() {
         "none".to_owned()
     } else {
         allowed.join(", ")
     };
-    Problem::new(
-        StatusCode::BAD_REQUEST,
-        "unknown-key",
-        format!("unknown {what} `{key}` for {route}; it takes: {takes}"),
-    )
+    let detail = match spelled(key, allowed) {
+        Some(right) => format!(
+            "{what} `{key}` is spelled `{right}` in {route} (keys are snake_case); it takes: {takes}"
+        ),
+        None => format!("unknown {what} `{key}` for {route}; it takes: {takes}"),
+    };
+    Problem::new(StatusCode::BAD_REQUEST, "unknown-key", detail)
+}
+
+/// The key of `allowed` that `key` spells another way: in another case, with `-` for `_`, or
+/// without its `_ms` unit (`tool-calls` → `tool_calls`, `wall-clock` → `wall_clock_ms`).
+fn spelled<'a>(key: &str, allowed: &[&'a str]) -> Option<&'a str> {
+    let plain = key.to_ascii_lowercase().replace('-', "_");
+    allowed
+        .iter()
+        .copied()
+        .find(|a| *a == plain || a.strip_suffix("_ms") == Some(plain.as_str()))
+}
+
+/// The JSON body of `route` as `T`: a JSON object whose keys are `T`'s fields (an unknown or
+/// misspelt key is `unknown-key`, named), each value of its field's type; anything else is a
+/// `code` problem naming the key. An empty body is `T::default()`.
+pub(crate) fn json_body<T>(body: &[u8], route: &str, code: &str) -> Result<T, Problem>
+where
+    T: DeserializeOwned + Serialize + Default,
+{
+    if body.is_empty() {
+        return Ok(T::default());
+    }
+    let defaults = serde_json::to_value(T::default()).expect("a body type serializes");
+    let keys: Vec<&str> = defaults
+        .as_object()
+        .expect("a body type is a JSON object")
+        .keys()
+        .map(String::as_str)
+        .collect();
+    let bad = |detail: String| Problem::new(StatusCode::BAD_REQUEST, code, detail);
+    let value: serde_json::Value =
+        serde_json::from_slice(body).map_err(|e| bad(format!("the body is not JSON: {e}")))?;
+    let Some(object) = value.as_object() else {
+        return Err(bad(format!(
+            "{route} takes a JSON object with the keys {}; got {}",
+            keys.join(", "),
+            kind(&value)
+        )));
+    };
+    if let Some(key) = object.keys().find(|k| !keys.contains(&k.as_str())) {
+        return Err(unknown_key(key, "JSON key", route, &keys));
+    }
+    // Each key alone over the defaults, so that a wrong value is named by its key.
+    for (key, v) in object {
+        let mut one = defaults.clone();
+        one[key] = v.clone();
+        if let Err(e) = serde_json::from_value::<T>(one) {
+            return Err(bad(format!("`{key}` in {route}: {e}")));
+        }
+    }
+    serde_json::from_value(value).map_err(|e| bad(format!("{route}: {e}")))
+}
+
+/// What a JSON value is, in words.
+fn kind(value: &serde_json::Value) -> &'static str {
+    match value {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "a boolean",
+        serde_json::Value::Number(_) => "a number",
+        serde_json::Value::String(_) => "a string",
+        serde_json::Value::Array(_) => "an array",
+        serde_json::Value::Object(_) => "an object",
+    }
 }
 
 /// Runs the request unless `cut_off` turns `true` first (shutdown's time limit passed): then

@@ -52,6 +52,7 @@ pub(crate) fn routes(viewer: Viewer) -> Router {
         .route("/view/threads/{id}/process", get(api::process))
         .route("/view/threads/{id}/report", get(api::report))
         .route("/view/tasks", get(tasks::tasks))
+        .route_layer(axum::middleware::from_fn(super::strict::known_query_keys))
         .layer(axum::middleware::from_fn_with_state(
             Arc::clone(&viewer.token),
             auth::require_token,
@@ -68,6 +69,7 @@ pub(crate) fn routes(viewer: Viewer) -> Router {
         .route("/tasks.js", get(assets::tasks_js))
         .route("/session", post(session::open).delete(session::close))
         .merge(protected)
+        .method_not_allowed_fallback(super::routes::method_not_allowed)
         .layer(DefaultBodyLimit::max(MAX_BODY))
         .with_state(viewer)
 }

@@ -4,8 +4,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use axum::Json;
-use axum::extract::rejection::QueryRejection;
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
@@ -16,7 +15,8 @@ use crate::governor::report::BudgetLine;
 use crate::history::page::MAX_PAGE;
 use crate::history::{HistoryError, Record, ThreadFilter};
 use crate::host::server::Problem;
-use crate::host::server::routes::thread_id;
+use crate::host::server::params::Params;
+use crate::host::server::thread_path::ThreadPath;
 use crate::{ThreadId, ThreadInfo, ThreadState};
 
 /// Query of `GET /view/threads`.
@@ -68,11 +68,6 @@ pub(crate) struct Detail {
     budget: Option<BTreeMap<String, BudgetLine>>,
 }
 
-fn query<T>(q: Result<Query<T>, QueryRejection>) -> Result<T, Problem> {
-    q.map(|Query(q)| q)
-        .map_err(|e| Problem::new(e.status(), "bad-query", e.body_text()))
-}
-
 /// `GET /view/info`: whether a pump runs behind the page.
 pub(crate) async fn info(State(viewer): State<Viewer>) -> Response {
     Json(serde_json::json!({ "live": viewer.pump.is_some() })).into_response()
@@ -81,9 +76,8 @@ pub(crate) async fn info(State(viewer): State<Viewer>) -> Response {
 /// `GET /view/threads?state=&class=&q=&before=&limit=`: a page of root threads, newest first.
 pub(crate) async fn threads(
     State(viewer): State<Viewer>,
-    q: Result<Query<ListQuery>, QueryRejection>,
+    Params(q): Params<ListQuery>,
 ) -> Result<Response, Problem> {
-    let q = query(q)?;
     let state = match q.state.as_deref().filter(|s| !s.is_empty()) {
         None => None,
         Some(s) => Some(
@@ -124,9 +118,8 @@ async fn tree(viewer: &Viewer, id: ThreadId) -> Result<Vec<ThreadInfo>, Problem>
 /// `GET /view/threads/{id}`: the thread and everything below it, with the chain checked.
 pub(crate) async fn thread(
     State(viewer): State<Viewer>,
-    Path(id): Path<String>,
+    ThreadPath(id): ThreadPath,
 ) -> Result<Response, Problem> {
-    let id = thread_id(&id)?;
     let tree = tree(&viewer, id).await?;
     let mut spawns: HashMap<ThreadId, String> = HashMap::new();
     for t in tree.iter().filter(|t| !t.children.is_empty()) {
@@ -213,11 +206,9 @@ fn element<'a>(xml: &'a str, local: &str) -> Option<&'a str> {
 /// `?before=SEQ`: the last ones before it (a transcript read from its end).
 pub(crate) async fn records(
     State(viewer): State<Viewer>,
-    Path(id): Path<String>,
-    q: Result<Query<Window>, QueryRejection>,
+    ThreadPath(id): ThreadPath,
+    Params(q): Params<Window>,
 ) -> Result<Response, Problem> {
-    let q = query(q)?;
-    let id = thread_id(&id)?;
     let limit = q.limit.unwrap_or(200);
     let records = match q.before {
         Some(before) => viewer.store.records_before(id, before, limit).await?,
@@ -243,11 +234,9 @@ pub(crate) struct After {
 /// however long, a page at a time.
 pub(crate) async fn process(
     State(viewer): State<Viewer>,
-    Path(id): Path<String>,
-    q: Result<Query<After>, QueryRejection>,
+    ThreadPath(id): ThreadPath,
+    Params(q): Params<After>,
 ) -> Result<Response, Problem> {
-    let q = query(q)?;
-    let id = thread_id(&id)?;
     let records = viewer
         .store
         .records_in(
@@ -263,9 +252,8 @@ pub(crate) async fn process(
 /// `GET /view/threads/{id}/report`: the latest halting report.
 pub(crate) async fn report(
     State(viewer): State<Viewer>,
-    Path(id): Path<String>,
+    ThreadPath(id): ThreadPath,
 ) -> Result<Response, Problem> {
-    let id = thread_id(&id)?;
     match viewer.store.reports(id).await?.pop() {
         Some(report) => Ok(Json(report).into_response()),
         None => Err(Problem::new(

@@ -2,19 +2,22 @@
 //! script cannot read (HttpOnly) and no other site can make the browser send (SameSite=Strict).
 //! `DELETE /session` clears it.
 
-use axum::Json;
+use axum::body::Bytes;
 use axum::extract::State;
-use axum::extract::rejection::JsonRejection;
+use axum::extract::rejection::BytesRejection;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use super::Viewer;
 use super::auth::{COOKIE, constant_time_eq};
 use crate::host::server::Problem;
+use crate::host::server::routes;
+use crate::host::server::strict::json_body;
 
 /// Body of `POST /session`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub(crate) struct Login {
     token: String,
 }
@@ -22,10 +25,18 @@ pub(crate) struct Login {
 /// `POST /session` with `{"token": "…"}`: 204 and the cookie, or 401 problem JSON.
 pub(crate) async fn open(
     State(viewer): State<Viewer>,
-    body: Result<Json<Login>, JsonRejection>,
+    body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, Problem> {
-    let Json(login) = body.map_err(|e| Problem::new(e.status(), "bad-body", e.body_text()))?;
+    let body = routes::body(body, super::MAX_BODY, "the sign-in's limit")?;
+    let login: Login = json_body(&body, "POST /session", "bad-body")?;
     let token = login.token.trim();
+    if token.is_empty() {
+        return Err(Problem::new(
+            StatusCode::BAD_REQUEST,
+            "bad-body",
+            "POST /session takes {\"token\": \"…\"}: no token given",
+        ));
+    }
     if !constant_time_eq(token.as_bytes(), viewer.token.as_bytes()) {
         tracing::warn!("viewer sign-in with a wrong token");
         return Err(Problem::new(

@@ -322,7 +322,7 @@ async function act(path, body) {
 
 function resumeBudget() {
   const budget = {};
-  for (const [k, id] of [["turns", "r-turns"], ["tokens", "r-tokens"], ["wall-clock", "r-wall"]]) {
+  for (const [k, id] of [["turns", "r-turns"], ["tokens", "r-tokens"], ["wall_clock_ms", "r-wall"]]) {
     if ($(id).value !== "") budget[k] = Number($(id).value);
   }
   return budget;
