@@ -1465,6 +1465,7 @@ fn a_deep_calculator_expression_over_http_is_answered_and_the_host_keeps_serving
     child.kill().unwrap();
     child.wait().unwrap();
     std::fs::remove_dir_all(&dir).unwrap();
+}
 
 // ---------------------------------------------------------------------------------------------
 // Host edges (issue 28)
