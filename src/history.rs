@@ -190,7 +190,30 @@ pub struct Recovery {
     /// governor's own decisions (carve-outs, resumes, halts), in order: replayed, they give
     /// every ledger exactly the budget it had.
     pub governor: Vec<Record>,
+    /// Every accepted `clear-context` request, in order, with its position in its thread (how
+    /// many of the thread's records precede it): replayed, they give each listener the view of
+    /// the thread it had.
+    pub cleared: Vec<(Record, u64)>,
+    /// Per thread that is not done: when its first record was accepted (microseconds since the
+    /// Unix epoch), so that its wall clock runs from when it started, not from the restart.
+    pub started: HashMap<ThreadId, i64>,
+    /// Per open (active or idle) thread: its last deliveries that cost a turn, oldest first, at
+    /// most [`RECENT_DELIVERIES`]: the no-progress guard's window, rebuilt.
+    pub delivered: HashMap<ThreadId, Vec<Record>>,
 }
+
+/// Whether `record` is an accepted `clear-context` request (a refused one is not recorded as a
+/// message).
+pub(crate) fn is_clear_context(record: &Record) -> bool {
+    record.kind == RecordKind::Message && record.root.is(crate::envelope::SYSTEM_NS, CLEAR_CONTEXT)
+}
+
+/// The local name of the `clear-context` request.
+const CLEAR_CONTEXT: &str = "clear-context";
+
+/// How many of an open thread's last deliveries [`Recovery::delivered`] holds: the no-progress
+/// guard's window after a restart covers at most this many (its default is 3 rounds of up to 8).
+pub const RECENT_DELIVERIES: usize = 64;
 
 /// Resolves when an appended batch is durable.
 pub struct Ticket(Option<Commit>);

@@ -440,3 +440,203 @@ fn metered() -> Registration {
     )
     .accepts(q("say"))
 }
+
+/// Opens `dir`'s SQLite file with the default policy and `budget` as the root budget, and
+/// these listeners: each call is one run of the process.
+fn reopen(
+    dir: &support::Scratch,
+    budget: Budget,
+    registrations: Vec<Registration>,
+) -> agentpump::PumpHandle {
+    let store = agentpump::history::SqliteHistory::open(dir.db()).unwrap();
+    let config = PumpConfig {
+        governor: GovernorPolicy {
+            budget,
+            ..GovernorPolicy::default()
+        },
+        ..PumpConfig::default()
+    };
+    registrations
+        .into_iter()
+        .fold(
+            PumpBuilder::new().config(config).history(Arc::new(store)),
+            PumpBuilder::register,
+        )
+        .build()
+        .unwrap()
+}
+
+/// Posts `payload` into `thread` and waits until it is quiet.
+async fn post(pump: &agentpump::PumpHandle, thread: agentpump::ThreadId, payload: &str) {
+    pump.post(Some(thread), None, payload).await.unwrap();
+    pump.settle(thread).await;
+}
+
+/// The last halt of `thread`: its class and reason.
+async fn halted(pump: &agentpump::PumpHandle, thread: agentpump::ThreadId) -> (String, String) {
+    let report = pump.reports(thread).await.unwrap().pop();
+    let report = report.expect("the thread halted");
+    (report.class, report.stop_reason)
+}
+
+/// Answers every `look` with how many records it can see (`<seen>n</seen>`); `clear` keeps the
+/// last 2.
+fn viewer() -> Registration {
+    struct Viewer;
+    #[async_trait::async_trait]
+    impl agentpump::Listener for Viewer {
+        async fn handle(
+            &self,
+            msg: &agentpump::Delivery,
+            cx: &mut agentpump::Context,
+        ) -> Result<(), agentpump::ListenerError> {
+            if msg.is_system() {
+                return Ok(());
+            }
+            let history = cx.history().await;
+            let seen = history.map_err(agentpump::ListenerError::failed)?.len();
+            cx.reply(p("seen", &seen.to_string()));
+            if msg.payload().as_str().contains("clear") {
+                cx.clear_context(2);
+            }
+            Ok(())
+        }
+    }
+    Registration::new("viewer", Viewer).accepts(q("look"))
+}
+
+/// Seed 003: "No Hidden State: Thread history is the sole memory."
+/// A listener that cleared its context sees after a restart what it saw before it.
+#[tokio::test]
+async fn a_cleared_context_stays_cleared_after_a_restart() {
+    let dir = support::Scratch::new("recovery-cleared");
+    let first = reopen(&dir, Budget::default(), vec![viewer()]);
+    let thread = support::start(&first, &p("look", "")).await;
+    for _ in 0..3 {
+        post(&first, thread, &p("look", "")).await;
+    }
+    post(&first, thread, &p("look", "clear")).await;
+    post(&first, thread, &p("look", "")).await;
+    first.shutdown(std::time::Duration::from_secs(1)).await;
+    drop(first);
+
+    let second = reopen(&dir, Budget::default(), vec![viewer()]);
+    post(&second, thread, &p("look", "")).await;
+    let seen = egress(&second, thread).await;
+    // Before: 1, 3, 5, 7, then the clear keeps 2: 2 + request + notice + look = 5. After the
+    // restart the view still starts there: those 5, the answer, and the new look.
+    assert_eq!(
+        &seen[4..],
+        ["9", "5", "7"].map(|n| p("seen", n)),
+        "the whole thread came back into view"
+    );
+}
+
+/// Seed 003: "No Hidden State: Thread history is the sole memory."
+/// A thread's wall clock runs from when it started, not from the restart — a carve-out's too.
+#[tokio::test]
+async fn wall_clocks_run_from_the_threads_start_across_a_restart() {
+    let wall_clock = Budget {
+        wall_clock: Some(std::time::Duration::from_millis(800)),
+        ..Budget::default()
+    };
+    let dir = support::Scratch::new("recovery-wall-clock");
+    let echo = || Registration::new("echo", Echo).accepts(q("say"));
+    let first = reopen(&dir, wall_clock.clone(), vec![echo()]);
+    let timed = support::start(&first, &p("say", "1")).await;
+    first.shutdown(std::time::Duration::from_secs(1)).await;
+    drop(first);
+    tokio::time::sleep(std::time::Duration::from_millis(900)).await;
+    let second = reopen(&dir, wall_clock.clone(), vec![echo()]);
+    post(&second, timed, &p("say", "2")).await;
+    assert_eq!(
+        halted(&second, timed).await,
+        ("TIMEOUT".into(), "max-wall-clock".into()),
+        "the root thread's clock restarted"
+    );
+
+    // A child carved 800 ms whose work is in flight when the first pump dies.
+    let store: Arc<dyn HistoryStore> = Arc::new(MemoryHistory::new());
+    let spawner = Registration::new(
+        "spawner",
+        Script::new(move |msg, cx| {
+            if msg.qname().local() == "go" {
+                let spawn = agentpump::Spawn::new(p("job", "")).budget(wall_clock.clone());
+                cx.spawn(spawn);
+            }
+            Ok(())
+        }),
+    )
+    .accepts(q("go"))
+    .peers(["worker"]);
+    let gate = Gate::new();
+    let first = PumpBuilder::new()
+        .history(Arc::clone(&store))
+        .register(spawner.clone())
+        .register(Registration::new("worker", gate.clone()).accepts(q("job")))
+        .build()
+        .unwrap();
+    let parent = support::start(&first, &p("go", "")).await;
+    gate.entered().await;
+    let child = first.tree(parent)[1].id;
+    tokio::time::sleep(std::time::Duration::from_millis(900)).await;
+    let second = PumpBuilder::new()
+        .history(Arc::clone(&store))
+        .register(spawner)
+        .register(Registration::new("worker", Echo).accepts(q("job")))
+        .build()
+        .unwrap();
+    second.settle(child).await;
+    assert_eq!(
+        halted(&second, child).await,
+        ("TIMEOUT".into(), "max-wall-clock".into()),
+        "the child's carved clock was lost"
+    );
+}
+
+/// Ask-Loop: "The host SHOULD track a digest of the control payload and halt the loop if no
+/// progress is being made between turns." A repetition under way before a restart is caught
+/// after it as it would have been without it: the same delivery, and the same control payload.
+#[tokio::test]
+async fn no_progress_windows_survive_a_restart() {
+    let dir = support::Scratch::new("recovery-no-progress");
+    // On each `nudge` from outside: the same `<say>` to echo's sink, and the same `continue`.
+    let repeater = || {
+        Registration::new(
+            "repeater",
+            Script::new(|msg, cx| {
+                if msg.qname().local() == "nudge" {
+                    cx.send("sink", p("note", "same"));
+                    if msg.payload().as_str().contains("loop") {
+                        cx.emit(r#"<loop xmlns="urn:agentpump:governor:v1" control="continue"/>"#);
+                    }
+                }
+                Ok(())
+            }),
+        )
+        .accepts(q("nudge"))
+        .peers(["sink"])
+    };
+    let sink = || Registration::new("sink", Script::new(|_, _| Ok(()))).accepts(q("note"));
+    for (case, nudge, reason) in [
+        ("deliveries", p("nudge", ""), "repeated-message"),
+        ("control", p("nudge", "loop"), "same-control-signal"),
+    ] {
+        let first = reopen(&dir, Budget::default(), vec![repeater(), sink()]);
+        let thread = support::start(&first, &nudge).await;
+        post(&first, thread, &nudge).await;
+        assert!(first.reports(thread).await.unwrap().is_empty(), "{case}");
+        first.shutdown(std::time::Duration::from_secs(1)).await;
+        drop(first);
+
+        let second = reopen(&dir, Budget::default(), vec![repeater(), sink()]);
+        post(&second, thread, &nudge).await;
+        let (class, why) = halted(&second, thread).await;
+        assert_eq!(
+            (class.as_str(), why.as_str()),
+            ("no-progress", reason),
+            "{case}"
+        );
+        second.shutdown(std::time::Duration::from_secs(1)).await;
+    }
+}

@@ -230,6 +230,13 @@ fn no_progress() -> Registration {
     listener("parrot", "same", |_, cx| cx.emit(p("same", "again"))).may_loop(true)
 }
 
+/// need-info: declares a goal with no text and no criteria.
+fn need_info() -> Registration {
+    listener("declarer", "declare", |_, cx| {
+        cx.emit(r#"<goal xmlns="urn:agentpump:governor:v1" certificates="CONVERGED" residual-metric="benchmark_gap"/>"#);
+    })
+}
+
 /// done-uncertified: says done with no goal declared.
 fn done_uncertified() -> Registration {
     listener("finisher", "finish", |_, cx| {
@@ -278,6 +285,7 @@ async fn every_class() -> Vec<Case> {
             aborted(),
             no_progress(),
             done_uncertified(),
+            need_info(),
         ]),
     );
     let small = pump(
@@ -314,6 +322,9 @@ async fn every_class() -> Vec<Case> {
     case("no-progress", "repeated-message", &main, t);
     let t = run(&main, &p("finish", "")).await;
     case("done-uncertified", "no-criteria-declared", &main, t);
+    // phuc-loop §16.5: "status: NEED_INFO … missing_fields: list[string], safe_partials"
+    let t = run(&main, &p("declare", "")).await;
+    case("need-info", "empty-goal", &main, t);
     cases
 }
 
@@ -412,6 +423,28 @@ async fn every_halt_class_leaves_a_report_that_matches_the_schema() {
     assert_eq!(checklist[0]["reported_by"], "verifier");
     assert_eq!(report("EXACT")["learnings"][0]["lane"], "B");
     assert_eq!(report("TIMEOUT")["budget"]["max-turns"]["limit"], "5");
+    // phuc-loop §16.5: "missing_fields: list[string]"; §3.2: "residual_metric".
+    assert_eq!(
+        (
+            &report("need-info")["missing_fields"],
+            &report("need-info")["safe_partials"],
+            &report("need-info")["residual_metric"]
+        ),
+        (
+            &json!(["goal", "acceptance_criteria"]),
+            &json!("nothing"),
+            &json!("benchmark_gap")
+        )
+    );
+    // phuc-loop §16.4: "last_known_state: FSM state at block"; §16.2: "diagnosis_attempt".
+    assert_eq!(report("no-progress")["last_known_state"], "SPAWN_SUBAGENT");
+    assert_eq!(report("aborted")["last_known_state"], "CHECK_HALTING");
+    assert!(
+        report("DIVERGED")["diagnosis_attempt"]
+            .as_str()
+            .unwrap()
+            .starts_with("residuals rose at every iteration from 1 to 3: 1 < 2 < 3")
+    );
     assert_eq!(report("TIMEOUT")["budget"]["max-turns"]["remaining"], "0");
 }
 

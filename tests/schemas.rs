@@ -1128,6 +1128,7 @@ impl Listener for Agent {
                 criteria: vec![("c1".into(), "it is said".into())],
                 certificates: vec![CertificateType::Exact, CertificateType::Converged],
                 r_p: Some(Decimal::from_scientific("1e-4").unwrap()),
+                residual_metric: None,
                 // depth 0: this thread may not spawn (budget-exhausted below).
                 budget: Budget {
                     turns: Some(100),

@@ -93,6 +93,10 @@ impl Goal {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
+        // Carried from the declaration unchanged; a later goal may name one none was given.
+        if self.residual_metric.is_none() {
+            self.residual_metric = later.residual_metric;
+        }
         for (id, text) in later.criteria {
             if !self.criteria.iter().any(|(declared, _)| *declared == id) {
                 self.criteria.push((id, text));

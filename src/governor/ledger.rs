@@ -93,6 +93,34 @@ impl Ledger {
         }
     }
 
+    /// The ledger of a child thread started at `started`, spawned by a thread at depth
+    /// `parent_depth` whose ledger is `parent`, with `account` carved by `budget`: its deadline is
+    /// the parent's or `budget`'s wall clock from `started`, whichever comes first, its depth
+    /// limit the parent's or `budget`'s below the child, whichever is lower.
+    pub fn child(
+        parent: &Ledger,
+        parent_depth: u32,
+        account: Arc<Account>,
+        budget: &Budget,
+        started: Instant,
+    ) -> Self {
+        let deadline = match (parent.deadline, budget.wall_clock) {
+            (Some(d), Some(w)) => Some(d.min(started + w)),
+            (d, w) => d.or(w.map(|w| started + w)),
+        };
+        let max_depth = match (parent.max_depth, budget.depth) {
+            (Some(m), Some(d)) => Some(m.min(parent_depth + 1 + d)),
+            (m, d) => m.or(d.map(|d| parent_depth + 1 + d)),
+        };
+        Self::new(account, deadline, max_depth).started_at(started)
+    }
+
+    /// This ledger, for a thread that started at `started` (its wall clock runs from then).
+    pub fn started_at(mut self, started: Instant) -> Self {
+        self.started = started;
+        self
+    }
+
     /// The thread ran out of work.
     pub fn went_idle(&mut self) {
         self.idle_since.get_or_insert_with(Instant::now);
@@ -164,11 +192,14 @@ impl Ledger {
     /// from now), and the stop request, the queue-full streak and the no-progress history are
     /// forgotten.
     pub fn resume(&mut self, extra: &Budget) {
+        self.resume_at(extra, Instant::now());
+    }
+
+    /// [`Ledger::resume`] as it happened at `at` (a restart replays a recorded resume).
+    pub fn resume_at(&mut self, extra: &Budget, at: Instant) {
         self.account.extend(extra);
         if let Some(w) = extra.wall_clock {
-            let from = self
-                .deadline
-                .map_or(Instant::now(), |d| d.max(Instant::now()));
+            let from = self.deadline.map_or(at, |d| d.max(at));
             self.deadline = Some(from + w);
         }
         self.stop_requested = false;

@@ -163,6 +163,9 @@ pub struct Goal {
     pub certificates: Vec<CertificateType>,
     /// Convergence threshold for residuals.
     pub r_p: Option<Decimal>,
+    /// What the residuals measure (phuc-loop §3.2 `residual_metric`: "fraction_of_failing_tests
+    /// OR benchmark_gap OR custom"), carried to the halting report.
+    pub residual_metric: Option<String>,
     /// Budget overrides (tighten only).
     pub budget: Budget,
 }
@@ -173,6 +176,9 @@ impl Goal {
         let mut x = format!("<goal xmlns=\"{GOVERNOR_NS}\"");
         if let Some(r_p) = self.r_p {
             x.push_str(&format!(" r-p=\"{r_p}\""));
+        }
+        if let Some(metric) = &self.residual_metric {
+            x.push_str(&format!(" residual-metric=\"{}\"", escape(metric.as_str())));
         }
         if !self.certificates.is_empty() {
             let names: Vec<&str> = self.certificates.iter().map(|c| c.as_str()).collect();
@@ -208,7 +214,8 @@ pub(crate) const BUDGET_ATTRIBUTES: &[&str] = &[
 fn vocabulary(local: &str) -> Option<Vocabulary<'_>> {
     let (attributes, children): (&[&str], &[(&str, &[&str])]) = match local {
         "goal" => (
-            &["r-p", "certificates"],
+            // phuc-loop §3.2 spells it `residual_metric`: a documented alias.
+            &["r-p", "certificates", "residual-metric", "residual_metric"],
             &[
                 ("text", &[]),
                 ("criterion", &["id"]),
@@ -285,6 +292,8 @@ struct GoalXml {
     r_p: Option<String>,
     #[serde(rename = "@certificates")]
     certificates: Option<String>,
+    #[serde(rename = "@residual-metric", alias = "@residual_metric")]
+    residual_metric: Option<String>,
     text: Option<String>,
     #[serde(default)]
     criterion: Vec<CriterionXml>,
@@ -437,6 +446,7 @@ impl GovernorMessage {
                     criteria,
                     certificates,
                     r_p,
+                    residual_metric: g.residual_metric.map(|m| m.trim().to_owned()),
                     budget,
                 }))
             }
@@ -532,6 +542,7 @@ mod tests {
             criteria: vec![("tests".into(), "all pass".into())],
             certificates: vec![CertificateType::Exact, CertificateType::Converged],
             r_p: Some(Decimal::new(1, 4)),
+            residual_metric: Some("benchmark_gap".into()),
             budget: Budget {
                 turns: Some(5),
                 cost: Some(Decimal::new(250, 2)),

@@ -12,6 +12,10 @@ use super::ledger::Ledger;
 use super::verdict::{HaltClass, Verdict, rising_run_start};
 use crate::{MessageId, ThreadId};
 
+mod exit;
+
+pub use exit::ExitReport;
+
 /// The halting report of one halt. Serialized as JSON; `schemas/halting-report.schema.json`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HaltingReport {
@@ -65,6 +69,13 @@ pub struct HaltingReport {
     /// `agentpump verify --certificates`'s, after the fact.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verification_rung_achieved: Option<u32>,
+    /// What the residuals measure, as the goal declared it (phuc-loop §3.2 `residual_metric`);
+    /// absent when it did not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub residual_metric: Option<String>,
+    /// The fields phuc-loop's output contract asks of an exit that did not converge.
+    #[serde(flatten)]
+    pub exit: ExitReport,
 }
 
 /// phuc-loop §11 "RUNG_641_requirements: halting_certificate_present, …": a halt whose
@@ -242,6 +253,10 @@ pub(crate) fn build(
         last_known_good_iteration: run_start.map(|s| s + 1),
         verification_rung_target: certified.then_some(RUNG_REPLAYED),
         verification_rung_achieved: certified.then_some(RUNG_CERTIFIED),
+        residual_metric: progress
+            .and_then(|p| p.goal.as_ref())
+            .and_then(|g| g.residual_metric.clone()),
+        exit: exit::derive(verdict, progress, counters),
     }
 }
 

@@ -10,8 +10,8 @@ use dashmap::DashMap;
 use dashmap::mapref::entry::Entry;
 
 use super::{
-    Batch, ChainBreak, Delivered, HistoryError, HistoryStore, Record, RecordKind, Recovery, Ticket,
-    verify_chain,
+    Batch, ChainBreak, Delivered, HistoryError, HistoryStore, RECENT_DELIVERIES, Record,
+    RecordKind, Recovery, Ticket, is_clear_context, verify_chain,
 };
 use crate::Counters;
 use crate::governor::HaltingReport;
@@ -43,17 +43,28 @@ struct ThreadLog {
     pending: VecDeque<usize>,
     /// Summed from the delivered marks.
     counters: Counters,
+    /// Indexes of the last deliveries that cost a turn, oldest first (at most
+    /// [`RECENT_DELIVERIES`]).
+    delivered: VecDeque<usize>,
 }
 
 impl ThreadLog {
-    /// Takes message `id` off the pending list; false when it is not pending.
-    fn take_pending(&mut self, id: MessageId) -> bool {
+    /// Takes message `id` off the pending list; its index, or `None` when it is not pending.
+    fn take_pending(&mut self, id: MessageId) -> Option<usize> {
         let records = &self.records;
         let at = self
             .pending
             .iter()
             .position(|&i| records.get(i).is_some_and(|r| r.id == id));
-        at.and_then(|at| self.pending.remove(at)).is_some()
+        at.and_then(|at| self.pending.remove(at))
+    }
+
+    /// Remembers that the record at `index` was delivered and cost a turn.
+    fn mark_delivered(&mut self, index: usize) {
+        if self.delivered.len() == RECENT_DELIVERIES {
+            self.delivered.pop_front();
+        }
+        self.delivered.push_back(index);
     }
 }
 
@@ -320,14 +331,38 @@ impl HistoryStore for MemoryHistory {
     }
 
     fn recovery(&self) -> Result<Recovery, HistoryError> {
+        let threads = self.saved_in_order();
+        let state: HashMap<ThreadId, ThreadState> =
+            threads.iter().map(|t| (t.id, t.state)).collect();
         let mut counters = HashMap::new();
         let mut records = HashMap::new();
+        let (mut cleared, mut started, mut delivered) =
+            (Vec::new(), HashMap::new(), HashMap::new());
         self.each_log(|thread, log| {
             counters.insert(thread, log.counters.clone());
             records.insert(thread, log.records.len() as u64);
+            let state = state.get(&thread).copied().unwrap_or(ThreadState::Done);
+            if let Some(first) = log.records.get(0).filter(|_| state != ThreadState::Done) {
+                started.insert(thread, first.time_us);
+            }
+            if !state.is_closed() {
+                let last = log.delivered.iter().filter_map(|&i| log.records.get(i));
+                delivered.insert(thread, last.cloned().collect());
+            }
+            cleared.extend(
+                log.records
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, r)| is_clear_context(r))
+                    .map(|(i, r)| (r.clone(), i as u64)),
+            );
         });
+        cleared.sort_by_key(|(r, _)| r.seq);
         Ok(Recovery {
-            threads: self.saved_in_order(),
+            threads,
+            cleared,
+            started,
+            delivered,
             counters,
             records,
             pending: self.pending_records(),
@@ -369,12 +404,15 @@ impl MemoryHistory {
             let log = log_of(logs, d.thread);
             // A mark counts once it names a record of the thread, pending or not (as the
             // durable store, which marks the record by id).
-            let known = log.take_pending(d.id) || log.records.iter().any(|r| r.id == d.id);
-            if known && d.handled {
+            let known = log
+                .take_pending(d.id)
+                .or_else(|| log.records.iter().position(|r| r.id == d.id));
+            if let Some(index) = known.filter(|_| d.handled) {
                 if d.free {
                     log.counters.notices += 1;
                 } else {
                     log.counters.deliveries += 1;
+                    log.mark_delivered(index);
                 }
                 log.counters.add_usage(&d.usage);
                 log.counters.failures += u64::from(d.failed);

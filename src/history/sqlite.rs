@@ -15,6 +15,7 @@ mod prune;
 mod queries;
 mod schema;
 mod tallies;
+mod views;
 mod writer;
 
 use std::collections::HashMap;

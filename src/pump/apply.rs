@@ -20,7 +20,7 @@ use crate::governor::{Signals, Verdict};
 use crate::history::RecordKind;
 use crate::listener::{Delivery, Usage};
 use crate::system::{ErrorCode, SystemMessage, ThreadStatus};
-use crate::thread::registry::{ThreadEntry, ThreadInner, View};
+use crate::thread::registry::{ThreadEntry, ThreadInner};
 use crate::{Envelope, Payload};
 
 /// One delivery's effects being applied.
@@ -162,14 +162,8 @@ impl Applying<'_> {
                 let cleared_at = self.inner.records;
                 let env = self.envelope(request);
                 self.tx.record(self.inner, env, RecordKind::Message);
-                let kept = keep.min(usize::try_from(cleared_at).unwrap_or(usize::MAX));
                 let me = Arc::clone(self.me_name());
-                self.inner.views.retain(|v| v.listener != me);
-                self.inner.views.push(View {
-                    listener: me,
-                    cleared_at,
-                    keep: kept,
-                });
+                let kept = self.inner.clear_view(me, cleared_at, keep);
                 self.tell_me(SystemMessage::ContextCleared { kept });
             }
             Step::Done { request, payload } => {

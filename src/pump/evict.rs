@@ -75,10 +75,10 @@ fn sweep_every(idle: Duration) -> Duration {
 
 /// Whether a thread may leave memory: nothing running and nothing queued to run (a halted
 /// thread's queue waits for a resume, and comes back with it: those messages are pending in
-/// history), no open child, and no `clear-context` view (history does not keep where a
-/// listener's view starts).
+/// history), and no open child. A listener's `clear-context` view comes back with the tree:
+/// reloading replays the requests from history.
 fn evictable(inner: &ThreadInner) -> bool {
-    inner.is_quiet() && inner.live_children == 0 && inner.views.is_empty()
+    inner.is_quiet() && inner.live_children == 0
 }
 
 impl Shared {

@@ -34,13 +34,15 @@ pub(crate) enum Admission {
 impl Shared {
     /// The ledger of a new root thread, from the policy.
     pub(crate) fn root_ledger(&self) -> Ledger {
+        self.root_ledger_at(Instant::now())
+    }
+
+    /// The ledger of a root thread that started at `started`, from the policy.
+    pub(crate) fn root_ledger_at(&self, started: Instant) -> Ledger {
         let budget = &self.config.governor.budget;
-        let deadline = budget.wall_clock.map(|w| Instant::now() + w);
-        Ledger::new(
-            crate::governor::budget::Account::root(budget),
-            deadline,
-            budget.depth,
-        )
+        let deadline = budget.wall_clock.map(|w| started + w);
+        let account = crate::governor::budget::Account::root(budget);
+        Ledger::new(account, deadline, budget.depth).started_at(started)
     }
 
     /// The governor's gate before a delivery: control before data, then budgets, then repeats.

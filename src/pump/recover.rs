@@ -5,17 +5,19 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use rust_decimal::Decimal;
+use tokio::time::{Duration, Instant};
 
 use super::Shared;
 use super::builder::BuildError;
 use super::evict::{Clocks, set_clock};
 use super::notice::Recipient;
 use super::tx::Tx;
+use crate::envelope::CLIENT_SENDER;
 use crate::governor::budget::{Account, Amount, BudgetName};
 use crate::governor::ledger::Ledger;
 use crate::governor::{Budget, Decision, GovernorMessage};
-use crate::history::{RecordKind, Recovery};
-use crate::system::{ErrorCode, SystemMessage};
+use crate::history::{Record, RecordKind, Recovery};
+use crate::system::{ErrorCode, Request, SystemMessage};
 use crate::thread::registry::{Queued, ThreadEntry};
 use crate::{Payload, ThreadId, ThreadState};
 
@@ -59,8 +61,12 @@ impl Shared {
             records,
             pending,
             governor,
-            ..
+            cleared,
+            started,
+            delivered,
         } = recovery;
+        let clock = Clock::now();
+        let start_of = |id: &ThreadId| started.get(id).map_or(clock.now, |&t| clock.at(t));
         // Carve-outs as granted: a child's account is reopened with exactly those limits.
         let granted: HashMap<ThreadId, Budget> = governor
             .iter()
@@ -80,16 +86,13 @@ impl Shared {
                 Some(parent) => {
                     let p = parent.lock();
                     let carve = granted.get(&info.id).cloned().unwrap_or_default();
-                    Ledger::new(
-                        p.ledger.account.child_granted(&carve),
-                        p.ledger.deadline,
-                        p.ledger.max_depth,
-                    )
+                    let account = p.ledger.account.child_granted(&carve);
+                    Ledger::child(&p.ledger, parent.depth, account, &carve, start_of(&info.id))
                 }
                 None if &*info.path == "system" => {
                     Ledger::new(Account::root(&Budget::unlimited()), None, None)
                 }
-                None => self.root_ledger(),
+                None => self.root_ledger_at(start_of(&info.id)),
             };
             let mut entry = ThreadEntry::restore(info, ledger);
             if let Some(parent) = parent {
@@ -123,9 +126,27 @@ impl Shared {
                 entry.lock().records += n; // the system thread already holds this run's boot
             }
         }
+        // The last resume of each thread: the no-progress window starts after it.
+        let mut resumed: HashMap<ThreadId, u64> = HashMap::new();
         for record in governor {
+            if let Some(entry) = restored.get(&record.thread)
+                && self.replay(entry, &record, &clock)
+            {
+                resumed.insert(record.thread, record.seq);
+            }
+        }
+        for (record, position) in cleared {
             if let Some(entry) = restored.get(&record.thread) {
-                self.replay(entry, &record);
+                let keep = keep_messages(&record, &self.config.limits);
+                entry
+                    .lock()
+                    .clear_view(Arc::clone(&record.from), position, keep);
+            }
+        }
+        for (id, last) in delivered {
+            if let Some(entry) = restored.get(&id) {
+                let after = resumed.get(&id).copied().unwrap_or(0);
+                self.rewind(entry, last.iter().filter(|r| r.seq > after));
             }
         }
         for entry in restored.values() {
@@ -185,33 +206,52 @@ impl Shared {
     }
 
     /// Replays one governor record into a thread's ledger: a message from a listener as the
-    /// governor took it in, a halt as the closing of the account, a resume as its extension —
-    /// in record order, so a goal's tightening and a resume's addition compose as they did.
-    fn replay(&self, entry: &ThreadEntry, record: &crate::history::Record) {
+    /// governor took it in (a loop signal into the same-control guard too), a halt as the
+    /// closing of the account, a resume as its extension at the time it was made — in record
+    /// order, so a goal's tightening and a resume's addition compose as they did. True for a
+    /// resume.
+    fn replay(&self, entry: &ThreadEntry, record: &Record, clock: &Clock) -> bool {
         let mut inner = entry.lock();
         let ledger = &mut inner.ledger;
         if record.kind == RecordKind::Decision {
             match Decision::parse(&record.payload) {
                 Some(Decision::Halt { .. }) => ledger.account.close(),
-                Some(Decision::Resume { added }) => ledger.resume(&added),
+                Some(Decision::Resume { added }) => {
+                    ledger.resume_at(&added, clock.at(record.time_us));
+                    return true;
+                }
                 _ => {}
             }
-            return;
+            return false;
         }
         let message = Payload::parse(&record.payload, &self.config.limits)
             .ok()
             .and_then(|p| GovernorMessage::parse(&p).ok());
         if let Some(message) = message {
+            if matches!(message, GovernorMessage::Loop(_)) {
+                let window = self.config.governor.no_progress_window;
+                ledger.same_control(&record.payload, window);
+            }
             ledger.absorb(message, &record.from, entry.depth);
+        }
+        false
+    }
+
+    /// Feeds a thread's last deliveries since its last resume into the no-progress guard, as
+    /// the gate saw them (outside input is not part of a loop), so a cycle under way before
+    /// the restart is caught as soon as it would have been.
+    fn rewind<'r>(&self, entry: &ThreadEntry, deliveries: impl Iterator<Item = &'r Record>) {
+        let policy = &self.config.governor;
+        let ledger = &mut entry.lock().ledger;
+        for r in deliveries.filter(|r| &*r.from != CLIENT_SENDER) {
+            let to = r.to.as_deref().unwrap_or_default();
+            let window = (policy.no_progress_window, policy.cycle_max_period);
+            ledger.cycles(&r.from, to, &r.payload, window.0, window.1);
         }
     }
 
     /// A pending message whose listener is no longer registered: resolved with a recorded notice.
-    fn drop_unroutable(
-        &self,
-        entry: &ThreadEntry,
-        record: &crate::history::Record,
-    ) -> Result<(), BuildError> {
+    fn drop_unroutable(&self, entry: &ThreadEntry, record: &Record) -> Result<(), BuildError> {
         let to = record.to.as_deref().unwrap_or("");
         let message = format!("`{to}` is not registered any more; the message was not delivered");
         let notice = SystemMessage::Error {
@@ -230,5 +270,43 @@ impl Shared {
         );
         self.store.append(tx.into_batch())?;
         Ok(())
+    }
+}
+
+/// `keep-messages` of a recorded `clear-context` request (0 when it no longer parses).
+fn keep_messages(record: &Record, limits: &crate::Limits) -> usize {
+    let request = Payload::parse(&record.payload, limits)
+        .ok()
+        .and_then(|p| Request::parse(&p, limits).ok());
+    match request {
+        Some(Request::ClearContext { keep }) => keep,
+        _ => 0,
+    }
+}
+
+/// The restart's reading of both clocks, to place recorded times on the monotonic clock.
+struct Clock {
+    now: Instant,
+    now_us: i64,
+}
+
+impl Clock {
+    fn now() -> Self {
+        let now_us = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX));
+        Self {
+            now: Instant::now(),
+            now_us,
+        }
+    }
+
+    /// The instant of a record stamped `time_us` (now, for a stamp from the future or one
+    /// further back than the monotonic clock reaches).
+    fn at(&self, time_us: i64) -> Instant {
+        let ago = u64::try_from(self.now_us.saturating_sub(time_us)).unwrap_or(0);
+        self.now
+            .checked_sub(Duration::from_micros(ago))
+            .unwrap_or(self.now)
     }
 }

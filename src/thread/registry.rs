@@ -219,6 +219,19 @@ impl ThreadInner {
         !self.running && (self.queue.is_empty() || self.state == ThreadState::Halted)
     }
 
+    /// `listener` cleared its context: its view starts `keep` records (at most all of them)
+    /// before position `cleared_at`, replacing any earlier view of its.
+    pub fn clear_view(&mut self, listener: Arc<str>, cleared_at: u64, keep: usize) -> usize {
+        let kept = keep.min(usize::try_from(cleared_at).unwrap_or(usize::MAX));
+        self.views.retain(|v| v.listener != listener);
+        self.views.push(View {
+            listener,
+            cleared_at,
+            keep: kept,
+        });
+        kept
+    }
+
     /// Where `listener`'s view starts: `(cleared_at, keep)`, or `None` for the whole thread.
     pub fn view_of(&self, listener: &str) -> Option<(u64, usize)> {
         self.views

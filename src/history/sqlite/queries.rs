@@ -9,7 +9,7 @@ use crate::history::{AnchorBreak, ChainBreak, Record, RecordKind, Recovery, veri
 use crate::{Counters, MessageId, QName, ThreadId, ThreadInfo, ThreadState};
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
-const COLUMNS: &str =
+pub(crate) const COLUMNS: &str =
     "seq, thread, id, time_us, kind, sender, recipient, in_reply_to, root, payload, digest";
 
 /// Why verification stopped.
@@ -25,7 +25,7 @@ pub(crate) fn parse<T: FromStr>(column: usize, text: &str) -> rusqlite::Result<T
     })
 }
 
-fn from_row(row: &Row<'_>) -> rusqlite::Result<Record> {
+pub(crate) fn from_row(row: &Row<'_>) -> rusqlite::Result<Record> {
     let kind = match row.get_ref(4)?.as_str()? {
         "message" => RecordKind::Message,
         "egress" => RecordKind::Egress,
@@ -209,13 +209,17 @@ fn with_counters(
 /// thread, and through partial indexes the pending messages and the governor's records.
 pub(crate) fn recovery(conn: &Connection) -> rusqlite::Result<Recovery> {
     let (counters, per_thread) = tallies::split(tallies::all(conn, true)?);
-    Ok(Recovery {
-        threads: with_counters(conn, None, counters.clone())?,
+    let threads = with_counters(conn, None, counters.clone())?;
+    let mut recovery = Recovery {
         counters,
         records: per_thread,
         pending: pending(conn)?,
         governor: governor(conn)?,
-    })
+        ..Recovery::default()
+    };
+    super::views::fill(conn, &threads, &mut recovery)?;
+    recovery.threads = threads;
+    Ok(recovery)
 }
 
 /// What reloading one evicted tree reads, by index: the snapshots of the tree `thread` belongs
@@ -257,6 +261,7 @@ pub(crate) fn reload(conn: &Connection, thread: ThreadId) -> rusqlite::Result<Op
     }
     recovery.pending.sort_by_key(|r| r.seq);
     recovery.governor.sort_by_key(|r| r.seq);
+    super::views::fill(conn, &threads, &mut recovery)?;
     recovery.threads = threads;
     Ok(Some(recovery))
 }

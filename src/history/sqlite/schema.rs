@@ -175,6 +175,7 @@ pub(crate) fn prepare(conn: &mut Connection, durability: Durability) -> Result<(
     conn.execute_batch(
         "CREATE INDEX IF NOT EXISTS records_decisions ON records (seq) WHERE kind = 'decision';",
     )?;
+    conn.execute_batch(&super::views::index())?;
     conn.execute_batch(super::prune::ANCHORS)?;
     Ok(())
 }

@@ -78,7 +78,7 @@ impl Applying<'_> {
         if budget != &crate::governor::Budget::default() {
             let decision = Decision::Carve {
                 thread: child.id,
-                granted: child_limits(&child),
+                granted: child_limits(&child, budget),
             };
             self.shared
                 .decide(&mut self.tx, self.entry, self.inner, &decision);
@@ -112,10 +112,16 @@ impl Applying<'_> {
     }
 }
 
-/// The limits a child actually got (its carve-out after clamping to what the parent had).
-fn child_limits(child: &ThreadEntry) -> crate::governor::Budget {
+/// The limits a child actually got (its carve-out after clamping to what the parent had), with
+/// the wall clock and depth it asked for (which a restart needs to rebuild its deadline and
+/// depth limit).
+fn child_limits(child: &ThreadEntry, asked: &crate::governor::Budget) -> crate::governor::Budget {
     let inner = child.lock();
-    let mut b = crate::governor::Budget::default();
+    let mut b = crate::governor::Budget {
+        wall_clock: asked.wall_clock,
+        depth: asked.depth,
+        ..crate::governor::Budget::default()
+    };
     for line in inner.ledger.account.snapshot() {
         let limit = line.limit;
         let as_u64 = limit.and_then(|l| u64::try_from(l).ok());
@@ -154,19 +160,10 @@ impl Shared {
             .filter(|s| !s.is_empty())
             .unwrap_or_else(|| format!("child-{}", inner.children.len() + 1));
         let path = unique_path(&parent.path, &sub_id, siblings);
-        let parent_ledger = &inner.ledger;
-        let now = tokio::time::Instant::now();
-        let deadline = match (parent_ledger.deadline, budget.wall_clock) {
-            (Some(d), Some(w)) => Some(d.min(now + w)),
-            (d, w) => d.or(w.map(|w| now + w)),
-        };
-        let max_depth = match (parent_ledger.max_depth, budget.depth) {
-            (Some(m), Some(d)) => Some(m.min(parent.depth + 1 + d)),
-            (m, d) => m.or(d.map(|d| parent.depth + 1 + d)),
-        };
         let floor = 2 * (inner.live_children as u64 + 1);
-        let account = parent_ledger.account.child(budget, floor)?;
-        let ledger = Ledger::new(account, deadline, max_depth);
+        let account = inner.ledger.account.child(budget, floor)?;
+        let now = tokio::time::Instant::now();
+        let ledger = Ledger::child(&inner.ledger, parent.depth, account, budget, now);
         let child = ThreadEntry::new(
             ThreadId::new(),
             Some(parent),

@@ -47,6 +47,7 @@ impl Coordinator {
             criteria,
             certificates: vec![CertificateType::Exact],
             r_p: None,
+            residual_metric: None,
             budget: self.budget.clone(),
         });
         cx.send(self.worker.clone(), payload("work", &a.task.id, &a));
