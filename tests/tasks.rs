@@ -238,7 +238,7 @@ fn check_refuses_bad_files_each_named() {
         // refactor it into smaller sub-tasks."
         (
             big,
-            "T-005: not atomic: modifies 4 existing files (at most 3): split it",
+            "T-005: not atomic: modifies 4 existing files (a, b, c, d; at most 3): split it",
         ),
         (
             misnamed,
@@ -1318,4 +1318,100 @@ async fn a_worker_that_never_answers_is_halted_by_the_task_budget() {
         failed.summary
     );
     assert_eq!(statuses(&lines, "T-001").last(), Some(&Status::Blocked));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Issue 38: seed 004 exact — a project that resumes, roles that are enforced
+// ---------------------------------------------------------------------------------------------
+
+/// Appends lines of `id` with these statuses, as an earlier run would have.
+fn ledger_says(layout: &Layout, id: &str, statuses: &[Status]) {
+    let mut ledger = Ledger::open(layout.ledger()).unwrap();
+    for status in statuses {
+        let mut line = Line::now(id, *status, "an earlier run");
+        if *status == Status::Completed {
+            line.delta = Some(Delta {
+                summary: Some("done".into()),
+                ..Delta::default()
+            });
+        }
+        ledger.append(line).unwrap();
+    }
+}
+
+fn touch(layout: &Layout, files: &[&str]) {
+    for f in files {
+        let path = layout.root().join(f);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, "x").unwrap();
+    }
+}
+
+/// Seed: "If a task requires modifying more than 3 existing files, the Planner must refactor it
+/// into smaller sub-tasks." — judged when a task is planned or started; the four files T-001
+/// created do not make it (or the project) invalid afterwards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_that_created_its_own_files_does_not_block_the_project() {
+    let mut first = task("T-001", &[], "test -f a");
+    first.context.files = ["a", "b", "c", "d"].map(String::from).to_vec();
+    let second = task("T-002", &["T-001"], "test -f out/T-002");
+    let (_dir, layout) = workspace("own-files", &[first, second], true);
+    check(&layout).expect("none of T-001's files exists yet: atomic");
+    ledger_says(
+        &layout,
+        "T-001",
+        &[Status::Pending, Status::InProgress, Status::Completed],
+    );
+    touch(&layout, &["a", "b", "c", "d"]);
+    check(&layout).expect("T-001 ran: it is not judged again on the files it created");
+    let seen = Seen::default();
+    let report = run(&layout, &TasksConfig::default(), 1, &seen).await;
+    assert!(report.all_completed(), "{}", report.table());
+}
+
+/// Seed: "more than 3 existing files" — files, each once: `x` and `./x` are one file, a
+/// directory is not a file, a path not there yet is not existing.
+#[test]
+fn the_atomic_rule_counts_distinct_existing_files() {
+    let mut one = task("T-001", &[], "true");
+    one.context.files = ["x", "./x", "x", "dir", "y", "new.txt"]
+        .map(String::from)
+        .to_vec();
+    let mut four = task("T-002", &[], "true");
+    four.context.files = ["w", "x", "y", "z"].map(String::from).to_vec();
+    let problems = check_problems("distinct", &[one, four], |layout| {
+        touch(layout, &["w", "x", "y", "z"]);
+        std::fs::create_dir(layout.root().join("dir")).unwrap();
+    });
+    assert_eq!(
+        problems,
+        ["T-002: not atomic: modifies 4 existing files (w, x, y, z; at most 3): split it"]
+    );
+}
+
+/// Seed: "If a task requires modifying more than 3 existing files …" — judged again when the task
+/// starts: the file an earlier task created counts, and the task is blocked unstarted, saying why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_is_judged_atomic_when_it_starts() {
+    let mut second = task("T-002", &["T-001"], "true");
+    second.context.files = ["out/T-001", "e1", "e2", "e3"].map(String::from).to_vec();
+    let (_dir, layout) = workspace(
+        "atomic-at-start",
+        &[task("T-001", &[], "test -f out/T-001"), second],
+        true,
+    );
+    touch(&layout, &["e1", "e2", "e3"]);
+    check(&layout).expect("three existing files when planned");
+    let seen = Seen::default();
+    let report = run(&layout, &TasksConfig::default(), 1, &seen).await;
+    let last = lines(&layout).pop().unwrap();
+    assert_eq!((last.id.as_str(), last.status), ("T-002", Status::Blocked));
+    assert!(
+        last.summary
+            .starts_with("never started: T-002: not atomic: modifies 4 existing files"),
+        "{}",
+        last.summary
+    );
+    assert!(seen.lock().unwrap().iter().all(|(id, _, _)| id != "T-002"));
+    assert!(!report.all_completed());
 }

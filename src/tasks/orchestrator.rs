@@ -119,6 +119,9 @@ pub async fn run(
             if jobs.running.len() >= parallel.max(1) {
                 break;
             }
+            if refused_at_start(&mut plan, &mut ledger, layout, &assignment.task)? {
+                continue;
+            }
             let summary = format!(
                 "attempt {}: assigned to {}",
                 assignment.attempt, config.worker
@@ -149,6 +152,27 @@ pub async fn run(
         archived,
         started: jobs.started,
     })
+}
+
+/// Seed 004's atomic constraint, judged when a task first starts (files an earlier task created
+/// count): a task that would modify too many existing files is `blocked` with the reason, and
+/// never started. Returns whether it was.
+fn refused_at_start(
+    plan: &mut Plan,
+    ledger: &mut Ledger,
+    layout: &Layout,
+    task: &Task,
+) -> Result<bool, TasksError> {
+    if plan.attempts(&task.id) > 0 {
+        return Ok(false);
+    }
+    let Some(why) = task.not_atomic(layout.root()) else {
+        return Ok(false);
+    };
+    let line = Line::now(&task.id, Status::Blocked, format!("never started: {why}"));
+    ledger.append(line.clone())?;
+    plan.record(&line);
+    Ok(true)
 }
 
 /// The attempts under way, each a tokio task awaiting its thread.

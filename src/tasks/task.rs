@@ -58,7 +58,52 @@ pub fn fix_generation(id: &str) -> u32 {
     u32::try_from(id.matches("-FIX-").count()).unwrap_or(u32::MAX)
 }
 
+/// A path of `context.files` or of a delta, relative to the project root, in one spelling
+/// (`./a//b` is `a/b`); `None` for a path that is empty, absolute or climbs out with `..`.
+pub fn project_path(path: &str) -> Option<String> {
+    use std::path::Component;
+    let mut parts = Vec::new();
+    for c in Path::new(path).components() {
+        match c {
+            Component::Normal(p) => parts.push(p.to_str()?),
+            Component::CurDir => {}
+            Component::ParentDir | Component::RootDir | Component::Prefix(_) => return None,
+        }
+    }
+    (!parts.is_empty()).then(|| parts.join("/"))
+}
+
 impl Task {
+    /// The distinct files of `context.files` that exist under `root` now (a directory is not a
+    /// file; `a` and `./a` are one). Seed 004's atomic constraint counts them.
+    pub fn existing_files(&self, root: &Path) -> Vec<String> {
+        let mut found: Vec<String> = self
+            .context
+            .files
+            .iter()
+            .filter_map(|f| project_path(f))
+            .filter(|f| root.join(f).is_file())
+            .collect();
+        found.sort();
+        found.dedup();
+        found
+    }
+
+    /// The seed's atomic constraint, judged now: why this task modifies too many existing files
+    /// (naming them, the count and the limit), or `None`.
+    pub fn not_atomic(&self, root: &Path) -> Option<String> {
+        let existing = self.existing_files(root);
+        (existing.len() > super::MAX_EXISTING_FILES).then(|| {
+            format!(
+                "{}: not atomic: modifies {} existing files ({}; at most {}): split it",
+                self.id,
+                existing.len(),
+                existing.join(", "),
+                super::MAX_EXISTING_FILES
+            )
+        })
+    }
+
     /// Reads one task file.
     ///
     /// # Errors
