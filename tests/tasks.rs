@@ -1415,3 +1415,37 @@ async fn a_task_is_judged_atomic_when_it_starts() {
     assert!(seen.lock().unwrap().iter().all(|(id, _, _)| id != "T-002"));
     assert!(!report.all_completed());
 }
+
+/// Seed: "Orchestrator must decide to retry or create a new "Fix" task." and "move those JSON
+/// files into docs/tasks/ARCHIVE.jsonl" — the completed fix task, archived, still stands in for
+/// the task it fixed: what requires that task starts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_archived_fix_task_still_stands_in() {
+    let original = task("T-001", &[], "false");
+    let dependent = task("T-002", &["T-001"], "test -f out/T-002");
+    let (_dir, layout) = workspace("archived-fix", &[original.clone(), dependent], true);
+    let fix = Task {
+        id: "T-001-FIX-1".into(),
+        ..original
+    };
+    let mut archived = serde_json::to_string(&fix).unwrap();
+    archived.push('\n');
+    std::fs::write(layout.archive(), archived).unwrap();
+    let failed = [Status::Pending, Status::InProgress, Status::Failed];
+    ledger_says(&layout, "T-001", &[&failed[..], &[Status::Blocked]].concat());
+    ledger_says(
+        &layout,
+        "T-001-FIX-1",
+        &[Status::Pending, Status::InProgress, Status::Completed],
+    );
+    let seen = Seen::default();
+    let config = TasksConfig {
+        retries: 0,
+        ..TasksConfig::default()
+    };
+    run(&layout, &config, 1, &seen).await;
+    assert_eq!(
+        statuses(&lines(&layout), "T-002"),
+        [Status::Pending, Status::InProgress, Status::Completed]
+    );
+}

@@ -141,8 +141,9 @@ impl Plan {
             return true;
         }
         let prefix = format!("{r}-FIX-");
+        // An archived fix task was completed: it stands in as it did before it was archived.
         self.entries.get(r).and_then(|e| e.status) == Some(Status::Blocked)
-            && self.entries.keys().any(|id| {
+            && self.entries.keys().chain(&self.archived).any(|id| {
                 id.strip_prefix(&prefix).is_some_and(|n| !n.contains('-')) && self.met(id)
             })
     }
@@ -176,9 +177,9 @@ impl Plan {
         self.entries.get(id).map(|e| &e.task)
     }
 
-    /// Whether `id` is a task of this plan.
+    /// Whether `id` is a task of this plan or an archived one.
     pub(super) fn knows(&self, id: &str) -> bool {
-        self.entries.contains_key(id)
+        self.entries.contains_key(id) || self.archived.contains(id)
     }
 
     /// The latest summary of `id`.
