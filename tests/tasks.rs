@@ -1449,3 +1449,94 @@ async fn an_archived_fix_task_still_stands_in() {
         [Status::Pending, Status::InProgress, Status::Completed]
     );
 }
+
+/// Seed: "Failed/Blocked: Issue identified. Orchestrator must decide to retry or create a new
+/// "Fix" task." — `blocked` is not forever: the user asks, the orchestrator writes the retry.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_blocked_task_is_retried_on_request() {
+    let tasks = [
+        task("T-001", &[], "test -f ok"),
+        task("T-002", &["T-001"], "test -f out/T-002"),
+    ];
+    let (_dir, layout) = workspace("retry", &tasks, true);
+    let config = TasksConfig {
+        retries: 0,
+        ..TasksConfig::default()
+    };
+    let seen = Seen::default();
+    run(&layout, &config, 1, &seen).await;
+    assert_eq!(statuses(&lines(&layout), "T-001").last(), Some(&Status::Blocked));
+    let mut ledger = Ledger::open(layout.ledger()).unwrap();
+    let refused = orchestrator::retry(&mut ledger, &layout, &config, "T-002").unwrap_err();
+    assert!(
+        refused.to_string().starts_with(
+            "cannot retry T-002: its latest ledger line is pending, and only a blocked task is retried"
+        ),
+        "{refused}"
+    );
+    let line = orchestrator::retry(&mut ledger, &layout, &config, "T-001").unwrap();
+    assert_eq!(line.status, Status::Pending);
+    drop(ledger);
+    touch(&layout, &["ok"]);
+    let report = run(&layout, &config, 1, &seen).await;
+    assert!(report.all_completed(), "{}", report.table());
+    use Status::{Blocked, Completed, Failed, InProgress, Pending};
+    assert_eq!(
+        statuses(&lines(&layout), "T-001"),
+        [Pending, InProgress, Failed, Blocked, Pending, InProgress, Completed]
+    );
+}
+
+/// Seed: "Orchestrator must decide to retry or create a new "Fix" task." — a retry is decided by
+/// `[tasks] on_exhausted` as it is set now, not as it was when the task was blocked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_honours_a_changed_on_exhausted() {
+    let (_dir, layout) = workspace("retry-fix", &[task("T-001", &[], "false")], true);
+    let blocked = TasksConfig {
+        retries: 0,
+        ..TasksConfig::default()
+    };
+    let seen = Seen::default();
+    run(&layout, &blocked, 1, &seen).await;
+    let fix = TasksConfig {
+        on_exhausted: Exhausted::FixTask,
+        ..blocked
+    };
+    let mut ledger = Ledger::open(layout.ledger()).unwrap();
+    orchestrator::retry(&mut ledger, &layout, &fix, "T-001").unwrap();
+    drop(ledger);
+    run(&layout, &fix, 1, &seen).await;
+    let all = lines(&layout);
+    let last = all.iter().rev().find(|l| l.id == "T-001").unwrap();
+    assert_eq!(
+        (last.status, last.summary.as_str()),
+        (
+            Status::Blocked,
+            "failed 2 attempt(s); fix task T-001-FIX-1 created"
+        )
+    );
+    assert!(layout.tasks_dir().join("T-001-FIX-1.json").exists());
+    assert!(statuses(&all, "T-001-FIX-1").contains(&Status::InProgress));
+}
+
+/// Seed: "When docs/tasks/ contains more than 10 completed tasks, the Maintenance Prompt should
+/// be triggered to move those JSON files into docs/tasks/ARCHIVE.jsonl" — at the start of a run
+/// too, when nothing is left to start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_with_nothing_to_start_still_archives() {
+    let tasks: Vec<Task> = (1..=11)
+        .map(|i| task(&format!("T-{i:03}"), &[], "true"))
+        .collect();
+    let (_dir, layout) = workspace("maintain", &tasks, true);
+    for t in &tasks {
+        ledger_says(
+            &layout,
+            &t.id,
+            &[Status::Pending, Status::InProgress, Status::Completed],
+        );
+    }
+    let report = run(&layout, &TasksConfig::default(), 1, &Seen::default()).await;
+    assert_eq!((report.started, report.archived.len()), (0, 11));
+    assert!(!layout.tasks_dir().join("T-001.json").exists());
+    assert_eq!(jq_lines(&layout.archive()), 11);
+}

@@ -608,3 +608,57 @@ fn status_of_a_task_without_a_line_is_an_error() {
     assert!(all.status.success());
     assert!(text(&all.stdout).contains("not in the ledger yet"));
 }
+
+/// A project of `n` task files without a worker, and a ledger where each has `status`.
+fn project(name: &str, n: usize, status: &str) -> Scratch {
+    let dir = Scratch::new(name);
+    std::fs::create_dir_all(dir.0.join("docs/tasks")).unwrap();
+    std::fs::create_dir_all(dir.0.join("docs/current")).unwrap();
+    let mut ledger = String::new();
+    for i in 1..=n {
+        let id = format!("T-{i:03}");
+        let task = serde_json::json!({"id": id, "title": "t", "description": "d", "requires": [],
+            "context": {"files": [], "docs": [], "skills": []},
+            "acceptance_criteria": ["it holds"], "verification_command": "true"});
+        dir.write(&format!("docs/tasks/{id}.json"), &task.to_string());
+        for s in ["pending", "in-progress", status] {
+            ledger.push_str(&format!(
+                "{{\"id\":\"{id}\",\"status\":\"{s}\",\"updated_at\":\"2026-02-07T15:00:00Z\",\"summary\":\"s\"}}\n"
+            ));
+        }
+    }
+    dir.write("docs/current/task-status.jsonl", &ledger);
+    dir
+}
+
+/// Seed: "When docs/tasks/ contains more than 10 completed tasks, the Maintenance Prompt should
+/// be triggered" — `tasks maintain` is that prompt.
+#[test]
+fn tasks_maintain_archives_completed_tasks() {
+    let dir = project("maintain-cli", 11, "completed");
+    let out = tasks(&dir.0, &["maintain"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("archived into"), "{}", text(&out.stdout));
+    assert!(!dir.0.join("docs/tasks/T-001.json").exists());
+    let again = tasks(&dir.0, &["maintain"]);
+    assert!(text(&again.stdout).starts_with("nothing to archive"));
+}
+
+/// Seed: "The Orchestrator is the SOLE authority permitted to append to this file." and
+/// "Orchestrator must decide to retry" — `tasks retry` writes the line a user may not.
+#[test]
+fn tasks_retry_writes_a_pending_line_for_a_blocked_task_only() {
+    let dir = project("retry-cli", 1, "blocked");
+    let out = tasks(&dir.0, &["retry", "T-001"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let last = lines(&dir.0).pop().unwrap();
+    assert_eq!(last.status, Status::Pending);
+    assert!(last.summary.starts_with("retry requested by the user"));
+    let again = tasks(&dir.0, &["retry", "T-001"]);
+    assert_eq!(again.status.code(), Some(1));
+    assert!(
+        text(&again.stderr).contains("cannot retry T-001: its latest ledger line is pending"),
+        "{}",
+        text(&again.stderr)
+    );
+}

@@ -37,6 +37,22 @@ pub enum TasksCommand {
         #[arg(long, value_enum, default_value_t = StatusFormat::Text)]
         format: StatusFormat,
     },
+    /// Give a blocked task fresh attempts: the orchestrator writes it a `pending` line, and the
+    /// next run retries it (then applies `[tasks] on_exhausted` as set then).
+    Retry {
+        /// The blocked task.
+        id: String,
+        /// The project root.
+        #[command(flatten)]
+        at: At,
+    },
+    /// The seed's maintenance: archive the completed task files when more than
+    /// `[tasks] archive_after` are completed (`run` does it first too).
+    Maintain {
+        /// The project root.
+        #[command(flatten)]
+        at: At,
+    },
     /// Run the orchestrator: every task whose requirements are completed, in its own thread.
     Run {
         /// The project root.
@@ -92,6 +108,8 @@ pub fn run(command: TasksCommand) -> Result<String, HostError> {
             status(&config.layout(&at.root), ids, format)
         }
         TasksCommand::Run { at, parallel } => orchestrate(&at, parallel),
+        TasksCommand::Retry { id, at } => retry(&at, &id),
+        TasksCommand::Maintain { at } => maintain(&at),
     }
 }
 
@@ -266,6 +284,56 @@ fn status(layout: &Layout, ids: Vec<String>, format: StatusFormat) -> Result<Str
         }
     }
     Ok(out)
+}
+
+/// `tasks retry ID`: a `pending` line for a blocked task, written under the ledger's lock.
+fn retry(at: &At, id: &str) -> Result<String, HostError> {
+    if !tasks::is_task_id(id) {
+        return Err(HostError::Check(format!(
+            "`{id}` is not a task id (T- and three or more digits, -FIX-n for a fix task)"
+        )));
+    }
+    let (_, config) = organism(at)?;
+    let layout = config.layout(&at.root);
+    let mut ledger = Ledger::open(layout.ledger())?;
+    let line = tasks::orchestrator::retry(&mut ledger, &layout, &config, id)?;
+    Ok(format!(
+        "{id}: pending ({}); `agentpump tasks run` retries it\n",
+        line.summary
+    ))
+}
+
+/// `tasks maintain`: finish what a crash left, then archive, under the ledger's lock.
+fn maintain(at: &At) -> Result<String, HostError> {
+    let (_, config) = organism(at)?;
+    let layout = config.layout(&at.root);
+    let ledger = Ledger::open(layout.ledger())?;
+    let recovery = tasks::recover(&layout, &ledger)?;
+    let mut text = String::new();
+    if let Some(r) = &recovery.repair {
+        let _ = writeln!(text, "{r}");
+    }
+    for path in &recovery.removed {
+        let _ = writeln!(text, "removed a half-written fix task: {}", path.display());
+    }
+    let mut moved = recovery.archived;
+    moved.extend(tasks::archive(&layout, config.archive_after)?);
+    drop(ledger);
+    let _ = if moved.is_empty() {
+        writeln!(
+            text,
+            "nothing to archive: completed task files are archived once more than {} are",
+            config.archive_after
+        )
+    } else {
+        writeln!(
+            text,
+            "archived into {}: {}",
+            layout.archive().display(),
+            moved.join(", ")
+        )
+    };
+    Ok(text)
 }
 
 /// `tasks run`: lock the ledger, check, build the pump, orchestrate, print the ledger and the

@@ -10,6 +10,7 @@
 mod attempt;
 mod plan;
 mod registrations;
+mod retry;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -25,6 +26,7 @@ use crate::{PumpHandle, ThreadId};
 
 use plan::Plan;
 pub use plan::Row;
+pub use retry::retry;
 pub use registrations::{TASKS_ENV, check_command_policy, command_policy, registrations};
 
 /// What a run did.
@@ -107,7 +109,8 @@ pub async fn run(
     }
     attempt::stop_orphans(pump, &found, &continued).await;
     exhaust_leftovers(&mut plan, &mut ledger, layout, config)?;
-    let mut archived = Vec::new();
+    // The seed's maintenance, before any attempt: a run with nothing to start archives too.
+    let mut archived = archive(layout, config.archive_after)?;
     loop {
         while jobs.running.len() < parallel.max(1) {
             let Some((thread, assignment)) = resumed.pop_front() else {
@@ -238,7 +241,7 @@ fn finish(
     };
     ledger.append(line.clone())?;
     plan.record(&line);
-    if !outcome.completed && attempt > config.retries {
+    if plan.is_exhausted(id, 1 + config.retries) {
         exhaust(plan, ledger, layout, config, id)?;
     }
     Ok(())
