@@ -43,5 +43,5 @@ pub use layout::{Exhausted, Layout, MAX_FIX_GENERATIONS, TasksConfig};
 pub use ledger::{Delta, Ledger, Line, Status};
 pub use repair::Repair;
 pub use status::{Latest, latest};
-pub use task::{Task, TaskContext, fix_generation, is_task_id};
+pub use task::{SKILLS, Task, TaskContext, fix_generation, is_task_id, project_path};
 pub use time::now_rfc3339;

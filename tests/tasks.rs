@@ -1540,3 +1540,56 @@ async fn a_run_with_nothing_to_start_still_archives() {
     assert!(!layout.tasks_dir().join("T-001.json").exists());
     assert_eq!(jq_lines(&layout.archive()), 11);
 }
+
+/// Issue 38: "`tasks check` is looser than `task.schema.json`" — check refuses what the schema
+/// refuses (each file named with the field), so a run never blocks on an empty verification.
+/// Seed: "title": "Short descriptive title", "acceptance_criteria": [...],
+/// "verification_command": "npm test or custom shell command", "skills": ["task-indexer"].
+#[test]
+fn check_refuses_what_the_task_schema_refuses() {
+    type Edit = fn(&mut Task);
+    let cases: [(Edit, &str, bool); 7] = [
+        (|t| t.title = " ".into(), "T-001: title: is blank", true),
+        (
+            |t| t.acceptance_criteria.clear(),
+            "T-001: acceptance_criteria: is empty",
+            true,
+        ),
+        (
+            |t| t.acceptance_criteria = vec![String::new()],
+            "T-001: acceptance_criteria: criterion 1 is blank",
+            true,
+        ),
+        (
+            |t| t.verification_command = String::new(),
+            "T-001: verification_command: is blank",
+            true,
+        ),
+        (
+            |t| t.requires = vec!["T-002".into(), "T-002".into()],
+            "T-001: requires: T-002 is named twice",
+            true,
+        ),
+        (
+            |t| t.context.skills = vec!["deploy".into()],
+            "T-001: context.skills: unknown skill `deploy` (known: task-indexer, command)",
+            true,
+        ),
+        (
+            |t| t.context.files = vec!["../outside".into()],
+            "T-001: context.files: `../outside` is not a path inside the project",
+            false,
+        ),
+    ];
+    for (edit, expected, schema_too) in cases {
+        let mut bad = task("T-001", &[], "true");
+        edit(&mut bad);
+        let problems = check_problems("schema-rules", &[bad.clone(), task("T-002", &[], "true")], |_| {});
+        assert!(
+            problems.iter().any(|p| p.starts_with(expected)),
+            "{expected:?} not in {problems:?}"
+        );
+        let errors = schema_errors("task.schema.json", &[serde_json::to_string(&bad).unwrap()]);
+        assert_eq!(!errors.is_empty(), schema_too, "{expected}: {errors:?}");
+    }
+}

@@ -57,6 +57,7 @@ pub fn check(layout: &Layout) -> Result<Checked, TasksError> {
     let mut ids = BTreeMap::new();
     for (path, task) in &tasks {
         problems.extend(file_problems(path, task, &archived));
+        problems.extend(task.problems());
         if !started.contains(&task.id) {
             problems.extend(task.not_atomic(layout.root()));
         }
