@@ -31,7 +31,10 @@ fn task(id: &str, requires: &[&str], verification: &str) -> Task {
         title: format!("task {id}"),
         description: format!("does {id}"),
         requires: requires.iter().map(|s| (*s).to_owned()).collect(),
-        context: TaskContext::default(),
+        context: TaskContext {
+            files: vec![format!("out/{id}")],
+            ..TaskContext::default()
+        },
         acceptance_criteria: vec![format!("out/{id} exists")],
         verification_command: verification.into(),
     }
@@ -654,17 +657,20 @@ impl Listener for FileWorker {
 }
 
 fn pump(layout: &Layout, config: &TasksConfig, seen: &Seen) -> PumpHandle {
+    let worker = FileWorker {
+        root: layout.root().to_owned(),
+        seen: seen.clone(),
+    };
+    pump_with(layout, config, worker)
+}
+
+/// A pump with this worker, the test `command` tool and the orchestrator's listeners.
+fn pump_with(layout: &Layout, config: &TasksConfig, worker: impl Listener) -> PumpHandle {
     let mut builder = PumpBuilder::new()
         .register(
-            Registration::new(
-                "worker",
-                FileWorker {
-                    root: layout.root().to_owned(),
-                    seen: seen.clone(),
-                },
-            )
-            .accepts(QName::new(TASKS_NS, "work"))
-            .role(Role::Agent),
+            Registration::new("worker", worker)
+                .accepts(QName::new(TASKS_NS, "work"))
+                .role(Role::Agent),
         )
         .register(
             Registration::new("command", TestCommand)
@@ -840,10 +846,12 @@ async fn a_failing_verification_never_completes_and_blocks_its_dependents() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fix_task_is_written_and_run_when_the_organism_asks() {
-    let tasks = [
+    let mut tasks = [
         task("T-001", &[], "test -f out/T-001-FIX-1"),
         task("T-002", &["T-001"], "test -f out/T-002"),
     ];
+    // The fix task inherits T-001's files: the worker writes out/T-001-FIX-1 for it.
+    tasks[0].context.files.push("out/T-001-FIX-1".into());
     let (_dir, layout) = workspace("fix", &tasks, true);
     let seen = Seen::default();
     let config = TasksConfig {
@@ -1200,7 +1208,7 @@ async fn the_orchestrators_command_tool_passes_home() {
     let (_dir, layout) = workspace("home", &[task("T-001", &[], "test -n \"$HOME\"")], true);
     let config = TasksConfig {
         retries: 0,
-        work_command: Some("echo '+ nothing'".into()),
+        work_command: Some("echo '+ out/T-001'".into()),
         ..TasksConfig::default()
     };
     let mut builder = PumpBuilder::new();
@@ -1528,13 +1536,13 @@ async fn a_run_with_nothing_to_start_still_archives() {
         .map(|i| task(&format!("T-{i:03}"), &[], "true"))
         .collect();
     let (_dir, layout) = workspace("maintain", &tasks, true);
+    let mut ledger = Ledger::open(layout.ledger()).unwrap();
     for t in &tasks {
-        ledger_says(
-            &layout,
-            &t.id,
-            &[Status::Pending, Status::InProgress, Status::Completed],
-        );
+        for status in [Status::Pending, Status::InProgress, Status::Completed] {
+            ledger.append(Line::now(&t.id, status, "an earlier run")).unwrap();
+        }
     }
+    drop(ledger);
     let report = run(&layout, &TasksConfig::default(), 1, &Seen::default()).await;
     assert_eq!((report.started, report.archived.len()), (0, 11));
     assert!(!layout.tasks_dir().join("T-001.json").exists());
@@ -1592,4 +1600,103 @@ fn check_refuses_what_the_task_schema_refuses() {
         let errors = schema_errors("task.schema.json", &[serde_json::to_string(&bad).unwrap()]);
         assert_eq!(!errors.is_empty(), schema_too, "{expected}: {errors:?}");
     }
+}
+
+/// A worker that hands back the same delta for every task, whatever it was asked.
+struct FixedDelta(Delta);
+
+#[async_trait]
+impl Listener for FixedDelta {
+    async fn handle(&self, msg: &Delivery, cx: &mut Context) -> Result<(), ListenerError> {
+        if msg.is_system() {
+            return Ok(());
+        }
+        let a: Assignment = decode(msg.payload().as_str()).map_err(ListenerError::failed)?;
+        cx.reply(payload("delta", &a.task.id, &self.0));
+        Ok(())
+    }
+}
+
+/// Seed: "A task is valid ONLY if it focuses on a single logical change." and "If a task
+/// requires modifying more than 3 existing files …" — the worker's delta is held to its task:
+/// a path outside `context.files`, or more than 3 existing files modified, fails the attempt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delta_beyond_the_tasks_files_fails_the_attempt() {
+    let mut wide = task("T-001", &[], "true");
+    wide.context.files = ["a", "b", "c", "d", "e"].map(String::from).to_vec();
+    let four = Delta {
+        files_changed: ["a", "./b", "c"].map(String::from).to_vec(),
+        files_removed: vec!["d".into()],
+        ..Delta::default()
+    };
+    let outside = Delta {
+        files_added: vec!["out/T-001".into(), "src/other.rs".into()],
+        ..Delta::default()
+    };
+    let cases = [
+        (
+            task("T-001", &[], "true"),
+            outside,
+            "attempt 1: the worker's delta touches `src/other.rs`, which is not in T-001's \
+             context.files [out/T-001]: a worker changes only its task's files",
+        ),
+        (
+            wide,
+            four,
+            "attempt 1: the worker's delta modifies 4 existing files (a, b, c, d), more than the \
+             3 the atomic constraint allows",
+        ),
+    ];
+    for (t, delta, expected) in cases {
+        let (_dir, layout) = workspace("delta-beyond", &[t], true);
+        let config = TasksConfig {
+            retries: 0,
+            ..TasksConfig::default()
+        };
+        let pump = pump_with(&layout, &config, FixedDelta(delta));
+        let ledger = Ledger::open(layout.ledger()).unwrap();
+        orchestrator::run(&pump, ledger, check(&layout).unwrap(), &layout, &config, 1)
+            .await
+            .unwrap();
+        pump.shutdown(std::time::Duration::from_secs(5)).await;
+        let failed = lines(&layout)
+            .into_iter()
+            .find(|l| l.status == Status::Failed)
+            .expect("the attempt failed");
+        assert_eq!(failed.summary, expected);
+    }
+}
+
+/// Seed: "Agents must NOT read the entire task-status.jsonl into context." — the orchestrator's
+/// `command` tool refuses a worker's call that names the ledger, saying what to use instead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_cannot_cat_the_ledger_through_the_command_tool() {
+    let (_dir, layout) = workspace("cat-ledger", &[task("T-001", &[], "true")], true);
+    let config = TasksConfig {
+        retries: 0,
+        work_command: Some("cat docs/current/task-status.jsonl".into()),
+        ..TasksConfig::default()
+    };
+    let mut builder = PumpBuilder::new();
+    for r in orchestrator::registrations(&layout, &config, &[]).unwrap() {
+        builder = builder.register(r);
+    }
+    let pump = builder.build().unwrap();
+    let ledger = Ledger::open(layout.ledger()).unwrap();
+    orchestrator::run(&pump, ledger, check(&layout).unwrap(), &layout, &config, 1)
+        .await
+        .unwrap();
+    pump.shutdown(std::time::Duration::from_secs(5)).await;
+    let failed = lines(&layout)
+        .into_iter()
+        .find(|l| l.status == Status::Failed)
+        .expect("the attempt failed");
+    assert!(
+        failed.summary.contains(
+            "command tool error not-allowed: the call names the task ledger, which only the \
+             orchestrator reads and writes (seed 004); read a task's status with the task-indexer tool"
+        ),
+        "{}",
+        failed.summary
+    );
 }

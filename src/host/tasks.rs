@@ -175,14 +175,25 @@ fn assemble(
     layout: &Layout,
     config: &TasksConfig,
 ) -> Result<crate::PumpBuilder, HostError> {
-    let policy = match organism.command_policy(origin)? {
+    let declared = organism.command_policy(origin)?;
+    let policy = match &declared {
         Some(policy) => {
-            tasks::orchestrator::check_command_policy(&policy)?;
-            policy
+            tasks::orchestrator::check_command_policy(policy)?;
+            tasks::orchestrator::guarded(policy.clone(), layout)
         }
         None => tasks::orchestrator::command_policy(layout, config),
     };
-    let own = organism.registrations_with(origin, &tasks::worker::peer_docs(&policy))?;
+    // The organism's `command` tool, guarded as the orchestrator's: no call names the ledger.
+    let own = organism
+        .registrations_with(origin, &tasks::worker::peer_docs(&policy))?
+        .into_iter()
+        .map(|r| match declared {
+            Some(_) if r.name() == tasks::listeners::COMMAND => {
+                crate::listeners::CommandTool::new(policy.clone()).registration()
+            }
+            _ => r,
+        })
+        .collect::<Vec<_>>();
     let names: Vec<&str> = own.iter().map(crate::Registration::name).collect();
     let extra = tasks::orchestrator::registrations(layout, config, &names)?;
     let builder = own.into_iter().chain(extra).fold(

@@ -27,7 +27,9 @@ use crate::{PumpHandle, ThreadId};
 use plan::Plan;
 pub use plan::Row;
 pub use retry::retry;
-pub use registrations::{TASKS_ENV, check_command_policy, command_policy, registrations};
+pub use registrations::{
+    TASKS_ENV, check_command_policy, command_policy, guarded, registrations,
+};
 
 /// What a run did.
 #[derive(Debug, Clone, Default)]
