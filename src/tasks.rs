@@ -18,6 +18,7 @@
 //! - [`listeners`]: the listeners the orchestrator registers: the coordinator of each task
 //!   thread, its verifier, a shell worker and a stand-in `command` tool.
 //! - [`orchestrator`]: `tasks run` — tasks in dependency order, each in its own thread.
+//! - [`planner`]: `tasks plan` — a goal turned into checked task files by a planner listener.
 //! - `worker` (feature `llm`): the worker protocol as an LLM worker's prompt describes its
 //!   peers.
 
@@ -28,6 +29,7 @@ mod layout;
 mod ledger;
 pub mod listeners;
 pub mod orchestrator;
+pub mod planner;
 mod repair;
 mod status;
 mod task;

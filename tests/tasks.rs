@@ -1440,7 +1440,11 @@ async fn an_archived_fix_task_still_stands_in() {
     archived.push('\n');
     std::fs::write(layout.archive(), archived).unwrap();
     let failed = [Status::Pending, Status::InProgress, Status::Failed];
-    ledger_says(&layout, "T-001", &[&failed[..], &[Status::Blocked]].concat());
+    ledger_says(
+        &layout,
+        "T-001",
+        &[&failed[..], &[Status::Blocked]].concat(),
+    );
     ledger_says(
         &layout,
         "T-001-FIX-1",
@@ -1473,7 +1477,10 @@ async fn a_blocked_task_is_retried_on_request() {
     };
     let seen = Seen::default();
     run(&layout, &config, 1, &seen).await;
-    assert_eq!(statuses(&lines(&layout), "T-001").last(), Some(&Status::Blocked));
+    assert_eq!(
+        statuses(&lines(&layout), "T-001").last(),
+        Some(&Status::Blocked)
+    );
     let mut ledger = Ledger::open(layout.ledger()).unwrap();
     let refused = orchestrator::retry(&mut ledger, &layout, &config, "T-002").unwrap_err();
     assert!(
@@ -1491,7 +1498,9 @@ async fn a_blocked_task_is_retried_on_request() {
     use Status::{Blocked, Completed, Failed, InProgress, Pending};
     assert_eq!(
         statuses(&lines(&layout), "T-001"),
-        [Pending, InProgress, Failed, Blocked, Pending, InProgress, Completed]
+        [
+            Pending, InProgress, Failed, Blocked, Pending, InProgress, Completed
+        ]
     );
 }
 
@@ -1539,7 +1548,9 @@ async fn a_run_with_nothing_to_start_still_archives() {
     let mut ledger = Ledger::open(layout.ledger()).unwrap();
     for t in &tasks {
         for status in [Status::Pending, Status::InProgress, Status::Completed] {
-            ledger.append(Line::now(&t.id, status, "an earlier run")).unwrap();
+            ledger
+                .append(Line::now(&t.id, status, "an earlier run"))
+                .unwrap();
         }
     }
     drop(ledger);
@@ -1592,7 +1603,11 @@ fn check_refuses_what_the_task_schema_refuses() {
     for (edit, expected, schema_too) in cases {
         let mut bad = task("T-001", &[], "true");
         edit(&mut bad);
-        let problems = check_problems("schema-rules", &[bad.clone(), task("T-002", &[], "true")], |_| {});
+        let problems = check_problems(
+            "schema-rules",
+            &[bad.clone(), task("T-002", &[], "true")],
+            |_| {},
+        );
         assert!(
             problems.iter().any(|p| p.starts_with(expected)),
             "{expected:?} not in {problems:?}"

@@ -638,7 +638,11 @@ fn tasks_maintain_archives_completed_tasks() {
     let dir = project("maintain-cli", 11, "completed");
     let out = tasks(&dir.0, &["maintain"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
-    assert!(text(&out.stdout).contains("archived into"), "{}", text(&out.stdout));
+    assert!(
+        text(&out.stdout).contains("archived into"),
+        "{}",
+        text(&out.stdout)
+    );
     assert!(!dir.0.join("docs/tasks/T-001.json").exists());
     let again = tasks(&dir.0, &["maintain"]);
     assert!(text(&again.stdout).starts_with("nothing to archive"));
@@ -661,4 +665,79 @@ fn tasks_retry_writes_a_pending_line_for_a_blocked_task_only() {
         "{}",
         text(&again.stderr)
     );
+}
+
+/// Seed: "The Planner must generate individual JSON files for every atomic unit of work." and
+/// "If a task requires modifying more than 3 existing files, the Planner must refactor it into
+/// smaller sub-tasks." — `tasks plan` asks an LLM planner, checks its proposal, gives it the
+/// check's "split it" once, and writes the split tasks only.
+#[test]
+fn tasks_plan_checks_the_planners_tasks_and_has_it_split_them() {
+    use support::model::{Endpoint, Model, answer};
+    let dir = Scratch::new("tasks-plan");
+    let root = &dir.0;
+    for f in ["a", "b", "c", "d"] {
+        dir.write(f, "x\n");
+    }
+    let task = |id: &str, files: &[&str], requires: &[&str]| {
+        serde_json::json!({"id": id, "title": "edit", "description": "edit the files",
+            "requires": requires, "context": {"files": files, "docs": [], "skills": []},
+            "acceptance_criteria": ["the files say y"], "verification_command": "true"})
+    };
+    let tasks_xml = |tasks: serde_json::Value| {
+        format!("<tasks xmlns=\"urn:agentpump:tasks:v1\">{tasks}</tasks>")
+    };
+    let whole = tasks_xml(serde_json::json!([task(
+        "T-001",
+        &["a", "b", "c", "d"],
+        &[]
+    )]));
+    let split = tasks_xml(serde_json::json!([
+        task("T-001", &["a", "b"], &[]),
+        task("T-002", &["c", "d"], &["T-001"])
+    ]));
+    let model = std::sync::Arc::new(Model::default());
+    model
+        .replies
+        .lock()
+        .unwrap()
+        .extend([answer(&whole, 10, 10), answer(&split, 10, 10)]);
+    let endpoint = Endpoint::start(&model, "127.0.0.1:0".parse().unwrap());
+    dir.write("planner.md", "Split the goal into seed 004 task files.\n");
+    dir.write(
+        "organism.toml",
+        &format!(
+            "[organism]\nname = \"plan\"\n[tasks]\nwork_command = \"true\"\n\
+             [[listener]]\nname = \"planner\"\nkind = \"llm\"\nbase_url = \"{}\"\nmodel = \"m\"\n\
+             definition = \"planner.md\"\naccepts = [\"{{urn:agentpump:tasks:v1}}plan\"]\n\
+             peers = [\"tasks-plan\"]\n",
+            endpoint.base()
+        ),
+    );
+    assert!(tasks(root, &["init"]).status.success());
+    let out = tasks(root, &["plan", "edit a, b, c and d"]);
+    assert!(
+        out.status.success(),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    assert!(
+        text(&out.stdout).starts_with("planned 2 task(s)"),
+        "{}",
+        text(&out.stdout)
+    );
+    let requests = model.requests.lock().unwrap();
+    assert_eq!(requests.len(), 2);
+    let second = requests[1].to_string();
+    assert!(
+        second.contains(
+            "T-001: not atomic: modifies 4 existing files (a, b, c, d; at most 3): split it"
+        ),
+        "{second}"
+    );
+    drop(requests);
+    let check = tasks(root, &["check"]);
+    assert!(check.status.success(), "{}", text(&check.stderr));
+    assert!(root.join("docs/tasks/T-002.json").is_file());
 }

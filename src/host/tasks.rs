@@ -37,6 +37,16 @@ pub enum TasksCommand {
         #[arg(long, value_enum, default_value_t = StatusFormat::Text)]
         format: StatusFormat,
     },
+    /// The seed's Planner: ask the organism's planner listener (`[tasks] planner`) for task
+    /// files reaching GOAL; they are checked before any is written, and a proposal check
+    /// refuses goes back to the planner once with the check's advice.
+    Plan {
+        /// What the tasks are to achieve.
+        goal: String,
+        /// The project root.
+        #[command(flatten)]
+        at: At,
+    },
     /// Give a blocked task fresh attempts: the orchestrator writes it a `pending` line, and the
     /// next run retries it (then applies `[tasks] on_exhausted` as set then).
     Retry {
@@ -108,6 +118,7 @@ pub fn run(command: TasksCommand) -> Result<String, HostError> {
             status(&config.layout(&at.root), ids, format)
         }
         TasksCommand::Run { at, parallel } => orchestrate(&at, parallel),
+        TasksCommand::Plan { goal, at } => plan(&at, &goal),
         TasksCommand::Retry { id, at } => retry(&at, &id),
         TasksCommand::Maintain { at } => maintain(&at),
     }
@@ -195,7 +206,10 @@ fn assemble(
         })
         .collect::<Vec<_>>();
     let names: Vec<&str> = own.iter().map(crate::Registration::name).collect();
-    let extra = tasks::orchestrator::registrations(layout, config, &names)?;
+    let mut extra = tasks::orchestrator::registrations(layout, config, &names)?;
+    if !names.contains(&tasks::planner::PLAN_INTAKE) {
+        extra.push(tasks::planner::intake()); // what a planner listener's peers may name
+    }
     let builder = own.into_iter().chain(extra).fold(
         crate::PumpBuilder::new().config(organism.config(origin)?),
         crate::PumpBuilder::register,
@@ -295,6 +309,49 @@ fn status(layout: &Layout, ids: Vec<String>, format: StatusFormat) -> Result<Str
         }
     }
     Ok(out)
+}
+
+/// `tasks plan GOAL`: the organism's listeners and the plan intake on a pump; the planner's
+/// tasks checked and written.
+fn plan(at: &At, goal: &str) -> Result<String, HostError> {
+    let (organism, config) = organism(at)?;
+    let root = std::path::absolute(&at.root).map_err(|e| HostError::io(&at.root, e))?;
+    let layout = config.layout(&root);
+    let (organism, origin, base) = resolved(at, organism, &root)?;
+    let own = organism.registrations_with(origin.as_str(), &[])?;
+    if !own.iter().any(|r| r.name() == config.planner) {
+        return Err(HostError::Check(format!(
+            "no planner: {origin} declares no listener `{}` ([tasks] planner) accepting \
+             {{urn:agentpump:tasks:v1}}plan",
+            config.planner
+        )));
+    }
+    let builder = own.into_iter().fold(
+        crate::PumpBuilder::new()
+            .config(organism.config(&origin)?)
+            .register(tasks::planner::intake()),
+        crate::PumpBuilder::register,
+    );
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(HostError::System)?;
+    let patience = std::time::Duration::from_millis(config.wall_clock_ms);
+    let ids = runtime.block_on(async {
+        let store = Arc::new(organism.open_store(&base)?);
+        let pump = builder.history(store.clone()).build()?;
+        let planned = tasks::planner::plan(&pump, &config.planner, &layout, goal, patience).await;
+        pump.shutdown(super::run::SHUTDOWN_GRACE).await;
+        let closed = store.close().map_err(HostError::from);
+        let planned = planned?;
+        closed.map(|()| planned)
+    })?;
+    Ok(format!(
+        "planned {} task(s) in {}: {}\n",
+        ids.len(),
+        layout.tasks_dir().display(),
+        ids.join(", ")
+    ))
 }
 
 /// `tasks retry ID`: a `pending` line for a blocked task, written under the ledger's lock.

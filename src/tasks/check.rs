@@ -115,11 +115,7 @@ fn started(layout: &Layout) -> Result<BTreeSet<String>, TasksError> {
 }
 
 /// The problems of one task file on its own: its id's form, its file name, an archived id.
-fn file_problems(
-    path: &std::path::Path,
-    task: &Task,
-    archived: &BTreeSet<String>,
-) -> Vec<String> {
+fn file_problems(path: &std::path::Path, task: &Task, archived: &BTreeSet<String>) -> Vec<String> {
     let mut problems = Vec::new();
     if !is_task_id(&task.id) {
         problems.push(format!(

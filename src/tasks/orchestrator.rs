@@ -26,10 +26,8 @@ use crate::{PumpHandle, ThreadId};
 
 use plan::Plan;
 pub use plan::Row;
+pub use registrations::{TASKS_ENV, check_command_policy, command_policy, guarded, registrations};
 pub use retry::retry;
-pub use registrations::{
-    TASKS_ENV, check_command_policy, command_policy, guarded, registrations,
-};
 
 /// What a run did.
 #[derive(Debug, Clone, Default)]

@@ -121,14 +121,23 @@ impl Task {
             say("title", "is blank".into());
         }
         if blank(&self.verification_command) {
-            say("verification_command", "is blank: nothing would verify the task".into());
+            say(
+                "verification_command",
+                "is blank: nothing would verify the task".into(),
+            );
         }
         if self.acceptance_criteria.is_empty() {
-            say("acceptance_criteria", "is empty: a task needs at least one".into());
+            say(
+                "acceptance_criteria",
+                "is empty: a task needs at least one".into(),
+            );
         }
         for (i, c) in self.acceptance_criteria.iter().enumerate() {
             if blank(c) {
-                say("acceptance_criteria", format!("criterion {} is blank", i + 1));
+                say(
+                    "acceptance_criteria",
+                    format!("criterion {} is blank", i + 1),
+                );
             }
         }
         for (i, r) in self.requires.iter().enumerate() {

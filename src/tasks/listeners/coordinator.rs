@@ -5,8 +5,8 @@ use async_trait::async_trait;
 use crate::governor::{Budget, CertificateType, Control, Goal, Signal};
 use std::collections::BTreeSet;
 
-use crate::tasks::{Delta, MAX_EXISTING_FILES, Task, project_path};
 use crate::tasks::wire::{Assignment, Outcome, TASKS_NS, Verdict, Verify, decode, payload};
+use crate::tasks::{Delta, MAX_EXISTING_FILES, Task, project_path};
 use crate::{Context, Delivery, Listener, ListenerError};
 
 use super::{criterion_ids, last};
@@ -128,7 +128,12 @@ impl Coordinator {
 /// outside the task's `context.files`, or more existing files changed or removed than the
 /// atomic constraint allows.
 fn beyond_the_task(task: &Task, delta: &Delta) -> Option<String> {
-    let allowed: BTreeSet<String> = task.context.files.iter().filter_map(|f| project_path(f)).collect();
+    let allowed: BTreeSet<String> = task
+        .context
+        .files
+        .iter()
+        .filter_map(|f| project_path(f))
+        .collect();
     let touched = delta
         .files_added
         .iter()
