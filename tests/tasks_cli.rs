@@ -729,6 +729,11 @@ fn tasks_plan_checks_the_planners_tasks_and_has_it_split_them() {
     );
     let requests = model.requests.lock().unwrap();
     assert_eq!(requests.len(), 2);
+    let system = requests[0]["messages"][0]["content"].as_str().unwrap();
+    assert!(
+        system.contains("- tasks-plan: takes in your answer"),
+        "{system}"
+    );
     let second = requests[1].to_string();
     assert!(
         second.contains(

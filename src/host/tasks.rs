@@ -318,7 +318,7 @@ fn plan(at: &At, goal: &str) -> Result<String, HostError> {
     let root = std::path::absolute(&at.root).map_err(|e| HostError::io(&at.root, e))?;
     let layout = config.layout(&root);
     let (organism, origin, base) = resolved(at, organism, &root)?;
-    let own = organism.registrations_with(origin.as_str(), &[])?;
+    let own = organism.registrations_with(origin.as_str(), &tasks::worker::planner_docs())?;
     if !own.iter().any(|r| r.name() == config.planner) {
         return Err(HostError::Check(format!(
             "no planner: {origin} declares no listener `{}` ([tasks] planner) accepting \
