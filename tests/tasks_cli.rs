@@ -667,41 +667,26 @@ fn tasks_retry_writes_a_pending_line_for_a_blocked_task_only() {
     );
 }
 
-/// Seed: "The Planner must generate individual JSON files for every atomic unit of work." and
-/// "If a task requires modifying more than 3 existing files, the Planner must refactor it into
-/// smaller sub-tasks." — `tasks plan` asks an LLM planner, checks its proposal, gives it the
-/// check's "split it" once, and writes the split tasks only.
-#[test]
-fn tasks_plan_checks_the_planners_tasks_and_has_it_split_them() {
+/// A project with files a, b, c, d, an LLM planner answering `replies` in turn, and its ledger.
+fn planned_project(
+    name: &str,
+    replies: &[String],
+) -> (
+    Scratch,
+    std::sync::Arc<support::model::Model>,
+    support::model::Endpoint,
+) {
     use support::model::{Endpoint, Model, answer};
-    let dir = Scratch::new("tasks-plan");
-    let root = &dir.0;
+    let dir = Scratch::new(name);
     for f in ["a", "b", "c", "d"] {
         dir.write(f, "x\n");
     }
-    let task = |id: &str, files: &[&str], requires: &[&str]| {
-        serde_json::json!({"id": id, "title": "edit", "description": "edit the files",
-            "requires": requires, "context": {"files": files, "docs": [], "skills": []},
-            "acceptance_criteria": ["the files say y"], "verification_command": "true"})
-    };
-    let tasks_xml = |tasks: serde_json::Value| {
-        format!("<tasks xmlns=\"urn:agentpump:tasks:v1\">{tasks}</tasks>")
-    };
-    let whole = tasks_xml(serde_json::json!([task(
-        "T-001",
-        &["a", "b", "c", "d"],
-        &[]
-    )]));
-    let split = tasks_xml(serde_json::json!([
-        task("T-001", &["a", "b"], &[]),
-        task("T-002", &["c", "d"], &["T-001"])
-    ]));
     let model = std::sync::Arc::new(Model::default());
     model
         .replies
         .lock()
         .unwrap()
-        .extend([answer(&whole, 10, 10), answer(&split, 10, 10)]);
+        .extend(replies.iter().map(|r| answer(r, 10, 10)));
     let endpoint = Endpoint::start(&model, "127.0.0.1:0".parse().unwrap());
     dir.write("planner.md", "Split the goal into seed 004 task files.\n");
     dir.write(
@@ -714,7 +699,37 @@ fn tasks_plan_checks_the_planners_tasks_and_has_it_split_them() {
             endpoint.base()
         ),
     );
-    assert!(tasks(root, &["init"]).status.success());
+    assert!(tasks(&dir.0, &["init"]).status.success());
+    (dir, model, endpoint)
+}
+
+fn planned_task(id: &str, files: &[&str], requires: &[&str]) -> serde_json::Value {
+    serde_json::json!({"id": id, "title": "edit", "description": "edit the files",
+        "requires": requires, "context": {"files": files, "docs": [], "skills": []},
+        "acceptance_criteria": ["the files say y"], "verification_command": "true"})
+}
+
+fn tasks_xml(tasks: &serde_json::Value) -> String {
+    format!("<tasks xmlns=\"urn:agentpump:tasks:v1\">{tasks}</tasks>")
+}
+
+/// Seed: "The Planner must generate individual JSON files for every atomic unit of work." and
+/// "If a task requires modifying more than 3 existing files, the Planner must refactor it into
+/// smaller sub-tasks." — `tasks plan` asks an LLM planner, checks its proposal, gives it the
+/// check's "split it" once, and writes the split tasks only.
+#[test]
+fn tasks_plan_checks_the_planners_tasks_and_has_it_split_them() {
+    let whole = tasks_xml(&serde_json::json!([planned_task(
+        "T-001",
+        &["a", "b", "c", "d"],
+        &[]
+    )]));
+    let split = tasks_xml(&serde_json::json!([
+        planned_task("T-001", &["a", "b"], &[]),
+        planned_task("T-002", &["c", "d"], &["T-001"])
+    ]));
+    let (dir, model, _endpoint) = planned_project("tasks-plan", &[whole, split]);
+    let root = &dir.0;
     let out = tasks(root, &["plan", "edit a, b, c and d"]);
     assert!(
         out.status.success(),
@@ -745,4 +760,26 @@ fn tasks_plan_checks_the_planners_tasks_and_has_it_split_them() {
     let check = tasks(root, &["check"]);
     assert!(check.status.success(), "{}", text(&check.stderr));
     assert!(root.join("docs/tasks/T-002.json").is_file());
+}
+
+/// Seed: "The Planner must generate individual JSON files" — named by the task's id, so an id
+/// that is not one (a path) or a proposal refused twice writes nothing, and says why.
+#[test]
+fn tasks_plan_writes_nothing_the_check_refuses() {
+    let escape = tasks_xml(&serde_json::json!([
+        planned_task("../../escaped", &["a"], &[]),
+        planned_task("T-001", &["a"], &[]),
+        planned_task("T-001", &["b"], &[])
+    ]));
+    let (dir, _model, _endpoint) = planned_project("tasks-plan-bad", &[escape.clone(), escape]);
+    let out = tasks(&dir.0, &["plan", "anything"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(err.contains("`../../escaped`: not a task id"), "{err}");
+    assert!(err.contains("T-001: proposed twice"), "{err}");
+    assert!(!dir.0.join("escaped.json").exists() && !dir.0.join("docs/escaped.json").exists());
+    assert_eq!(
+        std::fs::read_dir(dir.0.join("docs/tasks")).unwrap().count(),
+        0
+    );
 }

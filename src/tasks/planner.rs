@@ -142,23 +142,22 @@ fn refusals(layout: &Layout, proposed: &[Task]) -> Result<Vec<String>, TasksErro
     if layout.archive().is_file() {
         copy(&layout.archive())?;
     }
-    for task in proposed {
-        let path = scratch.join(format!("{}.json", task.id));
-        if path.exists() {
-            let _ = std::fs::remove_dir_all(&scratch);
-            return Ok(vec![format!(
-                "{}: already a task: give the new task another id",
-                task.id
-            )]);
+    let mut problems = names(&scratch, proposed);
+    if problems.is_empty() {
+        for task in proposed {
+            write_file(&scratch.join(format!("{}.json", task.id)), task)?;
         }
-        write_file(&path, task)?;
     }
     let as_if = Layout::with(
         layout.root(),
         &scratch.to_string_lossy(),
         &layout.ledger().to_string_lossy(),
     );
-    let problems = match super::check(&as_if) {
+    if !problems.is_empty() {
+        let _ = std::fs::remove_dir_all(&scratch);
+        return Ok(problems);
+    }
+    problems = match super::check(&as_if) {
         Ok(_) => Vec::new(),
         Err(TasksError::Check(problems)) => problems
             .into_iter()
@@ -173,6 +172,31 @@ fn refusals(layout: &Layout, proposed: &[Task]) -> Result<Vec<String>, TasksErro
     };
     let _ = std::fs::remove_dir_all(&scratch);
     Ok(problems)
+}
+
+/// What is wrong with the proposal's ids before any file is written: an id that is not of the
+/// `T-XXX` form (it names the file: never a path), one proposed twice, one already a task.
+fn names(scratch: &Path, proposed: &[Task]) -> Vec<String> {
+    let mut seen = std::collections::BTreeSet::new();
+    let mut problems = Vec::new();
+    for task in proposed {
+        let id = &task.id;
+        if !super::is_task_id(id) {
+            problems.push(format!(
+                "`{id}`: not a task id (T- and three or more digits)"
+            ));
+        } else if !seen.insert(id) {
+            problems.push(format!("{id}: proposed twice"));
+        } else if scratch.join(format!("{id}.json")).exists() {
+            problems.push(format!(
+                "{id}: already a task: give the new task another id"
+            ));
+        }
+    }
+    if proposed.is_empty() {
+        problems.push("the planner proposed no task".into());
+    }
+    problems
 }
 
 /// Writes the checked tasks; returns their ids.
