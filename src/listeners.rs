@@ -18,7 +18,7 @@ mod sleep;
 use std::sync::Arc;
 
 pub use calculator::Calculator;
-pub use command::{CommandConfig, CommandTool};
+pub use command::{CommandConfig, CommandTool, Deny};
 pub use digest::{DIGEST_MAX_ROUNDS, DIGEST_NS, Digest};
 pub use echo::Echo;
 #[cfg(feature = "llm")]

@@ -18,6 +18,7 @@
 //! - [`listeners`]: the listeners the orchestrator registers: the coordinator of each task
 //!   thread, its verifier, a shell worker and a stand-in `command` tool.
 //! - [`orchestrator`]: `tasks run` — tasks in dependency order, each in its own thread.
+//! - [`planner`]: `tasks plan` — a goal turned into checked task files by a planner listener.
 //! - `worker` (feature `llm`): the worker protocol as an LLM worker's prompt describes its
 //!   peers.
 
@@ -28,6 +29,7 @@ mod layout;
 mod ledger;
 pub mod listeners;
 pub mod orchestrator;
+pub mod planner;
 mod repair;
 mod status;
 mod task;
@@ -43,5 +45,5 @@ pub use layout::{Exhausted, Layout, MAX_FIX_GENERATIONS, TasksConfig};
 pub use ledger::{Delta, Ledger, Line, Status};
 pub use repair::Repair;
 pub use status::{Latest, latest};
-pub use task::{Task, TaskContext, fix_generation, is_task_id};
+pub use task::{SKILLS, Task, TaskContext, fix_generation, is_task_id, project_path};
 pub use time::now_rfc3339;

@@ -31,7 +31,10 @@ fn task(id: &str, requires: &[&str], verification: &str) -> Task {
         title: format!("task {id}"),
         description: format!("does {id}"),
         requires: requires.iter().map(|s| (*s).to_owned()).collect(),
-        context: TaskContext::default(),
+        context: TaskContext {
+            files: vec![format!("out/{id}")],
+            ..TaskContext::default()
+        },
         acceptance_criteria: vec![format!("out/{id} exists")],
         verification_command: verification.into(),
     }
@@ -238,7 +241,7 @@ fn check_refuses_bad_files_each_named() {
         // refactor it into smaller sub-tasks."
         (
             big,
-            "T-005: not atomic: modifies 4 existing files (at most 3): split it",
+            "T-005: not atomic: modifies 4 existing files (a, b, c, d; at most 3): split it",
         ),
         (
             misnamed,
@@ -654,17 +657,20 @@ impl Listener for FileWorker {
 }
 
 fn pump(layout: &Layout, config: &TasksConfig, seen: &Seen) -> PumpHandle {
+    let worker = FileWorker {
+        root: layout.root().to_owned(),
+        seen: seen.clone(),
+    };
+    pump_with(layout, config, worker)
+}
+
+/// A pump with this worker, the test `command` tool and the orchestrator's listeners.
+fn pump_with(layout: &Layout, config: &TasksConfig, worker: impl Listener) -> PumpHandle {
     let mut builder = PumpBuilder::new()
         .register(
-            Registration::new(
-                "worker",
-                FileWorker {
-                    root: layout.root().to_owned(),
-                    seen: seen.clone(),
-                },
-            )
-            .accepts(QName::new(TASKS_NS, "work"))
-            .role(Role::Agent),
+            Registration::new("worker", worker)
+                .accepts(QName::new(TASKS_NS, "work"))
+                .role(Role::Agent),
         )
         .register(
             Registration::new("command", TestCommand)
@@ -840,10 +846,12 @@ async fn a_failing_verification_never_completes_and_blocks_its_dependents() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fix_task_is_written_and_run_when_the_organism_asks() {
-    let tasks = [
+    let mut tasks = [
         task("T-001", &[], "test -f out/T-001-FIX-1"),
         task("T-002", &["T-001"], "test -f out/T-002"),
     ];
+    // The fix task inherits T-001's files: the worker writes out/T-001-FIX-1 for it.
+    tasks[0].context.files.push("out/T-001-FIX-1".into());
     let (_dir, layout) = workspace("fix", &tasks, true);
     let seen = Seen::default();
     let config = TasksConfig {
@@ -1200,7 +1208,7 @@ async fn the_orchestrators_command_tool_passes_home() {
     let (_dir, layout) = workspace("home", &[task("T-001", &[], "test -n \"$HOME\"")], true);
     let config = TasksConfig {
         retries: 0,
-        work_command: Some("echo '+ nothing'".into()),
+        work_command: Some("echo '+ out/T-001'".into()),
         ..TasksConfig::default()
     };
     let mut builder = PumpBuilder::new();
@@ -1318,4 +1326,392 @@ async fn a_worker_that_never_answers_is_halted_by_the_task_budget() {
         failed.summary
     );
     assert_eq!(statuses(&lines, "T-001").last(), Some(&Status::Blocked));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Issue 38: seed 004 exact — a project that resumes, roles that are enforced
+// ---------------------------------------------------------------------------------------------
+
+/// Appends lines of `id` with these statuses, as an earlier run would have.
+fn ledger_says(layout: &Layout, id: &str, statuses: &[Status]) {
+    let mut ledger = Ledger::open(layout.ledger()).unwrap();
+    for status in statuses {
+        let mut line = Line::now(id, *status, "an earlier run");
+        if *status == Status::Completed {
+            line.delta = Some(Delta {
+                summary: Some("done".into()),
+                ..Delta::default()
+            });
+        }
+        ledger.append(line).unwrap();
+    }
+}
+
+fn touch(layout: &Layout, files: &[&str]) {
+    for f in files {
+        let path = layout.root().join(f);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, "x").unwrap();
+    }
+}
+
+/// Seed: "If a task requires modifying more than 3 existing files, the Planner must refactor it
+/// into smaller sub-tasks." — judged when a task is planned or started; the four files T-001
+/// created do not make it (or the project) invalid afterwards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_that_created_its_own_files_does_not_block_the_project() {
+    let mut first = task("T-001", &[], "test -f a");
+    first.context.files = ["a", "b", "c", "d"].map(String::from).to_vec();
+    let second = task("T-002", &["T-001"], "test -f out/T-002");
+    let (_dir, layout) = workspace("own-files", &[first, second], true);
+    check(&layout).expect("none of T-001's files exists yet: atomic");
+    ledger_says(
+        &layout,
+        "T-001",
+        &[Status::Pending, Status::InProgress, Status::Completed],
+    );
+    touch(&layout, &["a", "b", "c", "d"]);
+    check(&layout).expect("T-001 ran: it is not judged again on the files it created");
+    let seen = Seen::default();
+    let report = run(&layout, &TasksConfig::default(), 1, &seen).await;
+    assert!(report.all_completed(), "{}", report.table());
+}
+
+/// Seed: "more than 3 existing files" — files, each once: `x` and `./x` are one file, a
+/// directory is not a file, a path not there yet is not existing.
+#[test]
+fn the_atomic_rule_counts_distinct_existing_files() {
+    let mut one = task("T-001", &[], "true");
+    one.context.files = ["x", "./x", "x", "dir", "y", "new.txt"]
+        .map(String::from)
+        .to_vec();
+    let mut four = task("T-002", &[], "true");
+    four.context.files = ["w", "x", "y", "z"].map(String::from).to_vec();
+    let problems = check_problems("distinct", &[one, four], |layout| {
+        touch(layout, &["w", "x", "y", "z"]);
+        std::fs::create_dir(layout.root().join("dir")).unwrap();
+    });
+    assert_eq!(
+        problems,
+        ["T-002: not atomic: modifies 4 existing files (w, x, y, z; at most 3): split it"]
+    );
+}
+
+/// Seed: "If a task requires modifying more than 3 existing files …" — judged again when the task
+/// starts: the file an earlier task created counts, and the task is blocked unstarted, saying why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_is_judged_atomic_when_it_starts() {
+    let mut second = task("T-002", &["T-001"], "true");
+    second.context.files = ["out/T-001", "e1", "e2", "e3"].map(String::from).to_vec();
+    let (_dir, layout) = workspace(
+        "atomic-at-start",
+        &[task("T-001", &[], "test -f out/T-001"), second],
+        true,
+    );
+    touch(&layout, &["e1", "e2", "e3"]);
+    check(&layout).expect("three existing files when planned");
+    let seen = Seen::default();
+    let report = run(&layout, &TasksConfig::default(), 1, &seen).await;
+    let last = lines(&layout).pop().unwrap();
+    assert_eq!((last.id.as_str(), last.status), ("T-002", Status::Blocked));
+    assert!(
+        last.summary
+            .starts_with("never started: T-002: not atomic: modifies 4 existing files"),
+        "{}",
+        last.summary
+    );
+    assert!(seen.lock().unwrap().iter().all(|(id, _, _)| id != "T-002"));
+    assert!(!report.all_completed());
+}
+
+/// Seed: "Orchestrator must decide to retry or create a new "Fix" task." and "move those JSON
+/// files into docs/tasks/ARCHIVE.jsonl" — the completed fix task, archived, still stands in for
+/// the task it fixed: what requires that task starts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_archived_fix_task_still_stands_in() {
+    let original = task("T-001", &[], "false");
+    let dependent = task("T-002", &["T-001"], "test -f out/T-002");
+    let (_dir, layout) = workspace("archived-fix", &[original.clone(), dependent], true);
+    let fix = Task {
+        id: "T-001-FIX-1".into(),
+        ..original
+    };
+    let mut archived = serde_json::to_string(&fix).unwrap();
+    archived.push('\n');
+    std::fs::write(layout.archive(), archived).unwrap();
+    let failed = [Status::Pending, Status::InProgress, Status::Failed];
+    ledger_says(
+        &layout,
+        "T-001",
+        &[&failed[..], &[Status::Blocked]].concat(),
+    );
+    ledger_says(
+        &layout,
+        "T-001-FIX-1",
+        &[Status::Pending, Status::InProgress, Status::Completed],
+    );
+    let seen = Seen::default();
+    let config = TasksConfig {
+        retries: 0,
+        ..TasksConfig::default()
+    };
+    run(&layout, &config, 1, &seen).await;
+    assert_eq!(
+        statuses(&lines(&layout), "T-002"),
+        [Status::Pending, Status::InProgress, Status::Completed]
+    );
+}
+
+/// Seed: "Failed/Blocked: Issue identified. Orchestrator must decide to retry or create a new
+/// "Fix" task." — `blocked` is not forever: the user asks, the orchestrator writes the retry.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_blocked_task_is_retried_on_request() {
+    let tasks = [
+        task("T-001", &[], "test -f ok"),
+        task("T-002", &["T-001"], "test -f out/T-002"),
+    ];
+    let (_dir, layout) = workspace("retry", &tasks, true);
+    let config = TasksConfig {
+        retries: 0,
+        ..TasksConfig::default()
+    };
+    let seen = Seen::default();
+    run(&layout, &config, 1, &seen).await;
+    assert_eq!(
+        statuses(&lines(&layout), "T-001").last(),
+        Some(&Status::Blocked)
+    );
+    let mut ledger = Ledger::open(layout.ledger()).unwrap();
+    let refused = orchestrator::retry(&mut ledger, &layout, &config, "T-002").unwrap_err();
+    assert!(
+        refused.to_string().starts_with(
+            "cannot retry T-002: its latest ledger line is pending, and only a blocked task is retried"
+        ),
+        "{refused}"
+    );
+    let line = orchestrator::retry(&mut ledger, &layout, &config, "T-001").unwrap();
+    assert_eq!(line.status, Status::Pending);
+    drop(ledger);
+    touch(&layout, &["ok"]);
+    let report = run(&layout, &config, 1, &seen).await;
+    assert!(report.all_completed(), "{}", report.table());
+    use Status::{Blocked, Completed, Failed, InProgress, Pending};
+    assert_eq!(
+        statuses(&lines(&layout), "T-001"),
+        [
+            Pending, InProgress, Failed, Blocked, Pending, InProgress, Completed
+        ]
+    );
+}
+
+/// Seed: "Orchestrator must decide to retry or create a new "Fix" task." — a retry is decided by
+/// `[tasks] on_exhausted` as it is set now, not as it was when the task was blocked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_honours_a_changed_on_exhausted() {
+    let (_dir, layout) = workspace("retry-fix", &[task("T-001", &[], "false")], true);
+    let blocked = TasksConfig {
+        retries: 0,
+        ..TasksConfig::default()
+    };
+    let seen = Seen::default();
+    run(&layout, &blocked, 1, &seen).await;
+    let fix = TasksConfig {
+        on_exhausted: Exhausted::FixTask,
+        ..blocked
+    };
+    let mut ledger = Ledger::open(layout.ledger()).unwrap();
+    orchestrator::retry(&mut ledger, &layout, &fix, "T-001").unwrap();
+    drop(ledger);
+    run(&layout, &fix, 1, &seen).await;
+    let all = lines(&layout);
+    let last = all.iter().rev().find(|l| l.id == "T-001").unwrap();
+    assert_eq!(
+        (last.status, last.summary.as_str()),
+        (
+            Status::Blocked,
+            "failed 2 attempt(s); fix task T-001-FIX-1 created"
+        )
+    );
+    assert!(layout.tasks_dir().join("T-001-FIX-1.json").exists());
+    assert!(statuses(&all, "T-001-FIX-1").contains(&Status::InProgress));
+}
+
+/// Seed: "When docs/tasks/ contains more than 10 completed tasks, the Maintenance Prompt should
+/// be triggered to move those JSON files into docs/tasks/ARCHIVE.jsonl" — at the start of a run
+/// too, when nothing is left to start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_with_nothing_to_start_still_archives() {
+    let tasks: Vec<Task> = (1..=11)
+        .map(|i| task(&format!("T-{i:03}"), &[], "true"))
+        .collect();
+    let (_dir, layout) = workspace("maintain", &tasks, true);
+    let mut ledger = Ledger::open(layout.ledger()).unwrap();
+    for t in &tasks {
+        for status in [Status::Pending, Status::InProgress, Status::Completed] {
+            ledger
+                .append(Line::now(&t.id, status, "an earlier run"))
+                .unwrap();
+        }
+    }
+    drop(ledger);
+    let report = run(&layout, &TasksConfig::default(), 1, &Seen::default()).await;
+    assert_eq!((report.started, report.archived.len()), (0, 11));
+    assert!(!layout.tasks_dir().join("T-001.json").exists());
+    assert_eq!(jq_lines(&layout.archive()), 11);
+}
+
+/// Issue 38: "`tasks check` is looser than `task.schema.json`" — check refuses what the schema
+/// refuses (each file named with the field), so a run never blocks on an empty verification.
+/// Seed: "title": "Short descriptive title", "acceptance_criteria": [...],
+/// "verification_command": "npm test or custom shell command", "skills": ["task-indexer"].
+#[test]
+fn check_refuses_what_the_task_schema_refuses() {
+    type Edit = fn(&mut Task);
+    let cases: [(Edit, &str, bool); 7] = [
+        (|t| t.title = " ".into(), "T-001: title: is blank", true),
+        (
+            |t| t.acceptance_criteria.clear(),
+            "T-001: acceptance_criteria: is empty",
+            true,
+        ),
+        (
+            |t| t.acceptance_criteria = vec![String::new()],
+            "T-001: acceptance_criteria: criterion 1 is blank",
+            true,
+        ),
+        (
+            |t| t.verification_command = String::new(),
+            "T-001: verification_command: is blank",
+            true,
+        ),
+        (
+            |t| t.requires = vec!["T-002".into(), "T-002".into()],
+            "T-001: requires: T-002 is named twice",
+            true,
+        ),
+        (
+            |t| t.context.skills = vec!["deploy".into()],
+            "T-001: context.skills: unknown skill `deploy` (known: task-indexer, command)",
+            true,
+        ),
+        (
+            |t| t.context.files = vec!["../outside".into()],
+            "T-001: context.files: `../outside` is not a path inside the project",
+            false,
+        ),
+    ];
+    for (edit, expected, schema_too) in cases {
+        let mut bad = task("T-001", &[], "true");
+        edit(&mut bad);
+        let problems = check_problems(
+            "schema-rules",
+            &[bad.clone(), task("T-002", &[], "true")],
+            |_| {},
+        );
+        assert!(
+            problems.iter().any(|p| p.starts_with(expected)),
+            "{expected:?} not in {problems:?}"
+        );
+        let errors = schema_errors("task.schema.json", &[serde_json::to_string(&bad).unwrap()]);
+        assert_eq!(!errors.is_empty(), schema_too, "{expected}: {errors:?}");
+    }
+}
+
+/// A worker that hands back the same delta for every task, whatever it was asked.
+struct FixedDelta(Delta);
+
+#[async_trait]
+impl Listener for FixedDelta {
+    async fn handle(&self, msg: &Delivery, cx: &mut Context) -> Result<(), ListenerError> {
+        if msg.is_system() {
+            return Ok(());
+        }
+        let a: Assignment = decode(msg.payload().as_str()).map_err(ListenerError::failed)?;
+        cx.reply(payload("delta", &a.task.id, &self.0));
+        Ok(())
+    }
+}
+
+/// Seed: "A task is valid ONLY if it focuses on a single logical change." and "If a task
+/// requires modifying more than 3 existing files …" — the worker's delta is held to its task:
+/// a path outside `context.files`, or more than 3 existing files modified, fails the attempt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delta_beyond_the_tasks_files_fails_the_attempt() {
+    let mut wide = task("T-001", &[], "true");
+    wide.context.files = ["a", "b", "c", "d", "e"].map(String::from).to_vec();
+    let four = Delta {
+        files_changed: ["a", "./b", "c"].map(String::from).to_vec(),
+        files_removed: vec!["d".into()],
+        ..Delta::default()
+    };
+    let outside = Delta {
+        files_added: vec!["out/T-001".into(), "src/other.rs".into()],
+        ..Delta::default()
+    };
+    let cases = [
+        (
+            task("T-001", &[], "true"),
+            outside,
+            "attempt 1: the worker's delta touches `src/other.rs`, which is not in T-001's \
+             context.files [out/T-001]: a worker changes only its task's files",
+        ),
+        (
+            wide,
+            four,
+            "attempt 1: the worker's delta modifies 4 existing files (a, b, c, d), more than the \
+             3 the atomic constraint allows",
+        ),
+    ];
+    for (t, delta, expected) in cases {
+        let (_dir, layout) = workspace("delta-beyond", &[t], true);
+        let config = TasksConfig {
+            retries: 0,
+            ..TasksConfig::default()
+        };
+        let pump = pump_with(&layout, &config, FixedDelta(delta));
+        let ledger = Ledger::open(layout.ledger()).unwrap();
+        orchestrator::run(&pump, ledger, check(&layout).unwrap(), &layout, &config, 1)
+            .await
+            .unwrap();
+        pump.shutdown(std::time::Duration::from_secs(5)).await;
+        let failed = lines(&layout)
+            .into_iter()
+            .find(|l| l.status == Status::Failed)
+            .expect("the attempt failed");
+        assert_eq!(failed.summary, expected);
+    }
+}
+
+/// Seed: "Agents must NOT read the entire task-status.jsonl into context." — the orchestrator's
+/// `command` tool refuses a worker's call that names the ledger, saying what to use instead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_cannot_cat_the_ledger_through_the_command_tool() {
+    let (_dir, layout) = workspace("cat-ledger", &[task("T-001", &[], "true")], true);
+    let config = TasksConfig {
+        retries: 0,
+        work_command: Some("cat docs/current/task-status.jsonl".into()),
+        ..TasksConfig::default()
+    };
+    let mut builder = PumpBuilder::new();
+    for r in orchestrator::registrations(&layout, &config, &[]).unwrap() {
+        builder = builder.register(r);
+    }
+    let pump = builder.build().unwrap();
+    let ledger = Ledger::open(layout.ledger()).unwrap();
+    orchestrator::run(&pump, ledger, check(&layout).unwrap(), &layout, &config, 1)
+        .await
+        .unwrap();
+    pump.shutdown(std::time::Duration::from_secs(5)).await;
+    let failed = lines(&layout)
+        .into_iter()
+        .find(|l| l.status == Status::Failed)
+        .expect("the attempt failed");
+    assert!(
+        failed.summary.contains(
+            "command tool error not-allowed: the call names the task ledger, which only the \
+             orchestrator reads and writes (seed 004); read a task's status with the task-indexer tool"
+        ),
+        "{}",
+        failed.summary
+    );
 }

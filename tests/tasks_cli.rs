@@ -608,3 +608,178 @@ fn status_of_a_task_without_a_line_is_an_error() {
     assert!(all.status.success());
     assert!(text(&all.stdout).contains("not in the ledger yet"));
 }
+
+/// A project of `n` task files without a worker, and a ledger where each has `status`.
+fn project(name: &str, n: usize, status: &str) -> Scratch {
+    let dir = Scratch::new(name);
+    std::fs::create_dir_all(dir.0.join("docs/tasks")).unwrap();
+    std::fs::create_dir_all(dir.0.join("docs/current")).unwrap();
+    let mut ledger = String::new();
+    for i in 1..=n {
+        let id = format!("T-{i:03}");
+        let task = serde_json::json!({"id": id, "title": "t", "description": "d", "requires": [],
+            "context": {"files": [], "docs": [], "skills": []},
+            "acceptance_criteria": ["it holds"], "verification_command": "true"});
+        dir.write(&format!("docs/tasks/{id}.json"), &task.to_string());
+        for s in ["pending", "in-progress", status] {
+            ledger.push_str(&format!(
+                "{{\"id\":\"{id}\",\"status\":\"{s}\",\"updated_at\":\"2026-02-07T15:00:00Z\",\"summary\":\"s\"}}\n"
+            ));
+        }
+    }
+    dir.write("docs/current/task-status.jsonl", &ledger);
+    dir
+}
+
+/// Seed: "When docs/tasks/ contains more than 10 completed tasks, the Maintenance Prompt should
+/// be triggered" — `tasks maintain` is that prompt.
+#[test]
+fn tasks_maintain_archives_completed_tasks() {
+    let dir = project("maintain-cli", 11, "completed");
+    let out = tasks(&dir.0, &["maintain"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("archived into"),
+        "{}",
+        text(&out.stdout)
+    );
+    assert!(!dir.0.join("docs/tasks/T-001.json").exists());
+    let again = tasks(&dir.0, &["maintain"]);
+    assert!(text(&again.stdout).starts_with("nothing to archive"));
+}
+
+/// Seed: "The Orchestrator is the SOLE authority permitted to append to this file." and
+/// "Orchestrator must decide to retry" — `tasks retry` writes the line a user may not.
+#[test]
+fn tasks_retry_writes_a_pending_line_for_a_blocked_task_only() {
+    let dir = project("retry-cli", 1, "blocked");
+    let out = tasks(&dir.0, &["retry", "T-001"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let last = lines(&dir.0).pop().unwrap();
+    assert_eq!(last.status, Status::Pending);
+    assert!(last.summary.starts_with("retry requested by the user"));
+    let again = tasks(&dir.0, &["retry", "T-001"]);
+    assert_eq!(again.status.code(), Some(1));
+    assert!(
+        text(&again.stderr).contains("cannot retry T-001: its latest ledger line is pending"),
+        "{}",
+        text(&again.stderr)
+    );
+}
+
+/// A project with files a, b, c, d, an LLM planner answering `replies` in turn, and its ledger.
+fn planned_project(
+    name: &str,
+    replies: &[String],
+) -> (
+    Scratch,
+    std::sync::Arc<support::model::Model>,
+    support::model::Endpoint,
+) {
+    use support::model::{Endpoint, Model, answer};
+    let dir = Scratch::new(name);
+    for f in ["a", "b", "c", "d"] {
+        dir.write(f, "x\n");
+    }
+    let model = std::sync::Arc::new(Model::default());
+    model
+        .replies
+        .lock()
+        .unwrap()
+        .extend(replies.iter().map(|r| answer(r, 10, 10)));
+    let endpoint = Endpoint::start(&model, "127.0.0.1:0".parse().unwrap());
+    dir.write("planner.md", "Split the goal into seed 004 task files.\n");
+    dir.write(
+        "organism.toml",
+        &format!(
+            "[organism]\nname = \"plan\"\n[tasks]\nwork_command = \"true\"\n\
+             [[listener]]\nname = \"planner\"\nkind = \"llm\"\nbase_url = \"{}\"\nmodel = \"m\"\n\
+             definition = \"planner.md\"\naccepts = [\"{{urn:agentpump:tasks:v1}}plan\"]\n\
+             peers = [\"tasks-plan\"]\n",
+            endpoint.base()
+        ),
+    );
+    assert!(tasks(&dir.0, &["init"]).status.success());
+    (dir, model, endpoint)
+}
+
+fn planned_task(id: &str, files: &[&str], requires: &[&str]) -> serde_json::Value {
+    serde_json::json!({"id": id, "title": "edit", "description": "edit the files",
+        "requires": requires, "context": {"files": files, "docs": [], "skills": []},
+        "acceptance_criteria": ["the files say y"], "verification_command": "true"})
+}
+
+fn tasks_xml(tasks: &serde_json::Value) -> String {
+    format!("<tasks xmlns=\"urn:agentpump:tasks:v1\">{tasks}</tasks>")
+}
+
+/// Seed: "The Planner must generate individual JSON files for every atomic unit of work." and
+/// "If a task requires modifying more than 3 existing files, the Planner must refactor it into
+/// smaller sub-tasks." — `tasks plan` asks an LLM planner, checks its proposal, gives it the
+/// check's "split it" once, and writes the split tasks only.
+#[test]
+fn tasks_plan_checks_the_planners_tasks_and_has_it_split_them() {
+    let whole = tasks_xml(&serde_json::json!([planned_task(
+        "T-001",
+        &["a", "b", "c", "d"],
+        &[]
+    )]));
+    let split = tasks_xml(&serde_json::json!([
+        planned_task("T-001", &["a", "b"], &[]),
+        planned_task("T-002", &["c", "d"], &["T-001"])
+    ]));
+    let (dir, model, _endpoint) = planned_project("tasks-plan", &[whole, split]);
+    let root = &dir.0;
+    let out = tasks(root, &["plan", "edit a, b, c and d"]);
+    assert!(
+        out.status.success(),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    assert!(
+        text(&out.stdout).starts_with("planned 2 task(s)"),
+        "{}",
+        text(&out.stdout)
+    );
+    let requests = model.requests.lock().unwrap();
+    assert_eq!(requests.len(), 2);
+    let system = requests[0]["messages"][0]["content"].as_str().unwrap();
+    assert!(
+        system.contains("- tasks-plan: takes in your answer"),
+        "{system}"
+    );
+    let second = requests[1].to_string();
+    assert!(
+        second.contains(
+            "T-001: not atomic: modifies 4 existing files (a, b, c, d; at most 3): split it"
+        ),
+        "{second}"
+    );
+    drop(requests);
+    let check = tasks(root, &["check"]);
+    assert!(check.status.success(), "{}", text(&check.stderr));
+    assert!(root.join("docs/tasks/T-002.json").is_file());
+}
+
+/// Seed: "The Planner must generate individual JSON files" — named by the task's id, so an id
+/// that is not one (a path) or a proposal refused twice writes nothing, and says why.
+#[test]
+fn tasks_plan_writes_nothing_the_check_refuses() {
+    let escape = tasks_xml(&serde_json::json!([
+        planned_task("../../escaped", &["a"], &[]),
+        planned_task("T-001", &["a"], &[]),
+        planned_task("T-001", &["b"], &[])
+    ]));
+    let (dir, _model, _endpoint) = planned_project("tasks-plan-bad", &[escape.clone(), escape]);
+    let out = tasks(&dir.0, &["plan", "anything"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(err.contains("`../../escaped`: not a task id"), "{err}");
+    assert!(err.contains("T-001: proposed twice"), "{err}");
+    assert!(!dir.0.join("escaped.json").exists() && !dir.0.join("docs/escaped.json").exists());
+    assert_eq!(
+        std::fs::read_dir(dir.0.join("docs/tasks")).unwrap().count(),
+        0
+    );
+}

@@ -176,7 +176,7 @@ pub enum Command {
         #[command(subcommand)]
         command: super::process_check::ProcessCommand,
     },
-    /// Work with seed 004's tasks: `tasks check`, `tasks init`, `tasks status`, `tasks run`.
+    /// Work with seed 004's tasks: `tasks check`, `init`, `status`, `run`, `retry`, `maintain`.
     Tasks {
         /// What to do.
         #[command(subcommand)]

@@ -480,6 +480,7 @@ impl Organism {
             max_output: c.max_output.unwrap_or(d.max_output),
             env: c.env.clone().unwrap_or(d.env),
             allow_shell: c.allow_shell,
+            deny: d.deny,
         };
         config
             .check()

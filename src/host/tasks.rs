@@ -37,6 +37,32 @@ pub enum TasksCommand {
         #[arg(long, value_enum, default_value_t = StatusFormat::Text)]
         format: StatusFormat,
     },
+    /// The seed's Planner: ask the organism's planner listener (`[tasks] planner`) for task
+    /// files reaching GOAL; they are checked before any is written, and a proposal check
+    /// refuses goes back to the planner once with the check's advice.
+    Plan {
+        /// What the tasks are to achieve.
+        goal: String,
+        /// The project root.
+        #[command(flatten)]
+        at: At,
+    },
+    /// Give a blocked task fresh attempts: the orchestrator writes it a `pending` line, and the
+    /// next run retries it (then applies `[tasks] on_exhausted` as set then).
+    Retry {
+        /// The blocked task.
+        id: String,
+        /// The project root.
+        #[command(flatten)]
+        at: At,
+    },
+    /// The seed's maintenance: archive the completed task files when more than
+    /// `[tasks] archive_after` are completed (`run` does it first too).
+    Maintain {
+        /// The project root.
+        #[command(flatten)]
+        at: At,
+    },
     /// Run the orchestrator: every task whose requirements are completed, in its own thread.
     Run {
         /// The project root.
@@ -92,6 +118,9 @@ pub fn run(command: TasksCommand) -> Result<String, HostError> {
             status(&config.layout(&at.root), ids, format)
         }
         TasksCommand::Run { at, parallel } => orchestrate(&at, parallel),
+        TasksCommand::Plan { goal, at } => plan(&at, &goal),
+        TasksCommand::Retry { id, at } => retry(&at, &id),
+        TasksCommand::Maintain { at } => maintain(&at),
     }
 }
 
@@ -157,16 +186,30 @@ fn assemble(
     layout: &Layout,
     config: &TasksConfig,
 ) -> Result<crate::PumpBuilder, HostError> {
-    let policy = match organism.command_policy(origin)? {
+    let declared = organism.command_policy(origin)?;
+    let policy = match &declared {
         Some(policy) => {
-            tasks::orchestrator::check_command_policy(&policy)?;
-            policy
+            tasks::orchestrator::check_command_policy(policy)?;
+            tasks::orchestrator::guarded(policy.clone(), layout)
         }
         None => tasks::orchestrator::command_policy(layout, config),
     };
-    let own = organism.registrations_with(origin, &tasks::worker::peer_docs(&policy))?;
+    // The organism's `command` tool, guarded as the orchestrator's: no call names the ledger.
+    let own = organism
+        .registrations_with(origin, &tasks::worker::peer_docs(&policy))?
+        .into_iter()
+        .map(|r| match declared {
+            Some(_) if r.name() == tasks::listeners::COMMAND => {
+                crate::listeners::CommandTool::new(policy.clone()).registration()
+            }
+            _ => r,
+        })
+        .collect::<Vec<_>>();
     let names: Vec<&str> = own.iter().map(crate::Registration::name).collect();
-    let extra = tasks::orchestrator::registrations(layout, config, &names)?;
+    let mut extra = tasks::orchestrator::registrations(layout, config, &names)?;
+    if !names.contains(&tasks::planner::PLAN_INTAKE) {
+        extra.push(tasks::planner::intake()); // what a planner listener's peers may name
+    }
     let builder = own.into_iter().chain(extra).fold(
         crate::PumpBuilder::new().config(organism.config(origin)?),
         crate::PumpBuilder::register,
@@ -266,6 +309,99 @@ fn status(layout: &Layout, ids: Vec<String>, format: StatusFormat) -> Result<Str
         }
     }
     Ok(out)
+}
+
+/// `tasks plan GOAL`: the organism's listeners and the plan intake on a pump; the planner's
+/// tasks checked and written.
+fn plan(at: &At, goal: &str) -> Result<String, HostError> {
+    let (organism, config) = organism(at)?;
+    let root = std::path::absolute(&at.root).map_err(|e| HostError::io(&at.root, e))?;
+    let layout = config.layout(&root);
+    let (organism, origin, base) = resolved(at, organism, &root)?;
+    let own = organism.registrations_with(origin.as_str(), &tasks::worker::planner_docs())?;
+    if !own.iter().any(|r| r.name() == config.planner) {
+        return Err(HostError::Check(format!(
+            "no planner: {origin} declares no listener `{}` ([tasks] planner) accepting \
+             {{urn:agentpump:tasks:v1}}plan",
+            config.planner
+        )));
+    }
+    let builder = own.into_iter().fold(
+        crate::PumpBuilder::new()
+            .config(organism.config(&origin)?)
+            .register(tasks::planner::intake()),
+        crate::PumpBuilder::register,
+    );
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(HostError::System)?;
+    let patience = std::time::Duration::from_millis(config.wall_clock_ms);
+    let ids = runtime.block_on(async {
+        let store = Arc::new(organism.open_store(&base)?);
+        let pump = builder.history(store.clone()).build()?;
+        let planned = tasks::planner::plan(&pump, &config.planner, &layout, goal, patience).await;
+        pump.shutdown(super::run::SHUTDOWN_GRACE).await;
+        let closed = store.close().map_err(HostError::from);
+        let planned = planned?;
+        closed.map(|()| planned)
+    })?;
+    Ok(format!(
+        "planned {} task(s) in {}: {}\n",
+        ids.len(),
+        layout.tasks_dir().display(),
+        ids.join(", ")
+    ))
+}
+
+/// `tasks retry ID`: a `pending` line for a blocked task, written under the ledger's lock.
+fn retry(at: &At, id: &str) -> Result<String, HostError> {
+    if !tasks::is_task_id(id) {
+        return Err(HostError::Check(format!(
+            "`{id}` is not a task id (T- and three or more digits, -FIX-n for a fix task)"
+        )));
+    }
+    let (_, config) = organism(at)?;
+    let layout = config.layout(&at.root);
+    let mut ledger = Ledger::open(layout.ledger())?;
+    let line = tasks::orchestrator::retry(&mut ledger, &layout, &config, id)?;
+    Ok(format!(
+        "{id}: pending ({}); `agentpump tasks run` retries it\n",
+        line.summary
+    ))
+}
+
+/// `tasks maintain`: finish what a crash left, then archive, under the ledger's lock.
+fn maintain(at: &At) -> Result<String, HostError> {
+    let (_, config) = organism(at)?;
+    let layout = config.layout(&at.root);
+    let ledger = Ledger::open(layout.ledger())?;
+    let recovery = tasks::recover(&layout, &ledger)?;
+    let mut text = String::new();
+    if let Some(r) = &recovery.repair {
+        let _ = writeln!(text, "{r}");
+    }
+    for path in &recovery.removed {
+        let _ = writeln!(text, "removed a half-written fix task: {}", path.display());
+    }
+    let mut moved = recovery.archived;
+    moved.extend(tasks::archive(&layout, config.archive_after)?);
+    drop(ledger);
+    let _ = if moved.is_empty() {
+        writeln!(
+            text,
+            "nothing to archive: completed task files are archived once more than {} are",
+            config.archive_after
+        )
+    } else {
+        writeln!(
+            text,
+            "archived into {}: {}",
+            layout.archive().display(),
+            moved.join(", ")
+        )
+    };
+    Ok(text)
 }
 
 /// `tasks run`: lock the ledger, check, build the pump, orchestrate, print the ledger and the

@@ -44,6 +44,18 @@ pub struct CommandConfig {
     /// Whether programs of [`SHELLS`] may run (they must still be on the allow list).
     /// Default: `false`.
     pub allow_shell: bool,
+    /// Words no argument or standard input of a call may contain (a file a caller must not
+    /// touch, by name): such a call is refused `not-allowed`. Default: none.
+    pub deny: Vec<Deny>,
+}
+
+/// A word the command tool refuses in a call, and what it names (for the refusal's message).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Deny {
+    /// The word, matched anywhere in an argument or the standard input.
+    pub word: String,
+    /// What it names and why it is refused, in words (`the task ledger, …`).
+    pub what: String,
 }
 
 impl Default for CommandConfig {
@@ -55,6 +67,7 @@ impl Default for CommandConfig {
             max_output: 65_536,
             env: vec!["PATH".to_owned()],
             allow_shell: false,
+            deny: Vec::new(),
         }
     }
 }
@@ -97,7 +110,8 @@ pub fn is_shell(program: &str) -> bool {
 /// optional). Result fields: `exit_code` (number; 128 + the signal for a program killed by
 /// one), `stdout`, `stderr` (strings, invalid UTF-8 replaced), `truncated` (boolean),
 /// `duration_ms` (number). A program that exits non-zero is a result, not an error. Errors:
-/// `not-allowed` (not on the allow list, or a shell without `allow_shell`), `timeout` (killed
+/// `not-allowed` (not on the allow list, a shell without `allow_shell`, or a call naming a
+/// [`Deny`] word), `timeout` (killed
 /// at the time limit), `failed` (it could not be started).
 ///
 /// The program runs in a new process group; when it exits, times out or the call is dropped,
@@ -131,6 +145,19 @@ impl CommandTool {
             return None;
         };
         Some(call.error(ErrorType::NotAllowed, message))
+    }
+
+    /// The refusal of a call whose arguments or input contain a [`Deny`] word.
+    fn denied<'a>(
+        &self,
+        call: &Call,
+        mut texts: impl Iterator<Item = &'a String>,
+    ) -> Option<ToolError> {
+        let found = texts.find_map(|t| self.config.deny.iter().find(|d| t.contains(&d.word)))?;
+        Some(call.error(
+            ErrorType::NotAllowed,
+            format!("the call names {}", found.what),
+        ))
     }
 
     fn command(&self, program: &str, args: &[String], stdin: bool) -> tokio::process::Command {
@@ -199,6 +226,9 @@ impl Tool for CommandTool {
             _ => Vec::new(),
         };
         let stdin = call.args.get("stdin").map(Value::to_string);
+        if let Some(refusal) = self.denied(call, args.iter().chain(&stdin)) {
+            return Err(refusal);
+        }
         let started = Instant::now();
         let mut child = self
             .command(&program, &args, stdin.is_some())

@@ -19,8 +19,9 @@ pub const MAX_EXISTING_FILES: usize = 3;
 
 /// Checks the task files and the ledger of `layout`: every file a valid task named after its
 /// id, ids unique and of the `T-XXX` form, every `requires` a task (or an archived one), no
-/// dependency cycle, at most [`MAX_EXISTING_FILES`] existing files per task, the archive
-/// readable, the ledger present. A task file identical to its archived copy (a move a crash
+/// dependency cycle, the archive readable, the ledger present; and for a task not started yet
+/// (no `in-progress` line), at most [`MAX_EXISTING_FILES`] existing files — a task that ran is
+/// not judged again on the files it created. A task file identical to its archived copy (a move a crash
 /// cut short, which the next run finishes) counts as archived.
 ///
 /// # Errors
@@ -37,6 +38,10 @@ pub fn check(layout: &Layout) -> Result<Checked, TasksError> {
         problems.push(e.to_string());
         BTreeMap::new()
     });
+    let started = started(layout).unwrap_or_else(|e| {
+        problems.push(e.to_string());
+        BTreeSet::new()
+    });
     let mut tasks = Vec::new();
     for path in Task::files(layout.tasks_dir()).unwrap_or_else(|e| {
         problems.push(e.to_string());
@@ -51,7 +56,11 @@ pub fn check(layout: &Layout) -> Result<Checked, TasksError> {
     let archived: BTreeSet<String> = archived.into_keys().collect();
     let mut ids = BTreeMap::new();
     for (path, task) in &tasks {
-        problems.extend(file_problems(layout, path, task, &archived));
+        problems.extend(file_problems(path, task, &archived));
+        problems.extend(task.problems());
+        if !started.contains(&task.id) {
+            problems.extend(task.not_atomic(layout.root()));
+        }
         if let Some(first) = ids.insert(task.id.clone(), path.clone()) {
             problems.push(format!(
                 "{}: duplicate id {} (also in {})",
@@ -95,14 +104,18 @@ pub fn check(layout: &Layout) -> Result<Checked, TasksError> {
     })
 }
 
-/// The problems of one task file on its own: its id's form, its file name, an archived id, the
-/// atomic constraint.
-fn file_problems(
-    layout: &Layout,
-    path: &std::path::Path,
-    task: &Task,
-    archived: &BTreeSet<String>,
-) -> Vec<String> {
+/// The ids with an `in-progress` line in the ledger: the atomic constraint was judged when they
+/// started.
+fn started(layout: &Layout) -> Result<BTreeSet<String>, TasksError> {
+    Ok(super::ledger::read_lines(layout.ledger())?
+        .into_iter()
+        .filter(|l| l.status == super::Status::InProgress)
+        .map(|l| l.id)
+        .collect())
+}
+
+/// The problems of one task file on its own: its id's form, its file name, an archived id.
+fn file_problems(path: &std::path::Path, task: &Task, archived: &BTreeSet<String>) -> Vec<String> {
     let mut problems = Vec::new();
     if !is_task_id(&task.id) {
         problems.push(format!(
@@ -123,18 +136,6 @@ fn file_problems(
         problems.push(format!(
             "{}: {} is already archived, with other content: remove the file or give the task a new id",
             path.display(),
-            task.id
-        ));
-    }
-    let existing = task
-        .context
-        .files
-        .iter()
-        .filter(|f| layout.root().join(f).exists())
-        .count();
-    if existing > MAX_EXISTING_FILES {
-        problems.push(format!(
-            "{}: not atomic: modifies {existing} existing files (at most {MAX_EXISTING_FILES}): split it",
             task.id
         ));
     }

@@ -59,6 +59,14 @@ pub enum TasksError {
         /// Its length now.
         found: u64,
     },
+    /// `tasks retry` of a task that cannot be retried.
+    #[error("cannot retry {id}: {why}")]
+    NotRetryable {
+        /// The task asked for.
+        id: String,
+        /// Why not.
+        why: String,
+    },
     /// A `[tasks]` setting is out of its range, or the organism conflicts with the orchestrator.
     #[error("{0}")]
     Config(String),

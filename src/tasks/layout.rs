@@ -80,6 +80,8 @@ pub struct TasksConfig {
     pub ledger: String,
     /// The listener that works the tasks (default `worker`).
     pub worker: String,
+    /// The listener `tasks plan` asks for task files (default `planner`).
+    pub planner: String,
     /// With no listener of that name in the organism: the shell command the built-in shell
     /// worker runs for a task (`$1` the task id, `$2` the attempt, `$3` the last failure).
     pub work_command: Option<String>,
@@ -107,6 +109,7 @@ impl Default for TasksConfig {
             tasks_dir: DEFAULT_TASKS_DIR.into(),
             ledger: DEFAULT_LEDGER.into(),
             worker: "worker".into(),
+            planner: "planner".into(),
             work_command: None,
             parallel: 2,
             retries: 2,

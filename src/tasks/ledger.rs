@@ -228,6 +228,21 @@ impl Ledger {
     }
 }
 
+/// Every whole line of the ledger at `path`, read without the lock (a torn last line is not a
+/// line yet); none when there is no ledger.
+///
+/// # Errors
+///
+/// The ledger cannot be read; a whole line does not parse ([`TasksError::BadLine`]).
+pub(crate) fn read_lines(path: &Path) -> Result<Vec<Line>, TasksError> {
+    let bytes = match std::fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(TasksError::io(path)(e)),
+    };
+    parse_lines(path, &bytes[..super::repair::whole(&bytes)])
+}
+
 fn parse_lines(path: &Path, bytes: &[u8]) -> Result<Vec<Line>, TasksError> {
     bytes
         .split(|b| *b == b'\n')

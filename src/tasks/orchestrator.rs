@@ -10,6 +10,7 @@
 mod attempt;
 mod plan;
 mod registrations;
+mod retry;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -25,7 +26,8 @@ use crate::{PumpHandle, ThreadId};
 
 use plan::Plan;
 pub use plan::Row;
-pub use registrations::{TASKS_ENV, check_command_policy, command_policy, registrations};
+pub use registrations::{TASKS_ENV, check_command_policy, command_policy, guarded, registrations};
+pub use retry::retry;
 
 /// What a run did.
 #[derive(Debug, Clone, Default)]
@@ -107,7 +109,8 @@ pub async fn run(
     }
     attempt::stop_orphans(pump, &found, &continued).await;
     exhaust_leftovers(&mut plan, &mut ledger, layout, config)?;
-    let mut archived = Vec::new();
+    // The seed's maintenance, before any attempt: a run with nothing to start archives too.
+    let mut archived = archive(layout, config.archive_after)?;
     loop {
         while jobs.running.len() < parallel.max(1) {
             let Some((thread, assignment)) = resumed.pop_front() else {
@@ -118,6 +121,9 @@ pub async fn run(
         for (id, assignment) in plan.startable(&jobs.running, 1 + config.retries) {
             if jobs.running.len() >= parallel.max(1) {
                 break;
+            }
+            if refused_at_start(&mut plan, &mut ledger, layout, &assignment.task)? {
+                continue;
             }
             let summary = format!(
                 "attempt {}: assigned to {}",
@@ -149,6 +155,27 @@ pub async fn run(
         archived,
         started: jobs.started,
     })
+}
+
+/// Seed 004's atomic constraint, judged when a task first starts (files an earlier task created
+/// count): a task that would modify too many existing files is `blocked` with the reason, and
+/// never started. Returns whether it was.
+fn refused_at_start(
+    plan: &mut Plan,
+    ledger: &mut Ledger,
+    layout: &Layout,
+    task: &Task,
+) -> Result<bool, TasksError> {
+    if plan.attempts(&task.id) > 0 {
+        return Ok(false);
+    }
+    let Some(why) = task.not_atomic(layout.root()) else {
+        return Ok(false);
+    };
+    let line = Line::now(&task.id, Status::Blocked, format!("never started: {why}"));
+    ledger.append(line.clone())?;
+    plan.record(&line);
+    Ok(true)
 }
 
 /// The attempts under way, each a tokio task awaiting its thread.
@@ -214,7 +241,7 @@ fn finish(
     };
     ledger.append(line.clone())?;
     plan.record(&line);
-    if !outcome.completed && attempt > config.retries {
+    if plan.is_exhausted(id, 1 + config.retries) {
         exhaust(plan, ledger, layout, config, id)?;
     }
     Ok(())

@@ -12,6 +12,24 @@ use super::listeners::{COMMAND, COORDINATOR, TASK_INDEXER};
 const DELTA: &str = include_str!("../../schemas/examples/tasks-delta.xml");
 const FAILED: &str = include_str!("../../schemas/examples/tasks-failed.xml");
 const INDEXER_CALL: &str = include_str!("../../schemas/examples/tool-call-task-indexer.xml");
+const PROPOSAL: &str = include_str!("../../schemas/examples/tasks-tasks.xml");
+
+/// How the plan intake is described to a planner listener (`agentpump tasks plan`): where its
+/// `<tasks>` go, and the rules its proposal is checked by.
+pub fn planner_docs() -> Vec<PeerDoc> {
+    vec![PeerDoc {
+        name: super::planner::PLAN_INTAKE.into(),
+        description: "takes in your answer to <plan> (JSON: `goal`; `existing`, the ids already \
+             planned; `advice`, why your last proposal was refused): <tasks> with a JSON list of \
+             task files, each {id (T- and three or more digits, not an existing id), title, \
+             description, requires, context {files, docs, skills (task-indexer, command)}, \
+             acceptance_criteria (at least one), verification_command (a shell line)}. A task \
+             may modify at most 3 existing files: split larger work into tasks that require \
+             each other. Nothing is written until every task passes the check"
+            .into(),
+        example: element_of(PROPOSAL).into(),
+    }]
+}
 
 /// How the peers of a task worker are described to it. `command` is the policy of the
 /// `command` tool the run registers (the organism's `[tools.command]`, or the orchestrator's).
@@ -81,7 +99,12 @@ fn element_of(file: &'static str) -> &'static str {
 mod tests {
     #[test]
     fn examples_are_one_element_each() {
-        for file in [super::DELTA, super::FAILED, super::INDEXER_CALL] {
+        for file in [
+            super::DELTA,
+            super::FAILED,
+            super::INDEXER_CALL,
+            super::PROPOSAL,
+        ] {
             let element = super::element_of(file);
             assert!(
                 element.starts_with('<') && !element.starts_with("<?"),

@@ -3,8 +3,10 @@
 use async_trait::async_trait;
 
 use crate::governor::{Budget, CertificateType, Control, Goal, Signal};
-use crate::tasks::Delta;
+use std::collections::BTreeSet;
+
 use crate::tasks::wire::{Assignment, Outcome, TASKS_NS, Verdict, Verify, decode, payload};
+use crate::tasks::{Delta, MAX_EXISTING_FILES, Task, project_path};
 use crate::{Context, Delivery, Listener, ListenerError};
 
 use super::{criterion_ids, last};
@@ -72,6 +74,10 @@ impl Coordinator {
             );
             return Ok(());
         }
+        if let Some(why) = beyond_the_task(&a.task, &delta) {
+            fail(cx, &a.task.id, why);
+            return Ok(());
+        }
         let verify = Verify {
             command: a.task.verification_command.clone(),
             criteria: criterion_ids(a.task.acceptance_criteria.len()),
@@ -117,6 +123,49 @@ impl Coordinator {
         cx.signal(Signal::new(Control::Done));
         Ok(())
     }
+}
+
+/// Why a worker's delta goes beyond its task (seed 004: a task is atomic), or `None`: a path
+/// outside the task's `context.files`, or more existing files changed or removed than the
+/// atomic constraint allows.
+fn beyond_the_task(task: &Task, delta: &Delta) -> Option<String> {
+    let allowed: BTreeSet<String> = task
+        .context
+        .files
+        .iter()
+        .filter_map(|f| project_path(f))
+        .collect();
+    let touched = delta
+        .files_added
+        .iter()
+        .chain(&delta.files_changed)
+        .chain(&delta.files_removed);
+    for path in touched {
+        if !project_path(path).is_some_and(|p| allowed.contains(&p)) {
+            let listed: Vec<&str> = allowed.iter().map(String::as_str).collect();
+            return Some(format!(
+                "the worker's delta touches `{path}`, which is not in {}'s context.files [{}]: a \
+                 worker changes only its task's files",
+                task.id,
+                listed.join(", ")
+            ));
+        }
+    }
+    let modified: BTreeSet<String> = delta
+        .files_changed
+        .iter()
+        .chain(&delta.files_removed)
+        .filter_map(|f| project_path(f))
+        .collect();
+    (modified.len() > MAX_EXISTING_FILES).then(|| {
+        let listed: Vec<&str> = modified.iter().map(String::as_str).collect();
+        format!(
+            "the worker's delta modifies {} existing files ({}), more than the {MAX_EXISTING_FILES} \
+             the atomic constraint allows",
+            modified.len(),
+            listed.join(", ")
+        )
+    })
 }
 
 /// The assignment this thread started with.

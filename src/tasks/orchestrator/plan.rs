@@ -24,6 +24,9 @@ struct Entry {
     task: Task,
     status: Option<Status>,
     attempts: u32,
+    /// Attempts started before the task's latest `pending` line (a retry the user asked for
+    /// starts a fresh count).
+    base: u32,
     summary: String,
     last_failure: Option<String>,
 }
@@ -62,6 +65,7 @@ impl Plan {
                 task,
                 status: None,
                 attempts: 0,
+                base: 0,
                 summary: String::new(),
                 last_failure: None,
             },
@@ -77,6 +81,7 @@ impl Plan {
         e.summary.clone_from(&line.summary);
         match line.status {
             Status::InProgress => e.attempts += 1,
+            Status::Pending => e.base = e.attempts,
             Status::Failed => e.last_failure = Some(line.summary.clone()),
             _ => {}
         }
@@ -112,7 +117,7 @@ impl Plan {
     ) -> Vec<(String, Assignment)> {
         self.ids(|e| match e.status {
             Some(Status::Pending) => true,
-            Some(Status::Failed) => e.attempts < max_attempts,
+            Some(Status::Failed) => e.attempts - e.base < max_attempts,
             _ => false,
         })
         .into_iter()
@@ -141,23 +146,34 @@ impl Plan {
             return true;
         }
         let prefix = format!("{r}-FIX-");
+        // An archived fix task was completed: it stands in as it did before it was archived.
         self.entries.get(r).and_then(|e| e.status) == Some(Status::Blocked)
-            && self.entries.keys().any(|id| {
+            && self.entries.keys().chain(&self.archived).any(|id| {
                 id.strip_prefix(&prefix).is_some_and(|n| !n.contains('-')) && self.met(id)
             })
     }
 
     /// Failed tasks with no attempt left.
     pub(super) fn exhausted(&self, max_attempts: u32) -> Vec<String> {
-        self.ids(|e| e.status == Some(Status::Failed) && e.attempts >= max_attempts)
+        self.ids(|e| e.status == Some(Status::Failed) && e.attempts - e.base >= max_attempts)
     }
 
-    /// The fix task of `id` (`id-FIX-n`) already in the plan, if any.
+    /// Whether `id` failed and has spent `max_attempts` since its latest `pending` line.
+    pub(super) fn is_exhausted(&self, id: &str, max_attempts: u32) -> bool {
+        self.entries.get(id).is_some_and(|e| {
+            e.status == Some(Status::Failed) && e.attempts - e.base >= max_attempts
+        })
+    }
+
+    /// A fix task of `id` (`id-FIX-n`) in the plan never started (written before a crash cut
+    /// the step short), if any; a fix task that ran does not serve a second time.
     pub(super) fn fix_of(&self, id: &str) -> Option<String> {
         let prefix = format!("{id}-FIX-");
         self.order
             .iter()
-            .find(|f| f.strip_prefix(&prefix).is_some_and(|n| !n.contains('-')))
+            .find(|f| {
+                f.strip_prefix(&prefix).is_some_and(|n| !n.contains('-')) && self.attempts(f) == 0
+            })
             .cloned()
     }
 
@@ -176,9 +192,9 @@ impl Plan {
         self.entries.get(id).map(|e| &e.task)
     }
 
-    /// Whether `id` is a task of this plan.
+    /// Whether `id` is a task of this plan or an archived one.
     pub(super) fn knows(&self, id: &str) -> bool {
-        self.entries.contains_key(id)
+        self.entries.contains_key(id) || self.archived.contains(id)
     }
 
     /// The latest summary of `id`.

@@ -101,16 +101,44 @@ pub const TASKS_ENV: [&str; 4] = ["PATH", "HOME", "LANG", "TMPDIR"];
 
 /// The policy of the orchestrator's own `command` tool. The seed's verification_command is a
 /// shell line: it runs `sh` only, in the task root, within the task's wall-clock budget, with
-/// [`TASKS_ENV`].
+/// [`TASKS_ENV`], [`guarded`].
 pub fn command_policy(layout: &Layout, config: &TasksConfig) -> crate::listeners::CommandConfig {
-    crate::listeners::CommandConfig {
+    let policy = crate::listeners::CommandConfig {
         allow: vec!["sh".into()],
         allow_shell: true,
         cwd: layout.root().to_path_buf(),
         timeout: std::time::Duration::from_millis(config.wall_clock_ms),
         env: TASKS_ENV.map(String::from).to_vec(),
         ..crate::listeners::CommandConfig::default()
+    };
+    guarded(policy, layout)
+}
+
+/// `policy` refusing every call that names the ledger or the archive by file name (seed 004:
+/// agents must not read the ledger; workers read a status with `task-indexer`). A guard
+/// against the direct read, not a sandbox: a glob or a computed name is not seen.
+pub fn guarded(
+    mut policy: crate::listeners::CommandConfig,
+    layout: &Layout,
+) -> crate::listeners::CommandConfig {
+    let name = |p: &std::path::Path| {
+        p.file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    };
+    for (word, what) in [
+        (name(layout.ledger()), "the task ledger"),
+        (name(&layout.archive()), "the task archive"),
+    ] {
+        policy.deny.push(crate::listeners::Deny {
+            word,
+            what: format!(
+                "{what}, which only the orchestrator reads and writes (seed 004); read a task's \
+                 status with the task-indexer tool"
+            ),
+        });
     }
+    policy
 }
 
 /// Checks that an organism's own `command` tool (its `[tools.command]`) can run what the
