@@ -182,6 +182,8 @@ struct LimitsSection {
     queue_capacity: Option<usize>,
     refusal_window_ms: Option<u64>,
     evict_idle_ms: Option<u64>,
+    /// The largest value a process may build (bytes of JSON).
+    max_value_bytes: Option<usize>,
 }
 
 /// `[server]`.
@@ -716,6 +718,9 @@ impl Organism {
             listener = listener.infer_with(tool.clone());
         }
         listener = listener.require_timeout(l.require_timeout);
+        if let Some(limit) = self.limits.max_value_bytes {
+            listener = listener.max_value_bytes(limit);
+        }
         let mut peers = listener.references();
         peers.extend(l.peers.iter().cloned());
         let mut r = listener.registration().peers(peers);

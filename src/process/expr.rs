@@ -19,7 +19,7 @@ mod parse;
 mod path;
 mod primary;
 
-pub use eval::{Env, EvalError, Value, eval};
+pub use eval::{DEFAULT_MAX_VALUE_BYTES, Env, EvalError, Value, eval};
 pub use func::Func;
 pub use parse::parse_expr;
 pub use path::{Path, PathSeg, parse_path};

@@ -42,6 +42,7 @@ pub struct ProcessListener {
     goal: Option<Goal>,
     inference: Option<String>,
     require_timeout: bool,
+    max_value_bytes: usize,
     /// Boxed: a run is large, and it leaves and re-enters the map on every delivery.
     runs: Mutex<HashMap<ThreadId, Box<Run>>>,
 }
@@ -208,6 +209,7 @@ impl ProcessListener {
             goal: None,
             inference: None,
             require_timeout: false,
+            max_value_bytes: crate::process::expr::DEFAULT_MAX_VALUE_BYTES,
             runs: Mutex::new(HashMap::new()),
         })
     }
@@ -231,6 +233,15 @@ impl ProcessListener {
     /// (`code="AG-W02"`, its line and tool) the first time it runs in a run. Off by default.
     pub fn require_timeout(mut self, require: bool) -> Self {
         self.require_timeout = require;
+        self
+    }
+
+    /// The largest value the process may build, in bytes of its JSON text (default
+    /// [`DEFAULT_MAX_VALUE_BYTES`](crate::process::expr::DEFAULT_MAX_VALUE_BYTES), an
+    /// organism's `[limits] max_value_bytes`): a list, object or string past it is an AP-002
+    /// `LimitExceeded` error, raised before the value is built, that RECOVER can handle.
+    pub fn max_value_bytes(mut self, limit: usize) -> Self {
+        self.max_value_bytes = limit;
         self
     }
 
@@ -334,7 +345,8 @@ impl ProcessListener {
         }
         Ok(Machine::new(Arc::clone(&self.program), self.process, typed)
             .infer_with(self.inference.clone())
-            .require_timeout(self.require_timeout))
+            .require_timeout(self.require_timeout)
+            .max_value_bytes(self.max_value_bytes))
     }
 
     /// Rebuilds the thread's run from its whole history: the start, what was sent and

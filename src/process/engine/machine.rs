@@ -150,6 +150,8 @@ pub(crate) struct Machine {
     inferred: BTreeMap<String, Value>,
     /// Warn AG-W02 for a USE without `timeout_ms` (the organism's time policy).
     require_timeout: bool,
+    /// The largest value an expression may build (bytes of JSON).
+    max_value_bytes: usize,
     /// The USEs warned AG-W02 so far (op index, index in a PAR): once per statement and run.
     lax: BTreeSet<(usize, usize)>,
     calls: u64,
@@ -229,6 +231,10 @@ impl Env for Machine {
             .or_else(|| self.inferred.get(name))
             .cloned()
     }
+
+    fn max_value_bytes(&self) -> usize {
+        self.max_value_bytes
+    }
 }
 
 /// What one `run` sees and does: what history holds, and where effects go.
@@ -259,6 +265,7 @@ impl Machine {
             inference: None,
             inferred: BTreeMap::new(),
             require_timeout: false,
+            max_value_bytes: crate::process::expr::DEFAULT_MAX_VALUE_BYTES,
             lax: BTreeSet::new(),
             calls: 0,
             diverged: false,
@@ -280,6 +287,12 @@ impl Machine {
     /// Warns AG-W02 (a `warning` event) for every USE without `timeout_ms`.
     pub fn require_timeout(mut self, require: bool) -> Self {
         self.require_timeout = require;
+        self
+    }
+
+    /// The largest value its expressions may build, in bytes of JSON.
+    pub fn max_value_bytes(mut self, limit: usize) -> Self {
+        self.max_value_bytes = limit;
         self
     }
 
