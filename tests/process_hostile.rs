@@ -1,0 +1,351 @@
+//! The process language under hostile and careless input (issue 28): no text and no run can
+//! overflow a stack or exhaust memory — every limit is named, with its code and place — and no
+//! failure loses its cause or its answer. Each test quotes the line of issue 28 it checks.
+
+mod support;
+
+use std::sync::Arc;
+
+use agentpump::history::{Record, RecordKind};
+use agentpump::process::engine::{ProcessListener, Program};
+use agentpump::process::{Code, Diagnostic, check_source};
+use agentpump::tool::{Answer, TOOL_NS};
+use agentpump::value::Value;
+use agentpump::{Payload, PumpBuilder, PumpHandle, ThreadId};
+use support::process::{DEMO, echo_or_fail, tool_of};
+
+/// A document whose one process `main` starts on `<go>` of the demo namespace.
+fn doc(constants: &str, body: &str) -> String {
+    let constants = match constants {
+        "" => String::new(),
+        c => format!("<constants>\n{c}\n</constants>\n"),
+    };
+    format!(
+        "{constants}<triggers>\n<trigger event=\"{{{DEMO}}}go\" target=\"main\" />\n</triggers>\n<processes>\n<process id=\"main\">\n{body}</process>\n</processes>\n"
+    )
+}
+
+/// Runs `f` on a thread with a 1 MiB stack, half a tokio worker's (a debug build parses an
+/// expression at the depth limit in under that), so a recursion the limits do not bound
+/// overflows here.
+fn on_small_stack<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    std::thread::Builder::new()
+        .stack_size(1024 * 1024)
+        .spawn(f)
+        .unwrap()
+        .join()
+        .unwrap()
+}
+
+/// The AP-002 diagnostics of a check of `text`, on a small stack.
+fn limit_errors(text: String) -> Vec<Diagnostic> {
+    on_small_stack(move || {
+        let checked = check_source(&text);
+        checked
+            .diagnostics
+            .into_iter()
+            .filter(|d| d.code == Code::LimitExceeded)
+            .collect()
+    })
+}
+
+/// A tool that answers its arguments as fields (`echo`) or fails (`fail`).
+struct Echo;
+
+#[agentpump::async_trait]
+impl agentpump::Listener for Echo {
+    async fn handle(
+        &self,
+        msg: &agentpump::Delivery,
+        cx: &mut agentpump::Context,
+    ) -> Result<(), agentpump::ListenerError> {
+        if let Ok(call) = agentpump::tool::Call::parse(msg.payload()) {
+            cx.reply(echo_or_fail(&call));
+        }
+        Ok(())
+    }
+}
+
+/// A pump with every process of `text` (each as `tune` makes it) and the tool `echo`.
+fn pump(text: &str, tune: impl Fn(ProcessListener) -> ProcessListener) -> PumpHandle {
+    let program = Program::parse(text).unwrap_or_else(|e| panic!("{:#?}", e.0));
+    let mut b = PumpBuilder::new().register(tool_of("echo", Echo));
+    for id in program.process_ids() {
+        let l = tune(ProcessListener::new(Arc::clone(&program), id).unwrap());
+        b = b.register(l.registration());
+    }
+    b.build().unwrap()
+}
+
+/// Starts `main` with `<go/>` and waits until the tree settles: its thread and history.
+async fn run(pump: &PumpHandle) -> (ThreadId, Vec<Record>) {
+    let go = format!("<go xmlns=\"{DEMO}\"/>");
+    let thread = support::start(pump, &go).await;
+    (thread, pump.history(thread).await.unwrap())
+}
+
+/// The answer the starter got.
+fn answer(records: &[Record]) -> Answer {
+    let r = records
+        .iter()
+        .rev()
+        .find(|r| r.kind == RecordKind::Egress && r.root.namespace() == TOOL_NS)
+        .unwrap_or_else(|| panic!("no answer in {records:#?}"));
+    let payload = Payload::parse(&r.payload, &Default::default()).unwrap();
+    Answer::parse(&payload).unwrap().unwrap()
+}
+
+/// The error message the starter got.
+fn failure(records: &[Record]) -> String {
+    match answer(records) {
+        Answer::Error(e) => e.message,
+        Answer::Result(r) => panic!("returned {:?}", r.fields),
+    }
+}
+
+/// The fields the starter got.
+fn fields(records: &[Record]) -> std::collections::BTreeMap<String, Value> {
+    match answer(records) {
+        Answer::Result(r) => r.fields,
+        Answer::Error(e) => panic!("failed: {}", e.message),
+    }
+}
+
+/// "`process check` and `process run` abort on about 5 000 nested parentheses in an
+/// expression, 50 000 chained `NOT` or unary `-`, or JSON constants nested 20 000–100 000
+/// deep — a 10 KB line is enough"
+#[test]
+fn deep_expressions_are_refused_at_the_limit_not_overflowed() {
+    let deep = |open: &str, inner: &str, close: &str, n: usize| {
+        format!("{}{inner}{}", open.repeat(n), close.repeat(n))
+    };
+    let cases = [
+        (
+            "parentheses",
+            doc("", &format!("  SET XX := {}\n", deep("(", "1", ")", 5_000))),
+        ),
+        (
+            "NOT",
+            doc(
+                "",
+                &format!("  SET XX := {}\n", deep("NOT ", "true", "", 50_000)),
+            ),
+        ),
+        (
+            "unary minus",
+            doc("", &format!("  SET XX := {}\n", deep("-", "1", "", 50_000))),
+        ),
+        (
+            "an operator chain",
+            doc("", &format!("  SET XX := 1{}\n", " + 1".repeat(20_000))),
+        ),
+        (
+            "a list",
+            doc(
+                "",
+                &format!("  SET XX := {}\n", deep("[", "1", "]", 20_000)),
+            ),
+        ),
+        (
+            "a JSON constant",
+            doc(&format!("XX: {}", deep("[", "", "]", 100_000)), "  TELL\n"),
+        ),
+        (
+            "a JSON block",
+            doc(
+                &format!("XX: JSON<<\n{}\n>>", deep("{\"k\": ", "1", "}", 20_000)),
+                "  TELL\n",
+            ),
+        ),
+        (
+            "calls and indexes",
+            doc(
+                "",
+                &format!("  SET XX := {}\n", deep("len(", "[1]", ")[0]", 5_000)),
+            ),
+        ),
+    ];
+    for (what, text) in cases {
+        let errors = limit_errors(text.clone());
+        let [e] = errors.as_slice() else {
+            panic!("{what}: {errors:#?}");
+        };
+        assert!(e.message.contains("deeper than 64 levels"), "{what}: {e:?}");
+        let line = match what {
+            "a JSON constant" => 2,
+            "a JSON block" => 3,
+            _ => 6,
+        };
+        assert_eq!(e.span.line, line, "{what}");
+        assert!(e.span.column > 1, "{what}: {e:?}");
+        let refused = on_small_stack(move || Program::parse(&text).map(|_| ()));
+        let first = refused.expect_err(what).0.remove(0);
+        assert_eq!(first.code, Code::LimitExceeded, "{what}");
+    }
+}
+
+/// "every recursive parser, evaluator and printer in the crate (expressions, …, process
+/// statements) gets an explicit depth limit with a precise error (code, line/column where there
+/// is one), checked in `process check` where static"
+#[test]
+fn deep_blocks_are_refused_once_at_the_first_line_past_the_limit() {
+    let body: String = (0..3_000)
+        .map(|i| format!("{}IF true:\n", " ".repeat(2 + i)))
+        .chain(std::iter::once(format!("{}TELL\n", " ".repeat(3_002))))
+        .collect();
+    let errors = limit_errors(doc("", &body));
+    let [e] = errors.as_slice() else {
+        panic!("{errors:#?}");
+    };
+    assert!(e.message.contains("deeper than 32 levels"), "{e:?}");
+    // The process body is the first level: the 32nd IF opens the 33rd.
+    assert_eq!((e.span.line, e.span.column), (6 + 32, 2 + 32 + 1));
+}
+
+/// The limits leave room: an expression 64 levels deep and blocks 32 levels deep check, run
+/// and answer on a tokio worker's stack.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expressions_and_blocks_at_the_limit_run() {
+    let mut body = String::from("  SET XX := 0\n");
+    for i in 1..32 {
+        body.push_str(&format!("{}IF true:\n", " ".repeat(2 * i)));
+    }
+    let nots = format!("{}true", "NOT ".repeat(63));
+    body.push_str(&format!(
+        "{}SET XX := {}\n",
+        " ".repeat(64),
+        "(".repeat(63) + "1" + &")".repeat(63)
+    ));
+    body.push_str(&format!("{}SET YY := {nots}\n", " ".repeat(64)));
+    body.push_str("  RETURN: x=XX, y=YY\n");
+    let text = doc("", &body);
+    assert!(
+        !check_source(&text).has_errors(),
+        "{:#?}",
+        check_source(&text).diagnostics
+    );
+    let (_, records) = run(&pump(&text, |l| l)).await;
+    let fields = fields(&records);
+    assert_eq!(fields["x"], Value::Num(1.into()));
+    assert_eq!(fields["y"], Value::Bool(false));
+}
+
+/// "a process can grow a value without bound (`SET L := L + L` sixty times, or
+/// `concat(S, S)`): memory runs out and the process aborts; the step budget cannot help
+/// because it takes only ~60 statements"
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_growing_value_stops_at_max_value_bytes_and_recover_sees_it() {
+    let grow = |init: &str, step: &str| {
+        doc(
+            "",
+            &format!(
+                "  SET VV := {init}\n  SET NN := range(60)\n  TRY:\n    FOREACH i IN NN:\n      SET VV := {step}\n  RECOVER (err):\n    RETURN: kind=err.type, message=err.message, line=err.line\n  RETURN: VV\n"
+            ),
+        )
+    };
+    let cases = [
+        (
+            "a list doubled",
+            grow("[1]", "VV + VV"),
+            "max_value_bytes = 8388608",
+        ),
+        (
+            "a string doubled",
+            grow("\"ab\"", "concat(VV, VV)"),
+            "max_value_bytes = 8388608",
+        ),
+        (
+            "a string added",
+            grow("\"ab\"", "VV + VV"),
+            "max_value_bytes = 8388608",
+        ),
+        (
+            "a list of itself",
+            grow("[1]", "[VV, VV]"),
+            "max_value_bytes = 8388608",
+        ),
+        (
+            "a list appended",
+            grow("[1]", "append(VV, VV)"),
+            "max_value_bytes = 8388608",
+        ),
+        (
+            "an object",
+            grow("{}", "{\"a\": VV, \"b\": VV}"),
+            "max_value_bytes = 8388608",
+        ),
+        (
+            "a join",
+            grow("\"abcdefghij\"", "join(range(1000000), VV)"),
+            "max_value_bytes = 8388608",
+        ),
+        (
+            "a split",
+            grow(
+                "\"ab\"",
+                "split(concat(VV, VV, VV, VV, VV, VV, VV, VV), \"\")",
+            ),
+            "max_value_bytes = 8388608",
+        ),
+    ];
+    for (what, text, limit) in cases {
+        let (_, records) = run(&pump(&text, |l| l)).await;
+        let fields = fields(&records);
+        assert_eq!(fields["kind"], Value::from("AP-002"), "{what}: {fields:?}");
+        assert!(
+            fields["message"].to_string().contains(limit),
+            "{what}: {fields:?}"
+        );
+        assert_eq!(fields["line"], Value::Num(10.into()), "{what}");
+    }
+}
+
+/// A value nested past 128 lists is refused where it would be built, before anything walks
+/// it (a 100 000-deep list used to overflow the stack when it was dropped).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_value_nested_past_the_limit_is_refused() {
+    let text = doc(
+        "",
+        "  SET VV := [1]\n  SET NN := range(100000)\n  FOREACH i IN NN:\n    SET VV := [VV]\n  RETURN: VV\n",
+    );
+    let (_, records) = run(&pump(&text, |l| l)).await;
+    let message = failure(&records);
+    assert_eq!(
+        message,
+        "AP-002: value nested deeper than the limit of 128 lists and objects (line 9)"
+    );
+}
+
+/// "every value the process language can build has a size limit (in the organism's limits,
+/// with defaults)"
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_value_limit_is_the_listeners_setting() {
+    let text = doc("", "  SET VV := range(1000)\n  RETURN: n=len(VV)\n");
+    let (_, records) = run(&pump(&text, |l| l)).await;
+    assert_eq!(fields(&records)["n"], Value::Num(1000.into()));
+    let (_, records) = run(&pump(&text, |l| l.max_value_bytes(1_000))).await;
+    assert_eq!(
+        failure(&records),
+        "AP-002: value larger than the limit max_value_bytes = 1000 (bytes of its JSON text) (line 6)"
+    );
+}
+
+/// Constants built from constants grow too: the document is refused when it loads.
+#[test]
+fn constants_that_multiply_are_refused_when_the_program_loads() {
+    let ten = |of: &str| format!("[{}]", vec![of; 10].join(", "));
+    let constants = format!(
+        "AA: {}\nBB: {}\nCC: {}\nDD: {}\nEE: {}\nFF: {}\nGG: {}",
+        ten("\"aaaaaaaaaaaaaaaaaaaaaaaa\""),
+        ten("AA"),
+        ten("BB"),
+        ten("CC"),
+        ten("DD"),
+        ten("EE"),
+        ten("FF")
+    );
+    let text = doc(&constants, "  RETURN: GG\n");
+    let refused = Program::parse(&text).expect_err("grows past 8 MiB");
+    assert_eq!(refused.0[0].code, Code::LimitExceeded);
+    assert_eq!(refused.0[0].span.line, 7);
+}
