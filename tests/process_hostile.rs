@@ -349,3 +349,86 @@ fn constants_that_multiply_are_refused_when_the_program_loads() {
     assert_eq!(refused.0[0].code, Code::LimitExceeded);
     assert_eq!(refused.0[0].span.line, 7);
 }
+
+/// Starts `main` with `<go …attrs/>` (its arguments) and waits until the tree settles.
+async fn run_with(pump: &PumpHandle, attrs: &str) -> Vec<Record> {
+    let go = format!("<go xmlns=\"{DEMO}\" {attrs}/>");
+    let thread = support::start(pump, &go).await;
+    pump.history(thread).await.unwrap()
+}
+
+/// A document whose process `main` takes `n: Number`.
+fn doc_n(body: &str) -> String {
+    doc("", body).replace(
+        "<process id=\"main\">",
+        "<process id=\"main\" args=\"n: Number\">",
+    )
+}
+
+/// "a process that RUNs itself recursively fails at depth 2 with `history-diverged` on a fresh
+/// run (the child's first call id equals the parent's call id recorded as the first record of
+/// the child's thread, so replay mistakes it for its own history)"
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_process_that_runs_itself_recurses_to_its_base_case() {
+    let text =
+        doc_n("  SET DONE := n\n  IF n > 0:\n    RUN `main` where: n=n - 1\n  RETURN: DONE\n");
+    for n in [1, 2, 5] {
+        let records = run_with(&pump(&text, |l| l), &format!("n=\"{n}\"")).await;
+        assert_eq!(fields(&records)["DONE"], Value::Num(0.into()), "n = {n}");
+    }
+}
+
+/// "with no base case it stops at depth 1 \"ended idle without an answer\" instead of on the
+/// depth budget" / "nested RUN failures read `failed: failed: … (line 3) (line 3)` and lose
+/// the root cause (the depth budget that refused the spawn)"
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_process_that_runs_itself_without_end_stops_on_the_depth_budget_once() {
+    let text = doc("", "  RUN `main`\n  RETURN: done=true\n");
+    let (_, records) = run(&pump(&text, |l| l)).await;
+    assert_eq!(
+        failure(&records),
+        "not-allowed: budget-exhausted: spawn refused: depth 9 is over the max-depth budget (line 6)"
+    );
+}
+
+/// "`ASSERT failed at line 4 (line 4)`"
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_assert_names_its_line_once() {
+    let text = doc("", "  SET AA := 1\n  ASSERT AA > 2\n  RETURN: AA\n");
+    let (_, records) = run(&pump(&text, |l| l)).await;
+    assert_eq!(
+        failure(&records),
+        "assert-failed: ASSERT does not hold (line 7)"
+    );
+}
+
+/// "a run stopped by a budget ends with \"ended without answering (halted? see the
+/// transcript)\" instead of the halt's class and reason"
+#[cfg(feature = "host")]
+#[test]
+fn process_run_ends_with_the_halts_class_and_reason() {
+    let dir = support::Scratch::new("process-run-halt");
+    let aps = dir.write(
+        "calls.aps",
+        "<processes>\n<process id=\"calls\">\n  SET NN := range(100)\n  FOREACH i IN NN:\n    USE `calculator` where: expression=\"1 + 1\"\n  RETURN: done=true\n</process>\n</processes>\n",
+    );
+    let organism = dir.write(
+        "organism.toml",
+        "[governor.budget]\ntool_calls = 3\n\n[[listener]]\nname = \"calculator\"\nkind = \"builtin\"\nbuiltin = \"calculator\"\n",
+    );
+    let (ok, _, stderr) = support::agentpump_in(
+        &std::env::temp_dir(),
+        &[
+            "process",
+            "run",
+            aps.to_str().unwrap(),
+            "--organism",
+            organism.to_str().unwrap(),
+        ],
+    );
+    assert!(!ok);
+    assert!(
+        stderr.contains("the process was halted: TIMEOUT max-tool-calls"),
+        "{stderr}"
+    );
+}

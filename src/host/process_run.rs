@@ -157,8 +157,16 @@ async fn answer(pump: &PumpHandle, thread: ThreadId, out: &mut String) -> Result
             "the process failed: {}",
             e.message
         ))),
-        None => Err(HostError::Unsettled(
-            "the process ended without answering (halted? see the transcript)".into(),
-        )),
+        None => Err(HostError::Unsettled(match halt(pump, thread).await {
+            Some((class, reason)) => format!("the process was halted: {class} {reason}"),
+            None => "the process ended without answering (see the transcript)".into(),
+        })),
     }
+}
+
+/// The class and stop reason of the thread's halting report, if the governor halted it.
+async fn halt(pump: &PumpHandle, thread: ThreadId) -> Option<(String, String)> {
+    let reports = pump.reports(thread).await.ok()?;
+    let last = reports.last()?;
+    Some((last.class.clone(), last.stop_reason.clone()))
 }

@@ -174,6 +174,14 @@ impl Known {
     }
 }
 
+/// Whether record `index` of a thread is the call that started this process in a child
+/// thread the process itself spawned (a RUN of itself): the spawner's message, not a call this
+/// run sent — read as one, the child would take its own first call (the same id at the same
+/// place) for one already made.
+fn spawned_by_me(index: usize, r: &Record, me: &str) -> bool {
+    index == 0 && &*r.from == me && r.to.as_deref() == Some(me)
+}
+
 /// The call inside a `spawn-thread` this listener emitted.
 fn spawned_call(payload: &Payload) -> Option<Call> {
     let text = payload.as_str();
@@ -380,14 +388,16 @@ impl ProcessListener {
                     start = Some((self.start_of(r, &payload, i), payload.clone()));
                 }
             }
-            known.fold(
-                &Seen {
-                    from: &r.from,
-                    to,
-                    payload: &payload,
-                },
-                &me,
-            );
+            if !spawned_by_me(i, r, &me) {
+                known.fold(
+                    &Seen {
+                        from: &r.from,
+                        to,
+                        payload: &payload,
+                    },
+                    &me,
+                );
+            }
         }
         let Some((start, payload)) = start else {
             // A child thread this process spawned for one tool call: the answer ends it.
@@ -474,11 +484,16 @@ impl ProcessListener {
                     Value::Object(m) => m.get(k).map(ToString::to_string).unwrap_or_default(),
                     _ => String::new(),
                 };
+                // A process of this file that failed (RUN, or USE of it) already said why and
+                // where: its message is the root cause, passed on once.
+                let relayed = text("type") == ErrorType::Failed.as_str()
+                    && self.program.index_of(&text("tool")).is_some();
                 ToolError {
                     tool: id,
                     call: start.call.clone(),
                     kind: ErrorType::Failed,
                     message: match text("line").as_str() {
+                        _ if relayed => text("message"),
                         "0" | "" => format!("{}: {}", text("type"), text("message")),
                         line => format!("{}: {} (line {line})", text("type"), text("message")),
                     },
@@ -809,16 +824,28 @@ async fn history_has_goal(cx: &Context) -> bool {
 fn fail_unsent(run: &mut Run, records: &[Record], msg: &Delivery, reason: &str, me: &str) {
     let limits = lenient();
     let mut sent_by_message = HashMap::new();
+    // The calls sent in child threads: a refused spawn is told after the delivery, not in
+    // reply to the request.
+    let mut spawned = std::collections::HashSet::new();
     let mut fresh = Known::default();
-    for r in records {
+    for (i, r) in records.iter().enumerate() {
         let Ok(payload) = Payload::parse(&r.payload, &limits) else {
             continue;
         };
+        if spawned_by_me(i, r, me) {
+            continue;
+        }
         if &*r.from == me
             && payload.qname().is(TOOL_NS, "call")
             && let Ok(Call { id: Some(id), .. }) = Call::parse(&payload)
         {
             sent_by_message.insert(r.id, id);
+        }
+        if &*r.from == me
+            && payload.qname().is(SYSTEM_NS, "spawn-thread")
+            && let Some(Call { id: Some(id), .. }) = spawned_call(&payload)
+        {
+            spawned.insert(id);
         }
         fresh.fold(
             &Seen {
@@ -850,10 +877,16 @@ fn fail_unsent(run: &mut Run, records: &[Record], msg: &Delivery, reason: &str, 
             .entry(id.clone())
             .or_insert(failed(id, kind));
     }
-    // A refused output: what we wait for and never reached history.
+    // A refused output: what we wait for and never reached history, or a call whose child
+    // thread the budget refused (it has no `thread-spawned`: those come before this notice).
+    let spawn_refused = msg.system_error().is_some_and(|e| {
+        e.code() == "budget-exhausted" && e.message().starts_with("spawn refused")
+    });
     for id in run.machine.waiting() {
         let sent = fresh.sent.get(slot(&id)).is_some_and(|s| s.id == id);
-        if !sent && !run.known.answers.contains_key(&id) {
+        let refused =
+            spawn_refused && spawned.contains(&id) && !fresh.children.values().any(|c| *c == id);
+        if (!sent || refused) && !run.known.answers.contains_key(&id) {
             run.known
                 .answers
                 .insert(id.clone(), failed(&id, ErrorType::NotAllowed));

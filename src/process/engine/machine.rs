@@ -595,11 +595,7 @@ impl Machine {
                     match self.value(cond)? {
                         Value::Bool(true) => {}
                         Value::Bool(false) => {
-                            return Err(error(
-                                "assert-failed",
-                                format!("ASSERT failed at line {}", cond.span.line),
-                                cond.span,
-                            ));
+                            return Err(error("assert-failed", "ASSERT does not hold", cond.span));
                         }
                         other => {
                             return Err(coded(
