@@ -432,3 +432,120 @@ fn process_run_ends_with_the_halts_class_and_reason() {
         "{stderr}"
     );
 }
+
+/// The huh notices recorded in `thread`: (code, payload).
+async fn huhs(pump: &PumpHandle, thread: ThreadId) -> Vec<(String, String)> {
+    let records = pump.history(thread).await.unwrap();
+    records
+        .iter()
+        .filter(|r| r.kind == RecordKind::System && r.root.local() == "huh")
+        .map(|r| (support::notice(r).1, r.payload.to_string()))
+        .collect()
+}
+
+/// "a `<result>` for a call id no run made, posted to a process, gets 201 and then silence: no
+/// `huh`, the thread idles (the README promises nothing fails silently)"
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_to_a_call_no_run_made_gets_a_huh_naming_why() {
+    let text = doc(
+        "",
+        "  USE `echo` where: aa=1\n  CAPTURE EE from `echo`\n  RETURN: EE\n",
+    );
+    let pump = pump(&text, |l| l);
+    let forged = format!(
+        "<result xmlns=\"{TOOL_NS}\" tool=\"echo\" call=\"main-7-000000000000\"><field name=\"x\">1</field></result>"
+    );
+    // A thread with no run of the process.
+    let fresh = pump
+        .post(None, Some("main"), &forged)
+        .await
+        .unwrap()
+        .thread();
+    pump.settle(fresh).await;
+    let found = huhs(&pump, fresh).await;
+    assert!(
+        found.iter().any(|(code, text)| code == "invalid-payload"
+            && text.contains("has no run in this thread")
+            && text.contains("main-7-000000000000")),
+        "{found:?}"
+    );
+    // A thread whose run made other calls.
+    let (thread, _) = run(&pump).await;
+    pump.post(Some(thread), Some("main"), &forged)
+        .await
+        .unwrap();
+    pump.settle(thread).await;
+    let found = huhs(&pump, thread).await;
+    assert!(
+        found.iter().any(|(code, text)| code == "invalid-payload"
+            && text.contains("made no call `main-7-000000000000`")),
+        "{found:?}"
+    );
+}
+
+/// "a UTF-8 byte-order mark before `<processes>` gives one AG-009 per line and never names
+/// the BOM"
+#[test]
+fn a_byte_order_mark_before_the_document_is_skipped() {
+    let text = format!("\u{feff}{}", doc("", "  RETURN: done=true\n"));
+    let checked = check_source(&text);
+    assert!(checked.diagnostics.is_empty(), "{:#?}", checked.diagnostics);
+    assert!(Program::parse(&text).is_ok());
+}
+
+/// "a missing tool (`USE `nosuchtool``) passes `process check` and fails at run time without
+/// a line"
+#[test]
+fn a_use_of_a_tool_the_host_does_not_register_is_an_error_at_its_line() {
+    use agentpump::process::check::Policy;
+    let text = doc(
+        "",
+        "  USE `echo`\n  USE `nosuchtool` where: aa=1\n  RETURN: done=true\n",
+    );
+    let policy = Policy {
+        registered: Some(vec!["echo".into()]),
+        ..Policy::default()
+    };
+    let checked = agentpump::process::check_source_with(&text, &policy);
+    let errors: Vec<_> = checked
+        .diagnostics
+        .iter()
+        .filter(|d| d.code == Code::ToolPolicy)
+        .collect();
+    let [e] = errors.as_slice() else {
+        panic!("{:#?}", checked.diagnostics);
+    };
+    assert_eq!((e.span.line, e.span.column), (7, 7));
+    assert!(
+        e.message.contains("`nosuchtool` is not registered"),
+        "{e:?}"
+    );
+    // Without knowing the host's tools, nothing is said.
+    assert!(
+        check_source(&text)
+            .diagnostics
+            .iter()
+            .all(|d| d.code != Code::ToolPolicy)
+    );
+}
+
+/// The same at `process run`: the error names the line, nothing runs.
+#[cfg(feature = "host")]
+#[test]
+fn process_run_names_the_line_of_a_missing_tool() {
+    let dir = support::Scratch::new("process-run-missing-tool");
+    let aps = dir.write(
+        "missing.aps",
+        "<processes>\n<process id=\"missing\">\n  USE `nosuchtool` where: aa=1\n  RETURN: done=true\n</process>\n</processes>\n",
+    );
+    let (ok, stdout, stderr) = support::agentpump_in(
+        &std::env::temp_dir(),
+        &["process", "run", aps.to_str().unwrap()],
+    );
+    assert!(!ok);
+    assert!(
+        stdout.contains("AG-017") && stdout.contains("missing.aps:3:7"),
+        "{stdout}"
+    );
+    assert!(stderr.contains("nothing ran"), "{stderr}");
+}

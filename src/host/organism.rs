@@ -309,6 +309,11 @@ impl Organism {
         Ok(organism)
     }
 
+    /// `[limits] max_value_bytes`: the largest value its processes may build, if it says.
+    pub fn max_value_bytes(&self) -> Option<usize> {
+        self.limits.max_value_bytes
+    }
+
     /// Whether the organism declares a listener named `name`.
     pub fn declares(&self, name: &str) -> bool {
         self.listener

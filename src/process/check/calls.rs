@@ -141,6 +141,7 @@ impl Walker<'_, '_> {
                 .push(Diagnostic::new(Code::LaxTime, u.span, msg).hint(hint));
         }
         self.tool_collision(&u.tool);
+        self.registered(&u.tool);
         let seeded = u.params.iter().any(|p| p.key.name == "seed")
             || self.with_keys.iter().flatten().any(|k| k == "seed");
         if looks_random(&u.tool.name) && !seeded {
@@ -155,6 +156,22 @@ impl Walker<'_, '_> {
         if !in_par {
             self.used_tools.insert(u.tool.name.clone());
         }
+    }
+
+    /// AG-017: a USE of a tool the host does not register (when it says what it registers),
+    /// which would be refused at run time.
+    fn registered(&mut self, tool: &Ident) {
+        let Some(known) = &self.cx.policy.registered else {
+            return;
+        };
+        let name = &tool.name;
+        if known.contains(name) || self.cx.processes.contains_key(name.as_str()) {
+            return;
+        }
+        let msg = format!("tool `{name}` is not registered: no listener of that name");
+        let hint = "register the tool in the organism, or correct the name";
+        self.diags
+            .push(Diagnostic::new(Code::ToolPolicy, tool.span, msg).hint(hint));
     }
 
     /// AG-034: a call of a process of this document whose id the host registers as a tool

@@ -410,6 +410,15 @@ impl ProcessListener {
             // pattern): the sender hears why — unless another process of the file starts on
             // it, which is where the sender's payload went (the pump builds only with that
             // process registered too: `Registration::trigger_siblings`).
+            if let Some(Ok(answer)) = Answer::parse(msg.payload()) {
+                return Err(ListenerError::InvalidPayload(format!(
+                    "process `{}` has no run in this thread: nothing waits for the answer to {}",
+                    self.id(),
+                    answer
+                        .call()
+                        .map_or("no call".into(), |id| format!("call `{id}`"))
+                )));
+            }
             if !msg.is_system() && Answer::parse(msg.payload()).is_none() {
                 let why = match self.triggered(msg.payload()) {
                     Triggered::Unmatched {
@@ -759,6 +768,14 @@ impl Listener for ProcessListener {
                 None => return Ok(()),
             },
         };
+        if let Some(why) = unasked(&run, msg) {
+            // Nothing waits for it: the sender hears why (and the run goes on as it was).
+            self.runs.lock().expect("runs lock").insert(thread, run);
+            return Err(ListenerError::InvalidPayload(format!(
+                "process `{}` {why}",
+                self.id()
+            )));
+        }
         if !rebuilt {
             run.turns += 1;
             let me = cx.me();
@@ -808,6 +825,19 @@ impl Listener for ProcessListener {
         }
         Ok(())
     }
+}
+
+/// Why a tool answer delivered to the run answers no call of it (a call id it never made, or
+/// none): `None` for anything else, and for an answer to a call it made (a late one, after a
+/// retry, is recorded and changes nothing).
+fn unasked(run: &Run, msg: &Delivery) -> Option<String> {
+    let answer = Answer::shared(msg.payload())?.ok()?;
+    let Some(id) = answer.call() else {
+        return Some("was sent an answer that names no call".into());
+    };
+    let sent = run.known.sent.get(slot(id)).is_some_and(|s| s.id == id);
+    (!sent && !run.machine.made(id))
+        .then(|| format!("made no call `{id}` in this thread: nothing waits for this answer"))
 }
 
 /// Whether this listener already declared the thread's goal.

@@ -313,6 +313,16 @@ impl Machine {
         ids
     }
 
+    /// Whether `id` is the id of a call this run made (a USE, RUN, PAR child or inference):
+    /// `process-n…` with `n` at most the calls it made so far.
+    pub fn made(&self, id: &str) -> bool {
+        slot(id)
+            .strip_prefix(self.id())
+            .and_then(|rest| rest.strip_prefix('-'))
+            .and_then(|n| n.parse::<u64>().ok())
+            .is_some_and(|n| (1..=self.calls).contains(&n))
+    }
+
     /// Whether it returned or failed.
     pub fn finished(&self) -> bool {
         self.done.is_some()
