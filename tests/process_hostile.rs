@@ -549,3 +549,75 @@ fn process_run_names_the_line_of_a_missing_tool() {
     );
     assert!(stderr.contains("nothing ran"), "{stderr}");
 }
+
+/// The events of `main` recorded in `thread`.
+async fn events(pump: &PumpHandle, thread: ThreadId, local: &str) -> usize {
+    let records = pump.history(thread).await.unwrap();
+    records
+        .iter()
+        .filter(|r| {
+            r.root.namespace() == agentpump::envelope::PROCESS_NS && r.root.local() == local
+        })
+        .count()
+}
+
+/// "a PAR wider than 64 children fails at its JOIN with \"more than 64 payloads in one delivery
+/// (line 504)\" — `process check` accepts a PAR that can never run, and the limit is not the
+/// documented thread budget"
+#[test]
+fn a_par_wider_than_its_delivery_can_carry_is_refused_by_the_check() {
+    let uses: String = (0..70)
+        .map(|i| format!("    USE `echo` where: aa={i}\n"))
+        .collect();
+    let text = doc(
+        "",
+        &format!("  PAR:\n{uses}  JOIN:\n    CAPTURE EE from `echo`\n  RETURN: EE\n"),
+    );
+    let errors = limit_errors(text);
+    let [e] = errors.as_slice() else {
+        panic!("{errors:#?}");
+    };
+    assert_eq!(e.span.line, 6);
+    assert!(
+        e.message.contains("PAR launches 70 USEs; at most 25"),
+        "{e:?}"
+    );
+}
+
+/// The widest PAR the check allows runs and joins, even under the time policy (a warning per
+/// child) and after a loop of events in the same turn.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_widest_par_runs_and_joins() {
+    let uses: String = (0..25)
+        .map(|i| format!("    USE `echo` where: aa={i}\n"))
+        .collect();
+    let text = doc(
+        "",
+        &format!(
+            "  SET NN := range(50)\n  FOREACH i IN NN:\n    TELL \"before\"\n  PAR:\n{uses}  JOIN:\n    CAPTURE EE from `echo`\n  RETURN: EE\n"
+        ),
+    );
+    let pump = pump(&text, |l| l.require_timeout(true));
+    let (thread, records) = run(&pump).await;
+    assert_eq!(
+        fields(&records)["EE"],
+        Value::Object([("aa".to_owned(), Value::Num(0.into()))].into())
+    );
+    assert_eq!(events(&pump, thread, "tell").await, 50);
+    assert!(huhs(&pump, thread).await.is_empty());
+}
+
+/// The same class: a turn of 100 TELLs used to lose 38 of them to `max_outputs`
+/// (`limit-exceeded`); every event is recorded now, the turn going on in the next.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_never_emits_more_than_a_delivery_carries() {
+    let text = doc(
+        "",
+        "  SET NN := range(100)\n  FOREACH i IN NN:\n    TELL \"step\"\n  RETURN: done=true\n",
+    );
+    let pump = pump(&text, |l| l);
+    let (thread, records) = run(&pump).await;
+    assert_eq!(fields(&records)["done"], Value::Bool(true));
+    assert_eq!(events(&pump, thread, "tell").await, 100);
+    assert!(huhs(&pump, thread).await.is_empty());
+}

@@ -726,6 +726,9 @@ impl Organism {
         if let Some(limit) = self.limits.max_value_bytes {
             listener = listener.max_value_bytes(limit);
         }
+        if let Some(max) = self.limits.max_outputs {
+            listener = listener.max_outputs(max);
+        }
         let mut peers = listener.references();
         peers.extend(l.peers.iter().cloned());
         let mut r = listener.registration().peers(peers);

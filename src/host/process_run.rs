@@ -103,19 +103,20 @@ fn run_into(args: &RunArgs, out: &mut String) -> Result<(), HostError> {
             .ok_or_else(|| HostError::Usage(format!("--input `{input}`: write name=value")))?;
         call = call.arg(k, v);
     }
-    let mut builder = match (&organism, &args.organism) {
-        (Some(organism), Some(path)) => {
-            PumpBuilder::new().config(organism.config(&path.display().to_string())?)
-        }
-        _ => PumpBuilder::new(),
+    let config = match (&organism, &args.organism) {
+        (Some(organism), Some(path)) => organism.config(&path.display().to_string())?,
+        _ => crate::PumpConfig::default(),
     };
+    let max_outputs = config.limits.max_outputs;
+    let mut builder = PumpBuilder::new().config(config);
     builder = registrations
         .into_iter()
         .fold(builder, PumpBuilder::register);
     let max_value_bytes = organism.as_ref().and_then(Organism::max_value_bytes);
     for pid in program.process_ids() {
         let mut listener = ProcessListener::new(Arc::clone(&program), pid)
-            .map_err(|e| HostError::Usage(e.to_string()))?;
+            .map_err(|e| HostError::Usage(e.to_string()))?
+            .max_outputs(max_outputs);
         if let Some(limit) = max_value_bytes {
             listener = listener.max_value_bytes(limit);
         }

@@ -72,6 +72,8 @@ use super::source::{ConstValue, Constant, Document};
 mod calls;
 mod names;
 
+pub use calls::MAX_PAR_WIDTH;
+
 pub(crate) use names::is_iso8601;
 mod reads;
 mod sensitive;

@@ -12,6 +12,12 @@ use crate::process::expr::ExprKind;
 
 const RANDOM_WORDS: &[&str] = &["random", "rand", "shuffle", "sample", "uuid"];
 
+/// The most USEs one PAR may launch: a PAR's children leave in one delivery, with the PAR's
+/// event and (under the time policy) a warning for each, and the pump's default
+/// `max_outputs` is 64 payloads per delivery (a process keeps 4 for its answer and its own
+/// notices): 2 × 25 + 1 fits in 60 with room to spare. Wider is AP-002 in `process check`.
+pub const MAX_PAR_WIDTH: usize = 25;
+
 fn looks_random(tool: &str) -> bool {
     tool.contains("random") || tool.split(['-', '_']).any(|w| RANDOM_WORDS.contains(&w))
 }
@@ -253,6 +259,15 @@ impl Walker<'_, '_> {
                 msg,
                 "add a JOIN: block before the next PAR",
             );
+        }
+        if uses.len() > MAX_PAR_WIDTH {
+            let msg = format!(
+                "PAR launches {} USEs; at most {MAX_PAR_WIDTH} (its children leave in one \
+                 delivery, which may carry at most max_outputs = 64 payloads)",
+                uses.len()
+            );
+            let hint = "split it into several PAR/JOIN pairs";
+            self.error(Code::LimitExceeded, at, msg, hint);
         }
         for u in uses {
             self.use_stmt(u, true);

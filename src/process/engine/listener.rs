@@ -28,6 +28,10 @@ use crate::{Context, Delivery, Limits, Listener, ListenerError, Payload, QName, 
 /// counted by the governor, so a loop without tool calls still meets the turn budget).
 pub const DEFAULT_STEPS_PER_TURN: u64 = 10_000;
 
+/// Payloads a turn keeps for the listener's own: the last event, the answer, an abort
+/// signal, and a goal or a `continue`.
+const OWN_OUTPUTS: usize = 4;
+
 /// [`ProcessListener::new`] named a process the program does not have.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("the program has no process `{0}`")]
@@ -43,6 +47,7 @@ pub struct ProcessListener {
     inference: Option<String>,
     require_timeout: bool,
     max_value_bytes: usize,
+    max_outputs: usize,
     /// Boxed: a run is large, and it leaves and re-enters the map on every delivery.
     runs: Mutex<HashMap<ThreadId, Box<Run>>>,
 }
@@ -218,6 +223,7 @@ impl ProcessListener {
             inference: None,
             require_timeout: false,
             max_value_bytes: crate::process::expr::DEFAULT_MAX_VALUE_BYTES,
+            max_outputs: Limits::DEFAULT_MAX_OUTPUTS,
             runs: Mutex::new(HashMap::new()),
         })
     }
@@ -250,6 +256,15 @@ impl ProcessListener {
     /// `LimitExceeded` error, raised before the value is built, that RECOVER can handle.
     pub fn max_value_bytes(mut self, limit: usize) -> Self {
         self.max_value_bytes = limit;
+        self
+    }
+
+    /// The most payloads one delivery may carry on the pump it runs on (its
+    /// [`Limits::max_outputs`], default 64): a turn that would emit more (a loop of TELLs, a
+    /// wide PAR) goes on in the next turn, and a statement that cannot fit even an empty
+    /// turn fails with AP-002.
+    pub fn max_outputs(mut self, max: usize) -> Self {
+        self.max_outputs = max;
         self
     }
 
@@ -493,18 +508,22 @@ impl ProcessListener {
                     Value::Object(m) => m.get(k).map(ToString::to_string).unwrap_or_default(),
                     _ => String::new(),
                 };
-                // A process of this file that failed (RUN, or USE of it) already said why and
-                // where: its message is the root cause, passed on once.
+                // A process of this file that failed (RUN, or USE of it) already said why, and
+                // where unless it failed to start: its message is the root cause, passed on
+                // once, with this RUN's line when it names none.
                 let relayed = text("type") == ErrorType::Failed.as_str()
                     && self.program.index_of(&text("tool")).is_some();
+                let (message, line) = (text("message"), text("line"));
                 ToolError {
                     tool: id,
                     call: start.call.clone(),
                     kind: ErrorType::Failed,
-                    message: match text("line").as_str() {
-                        _ if relayed => text("message"),
-                        "0" | "" => format!("{}: {}", text("type"), text("message")),
-                        line => format!("{}: {} (line {line})", text("type"), text("message")),
+                    message: match line.as_str() {
+                        _ if relayed && names_line(&message) => message,
+                        "0" | "" if relayed => message,
+                        line if relayed => format!("{message} (line {line})"),
+                        "0" | "" => format!("{}: {message}", text("type")),
+                        line => format!("{}: {message} (line {line})", text("type")),
                     },
                     retry: false,
                 }
@@ -525,6 +544,7 @@ impl ProcessListener {
             known: &mut run.known,
             effects: &mut effects,
             limit,
+            room: self.max_outputs.saturating_sub(OWN_OUTPUTS),
         });
         let id = self.id();
         for effect in effects.drain(..) {
@@ -613,6 +633,14 @@ impl ProcessListener {
             cx.signal(Signal::new(Control::Abort).reason(reason));
         }
     }
+}
+
+/// Whether a failure message ends naming its line, as [`ProcessListener::answer`] writes it.
+fn names_line(message: &str) -> bool {
+    message
+        .strip_suffix(')')
+        .and_then(|m| m.rsplit_once(" (line "))
+        .is_some_and(|(_, n)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
 }
 
 /// The error answer for a start whose input does not fit the process's arguments.

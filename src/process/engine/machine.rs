@@ -243,6 +243,9 @@ pub(crate) struct Turn<'a> {
     pub effects: &'a mut Vec<Effect>,
     /// Steps this turn may run.
     pub limit: u64,
+    /// Effects this turn may push: the payloads one delivery may carry, less what the
+    /// listener adds (its answer, its notices, a `continue`).
+    pub room: usize,
 }
 
 impl Machine {
@@ -340,9 +343,26 @@ impl Machine {
             if self.steps >= stop_at {
                 return Stop::Paused;
             }
-            self.steps += 1;
             let span = code.spans[self.pc];
-            match self.op(&code.ops[self.pc], span, turn) {
+            let op = &code.ops[self.pc];
+            let need = self.outputs(op);
+            if turn.effects.len() + need > turn.room {
+                // The rest of the turn's payloads would not fit one delivery: the next turn.
+                if !turn.effects.is_empty() {
+                    return Stop::Paused;
+                }
+                let message = format!(
+                    "this statement needs {need} payloads in one delivery; max_outputs leaves {}",
+                    turn.room
+                );
+                if let Some(stop) = self.raise(coded(Code::LimitExceeded, message, span)) {
+                    self.done = Some(stop.clone());
+                    return stop;
+                }
+                continue;
+            }
+            self.steps += 1;
+            match self.op(op, span, turn) {
                 Ok(Flow::Next) => self.pc += 1,
                 Ok(Flow::Go(to)) => self.pc = to,
                 Ok(Flow::Wait) => {
@@ -361,6 +381,19 @@ impl Machine {
                     }
                 }
             }
+        }
+    }
+
+    /// The most effects `op` can push: a PAR its children, its event and a warning for each
+    /// under the time policy; any other statement two (a call or an event, and a warning or
+    /// a residual).
+    fn outputs(&self, op: &Op) -> usize {
+        match op {
+            Op::Par(uses) => {
+                let lax = uses.iter().filter(|u| timeout(u).is_none()).count();
+                uses.len() + 1 + if self.require_timeout { lax } else { 0 }
+            }
+            _ => 2,
         }
     }
 
