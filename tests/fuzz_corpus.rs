@@ -54,3 +54,9 @@ fn the_extract_corpus_passes() {
 fn the_organism_corpus_passes() {
     replay("organism", checks::check_organism);
 }
+
+/// Process files: the shipped ones, the deep and wide cases of issue 28, what the fuzzer kept.
+#[test]
+fn the_process_corpus_passes() {
+    replay("process", checks::check_process);
+}
