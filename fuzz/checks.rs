@@ -180,9 +180,19 @@ pub fn check_process(data: &[u8]) {
         assert!(d.span.line >= 1 && d.span.column >= 1, "no position: {d:?}");
         assert!(!d.message.is_empty(), "empty message: {d:?}");
     }
-    let positions: Vec<_> = checked.diagnostics.iter().map(|d| (d.span.line, d.span.column)).collect();
-    assert!(positions.is_sorted(), "diagnostics out of order: {positions:?}");
-    let errors = checked.diagnostics.iter().any(|d| d.severity() == Severity::Error);
+    let positions: Vec<_> = checked
+        .diagnostics
+        .iter()
+        .map(|d| (d.span.line, d.span.column))
+        .collect();
+    assert!(
+        positions.is_sorted(),
+        "diagnostics out of order: {positions:?}"
+    );
+    let errors = checked
+        .diagnostics
+        .iter()
+        .any(|d| d.severity() == Severity::Error);
     match agentpump::process::engine::Program::parse(text) {
         Ok(program) => {
             assert!(!errors, "loaded despite {:#?}", checked.diagnostics);
@@ -271,12 +281,16 @@ fn runs_to_an_end(program: &std::sync::Arc<agentpump::process::engine::Program>)
             return;
         };
         let call = Call::new(&first).id("fuzz").to_xml();
-        let thread = pump.post(None, Some(&first), &call).await.expect("ingress").thread();
+        let thread = pump
+            .post(None, Some(&first), &call)
+            .await
+            .expect("ingress")
+            .thread();
         pump.settle(thread).await;
         let records = pump.history(thread).await.expect("history");
-        let answered = records.iter().any(|r| {
-            r.to.as_deref() == Some("client") && r.root.namespace() == TOOL_NS
-        });
+        let answered = records
+            .iter()
+            .any(|r| r.to.as_deref() == Some("client") && r.root.namespace() == TOOL_NS);
         let halted = !pump.reports(thread).await.expect("reports").is_empty();
         assert!(answered || halted, "the run ended silently: {records:#?}");
     });

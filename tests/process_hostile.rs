@@ -333,7 +333,7 @@ async fn the_value_limit_is_the_listeners_setting() {
 /// Constants built from constants grow too: the document is refused when it loads.
 #[test]
 fn constants_that_multiply_are_refused_when_the_program_loads() {
-    let ten = |of: &str| format!("[{}]", vec![of; 10].join(", "));
+    let ten = |of: &str| format!("[{}]", [of; 10].join(", "));
     let constants = format!(
         "AA: {}\nBB: {}\nCC: {}\nDD: {}\nEE: {}\nFF: {}\nGG: {}",
         ten("\"aaaaaaaaaaaaaaaaaaaaaaaa\""),
