@@ -205,3 +205,137 @@ fn names_origin(err: &str) {
         "error does not name {ORIGIN}: {err:?}"
     );
 }
+
+/// The process language: read, parse, check, and run.
+///
+/// UTF-8 text goes through [`agentpump::process::check_source`]: every diagnostic has a
+/// position (line and column from 1) and a message, and they come sorted. The program loads
+/// ([`agentpump::process::engine::Program::parse`]) exactly when the check found no hard
+/// error. A program that loads runs its first process on a pump with a tight budget, every tool
+/// it names served by a stub that answers its arguments (`fail` answers an error): the run
+/// ends — it answers its caller, or the governor halts it with a report; nothing is silent.
+pub fn check_process(data: &[u8]) {
+    use agentpump::process::{Severity, check_source};
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let checked = check_source(text);
+    for d in &checked.diagnostics {
+        assert!(d.span.line >= 1 && d.span.column >= 1, "no position: {d:?}");
+        assert!(!d.message.is_empty(), "empty message: {d:?}");
+    }
+    let positions: Vec<_> = checked
+        .diagnostics
+        .iter()
+        .map(|d| (d.span.line, d.span.column))
+        .collect();
+    assert!(
+        positions.is_sorted(),
+        "diagnostics out of order: {positions:?}"
+    );
+    let errors = checked
+        .diagnostics
+        .iter()
+        .any(|d| d.severity() == Severity::Error);
+    match agentpump::process::engine::Program::parse(text) {
+        Ok(program) => {
+            assert!(!errors, "loaded despite {:#?}", checked.diagnostics);
+            runs_to_an_end(&program);
+        }
+        Err(e) => assert!(errors && !e.0.is_empty(), "refused without an error: {e:?}"),
+    }
+}
+
+/// A stub tool: answers a call with its arguments as fields, or an error for `fail`.
+struct Stub;
+
+#[agentpump::async_trait]
+impl agentpump::Listener for Stub {
+    async fn handle(
+        &self,
+        msg: &agentpump::Delivery,
+        cx: &mut agentpump::Context,
+    ) -> Result<(), agentpump::ListenerError> {
+        use agentpump::tool::{Call, ErrorType};
+        let Ok(call) = Call::parse(msg.payload()) else {
+            return Ok(());
+        };
+        let answer = if call.tool == "fail" {
+            call.error(ErrorType::Failed, "asked to fail").to_xml()
+        } else {
+            let mut r = call.result();
+            r.fields = call.args.clone();
+            r.to_xml()
+        };
+        cx.reply(answer);
+        Ok(())
+    }
+}
+
+/// Runs the program's first process to its end (see [`check_process`]).
+fn runs_to_an_end(program: &std::sync::Arc<agentpump::process::engine::Program>) {
+    use agentpump::governor::{Budget, GovernorPolicy};
+    use agentpump::process::engine::ProcessListener;
+    use agentpump::tool::{Call, TOOL_NS};
+    use agentpump::{PumpBuilder, PumpConfig, QName, Registration, Role};
+    let Some(first) = program.process_ids().first().map(|s| (*s).to_owned()) else {
+        return;
+    };
+    let budget = Budget {
+        turns: Some(300),
+        tool_calls: Some(60),
+        threads: Some(12),
+        wall_clock: Some(std::time::Duration::from_secs(5)),
+        ..Budget::default()
+    };
+    let config = PumpConfig {
+        governor: GovernorPolicy {
+            budget,
+            ..GovernorPolicy::default()
+        },
+        ..PumpConfig::default()
+    };
+    let mut builder = PumpBuilder::new().config(config);
+    let mut tools: Vec<String> = Vec::new();
+    for id in program.process_ids() {
+        let l = ProcessListener::new(std::sync::Arc::clone(program), id)
+            .expect("a process of the program")
+            .steps_per_turn(500);
+        for name in l.references() {
+            if program.process_ids().contains(&name.as_str()) || tools.contains(&name) {
+                continue;
+            }
+            builder = builder.register(
+                Registration::new(&name, Stub)
+                    .role(Role::Tool)
+                    .accepts(QName::new(TOOL_NS, "call")),
+            );
+            tools.push(name);
+        }
+        builder = builder.register(l.registration());
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    runtime.block_on(async {
+        // A name the pump refuses (a tool named like a reserved listener) is the builder's
+        // precise error, not a run.
+        let Ok(pump) = builder.build() else {
+            return;
+        };
+        let call = Call::new(&first).id("fuzz").to_xml();
+        let thread = pump
+            .post(None, Some(&first), &call)
+            .await
+            .expect("ingress")
+            .thread();
+        pump.settle(thread).await;
+        let records = pump.history(thread).await.expect("history");
+        let answered = records
+            .iter()
+            .any(|r| r.to.as_deref() == Some("client") && r.root.namespace() == TOOL_NS);
+        let halted = !pump.reports(thread).await.expect("reports").is_empty();
+        assert!(answered || halted, "the run ended silently: {records:#?}");
+    });
+}

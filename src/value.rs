@@ -7,6 +7,10 @@ use std::str::FromStr;
 
 use rust_decimal::Decimal;
 
+pub(crate) mod size;
+
+pub use size::Oversize;
+
 /// A value: `null`, a boolean, an exact decimal, a string, a list or an object.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub enum Value {
@@ -167,9 +171,11 @@ impl From<bool> for Value {
     }
 }
 
-/// Deep enough for any real document, shallow enough that hostile nesting cannot overflow
-/// the stack.
-const MAX_DEPTH: usize = 128;
+/// The most lists and objects a value nests: deep enough for any real document, shallow
+/// enough that hostile nesting cannot overflow the stack of anything that walks a value
+/// (reading, writing, comparing, dropping). [`Value::from_json`] refuses deeper text and
+/// [`Value::measure`] deeper values.
+pub const MAX_DEPTH: usize = 128;
 
 struct JsonReader<'a> {
     text: &'a [u8],

@@ -61,3 +61,9 @@ fn the_organism_corpus_passes() {
 fn the_calculator_corpus_passes() {
     replay("calculator", checks::check_calculator);
 }
+
+/// Process files: the shipped ones, the deep and wide cases of issue 28, what the fuzzer kept.
+#[test]
+fn the_process_corpus_passes() {
+    replay("process", checks::check_process);
+}

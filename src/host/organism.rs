@@ -182,6 +182,8 @@ struct LimitsSection {
     queue_capacity: Option<usize>,
     refusal_window_ms: Option<u64>,
     evict_idle_ms: Option<u64>,
+    /// The largest value a process may build (bytes of JSON).
+    max_value_bytes: Option<usize>,
 }
 
 /// `[server]`.
@@ -305,6 +307,11 @@ impl Organism {
         let mut organism = Self::parse(&text, &path.display().to_string())?;
         organism.base = path.parent().map(Path::to_path_buf).unwrap_or_default();
         Ok(organism)
+    }
+
+    /// `[limits] max_value_bytes`: the largest value its processes may build, if it says.
+    pub fn max_value_bytes(&self) -> Option<usize> {
+        self.limits.max_value_bytes
     }
 
     fn at<T>(&self, origin: &str, spanned: &Spanned<T>, message: String) -> HostError {
@@ -758,6 +765,12 @@ impl Organism {
             listener = listener.infer_with(tool.clone());
         }
         listener = listener.require_timeout(l.require_timeout);
+        if let Some(limit) = self.limits.max_value_bytes {
+            listener = listener.max_value_bytes(limit);
+        }
+        if let Some(max) = self.limits.max_outputs {
+            listener = listener.max_outputs(max);
+        }
         let mut peers = listener.references();
         peers.extend(l.peers.iter().cloned());
         let mut r = listener.registration().peers(peers);

@@ -58,13 +58,14 @@ pub fn run(command: ProcessCommand) -> (String, Result<(), HostError>) {
         } => (files, format, require_timeout, organism),
         ProcessCommand::Run(args) => return super::process_run::run(&args),
     };
-    let tools = match organism.as_deref().map(organism_tools).transpose() {
-        Ok(tools) => tools.unwrap_or_default(),
+    let names = match organism.as_deref().map(organism_names).transpose() {
+        Ok(names) => names,
         Err(e) => return (String::new(), Err(e)),
     };
     let policy = Policy {
         require_timeout,
-        tools,
+        tools: names.iter().flat_map(|n| n.tools.clone()).collect(),
+        registered: names.map(|n| n.all),
     };
     let (mut out, mut errors, mut failed) = (String::new(), 0, Vec::new());
     for file in &files {
@@ -114,13 +115,32 @@ fn check_file(name: &str, text: &str, policy: &Policy, format: Format, out: &mut
     errors
 }
 
-/// The names an organism registers with a role other than process: its tools and agents.
-fn organism_tools(path: &std::path::Path) -> Result<Vec<String>, HostError> {
+/// The names an organism registers.
+pub(crate) struct Names {
+    /// With a role other than process: its tools and agents (AG-034).
+    pub tools: Vec<String>,
+    /// Every one (AG-017 for a USE of any other).
+    pub all: Vec<String>,
+}
+
+/// The names the listeners of an organism file register.
+fn organism_names(path: &std::path::Path) -> Result<Names, HostError> {
     let origin = path.display().to_string();
     let registrations = Organism::load(path)?.registrations(&origin)?;
-    Ok(registrations
-        .iter()
-        .filter(|r| r.listener_role() != crate::Role::Process)
-        .map(|r| r.name().to_owned())
-        .collect())
+    Ok(Names::of(&registrations))
+}
+
+impl Names {
+    /// The names of `registrations`.
+    pub(crate) fn of(registrations: &[crate::Registration]) -> Self {
+        let name = |r: &crate::Registration| r.name().to_owned();
+        Self {
+            tools: registrations
+                .iter()
+                .filter(|r| r.listener_role() != crate::Role::Process)
+                .map(name)
+                .collect(),
+            all: registrations.iter().map(name).collect(),
+        }
+    }
 }

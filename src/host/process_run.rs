@@ -12,8 +12,11 @@ use std::time::Duration;
 use clap::Args;
 
 use super::organism::Organism;
+use super::process_check::Names;
 use crate::host::HostError;
+use crate::process::check::Policy;
 use crate::process::engine::{ProcessListener, Program};
+use crate::process::{Code, check_source_with};
 use crate::tool::{Answer, Call, TOOL_NS};
 use crate::value::Value;
 use crate::{Payload, PumpBuilder, PumpHandle, ThreadId};
@@ -50,11 +53,35 @@ fn run_into(args: &RunArgs, out: &mut String) -> Result<(), HostError> {
         path: args.file.clone(),
         source: e,
     })?;
-    let program = Program::parse(&text).map_err(|e| {
-        for d in &e.0 {
+    let organism = args.organism.as_deref().map(Organism::load).transpose()?;
+    let registrations = match (&organism, &args.organism) {
+        (Some(organism), Some(path)) => {
+            organism.report_process_warnings();
+            organism.registrations(&path.display().to_string())?
+        }
+        _ => vec![crate::tool::register(
+            crate::listeners::calculator::Calculator,
+        )],
+    };
+    // The tools are known here: a USE of one the pump would refuse is an error at its line.
+    let policy = Policy {
+        registered: Some(Names::of(&registrations).all),
+        ..Policy::default()
+    };
+    let unknown: Vec<_> = check_source_with(&text, &policy)
+        .diagnostics
+        .into_iter()
+        .filter(|d| d.code == Code::ToolPolicy)
+        .collect();
+    let program = match unknown.is_empty() {
+        true => Program::parse(&text).map_err(|e| e.0),
+        false => Err(unknown),
+    }
+    .map_err(|errors| {
+        for d in &errors {
             let _ = writeln!(out, "{}", d.render(&name, &text));
         }
-        HostError::Check(format!("{name}: {} errors; nothing ran", e.0.len()))
+        HostError::Check(format!("{name}: {} errors; nothing ran", errors.len()))
     })?;
     // Warnings do not stop the run (07): they go to stderr, as `process check` shows them,
     // and the transcript to stdout.
@@ -76,19 +103,23 @@ fn run_into(args: &RunArgs, out: &mut String) -> Result<(), HostError> {
             .ok_or_else(|| HostError::Usage(format!("--input `{input}`: write name=value")))?;
         call = call.arg(k, v);
     }
-    let mut builder = match &args.organism {
-        Some(path) => {
-            let organism = Organism::load(path)?;
-            organism.report_process_warnings();
-            organism.builder(&path.display().to_string())?
-        }
-        None => PumpBuilder::new().register(crate::tool::register(
-            crate::listeners::calculator::Calculator,
-        )),
+    let config = match (&organism, &args.organism) {
+        (Some(organism), Some(path)) => organism.config(&path.display().to_string())?,
+        _ => crate::PumpConfig::default(),
     };
+    let max_outputs = config.limits.max_outputs;
+    let mut builder = PumpBuilder::new().config(config);
+    builder = registrations
+        .into_iter()
+        .fold(builder, PumpBuilder::register);
+    let max_value_bytes = organism.as_ref().and_then(Organism::max_value_bytes);
     for pid in program.process_ids() {
-        let listener = ProcessListener::new(Arc::clone(&program), pid)
-            .map_err(|e| HostError::Usage(e.to_string()))?;
+        let mut listener = ProcessListener::new(Arc::clone(&program), pid)
+            .map_err(|e| HostError::Usage(e.to_string()))?
+            .max_outputs(max_outputs);
+        if let Some(limit) = max_value_bytes {
+            listener = listener.max_value_bytes(limit);
+        }
         builder = builder.register(listener.registration());
     }
     let pump = builder.build()?;
@@ -157,8 +188,16 @@ async fn answer(pump: &PumpHandle, thread: ThreadId, out: &mut String) -> Result
             "the process failed: {}",
             e.message
         ))),
-        None => Err(HostError::Unsettled(
-            "the process ended without answering (halted? see the transcript)".into(),
-        )),
+        None => Err(HostError::Unsettled(match halt(pump, thread).await {
+            Some((class, reason)) => format!("the process was halted: {class} {reason}"),
+            None => "the process ended without answering (see the transcript)".into(),
+        })),
     }
+}
+
+/// The class and stop reason of the thread's halting report, if the governor halted it.
+async fn halt(pump: &PumpHandle, thread: ThreadId) -> Option<(String, String)> {
+    let reports = pump.reports(thread).await.ok()?;
+    let last = reports.last()?;
+    Some((last.class.clone(), last.stop_reason.clone()))
 }

@@ -15,7 +15,9 @@
 //! lexicographic order; AG-013 duplicate constants, process ids or arguments of SET/CAPTURE/
 //! UNSET that name a constant; AG-014 a literal for an `ISO8601` argument that is not ISO 8601
 //! with an offset; AG-015 booleans not in lower case, single or smart quotes; AG-016 a
-//! `<process>` tag without id or with malformed attributes or args; AG-017 USE in `<triggers>`;
+//! `<process>` tag without id or with malformed attributes or args; AG-017 USE in `<triggers>`,
+//! and a USE of a tool the host does not register ([`Policy::registered`], `process check
+//! --organism`, `process run`);
 //! AG-018 PAR holding anything but USE, CAPTURE of a PAR tool before JOIN, JOIN without PAR,
 //! capturing out of lexical order or more often than the PAR uses the tool (the k-th CAPTURE of
 //! a tool takes the k-th USE of it), a PAR never joined; AG-019 a
@@ -34,7 +36,10 @@
 //! block constants; AG-W01 (warning) constants, arguments and bound symbols never read; AG-W02
 //! (warning) a USE without `timeout_ms` under [`Policy::require_timeout`]. AP-001 (not in 07)
 //! names text outside the grammar, and a trigger `pattern` that is not a regular expression
-//! (07 has no code for a trigger's pattern), at the place it stops compiling.
+//! (07 has no code for a trigger's pattern), at the place it stops compiling. AP-002 (not in
+//! 07) names an expression nested deeper than `expr::MAX_DEPTH` or blocks deeper than
+//! `parser::MAX_BLOCK_DEPTH`, where the limit is crossed; at run time, a value past
+//! `max_value_bytes` or `value::MAX_DEPTH`.
 //!
 //! **Runtime, raised by the engine** (`src/process/engine`): AG-001/AG-008 along paths the
 //! lexical order cannot see (a branch not taken); AG-006 a placeholder with no value at run
@@ -67,6 +72,8 @@ use super::source::{ConstValue, Constant, Document};
 mod calls;
 mod names;
 
+pub use calls::MAX_PAR_WIDTH;
+
 pub(crate) use names::is_iso8601;
 mod reads;
 mod sensitive;
@@ -83,6 +90,10 @@ pub struct Policy {
     /// Names the host registers as listeners that are not processes (its tools, agents): a
     /// process of the document with one of these ids, called by RUN or USE, is AG-034.
     pub tools: Vec<String>,
+    /// Every name the host registers (its tools, agents and processes), when it is known: a
+    /// USE of a name not among them nor a process of the document is AG-017 (it would be
+    /// refused at run time). `None`: the tools are not known, nothing is checked.
+    pub registered: Option<Vec<String>>,
 }
 
 /// What every process of a document can see.

@@ -1,5 +1,6 @@
 //! [`Code`]: the error and warning codes of APS 07 (AG-001…AG-046, AG-W01…AG-W03), plus the
-//! engine's own code for text that is not in the grammar at all.
+//! engine's own codes for text that is not in the grammar at all (AP-001) and for a limit of
+//! the engine a document or a run went past (AP-002).
 
 use std::fmt;
 
@@ -24,7 +25,8 @@ impl Severity {
 
 macro_rules! codes {
     ($($variant:ident => $code:literal, $name:literal;)*) => {
-        /// A code of the APS error taxonomy (07), or [`Code::Syntax`].
+        /// A code of the APS error taxonomy (07), or one of the engine's own
+        /// ([`Code::Syntax`], [`Code::LimitExceeded`]).
         ///
         /// Every code of 07 is listed, including those the front end never raises (they belong
         /// to the engine or to prompt formatting); `src/process/check.rs` says which is which.
@@ -37,7 +39,7 @@ macro_rules! codes {
         }
 
         impl Code {
-            /// Every code, in the order of 07 (then [`Code::Syntax`]).
+            /// Every code, in the order of 07 (then the engine's own).
             pub const ALL: &'static [Code] = &[$(Code::$variant),*];
 
             /// The code as written in 07 (`"AG-004"`).
@@ -100,6 +102,7 @@ codes! {
     LaxTime => "AG-W02", "LaxTime";
     HeuristicInference => "AG-W03", "HeuristicInference";
     Syntax => "AP-001", "SyntaxError";
+    LimitExceeded => "AP-002", "LimitExceeded";
 }
 
 impl Code {
@@ -129,7 +132,7 @@ mod tests {
 
     #[test]
     fn every_code_of_07_is_listed_once_with_its_severity() {
-        assert_eq!(Code::ALL.len(), 46);
+        assert_eq!(Code::ALL.len(), 47);
         for c in Code::ALL {
             assert_eq!(Code::parse(c.as_str()), Some(*c));
             let warning = c.as_str().starts_with("AG-W");

@@ -19,10 +19,17 @@ mod parse;
 mod path;
 mod primary;
 
-pub use eval::{Env, EvalError, Value, eval};
+pub use eval::{DEFAULT_MAX_VALUE_BYTES, Env, EvalError, Value, eval};
 pub use func::Func;
 pub use parse::parse_expr;
 pub use path::{Path, PathSeg, parse_path};
+
+/// The deepest an expression may nest: each parenthesis, list, object, call, index, member,
+/// `NOT`, unary minus and each operator of a chain (`1 + 1 + 1` is two levels over its
+/// operands) counts one level. Deeper is AP-002 `LimitExceeded` where the limit is crossed:
+/// the parser, the evaluator and every walk over an expression recurse, and a bound here is
+/// what keeps hostile text from overflowing a thread's stack.
+pub const MAX_DEPTH: u32 = 64;
 
 /// An expression and where it is written.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,6 +38,8 @@ pub struct Expr {
     pub kind: ExprKind,
     /// Where it is.
     pub span: Span,
+    /// Levels of nesting, this one included (see [`Expr::depth`]).
+    depth: u32,
 }
 
 /// The forms of an expression.
@@ -66,6 +75,22 @@ pub enum ExprKind {
     Binary(BinOp, Box<Expr>, Box<Expr>),
     /// `len(x)` and the other functions.
     Call(Func, Vec<Expr>),
+}
+
+impl ExprKind {
+    /// Calls `f` on each expression directly inside this one, in order.
+    fn parts<'a>(&'a self, f: &mut impl FnMut(&'a Expr)) {
+        match self {
+            ExprKind::List(items) | ExprKind::Call(_, items) => items.iter().for_each(f),
+            ExprKind::Object(pairs) => pairs.iter().for_each(|(_, e)| f(e)),
+            ExprKind::Member(base, _) | ExprKind::Unary(_, base) => f(base),
+            ExprKind::Index(a, b) | ExprKind::Binary(_, a, b) => {
+                f(a);
+                f(b);
+            }
+            _ => {}
+        }
+    }
 }
 
 /// Unary operators.
@@ -111,21 +136,27 @@ pub enum BinOp {
 }
 
 impl Expr {
+    /// An expression of `kind` written at `span`; its depth is one more than its deepest part.
+    pub(crate) fn new(kind: ExprKind, span: Span) -> Expr {
+        let mut deepest = 0;
+        kind.parts(&mut |e| deepest = deepest.max(e.depth));
+        Expr {
+            kind,
+            span,
+            depth: deepest + 1,
+        }
+    }
+
+    /// How deep it nests: 1 for a literal or a name, one more than its deepest part
+    /// otherwise. A parsed expression is at most [`MAX_DEPTH`] deep.
+    pub fn depth(&self) -> u32 {
+        self.depth
+    }
+
     /// Calls `f` on this expression and every expression inside it, outermost first.
     pub fn walk(&self, f: &mut impl FnMut(&Expr)) {
         f(self);
-        match &self.kind {
-            ExprKind::List(items) | ExprKind::Call(_, items) => {
-                items.iter().for_each(|e| e.walk(f));
-            }
-            ExprKind::Object(pairs) => pairs.iter().for_each(|(_, e)| e.walk(f)),
-            ExprKind::Member(base, _) | ExprKind::Unary(_, base) => base.walk(f),
-            ExprKind::Index(a, b) | ExprKind::Binary(_, a, b) => {
-                a.walk(f);
-                b.walk(f);
-            }
-            _ => {}
-        }
+        self.kind.parts(&mut |e| e.walk(f));
     }
 
     /// Whether the expression can only be a number or a string (an ASSERT of it is invalid).

@@ -17,6 +17,12 @@ mod ident;
 mod stmt;
 mod story;
 
+/// The deepest blocks may nest, the process body counting as the first: a line that opens a
+/// block 33 levels down is AP-002 `LimitExceeded`, and its body is skipped. The parser, the
+/// checks and the compiler recurse once per block, so a bound keeps a hostile file (a line
+/// indented one space deeper than the last, thousands of times) from overflowing the stack.
+pub const MAX_BLOCK_DEPTH: u32 = 32;
+
 /// One lexed body line.
 #[derive(Debug)]
 struct Line {
@@ -77,6 +83,7 @@ pub fn parse_process(src: &ProcessSource) -> (Process, Vec<Diagnostic>) {
     let mut p = Parser {
         lines: &lines,
         i: 0,
+        depth: 0,
         diags,
     };
     let base = lines.first().map_or(0, |l| l.indent);
@@ -94,12 +101,39 @@ pub fn parse_process(src: &ProcessSource) -> (Process, Vec<Diagnostic>) {
 struct Parser<'a> {
     lines: &'a [Line],
     i: usize,
+    /// Blocks the parser is inside (at most [`MAX_BLOCK_DEPTH`]).
+    depth: u32,
     diags: Vec<Diagnostic>,
 }
 
 impl<'a> Parser<'a> {
-    /// The statements at exactly `indent`, up to the first line indented less.
+    /// The statements at exactly `indent`, up to the first line indented less; past
+    /// [`MAX_BLOCK_DEPTH`], AP-002 at its first line and nothing (its lines are skipped).
     fn block(&mut self, indent: u32) -> Block {
+        if self.depth >= MAX_BLOCK_DEPTH {
+            self.too_deep(indent);
+            return Vec::new();
+        }
+        self.depth += 1;
+        let out = self.statements(indent);
+        self.depth -= 1;
+        out
+    }
+
+    /// AP-002 for a block nested past the limit; skips it, without recursing.
+    fn too_deep(&mut self, indent: u32) {
+        if let Some(line) = self.lines.get(self.i) {
+            let msg = format!("blocks nested deeper than {MAX_BLOCK_DEPTH} levels (the limit)");
+            let hint = "move the inner part into a process of its own and RUN it";
+            self.diags
+                .push(Diagnostic::new(Code::LimitExceeded, line.span, msg).hint(hint));
+        }
+        while self.lines.get(self.i).is_some_and(|l| l.indent >= indent) {
+            self.i += 1;
+        }
+    }
+
+    fn statements(&mut self, indent: u32) -> Block {
         let mut out = Vec::new();
         while let Some(line) = self.lines.get(self.i) {
             if line.indent < indent {

@@ -83,7 +83,8 @@ pub struct Document {
     pub processes: Vec<ProcessSource>,
 }
 
-/// Reads a document. Never fails: what cannot be read is reported and skipped.
+/// Reads a document. Never fails: what cannot be read is reported and skipped. A UTF-8
+/// byte-order mark at its start is skipped.
 ///
 /// # Example
 ///
@@ -95,6 +96,8 @@ pub struct Document {
 /// assert_eq!(doc.processes[0].lines[0].number, 6);
 /// ```
 pub fn read(text: &str) -> (Document, Vec<Diagnostic>) {
+    // A byte-order mark (some editors write one) is not text of the document.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let text = text.replace("\r\n", "\n");
     let mut diags = Vec::new();
     let lines: Vec<(u32, String)> = text

@@ -114,6 +114,9 @@ fn table() -> Vec<(Code, String, u32, &'static str)> {
         (Syntax, wrap("", "  TRY:\n    TELL"), 3, "TRY"),
         (Syntax, wrap("", "  TELL \"open"), 3, "\"open"),
         (Syntax, wrap("", "  SET AA := 1 2"), 3, "2"),
+        // Issue 28: an expression or a block nested past its limit (64, 32), where it goes past.
+        (LimitExceeded, wrap("", &format!("  SET AA := 0{}\n  TELL why:AA", (1..70).map(|i| format!(" + {i}")).collect::<String>())), 3, "64 +"),
+        (LimitExceeded, wrap("", &format!("{}TELL", (1..40).map(|i| format!("{}IF true:\n", " ".repeat(2 * i))).collect::<String>())), 3 + 32, "IF true"),
         // 00: `<trigger event="EVENT_TYPE" [pattern="REGEX"] target="PROCESS_ID" />` — a
         // pattern that is not a regular expression, where it stops compiling (07 has no code).
         (Syntax, "<triggers>\n<trigger event=\"e\" pattern=\"^deploy (\\w+$\" target=\"main\" />\n</triggers>\n".to_string() + &wrap("", "  TELL"), 2, "(\\w+$"),
@@ -126,6 +129,7 @@ fn policy() -> Policy {
     Policy {
         require_timeout: true,
         tools: vec!["double".into()],
+        registered: None,
     }
 }
 

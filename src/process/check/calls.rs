@@ -12,6 +12,12 @@ use crate::process::expr::ExprKind;
 
 const RANDOM_WORDS: &[&str] = &["random", "rand", "shuffle", "sample", "uuid"];
 
+/// The most USEs one PAR may launch: a PAR's children leave in one delivery, with the PAR's
+/// event and (under the time policy) a warning for each, and the pump's default
+/// `max_outputs` is 64 payloads per delivery (a process keeps 4 for its answer and its own
+/// notices): 2 × 25 + 1 fits in 60 with room to spare. Wider is AP-002 in `process check`.
+pub const MAX_PAR_WIDTH: usize = 25;
+
 fn looks_random(tool: &str) -> bool {
     tool.contains("random") || tool.split(['-', '_']).any(|w| RANDOM_WORDS.contains(&w))
 }
@@ -141,6 +147,7 @@ impl Walker<'_, '_> {
                 .push(Diagnostic::new(Code::LaxTime, u.span, msg).hint(hint));
         }
         self.tool_collision(&u.tool);
+        self.registered(&u.tool);
         let seeded = u.params.iter().any(|p| p.key.name == "seed")
             || self.with_keys.iter().flatten().any(|k| k == "seed");
         if looks_random(&u.tool.name) && !seeded {
@@ -155,6 +162,22 @@ impl Walker<'_, '_> {
         if !in_par {
             self.used_tools.insert(u.tool.name.clone());
         }
+    }
+
+    /// AG-017: a USE of a tool the host does not register (when it says what it registers),
+    /// which would be refused at run time.
+    fn registered(&mut self, tool: &Ident) {
+        let Some(known) = &self.cx.policy.registered else {
+            return;
+        };
+        let name = &tool.name;
+        if known.contains(name) || self.cx.processes.contains_key(name.as_str()) {
+            return;
+        }
+        let msg = format!("tool `{name}` is not registered: no listener of that name");
+        let hint = "register the tool in the organism, or correct the name";
+        self.diags
+            .push(Diagnostic::new(Code::ToolPolicy, tool.span, msg).hint(hint));
     }
 
     /// AG-034: a call of a process of this document whose id the host registers as a tool
@@ -236,6 +259,15 @@ impl Walker<'_, '_> {
                 msg,
                 "add a JOIN: block before the next PAR",
             );
+        }
+        if uses.len() > MAX_PAR_WIDTH {
+            let msg = format!(
+                "PAR launches {} USEs; at most {MAX_PAR_WIDTH} (its children leave in one \
+                 delivery, which may carry at most max_outputs = 64 payloads)",
+                uses.len()
+            );
+            let hint = "split it into several PAR/JOIN pairs";
+            self.error(Code::LimitExceeded, at, msg, hint);
         }
         for u in uses {
             self.use_stmt(u, true);

@@ -28,6 +28,10 @@ use crate::{Context, Delivery, Limits, Listener, ListenerError, Payload, QName, 
 /// counted by the governor, so a loop without tool calls still meets the turn budget).
 pub const DEFAULT_STEPS_PER_TURN: u64 = 10_000;
 
+/// Payloads a turn keeps for the listener's own: the last event, the answer, an abort
+/// signal, and a goal or a `continue`.
+const OWN_OUTPUTS: usize = 4;
+
 /// [`ProcessListener::new`] named a process the program does not have.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("the program has no process `{0}`")]
@@ -42,6 +46,8 @@ pub struct ProcessListener {
     goal: Option<Goal>,
     inference: Option<String>,
     require_timeout: bool,
+    max_value_bytes: usize,
+    max_outputs: usize,
     /// Boxed: a run is large, and it leaves and re-enters the map on every delivery.
     runs: Mutex<HashMap<ThreadId, Box<Run>>>,
 }
@@ -173,6 +179,14 @@ impl Known {
     }
 }
 
+/// Whether record `index` of a thread is the call that started this process in a child
+/// thread the process itself spawned (a RUN of itself): the spawner's message, not a call this
+/// run sent — read as one, the child would take its own first call (the same id at the same
+/// place) for one already made.
+fn spawned_by_me(index: usize, r: &Record, me: &str) -> bool {
+    index == 0 && &*r.from == me && r.to.as_deref() == Some(me)
+}
+
 /// The call inside a `spawn-thread` this listener emitted.
 fn spawned_call(payload: &Payload) -> Option<Call> {
     let text = payload.as_str();
@@ -208,6 +222,8 @@ impl ProcessListener {
             goal: None,
             inference: None,
             require_timeout: false,
+            max_value_bytes: crate::process::expr::DEFAULT_MAX_VALUE_BYTES,
+            max_outputs: Limits::DEFAULT_MAX_OUTPUTS,
             runs: Mutex::new(HashMap::new()),
         })
     }
@@ -231,6 +247,24 @@ impl ProcessListener {
     /// (`code="AG-W02"`, its line and tool) the first time it runs in a run. Off by default.
     pub fn require_timeout(mut self, require: bool) -> Self {
         self.require_timeout = require;
+        self
+    }
+
+    /// The largest value the process may build, in bytes of its JSON text (default
+    /// [`DEFAULT_MAX_VALUE_BYTES`](crate::process::expr::DEFAULT_MAX_VALUE_BYTES), an
+    /// organism's `[limits] max_value_bytes`): a list, object or string past it is an AP-002
+    /// `LimitExceeded` error, raised before the value is built, that RECOVER can handle.
+    pub fn max_value_bytes(mut self, limit: usize) -> Self {
+        self.max_value_bytes = limit;
+        self
+    }
+
+    /// The most payloads one delivery may carry on the pump it runs on (its
+    /// [`Limits::max_outputs`], default 64): a turn that would emit more (a loop of TELLs, a
+    /// wide PAR) goes on in the next turn, and a statement that cannot fit even an empty
+    /// turn fails with AP-002.
+    pub fn max_outputs(mut self, max: usize) -> Self {
+        self.max_outputs = max;
         self
     }
 
@@ -334,7 +368,8 @@ impl ProcessListener {
         }
         Ok(Machine::new(Arc::clone(&self.program), self.process, typed)
             .infer_with(self.inference.clone())
-            .require_timeout(self.require_timeout))
+            .require_timeout(self.require_timeout)
+            .max_value_bytes(self.max_value_bytes))
     }
 
     /// Rebuilds the thread's run from its whole history: the start, what was sent and
@@ -368,14 +403,16 @@ impl ProcessListener {
                     start = Some((self.start_of(r, &payload, i), payload.clone()));
                 }
             }
-            known.fold(
-                &Seen {
-                    from: &r.from,
-                    to,
-                    payload: &payload,
-                },
-                &me,
-            );
+            if !spawned_by_me(i, r, &me) {
+                known.fold(
+                    &Seen {
+                        from: &r.from,
+                        to,
+                        payload: &payload,
+                    },
+                    &me,
+                );
+            }
         }
         let Some((start, payload)) = start else {
             // A child thread this process spawned for one tool call: the answer ends it.
@@ -388,6 +425,15 @@ impl ProcessListener {
             // pattern): the sender hears why — unless another process of the file starts on
             // it, which is where the sender's payload went (the pump builds only with that
             // process registered too: `Registration::trigger_siblings`).
+            if let Some(Ok(answer)) = Answer::parse(msg.payload()) {
+                return Err(ListenerError::InvalidPayload(format!(
+                    "process `{}` has no run in this thread: nothing waits for the answer to {}",
+                    self.id(),
+                    answer
+                        .call()
+                        .map_or("no call".into(), |id| format!("call `{id}`"))
+                )));
+            }
             if !msg.is_system() && Answer::parse(msg.payload()).is_none() {
                 let why = match self.triggered(msg.payload()) {
                     Triggered::Unmatched {
@@ -462,13 +508,22 @@ impl ProcessListener {
                     Value::Object(m) => m.get(k).map(ToString::to_string).unwrap_or_default(),
                     _ => String::new(),
                 };
+                // A process of this file that failed (RUN, or USE of it) already said why, and
+                // where unless it failed to start: its message is the root cause, passed on
+                // once, with this RUN's line when it names none.
+                let relayed = text("type") == ErrorType::Failed.as_str()
+                    && self.program.index_of(&text("tool")).is_some();
+                let (message, line) = (text("message"), text("line"));
                 ToolError {
                     tool: id,
                     call: start.call.clone(),
                     kind: ErrorType::Failed,
-                    message: match text("line").as_str() {
-                        "0" | "" => format!("{}: {}", text("type"), text("message")),
-                        line => format!("{}: {} (line {line})", text("type"), text("message")),
+                    message: match line.as_str() {
+                        _ if relayed && names_line(&message) => message,
+                        "0" | "" if relayed => message,
+                        line if relayed => format!("{message} (line {line})"),
+                        "0" | "" => format!("{}: {message}", text("type")),
+                        line => format!("{}: {message} (line {line})", text("type")),
                     },
                     retry: false,
                 }
@@ -489,6 +544,7 @@ impl ProcessListener {
             known: &mut run.known,
             effects: &mut effects,
             limit,
+            room: self.max_outputs.saturating_sub(OWN_OUTPUTS),
         });
         let id = self.id();
         for effect in effects.drain(..) {
@@ -577,6 +633,14 @@ impl ProcessListener {
             cx.signal(Signal::new(Control::Abort).reason(reason));
         }
     }
+}
+
+/// Whether a failure message ends naming its line, as [`ProcessListener::answer`] writes it.
+fn names_line(message: &str) -> bool {
+    message
+        .strip_suffix(')')
+        .and_then(|m| m.rsplit_once(" (line "))
+        .is_some_and(|(_, n)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
 }
 
 /// The error answer for a start whose input does not fit the process's arguments.
@@ -732,6 +796,14 @@ impl Listener for ProcessListener {
                 None => return Ok(()),
             },
         };
+        if let Some(why) = unasked(&run, msg) {
+            // Nothing waits for it: the sender hears why (and the run goes on as it was).
+            self.runs.lock().expect("runs lock").insert(thread, run);
+            return Err(ListenerError::InvalidPayload(format!(
+                "process `{}` {why}",
+                self.id()
+            )));
+        }
         if !rebuilt {
             run.turns += 1;
             let me = cx.me();
@@ -783,6 +855,19 @@ impl Listener for ProcessListener {
     }
 }
 
+/// Why a tool answer delivered to the run answers no call of it (a call id it never made, or
+/// none): `None` for anything else, and for an answer to a call it made (a late one, after a
+/// retry, is recorded and changes nothing).
+fn unasked(run: &Run, msg: &Delivery) -> Option<String> {
+    let answer = Answer::shared(msg.payload())?.ok()?;
+    let Some(id) = answer.call() else {
+        return Some("was sent an answer that names no call".into());
+    };
+    let sent = run.known.sent.get(slot(id)).is_some_and(|s| s.id == id);
+    (!sent && !run.machine.made(id))
+        .then(|| format!("made no call `{id}` in this thread: nothing waits for this answer"))
+}
+
 /// Whether this listener already declared the thread's goal.
 async fn history_has_goal(cx: &Context) -> bool {
     let me = cx.me();
@@ -797,16 +882,28 @@ async fn history_has_goal(cx: &Context) -> bool {
 fn fail_unsent(run: &mut Run, records: &[Record], msg: &Delivery, reason: &str, me: &str) {
     let limits = lenient();
     let mut sent_by_message = HashMap::new();
+    // The calls sent in child threads: a refused spawn is told after the delivery, not in
+    // reply to the request.
+    let mut spawned = std::collections::HashSet::new();
     let mut fresh = Known::default();
-    for r in records {
+    for (i, r) in records.iter().enumerate() {
         let Ok(payload) = Payload::parse(&r.payload, &limits) else {
             continue;
         };
+        if spawned_by_me(i, r, me) {
+            continue;
+        }
         if &*r.from == me
             && payload.qname().is(TOOL_NS, "call")
             && let Ok(Call { id: Some(id), .. }) = Call::parse(&payload)
         {
             sent_by_message.insert(r.id, id);
+        }
+        if &*r.from == me
+            && payload.qname().is(SYSTEM_NS, "spawn-thread")
+            && let Some(Call { id: Some(id), .. }) = spawned_call(&payload)
+        {
+            spawned.insert(id);
         }
         fresh.fold(
             &Seen {
@@ -838,10 +935,16 @@ fn fail_unsent(run: &mut Run, records: &[Record], msg: &Delivery, reason: &str, 
             .entry(id.clone())
             .or_insert(failed(id, kind));
     }
-    // A refused output: what we wait for and never reached history.
+    // A refused output: what we wait for and never reached history, or a call whose child
+    // thread the budget refused (it has no `thread-spawned`: those come before this notice).
+    let spawn_refused = msg.system_error().is_some_and(|e| {
+        e.code() == "budget-exhausted" && e.message().starts_with("spawn refused")
+    });
     for id in run.machine.waiting() {
         let sent = fresh.sent.get(slot(&id)).is_some_and(|s| s.id == id);
-        if !sent && !run.known.answers.contains_key(&id) {
+        let refused =
+            spawn_refused && spawned.contains(&id) && !fresh.children.values().any(|c| *c == id);
+        if (!sent || refused) && !run.known.answers.contains_key(&id) {
             run.known
                 .answers
                 .insert(id.clone(), failed(&id, ErrorType::NotAllowed));

@@ -150,6 +150,8 @@ pub(crate) struct Machine {
     inferred: BTreeMap<String, Value>,
     /// Warn AG-W02 for a USE without `timeout_ms` (the organism's time policy).
     require_timeout: bool,
+    /// The largest value an expression may build (bytes of JSON).
+    max_value_bytes: usize,
     /// The USEs warned AG-W02 so far (op index, index in a PAR): once per statement and run.
     lax: BTreeSet<(usize, usize)>,
     calls: u64,
@@ -229,6 +231,10 @@ impl Env for Machine {
             .or_else(|| self.inferred.get(name))
             .cloned()
     }
+
+    fn max_value_bytes(&self) -> usize {
+        self.max_value_bytes
+    }
 }
 
 /// What one `run` sees and does: what history holds, and where effects go.
@@ -237,6 +243,9 @@ pub(crate) struct Turn<'a> {
     pub effects: &'a mut Vec<Effect>,
     /// Steps this turn may run.
     pub limit: u64,
+    /// Effects this turn may push: the payloads one delivery may carry, less what the
+    /// listener adds (its answer, its notices, a `continue`).
+    pub room: usize,
 }
 
 impl Machine {
@@ -259,6 +268,7 @@ impl Machine {
             inference: None,
             inferred: BTreeMap::new(),
             require_timeout: false,
+            max_value_bytes: crate::process::expr::DEFAULT_MAX_VALUE_BYTES,
             lax: BTreeSet::new(),
             calls: 0,
             diverged: false,
@@ -283,6 +293,12 @@ impl Machine {
         self
     }
 
+    /// The largest value its expressions may build, in bytes of JSON.
+    pub fn max_value_bytes(mut self, limit: usize) -> Self {
+        self.max_value_bytes = limit;
+        self
+    }
+
     /// The process's id.
     pub fn id(&self) -> &str {
         &self.program.processes[self.process].id
@@ -298,6 +314,16 @@ impl Machine {
         let mut ids: Vec<String> = self.par.iter().map(|(_, id)| id.clone()).collect();
         ids.extend(self.pending.as_ref().map(|p| p.id.clone()));
         ids
+    }
+
+    /// Whether `id` is the id of a call this run made (a USE, RUN, PAR child or inference):
+    /// `process-n…` with `n` at most the calls it made so far.
+    pub fn made(&self, id: &str) -> bool {
+        slot(id)
+            .strip_prefix(self.id())
+            .and_then(|rest| rest.strip_prefix('-'))
+            .and_then(|n| n.parse::<u64>().ok())
+            .is_some_and(|n| (1..=self.calls).contains(&n))
     }
 
     /// Whether it returned or failed.
@@ -317,9 +343,26 @@ impl Machine {
             if self.steps >= stop_at {
                 return Stop::Paused;
             }
-            self.steps += 1;
             let span = code.spans[self.pc];
-            match self.op(&code.ops[self.pc], span, turn) {
+            let op = &code.ops[self.pc];
+            let need = self.outputs(op);
+            if turn.effects.len() + need > turn.room {
+                // The rest of the turn's payloads would not fit one delivery: the next turn.
+                if !turn.effects.is_empty() {
+                    return Stop::Paused;
+                }
+                let message = format!(
+                    "this statement needs {need} payloads in one delivery; max_outputs leaves {}",
+                    turn.room
+                );
+                if let Some(stop) = self.raise(coded(Code::LimitExceeded, message, span)) {
+                    self.done = Some(stop.clone());
+                    return stop;
+                }
+                continue;
+            }
+            self.steps += 1;
+            match self.op(op, span, turn) {
                 Ok(Flow::Next) => self.pc += 1,
                 Ok(Flow::Go(to)) => self.pc = to,
                 Ok(Flow::Wait) => {
@@ -338,6 +381,19 @@ impl Machine {
                     }
                 }
             }
+        }
+    }
+
+    /// The most effects `op` can push: a PAR its children, its event and a warning for each
+    /// under the time policy; any other statement two (a call or an event, and a warning or
+    /// a residual).
+    fn outputs(&self, op: &Op) -> usize {
+        match op {
+            Op::Par(uses) => {
+                let lax = uses.iter().filter(|u| timeout(u).is_none()).count();
+                uses.len() + 1 + if self.require_timeout { lax } else { 0 }
+            }
+            _ => 2,
         }
     }
 
@@ -582,11 +638,7 @@ impl Machine {
                     match self.value(cond)? {
                         Value::Bool(true) => {}
                         Value::Bool(false) => {
-                            return Err(error(
-                                "assert-failed",
-                                format!("ASSERT failed at line {}", cond.span.line),
-                                cond.span,
-                            ));
+                            return Err(error("assert-failed", "ASSERT does not hold", cond.span));
                         }
                         other => {
                             return Err(coded(

@@ -6,8 +6,12 @@ use super::{BinOp, Expr, ExprKind, UnOp};
 use crate::process::code::Code;
 use crate::process::diagnostic::Span;
 pub use crate::value::Value;
+use crate::value::{MAX_DEPTH, Oversize};
 
-/// Where names get their values.
+/// The default of [`Env::max_value_bytes`]: 8 MiB, so `range(1000000)` (6.9 MB of JSON) fits.
+pub const DEFAULT_MAX_VALUE_BYTES: usize = 8 << 20;
+
+/// Where names get their values, and how big a value may grow.
 pub trait Env {
     /// The value of an `UPPER_SNAKE` symbol, if bound.
     fn symbol(&self, name: &str) -> Option<Value>;
@@ -15,6 +19,11 @@ pub trait Env {
     fn local(&self, name: &str) -> Option<Value>;
     /// The value of a placeholder, if it resolves.
     fn placeholder(&self, name: &str) -> Option<Value>;
+    /// The largest value an expression may build, in bytes of its compact JSON text (an
+    /// organism's `[limits] max_value_bytes`); past it, AP-002 before the value is built.
+    fn max_value_bytes(&self) -> usize {
+        DEFAULT_MAX_VALUE_BYTES
+    }
 }
 
 /// Why an evaluation failed, with the code the engine raises and where.
@@ -42,7 +51,9 @@ pub(super) fn fail(code: Code, span: Span, message: String) -> EvalError {
 /// # Errors
 ///
 /// An [`EvalError`] for an unbound name, an unresolved placeholder, a type mismatch, a missing
-/// member, an index out of range, a division by zero or an overflow.
+/// member, an index out of range, a division by zero or an overflow; AP-002 for a value that
+/// would be larger than [`Env::max_value_bytes`] or nest deeper than [`MAX_DEPTH`] (checked
+/// before it is built).
 ///
 /// # Example
 ///
@@ -65,21 +76,33 @@ pub fn eval(expr: &Expr, env: &dyn Env) -> Result<Value, EvalError> {
     let at = expr.span;
     Ok(match &expr.kind {
         ExprKind::Symbol(_) | ExprKind::Local(_) | ExprKind::Placeholder(_) => name(expr, env)?,
-        ExprKind::List(items) => Value::List(all(items, env)?),
-        ExprKind::Object(pairs) => Value::Object(
-            pairs
-                .iter()
-                .map(|(k, e)| Ok((k.clone(), eval(e, env)?)))
-                .collect::<Result<_, EvalError>>()?,
-        ),
+        ExprKind::List(items) => {
+            let mut room = Room::new(env, at);
+            let items = items.iter().map(|e| room.item(eval(e, env)?, 0));
+            Value::List(items.collect::<Result<_, _>>()?)
+        }
+        ExprKind::Object(pairs) => {
+            let mut room = Room::new(env, at);
+            let pairs = pairs.iter().map(|(k, e)| {
+                let key = crate::value::size::string_len(k) + 1;
+                Ok((k.clone(), room.item(eval(e, env)?, key)?))
+            });
+            Value::Object(pairs.collect::<Result<_, EvalError>>()?)
+        }
         ExprKind::Member(base, name) => member(eval(base, env)?, name, at)?,
         ExprKind::Index(base, index) => index_of(eval(base, env)?, eval(index, env)?, at)?,
         ExprKind::Unary(op, inner) => unary(*op, eval(inner, env)?, at)?,
         ExprKind::Binary(op, a, b) => binary(*op, a, b, env, at)?,
         ExprKind::Call(func, args) => {
             let values = all(args, env)?;
-            func.apply(values)
-                .map_err(|m| fail(Code::AssertInvalid, at, m))?
+            let limit = env.max_value_bytes();
+            func.fits(&values, limit)
+                .map_err(|o| oversize(o, limit, at))?;
+            let v = func
+                .apply(values)
+                .map_err(|m| fail(Code::AssertInvalid, at, m))?;
+            fits(&v, limit, at)?;
+            v
         }
         ExprKind::Str(s) => Value::Str(s.clone()),
         ExprKind::Num(n) => Value::Num(*n),
@@ -87,6 +110,53 @@ pub fn eval(expr: &Expr, env: &dyn Env) -> Result<Value, EvalError> {
         ExprKind::Null => Value::Null,
         ExprKind::Enum(names) => Value::List(names.iter().cloned().map(Value::Str).collect()),
     })
+}
+
+/// AP-002 for a value past its bounds, naming the limit.
+pub(super) fn oversize(o: Oversize, limit: usize, at: Span) -> EvalError {
+    let message = match o {
+        Oversize::Bytes { .. } => format!(
+            "value larger than the limit max_value_bytes = {limit} (bytes of its JSON text)"
+        ),
+        Oversize::Depth => {
+            format!("value nested deeper than the limit of {MAX_DEPTH} lists and objects")
+        }
+    };
+    fail(Code::LimitExceeded, at, message)
+}
+
+/// The size of `v` in bytes of JSON, or AP-002 past `limit`.
+pub(super) fn fits(v: &Value, limit: usize, at: Span) -> Result<usize, EvalError> {
+    v.measure(limit, MAX_DEPTH)
+        .map_err(|o| oversize(o, limit, at))
+}
+
+/// What is left of the limit while a list or object is built, item by item: each item is
+/// measured before it is added, so nothing much past the limit is ever held.
+struct Room {
+    used: usize,
+    limit: usize,
+    at: Span,
+}
+
+impl Room {
+    fn new(env: &dyn Env, at: Span) -> Self {
+        Self {
+            used: 1,
+            limit: env.max_value_bytes(),
+            at,
+        }
+    }
+
+    /// Adds an item written with `extra` bytes besides its own (an object's key and colon).
+    fn item(&mut self, v: Value, extra: usize) -> Result<Value, EvalError> {
+        let left = self.limit.saturating_sub(self.used + extra + 1);
+        let n = v
+            .measure(left, MAX_DEPTH - 1)
+            .map_err(|o| oversize(o, self.limit, self.at))?;
+        self.used += n + extra + 1;
+        Ok(v)
+    }
 }
 
 fn all(items: &[Expr], env: &dyn Env) -> Result<Vec<Value>, EvalError> {
@@ -171,6 +241,6 @@ fn binary(op: BinOp, a: &Expr, b: &Expr, env: &dyn Env, at: Span) -> Result<Valu
         BinOp::Or => Ok(Value::Bool(
             truth(eval(a, env)?, a.span)? || truth(eval(b, env)?, b.span)?,
         )),
-        _ => super::ops::apply(op, eval(a, env)?, eval(b, env)?, at),
+        _ => super::ops::apply(op, eval(a, env)?, eval(b, env)?, at, env.max_value_bytes()),
     }
 }

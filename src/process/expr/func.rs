@@ -62,3 +62,4 @@ impl Func {
 }
 
 mod apply;
+mod room;

@@ -5,11 +5,17 @@ use std::cmp::Ordering;
 use rust_decimal::Decimal;
 
 use super::BinOp;
-use super::eval::{EvalError, Value, fail, type_error};
+use super::eval::{EvalError, Value, fail, fits, type_error};
 use crate::process::code::Code;
 use crate::process::diagnostic::Span;
 
-pub(super) fn apply(op: BinOp, a: Value, b: Value, at: Span) -> Result<Value, EvalError> {
+pub(super) fn apply(
+    op: BinOp,
+    a: Value,
+    b: Value,
+    at: Span,
+    limit: usize,
+) -> Result<Value, EvalError> {
     use BinOp::*;
     match op {
         Eq => Ok(Value::Bool(equal(&a, &b))),
@@ -24,7 +30,7 @@ pub(super) fn apply(op: BinOp, a: Value, b: Value, at: Span) -> Result<Value, Ev
             }))
         }
         In => member(a, b, at).map(Value::Bool),
-        Add => add(a, b, at),
+        Add => add(a, b, at, limit),
         Sub | Mul | Div | Rem => arithmetic(op, a, b, at),
         // `eval` short-circuits these; with both sides evaluated the result is the same.
         And | Or => match (a, b) {
@@ -64,7 +70,15 @@ fn member(item: Value, container: Value, at: Span) -> Result<bool, EvalError> {
     }
 }
 
-fn add(a: Value, b: Value, at: Span) -> Result<Value, EvalError> {
+/// `+`: numbers add; strings and lists join, their size checked before they are joined.
+fn add(a: Value, b: Value, at: Span, limit: usize) -> Result<Value, EvalError> {
+    let shared = match (&a, &b) {
+        (Value::Str(_), Value::Str(_)) => 2,
+        (Value::List(x), Value::List(y)) if x.is_empty() || y.is_empty() => 2,
+        (Value::List(_), Value::List(_)) => 1,
+        _ => return arithmetic(BinOp::Add, a, b, at),
+    };
+    joined(&a, &b, shared, at, limit)?;
     match (a, b) {
         (Value::Str(x), Value::Str(y)) => Ok(Value::Str(x + &y)),
         (Value::List(mut x), Value::List(y)) => {
@@ -73,6 +87,20 @@ fn add(a: Value, b: Value, at: Span) -> Result<Value, EvalError> {
         }
         (a, b) => arithmetic(BinOp::Add, a, b, at),
     }
+}
+
+/// AP-002 unless `a` and `b` joined (their JSON texts sharing `shared` bytes: the quotes or
+/// brackets between them) fit `limit`.
+fn joined(a: &Value, b: &Value, shared: usize, at: Span, limit: usize) -> Result<(), EvalError> {
+    let n = fits(a, limit, at)? + fits(b, limit, at)?;
+    if n.saturating_sub(shared) > limit {
+        return Err(super::eval::oversize(
+            crate::value::Oversize::Bytes { limit },
+            limit,
+            at,
+        ));
+    }
+    Ok(())
 }
 
 fn arithmetic(op: BinOp, a: Value, b: Value, at: Span) -> Result<Value, EvalError> {

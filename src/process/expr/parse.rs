@@ -1,6 +1,6 @@
 //! The expression parser: precedence climbing over the tokens of one line.
 
-use super::{BinOp, Expr, ExprKind, Func, UnOp};
+use super::{BinOp, Expr, ExprKind, Func, MAX_DEPTH, UnOp};
 use crate::process::code::Code;
 use crate::process::diagnostic::{Diagnostic, Span};
 use crate::process::lexer::{Cursor, Tok};
@@ -27,15 +27,40 @@ type Parsed = Result<Expr, Diagnostic>;
 /// # Ok::<(), agentpump::process::Diagnostic>(())
 /// ```
 pub fn parse_expr(cur: &mut Cursor<'_>) -> Parsed {
-    or(cur)
+    nested(cur, or)
 }
 
-fn join(op: BinOp, a: Expr, b: Expr) -> Expr {
-    let span = cover(a.span, b.span);
-    Expr {
-        kind: ExprKind::Binary(op, Box::new(a), Box::new(b)),
-        span,
+/// Runs `f` one level deeper: AP-002 past [`MAX_DEPTH`], before the parser recurses again.
+fn nested(cur: &mut Cursor<'_>, f: fn(&mut Cursor<'_>) -> Parsed) -> Parsed {
+    let result = if cur.descend() > MAX_DEPTH {
+        Err(too_deep(cur.here()))
+    } else {
+        f(cur)
+    };
+    cur.ascend();
+    result
+}
+
+/// AP-002 for an expression nested past [`MAX_DEPTH`], at the token where it went past.
+fn too_deep(at: Span) -> Diagnostic {
+    let msg = format!("expression nested deeper than {MAX_DEPTH} levels (the limit)");
+    Diagnostic::new(Code::LimitExceeded, at, msg)
+        .hint("bind a part to a symbol with SET first, then use the symbol")
+}
+
+/// An expression built from parts already parsed; AP-002 when it is deeper than
+/// [`MAX_DEPTH`] (a long chain of operators nests without the parser recursing).
+pub(super) fn node(cur: &Cursor<'_>, kind: ExprKind, span: Span) -> Parsed {
+    let e = Expr::new(kind, span);
+    if e.depth() > MAX_DEPTH {
+        return Err(too_deep(cur.last()));
     }
+    Ok(e)
+}
+
+fn join(cur: &Cursor<'_>, op: BinOp, a: Expr, b: Expr) -> Parsed {
+    let span = cover(a.span, b.span);
+    node(cur, ExprKind::Binary(op, Box::new(a), Box::new(b)), span)
 }
 
 /// The span from the start of `a` to the end of `b` (on one line).
@@ -47,7 +72,8 @@ pub(crate) fn cover(a: Span, b: Span) -> Span {
 fn or(cur: &mut Cursor<'_>) -> Parsed {
     let mut left = and(cur)?;
     while cur.eat_word("OR") {
-        left = join(BinOp::Or, left, and(cur)?);
+        let right = and(cur)?;
+        left = join(cur, BinOp::Or, left, right)?;
     }
     Ok(left)
 }
@@ -55,7 +81,8 @@ fn or(cur: &mut Cursor<'_>) -> Parsed {
 fn and(cur: &mut Cursor<'_>) -> Parsed {
     let mut left = not(cur)?;
     while cur.eat_word("AND") {
-        left = join(BinOp::And, left, not(cur)?);
+        let right = not(cur)?;
+        left = join(cur, BinOp::And, left, right)?;
     }
     Ok(left)
 }
@@ -63,12 +90,9 @@ fn and(cur: &mut Cursor<'_>) -> Parsed {
 fn not(cur: &mut Cursor<'_>) -> Parsed {
     if cur.eat_word("NOT") {
         let at = cur.last();
-        let inner = not(cur)?;
+        let inner = nested(cur, not)?;
         let span = cover(at, inner.span);
-        return Ok(Expr {
-            kind: ExprKind::Unary(UnOp::Not, Box::new(inner)),
-            span,
-        });
+        return node(cur, ExprKind::Unary(UnOp::Not, Box::new(inner)), span);
     }
     comparison(cur)
 }
@@ -86,7 +110,8 @@ fn comparison(cur: &mut Cursor<'_>) -> Parsed {
         _ => return Ok(left),
     };
     cur.bump();
-    Ok(join(op, left, sum(cur)?))
+    let right = sum(cur)?;
+    join(cur, op, left, right)
 }
 
 fn sum(cur: &mut Cursor<'_>) -> Parsed {
@@ -98,7 +123,8 @@ fn sum(cur: &mut Cursor<'_>) -> Parsed {
             _ => return Ok(left),
         };
         cur.bump();
-        left = join(op, left, product(cur)?);
+        let right = product(cur)?;
+        left = join(cur, op, left, right)?;
     }
 }
 
@@ -112,19 +138,17 @@ fn product(cur: &mut Cursor<'_>) -> Parsed {
             _ => return Ok(left),
         };
         cur.bump();
-        left = join(op, left, unary(cur)?);
+        let right = unary(cur)?;
+        left = join(cur, op, left, right)?;
     }
 }
 
 fn unary(cur: &mut Cursor<'_>) -> Parsed {
     if cur.eat_punct("-") {
         let at = cur.last();
-        let inner = unary(cur)?;
+        let inner = nested(cur, unary)?;
         let span = cover(at, inner.span);
-        return Ok(Expr {
-            kind: ExprKind::Unary(UnOp::Neg, Box::new(inner)),
-            span,
-        });
+        return node(cur, ExprKind::Unary(UnOp::Neg, Box::new(inner)), span);
     }
     postfix(cur)
 }
@@ -138,18 +162,12 @@ fn postfix(cur: &mut Cursor<'_>) -> Parsed {
             };
             cur.bump();
             let span = cover(base.span, cur.last());
-            base = Expr {
-                kind: ExprKind::Member(Box::new(base), name.clone()),
-                span,
-            };
+            base = node(cur, ExprKind::Member(Box::new(base), name.clone()), span)?;
         } else if cur.eat_punct("[") {
             let index = parse_expr(cur)?;
             let close = cur.expect_punct("]", Code::Syntax)?;
             let span = cover(base.span, close);
-            base = Expr {
-                kind: ExprKind::Index(Box::new(base), Box::new(index)),
-                span,
-            };
+            base = node(cur, ExprKind::Index(Box::new(base), Box::new(index)), span)?;
         } else {
             return Ok(base);
         }
@@ -189,8 +207,5 @@ pub(super) fn call(cur: &mut Cursor<'_>, name: &str, at: Span) -> Parsed {
         );
         return Err(Diagnostic::new(Code::AssertInvalid, span, msg));
     }
-    Ok(Expr {
-        kind: ExprKind::Call(func, args),
-        span,
-    })
+    node(cur, ExprKind::Call(func, args), span)
 }

@@ -1,7 +1,7 @@
 //! Primary expressions: literals, names, placeholders, lists, JSON objects, `enum(…)`,
 //! parentheses and calls.
 
-use super::parse::{call, cover, parse_expr};
+use super::parse::{call, cover, node, parse_expr};
 use super::{Expr, ExprKind};
 use crate::process::code::Code;
 use crate::process::diagnostic::{Diagnostic, Span};
@@ -25,7 +25,7 @@ pub(super) fn primary(cur: &mut Cursor<'_>) -> Parsed {
         _ => return Err(cur.expected(Code::Syntax, "a value")),
     };
     cur.bump();
-    Ok(Expr { kind, span: at })
+    node(cur, kind, at)
 }
 
 fn word(cur: &mut Cursor<'_>, w: &str, at: Span) -> Parsed {
@@ -41,7 +41,7 @@ fn word(cur: &mut Cursor<'_>, w: &str, at: Span) -> Parsed {
         _ if w.starts_with(|c: char| c.is_ascii_lowercase()) => ExprKind::Local(w.to_string()),
         _ => ExprKind::Symbol(w.to_string()),
     };
-    Ok(Expr { kind, span: at })
+    node(cur, kind, at)
 }
 
 /// Whether `(` follows the word at `at` with no space: `len(x)` is a call, `X (from …)` is not.
@@ -71,10 +71,7 @@ fn list(cur: &mut Cursor<'_>) -> Parsed {
             cur.expect_punct(",", Code::BadJson)?;
         }
     }
-    Ok(Expr {
-        kind: ExprKind::List(items),
-        span: cover(at, cur.last()),
-    })
+    node(cur, ExprKind::List(items), cover(at, cur.last()))
 }
 
 /// A JSON object: `"key": value` pairs; keys are `JsonKey` (lowercase) or `$artifact`.
@@ -108,10 +105,7 @@ fn object(cur: &mut Cursor<'_>) -> Parsed {
             cur.expect_punct(",", Code::BadJson)?;
         }
     }
-    Ok(Expr {
-        kind: ExprKind::Object(pairs),
-        span: cover(at, cur.last()),
-    })
+    node(cur, ExprKind::Object(pairs), cover(at, cur.last()))
 }
 
 fn check_key(key: &str, at: Span) -> Result<(), Diagnostic> {
@@ -146,8 +140,5 @@ fn choice(cur: &mut Cursor<'_>, at: Span) -> Parsed {
         }
         cur.expect_punct(",", Code::Syntax)?;
     }
-    Ok(Expr {
-        kind: ExprKind::Enum(names),
-        span: cover(at, cur.last()),
-    })
+    node(cur, ExprKind::Enum(names), cover(at, cur.last()))
 }

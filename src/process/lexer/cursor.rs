@@ -11,12 +11,30 @@ pub struct Cursor<'a> {
     toks: &'a [Token],
     pos: usize,
     end: Span,
+    /// Levels of expression nesting the parser is inside (see `expr::MAX_DEPTH`).
+    depth: u32,
 }
 
 impl<'a> Cursor<'a> {
     /// A cursor at the first of `toks`; `end` is where the line ends.
     pub fn new(toks: &'a [Token], end: Span) -> Cursor<'a> {
-        Cursor { toks, pos: 0, end }
+        Cursor {
+            toks,
+            pos: 0,
+            end,
+            depth: 0,
+        }
+    }
+
+    /// One level deeper into a nested expression; the new depth.
+    pub(crate) fn descend(&mut self) -> u32 {
+        self.depth += 1;
+        self.depth
+    }
+
+    /// Back out of a level [`Cursor::descend`] entered.
+    pub(crate) fn ascend(&mut self) {
+        self.depth -= 1;
     }
 
     /// The next token, if any.

@@ -6,24 +6,33 @@ use rust_decimal::{Decimal, RoundingStrategy};
 use super::Func;
 use crate::process::expr::Value;
 
+/// A value as an error message shows it: its text, cut after 40 characters.
+fn brief(v: &Value) -> String {
+    let text = v.to_string();
+    match text.char_indices().nth(40) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text,
+    }
+}
+
 fn num(v: &Value) -> Result<Decimal, String> {
     match v {
         Value::Num(n) => Ok(*n),
-        other => Err(format!("expected a number, found {other}")),
+        other => Err(format!("expected a number, found {}", brief(other))),
     }
 }
 
 fn text(v: &Value) -> Result<&str, String> {
     match v {
         Value::Str(s) => Ok(s),
-        other => Err(format!("expected a string, found {other}")),
+        other => Err(format!("expected a string, found {}", brief(other))),
     }
 }
 
 fn list(v: &Value) -> Result<&[Value], String> {
     match v {
         Value::List(items) => Ok(items),
-        other => Err(format!("expected a list, found {other}")),
+        other => Err(format!("expected a list, found {}", brief(other))),
     }
 }
 
@@ -42,7 +51,7 @@ impl Func {
                 Value::Str(s) => s.chars().count(),
                 Value::List(items) => items.len(),
                 Value::Object(map) => map.len(),
-                other => return Err(format!("len() of {other}")),
+                other => return Err(format!("len() of {}", brief(other))),
             })),
             Func::Upper => Value::Str(text(a)?.to_uppercase()),
             Func::Lower => Value::Str(text(a)?.to_lowercase()),
@@ -82,7 +91,7 @@ impl Func {
             Func::Text => Value::Str(a.to_string()),
             Func::Keys => match a {
                 Value::Object(map) => Value::List(map.keys().cloned().map(Value::Str).collect()),
-                other => return Err(format!("keys() of {other}")),
+                other => return Err(format!("keys() of {}", brief(other))),
             },
         })
     }
