@@ -23,7 +23,7 @@ pub(crate) use messages::{BUDGET_ATTRIBUTES, budget_xml, parse_budget};
 pub use messages::{
     CertificateType, Control, Goal, GovernorMessage, Lane, MessageError, Signal, UnknownCertificate,
 };
-pub use policy::GovernorPolicy;
+pub use policy::{GovernorPolicy, IterationBudget};
 pub use report::HaltingReport;
 pub use usage::{Counters, Usage};
 pub use verdict::{HaltClass, Verdict};

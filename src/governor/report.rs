@@ -7,7 +7,8 @@ use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 
 use super::Counters;
-use super::budget::Account;
+use super::IterationBudget;
+use super::budget::{Account, BudgetName};
 use super::ledger::Ledger;
 use super::verdict::{HaltClass, Verdict, rising_run_start};
 use crate::{MessageId, ThreadId};
@@ -173,7 +174,35 @@ pub struct Learning {
     pub reported_by: String,
 }
 
+/// The per-iteration lines of the budget section, for the limits that are set: the limit, and
+/// as spent the most any one self-iteration spent (tool calls; handler time in ms).
+fn iteration_lines(limits: &IterationBudget, ledger: &Ledger) -> Vec<(String, BudgetLine)> {
+    let (calls, took) = ledger.iteration_peak;
+    let millis = |d: std::time::Duration| d.as_millis() as u64;
+    [
+        (BudgetName::ToolCallsPerIteration, limits.tool_calls, calls),
+        (
+            BudgetName::WallClockPerIteration,
+            limits.wall_clock.map(millis),
+            millis(took),
+        ),
+    ]
+    .into_iter()
+    .filter_map(|(name, limit, peak)| {
+        let limit = limit?;
+        let line = BudgetLine {
+            limit: Some(limit.to_string()),
+            spent: peak.to_string(),
+            reserved: zero(),
+            remaining: Some(limit.saturating_sub(peak).to_string()),
+        };
+        Some((name.as_str().to_owned(), line))
+    })
+    .collect()
+}
+
 /// Builds the report of a halt.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn build(
     thread: ThreadId,
     path: &str,
@@ -182,6 +211,7 @@ pub(crate) fn build(
     ledger: &Ledger,
     counters: &Counters,
     r_p: Decimal,
+    limits: &IterationBudget,
 ) -> HaltingReport {
     let progress = ledger.progress.as_deref();
     let strings = |v: &[Decimal]| v.iter().map(Decimal::to_string).collect::<Vec<_>>();
@@ -214,7 +244,8 @@ pub(crate) fn build(
         .filter(|_| diverged)
         .map(|p| rising_run_start(&p.residuals) as u64);
     let elapsed = ledger.started.elapsed();
-    let budget = budget_lines(&ledger.account);
+    let mut budget = budget_lines(&ledger.account);
+    budget.extend(iteration_lines(limits, ledger));
     HaltingReport {
         schema_version: "1.0".to_owned(),
         thread,

@@ -133,6 +133,14 @@ impl Verdict {
         Some(Self::new(HaltClass::Timeout(first.budget), names.join(" ")))
     }
 
+    /// TIMEOUT for a self-iteration past its per-iteration limits, naming every one;
+    /// `None` when none is breached.
+    pub(crate) fn iteration_breach(names: &[BudgetName]) -> Option<Self> {
+        let first = *names.first()?;
+        let reason: Vec<&str> = names.iter().map(|n| n.as_str()).collect();
+        Some(Self::new(HaltClass::Timeout(first), reason.join(" ")))
+    }
+
     pub(crate) fn backpressure(reason: &str) -> Self {
         Self::new(HaltClass::Backpressure(reason.to_owned()), reason)
     }

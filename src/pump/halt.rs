@@ -77,6 +77,7 @@ impl Shared {
             &inner.ledger,
             &inner.counters,
             r_p,
+            &self.config.governor.iteration,
         );
         let json = serde_json::to_string(&report).expect("a report serializes");
         let certificate = verdict
