@@ -142,7 +142,8 @@ async fn without_limits_iterations_are_not_held() {
 /// `[governor.budget]` takes the seed's two per-iteration limits, spelled as its other keys.
 #[test]
 fn organism_toml_sets_the_per_iteration_limits() {
-    let text = "[governor.budget]\ntool_calls_per_iteration = 80\nwall_clock_ms_per_iteration = 1800000\n";
+    let text =
+        "[governor.budget]\ntool_calls_per_iteration = 80\nwall_clock_ms_per_iteration = 1800000\n";
     let config = Organism::parse(text, "organism.toml")
         .unwrap()
         .config("organism.toml")
@@ -155,6 +156,8 @@ fn organism_toml_sets_the_per_iteration_limits() {
         }
     );
     let bad = "[governor.budget]\nseconds_per_iteration = 5\n";
-    let err = Organism::parse(bad, "organism.toml").unwrap_err().to_string();
+    let err = Organism::parse(bad, "organism.toml")
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("seconds_per_iteration"), "{err}");
 }

@@ -14,11 +14,12 @@ use std::process::Command;
 use std::time::Duration;
 
 use agentpump::governor::{
-    Budget, CertificateType, Control, Goal, GovernorPolicy, HaltingReport, Lane, Signal,
+    Budget, CertificateType, Control, Goal, GovernorPolicy, HaltingReport, IterationBudget, Lane,
+    Signal,
 };
 use agentpump::history::RecordKind;
 use agentpump::system::GOVERNOR_NS;
-use agentpump::{Delivery, PumpBuilder, PumpConfig, PumpHandle, Registration, ThreadId};
+use agentpump::{Delivery, PumpBuilder, PumpConfig, PumpHandle, Registration, ThreadId, Usage};
 use rust_decimal::Decimal;
 use serde_json::{Value, json};
 use sha2::{Digest as _, Sha256};
@@ -213,6 +214,18 @@ fn timeout() -> Registration {
     .may_loop(true)
 }
 
+/// TIMEOUT per iteration: each self-iteration reports one tool call.
+fn tool_caller() -> Registration {
+    listener("caller", "call", |msg, cx| {
+        cx.usage(Usage {
+            tool_calls: 1,
+            ..Usage::default()
+        });
+        cx.emit(p("call", &(number(msg) + 1).to_string()));
+    })
+    .may_loop(true)
+}
+
 /// BACKPRESSURE: does nothing; its thread goes idle and is stopped from outside.
 fn backpressure() -> Registration {
     listener("sink", "rest", |_, _| {})
@@ -295,6 +308,21 @@ async fn every_class() -> Vec<Case> {
         },
         [timeout()],
     );
+    // Seed 002 §6.1: "max_tool_calls_per_iteration", "max_seconds_per_iteration".
+    let per_iteration = PumpBuilder::new()
+        .config(PumpConfig {
+            governor: GovernorPolicy {
+                iteration: IterationBudget {
+                    tool_calls: Some(0),
+                    wall_clock: Some(Duration::from_secs(3600)),
+                },
+                ..GovernorPolicy::default()
+            },
+            ..PumpConfig::default()
+        })
+        .register(tool_caller())
+        .build()
+        .expect("build the pump");
     let mut cases = Vec::new();
     let mut case = |class, reason, pump: &PumpHandle, thread| {
         let pump = pump.clone();
@@ -313,6 +341,8 @@ async fn every_class() -> Vec<Case> {
     case("DIVERGED", "residual-rising", &main, t);
     let t = run(&small, &p("spin", "1")).await;
     case("TIMEOUT", "max-turns", &small, t);
+    let t = run(&per_iteration, &p("call", "1")).await;
+    case("TIMEOUT", "max-tool-calls-per-iteration", &per_iteration, t);
     let t = run(&main, &p("rest", "")).await;
     main.stop(t).await.expect("stop an idle thread");
     case("BACKPRESSURE", "stop-request", &main, t);
