@@ -358,6 +358,20 @@ async fn every_class() -> Vec<Case> {
     cases
 }
 
+/// The seed's stop reason for each case's reason (docs/governor.md's table).
+fn seed_name_of(reason: &str) -> Option<&'static str> {
+    match reason {
+        "residual-rising" => Some("SILENT_DIVERGENCE_DETECTED"),
+        "max-turns" => Some("MAX_ITERS"),
+        "max-tool-calls-per-iteration" => Some("MAX_TOOL_CALLS"),
+        "stop-request" => Some("BACKPRESSURE_SIGNAL"),
+        "repeated-message" => Some("INVARIANT_VIOLATION"),
+        "no-criteria-declared" => Some("CONVERGENCE_CLAIM_WITHOUT_R_P_CERTIFICATE"),
+        "empty-goal" => Some("NULL_INPUT"),
+        _ => None,
+    }
+}
+
 /// The certificate each class carries (src/governor/verdict.rs), `None` for the last three.
 fn certificate_of(class: &str) -> Option<(&'static str, &'static str)> {
     match class {
@@ -423,6 +437,13 @@ async fn every_halt_class_leaves_a_report_that_matches_the_schema() {
                 halt.payload
             );
         }
+        // phuc-loop §16: "stop_reason: SILENT_DIVERGENCE_DETECTED", "MAX_ITERS or
+        // MAX_TOOL_CALLS", "NULL_INPUT or HALTING_CRITERIA_MISSING", §1 "BACKPRESSURE_SIGNAL".
+        assert_eq!(
+            report.seed_stop_reason.as_deref(),
+            seed_name_of(case.reason),
+            "{what}: the seed's stop reason"
+        );
         docs.push((case.class.to_owned(), serde_json::to_value(report).unwrap()));
     }
     assert_valid(&docs);

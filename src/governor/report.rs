@@ -36,6 +36,10 @@ pub struct HaltingReport {
     pub class: String,
     /// Machine-readable reason (`max-turns`, `residual-below-r-p`, …).
     pub stop_reason: String,
+    /// phuc-loop's name for the stop reason (`MAX_ITERS`, `BACKPRESSURE_SIGNAL`, …;
+    /// [`seed_stop_reason`](super::seed_stop_reason)), `null` where the seed names none.
+    #[serde(default)]
+    pub seed_stop_reason: Option<String>,
     /// The certificate, for the classes that carry one.
     pub halting_certificate: Option<Certificate>,
     /// Deliveries in the thread.
@@ -257,6 +261,8 @@ pub(crate) fn build(
         status: verdict.class.status().to_owned(),
         class: verdict.class.as_str().to_owned(),
         stop_reason: verdict.reason.clone(),
+        seed_stop_reason: super::seed_stop_reason(verdict.class.as_str(), &verdict.reason)
+            .map(str::to_owned),
         halting_certificate,
         iterations_completed: counters.deliveries,
         self_iterations: ledger

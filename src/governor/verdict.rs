@@ -146,6 +146,17 @@ impl Verdict {
     }
 }
 
+/// An `abort`'s halt: `aborted` for the listener's reason (or `abort`), except that phuc-loop's
+/// `BACKPRESSURE_SIGNAL` is the seed's BACKPRESSURE exit (§1 step 8: "status =
+/// EXIT_BLOCKED(stop_reason=BACKPRESSURE_SIGNAL)"), as an upstream refusal is.
+fn abort_verdict(reason: Option<String>) -> Verdict {
+    let reason = reason.unwrap_or_else(|| "abort".into());
+    match super::from_seed(&reason) {
+        Some(("BACKPRESSURE", ours)) => Verdict::backpressure(ours),
+        _ => Verdict::new(HaltClass::Aborted, reason),
+    }
+}
+
 /// What one delivery told the governor, gathered before deciding.
 #[derive(Debug, Default)]
 pub(crate) struct Signals {
@@ -194,10 +205,7 @@ impl Signals {
         me: &str,
     ) -> Option<Verdict> {
         if self.control == Some(Control::Abort) {
-            return Some(Verdict::new(
-                HaltClass::Aborted,
-                self.abort_reason.unwrap_or_else(|| "abort".into()),
-            ));
+            return Some(abort_verdict(self.abort_reason));
         }
         let residuals = progress.map_or(&[][..], |p| p.residuals.as_slice());
         if self.residual && diverging(residuals, window) {
