@@ -37,8 +37,9 @@ pub struct HaltingReport {
     /// Machine-readable reason (`max-turns`, `residual-below-r-p`, …).
     pub stop_reason: String,
     /// phuc-loop's name for the stop reason (`MAX_ITERS`, `BACKPRESSURE_SIGNAL`, …;
-    /// [`seed_stop_reason`](super::seed_stop_reason)), `null` where the seed names none.
-    #[serde(default)]
+    /// [`seed_stop_reason`](super::seed_stop_reason)); absent where the seed names none, and
+    /// in reports written before it existed (skipped when absent, so they keep their digests).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seed_stop_reason: Option<String>,
     /// The certificate, for the classes that carry one.
     pub halting_certificate: Option<Certificate>,
