@@ -181,7 +181,10 @@ pub struct Learning {
 
 /// The per-iteration lines of the budget section, for the limits that are set: the limit, and
 /// as spent the most any one self-iteration spent (tool calls; handler time in ms).
-fn iteration_lines(limits: &IterationBudget, ledger: &Ledger) -> Vec<(String, BudgetLine)> {
+pub(crate) fn iteration_lines(
+    limits: &IterationBudget,
+    ledger: &Ledger,
+) -> Vec<(String, BudgetLine)> {
     let (calls, took) = ledger.iteration_peak;
     let millis = |d: std::time::Duration| d.as_millis() as u64;
     [
@@ -206,8 +209,8 @@ fn iteration_lines(limits: &IterationBudget, ledger: &Ledger) -> Vec<(String, Bu
     .collect()
 }
 
-/// Builds the report of a halt.
-#[allow(clippy::too_many_arguments)]
+/// Builds the report of a halt (the per-iteration budget lines are added by the caller, who
+/// holds the policy: [`iteration_lines`]).
 pub(crate) fn build(
     thread: ThreadId,
     path: &str,
@@ -216,7 +219,6 @@ pub(crate) fn build(
     ledger: &Ledger,
     counters: &Counters,
     r_p: Decimal,
-    limits: &IterationBudget,
 ) -> HaltingReport {
     let progress = ledger.progress.as_deref();
     let strings = |v: &[Decimal]| v.iter().map(Decimal::to_string).collect::<Vec<_>>();
@@ -249,8 +251,7 @@ pub(crate) fn build(
         .filter(|_| diverged)
         .map(|p| rising_run_start(&p.residuals) as u64);
     let elapsed = ledger.started.elapsed();
-    let mut budget = budget_lines(&ledger.account);
-    budget.extend(iteration_lines(limits, ledger));
+    let budget = budget_lines(&ledger.account);
     HaltingReport {
         schema_version: "1.0".to_owned(),
         thread,

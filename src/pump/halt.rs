@@ -69,7 +69,7 @@ impl Shared {
         inner.halt();
         let halt_id = crate::MessageId::new();
         let r_p = self.r_p(&inner.ledger);
-        let report = report::build(
+        let mut report = report::build(
             entry.id,
             &entry.path,
             halt_id,
@@ -77,8 +77,11 @@ impl Shared {
             &inner.ledger,
             &inner.counters,
             r_p,
-            &self.config.governor.iteration,
         );
+        let limits = &self.config.governor.iteration;
+        report
+            .budget
+            .extend(report::iteration_lines(limits, &inner.ledger));
         let json = serde_json::to_string(&report).expect("a report serializes");
         let certificate = verdict
             .class
