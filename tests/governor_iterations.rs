@@ -90,6 +90,9 @@ async fn an_iteration_past_its_tool_calls_halts_timeout_naming_the_limit() {
         (Some("3"), "4")
     );
     assert!(!report.budget.contains_key("max-wall-clock-per-iteration"));
+    // `verify --certificates` re-derives it from the recorded history.
+    let records = pump.history(thread).await.unwrap();
+    assert_eq!(agentpump::history::audit(&records, &report), Ok(()));
 }
 
 /// Seed 002 §6.1: "max_seconds_per_iteration: 1800".

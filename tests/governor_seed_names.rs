@@ -137,11 +137,13 @@ async fn an_abort_giving_backpressure_signal_is_the_seeds_backpressure_exit() {
             Some("BACKPRESSURE_SIGNAL")
         )
     );
-    let certificate = report.halting_certificate.unwrap();
+    let certificate = report.halting_certificate.as_ref().unwrap();
     assert_eq!(
         (certificate.kind.as_str(), certificate.lane.as_str()),
         ("BACKPRESSURE", "A")
     );
+    let records = pump.history(thread).await.unwrap();
+    assert_eq!(agentpump::history::audit(&records, &report), Ok(()));
 }
 
 /// Seed 002 §16.4: "stop_reason: one of Loop_Control.termination.stop_reasons" — an abort
