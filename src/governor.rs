@@ -12,6 +12,7 @@ pub(crate) mod ledger;
 mod messages;
 mod policy;
 pub mod report;
+mod seed_names;
 mod usage;
 mod verdict;
 
@@ -23,8 +24,9 @@ pub(crate) use messages::{BUDGET_ATTRIBUTES, budget_xml, parse_budget};
 pub use messages::{
     CertificateType, Control, Goal, GovernorMessage, Lane, MessageError, Signal, UnknownCertificate,
 };
-pub use policy::GovernorPolicy;
+pub use policy::{GovernorPolicy, IterationBudget};
 pub use report::HaltingReport;
+pub use seed_names::{from_seed, seed_stop_reason};
 pub use usage::{Counters, Usage};
 pub use verdict::{HaltClass, Verdict};
 pub(crate) use verdict::{Signals, applicable, criteria_gap, diverging};

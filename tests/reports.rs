@@ -14,11 +14,12 @@ use std::process::Command;
 use std::time::Duration;
 
 use agentpump::governor::{
-    Budget, CertificateType, Control, Goal, GovernorPolicy, HaltingReport, Lane, Signal,
+    Budget, CertificateType, Control, Goal, GovernorPolicy, HaltingReport, IterationBudget, Lane,
+    Signal,
 };
 use agentpump::history::RecordKind;
 use agentpump::system::GOVERNOR_NS;
-use agentpump::{Delivery, PumpBuilder, PumpConfig, PumpHandle, Registration, ThreadId};
+use agentpump::{Delivery, PumpBuilder, PumpConfig, PumpHandle, Registration, ThreadId, Usage};
 use rust_decimal::Decimal;
 use serde_json::{Value, json};
 use sha2::{Digest as _, Sha256};
@@ -213,6 +214,18 @@ fn timeout() -> Registration {
     .may_loop(true)
 }
 
+/// TIMEOUT per iteration: each self-iteration reports one tool call.
+fn tool_caller() -> Registration {
+    listener("caller", "call", |msg, cx| {
+        cx.usage(Usage {
+            tool_calls: 1,
+            ..Usage::default()
+        });
+        cx.emit(p("call", &(number(msg) + 1).to_string()));
+    })
+    .may_loop(true)
+}
+
 /// BACKPRESSURE: does nothing; its thread goes idle and is stopped from outside.
 fn backpressure() -> Registration {
     listener("sink", "rest", |_, _| {})
@@ -295,6 +308,21 @@ async fn every_class() -> Vec<Case> {
         },
         [timeout()],
     );
+    // Seed 002 §6.1: "max_tool_calls_per_iteration", "max_seconds_per_iteration".
+    let per_iteration = PumpBuilder::new()
+        .config(PumpConfig {
+            governor: GovernorPolicy {
+                iteration: IterationBudget {
+                    tool_calls: Some(0),
+                    wall_clock: Some(Duration::from_secs(3600)),
+                },
+                ..GovernorPolicy::default()
+            },
+            ..PumpConfig::default()
+        })
+        .register(tool_caller())
+        .build()
+        .expect("build the pump");
     let mut cases = Vec::new();
     let mut case = |class, reason, pump: &PumpHandle, thread| {
         let pump = pump.clone();
@@ -313,6 +341,8 @@ async fn every_class() -> Vec<Case> {
     case("DIVERGED", "residual-rising", &main, t);
     let t = run(&small, &p("spin", "1")).await;
     case("TIMEOUT", "max-turns", &small, t);
+    let t = run(&per_iteration, &p("call", "1")).await;
+    case("TIMEOUT", "max-tool-calls-per-iteration", &per_iteration, t);
     let t = run(&main, &p("rest", "")).await;
     main.stop(t).await.expect("stop an idle thread");
     case("BACKPRESSURE", "stop-request", &main, t);
@@ -326,6 +356,20 @@ async fn every_class() -> Vec<Case> {
     let t = run(&main, &p("declare", "")).await;
     case("need-info", "empty-goal", &main, t);
     cases
+}
+
+/// The seed's stop reason for each case's reason (docs/governor.md's table).
+fn seed_name_of(reason: &str) -> Option<&'static str> {
+    match reason {
+        "residual-rising" => Some("SILENT_DIVERGENCE_DETECTED"),
+        "max-turns" => Some("MAX_ITERS"),
+        "max-tool-calls-per-iteration" => Some("MAX_TOOL_CALLS"),
+        "stop-request" => Some("BACKPRESSURE_SIGNAL"),
+        "repeated-message" => Some("INVARIANT_VIOLATION"),
+        "no-criteria-declared" => Some("CONVERGENCE_CLAIM_WITHOUT_R_P_CERTIFICATE"),
+        "empty-goal" => Some("NULL_INPUT"),
+        _ => None,
+    }
 }
 
 /// The certificate each class carries (src/governor/verdict.rs), `None` for the last three.
@@ -393,6 +437,13 @@ async fn every_halt_class_leaves_a_report_that_matches_the_schema() {
                 halt.payload
             );
         }
+        // phuc-loop §16: "stop_reason: SILENT_DIVERGENCE_DETECTED", "MAX_ITERS or
+        // MAX_TOOL_CALLS", "NULL_INPUT or HALTING_CRITERIA_MISSING", §1 "BACKPRESSURE_SIGNAL".
+        assert_eq!(
+            report.seed_stop_reason.as_deref(),
+            seed_name_of(case.reason),
+            "{what}: the seed's stop reason"
+        );
         docs.push((case.class.to_owned(), serde_json::to_value(report).unwrap()));
     }
     assert_valid(&docs);

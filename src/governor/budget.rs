@@ -39,6 +39,12 @@ pub enum BudgetName {
     /// Spawn depth below the root.
     #[serde(rename = "max-depth")]
     Depth,
+    /// Tool calls in one self-iteration (phuc-loop §6.1 `max_tool_calls_per_iteration`).
+    #[serde(rename = "max-tool-calls-per-iteration")]
+    ToolCallsPerIteration,
+    /// Handler time of one self-iteration (phuc-loop §6.1 `max_seconds_per_iteration`).
+    #[serde(rename = "max-wall-clock-per-iteration")]
+    WallClockPerIteration,
 }
 
 /// The dimensions that are withdrawn and charged (wall clock and depth are checked, not spent).
@@ -61,6 +67,8 @@ impl BudgetName {
             Self::Threads => "max-threads",
             Self::WallClock => "max-wall-clock",
             Self::Depth => "max-depth",
+            Self::ToolCallsPerIteration => "max-tool-calls-per-iteration",
+            Self::WallClockPerIteration => "max-wall-clock-per-iteration",
         }
     }
 
@@ -71,7 +79,10 @@ impl BudgetName {
             Self::Cost => 2,
             Self::ToolCalls => 3,
             Self::Threads => 4,
-            Self::WallClock | Self::Depth => unreachable!("not a spent dimension"),
+            Self::WallClock
+            | Self::Depth
+            | Self::ToolCallsPerIteration
+            | Self::WallClockPerIteration => unreachable!("not a spent dimension"),
         }
     }
 }

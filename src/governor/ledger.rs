@@ -58,6 +58,8 @@ pub(crate) struct Ledger {
     pub progress: Option<Box<Progress>>,
     /// Self-iterations per listener.
     pub iterations: Vec<(Arc<str>, u64)>,
+    /// The most any one self-iteration spent: tool calls, and handler time.
+    pub iteration_peak: (u64, std::time::Duration),
     /// Hashes of the last deliveries' (from, to, payload), newest last.
     recent: VecDeque<u64>,
     /// Hash of the last loop-control payload and how many times in a row it came.
@@ -83,6 +85,7 @@ impl Ledger {
             max_depth,
             progress: None,
             iterations: Vec::new(),
+            iteration_peak: (0, std::time::Duration::ZERO),
             recent: VecDeque::new(),
             last_control: (0, 0),
             warned: Vec::new(),

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use rust_decimal::Decimal;
 
-use super::Budget;
+use super::{Budget, BudgetName};
 
 /// The governor's settings. Plain data; `goal` messages may tighten the budget per thread, never
 /// loosen it.
@@ -19,6 +19,8 @@ pub struct GovernorPolicy {
     /// 10 000 turns, 1 hour of wall clock, 1 000 threads per tree, spawn depth 8; tokens, cost
     /// and tool calls unlimited.
     pub budget: Budget,
+    /// Limits of one self-iteration — a delivery of a listener's message to itself (none).
+    pub iteration: IterationBudget,
     /// Fraction of a budget at which one `system-error code="budget-warning"` is sent (0.8).
     pub warning_fraction: Decimal,
     /// Repeats that count as no progress (3): the same control signal this many times in a
@@ -59,6 +61,7 @@ impl Default for GovernorPolicy {
         Self {
             enabled: true,
             budget: Self::default_budget(),
+            iteration: IterationBudget::default(),
             warning_fraction: Decimal::new(8, 1),
             no_progress_window: 3,
             cycle_max_period: 8,
@@ -67,5 +70,33 @@ impl Default for GovernorPolicy {
             queue_full_limit: 10,
             stop_file: None,
         }
+    }
+}
+
+/// phuc-loop §6.1's per-iteration limits, for threads whose iterations are self-messages: what
+/// one delivery of a listener's own message to itself may spend. `None` is unlimited. Spending
+/// a limit exactly is allowed; an iteration that goes past one halts its thread TIMEOUT naming
+/// it (`max-tool-calls-per-iteration`, `max-wall-clock-per-iteration`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct IterationBudget {
+    /// Tool calls the iteration withdraws or reports (`cx.spend`, `cx.usage`), seed
+    /// `max_tool_calls_per_iteration`.
+    pub tool_calls: Option<u64>,
+    /// How long the iteration's handler runs, seed `max_seconds_per_iteration`.
+    pub wall_clock: Option<Duration>,
+}
+
+impl IterationBudget {
+    /// Every limit that an iteration of `tool_calls` in `took` goes past.
+    pub(crate) fn breached(&self, tool_calls: u64, took: Duration) -> Vec<BudgetName> {
+        let calls = self.tool_calls.is_some_and(|limit| tool_calls > limit);
+        let time = self.wall_clock.is_some_and(|limit| took > limit);
+        [
+            (calls, BudgetName::ToolCallsPerIteration),
+            (time, BudgetName::WallClockPerIteration),
+        ]
+        .into_iter()
+        .filter_map(|(over, name)| over.then_some(name))
+        .collect()
     }
 }

@@ -7,7 +7,8 @@ use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 
 use super::Counters;
-use super::budget::Account;
+use super::IterationBudget;
+use super::budget::{Account, BudgetName};
 use super::ledger::Ledger;
 use super::verdict::{HaltClass, Verdict, rising_run_start};
 use crate::{MessageId, ThreadId};
@@ -35,6 +36,11 @@ pub struct HaltingReport {
     pub class: String,
     /// Machine-readable reason (`max-turns`, `residual-below-r-p`, …).
     pub stop_reason: String,
+    /// phuc-loop's name for the stop reason (`MAX_ITERS`, `BACKPRESSURE_SIGNAL`, …;
+    /// [`seed_stop_reason`](super::seed_stop_reason)); absent where the seed names none, and
+    /// in reports written before it existed (skipped when absent, so they keep their digests).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed_stop_reason: Option<String>,
     /// The certificate, for the classes that carry one.
     pub halting_certificate: Option<Certificate>,
     /// Deliveries in the thread.
@@ -173,7 +179,38 @@ pub struct Learning {
     pub reported_by: String,
 }
 
-/// Builds the report of a halt.
+/// The per-iteration lines of the budget section, for the limits that are set: the limit, and
+/// as spent the most any one self-iteration spent (tool calls; handler time in ms).
+pub(crate) fn iteration_lines(
+    limits: &IterationBudget,
+    ledger: &Ledger,
+) -> Vec<(String, BudgetLine)> {
+    let (calls, took) = ledger.iteration_peak;
+    let millis = |d: std::time::Duration| d.as_millis() as u64;
+    [
+        (BudgetName::ToolCallsPerIteration, limits.tool_calls, calls),
+        (
+            BudgetName::WallClockPerIteration,
+            limits.wall_clock.map(millis),
+            millis(took),
+        ),
+    ]
+    .into_iter()
+    .filter_map(|(name, limit, peak)| {
+        let limit = limit?;
+        let line = BudgetLine {
+            limit: Some(limit.to_string()),
+            spent: peak.to_string(),
+            reserved: zero(),
+            remaining: Some(limit.saturating_sub(peak).to_string()),
+        };
+        Some((name.as_str().to_owned(), line))
+    })
+    .collect()
+}
+
+/// Builds the report of a halt (the per-iteration budget lines are added by the caller, who
+/// holds the policy: [`iteration_lines`]).
 pub(crate) fn build(
     thread: ThreadId,
     path: &str,
@@ -226,6 +263,8 @@ pub(crate) fn build(
         status: verdict.class.status().to_owned(),
         class: verdict.class.as_str().to_owned(),
         stop_reason: verdict.reason.clone(),
+        seed_stop_reason: super::seed_stop_reason(verdict.class.as_str(), &verdict.reason)
+            .map(str::to_owned),
         halting_certificate,
         iterations_completed: counters.deliveries,
         self_iterations: ledger

@@ -133,8 +133,27 @@ impl Verdict {
         Some(Self::new(HaltClass::Timeout(first.budget), names.join(" ")))
     }
 
+    /// TIMEOUT for a self-iteration past its per-iteration limits, naming every one;
+    /// `None` when none is breached.
+    pub(crate) fn iteration_breach(names: &[BudgetName]) -> Option<Self> {
+        let first = *names.first()?;
+        let reason: Vec<&str> = names.iter().map(|n| n.as_str()).collect();
+        Some(Self::new(HaltClass::Timeout(first), reason.join(" ")))
+    }
+
     pub(crate) fn backpressure(reason: &str) -> Self {
         Self::new(HaltClass::Backpressure(reason.to_owned()), reason)
+    }
+}
+
+/// An `abort`'s halt: `aborted` for the listener's reason (or `abort`), except that phuc-loop's
+/// `BACKPRESSURE_SIGNAL` is the seed's BACKPRESSURE exit (§1 step 8: "status =
+/// EXIT_BLOCKED(stop_reason=BACKPRESSURE_SIGNAL)"), as an upstream refusal is.
+fn abort_verdict(reason: Option<String>) -> Verdict {
+    let reason = reason.unwrap_or_else(|| "abort".into());
+    match super::from_seed(&reason) {
+        Some(("BACKPRESSURE", ours)) => Verdict::backpressure(ours),
+        _ => Verdict::new(HaltClass::Aborted, reason),
     }
 }
 
@@ -186,10 +205,7 @@ impl Signals {
         me: &str,
     ) -> Option<Verdict> {
         if self.control == Some(Control::Abort) {
-            return Some(Verdict::new(
-                HaltClass::Aborted,
-                self.abort_reason.unwrap_or_else(|| "abort".into()),
-            ));
+            return Some(abort_verdict(self.abort_reason));
         }
         let residuals = progress.map_or(&[][..], |p| p.residuals.as_slice());
         if self.residual && diverging(residuals, window) {

@@ -9,7 +9,7 @@ use rust_decimal::Decimal;
 use serde::Deserialize;
 use toml::Spanned;
 
-use crate::governor::{Budget, GovernorPolicy, messages_decimal};
+use crate::governor::{Budget, GovernorPolicy, IterationBudget, messages_decimal};
 use crate::history::{Durability, SqliteHistory, SqliteOptions};
 use crate::host::HostError;
 use crate::listeners::llm::{ContextMode, LlmAgent, LlmConfig, PeerDoc};
@@ -170,6 +170,8 @@ struct BudgetSection {
     threads: Option<u64>,
     wall_clock_ms: Option<u64>,
     depth: Option<u32>,
+    tool_calls_per_iteration: Option<u64>,
+    wall_clock_ms_per_iteration: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -373,6 +375,10 @@ impl Organism {
                     .map(Duration::from_millis)
                     .or(default_budget.wall_clock),
                 depth: b.depth.or(default_budget.depth),
+            },
+            iteration: IterationBudget {
+                tool_calls: b.tool_calls_per_iteration,
+                wall_clock: b.wall_clock_ms_per_iteration.map(Duration::from_millis),
             },
             warning_fraction: decimal("warning_fraction", &g.warning_fraction)?
                 .unwrap_or(defaults.warning_fraction),

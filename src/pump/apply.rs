@@ -101,6 +101,21 @@ impl Applying<'_> {
         }
     }
 
+    /// A self-iteration — the listener's own message delivered back to it — is held to the
+    /// per-iteration limits: its peak is kept for the report, and going past a limit becomes a
+    /// halt signal (after a whole-budget breach, which is named first).
+    pub fn check_iteration(&mut self, tool_calls: u64, took: std::time::Duration) {
+        if self.delivery.from() != &**self.me_name() {
+            return;
+        }
+        let peak = &mut self.inner.ledger.iteration_peak;
+        *peak = (peak.0.max(tool_calls), peak.1.max(took));
+        let limits = &self.shared.config.governor.iteration;
+        if let Some(verdict) = Verdict::iteration_breach(&limits.breached(tool_calls, took)) {
+            self.signals.halt.get_or_insert(verdict);
+        }
+    }
+
     /// Keeps `payload` as what a child thread would report to its parent (`thread-result`);
     /// a root thread reports to nobody and keeps nothing.
     fn remember_result(&mut self, payload: &Payload) {

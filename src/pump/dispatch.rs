@@ -32,6 +32,8 @@ struct Done<'a> {
     steps: Steps,
     usage: Usage,
     spent: Usage,
+    /// How long the handler ran.
+    took: Duration,
     /// A governor notice that cost no turn.
     free: bool,
     warnings: Vec<SystemMessage>,
@@ -60,7 +62,9 @@ impl Shared {
             view,
             account,
         );
+        let started = Instant::now();
         let outcome = invoke(registration, &delivery, &mut cx, deadline).await;
+        let took = started.elapsed();
         let (outputs, usage, mut spent, on_commit) = cx.into_parts();
         spent.add(&cost.usage());
         let (steps, failure) = match outcome {
@@ -83,6 +87,7 @@ impl Shared {
             steps,
             usage,
             spent,
+            took,
             free: cost.free,
             warnings,
         };
@@ -149,6 +154,7 @@ impl Shared {
         a.count(&done.usage, &done.spent, done.free);
         let mut total = done.usage.clone();
         total.add(&done.spent);
+        a.check_iteration(total.tool_calls, done.took);
         a.tx.handled(total, done.free);
         for warning in done.warnings {
             a.tell_me(warning);

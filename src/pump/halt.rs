@@ -69,7 +69,7 @@ impl Shared {
         inner.halt();
         let halt_id = crate::MessageId::new();
         let r_p = self.r_p(&inner.ledger);
-        let report = report::build(
+        let mut report = report::build(
             entry.id,
             &entry.path,
             halt_id,
@@ -78,6 +78,10 @@ impl Shared {
             &inner.counters,
             r_p,
         );
+        let limits = &self.config.governor.iteration;
+        report
+            .budget
+            .extend(report::iteration_lines(limits, &inner.ledger));
         let json = serde_json::to_string(&report).expect("a report serializes");
         let certificate = verdict
             .class

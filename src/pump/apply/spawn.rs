@@ -131,7 +131,10 @@ fn child_limits(child: &ThreadEntry, asked: &crate::governor::Budget) -> crate::
             BudgetName::Cost => b.cost = limit,
             BudgetName::ToolCalls => b.tool_calls = as_u64,
             BudgetName::Threads => b.threads = as_u64,
-            BudgetName::WallClock | BudgetName::Depth => {}
+            BudgetName::WallClock
+            | BudgetName::Depth
+            | BudgetName::ToolCallsPerIteration
+            | BudgetName::WallClockPerIteration => {}
         }
     }
     b
