@@ -149,7 +149,10 @@ impl Lexer {
                 c if c.is_ascii_alphabetic() || c == '_' => self.word(),
                 _ => self.punct(),
             }
-            debug_assert!(self.pos > start);
+            debug_assert!(self.pos > start, "the lexer took nothing at {start}");
+            if self.pos == start {
+                self.punct(); // never lex one place forever in a release build
+            }
         }
     }
 
@@ -233,6 +236,26 @@ mod tests {
         assert_eq!(toks("X - 1")[1], Tok::Punct("-"));
         assert_eq!(toks("X -1")[1], Tok::Punct("-"));
         assert_eq!(toks("(-2)")[1], Tok::Num(Decimal::from(-2)));
+    }
+
+    /// Found by the `process` fuzz target in `.ci/run`: `-` before a digit after an operator
+    /// reads as a negative number, and `-11s` then falls back to a word — which cannot start
+    /// with `-`, so the lexer took nothing and looped on the same place (a panic in a debug
+    /// build, a hung host in a release one). The `-` is an operator; the rest a word.
+    #[test]
+    fn a_minus_before_a_symbol_that_starts_with_a_digit_is_an_operator() {
+        assert_eq!(
+            toks("(-11s"),
+            [Tok::Punct("("), Tok::Punct("-"), Tok::Word("11s".into())]
+        );
+        assert_eq!(
+            toks("[-2ND_TRY"),
+            [
+                Tok::Punct("["),
+                Tok::Punct("-"),
+                Tok::Word("2ND_TRY".into())
+            ]
+        );
     }
 
     #[test]

@@ -94,9 +94,15 @@ impl Lexer {
             .peek(0)
             .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
         {
-            // A symbol may start with a digit (`2ND_TRY`): it is a word after all.
+            // A symbol may start with a digit (`2ND_TRY`): it is a word after all. A leading
+            // `-` is then an operator of its own, taken first: a word cannot start with it, and
+            // a `word()` from the `-` would take nothing and lex the same place forever.
             self.pos = start;
-            return self.word();
+            return if self.peek(0) == Some('-') {
+                self.punct()
+            } else {
+                self.word()
+            };
         }
         let text: String = self.chars[start..self.pos].iter().collect();
         match Decimal::from_str_exact(&text) {
