@@ -87,6 +87,11 @@ pub struct IterationBudget {
 }
 
 impl IterationBudget {
+    /// Whether it sets no limit: then no delivery needs timing or checking.
+    pub(crate) fn is_unlimited(&self) -> bool {
+        self.tool_calls.is_none() && self.wall_clock.is_none()
+    }
+
     /// Every limit that an iteration of `tool_calls` in `took` goes past.
     pub(crate) fn breached(&self, tool_calls: u64, took: Duration) -> Vec<BudgetName> {
         let calls = self.tool_calls.is_some_and(|limit| tool_calls > limit);

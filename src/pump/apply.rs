@@ -103,7 +103,8 @@ impl Applying<'_> {
 
     /// A self-iteration — the listener's own message delivered back to it — is held to the
     /// per-iteration limits: its peak is kept for the report, and going past a limit becomes a
-    /// halt signal (after a whole-budget breach, which is named first).
+    /// halt signal (after a whole-budget breach, which is named first). Called only when the
+    /// policy sets a per-iteration limit (the report shows the peak only then).
     pub fn check_iteration(&mut self, tool_calls: u64, took: std::time::Duration) {
         if self.delivery.from() != &**self.me_name() {
             return;

@@ -32,8 +32,8 @@ struct Done<'a> {
     steps: Steps,
     usage: Usage,
     spent: Usage,
-    /// How long the handler ran.
-    took: Duration,
+    /// How long the handler ran, timed only when the policy sets per-iteration limits.
+    took: Option<Duration>,
     /// A governor notice that cost no turn.
     free: bool,
     warnings: Vec<SystemMessage>,
@@ -62,9 +62,10 @@ impl Shared {
             view,
             account,
         );
-        let started = Instant::now();
+        let timed = !self.config.governor.iteration.is_unlimited();
+        let started = timed.then(Instant::now);
         let outcome = invoke(registration, &delivery, &mut cx, deadline).await;
-        let took = started.elapsed();
+        let took = started.map(|s| s.elapsed());
         let (outputs, usage, mut spent, on_commit) = cx.into_parts();
         spent.add(&cost.usage());
         let (steps, failure) = match outcome {
@@ -154,7 +155,9 @@ impl Shared {
         a.count(&done.usage, &done.spent, done.free);
         let mut total = done.usage.clone();
         total.add(&done.spent);
-        a.check_iteration(total.tool_calls, done.took);
+        if let Some(took) = done.took {
+            a.check_iteration(total.tool_calls, took);
+        }
         a.tx.handled(total, done.free);
         for warning in done.warnings {
             a.tell_me(warning);
