@@ -6,6 +6,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::PeerDoc;
+use crate::envelope::GOVERNOR_NS;
 use crate::governor::{BudgetName, GovernorMessage};
 use crate::history::{Record, RecordKind};
 use crate::listener::{Context, Delivery};
@@ -104,6 +105,9 @@ fn conversation(me: &str, history: &[Record]) -> Vec<ChatMessage> {
             continue;
         }
         if &*r.from == me {
+            if r.to.as_deref() == Some(me) && r.root.namespace() == GOVERNOR_NS {
+                continue; // a `continue`'s wake-up: the same `<loop>` it sent the governor
+            }
             match out.last_mut() {
                 Some(last) if last.role == "assistant" => {
                     last.content.push('\n');
@@ -281,5 +285,28 @@ mod tests {
         )
         .to_json();
         assert_ne!(one, other, "a different state gives different bytes");
+    }
+
+    /// A lone `continue` comes back to the agent as its next turn (issue 37): its prompt shows
+    /// the `<loop>` once, as what it sent the governor, not again as the wake-up.
+    #[tokio::test]
+    async fn a_continue_wake_up_is_not_shown_twice() {
+        let store = MemoryHistory::new();
+        let thread = ThreadId::new();
+        let go = r#"<loop xmlns="urn:agentpump:governor:v1" control="continue"/>"#;
+        record(
+            &store,
+            thread,
+            "client",
+            Some("a"),
+            r#"<ask xmlns="urn:t">?</ask>"#,
+        );
+        record(&store, thread, "a", Some("governor"), go);
+        record(&store, thread, "a", Some("a"), go);
+        let history = store.thread(thread, 0).await.unwrap();
+        let chat = conversation("a", &history);
+        let roles: Vec<&str> = chat.iter().map(|m| m.role).collect();
+        assert_eq!(roles, ["user", "assistant"]);
+        assert_eq!(chat[1].content, go);
     }
 }
