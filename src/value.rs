@@ -384,6 +384,53 @@ pub fn parse_number(text: &str) -> Option<Decimal> {
     }
 }
 
+/// The square root of `n`, to a decimal's precision; `None` for a negative number.
+///
+/// `rust_decimal`'s own `sqrt` panics ("geo mean circuit breaker") when Newton's steps end up
+/// alternating between two neighbours in the last digit, which some inputs reach (the
+/// calculator fuzz target found one): this one stops there, on the smaller of the two, and
+/// never takes more than 1 000 steps.
+///
+/// # Example
+///
+/// ```
+/// use agentpump::value::sqrt;
+/// use rust_decimal::Decimal;
+/// assert_eq!(sqrt(Decimal::from(16)), Some(Decimal::from(4)));
+/// assert_eq!(sqrt(Decimal::from(-1)), None);
+/// ```
+pub fn sqrt(n: Decimal) -> Option<Decimal> {
+    if n.is_zero() {
+        return Some(Decimal::ZERO);
+    }
+    if n.is_sign_negative() {
+        return None;
+    }
+    let two = Decimal::TWO;
+    let mut x = match n / two {
+        half if half.is_zero() => n,
+        half => half,
+    };
+    let mut before = None;
+    for _ in 0..1_000 {
+        let Some(next) = n
+            .checked_div(x)
+            .and_then(|q| q.checked_add(x))
+            .map(|s| s / two)
+        else {
+            return Some(x);
+        };
+        if next == x {
+            return Some(x);
+        }
+        if before == Some(next) {
+            return Some(x.min(next)); // a two-step cycle in the last digit
+        }
+        (before, x) = (Some(x), next);
+    }
+    Some(x)
+}
+
 #[cfg(test)]
 mod tests {
     /// The short ways for whole numbers agree with rust_decimal's own parse and display.
@@ -458,5 +505,25 @@ mod tests {
         );
         assert!(Value::from_json("1 2").is_err());
         assert!(Value::from_json(&"[".repeat(200)).is_err());
+    }
+
+    /// The input the calculator fuzz target found, where `rust_decimal`'s `sqrt` panics
+    /// ("geo mean circuit breaker"): every square root of a small fraction answers.
+    #[test]
+    fn square_roots_never_panic() {
+        for digits in 1..=28u32 {
+            for m in [1u64, 2, 3, 7, 33, 99, 12345] {
+                let n = Decimal::from_i128_with_scale(i128::from(m), digits);
+                let root = super::sqrt(n).unwrap();
+                assert!(root >= Decimal::ZERO, "{n}");
+            }
+        }
+        assert_eq!(
+            super::sqrt(Decimal::from(2))
+                .unwrap()
+                .round_dp(10)
+                .to_string(),
+            "1.4142135624"
+        );
     }
 }

@@ -4,7 +4,7 @@ use std::sync::LazyLock;
 
 use async_trait::async_trait;
 use quick_xml::escape::escape;
-use rust_decimal::{Decimal, MathematicalOps};
+use rust_decimal::Decimal;
 
 use crate::tool::{self, Call, ErrorType, Signature, TOOL_NS, Tool, ToolError, ToolResult};
 use crate::{Context, Delivery, Listener, ListenerError, QName};
@@ -320,7 +320,7 @@ impl Parser<'_> {
                 return Err(CalcError::SqrtParen { at: self.at + 1 });
             }
             let value = self.group(at)?;
-            return value.sqrt().ok_or(CalcError::NegativeSqrt { value });
+            return crate::value::sqrt(value).ok_or(CalcError::NegativeSqrt { value });
         }
         let start = self.at;
         while self

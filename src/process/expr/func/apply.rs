@@ -1,6 +1,6 @@
 //! What each [`Func`] computes.
 
-use rust_decimal::prelude::{MathematicalOps, ToPrimitive};
+use rust_decimal::prelude::ToPrimitive;
 use rust_decimal::{Decimal, RoundingStrategy};
 
 use super::Func;
@@ -84,7 +84,9 @@ impl Func {
             Func::Abs => Value::Num(num(a)?.abs()),
             Func::Round => round(a, args.get(1))?,
             Func::Min | Func::Max => extreme(self, &args)?,
-            Func::Sqrt => Value::Num(num(a)?.sqrt().ok_or("sqrt() of a negative number")?),
+            Func::Sqrt => {
+                Value::Num(crate::value::sqrt(num(a)?).ok_or("sqrt() of a negative number")?)
+            }
             Func::Number => Value::Num(
                 Decimal::from_str_exact(text(a)?.trim()).map_err(|e| format!("number(): {e}"))?,
             ),
