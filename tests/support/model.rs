@@ -211,7 +211,7 @@ impl Proxy {
             });
         let proxy = Self { child, port };
         let live = format!("http://127.0.0.1:{port}/health/liveliness");
-        let client = reqwest::Client::new();
+        let client = super::http_client(); // installs the TLS provider reqwest needs
         for _ in 0..600 {
             if client
                 .get(&live)
