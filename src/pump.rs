@@ -66,7 +66,7 @@ use crate::{Envelope, QName, ThreadId, ThreadInfo};
 /// | `pump/stall.rs` | a failed commit: the delivery put back, threads parked until the store recovers |
 /// | this file | construction and the system thread's records |
 ///
-/// (ARCHITECTURE.md, "Re-layering so far", says why the type's methods are not in one file.)
+/// (`docs/decisions/2026-11-26-layering.md` says why the type's methods are not in one file.)
 #[derive(Debug)]
 pub(crate) struct Shared {
     listeners: Vec<Registration>,

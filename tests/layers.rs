@@ -1,8 +1,10 @@
-//! The crate's floors: no two top-level modules import each other (issue 14). A module may use
-//! the ones below it — `envelope` at the bottom, then `extract`, `governor`, `thread`, `history`,
-//! `system`, `listener`, `listeners`, `pump`, `process`, `host` — never one above. This test reads
+//! The crate's floors and the map that describes them. A module may use the ones below it —
+//! `envelope` and `value` at the bottom, `host` at the top — never one above: this test reads
 //! the `crate::` paths of every file under `src/` (names re-exported at the crate root count for
-//! the module that defines them) and fails naming any pair that imports both ways.
+//! the module that defines them), fails naming any cycle of imports, of any length, and fails
+//! when ARCHITECTURE.md's floors table or the README's Layout table disagrees with the code.
+//! It also prints the pump core's shape (the fields of `Shared`, the largest group of `pump/`
+//! files that call each other round) and holds it to a ceiling that only goes down.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -84,43 +86,389 @@ fn uses(
     out
 }
 
-#[test]
-fn no_two_modules_import_each_other() {
+/// The module graph: each top-level module and the modules it imports.
+fn graph() -> BTreeMap<String, BTreeSet<String>> {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let modules = modules(&src);
-    let root = root_names(
-        &std::fs::read_to_string(src.join("lib.rs")).unwrap(),
-        &modules,
-    );
+    let root = root_names(&read(&src.join("lib.rs")), &modules);
     let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for module in &modules {
         let mut paths = files(&src.join(format!("{module}.rs")));
         paths.extend(files(&src.join(module)));
+        let entry = graph.entry(module.clone()).or_default();
         for path in paths {
-            // Code only: a doc link names a module without depending on it.
-            let text: String = std::fs::read_to_string(&path)
-                .unwrap()
-                .lines()
-                .filter(|l| !l.trim_start().starts_with("//"))
-                .collect::<Vec<_>>()
-                .join("\n");
-            let found = uses(&text, &modules, &root);
-            graph
-                .entry(module.clone())
-                .or_default()
-                .extend(found.into_iter().filter(|m| m != module));
+            let found = uses(&code(&path), &modules, &root);
+            entry.extend(found.into_iter().filter(|m| m != module));
         }
     }
-    let mut both = Vec::new();
-    for (a, targets) in &graph {
-        for b in targets {
-            if a < b && graph.get(b).is_some_and(|t| t.contains(a)) {
-                both.push(format!("{a} <-> {b}"));
+    graph
+}
+
+fn read(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// A file's code without its comments: a doc link names a module without depending on it.
+fn code(path: &Path) -> String {
+    read(path)
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("//"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The strongly connected groups of a graph with more than one member (Tarjan's algorithm,
+/// iterative over the sorted nodes so the answer is stable).
+fn cycles(graph: &BTreeMap<String, BTreeSet<String>>) -> Vec<BTreeSet<String>> {
+    struct State<'a> {
+        graph: &'a BTreeMap<String, BTreeSet<String>>,
+        index: BTreeMap<&'a str, usize>,
+        low: BTreeMap<&'a str, usize>,
+        stack: Vec<&'a str>,
+        on_stack: BTreeSet<&'a str>,
+        groups: Vec<BTreeSet<String>>,
+    }
+    fn visit<'a>(s: &mut State<'a>, v: &'a str) {
+        let n = s.index.len();
+        s.index.insert(v, n);
+        s.low.insert(v, n);
+        s.stack.push(v);
+        s.on_stack.insert(v);
+        for w in s.graph.get(v).into_iter().flatten() {
+            let w = w.as_str();
+            if !s.graph.contains_key(w) {
+                continue;
+            }
+            if !s.index.contains_key(w) {
+                visit(s, w);
+                let lw = s.low[w];
+                let lv = s.low.get_mut(v).unwrap();
+                *lv = (*lv).min(lw);
+            } else if s.on_stack.contains(w) {
+                let iw = s.index[w];
+                let lv = s.low.get_mut(v).unwrap();
+                *lv = (*lv).min(iw);
+            }
+        }
+        if s.low[v] == s.index[v] {
+            let mut group = BTreeSet::new();
+            while let Some(w) = s.stack.pop() {
+                s.on_stack.remove(w);
+                group.insert(w.to_owned());
+                if w == v {
+                    break;
+                }
+            }
+            if group.len() > 1 {
+                s.groups.push(group);
             }
         }
     }
+    let mut s = State {
+        graph,
+        index: BTreeMap::new(),
+        low: BTreeMap::new(),
+        stack: Vec::new(),
+        on_stack: BTreeSet::new(),
+        groups: Vec::new(),
+    };
+    for v in graph.keys() {
+        if !s.index.contains_key(v.as_str()) {
+            visit(&mut s, v);
+        }
+    }
+    s.groups
+}
+
+/// The rows of the first Markdown table after `heading` whose first cell is in backticks:
+/// first cell without its backticks and any `src/` / `*` / `.rs` / `/` decoration, then the
+/// other cells.
+fn table(doc: &str, heading: &str) -> Vec<(String, Vec<String>)> {
+    let at = doc
+        .find(heading)
+        .unwrap_or_else(|| panic!("no heading {heading:?}"));
+    let mut rows = Vec::new();
+    let mut seen_table = false;
+    for line in doc[at..].lines().skip(1) {
+        let line = line.trim();
+        if !line.starts_with('|') {
+            if seen_table {
+                break;
+            }
+            continue;
+        }
+        seen_table = true;
+        let cells: Vec<String> = line
+            .trim_matches('|')
+            .split('|')
+            .map(|c| c.trim().to_owned())
+            .collect();
+        let Some(first) = cells[0].strip_prefix('`').and_then(|c| c.strip_suffix('`')) else {
+            continue;
+        };
+        let name = first
+            .trim_start_matches("src/")
+            .trim_end_matches('*')
+            .trim_end_matches(".rs")
+            .trim_end_matches('/')
+            .to_owned();
+        rows.push((name, cells[1..].to_vec()));
+    }
+    rows
+}
+
+/// `` `a`, `b` `` or `nothing` → the set of names.
+fn names(cell: &str) -> BTreeSet<String> {
+    cell.split(',')
+        .map(|n| n.trim().trim_matches('`').to_owned())
+        .filter(|n| !n.is_empty() && n != "nothing")
+        .collect()
+}
+
+/// ARCHITECTURE.md, "The floors: which module may import which": no cycle between modules.
+#[test]
+fn no_modules_import_each_other_round_a_cycle_of_any_length() {
+    let graph = graph();
+    let groups = cycles(&graph);
     assert!(
-        both.is_empty(),
-        "modules that import each other: {both:?}\n{graph:#?}"
+        groups.is_empty(),
+        "modules that import each other round a cycle: {groups:?}\n{graph:#?}"
     );
+}
+
+/// The cycle finder itself: a three-module cycle is found, a chain is not.
+#[test]
+fn a_cycle_of_three_is_found_and_a_chain_is_not() {
+    let edges = |pairs: &[(&str, &str)]| {
+        let mut g: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for (a, b) in pairs {
+            g.entry((*a).into()).or_default().insert((*b).into());
+            g.entry((*b).into()).or_default();
+        }
+        g
+    };
+    let ring = edges(&[("a", "b"), ("b", "c"), ("c", "a"), ("c", "d")]);
+    assert_eq!(
+        cycles(&ring),
+        vec![["a", "b", "c"].iter().map(|s| s.to_string()).collect()]
+    );
+    assert!(cycles(&edges(&[("a", "b"), ("b", "c"), ("a", "c")])).is_empty());
+}
+
+/// ARCHITECTURE.md's floors table names, for every module, exactly the modules it imports.
+#[test]
+fn the_architecture_floors_table_is_the_code() {
+    let graph = graph();
+    let doc = read(&Path::new(env!("CARGO_MANIFEST_DIR")).join("ARCHITECTURE.md"));
+    let rows: BTreeMap<String, BTreeSet<String>> = table(&doc, "## Floors")
+        .into_iter()
+        .map(|(name, cells)| (name, names(&cells[0])))
+        .collect();
+    let mut wrong = Vec::new();
+    for (module, imports) in &graph {
+        match rows.get(module) {
+            None => wrong.push(format!("{module}: no row (imports {imports:?})")),
+            Some(said) if said != imports => wrong.push(format!(
+                "{module}: the table says {said:?}, the code imports {imports:?}"
+            )),
+            Some(_) => {}
+        }
+    }
+    for module in rows.keys().filter(|m| !graph.contains_key(*m)) {
+        wrong.push(format!("{module}: a row for a module that does not exist"));
+    }
+    assert!(
+        wrong.is_empty(),
+        "ARCHITECTURE.md's floors table is stale:\n{}",
+        wrong.join("\n")
+    );
+}
+
+/// The README's Layout table has a row for every top-level module and none for a module
+/// that does not exist.
+#[test]
+fn the_readme_layout_has_a_row_for_every_module() {
+    let graph = graph();
+    let readme = read(&Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"));
+    let rows: BTreeSet<String> = table(&readme, "## Layout")
+        .into_iter()
+        .map(|(name, _)| name)
+        .filter(|name| !name.contains('/') && !name.is_empty())
+        .collect();
+    let dirs = [
+        "listeners",
+        "schemas",
+        "docs",
+        "tests",
+        "benches",
+        "examples",
+        "fuzz",
+    ];
+    let missing: Vec<_> = graph.keys().filter(|m| !rows.contains(*m)).collect();
+    let extra: Vec<_> = rows
+        .iter()
+        .filter(|r| !graph.contains_key(*r) && !dirs.contains(&r.as_str()))
+        .collect();
+    assert!(
+        missing.is_empty() && extra.is_empty(),
+        "README Layout: no row for {missing:?}; rows for no module: {extra:?}"
+    );
+}
+
+/// The number of fields of `struct Shared` in `src/pump.rs`.
+fn shared_fields() -> usize {
+    let pump = code(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src/pump.rs"));
+    let start = pump
+        .find("struct Shared {")
+        .expect("struct Shared in src/pump.rs");
+    let body = &pump[start..];
+    let body = &body[..body.find("\n}").unwrap()];
+    body.lines()
+        .skip(1)
+        .filter(|l| {
+            let l = l.trim();
+            l.split_once(':').is_some_and(|(name, _)| {
+                name.trim_start_matches("pub ")
+                    .chars()
+                    .all(|c| c.is_alphanumeric() || c == '_')
+            }) && !l.starts_with('#')
+        })
+        .count()
+}
+
+/// The files of `src/pump/` (and `src/pump.rs`) and which of them call a function defined in
+/// another: a call is `.name(` or `::name(` of a function defined in exactly one file of the
+/// crate, so method names std also uses do not count.
+fn pump_calls() -> BTreeMap<String, BTreeSet<String>> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut defined: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let all = files(&root);
+    for path in &all {
+        let text = code(path);
+        let file = path.strip_prefix(&root).unwrap().display().to_string();
+        for (at, _) in text.match_indices("fn ") {
+            let before = text[..at].chars().last();
+            if before.is_some_and(|c| c.is_alphanumeric() || c == '_') {
+                continue;
+            }
+            let name: String = text[at + 3..]
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            if !name.is_empty() {
+                defined.entry(name).or_default().insert(file.clone());
+            }
+        }
+    }
+    let pump: Vec<_> = all
+        .iter()
+        .filter(|p| {
+            let f = p.strip_prefix(&root).unwrap().display().to_string();
+            f == "pump.rs" || f.starts_with("pump/")
+        })
+        .collect();
+    let names: BTreeSet<String> = pump
+        .iter()
+        .map(|p| p.strip_prefix(&root).unwrap().display().to_string())
+        .collect();
+    let mut calls: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for path in pump {
+        let file = path.strip_prefix(&root).unwrap().display().to_string();
+        let text = code(path);
+        let entry = calls.entry(file.clone()).or_default();
+        for (name, homes) in &defined {
+            let [home] = homes.iter().collect::<Vec<_>>()[..] else {
+                continue;
+            };
+            if *home == file || !names.contains(home) {
+                continue;
+            }
+            if text.contains(&format!(".{name}(")) || text.contains(&format!("::{name}(")) {
+                entry.insert(home.clone());
+            }
+        }
+    }
+    calls
+}
+
+/// The pump core's shape, printed, and held to ceilings that only go down: `Shared`'s fields,
+/// and the largest group of `pump/` files that call each other round (a reader following the
+/// calls leaves and re-enters each file of such a group).
+#[test]
+fn the_pump_core_stays_within_its_ceilings() {
+    const SHARED_FIELDS: usize = 23;
+    const LARGEST_GROUP: usize = 8;
+    let fields = shared_fields();
+    let groups = cycles(&pump_calls());
+    let largest = groups.iter().map(BTreeSet::len).max().unwrap_or(1);
+    println!("Shared fields: {fields} (ceiling {SHARED_FIELDS}, target 12)");
+    println!(
+        "largest group of pump files calling each other round: {largest} (ceiling {LARGEST_GROUP}, target 3)"
+    );
+    for group in &groups {
+        println!("  group: {group:?}");
+    }
+    assert!(
+        fields <= SHARED_FIELDS,
+        "Shared has {fields} fields, over its ceiling {SHARED_FIELDS}"
+    );
+    assert!(
+        largest <= LARGEST_GROUP,
+        "a group of {largest} pump files call each other round: {groups:?}"
+    );
+}
+
+/// Every `tests/FILE.rs::name` ARCHITECTURE.md cites as holding an invariant exists.
+#[test]
+fn every_test_the_architecture_cites_exists() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let doc = read(&root.join("ARCHITECTURE.md"));
+    let mut missing = Vec::new();
+    let mut cited = 0;
+    for (at, _) in doc.match_indices("tests/") {
+        let rest = &doc[at..];
+        let end = rest
+            .find(|c: char| !(c.is_alphanumeric() || "_/.:".contains(c)))
+            .unwrap_or(rest.len());
+        let Some((file, name)) = rest[..end].split_once(".rs::") else {
+            continue;
+        };
+        cited += 1;
+        let text = std::fs::read_to_string(root.join(format!("{file}.rs"))).unwrap_or_default();
+        if !text.contains(&format!("fn {name}(")) {
+            missing.push(format!("{file}.rs::{name}"));
+        }
+    }
+    assert!(
+        cited >= 10,
+        "only {cited} tests cited: is the invariants section there?"
+    );
+    assert!(
+        missing.is_empty(),
+        "ARCHITECTURE.md cites tests that do not exist: {missing:?}"
+    );
+}
+
+/// docs/decisions/README.md lists every decision record, and every record has the three parts.
+#[test]
+fn every_decision_record_is_listed_and_complete() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/decisions");
+    let index = read(&dir.join("README.md"));
+    let mut wrong = Vec::new();
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let name = entry.unwrap().file_name().into_string().unwrap();
+        if name == "README.md" || !name.ends_with(".md") {
+            continue;
+        }
+        if !index.contains(&format!("({name})")) {
+            wrong.push(format!("{name}: not listed in README.md"));
+        }
+        let text = read(&dir.join(&name));
+        for part in ["## Context", "## Decision", "## Consequences"] {
+            if !text.contains(part) {
+                wrong.push(format!("{name}: no {part}"));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "decision records: {wrong:#?}");
 }

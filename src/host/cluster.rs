@@ -2,7 +2,7 @@
 //! stream, subjects and consumers, and the connection. The pump's side is in `cluster/hub.rs`
 //! (a remote listener is a proxy that publishes the delivery and awaits the outputs), the
 //! worker's in `cluster/worker.rs`, the messages between them in `cluster/wire.rs`.
-//! ARCHITECTURE.md, "Beyond one machine (issue 18)", gives the design and its guarantees.
+//! `docs/decisions/2026-11-26-remote-listeners.md` gives the design and its guarantees.
 
 pub mod hub;
 pub mod wire;

@@ -29,7 +29,7 @@ pub struct Param {
 /// `(atomic, timeout_ms=N, retry=N)` after a USE; each part optional, in this order.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Modifiers {
-    /// `atomic`: the call is not retried once it may have had an effect (see ARCHITECTURE.md).
+    /// `atomic`: the call is not retried once it may have had an effect (see docs/processes.md).
     pub atomic: bool,
     /// `timeout_ms=N` and where N is written.
     pub timeout_ms: Option<(Decimal, Span)>,

@@ -34,8 +34,8 @@ pub struct PumpConfig {
     /// done, halted or idle this long — nothing queued or running, no open child — leaves
     /// memory, and is reloaded from history when anything names one of its threads again.
     /// `None` (the default) keeps every thread in memory; so does a store that cannot reload
-    /// a tree ([`MemoryHistory`], whose records are in memory anyway). See `ARCHITECTURE.md`,
-    /// "Eviction (issue 19)".
+    /// a tree ([`MemoryHistory`], whose records are in memory anyway). See
+    /// `docs/decisions/2026-11-26-eviction.md`.
     pub evict_idle_after: Option<std::time::Duration>,
 }
 
