@@ -14,6 +14,7 @@ mod evict;
 mod gate;
 mod halt;
 mod ingress;
+mod lifecycle;
 mod notice;
 mod plan;
 mod recover;
@@ -26,9 +27,7 @@ mod tx;
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-
-use tokio::sync::Notify;
+use std::sync::atomic::Ordering;
 
 #[cfg(feature = "host")]
 pub(crate) use builder::usable_namespace;
@@ -45,70 +44,76 @@ use crate::system::{SYSTEM_SENDER, SystemMessage};
 use crate::thread::registry::{Registry, ThreadEntry};
 use crate::{Envelope, QName, ThreadId, ThreadInfo};
 
-/// What the handle and the runner tasks share.
+/// What the handle and the runner tasks share: the parts, each owning its fields with its
+/// methods beside them — [`route::Routes`] (the routing tables), [`Names`],
+/// [`lifecycle::Lifecycle`] (closing, stopped, runners and their waiters),
+/// [`refusals::Refusals`], [`evict::Eviction`], [`stall::Stall`] — and the registry, the
+/// store and the configuration they work on.
 ///
-/// Its fields are here; its methods are grouped by the step of an envelope's path they
-/// belong to, one `impl Shared` block per file, in the order an envelope meets them:
+/// The steps of an envelope's path are `impl Shared` blocks, one per file, in the order an
+/// envelope meets them:
 ///
 /// | file | methods |
 /// | --- | --- |
 /// | `pump/ingress.rs` | outside input admitted or refused (`admit`, `new_root`, `refuse`…) |
 /// | `pump/agentserver.rs` | AgentServer payloads opening threads under a client's id |
-/// | `pump/route.rs` | who takes an envelope (`route`, by root, `to`, reply) |
-/// | `pump/runner.rs` | a thread's runner task (`wake`, `run`, `finish_run`) |
-/// | `pump/gate.rs` | the governor's gate before a delivery (`gate`, `root_ledger`) |
+/// | `pump/tx.rs` | one commit: records, queue pushes, wakes (`Tx::commit`, `await_commit`) |
+/// | `pump/runner.rs` | a thread's runner task (`wake`, `run`, `finish_run`), a stall and its revival |
+/// | `pump/gate.rs` | the governor's gate before a delivery (`gate`) |
 /// | `pump/dispatch.rs` | one delivery: gate, handler, apply, commit (`deliver`) |
 /// | `pump/plan.rs` | a handler's outputs checked and planned (`plan`) |
 /// | `pump/apply/spawn.rs` | a child thread opened (`new_child`) |
 /// | `pump/notice.rs` | notices into threads, results to a parent (`notice`, `report_to_parent`) |
 /// | `pump/halt.rs` | the governor's decision and a halt (`decide`, `halt_locked`, `halt_before`) |
 /// | `pump/recover.rs` | a restart: pending work read back from history |
-/// | `pump/stall.rs` | a failed commit: the delivery put back, threads parked until the store recovers |
 /// | this file | construction and the system thread's records |
 ///
 /// (`docs/decisions/2026-11-26-layering.md` says why the type's methods are not in one file.)
 #[derive(Debug)]
 pub(crate) struct Shared {
-    listeners: Vec<Registration>,
-    by_name: HashMap<Arc<str>, usize>,
-    by_root: HashMap<QName, Vec<usize>>,
+    /// Every listener's registration, by index, name and root (`pump/route.rs`).
+    routes: route::Routes,
     registry: Registry,
     store: Arc<dyn HistoryStore>,
     config: PumpConfig,
     system_thread: Arc<ThreadEntry>,
-    system_name: Arc<str>,
-    governor_name: Arc<str>,
-    /// `client`, the name of outside senders, shared by every record to or from them.
-    client_name: Arc<str>,
-    /// Notified when a runner ends; used by `settle`.
-    quiet: Notify,
+    /// The pump's own sender names, shared by every record to or from them.
+    names: Names,
     /// What the last restart brought back.
     recovered: std::sync::OnceLock<RecoveryReport>,
-    /// Tasks waiting in `settle`.
-    waiters: AtomicUsize,
-    /// Runner tasks alive.
-    runners: AtomicUsize,
-    /// No new outside input.
-    closing: AtomicBool,
-    /// Outside input holds it for reading while it is admitted; shutdown takes it for writing
-    /// to set `closing`, so no admitted message can miss the drain.
-    ingress_gate: std::sync::RwLock<()>,
+    /// Taking input, closing, stopped; runners alive and who waits for them
+    /// (`pump/lifecycle.rs`).
+    lifecycle: lifecycle::Lifecycle,
     /// Held while an AgentServer message opens a thread under the id its client chose, so two
     /// messages naming the same new id open one thread.
     adopting: std::sync::Mutex<()>,
     /// No new deliveries.
-    stopped: AtomicBool,
     /// Identical refusals of outside input, counted per thread (`pump/refusals.rs`).
     refusals: refusals::Refusals,
-    /// Set once the task that records closed refusal windows runs.
-    refusal_sweeper: std::sync::OnceLock<()>,
     /// Trees let go from memory and brought back (`pump/evict.rs`).
     eviction: evict::Eviction,
-    /// A delivery failed to commit and the store has not recovered: runners take no work
+    /// A failed commit: whether runners take work, and the threads parked meanwhile
     /// (`pump/stall.rs`).
-    stalled: AtomicBool,
-    /// Threads whose runners stopped with work left while the pump was stalled.
-    parked: std::sync::Mutex<Vec<Arc<ThreadEntry>>>,
+    stall: stall::Stall,
+}
+
+/// The names the pump writes as senders and recipients: `system` (its notices), `governor`
+/// (its decisions) and `client` (outside senders). One allocation each, shared by every record.
+#[derive(Debug)]
+pub(crate) struct Names {
+    system: Arc<str>,
+    governor: Arc<str>,
+    client: Arc<str>,
+}
+
+impl Default for Names {
+    fn default() -> Self {
+        Self {
+            system: Arc::from(SYSTEM_SENDER),
+            governor: Arc::from("governor"),
+            client: Arc::from(crate::system::CLIENT_SENDER),
+        }
+    }
 }
 
 impl Shared {
@@ -124,29 +129,18 @@ impl Shared {
         let registry = Registry::default();
         registry.insert(Arc::clone(&system_thread));
         Self {
-            listeners,
-            by_name,
-            by_root,
+            routes: route::Routes::new(listeners, by_name, by_root),
             registry,
             store,
             config,
             system_thread,
-            system_name: Arc::from(SYSTEM_SENDER),
-            governor_name: Arc::from("governor"),
-            client_name: Arc::from(crate::system::CLIENT_SENDER),
-            quiet: Notify::new(),
+            names: Names::default(),
             recovered: std::sync::OnceLock::new(),
-            waiters: AtomicUsize::new(0),
-            runners: AtomicUsize::new(0),
-            closing: AtomicBool::new(false),
-            ingress_gate: std::sync::RwLock::new(()),
+            lifecycle: lifecycle::Lifecycle::default(),
             adopting: std::sync::Mutex::new(()),
-            stopped: AtomicBool::new(false),
             refusals: refusals::Refusals::default(),
-            refusal_sweeper: std::sync::OnceLock::new(),
             eviction: evict::Eviction::default(),
-            stalled: AtomicBool::new(false),
-            parked: std::sync::Mutex::new(Vec::new()),
+            stall: stall::Stall::default(),
         }
     }
 
@@ -159,7 +153,7 @@ impl Shared {
         let mut inner = entry.lock();
         inner.records += 1;
         let envelope = Envelope::new(
-            Arc::clone(&self.system_name),
+            Arc::clone(&self.names.system),
             entry.id,
             message.to_payload(),
         );
@@ -175,31 +169,9 @@ impl Shared {
         self.store.append(batch)
     }
 
-    /// Waits until `done()` holds, checking again whenever a runner ends.
-    pub(crate) async fn wait_until(&self, mut done: impl FnMut() -> bool) {
-        /// Counts a waiter for as long as it lives, even when its future is dropped.
-        struct Waiting<'a>(&'a AtomicUsize);
-        impl Drop for Waiting<'_> {
-            fn drop(&mut self) {
-                self.0.fetch_sub(1, Ordering::AcqRel);
-            }
-        }
-        self.waiters.fetch_add(1, Ordering::AcqRel);
-        let _waiting = Waiting(&self.waiters);
-        loop {
-            let notified = self.quiet.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            if done() {
-                return;
-            }
-            notified.await;
-        }
-    }
-
     fn record_boot(&self) -> Result<(), HistoryError> {
         self.record_system(SystemMessage::Boot {
-            listeners: self.listeners.len(),
+            listeners: self.routes.len(),
         })
         .map(drop)
     }
@@ -342,6 +314,7 @@ impl PumpHandle {
             return;
         };
         shared
+            .lifecycle
             .wait_until(|| {
                 loop {
                     // A scan that raced with a runner starting somewhere in the tree is repeated.

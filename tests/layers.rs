@@ -396,10 +396,11 @@ fn pump_calls() -> BTreeMap<String, BTreeSet<String>> {
 /// calls leaves and re-enters each file of such a group).
 #[test]
 fn the_pump_core_stays_within_its_ceilings() {
-    const SHARED_FIELDS: usize = 23;
-    const LARGEST_GROUP: usize = 8;
+    const SHARED_FIELDS: usize = 12;
+    const LARGEST_GROUP: usize = 3;
     let fields = shared_fields();
-    let groups = cycles(&pump_calls());
+    let calls = pump_calls();
+    let groups = cycles(&calls);
     let largest = groups.iter().map(BTreeSet::len).max().unwrap_or(1);
     println!("Shared fields: {fields} (ceiling {SHARED_FIELDS}, target 12)");
     println!(
@@ -407,6 +408,10 @@ fn the_pump_core_stays_within_its_ceilings() {
     );
     for group in &groups {
         println!("  group: {group:?}");
+        for file in group {
+            let inside: Vec<_> = calls[file].intersection(group).collect();
+            println!("    {file} calls {inside:?}");
+        }
     }
     assert!(
         fields <= SHARED_FIELDS,

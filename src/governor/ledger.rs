@@ -96,6 +96,13 @@ impl Ledger {
         }
     }
 
+    /// The ledger of a root thread that started at `started`, under the organism's `budget`:
+    /// its own account, its deadline `started + wall_clock`.
+    pub fn root(budget: &Budget, started: Instant) -> Self {
+        let deadline = budget.wall_clock.map(|w| started + w);
+        Self::new(Account::root(budget), deadline, budget.depth).started_at(started)
+    }
+
     /// The ledger of a child thread started at `started`, spawned by a thread at depth
     /// `parent_depth` whose ledger is `parent`, with `account` carved by `budget`: its deadline is
     /// the parent's or `budget`'s wall clock from `started`, whichever comes first, its depth

@@ -40,7 +40,7 @@ pub(crate) struct Applying<'a> {
 
 impl Applying<'_> {
     fn me_name(&self) -> &Arc<str> {
-        &self.shared.listeners[self.me].name
+        &self.shared.routes[self.me].name
     }
 
     /// A notice to the listener being delivered (or recorded, if the thread closed).
@@ -137,7 +137,7 @@ impl Applying<'_> {
                 code: ErrorCode::ThreadClosed,
                 message,
             };
-            let to = Recipient::RecordOnly(&self.shared.listeners[self.me].name);
+            let to = Recipient::RecordOnly(&self.shared.routes[self.me].name);
             self.shared.notice(
                 &mut self.tx,
                 self.entry,
@@ -158,7 +158,7 @@ impl Applying<'_> {
                 self.remember_result(&payload);
                 let env = self
                     .envelope(payload)
-                    .with_to(Some(Arc::clone(&self.shared.client_name)))
+                    .with_to(Some(Arc::clone(&self.shared.names.client)))
                     .with_in_reply_to(Some(self.delivery.id()));
                 self.tx.record(self.inner, env, RecordKind::Egress);
             }
@@ -247,7 +247,7 @@ impl Applying<'_> {
         self.remember_result(&payload);
         let in_reply_to = reply.then(|| self.delivery.id());
         for target in targets {
-            let to = Arc::clone(&self.shared.listeners[target].name);
+            let to = Arc::clone(&self.shared.routes[target].name);
             let env = self
                 .envelope(payload.clone())
                 .with_to(Some(to))

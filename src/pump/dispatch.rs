@@ -15,7 +15,6 @@ use super::apply::{Applying, Failure, FailureCode};
 use super::gate::Admission;
 use super::plan::Steps;
 use super::tx::Tx;
-use crate::ThreadId;
 use crate::governor::Signals;
 use crate::history::{HistoryError, Ticket};
 use crate::listener::{Context, Delivery, ListenerError, Registration, Usage};
@@ -52,7 +51,7 @@ impl Shared {
             } => (view, deadline, warnings, account, cost),
             Admission::Halt(verdict) => return self.halt_before(entry, item, verdict).await,
         };
-        let registration = &self.listeners[item.target];
+        let registration = &self.routes[item.target];
         let delivery = Delivery::new(item.envelope);
         let mut cx = Context::new(
             entry.id,
@@ -106,32 +105,6 @@ impl Shared {
         if let Some(after) = on_commit {
             after();
         }
-    }
-
-    /// Waits for a commit's durability; a failure is logged (the pump keeps serving) and returned.
-    pub(crate) async fn await_commit(
-        &self,
-        thread: ThreadId,
-        committed: Result<Ticket, HistoryError>,
-    ) -> Result<(), HistoryError> {
-        let result = match committed {
-            Ok(ticket) => ticket.wait().await,
-            Err(e) => Err(e),
-        };
-        if let Err(error) = &result {
-            tracing::error!(thread = %thread, %error, "history commit failed");
-        }
-        result
-    }
-
-    /// Waits for an internal commit (a delivery's, a halt's): a failure is logged by
-    /// [`Shared::await_commit`] and the pump keeps serving.
-    pub(crate) async fn finish_commit(
-        &self,
-        thread: ThreadId,
-        committed: Result<Ticket, HistoryError>,
-    ) {
-        let _ = self.await_commit(thread, committed).await;
     }
 
     fn apply_done(

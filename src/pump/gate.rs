@@ -32,24 +32,11 @@ pub(crate) enum Admission {
 }
 
 impl Shared {
-    /// The ledger of a new root thread, from the policy.
-    pub(crate) fn root_ledger(&self) -> Ledger {
-        self.root_ledger_at(Instant::now())
-    }
-
-    /// The ledger of a root thread that started at `started`, from the policy.
-    pub(crate) fn root_ledger_at(&self, started: Instant) -> Ledger {
-        let budget = &self.config.governor.budget;
-        let deadline = budget.wall_clock.map(|w| started + w);
-        let account = crate::governor::budget::Account::root(budget);
-        Ledger::new(account, deadline, budget.depth).started_at(started)
-    }
-
     /// The governor's gate before a delivery: control before data, then budgets, then repeats.
     pub(crate) fn gate(&self, entry: &ThreadEntry, item: &Queued) -> Admission {
         let policy = &self.config.governor;
         let mut inner = entry.lock();
-        let listener = &self.listeners[item.target].name;
+        let listener = &self.routes[item.target].name;
         let view = inner.view_of(listener);
         let l = &mut inner.ledger;
         if !policy.enabled {
@@ -81,7 +68,7 @@ impl Shared {
             return Admission::Halt(Verdict::timeout(BudgetName::WallClock));
         }
         let env = &item.envelope;
-        let cost = Cost::of(env, &self.listeners[item.target]);
+        let cost = Cost::of(env, &self.routes[item.target]);
         // Budgets breached, then cycles, then the withdrawal: under one lock of the account chain.
         let account = Arc::clone(&l.account);
         let admitted = account.admit(cost.amount(), || {

@@ -28,7 +28,7 @@ impl Shared {
         let committed = {
             let family = self.registry.family(entry);
             let (mut inner, mut parent_inner) = family.lock(entry);
-            let to = Arc::clone(&self.listeners[item.target].name);
+            let to = Arc::clone(&self.routes[item.target].name);
             inner.queue.push_front(item);
             if inner.state().is_closed() {
                 return;
@@ -52,7 +52,7 @@ impl Shared {
     ) {
         let xml = decision.to_xml();
         let payload = Payload::from_trusted(crate::QName::new(GOVERNOR_NS, "decision"), xml, true);
-        let env = Envelope::new(Arc::clone(&self.governor_name), entry.id, payload);
+        let env = Envelope::new(Arc::clone(&self.names.governor), entry.id, payload);
         tx.record(inner, env, RecordKind::Decision);
     }
 
@@ -95,7 +95,7 @@ impl Shared {
             certificate,
             report_digest: hex::encode(Sha256::digest(json.as_bytes())),
         };
-        let env = Envelope::new(Arc::clone(&self.system_name), entry.id, halt.to_payload())
+        let env = Envelope::new(Arc::clone(&self.names.system), entry.id, halt.to_payload())
             .with_id(halt_id)
             .with_to(to.map(Arc::from));
         tx.record(inner, env, RecordKind::System);

@@ -3,13 +3,12 @@
 //! an accepted message is acknowledged only after its record is committed.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 
 use super::notice::Recipient;
-use super::plan::tool_checked;
-use super::route::{Refusal, Route, Sender, Targets, smuggled};
+use super::route::{Refusal, Route, Sender, Targets, smuggled, tool_checked};
 use super::tx::{Place, Tx};
 use super::{PumpHandle, Shared};
+use crate::governor::ledger::Ledger;
 use crate::history::{HistoryError, RecordKind, Ticket};
 use crate::listener::Target;
 use crate::system::{CLIENT_SENDER, ErrorCode, SystemMessage, ThreadErrorCode, attempt};
@@ -286,7 +285,7 @@ impl PumpHandle {
     /// takes writes, the answer is `Ok` again, without a restart.
     pub fn health(&self) -> Result<(), Box<IngressError>> {
         let shared = &self.shared;
-        if shared.closing.load(Ordering::Acquire) {
+        if shared.lifecycle.is_closing() {
             return Err(Box::new(IngressError {
                 answer: shutting_down(),
                 recorded: None,
@@ -341,12 +340,11 @@ impl Shared {
     ) -> Admitted {
         // Held until the message is registered, so shutdown cannot slip in between (it takes
         // the gate for writing when it starts refusing input).
-        let _gate = self.ingress_gate.read().unwrap_or_else(|p| p.into_inner());
-        if self.closing.load(Ordering::Acquire) {
+        let Some(_admitting) = self.lifecycle.admitting() else {
             return self
                 .refuse(&self.system_thread, shutting_down(), dialect)
                 .into();
-        }
+        };
         let named = match self.named_thread(thread, dialect) {
             Ok(named) => named,
             Err(answer) => return self.refuse(&self.system_thread, *answer, dialect).into(),
@@ -367,7 +365,7 @@ impl Shared {
         let target = to.map_or(Target::Route, |name| Target::Listener(name.to_owned()));
         let route = match smuggled(&payload).map_or_else(|| tool_checked(&payload, &target), Err) {
             Err(refusal) => Err(refusal),
-            Ok(by_tool) => self.route(
+            Ok(by_tool) => self.routes.route(
                 Sender::Client,
                 by_tool.as_ref().unwrap_or(&target),
                 payload.qname(),
@@ -404,7 +402,7 @@ impl Shared {
     /// A root thread for outside input, not registered until its first message is recorded.
     fn new_root(&self, id: ThreadId, dialect: Dialect) -> Arc<ThreadEntry> {
         let path = Arc::from(&id.to_string()[..8]);
-        let ledger = self.root_ledger();
+        let ledger = Ledger::root(&self.config.governor.budget, tokio::time::Instant::now());
         Arc::new(ThreadEntry::new(id, None, None, path, dialect, ledger))
     }
 
@@ -445,8 +443,8 @@ impl Shared {
         let mut tx = Tx::new();
         let is_new = inner.records == 0;
         for target in targets {
-            let to = Arc::clone(&self.listeners[target].name);
-            let env = Envelope::new(Arc::clone(&self.client_name), entry.id, payload.clone())
+            let to = Arc::clone(&self.routes[target].name);
+            let env = Envelope::new(Arc::clone(&self.names.client), entry.id, payload.clone())
                 .with_to(Some(to))
                 .with_in_reply_to(in_reply_to);
             tx.queue(&mut inner, Place::Here, env, target, RecordKind::Message);

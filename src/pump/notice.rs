@@ -34,7 +34,7 @@ impl Shared {
         message: SystemMessage,
         in_reply_to: Option<MessageId>,
     ) {
-        let system = Arc::clone(&self.system_name);
+        let system = Arc::clone(&self.names.system);
         let env =
             Envelope::new(system, entry.id, message.to_payload()).with_in_reply_to(in_reply_to);
         match to {
@@ -42,16 +42,16 @@ impl Shared {
                 if !inner.state().is_closed()
                     && inner.queue.len() + tx.queued_here() < self.config.queue_capacity =>
             {
-                let env = env.with_to(Some(Arc::clone(&self.listeners[index].name)));
+                let env = env.with_to(Some(Arc::clone(&self.routes[index].name)));
                 tx.queue(inner, Place::Here, env, index, RecordKind::System);
             }
             Recipient::Listener(index) => {
-                let env = env.with_to(Some(Arc::clone(&self.listeners[index].name)));
+                let env = env.with_to(Some(Arc::clone(&self.routes[index].name)));
                 tx.record(inner, env, RecordKind::System);
             }
             Recipient::Client => tx.record(
                 inner,
-                env.with_to(Some(Arc::clone(&self.client_name))),
+                env.with_to(Some(Arc::clone(&self.names.client))),
                 RecordKind::System,
             ),
             Recipient::RecordOnly(name) => tx.record(
@@ -66,11 +66,11 @@ impl Shared {
     pub(crate) fn recipient_of<'a>(&'a self, from: &'a str, me: usize) -> Recipient<'a> {
         match from {
             CLIENT_SENDER => Recipient::Client,
-            SYSTEM_SENDER => Recipient::RecordOnly(&self.listeners[me].name),
+            SYSTEM_SENDER => Recipient::RecordOnly(&self.routes[me].name),
             name => self
-                .by_name
-                .get(name)
-                .map_or(Recipient::RecordOnly(name), |&i| Recipient::Listener(i)),
+                .routes
+                .index_of(name)
+                .map_or(Recipient::RecordOnly(name), Recipient::Listener),
         }
     }
 
@@ -97,15 +97,15 @@ impl Shared {
         let spawner = child
             .spawner
             .as_deref()
-            .and_then(|s| self.by_name.get(s).copied());
+            .and_then(|s| self.routes.index_of(s));
         let env = Envelope::new(
-            Arc::clone(&self.system_name),
+            Arc::clone(&self.names.system),
             parent.id,
             result.to_payload(),
         );
         match spawner {
             Some(index) if !parent_inner.state().is_closed() => {
-                let env = env.with_to(Some(Arc::clone(&self.listeners[index].name)));
+                let env = env.with_to(Some(Arc::clone(&self.routes[index].name)));
                 tx.queue(parent_inner, Place::Parent, env, index, RecordKind::System);
             }
             _ => {

@@ -4,7 +4,7 @@
 use smallvec::{SmallVec, smallvec};
 
 use super::Shared;
-use super::route::{Refusal, Route, Sender, Targets, huh_code, smuggled};
+use super::route::{Refusal, Route, Sender, Targets, huh_code, smuggled, tool_checked};
 use crate::Payload;
 use crate::envelope::PROCESS_NS;
 use crate::extract::{ExtractError, addressed};
@@ -13,7 +13,7 @@ use crate::listener::Role;
 use crate::listener::{Delivery, Output, Outputs, Target};
 use crate::system::{ErrorCode, GOVERNOR_NS};
 use crate::system::{HuhCode, Request, SYSTEM_NS, attempt};
-use crate::tool::{Answer, Call, TOOL_NS, written_fits, written_payload};
+use crate::tool::{written_fits, written_payload};
 
 /// A delivery's steps, in order (usually one or two: kept inline).
 pub(crate) type Steps = SmallVec<[Step; 2]>;
@@ -183,19 +183,19 @@ impl Shared {
             Ok(None) => target,
             Err(refusal) => return steps.push(refused(refusal, payload.as_str().to_owned())),
         };
-        let mut targets = match self.route(sender, target, payload.qname()) {
+        let mut targets = match self.routes.route(sender, target, payload.qname()) {
             Ok(Route::Listeners(targets)) => targets,
             Ok(Route::Client) => return steps.push(Step::Egress { payload }),
             Err(refusal) => return steps.push(refused(refusal, payload.as_str().to_owned())),
         };
         if let Sender::Listener { index, .. } = sender
-            && !self.listeners[index].loops()
+            && !self.routes[index].loops()
             && targets.contains(&index)
         {
             targets.retain(|t| *t != index);
             let message = format!(
                 "`{}` may not message itself: it is registered without loop permission",
-                self.listeners[index].name
+                self.routes[index].name
             );
             steps.push(refused(
                 Refusal::Error(ErrorCode::LoopNotPermitted, message),
@@ -216,7 +216,7 @@ impl Shared {
     /// the process role speaks this namespace.
     fn plan_process_event(&self, sender: Sender<'_>, payload: Payload) -> Step {
         let index = match sender {
-            Sender::Listener { index, .. } if self.listeners[index].role == Role::Process => index,
+            Sender::Listener { index, .. } if self.routes[index].role == Role::Process => index,
             _ => {
                 let message = format!(
                     "{} is a process event; only a listener with the process role emits one",
@@ -258,7 +258,7 @@ impl Shared {
                 // In the child the spawner has no caller: it may address itself and its peers.
                 let child_sender = Sender::Listener { index, caller: "" };
                 let target = to.map_or(Target::Route, Target::Listener);
-                match self.route(child_sender, &target, initial.qname()) {
+                match self.routes.route(child_sender, &target, initial.qname()) {
                     Ok(Route::Listeners(targets)) => Step::Spawn {
                         request: payload,
                         sub_id: suggested_sub_id,
@@ -285,35 +285,6 @@ impl Shared {
                 payload: result,
             },
         }
-    }
-}
-
-/// A payload checked against the tool protocol when it is in [`TOOL_NS`], from a listener or
-/// from outside: `Some` target when a call routed by its root goes to the tool it names,
-/// `None` to keep the target asked for, a refusal naming the fault of a malformed one.
-pub(super) fn tool_checked(payload: &Payload, target: &Target) -> Result<Option<Target>, Refusal> {
-    if payload.qname().namespace() != TOOL_NS {
-        return Ok(None);
-    }
-    tool_target(payload, target).map_err(|message| Refusal::Huh(HuhCode::InvalidPayload, message))
-}
-
-/// A tool-protocol payload checked against the protocol (zero trust: a malformed call or
-/// answer is refused here, naming the fault). A `call` routed by its root goes to the listener
-/// its `tool` attribute names — the one tool it calls, not every listener of the root.
-fn tool_target(payload: &Payload, target: &Target) -> Result<Option<Target>, String> {
-    let local = payload.qname().local();
-    if local == "call" {
-        // Read once: the tool that receives the payload shares this reading.
-        let call = Call::shared(payload).map_err(|e| e.to_string())?;
-        return Ok((*target == Target::Route).then(|| Target::Listener(call.tool.clone())));
-    }
-    match Answer::shared(payload) {
-        Some(Ok(_)) => Ok(None),
-        Some(Err(e)) => Err(e.to_string()),
-        None => Err(format!(
-            "<{local}> is not a message of {TOOL_NS}: expected <call>, <result> or <error>"
-        )),
     }
 }
 

@@ -92,7 +92,7 @@ impl Shared {
                 None if &*info.path == "system" => {
                     Ledger::new(Account::root(&Budget::unlimited()), None, None)
                 }
-                None => self.root_ledger_at(start_of(&info.id)),
+                None => Ledger::root(&self.config.governor.budget, start_of(&info.id)),
             };
             let mut entry = ThreadEntry::restore(info, ledger);
             if let Some(parent) = parent {
@@ -161,10 +161,7 @@ impl Shared {
                 tracing::error!(thread = %record.thread, message = %record.id, "pending message of an unknown thread");
                 continue;
             };
-            let target = record
-                .to
-                .as_deref()
-                .and_then(|to| self.by_name.get(to).copied());
+            let target = record.to.as_deref().and_then(|to| self.routes.index_of(to));
             let envelope = record.to_envelope(&self.config.limits);
             match (target, envelope) {
                 (Some(target), Ok(envelope)) => {

@@ -19,9 +19,14 @@ use crate::{MessageId, ThreadId};
 /// How many identical refusals a window records whole before it counts the rest.
 pub const RECORDED_IN_FULL: u64 = 8;
 
-/// The open windows, one per thread with a recent refusal.
+/// The open windows, one per thread with a recent refusal, and whether the task that closes
+/// them runs.
 #[derive(Debug, Default)]
-pub(crate) struct Refusals(Mutex<HashMap<ThreadId, Window>>);
+pub(crate) struct Refusals {
+    open: Mutex<HashMap<ThreadId, Window>>,
+    /// Set once the task that records closed windows runs.
+    sweeper: std::sync::OnceLock<()>,
+}
 
 /// The last refusal recorded in a thread, and the identical ones counted since.
 #[derive(Debug)]
@@ -58,7 +63,7 @@ impl Refusals {
             return Verdict::Record(None);
         }
         let now = Instant::now();
-        let mut open = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
         match open.get_mut(&thread) {
             Some(w) if w.sample == *answer && now < w.opened + window => {
                 if w.recorded < RECORDED_IN_FULL {
@@ -77,7 +82,7 @@ impl Refusals {
     /// sample of a new one.
     pub fn recorded(&self, thread: ThreadId, answer: &SystemMessage, id: MessageId) {
         let now = Instant::now();
-        let mut open = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(w) = open.get_mut(&thread)
             && w.sample == *answer
         {
@@ -99,7 +104,7 @@ impl Refusals {
     /// zero), returning the counts to record.
     fn close_due(&self, window: Duration) -> Vec<(ThreadId, Summary)> {
         let now = Instant::now();
-        let mut open = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
         let due: Vec<ThreadId> = open
             .iter()
             .filter(|(_, w)| window.is_zero() || now >= w.opened + window)
@@ -183,7 +188,7 @@ impl Shared {
     /// Starts the task that closes due windows, once per pump, at the first refusal recorded
     /// with a window; it ends with the pump.
     pub(crate) fn sweep_refusals(self: &Arc<Self>) {
-        if self.refusal_sweeper.set(()).is_err() {
+        if self.refusals.sweeper.set(()).is_err() {
             return;
         }
         let weak = Arc::downgrade(self);

@@ -5,13 +5,14 @@ use std::sync::Arc;
 
 use smallvec::{SmallVec, smallvec};
 
-use super::Shared;
-use crate::listener::Target;
+use std::collections::HashMap;
+
+use crate::listener::{Registration, Target};
 use crate::system::{
     CLIENT_SENDER, ErrorCode, HuhCode, SYSTEM_SENDER, SystemMessage, is_reserved_namespace,
 };
-use crate::tool::TOOL_NS;
-use crate::{EnvelopeError, QName};
+use crate::tool::{Answer, Call, TOOL_NS};
+use crate::{EnvelopeError, Payload, QName};
 
 /// The listeners a payload goes to, by index, in registration order (rarely more than a few).
 pub(crate) type Targets = SmallVec<[usize; 4]>;
@@ -62,7 +63,47 @@ impl Refusal {
     }
 }
 
-impl Shared {
+/// The routing tables: every listener's registration by index, its index by name, and the
+/// listeners of each root in registration order. Built once by the builder; never changes.
+#[derive(Debug)]
+pub(crate) struct Routes {
+    listeners: Vec<Registration>,
+    by_name: HashMap<Arc<str>, usize>,
+    by_root: HashMap<QName, Vec<usize>>,
+}
+
+impl std::ops::Index<usize> for Routes {
+    type Output = Registration;
+
+    fn index(&self, index: usize) -> &Registration {
+        &self.listeners[index]
+    }
+}
+
+impl Routes {
+    /// The tables of validated registrations (`builder::validate` made the maps).
+    pub(crate) fn new(
+        listeners: Vec<Registration>,
+        by_name: HashMap<Arc<str>, usize>,
+        by_root: HashMap<QName, Vec<usize>>,
+    ) -> Self {
+        Self {
+            listeners,
+            by_name,
+            by_root,
+        }
+    }
+
+    /// How many listeners are registered.
+    pub(crate) fn len(&self) -> usize {
+        self.listeners.len()
+    }
+
+    /// The index of the listener named `name`.
+    pub(crate) fn index_of(&self, name: &str) -> Option<usize> {
+        self.by_name.get(name).copied()
+    }
+
     /// Decides where a payload with root `root` goes when `sender` aims it at `target`.
     pub(crate) fn route(
         &self,
@@ -208,5 +249,34 @@ pub(crate) fn huh_code(err: &EnvelopeError) -> HuhCode {
         EnvelopeError::UnknownPrefix { .. } => HuhCode::UnknownPrefix,
         EnvelopeError::NoPayload => HuhCode::NoPayload,
         _ => HuhCode::MalformedXml,
+    }
+}
+
+/// A payload checked against the tool protocol when it is in [`TOOL_NS`], from a listener or
+/// from outside: `Some` target when a call routed by its root goes to the tool it names,
+/// `None` to keep the target asked for, a refusal naming the fault of a malformed one.
+pub(crate) fn tool_checked(payload: &Payload, target: &Target) -> Result<Option<Target>, Refusal> {
+    if payload.qname().namespace() != TOOL_NS {
+        return Ok(None);
+    }
+    tool_target(payload, target).map_err(|message| Refusal::Huh(HuhCode::InvalidPayload, message))
+}
+
+/// A tool-protocol payload checked against the protocol (zero trust: a malformed call or
+/// answer is refused here, naming the fault). A `call` routed by its root goes to the listener
+/// its `tool` attribute names — the one tool it calls, not every listener of the root.
+fn tool_target(payload: &Payload, target: &Target) -> Result<Option<Target>, String> {
+    let local = payload.qname().local();
+    if local == "call" {
+        // Read once: the tool that receives the payload shares this reading.
+        let call = Call::shared(payload).map_err(|e| e.to_string())?;
+        return Ok((*target == Target::Route).then(|| Target::Listener(call.tool.clone())));
+    }
+    match Answer::shared(payload) {
+        Some(Ok(_)) => Ok(None),
+        Some(Err(e)) => Err(e.to_string()),
+        None => Err(format!(
+            "<{local}> is not a message of {TOOL_NS}: expected <call>, <result> or <error>"
+        )),
     }
 }

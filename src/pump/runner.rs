@@ -9,6 +9,7 @@ use futures_util::FutureExt as _;
 use std::sync::atomic::Ordering;
 
 use super::Shared;
+use super::stall::REVIVE_POLL;
 use super::tx::Tx;
 use crate::ThreadState;
 use crate::history::{HistoryError, Ticket};
@@ -35,14 +36,14 @@ impl Shared {
         inner: &mut ThreadInner,
     ) {
         let halted = inner.state() == ThreadState::Halted;
-        if halted || inner.running || self.stopped.load(Ordering::Acquire) {
+        if halted || inner.running || self.lifecycle.is_stopped() {
             return;
         }
         inner.running = true;
         inner.ledger.woke();
         entry.tree_epoch.fetch_add(1, Ordering::SeqCst);
         inner.activate();
-        self.runners.fetch_add(1, Ordering::AcqRel);
+        self.lifecycle.runner_started();
         let shared = Arc::clone(self);
         let entry = Arc::clone(entry);
         tokio::spawn(async move { shared.run(entry).await });
@@ -54,9 +55,9 @@ impl Shared {
                 let next = {
                     let mut inner = entry.lock();
                     // A halted thread keeps its queue for a resume; control before data.
-                    if self.stopped.load(Ordering::Acquire)
+                    if self.lifecycle.is_stopped()
                         || inner.state() == ThreadState::Halted
-                        || self.is_stalled()
+                        || self.stall.is_stalled()
                     {
                         None
                     } else {
@@ -75,8 +76,7 @@ impl Shared {
                     }
                     Some((item, true)) => Box::pin(self.refuse_closed(&entry, item)).await,
                     None if self.finish_run(&entry).await => {
-                        self.runners.fetch_sub(1, Ordering::AcqRel);
-                        self.quiet_changed();
+                        self.lifecycle.runner_ended();
                         return;
                     }
                     None => {}
@@ -105,10 +105,10 @@ impl Shared {
     fn try_finish(self: &Arc<Self>, entry: &Arc<ThreadEntry>) -> Option<Option<Committed>> {
         let family = self.registry.family(entry);
         let (mut inner, mut parent_inner) = family.lock(entry);
-        let stopped = self.stopped.load(Ordering::Acquire);
+        let stopped = self.lifecycle.is_stopped();
         let halted = inner.state() == ThreadState::Halted;
         // Stalled on a failed commit: park, with work left or a child's ending to commit.
-        let parked = !stopped && !halted && self.is_stalled() && self.park(entry);
+        let parked = !stopped && !halted && self.stall.is_stalled() && self.stall.park(entry);
         if !inner.queue.is_empty() && !stopped && !halted && !parked {
             return None;
         }
@@ -159,7 +159,7 @@ impl Shared {
         let committed: Committed = {
             let mut inner = entry.lock();
             let mut tx = Tx::delivering(entry.id, id);
-            let listener = &self.listeners[target].name;
+            let listener = &self.routes[target].name;
             let message =
                 format!("internal error while delivering to `{listener}`; its outputs are dropped");
             let notice = SystemMessage::Error {
@@ -182,7 +182,7 @@ impl Shared {
                 "thread {} is {}; the message to `{}` was not delivered",
                 entry.id,
                 inner.state(),
-                self.listeners[item.target].name
+                self.routes[item.target].name
             );
             let notice = SystemMessage::Error {
                 code: ErrorCode::ThreadClosed,
@@ -202,10 +202,44 @@ impl Shared {
         self.finish_commit(entry.id, committed).await;
     }
 
-    /// Wakes everyone waiting for threads to settle (only if someone waits).
-    pub(crate) fn quiet_changed(&self) {
-        if self.waiters.load(Ordering::Acquire) > 0 {
-            self.quiet.notify_waiters();
+    /// Puts back a message whose delivery failed to commit, and stalls the pump until the
+    /// store recovers (`pump/stall.rs`).
+    pub(crate) fn stall(self: &Arc<Self>, entry: &Arc<ThreadEntry>, item: Queued) {
+        entry.lock().queue.push_front(item);
+        if !self.stall.begin() {
+            return;
         }
+        let weak = Arc::downgrade(self);
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(REVIVE_POLL).await;
+                let Some(shared) = weak.upgrade() else { return };
+                if shared.lifecycle.is_stopped() {
+                    return;
+                }
+                if shared.store.writable().is_ok() {
+                    shared.revive();
+                    return;
+                }
+            }
+        });
+    }
+
+    /// The store takes writes again: drop what was never acknowledged from the parked queues
+    /// and wake their threads.
+    fn revive(self: &Arc<Self>) {
+        let parked = self.stall.end();
+        tracing::info!(
+            threads = parked.len(),
+            "history writable again; parked threads resume"
+        );
+        for entry in parked {
+            let mut inner = entry.lock();
+            let store = &self.store;
+            inner.queue.retain(|q| !store.was_refused(q.envelope.id()));
+            // Also with an empty queue: a child's ending waits for this run.
+            self.start_runner(&entry, &mut inner);
+        }
+        self.lifecycle.quiet_changed();
     }
 }

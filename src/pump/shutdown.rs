@@ -1,7 +1,6 @@
 //! Graceful shutdown: decide (refuse new input), wait (let queues drain within a grace period),
 //! tell (record every message still queued as not delivered, then `shutdown`).
 
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use super::PumpHandle;
@@ -26,15 +25,9 @@ impl PumpHandle {
     /// not delivered, and `shutdown` is recorded in the system thread (committed when this returns).
     pub async fn shutdown(&self, grace: Duration) -> ShutdownReport {
         let shared = &self.shared;
-        {
-            let _gate = shared
-                .ingress_gate
-                .write()
-                .unwrap_or_else(|p| p.into_inner());
-            shared.closing.store(true, Ordering::Release);
-        }
+        shared.lifecycle.close();
         let drained = tokio::time::timeout(grace, self.settle_all()).await.is_ok();
-        shared.stopped.store(true, Ordering::Release);
+        shared.lifecycle.stop();
         self.wait_for_runners().await;
         shared.flush_refusals(true).await;
         let mut undelivered = 0;
@@ -52,13 +45,13 @@ impl PumpHandle {
                 for item in items {
                     let message = format!(
                         "the pump shut down before delivering this message to `{}`",
-                        shared.listeners[item.target].name
+                        shared.routes[item.target].name
                     );
                     let notice = SystemMessage::Error {
                         code: ErrorCode::ShuttingDown,
                         message,
                     };
-                    let to = Recipient::RecordOnly(&shared.listeners[item.target].name);
+                    let to = Recipient::RecordOnly(&shared.routes[item.target].name);
                     shared.notice(
                         &mut tx,
                         &entry,
@@ -72,7 +65,7 @@ impl PumpHandle {
             };
             shared.finish_commit(entry.id, committed).await;
         }
-        shared.quiet_changed();
+        shared.lifecycle.quiet_changed();
         // Waited for, so a reader of the store after `shutdown` returns sees the record.
         let recorded = match shared.record_system(SystemMessage::Shutdown { undelivered }) {
             Ok(ticket) => ticket.wait().await,
@@ -106,7 +99,8 @@ impl PumpHandle {
     async fn wait_for_runners(&self) {
         let shared = &self.shared;
         shared
-            .wait_until(|| shared.runners.load(Ordering::Acquire) == 0)
+            .lifecycle
+            .wait_until(|| shared.lifecycle.no_runners())
             .await;
     }
 }

@@ -224,3 +224,31 @@ impl Tx {
         Ok(ticket)
     }
 }
+
+impl Shared {
+    /// Waits for a commit's durability; a failure is logged (the pump keeps serving) and returned.
+    pub(crate) async fn await_commit(
+        &self,
+        thread: ThreadId,
+        committed: Result<Ticket, HistoryError>,
+    ) -> Result<(), HistoryError> {
+        let result = match committed {
+            Ok(ticket) => ticket.wait().await,
+            Err(e) => Err(e),
+        };
+        if let Err(error) = &result {
+            tracing::error!(thread = %thread, %error, "history commit failed");
+        }
+        result
+    }
+
+    /// Waits for an internal commit (a delivery's, a halt's): a failure is logged by
+    /// [`Shared::await_commit`] and the pump keeps serving.
+    pub(crate) async fn finish_commit(
+        &self,
+        thread: ThreadId,
+        committed: Result<Ticket, HistoryError>,
+    ) {
+        let _ = self.await_commit(thread, committed).await;
+    }
+}

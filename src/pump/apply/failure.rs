@@ -8,7 +8,7 @@ use crate::system::{ErrorCode, HuhCode, SystemMessage};
 impl Applying<'_> {
     /// Reports a failed handler to the sender of the delivery, or halts on backpressure/deadline.
     pub(crate) fn fail(&mut self, failure: Failure) {
-        let name = &self.shared.listeners[self.me].name;
+        let name = &self.shared.routes[self.me].name;
         tracing::warn!(thread = %self.entry.id, listener = %name, error = %failure.message, "handler failed");
         let notice = match failure.code {
             FailureCode::Error(code) => {

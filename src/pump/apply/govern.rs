@@ -26,13 +26,13 @@ impl Applying<'_> {
             return;
         }
         let env = Envelope::new(
-            Arc::clone(&self.shared.listeners[self.me].name),
+            Arc::clone(&self.shared.routes[self.me].name),
             self.entry.id,
             payload.clone(),
         )
-        .with_to(Some(Arc::clone(&self.shared.governor_name)));
+        .with_to(Some(Arc::clone(&self.shared.names.governor)));
         self.tx.record(self.inner, env, RecordKind::Message);
-        let me = Arc::clone(&self.shared.listeners[self.me].name);
+        let me = Arc::clone(&self.shared.routes[self.me].name);
         let window = self.shared.config.governor.no_progress_window;
         match self.inner.ledger.absorb(message, &me, self.entry.depth) {
             Absorbed::Goal {
@@ -73,8 +73,8 @@ impl Applying<'_> {
         if self.tx.queued_here() > 0 {
             return;
         }
-        let me = Arc::clone(&self.shared.listeners[self.me].name);
-        if !self.shared.listeners[self.me].loops() {
+        let me = Arc::clone(&self.shared.routes[self.me].name);
+        if !self.shared.routes[self.me].loops() {
             let message = format!(
                 "`{me}` said continue but may not take another turn: it is registered without loop permission"
             );
@@ -104,7 +104,7 @@ impl Applying<'_> {
         }
         let r_p = self.shared.r_p(&self.inner.ledger);
         let window = self.shared.config.governor.divergence_window;
-        let me = &self.shared.listeners[self.me].name;
+        let me = &self.shared.routes[self.me].name;
         let mut signals = std::mem::take(&mut self.signals);
         let continued = signals.next_turn();
         let Some(verdict) = signals.resolve(self.inner.ledger.progress.as_deref(), r_p, window, me)
@@ -148,7 +148,7 @@ impl Applying<'_> {
             code: ErrorCode::DoneSetAside,
             message,
         };
-        let me = &self.shared.listeners[self.me].name;
+        let me = &self.shared.routes[self.me].name;
         let id = Some(self.delivery.id());
         let to = Recipient::RecordOnly(me);
         self.shared

@@ -70,7 +70,7 @@ impl Applying<'_> {
             }
         };
         for target in targets {
-            let to = Arc::clone(&self.shared.listeners[target].name);
+            let to = Arc::clone(&self.shared.routes[target].name);
             let env = Envelope::new(Arc::clone(self.me_name()), child.id, initial.clone())
                 .with_to(Some(to));
             self.tx.queue_in_child(&child, env, target);
