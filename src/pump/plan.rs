@@ -13,7 +13,9 @@ use crate::listener::Role;
 use crate::listener::{Delivery, Output, Outputs, Target};
 use crate::system::{ErrorCode, GOVERNOR_NS};
 use crate::system::{HuhCode, Request, SYSTEM_NS, attempt};
+use crate::todo::{self, Plan};
 use crate::tool::{Answer, Call, TOOL_NS, written_fits, written_payload};
+use crate::{EnvelopeError, Limits};
 
 /// A delivery's steps, in order (usually one or two: kept inline).
 pub(crate) type Steps = SmallVec<[Step; 2]>;
@@ -51,6 +53,8 @@ pub(crate) enum Step {
     },
     /// Record a process event (`urn:agentpump:process:v1`); nobody receives it.
     Note { payload: Payload },
+    /// Record the listener's plan (`todo-until`, checked) as the thread's latest.
+    Plan { payload: Payload },
     /// Narrow the listener's view of history.
     ClearContext { request: Payload, keep: usize },
     /// End the thread.
@@ -170,6 +174,9 @@ impl Shared {
         }
         if namespace == PROCESS_NS {
             return steps.push(self.plan_process_event(sender, payload));
+        }
+        if todo::is_plan(&payload) {
+            return steps.push(plan_todo(payload, &self.config.limits));
         }
         if let Some(refusal) = smuggled(&payload) {
             return steps.push(refused(refusal, payload.as_str().to_owned()));
@@ -314,6 +321,22 @@ fn tool_target(payload: &Payload, target: &Target) -> Result<Option<Target>, Str
         None => Err(format!(
             "<{local}> is not a message of {TOOL_NS}: expected <call>, <result> or <error>"
         )),
+    }
+}
+
+/// A plan, in the seed's spelling or ours, checked and taken into [`todo::TODO_NS`]; refused
+/// (`huh`) naming what does not fit.
+fn plan_todo(payload: Payload, limits: &Limits) -> Step {
+    let original = payload.as_str().to_owned();
+    let checked = todo::adopt(payload, limits)
+        .map_err(|e: EnvelopeError| Refusal::unparsed(&e))
+        .and_then(|p| match Plan::parse(&p) {
+            Ok(_) => Ok(p),
+            Err(e) => Err(Refusal::Huh(HuhCode::InvalidRequest, e.to_string())),
+        });
+    match checked {
+        Ok(payload) => Step::Plan { payload },
+        Err(refusal) => refused(refusal, original),
     }
 }
 
