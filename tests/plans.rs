@@ -181,10 +181,15 @@ async fn halted(pump: &PumpHandle, thread: ThreadId) -> Option<String> {
 
 /// The `system-error` codes the planner got.
 async fn errors(pump: &PumpHandle, thread: ThreadId) -> Vec<String> {
+    errors_to(pump, thread, "planner").await
+}
+
+/// The `system-error` codes `listener` got.
+async fn errors_to(pump: &PumpHandle, thread: ThreadId, listener: &str) -> Vec<String> {
     notices(pump, thread)
         .await
         .into_iter()
-        .filter(|(to, element, _)| to == "planner" && element == "system-error")
+        .filter(|(to, element, _)| to == listener && element == "system-error")
         .map(|(_, _, code)| code)
         .collect()
 }
@@ -342,4 +347,83 @@ async fn a_client_cannot_post_a_plan() {
         .await
         .unwrap_err();
     assert!(err.to_string().contains("reserved-namespace"), "{err}");
+}
+
+/// A pump with one LLM agent, `researcher`, on a scripted model; the thread its `<ask>` starts,
+/// settled.
+#[cfg(feature = "host")]
+async fn research(base: String) -> (PumpHandle, ThreadId) {
+    use agentpump::listeners::llm::{LlmAgent, LlmConfig};
+    let llm = LlmAgent::new(LlmConfig::new(base, "scripted-model"), "You research.");
+    let pump = PumpBuilder::new()
+        .register(
+            Registration::from_shared("researcher", Arc::new(llm))
+                .accepts(q("ask"))
+                .role(Role::Agent),
+        )
+        .build()
+        .unwrap();
+    let thread = pump
+        .post(None, Some("researcher"), &p("ask", "check the sources"))
+        .await
+        .unwrap()
+        .thread();
+    tokio::time::timeout(Duration::from_secs(20), pump.settle(thread))
+        .await
+        .expect("the thread settles");
+    (pump, thread)
+}
+
+/// `<loop control="done"/>`.
+const DONE: &str = r#"<loop xmlns="urn:agentpump:governor:v1" control="done"/>"#;
+
+/// Seed 003: "Enables self-reading" — an LLM agent that wrote a plan (as the seed spells it)
+/// and said `done` over an open step is told which step is open, sees its latest plan as a
+/// checklist in its next prompt, closes the step, and its `done` then stands.
+#[cfg(feature = "host")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_llm_agent_sees_its_plan_and_closes_it_before_done() {
+    use support::model::{answer, serve_model};
+    let closed = SEED_PLAN.replace(r#"done="false""#, r#"done="true""#);
+    let (model, base) = serve_model(
+        vec![
+            answer(&format!("My plan:\n{SEED_PLAN}\nAll done. {DONE}"), 50, 10),
+            answer(&format!("Analyzed.\n{closed}\n{DONE}"), 60, 10),
+        ],
+        None,
+    )
+    .await;
+    let (pump, thread) = research(base).await;
+    assert_eq!(errors_to(&pump, thread, "researcher").await, ["plan-open"]);
+    let class = halted(&pump, thread).await;
+    assert_eq!(class.as_deref(), Some("done-uncertified"), "the second done stands");
+    let requests = model.requests.lock().unwrap().clone();
+    assert_eq!(requests.len(), 2);
+    let second = &requests[1]["messages"];
+    let system = second[0]["content"].as_str().unwrap();
+    assert!(system.contains("<todo-until xmlns=\"urn:agentpump:todo:v1\""), "taught: {system}");
+    assert!(
+        system.contains("until \"all sources checked\":\n- [x] Search web\n- [ ] Analyze results\n"),
+        "its latest plan as a checklist: {system}"
+    );
+    let told = second.to_string();
+    assert!(
+        told.contains("plan-open") && told.contains("2 &quot;Analyze results&quot;"),
+        "the refusal names the open step: {told}"
+    );
+}
+
+/// Refusing `done` is no way around the budgets: an agent that says `done` over the same open
+/// plan again and again is stopped by the no-progress guard (Ask-Loop v2: "identical control
+/// payloads … k times"), never certified.
+#[cfg(feature = "host")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn done_over_an_open_plan_again_and_again_halts_no_progress() {
+    use support::model::{answer, serve_model};
+    let stubborn = answer(&format!("{SEED_PLAN}\n{DONE}"), 50, 10);
+    let (_model, base) = serve_model(vec![], Some(stubborn)).await;
+    let (pump, thread) = research(base).await;
+    assert_eq!(halted(&pump, thread).await.as_deref(), Some("no-progress"));
+    let refused = errors_to(&pump, thread, "researcher").await;
+    assert!(refused.len() >= 2 && refused.iter().all(|c| c == "plan-open"), "{refused:?}");
 }
