@@ -21,7 +21,7 @@
 //! - [`value`]: exact JSON-like values, for tool arguments and results and processes.
 //! - [`history`]: records, hash chains, the [`HistoryStore`](history::HistoryStore) trait and its
 //!   paged reads.
-//! - [`todo`]: visible plans (seed 003's `<todo-until>`): read, written, read back from a
+//! - [`todo`](mod@todo): visible plans (seed 003's `<todo-until>`): read, written, read back from a
 //!   thread's history; the pump holds a thread's `done` to its latest plan.
 //! - [`tasks`]: seed 004's task files, the JSON Lines status ledger and the orchestrator that
 //!   works each task in a thread.
@@ -103,4 +103,6 @@ pub mod docs {
     pub struct Processes;
     #[doc = include_str!("../docs/tasks.md")]
     pub struct Tasks;
+    #[doc = include_str!("../docs/plans.md")]
+    pub struct Plans;
 }

@@ -18,8 +18,8 @@ use quick_xml::escape::escape;
 use quick_xml::events::Event;
 use serde::Deserialize;
 
-pub use crate::envelope::TODO_NS;
 use crate::Payload;
+pub use crate::envelope::TODO_NS;
 use crate::envelope::Vocabulary;
 use crate::history::{Record, RecordKind};
 
@@ -114,13 +114,17 @@ pub enum PlanError {
     #[error("<todo-until> lists no <step>; a plan has at least one")]
     NoSteps,
     /// A step without `done`.
-    #[error("step {step} of <todo-until> has no `done`; expected done=\"false\", \"true\" or \"abandoned\"")]
+    #[error(
+        "step {step} of <todo-until> has no `done`; expected done=\"false\", \"true\" or \"abandoned\""
+    )]
     NoMark {
         /// The step's number, from 1.
         step: usize,
     },
     /// A `done` value that is none of the three.
-    #[error("step {step} of <todo-until>: done=\"{value}\" is not \"false\", \"true\" or \"abandoned\"")]
+    #[error(
+        "step {step} of <todo-until>: done=\"{value}\" is not \"false\", \"true\" or \"abandoned\""
+    )]
     BadMark {
         /// The step's number, from 1.
         step: usize,
@@ -326,7 +330,9 @@ mod tests {
 
     #[test]
     fn a_plan_reads_back_as_written() {
-        let cdata = parse(&plan(r#"<step done="false"><![CDATA[a < b]]> &amp; c</step>"#));
+        let cdata = parse(&plan(
+            r#"<step done="false"><![CDATA[a < b]]> &amp; c</step>"#,
+        ));
         assert_eq!(cdata.unwrap().steps()[0].text, "a < b & c");
         let written = Plan::new("a & b")
             .step("one <1>", Mark::Done)
@@ -343,21 +349,32 @@ mod tests {
                 "<todo> is not a plan element",
             ),
             (
-                &format!(r#"<todo-until xmlns="{TODO_NS}"><step done="false">x</step></todo-until>"#),
+                &format!(
+                    r#"<todo-until xmlns="{TODO_NS}"><step done="false">x</step></todo-until>"#
+                ),
                 "needs condition=",
             ),
             (&plan(""), "lists no <step>"),
-            (&plan("<step>x</step>"), "step 1 of <todo-until> has no `done`"),
+            (
+                &plan("<step>x</step>"),
+                "step 1 of <todo-until> has no `done`",
+            ),
             (
                 &plan(r#"<step done="true">a</step><step done="yes">b</step>"#),
                 r#"step 2 of <todo-until>: done="yes" is not"#,
             ),
-            (&plan(r#"<step done="false">  </step>"#), "step 1 of <todo-until> is empty"),
+            (
+                &plan(r#"<step done="false">  </step>"#),
+                "step 1 of <todo-until> is empty",
+            ),
             (
                 &plan(r#"<step done="false" by="me">x</step>"#),
                 "unknown attribute `by` on <step>",
             ),
-            (&plan(r#"<item done="false">x</item>"#), "unknown element <item>"),
+            (
+                &plan(r#"<item done="false">x</item>"#),
+                "unknown element <item>",
+            ),
             (
                 &plan(r#"<step done="true">a</step><step done="false">b <b>c</b></step>"#),
                 "step 2 holds an element <b>; a step is plain text",

@@ -164,7 +164,11 @@ fn pump() -> (PumpHandle, Arc<Mutex<Vec<String>>>) {
 async fn drive(pump: &PumpHandle, thread: Option<ThreadId>, steps: &[(&str, &str)]) -> ThreadId {
     let mut thread = thread;
     for (root, text) in steps {
-        let to = if *root == "work" { "planner" } else { "verifier" };
+        let to = if *root == "work" {
+            "planner"
+        } else {
+            "verifier"
+        };
         let posted = pump.post(thread, Some(to), &p(root, text)).await.unwrap();
         thread = Some(posted.thread());
         tokio::time::timeout(Duration::from_secs(10), pump.settle(posted.thread()))
@@ -215,7 +219,10 @@ async fn a_plan_is_recorded_and_read_back_by_the_agent_that_wrote_it() {
         Some(plan(Mark::Open)),
         "read back through the public function"
     );
-    assert_eq!(egress(&pump, thread).await, [p("read", "2:Analyze results")]);
+    assert_eq!(
+        egress(&pump, thread).await,
+        [p("read", "2:Analyze results")]
+    );
 }
 
 /// Seed 003: "Enables self-reading, GUI rendering, explicit termination" — a `done` while the
@@ -228,15 +235,24 @@ async fn done_while_the_plan_has_open_steps_is_refused_naming_them() {
     let ready = [("work", "goal"), ("check", ""), ("work", "open")];
     let thread = drive(&pump, None, &ready).await;
     drive(&pump, Some(thread), &[("work", "done")]).await;
-    assert_eq!(halted(&pump, thread).await, None, "not halted on a refused done");
+    assert_eq!(
+        halted(&pump, thread).await,
+        None,
+        "not halted on a refused done"
+    );
     assert_eq!(pump.thread(thread).unwrap().state, ThreadState::Idle);
     assert_eq!(errors(&pump, thread).await, ["plan-open"]);
     let message = told.lock().unwrap().pop().unwrap();
     assert!(
-        message.contains(r#"the plan until "all sources checked" has 1 open step: 2 "Analyze results""#),
+        message.contains(
+            r#"the plan until "all sources checked" has 1 open step: 2 "Analyze results""#
+        ),
         "{message}"
     );
-    assert!(!message.contains("Search web"), "a done step is not named: {message}");
+    assert!(
+        !message.contains("Search web"),
+        "a done step is not named: {message}"
+    );
     drive(&pump, Some(thread), &[("work", "closed"), ("work", "done")]).await;
     assert_eq!(halted(&pump, thread).await.as_deref(), Some("EXACT"));
 }
@@ -248,7 +264,12 @@ async fn done_after_abandoning_or_closing_in_the_same_turn_stands() {
     let (pump, _) = pump();
     let ready = [("work", "goal"), ("check", ""), ("work", "open")];
     let abandoned = drive(&pump, None, &ready).await;
-    drive(&pump, Some(abandoned), &[("work", "abandoned"), ("work", "done")]).await;
+    drive(
+        &pump,
+        Some(abandoned),
+        &[("work", "abandoned"), ("work", "done")],
+    )
+    .await;
     assert_eq!(halted(&pump, abandoned).await.as_deref(), Some("EXACT"));
     let same_turn = drive(&pump, None, &ready).await;
     drive(&pump, Some(same_turn), &[("work", "closed-done")]).await;
@@ -269,7 +290,12 @@ async fn thread_done_while_the_plan_has_open_steps_is_refused() {
     let message = told.lock().unwrap().pop().unwrap();
     assert!(message.starts_with("`thread-done` refused"), "{message}");
     assert!(message.contains("2 \"Analyze results\""), "{message}");
-    drive(&pump, Some(thread), &[("work", "closed"), ("work", "finish")]).await;
+    drive(
+        &pump,
+        Some(thread),
+        &[("work", "closed"), ("work", "finish")],
+    )
+    .await;
     assert_eq!(pump.thread(thread).unwrap().state, ThreadState::Done);
 }
 
@@ -332,7 +358,12 @@ async fn the_plan_holds_done_back_after_a_restart() {
     drive(&second, Some(thread), &[("work", "done")]).await;
     assert_eq!(errors(&second, thread).await, ["plan-open"]);
     assert_eq!(halted(&second, thread).await, None);
-    drive(&second, Some(thread), &[("work", "closed"), ("work", "done")]).await;
+    drive(
+        &second,
+        Some(thread),
+        &[("work", "closed"), ("work", "done")],
+    )
+    .await;
     assert!(halted(&second, thread).await.is_some());
     second.shutdown(Duration::from_secs(1)).await;
 }
@@ -396,14 +427,22 @@ async fn an_llm_agent_sees_its_plan_and_closes_it_before_done() {
     let (pump, thread) = research(base).await;
     assert_eq!(errors_to(&pump, thread, "researcher").await, ["plan-open"]);
     let class = halted(&pump, thread).await;
-    assert_eq!(class.as_deref(), Some("done-uncertified"), "the second done stands");
+    assert_eq!(
+        class.as_deref(),
+        Some("done-uncertified"),
+        "the second done stands"
+    );
     let requests = model.requests.lock().unwrap().clone();
     assert_eq!(requests.len(), 2);
     let second = &requests[1]["messages"];
     let system = second[0]["content"].as_str().unwrap();
-    assert!(system.contains("<todo-until xmlns=\"urn:agentpump:todo:v1\""), "taught: {system}");
     assert!(
-        system.contains("until \"all sources checked\":\n- [x] Search web\n- [ ] Analyze results\n"),
+        system.contains("<todo-until xmlns=\"urn:agentpump:todo:v1\""),
+        "taught: {system}"
+    );
+    assert!(
+        system
+            .contains("until \"all sources checked\":\n- [x] Search web\n- [ ] Analyze results\n"),
         "its latest plan as a checklist: {system}"
     );
     let told = second.to_string();
@@ -425,5 +464,8 @@ async fn done_over_an_open_plan_again_and_again_halts_no_progress() {
     let (pump, thread) = research(base).await;
     assert_eq!(halted(&pump, thread).await.as_deref(), Some("no-progress"));
     let refused = errors_to(&pump, thread, "researcher").await;
-    assert!(refused.len() >= 2 && refused.iter().all(|c| c == "plan-open"), "{refused:?}");
+    assert!(
+        refused.len() >= 2 && refused.iter().all(|c| c == "plan-open"),
+        "{refused:?}"
+    );
 }

@@ -35,7 +35,11 @@ pub(crate) fn refuses_done(plan: Option<&Payload>, signal: &str) -> Option<Strin
     let plan = match Plan::parse(plan?) {
         Ok(plan) => plan,
         // Checked when it was written: only a plan recorded past the pump can get here.
-        Err(e) => return Some(format!("`{signal}` refused: the thread's plan does not read: {e}")),
+        Err(e) => {
+            return Some(format!(
+                "`{signal}` refused: the thread's plan does not read: {e}"
+            ));
+        }
     };
     let open: Vec<String> = plan
         .open()
@@ -81,7 +85,10 @@ mod tests {
             why.contains(r#"1 open step: 2 "Analyze results";"#),
             "{why}"
         );
-        assert!(!why.contains("Search web") && !why.contains("Ask a friend"), "{why}");
+        assert!(
+            !why.contains("Search web") && !why.contains("Ask a friend"),
+            "{why}"
+        );
         let closed = Plan::new("c").step("x", super::super::Mark::Abandoned);
         assert_eq!(refuses_done(Some(&payload(&closed.to_xml())), "done"), None);
         assert_eq!(refuses_done(None, "done"), None);
