@@ -185,14 +185,18 @@ impl Plan {
     /// # Errors
     ///
     /// [`PlanError`] naming what does not fit: another element, an unknown attribute or child,
-    /// no condition, no steps, a step without text or with a `done` other than `false`, `true`
-    /// or `abandoned`.
+    /// no condition, no steps, a step without text, with markup in it or with a `done` other
+    /// than `false`, `true` or `abandoned`, text between the steps.
     pub fn parse(payload: &Payload) -> Result<Self, PlanError> {
         let local = payload.qname().local();
         if local != PLAN_ELEMENT {
             return Err(PlanError::NotAPlan(local.to_owned()));
         }
-        let text = payload.as_str();
+        Self::read(payload.as_str())
+    }
+
+    /// Reads the text of a `todo-until` element (its root checked by the caller).
+    fn read(text: &str) -> Result<Self, PlanError> {
         VOCABULARY.check(text).map_err(PlanError::Vocabulary)?;
         check_shape(text)?;
         let xml: PlanXml =
@@ -213,20 +217,18 @@ impl Plan {
         Ok(Self { condition, steps })
     }
 
-    /// The thread's latest plan in `history` (a thread's records in order, as
-    /// [`Context::history`](crate::Context::history) gives them), `None` when it has none.
+    /// The thread's latest plan in `history` (a thread's records in order, as `Context::history`
+    /// gives them), `None` when it has none.
     ///
     /// # Errors
     ///
     /// [`PlanError`] when the latest plan record does not read as a plan (the pump checked it
     /// on the way in, so only a record written past the pump can).
     pub fn latest(history: &[Record]) -> Result<Option<Self>, PlanError> {
-        let Some(record) = history.iter().rev().find(|r| is_plan_record(r)) else {
-            return Ok(None);
-        };
-        let payload = Payload::parse(&record.payload, &crate::Limits::default())
-            .map_err(|e| PlanError::Malformed(e.to_string()))?;
-        Self::parse(&payload).map(Some)
+        match history.iter().rev().find(|r| is_plan_record(r)) {
+            Some(record) => Self::read(&record.payload).map(Some),
+            None => Ok(None),
+        }
     }
 
     /// What the plan runs until.

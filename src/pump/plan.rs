@@ -5,6 +5,7 @@ use smallvec::{SmallVec, smallvec};
 
 use super::Shared;
 use super::route::{Refusal, Route, Sender, Targets, huh_code, smuggled};
+use crate::Limits;
 use crate::Payload;
 use crate::envelope::PROCESS_NS;
 use crate::extract::{ExtractError, addressed};
@@ -15,7 +16,6 @@ use crate::system::{ErrorCode, GOVERNOR_NS};
 use crate::system::{HuhCode, Request, SYSTEM_NS, attempt};
 use crate::todo::{self, Plan};
 use crate::tool::{Answer, Call, TOOL_NS, written_fits, written_payload};
-use crate::{EnvelopeError, Limits};
 
 /// A delivery's steps, in order (usually one or two: kept inline).
 pub(crate) type Steps = SmallVec<[Step; 2]>;
@@ -329,7 +329,7 @@ fn tool_target(payload: &Payload, target: &Target) -> Result<Option<Target>, Str
 fn plan_todo(payload: Payload, limits: &Limits) -> Step {
     let original = payload.as_str().to_owned();
     let checked = todo::adopt(payload, limits)
-        .map_err(|e: EnvelopeError| Refusal::unparsed(&e))
+        .map_err(|e| Refusal::unparsed(&e))
         .and_then(|p| match Plan::parse(&p) {
             Ok(_) => Ok(p),
             Err(e) => Err(Refusal::Huh(HuhCode::InvalidRequest, e.to_string())),

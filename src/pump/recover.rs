@@ -207,10 +207,9 @@ impl Shared {
 
     /// Replays one governor record into a thread's ledger: a message from a listener as the
     /// governor took it in (a loop signal into the same-control guard too), a plan as the
-    /// thread's latest, a halt as the
-    /// closing of the account, a resume as its extension at the time it was made — in record
-    /// order, so a goal's tightening and a resume's addition compose as they did. True for a
-    /// resume.
+    /// thread's latest, a halt as the closing of the account, a resume as its extension at the
+    /// time it was made — in record order, so a goal's tightening and a resume's addition
+    /// compose as they did. True for a resume.
     fn replay(&self, entry: &ThreadEntry, record: &Record, clock: &Clock) -> bool {
         let mut inner = entry.lock();
         if record.kind == RecordKind::Decision {
@@ -227,7 +226,12 @@ impl Shared {
         }
         if todo::is_plan_record(record) {
             // The thread's latest plan, as the delivery that wrote it left it.
-            inner.plan = Payload::parse(&record.payload, &self.config.limits).ok();
+            match Payload::parse(&record.payload, &self.config.limits) {
+                Ok(plan) => inner.plan = Some(plan),
+                Err(error) => {
+                    tracing::warn!(thread = %record.thread, record = record.seq, %error, "a recorded plan no longer parses; the thread keeps the one before it");
+                }
+            }
             return false;
         }
         let ledger = &mut inner.ledger;
