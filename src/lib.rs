@@ -21,6 +21,8 @@
 //! - [`value`]: exact JSON-like values, for tool arguments and results and processes.
 //! - [`history`]: records, hash chains, the [`HistoryStore`](history::HistoryStore) trait and its
 //!   paged reads.
+//! - [`todo`](mod@todo): visible plans (seed 003's `<todo-until>`): read, written, read back from a
+//!   thread's history; the pump holds a thread's `done` to its latest plan.
 //! - [`tasks`]: seed 004's task files, the JSON Lines status ledger and the orchestrator that
 //!   works each task in a thread.
 //! - [`process`]: the process language: APS documents, parser, static AG checks, and the
@@ -51,6 +53,7 @@ pub mod pump;
 pub mod system;
 pub mod tasks;
 pub mod thread;
+pub mod todo;
 pub mod tool;
 pub mod value;
 
@@ -100,4 +103,6 @@ pub mod docs {
     pub struct Processes;
     #[doc = include_str!("../docs/tasks.md")]
     pub struct Tasks;
+    #[doc = include_str!("../docs/plans.md")]
+    pub struct Plans;
 }

@@ -116,6 +116,7 @@ fn assert_valid(schema: &str, files: &[PathBuf], what: &str) {
 /// The XSD an example file is checked against: `process-*.xml` against process.xsd,
 /// `tool-*.xml` against tool.xsd, `envelope-*.xml` against envelope.xsd, `history-*.xml`
 /// against history.xsd, `governor-*.xml` against governor.xsd, `tasks-*.xml` against tasks.xsd,
+/// `todo-*.xml` against todo.xsd,
 /// `calc-*.xml` against calc.xsd, `demo-*.xml` against demo.xsd, every other `.xml` against
 /// system.xsd.
 fn schema_of(file_name: &str) -> &'static str {
@@ -135,6 +136,8 @@ fn schema_of(file_name: &str) -> &'static str {
         "governor.xsd"
     } else if file_name.starts_with("tasks-") {
         "tasks.xsd"
+    } else if file_name.starts_with("todo-") {
+        "todo.xsd"
     } else {
         "system.xsd"
     }
@@ -215,7 +218,8 @@ fn example_payload(name: &str) -> Payload {
 }
 
 /// The examples of what listeners emit are what the pump's own parsers accept: the governor
-/// messages (and not `decision`, which only the pump writes) and `spawn-thread` with a budget.
+/// messages (and not `decision`, which only the pump writes), the plans and `spawn-thread` with a
+/// budget.
 #[test]
 fn the_examples_a_listener_may_emit_are_accepted_by_the_pump() {
     let dir = schemas_dir().join("examples");
@@ -260,6 +264,10 @@ fn the_examples_a_listener_may_emit_are_accepted_by_the_pump() {
             let answer = Answer::parse(&payload);
             assert!(matches!(answer, Some(Ok(_))), "{name}: {answer:?}");
         }
+    }
+    for name in ["todo-until.xml", "todo-until-closed.xml"] {
+        let plan = agentpump::todo::Plan::parse(&example_payload(name));
+        assert!(plan.is_ok(), "{name}: the pump refuses it: {plan:?}");
     }
     let spawn = Request::parse(
         &example_payload("spawn-thread-budget.xml"),
@@ -1005,7 +1013,7 @@ fn source_codes() -> Vec<(&'static str, &'static str, BTreeSet<String>)> {
             wire_codes!(ErrorCode: PeerNotAllowed, NoRoute, QueueFull, HandlerFailed,
             HandlerPanicked, HandlerTimeout, ThreadClosed, ShuttingDown, HistoryUnavailable,
             LoopNotPermitted, BudgetWarning, BudgetExhausted, UpstreamFailed, RefusalsRepeated,
-            DoneSetAside),
+            DoneSetAside, PlanOpen),
         ),
         (
             "system.xsd",

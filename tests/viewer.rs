@@ -752,3 +752,72 @@ async fn budget_bars_show_reservations_live() {
     assert_eq!(errors, serde_json::json!([]), "console errors");
     b.close().await;
 }
+
+/// Seed 003: `<todo-until>` "Enables self-reading, GUI rendering, explicit termination" — the
+/// thread's latest plan shows as a checklist in its own panel (steps done, open, abandoned),
+/// each plan in the transcript reads as one too, and on a running host the panel follows a
+/// new plan without a reload.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plan_shows_as_a_checklist() {
+    use agentpump::todo::{Mark, Plan};
+    use agentpump::{PumpBuilder, Registration, Role};
+    let scratch = Scratch::new("viewer-plans");
+    let planner = support::Script::new(|msg, cx| {
+        if !msg.is_system() {
+            let last = match support::body(msg) {
+                "open" => Mark::Open,
+                _ => Mark::Abandoned,
+            };
+            let plan = Plan::new("all sources checked")
+                .step("Search web", Mark::Done)
+                .step("Analyze results", last);
+            cx.emit(plan.to_xml());
+        }
+        Ok(())
+    });
+    let pump = PumpBuilder::new()
+        .register(
+            Registration::new("planner", planner)
+                .accepts(support::q("work"))
+                .role(Role::Agent),
+        )
+        .build()
+        .unwrap();
+    let root = support::start(&pump, &support::p("work", "open")).await;
+    let base = support::serve(&pump, TOKEN, 1024 * 1024).await;
+    let b = Browser::start(&scratch, false).await;
+    b.goto(&format!("{base}/?token={TOKEN}#/thread/{root}"))
+        .await;
+    let states = "return [...document.querySelectorAll('#t-plan .step')].map(s => s.dataset.state + ' ' + s.querySelector('.step-text').textContent)";
+    b.until(
+        "the plan panel",
+        "!document.getElementById('t-plan').hidden && document.querySelectorAll('#t-plan .step').length === 2",
+    )
+    .await;
+    assert_eq!(
+        b.eval(states).await,
+        serde_json::json!(["done Search web", "open Analyze results"])
+    );
+    let head = b
+        .eval("return document.querySelector('#t-plan .plan-head').textContent")
+        .await;
+    assert_eq!(head, "until all sources checked 1 of 2 open");
+    assert_eq!(
+        b.count("li.rec.plan .checklist .step").await,
+        2,
+        "the plan record in the transcript reads as a checklist"
+    );
+    b.screenshot(&shots(&scratch), "viewer-plan.png").await;
+    pump.post(Some(root), Some("planner"), &support::p("work", "close"))
+        .await
+        .unwrap();
+    b.until(
+        "the new plan, without a reload",
+        "document.querySelector(\"#t-plan .step[data-state='abandoned']\")?.getAttribute('aria-label') === 'abandoned: Analyze results'",
+    )
+    .await;
+    assert_eq!(b.count("li.rec.plan").await, 2);
+    let errors = b.eval("return window.viewerErrors").await;
+    assert_eq!(errors, serde_json::json!([]), "console errors");
+    b.close().await;
+}

@@ -14,18 +14,24 @@ pub const GOVERNOR_NS: &str = "urn:agentpump:governor:v1";
 /// delivered.
 pub const PROCESS_NS: &str = "urn:agentpump:process:v1";
 
+/// Namespace of visible plans (seed 003's `<todo-until>`): written by agents, checked and
+/// recorded by the pump, which holds a thread's `done` to its latest plan (module `todo`).
+pub const TODO_NS: &str = "urn:agentpump:todo:v1";
+
 /// The name the pump uses as the sender of the messages it emits.
 pub const SYSTEM_SENDER: &str = "system";
 /// The name the pump gives to senders outside the pump (API, CLI, [`PumpHandle`](crate::PumpHandle)).
 pub const CLIENT_SENDER: &str = "client";
 
-/// Whether `namespace` is one only the pump handles (system, governor, process, either envelope): no
-/// listener may accept a root in it, and a payload in it from a listener or client is refused.
+/// Whether `namespace` is one only the pump handles (system, governor, process, plan, either
+/// envelope): no listener may accept a root in it, and a payload in it from a listener or client
+/// is refused.
 pub fn is_reserved_namespace(namespace: &str) -> bool {
     [
         SYSTEM_NS,
         GOVERNOR_NS,
         PROCESS_NS,
+        TODO_NS,
         ENVELOPE_NS,
         AGENTSERVER_NS,
     ]

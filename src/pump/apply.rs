@@ -1,9 +1,10 @@
 //! Applying a delivery's planned steps to its thread, with the thread (and its parent) locked:
-//! deliveries, egress, refusals, spawns, context views, thread-done, and governor messages.
+//! deliveries, egress, refusals, spawns, context views, thread-done, governor messages and plans.
 
 mod failure;
 mod govern;
 mod spawn;
+mod todo;
 
 pub(crate) use failure::{Failure, FailureCode};
 
@@ -183,6 +184,9 @@ impl Applying<'_> {
                 self.tell_me(SystemMessage::ContextCleared { kept });
             }
             Step::Done { request, payload } => {
+                if self.plan_holds("thread-done") {
+                    return;
+                }
                 let env = self.envelope(request);
                 self.tx.record(self.inner, env, RecordKind::Message);
                 self.inner.finish();
@@ -208,6 +212,7 @@ impl Applying<'_> {
                 let env = self.envelope(payload);
                 self.tx.record(self.inner, env, RecordKind::Message);
             }
+            Step::Plan { payload } => self.take_plan(payload),
         }
     }
 

@@ -5,6 +5,7 @@ use smallvec::{SmallVec, smallvec};
 
 use super::Shared;
 use super::route::{Refusal, Route, Sender, Targets, huh_code, smuggled, tool_checked};
+use crate::Limits;
 use crate::Payload;
 use crate::envelope::PROCESS_NS;
 use crate::extract::{ExtractError, addressed};
@@ -13,6 +14,7 @@ use crate::listener::Role;
 use crate::listener::{Delivery, Output, Outputs, Target};
 use crate::system::{ErrorCode, GOVERNOR_NS};
 use crate::system::{HuhCode, Request, SYSTEM_NS, attempt};
+use crate::todo::{self, Plan};
 use crate::tool::{written_fits, written_payload};
 
 /// A delivery's steps, in order (usually one or two: kept inline).
@@ -51,6 +53,8 @@ pub(crate) enum Step {
     },
     /// Record a process event (`urn:agentpump:process:v1`); nobody receives it.
     Note { payload: Payload },
+    /// Record the listener's plan (`todo-until`, checked) as the thread's latest.
+    Plan { payload: Payload },
     /// Narrow the listener's view of history.
     ClearContext { request: Payload, keep: usize },
     /// End the thread.
@@ -171,6 +175,9 @@ impl Shared {
         if namespace == PROCESS_NS {
             return steps.push(self.plan_process_event(sender, payload));
         }
+        if todo::is_plan(&payload) {
+            return steps.push(plan_todo(payload, &self.config.limits));
+        }
         if let Some(refusal) = smuggled(&payload) {
             return steps.push(refused(refusal, payload.as_str().to_owned()));
         }
@@ -285,6 +292,22 @@ impl Shared {
                 payload: result,
             },
         }
+    }
+}
+
+/// A plan, in the seed's spelling or ours, checked and taken into [`todo::TODO_NS`]; refused
+/// (`huh`) naming what does not fit.
+fn plan_todo(payload: Payload, limits: &Limits) -> Step {
+    let original = payload.as_str().to_owned();
+    let checked = todo::adopt(payload, limits)
+        .map_err(|e| Refusal::unparsed(&e))
+        .and_then(|p| match Plan::parse(&p) {
+            Ok(_) => Ok(p),
+            Err(e) => Err(Refusal::Huh(HuhCode::InvalidRequest, e.to_string())),
+        });
+    match checked {
+        Ok(payload) => Step::Plan { payload },
+        Err(refusal) => refused(refusal, original),
     }
 }
 

@@ -19,7 +19,7 @@ use crate::governor::{Budget, Decision, GovernorMessage};
 use crate::history::{Record, RecordKind, Recovery};
 use crate::system::{ErrorCode, Request, SystemMessage};
 use crate::thread::registry::{Queued, ThreadEntry};
-use crate::{Payload, ThreadId, ThreadState};
+use crate::{Payload, ThreadId, ThreadState, todo};
 
 /// What a restart brought back.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -203,14 +203,14 @@ impl Shared {
     }
 
     /// Replays one governor record into a thread's ledger: a message from a listener as the
-    /// governor took it in (a loop signal into the same-control guard too), a halt as the
-    /// closing of the account, a resume as its extension at the time it was made — in record
-    /// order, so a goal's tightening and a resume's addition compose as they did. True for a
-    /// resume.
+    /// governor took it in (a loop signal into the same-control guard too), a plan as the
+    /// thread's latest, a halt as the closing of the account, a resume as its extension at the
+    /// time it was made — in record order, so a goal's tightening and a resume's addition
+    /// compose as they did. True for a resume.
     fn replay(&self, entry: &ThreadEntry, record: &Record, clock: &Clock) -> bool {
         let mut inner = entry.lock();
-        let ledger = &mut inner.ledger;
         if record.kind == RecordKind::Decision {
+            let ledger = &mut inner.ledger;
             match Decision::parse(&record.payload) {
                 Some(Decision::Halt { .. }) => ledger.account.close(),
                 Some(Decision::Resume { added }) => {
@@ -221,6 +221,17 @@ impl Shared {
             }
             return false;
         }
+        if todo::is_plan_record(record) {
+            // The thread's latest plan, as the delivery that wrote it left it.
+            match Payload::parse(&record.payload, &self.config.limits) {
+                Ok(plan) => inner.plan = Some(plan),
+                Err(error) => {
+                    tracing::warn!(thread = %record.thread, record = record.seq, %error, "a recorded plan no longer parses; the thread keeps the one before it");
+                }
+            }
+            return false;
+        }
+        let ledger = &mut inner.ledger;
         let message = Payload::parse(&record.payload, &self.config.limits)
             .ok()
             .and_then(|p| GovernorMessage::parse(&p).ok());

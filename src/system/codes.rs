@@ -63,6 +63,10 @@ pub enum ErrorCode {
     /// `done` does not stand and the listener takes another turn on the refusals. Recorded,
     /// not delivered.
     DoneSetAside,
+    /// The listener signalled `done` (or `thread-done`) while the thread's latest plan
+    /// (`<todo-until>`) has open steps, which the message names: the thread goes on until the
+    /// plan's steps are done or abandoned.
+    PlanOpen,
 }
 
 /// Why a message naming a thread was refused, carried by `<system-thread-error>`.
@@ -111,6 +115,7 @@ impl ErrorCode {
             Self::UpstreamFailed => "upstream-failed",
             Self::RefusalsRepeated => "refusals-repeated",
             Self::DoneSetAside => "done-set-aside",
+            Self::PlanOpen => "plan-open",
         }
     }
 
@@ -125,6 +130,7 @@ impl ErrorCode {
                 | Self::HistoryUnavailable
                 | Self::UpstreamFailed
                 | Self::DoneSetAside
+                | Self::PlanOpen
         )
     }
 }

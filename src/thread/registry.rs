@@ -69,6 +69,9 @@ pub(crate) struct ThreadInner {
     /// The last payload a listener emitted here (carried by `thread-result` when the thread ends);
     /// always `None` in a root thread, which has no parent to tell.
     pub last_payload: Option<Payload>,
+    /// The thread's latest plan (`<todo-until>`, checked when it was written): a `done` waits
+    /// until its steps are closed.
+    pub plan: Option<Payload>,
     /// The governor's account and ledger of this thread.
     pub ledger: Ledger,
 }
@@ -144,6 +147,7 @@ impl ThreadEntry {
                 records: 0,
                 views: Vec::new(),
                 last_payload: None,
+                plan: None,
                 ledger,
             }),
         }

@@ -10,6 +10,7 @@ use crate::envelope::GOVERNOR_NS;
 use crate::governor::{BudgetName, GovernorMessage};
 use crate::history::{Record, RecordKind};
 use crate::listener::{Context, Delivery};
+use crate::todo::{Mark, Plan};
 use crate::{Limits, Payload};
 
 /// What the model sees of the thread.
@@ -53,6 +54,9 @@ wrap it: <send to=\"NAME\">…payload…</send>. Unwrapped payloads are routed b
 <criterion id=\"…\">…</criterion></goal> — certificates lists how the goal may end (EXACT, CONVERGED, DIVERGED); \
 a goal that lists none halts the thread at once.
 - When the goal is met: <loop xmlns=\"urn:agentpump:governor:v1\" control=\"done\"/>; to give up: control=\"abort\".
+- To keep a plan you and others can read: <todo-until xmlns=\"urn:agentpump:todo:v1\" condition=\"…\">\
+<step done=\"false\">…</step></todo-until>; write it again as it changes, each step done=\"true\", or \
+done=\"abandoned\" to give it up. While a step of your latest plan is open, `done` is refused.
 - To branch: <spawn-thread xmlns=\"urn:agentpump:system:v1\" suggested-sub-id=\"…\"><initial-payload>…</initial-payload></spawn-thread>.
 - Messages from `system` (huh, system-error) say what went wrong: correct it and go on. A `done` written beside a payload that was refused does not stand: correct the payload, then say `done` again.
 - <<<NSENVELOPE_MAGIC_9E3B6F2D:V2:HALT:{\"reason\":…,\"class\":…}>>> from `system` means the governor halted \
@@ -82,6 +86,9 @@ pub(crate) fn messages(
             ));
         }
     }
+    if let Some(plan) = plan_note(history) {
+        system.push_str(&plan);
+    }
     let mut out = vec![ChatMessage::new("system", system)];
     match mode {
         ContextMode::Full => out.extend(conversation(me, history)),
@@ -94,6 +101,25 @@ pub(crate) fn messages(
         }
     }
     out
+}
+
+/// The thread's latest plan as a checklist, for the system message: what the agent wrote last,
+/// read back (seed 003: "Enables self-reading").
+fn plan_note(history: &[Record]) -> Option<String> {
+    let plan = Plan::latest(history).ok()??;
+    let mut note = format!(
+        "\nThe thread's plan (its latest <todo-until>), until {:?}:\n",
+        plan.condition()
+    );
+    for step in plan.steps() {
+        let mark = match step.mark {
+            Mark::Open => "[ ]",
+            Mark::Done => "[x]",
+            Mark::Abandoned => "[abandoned]",
+        };
+        note.push_str(&format!("- {mark} {}\n", step.text));
+    }
+    Some(note)
 }
 
 /// The thread as chat messages: own outputs as `assistant` (consecutive ones merged), the rest as

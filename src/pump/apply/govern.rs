@@ -97,6 +97,13 @@ impl Applying<'_> {
         if refused > 0 && self.signals.control == Some(Control::Done) {
             self.set_done_aside(refused);
         }
+        // Seed 003's explicit termination: not while the thread's latest plan has open steps.
+        if self.signals.control == Some(Control::Done)
+            && self.signals.halt.is_none()
+            && self.plan_holds("done")
+        {
+            self.signals.control = None;
+        }
         if self.inner.ledger.stop_requested {
             self.signals
                 .halt

@@ -66,6 +66,8 @@ pub(crate) struct Detail {
     live: bool,
     /// The governor's budget lines of the thread now, on a running host.
     budget: Option<BTreeMap<String, BudgetLine>>,
+    /// The thread's latest plan (`<todo-until>`), the record as kept.
+    plan: Option<Record>,
 }
 
 /// `GET /view/info`: whether a pump runs behind the page.
@@ -163,8 +165,29 @@ pub(crate) async fn thread(
         integrity,
         live: viewer.pump.is_some(),
         budget: viewer.pump.as_ref().and_then(|p| p.budget(id)),
+        plan: latest_plan(&viewer, id).await?,
     })
     .into_response())
+}
+
+/// The last plan record of thread `id` (only plans are in their namespace), read a page at a
+/// time: a thread writes few.
+async fn latest_plan(viewer: &Viewer, id: ThreadId) -> Result<Option<Record>, HistoryError> {
+    let mut latest = None;
+    loop {
+        let after = latest.as_ref().map_or(0, |r: &Record| r.seq);
+        let mut page = viewer
+            .store
+            .records_in(id, crate::todo::TODO_NS, after, MAX_PAGE)
+            .await?;
+        let full = page.len() == MAX_PAGE;
+        if let Some(last) = page.pop() {
+            latest = Some(last);
+        }
+        if !full {
+            return Ok(latest);
+        }
+    }
 }
 
 /// Per child: the `<budget>` the governor reserved for it, from its `carve` decision (the

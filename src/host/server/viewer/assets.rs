@@ -13,6 +13,7 @@ const DOM_JS: &str = include_str!("assets/dom.js");
 const PANELS_JS: &str = include_str!("assets/panels.js");
 const PROCESS_JS: &str = include_str!("assets/process.js");
 const TASKS_JS: &str = include_str!("assets/tasks.js");
+const PLAN_JS: &str = include_str!("assets/plan.js");
 
 /// Only this origin, no inline script, no frames.
 const POLICY: &str = "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'; form-action 'self'";
@@ -74,4 +75,9 @@ pub(crate) async fn process_js() -> Response {
 /// `GET /tasks.js`: the tasks view.
 pub(crate) async fn tasks_js() -> Response {
     asset("text/javascript; charset=utf-8", TASKS_JS)
+}
+
+/// `GET /plan.js`: plans as checklists.
+pub(crate) async fn plan_js() -> Response {
+    asset("text/javascript; charset=utf-8", PLAN_JS)
 }

@@ -1,9 +1,10 @@
-// The panels of one thread: a transcript entry, the residual plot, budgets, the halting report
-// and the tree of child threads.
+// The panels of one thread: a transcript entry, the residual plot, budgets, the halting report,
+// the latest plan and the tree of child threads.
 import { el, time, stateBadge, parseRoot, SYS, GOV } from "/dom.js";
 import { pretty } from "/xml.js";
 import { residualPlot } from "/plot.js";
 import { eventView, callId, PROC, TOOL } from "/process.js";
+import { planView, TODO } from "/plan.js";
 
 const $ = (id) => document.getElementById(id);
 
@@ -14,10 +15,11 @@ export function recordItem(r) {
   if (root.ns === GOV) cls.push("gov", `gov-${root.local}`);
   if (root.ns === PROC) cls.push("proc", `proc-${root.local}`);
   if (root.ns === TOOL) cls.push("tool", `tool-${root.local}`);
-  const label = { [SYS]: "system", [GOV]: "governor", [PROC]: "process", [TOOL]: "tool" }[root.ns] || r.kind;
-  const view = eventView(root, r);
+  if (root.ns === TODO) cls.push("plan");
+  const label = { [SYS]: "system", [GOV]: "governor", [PROC]: "process", [TOOL]: "tool", [TODO]: "plan" }[root.ns] || r.kind;
+  const view = root.ns === TODO ? planView(r.payload) : eventView(root, r);
   const call = callId(root, r.payload);
-  // A process event or tool message reads as itself; its XML is one click away.
+  // A process event, tool message or plan reads as itself; its XML is one click away.
   const xml = view ? el("details", { class: "xml" }, el("summary", { text: "XML" }), pretty(r.payload)) : pretty(r.payload);
   return el("li", { class: cls.join(" "), "data-seq": String(r.seq), "data-id": r.id, "data-root": root.local, "data-call-id": call, tabindex: call ? "-1" : null },
     el("header", {},
@@ -80,6 +82,14 @@ export function drawReport(id, report) {
   const list = criteria.length ? el("ul", {}, ...criteria.map((c) => el("li", { text: `${c.met ? "✔" : "✘"} ${c.criterion} — ${c.reported_by || "unreported"}` }))) : null;
   const json = el("p", {}, el("a", { href: `/view/threads/${id}/report`, id: "report-json" }, "Report as JSON"));
   box.replaceChildren(...(list ? [dl, list, json] : [dl, json]));
+}
+
+// The thread's latest plan as a checklist, with who wrote it and where; hidden without one.
+export function drawPlan(record) {
+  $("t-plan").hidden = !record;
+  if (!record) return;
+  const view = planView(record.payload) || el("p", { class: "muted", text: "The plan does not read as XML." });
+  $("t-plan-body").replaceChildren(view, el("p", { class: "muted", text: `written by ${record.from}, record #${record.seq}` }));
 }
 
 export function drawTree(tree, current) {

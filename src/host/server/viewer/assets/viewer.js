@@ -1,8 +1,8 @@
 // agentpump history viewer: sign-in, the list of root threads, one thread (tree, transcript,
-// residuals, budgets, halting report, integrity, process timeline; live records and stop/resume
+// residuals, budgets, halting report, integrity, plan, process timeline; live records and stop/resume
 // on a running host), and the tasks view.
 import { el, time, stateBadge } from "/dom.js";
-import { recordItem, drawPlot, drawBudgets, drawReport, drawTree } from "/panels.js";
+import { recordItem, drawPlot, drawBudgets, drawReport, drawTree, drawPlan } from "/panels.js";
 import { followCall, timelineItems } from "/process.js";
 import { drawTasks } from "/tasks.js";
 
@@ -121,6 +121,7 @@ async function loadDetail() {
   $("resume-open").hidden = top.state !== "halted";
   if (top.state !== "halted") $("resume-form").hidden = true;
   drawTree(d.tree, state.thread); drawReport(id, top.report); drawBudgets(top.report, d.budget); drawPlot(top.report, state.records);
+  drawPlan(d.plan);
   if (d.live && !state.closed) startEvents(); else if (state.closed) stopEvents();
 }
 
