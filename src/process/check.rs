@@ -74,7 +74,7 @@ mod names;
 
 pub use calls::MAX_PAR_WIDTH;
 
-pub(crate) use names::is_iso8601;
+pub(crate) use names::{RESERVED, is_iso8601};
 mod reads;
 mod sensitive;
 
@@ -186,28 +186,58 @@ fn bindings<'a>(list: &'a [Constant], diags: &mut Vec<Diagnostic>) -> HashSet<&'
     names
 }
 
-/// Symbols referenced inside constant and runtime values: each must be a constant (AG-006).
+/// Symbols referenced inside constant and runtime values: each must be a constant (AG-006)
+/// defined before the value that reads it (AG-001, as at load: constants are evaluated in
+/// order, so a constant that refers to itself or to a later one has nothing to read).
 fn json_references(
     doc: &Document,
     cx: &Context<'_>,
     diags: &mut Vec<Diagnostic>,
 ) -> HashSet<String> {
     let mut reads = HashSet::new();
-    for c in doc.constants.iter().chain(&doc.runtime) {
-        let ConstValue::Value(e) = &c.value else {
-            continue;
-        };
-        e.walk(&mut |e| {
-            if let ExprKind::Symbol(name) = &e.kind {
-                if !cx.constants.contains(name.as_str()) {
-                    let msg = format!("{name} in the value of {} is not a constant", c.name.name);
-                    let hint = "symbols inside JSON values resolve from <constants>";
-                    diags
-                        .push(Diagnostic::new(Code::UnresolvedPlaceholder, e.span, msg).hint(hint));
+    let mut defined: HashSet<&str> = HashSet::new();
+    let runtime = doc.runtime.iter().map(|c| (c, true));
+    for (c, is_runtime) in doc.constants.iter().map(|c| (c, false)).chain(runtime) {
+        if let ConstValue::Value(e) = &c.value {
+            e.walk(&mut |e| {
+                if let ExprKind::Symbol(name) = &e.kind {
+                    let order = !is_runtime && !defined.contains(name.as_str());
+                    if let Some(d) = constant_reference(cx, &c.name.name, name, e.span, order) {
+                        diags.push(d);
+                    }
+                    reads.insert(name.clone());
                 }
-                reads.insert(name.clone());
-            }
-        });
+            });
+        }
+        if !is_runtime {
+            defined.insert(&c.name.name);
+        }
     }
     reads
+}
+
+/// The error of `name` read in the value of constant `of` at `at`, if any: not a constant
+/// (AG-006), or — when `order` says it is not defined yet — itself or a later one (AG-001).
+fn constant_reference(
+    cx: &Context<'_>,
+    of: &str,
+    name: &str,
+    at: Span,
+    order: bool,
+) -> Option<Diagnostic> {
+    if !cx.constants.contains(name) {
+        let msg = format!("{name} in the value of {of} is not a constant");
+        let hint = "symbols inside JSON values resolve from <constants>";
+        return Some(Diagnostic::new(Code::UnresolvedPlaceholder, at, msg).hint(hint));
+    }
+    if !order {
+        return None;
+    }
+    let msg = if name == of {
+        format!("{of} refers to itself")
+    } else {
+        format!("{of} refers to {name}, which is defined after it")
+    };
+    let hint = "a constant reads only constants defined above it";
+    Some(Diagnostic::new(Code::UndefinedSymbol, at, msg).hint(hint))
 }

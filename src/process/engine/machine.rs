@@ -15,13 +15,14 @@ use std::sync::Arc;
 
 use super::compile::Op;
 use super::effects::{Effect, Event};
+use super::par::{ParChild, Retry};
 use super::privacy::{self, REDACTED};
 use super::program::Program;
 use crate::process::ast::{Bdd, Capture, Param, Return, Use};
 use crate::process::code::Code;
 use crate::process::diagnostic::Span;
 use crate::process::expr::{Env, EvalError, Expr, ExprKind, PathSeg, Value, eval};
-use crate::tool::{Answer, Call, ErrorType};
+use crate::tool::{Answer, Call};
 
 /// What the thread's history already holds for this process: answers by call id (until the
 /// machine takes one: call ids only grow, so a taken answer is never asked for again, and a
@@ -119,6 +120,8 @@ struct Handler {
     locals: usize,
     loops: usize,
     with: usize,
+    /// PAR children launched before the TRY: those launched inside it are dropped with it.
+    par: usize,
 }
 
 /// A call the machine is waiting for (USE, RUN) and how many attempts it made.
@@ -141,8 +144,8 @@ pub(crate) struct Machine {
     handlers: Vec<Handler>,
     /// The last answer of each tool (or process), for CAPTURE.
     last: BTreeMap<String, Arc<Answer>>,
-    /// The PAR children not yet joined: (tool, call id), lexical order.
-    par: Vec<(String, String)>,
+    /// The PAR children not yet joined, in lexical order.
+    par: Vec<ParChild>,
     pending: Option<Pending>,
     /// The tool that answers `(from "Agent Inference")`, when the organism allows inference.
     inference: Option<String>,
@@ -311,7 +314,7 @@ impl Machine {
 
     /// The call ids it waits for (a USE or RUN, and PAR children not yet joined).
     pub fn waiting(&self) -> Vec<String> {
-        let mut ids: Vec<String> = self.par.iter().map(|(_, id)| id.clone()).collect();
+        let mut ids: Vec<String> = self.par.iter().map(|c| c.id.clone()).collect();
         ids.extend(self.pending.as_ref().map(|p| p.id.clone()));
         ids
     }
@@ -393,22 +396,31 @@ impl Machine {
                 let lax = uses.iter().filter(|u| timeout(u).is_none()).count();
                 uses.len() + 1 + if self.require_timeout { lax } else { 0 }
             }
+            // Its event, and a repeat of each child that may be repeated.
+            Op::Join(_) => self.par.len().max(1) + 1,
             _ => 2,
         }
     }
 
-    /// A hard error: to the innermost RECOVER, or the end of the process.
+    /// A hard error: to the innermost RECOVER, or the end of the process. A code of 07
+    /// (`AG-…`) is fatal for the run (07: "Engines MUST treat all `errors.hard` codes as fatal
+    /// for the current compile/run"): no RECOVER sees it.
     fn raise(&mut self, mut err: Value) -> Option<Stop> {
         self.pending = None;
         self.scrub(&mut err);
         if self.diverged {
             return Some(Stop::Diverged(err));
         }
+        if is_fatal(&err) {
+            return Some(Stop::Failed(err));
+        }
         let Some(h) = self.handlers.pop() else {
             return Some(Stop::Failed(err));
         };
         self.locals.truncate(h.locals);
         self.loops.truncate(h.loops);
+        // A PAR launched inside the TRY is abandoned with it: no later JOIN takes its children.
+        self.par.truncate(h.par);
         if let Some(&mark) = self.with_marks.get(h.with) {
             self.with.truncate(mark);
         }
@@ -614,10 +626,19 @@ impl Machine {
             Op::Par(uses) => {
                 for (i, u) in uses.iter().enumerate() {
                     self.lax_time(u, i, span, turn);
-                    let id = self.call(&u.tool.name, &u.params, timeout(u), true, span, turn)?;
-                    self.par.push((u.tool.name.clone(), id));
+                    let args = self.args(&u.params)?;
+                    let tool = &u.tool.name;
+                    let id = self.call_with(tool, args.clone(), timeout(u), true, span, turn)?;
+                    self.par.push(ParChild {
+                        tool: tool.clone(),
+                        id,
+                        args,
+                        timeout_ms: timeout(u),
+                        retry: Retry::of(u),
+                        attempt: 0,
+                    });
                 }
-                let tools: Vec<String> = self.par.iter().map(|(t, _)| t.clone()).collect();
+                let tools: Vec<String> = uses.iter().map(|u| u.tool.name.clone()).collect();
                 self.event(
                     Event::Par {
                         tools,
@@ -800,6 +821,7 @@ impl Machine {
                 locals: self.locals.len(),
                 loops: self.loops.len(),
                 with: self.with_marks.len(),
+                par: self.par.len(),
             }),
             Op::TryPop { end } => {
                 self.handlers.pop();
@@ -824,17 +846,7 @@ impl Machine {
             return Ok(Flow::Wait);
         };
         if let Answer::Error(e) = &*answer {
-            let modifiers = u.modifiers.clone().unwrap_or_default();
-            let retries = modifiers
-                .retry
-                .map_or(0, |(n, _)| u32::try_from(n.trunc().mantissa()).unwrap_or(0));
-            let may_retry = if modifiers.atomic {
-                // Atomic: retried only when the tool says it did nothing.
-                e.kind == ErrorType::Unavailable
-            } else {
-                e.retry || matches!(e.kind, ErrorType::Timeout | ErrorType::Unavailable)
-            };
-            if may_retry && pending.attempt < retries {
+            if Retry::of(u).allows(e, pending.attempt) {
                 let attempt = pending.attempt + 1;
                 let id = self.call(tool, &u.params, timeout(u), false, span, turn)?;
                 self.pending = Some(Pending { id, attempt });
@@ -982,8 +994,11 @@ impl Machine {
         }
     }
 
-    /// JOIN: every PAR child answered; a hard failure is one composite error (the first in
-    /// lexical order, the rest `suppressed`); else the captures, in lexical order.
+    /// JOIN: every PAR child answered; a child that failed and may be repeated (its USE's
+    /// `retry`, `atomic`) is called again, all such children at once in lexical order once
+    /// every child answered (so a restart assigns the same ids); a hard failure is one
+    /// composite error (the first in lexical order, the rest `suppressed`); else the captures,
+    /// in lexical order, and each tool's answer is its last for a CAPTURE after the JOIN.
     fn join(
         &mut self,
         captures: &[Capture],
@@ -991,11 +1006,14 @@ impl Machine {
         turn: &mut Turn<'_>,
     ) -> Result<Flow, Value> {
         let mut answers = Vec::new();
-        for (tool, id) in &self.par {
-            match turn.known.answers.get(id) {
-                Some(a) => answers.push((tool.clone(), Arc::clone(a))),
+        for c in &self.par {
+            match turn.known.answers.get(&c.id) {
+                Some(a) => answers.push((c.tool.clone(), Arc::clone(a))),
                 None => return Ok(Flow::Wait),
             }
+        }
+        if self.repeat_failed(&answers, span, turn)? {
+            return Ok(Flow::Wait);
         }
         let par = std::mem::take(&mut self.par);
         self.event(
@@ -1016,6 +1034,9 @@ impl Machine {
                 m.insert("suppressed".into(), Value::List(suppressed));
             }
             return Err(first);
+        }
+        for (tool, answer) in &answers {
+            self.last.insert(tool.clone(), Arc::clone(answer));
         }
         // The k-th CAPTURE from a tool reads the k-th PAR USE of that tool.
         let mut used: BTreeMap<&str, usize> = BTreeMap::new();
@@ -1040,6 +1061,34 @@ impl Machine {
             self.capture(c, answer.as_deref(), span, turn)?;
         }
         Ok(Flow::Next)
+    }
+
+    /// Calls again, in lexical order, each PAR child whose failure its USE may repeat;
+    /// whether any was.
+    fn repeat_failed(
+        &mut self,
+        answers: &[(String, Arc<Answer>)],
+        span: Span,
+        turn: &mut Turn<'_>,
+    ) -> Result<bool, Value> {
+        let mut repeated = false;
+        for (i, (_, answer)) in answers.iter().enumerate() {
+            let Answer::Error(e) = &**answer else {
+                continue;
+            };
+            let child = &self.par[i];
+            if !child.retry.allows(e, child.attempt) {
+                continue;
+            }
+            let (tool, args, timeout_ms) =
+                (child.tool.clone(), child.args.clone(), child.timeout_ms);
+            let id = self.call_with(&tool, args, timeout_ms, true, span, turn)?;
+            let child = &mut self.par[i];
+            child.id = id;
+            child.attempt += 1;
+            repeated = true;
+        }
+        Ok(repeated)
     }
 
     /// CAPTURE: binds symbols from an answer's fields through the map's paths.
@@ -1216,6 +1265,11 @@ fn is_symbol(name: &str) -> bool {
         && name
             .bytes()
             .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_')
+}
+
+/// Whether an error carries a code of 07 (`AG-…`): fatal for the run, whatever RECOVER is open.
+fn is_fatal(err: &Value) -> bool {
+    matches!(err, Value::Object(m) if matches!(m.get("type"), Some(Value::Str(t)) if t.starts_with("AG-")))
 }
 
 fn tool_error(tool: &str, kind: &str, message: &str, span: Span) -> Value {
