@@ -100,8 +100,12 @@ impl Walker<'_, '_> {
         }
         // RUN binds the symbols the target RETURNs, and its result can be captured.
         self.used_tools.insert(process.name.clone());
+        let secret = self.reads_sensitive(params);
         for sym in returned_symbols(&target.body) {
             self.bind(sym);
+            if secret {
+                self.sensitive.push(sym.name.clone());
+            }
         }
     }
 

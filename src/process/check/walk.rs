@@ -168,7 +168,12 @@ impl Walker<'_, '_> {
             StmtKind::Join(captures) => self.join(captures, s.span),
             StmtKind::Foreach { var, list, body } => {
                 self.read_symbol(list);
+                let mark = self.sensitive.len();
+                if self.sensitive.contains(&list.name) {
+                    self.sensitive.push(var.name.clone());
+                }
                 self.scoped(var, "loop variable", body, true);
+                self.sensitive.truncate(mark);
             }
             StmtKind::Try { body, err, recover } => {
                 self.block(body);

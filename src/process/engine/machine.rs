@@ -16,7 +16,7 @@ use std::sync::Arc;
 use super::compile::Op;
 use super::effects::{Effect, Event};
 use super::par::{ParChild, Retry};
-use super::privacy::{self, REDACTED};
+use super::privacy::{self, REDACT_ARG, REDACTED};
 use super::program::Program;
 use crate::process::ast::{Bdd, Capture, Param, Return, Use};
 use crate::process::code::Code;
@@ -138,7 +138,8 @@ pub(crate) struct Machine {
     input: BTreeMap<String, Value>,
     symbols: BTreeMap<String, Value>,
     locals: Vec<(String, Value)>,
-    with: Vec<(String, Value)>,
+    /// WITH defaults in scope: key, value, and whether it is computed from a sensitive one.
+    with: Vec<(String, Value, bool)>,
     with_marks: Vec<usize>,
     loops: Vec<Loop>,
     handlers: Vec<Handler>,
@@ -253,7 +254,18 @@ pub(crate) struct Turn<'a> {
 
 impl Machine {
     /// A machine at the start of `process`, with its input.
-    pub fn new(program: Arc<Program>, process: usize, input: BTreeMap<String, Value>) -> Self {
+    /// The arguments a calling process named in [`REDACT_ARG`] are sensitive from the start.
+    pub fn new(program: Arc<Program>, process: usize, mut input: BTreeMap<String, Value>) -> Self {
+        let redacted = match input.remove(REDACT_ARG) {
+            Some(Value::List(keys)) => keys
+                .into_iter()
+                .filter_map(|k| match k {
+                    Value::Str(k) => Some(k),
+                    _ => None,
+                })
+                .collect(),
+            _ => BTreeSet::new(),
+        };
         Self {
             program,
             process,
@@ -277,7 +289,7 @@ impl Machine {
             diverged: false,
             events: 0,
             residuals: 0,
-            redacted: BTreeSet::new(),
+            redacted,
             snapped: BTreeMap::new(),
             steps: 0,
             done: None,
@@ -430,20 +442,21 @@ impl Machine {
         None
     }
 
-    /// Cuts the texts of sensitive values out of an error (06: never in an error message).
-    fn scrub(&self, err: &mut Value) {
+    /// Cuts the texts of sensitive values out of a value about to be recorded or answered (an
+    /// error, a RETURN's field, an event's value): 06, never in a log or an error message.
+    fn scrub(&self, value: &mut Value) {
         if self.redacted.is_empty() {
             return;
         }
         let mut secrets = Vec::new();
         for name in &self.redacted {
-            if let Some(v) = self.symbol(name) {
+            if let Some(v) = self.symbol(name).or_else(|| self.local(name)) {
                 privacy::texts(&v, &mut secrets);
             }
         }
         // Longest first: a secret that contains another is cut whole.
         secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
-        privacy::scrub(err, &secrets);
+        privacy::scrub(value, &secrets);
     }
 
     /// AG-W02 LaxTime: the `i`-th USE of the op at `pc` has no `timeout_ms` and the policy
@@ -480,9 +493,10 @@ impl Machine {
         }
     }
 
-    fn event(&mut self, event: Event, turn: &mut Turn<'_>) {
+    fn event(&mut self, mut event: Event, turn: &mut Turn<'_>) {
         self.events += 1;
         if self.events > turn.known.events {
+            event.values_mut().for_each(|v| self.scrub(v));
             turn.effects.push(Effect::Event(self.events, event));
         }
     }
@@ -511,14 +525,29 @@ impl Machine {
         out
     }
 
-    /// The arguments of a USE or RUN: its `where:` over the WITH defaults in scope.
-    fn args(&self, params: &[Param]) -> Result<BTreeMap<String, Value>, Value> {
+    /// The arguments of a USE or RUN: its `where:` over the WITH defaults in scope. A call of
+    /// a process of this file also names, in [`REDACT_ARG`], the arguments computed from a
+    /// sensitive value, which the child redacts in turn.
+    fn args(&self, tool: &str, params: &[Param]) -> Result<BTreeMap<String, Value>, Value> {
         let mut args = BTreeMap::new();
-        for (k, v) in &self.with {
+        let mut sensitive = Vec::new();
+        for (k, v, secret) in &self.with {
             args.insert(k.clone(), v.clone());
+            if *secret {
+                sensitive.push(k.clone());
+            }
         }
         for p in params {
             args.insert(p.key.name.clone(), self.value(&p.value)?);
+            sensitive.retain(|k| *k != p.key.name);
+            if privacy::reads_any(&p.value, &self.redacted) {
+                sensitive.push(p.key.name.clone());
+            }
+        }
+        if !sensitive.is_empty() && self.program.index_of(tool).is_some() {
+            sensitive.sort();
+            let keys = sensitive.into_iter().map(Value::Str).collect();
+            args.insert(REDACT_ARG.to_owned(), Value::List(keys));
         }
         Ok(args)
     }
@@ -533,7 +562,7 @@ impl Machine {
         span: Span,
         turn: &mut Turn<'_>,
     ) -> Result<String, Value> {
-        let args = self.args(params)?;
+        let args = self.args(tool, params)?;
         self.call_with(tool, args, timeout_ms, par, span, turn)
     }
 
@@ -626,7 +655,7 @@ impl Machine {
             Op::Par(uses) => {
                 for (i, u) in uses.iter().enumerate() {
                     self.lax_time(u, i, span, turn);
-                    let args = self.args(&u.params)?;
+                    let args = self.args(&u.tool.name, &u.params)?;
                     let tool = &u.tool.name;
                     let id = self.call_with(tool, args.clone(), timeout(u), true, span, turn)?;
                     self.par.push(ParChild {
@@ -760,7 +789,8 @@ impl Machine {
                 self.with_marks.push(self.with.len());
                 for p in defaults {
                     let v = self.value(&p.value)?;
-                    self.with.push((p.key.name.clone(), v));
+                    let secret = privacy::reads_any(&p.value, &self.redacted);
+                    self.with.push((p.key.name.clone(), v, secret));
                 }
             }
             Op::WithPop => {
@@ -788,6 +818,12 @@ impl Machine {
                 let Some(first) = items.first().cloned() else {
                     return Ok(Flow::Go(*end));
                 };
+                // The loop variable holds the list's items: as sensitive as the list.
+                if self.redacted.contains(list) {
+                    self.redacted.insert(var.clone());
+                } else {
+                    self.redacted.remove(var);
+                }
                 let locals = self.locals.len();
                 self.locals.push((var.clone(), first));
                 self.loops.push(Loop {
@@ -983,8 +1019,16 @@ impl Machine {
         match &*answer {
             Answer::Error(e) => Err(tool_error(process, e.kind.as_str(), &e.message, span)),
             Answer::Result(r) => {
+                // What a child computed from a sensitive argument is sensitive here too.
+                let secret = self.with.iter().any(|(.., s)| *s)
+                    || params
+                        .iter()
+                        .any(|p| privacy::reads_any(&p.value, &self.redacted));
                 for (k, v) in &r.fields {
                     if is_symbol(k) {
+                        if secret {
+                            self.redacted.insert(k.clone());
+                        }
                         self.bind(k, v.clone(), turn);
                     }
                 }
@@ -1163,11 +1207,12 @@ impl Machine {
                             s.span,
                         )
                     })?;
-                    let v = if self.redacted.contains(&s.name) {
+                    let mut v = if self.redacted.contains(&s.name) {
                         Value::from(REDACTED)
                     } else {
                         v
                     };
+                    self.scrub(&mut v);
                     fields.insert(s.name.clone(), v);
                 }
             }
@@ -1175,11 +1220,12 @@ impl Machine {
                 for p in pairs {
                     // Evaluated all the same: an error in it is the process's error.
                     let v = self.value(&p.value)?;
-                    let v = if privacy::reads_any(&p.value, &self.redacted) {
+                    let mut v = if privacy::reads_any(&p.value, &self.redacted) {
                         Value::from(REDACTED)
                     } else {
                         v
                     };
+                    self.scrub(&mut v);
                     fields.insert(p.key.name.clone(), v);
                 }
             }
