@@ -877,20 +877,23 @@ impl Machine {
             let id = self.call(tool, &u.params, timeout(u), false, span, turn)?;
             self.pending = Some(Pending { id, attempt: 0 });
         }
-        let pending = self.pending.as_ref().expect("set above");
-        let Some(answer) = turn.known.answers.remove(&pending.id) else {
-            return Ok(Flow::Wait);
-        };
-        if let Answer::Error(e) = &*answer {
-            if Retry::of(u).allows(e, pending.attempt) {
-                let attempt = pending.attempt + 1;
-                let id = self.call(tool, &u.params, timeout(u), false, span, turn)?;
-                self.pending = Some(Pending { id, attempt });
+        // A repeat's answer may be known already (a restart reads them all from history).
+        let answer = loop {
+            let pending = self.pending.as_ref().expect("set above");
+            let Some(answer) = turn.known.answers.remove(&pending.id) else {
                 return Ok(Flow::Wait);
+            };
+            let Answer::Error(e) = &*answer else {
+                break answer;
+            };
+            if !Retry::of(u).allows(e, pending.attempt) {
+                self.pending = None;
+                return Err(tool_error(tool, e.kind.as_str(), &e.message, span));
             }
-            self.pending = None;
-            return Err(tool_error(tool, e.kind.as_str(), &e.message, span));
-        }
+            let attempt = pending.attempt + 1;
+            let id = self.call(tool, &u.params, timeout(u), false, span, turn)?;
+            self.pending = Some(Pending { id, attempt });
+        };
         self.pending = None;
         match self.last.get_mut(tool) {
             Some(slot) => *slot = answer,
@@ -1049,16 +1052,19 @@ impl Machine {
         span: Span,
         turn: &mut Turn<'_>,
     ) -> Result<Flow, Value> {
-        let mut answers = Vec::new();
-        for c in &self.par {
-            match turn.known.answers.get(&c.id) {
-                Some(a) => answers.push((c.tool.clone(), Arc::clone(a))),
-                None => return Ok(Flow::Wait),
+        // A repeat's answer may be known already (a restart reads them all from history).
+        let answers = loop {
+            let mut answers = Vec::new();
+            for c in &self.par {
+                match turn.known.answers.get(&c.id) {
+                    Some(a) => answers.push((c.tool.clone(), Arc::clone(a))),
+                    None => return Ok(Flow::Wait),
+                }
             }
-        }
-        if self.repeat_failed(&answers, span, turn)? {
-            return Ok(Flow::Wait);
-        }
+            if !self.repeat_failed(&answers, span, turn)? {
+                break answers;
+            }
+        };
         let par = std::mem::take(&mut self.par);
         self.event(
             Event::Join {
