@@ -223,6 +223,39 @@ async fn a_process_killed_mid_par_reinvokes_only_the_child_in_flight() {
     assert_eq!(results, 3, "one result per child: {:#?}", roots(&records));
 }
 
+/// 03: "modifiers: [atomic, timeout_ms, retry]", inside PAR and outside, across a crash: a
+/// repeat gets the same id after the restart (a PAR's repeats leave once every child answered,
+/// in lexical order), the one in flight is not sent again by the engine, and a repeat whose
+/// answer history holds is read back (a restart that stopped there waited forever).
+#[tokio::test]
+async fn a_process_killed_during_a_repeat_resumes_with_the_same_calls() {
+    let body = concat!(
+        "  TRY:\n",
+        "    PAR:\n",
+        "      USE `fail` where: type=\"timeout\" (retry=2)\n",
+        "      USE `echo` where: v=1\n",
+        "    JOIN:\n",
+        "      CAPTURE AA from `echo` map: \"v\"→AA\n",
+        "  RECOVER (err):\n",
+        "    SET KIND := err.type\n",
+        "  RETURN: KIND\n",
+    );
+    let text = doc("", body);
+    let (want, calls) = uninterrupted(&text, 10_000).await;
+    assert_eq!(calls.len(), 4, "two children and two repeats: {calls:?}");
+    let (records, got) = crash(&text, 10_000, At::Call("main-3"), None).await;
+    assert_eq!(returned(&records), want);
+    assert_calls(&got, &calls, Some("main-3"));
+    // The same outside PAR: the restart reads the repeats' answers and goes on.
+    let single = "  TRY:\n    USE `fail` where: type=\"timeout\" (retry=2)\n  RECOVER (err):\n    SET KIND := err.type\n  RETURN: KIND\n";
+    let text = doc("", single);
+    let (want, calls) = uninterrupted(&text, 10_000).await;
+    assert_eq!(calls.len(), 3, "a call and two repeats: {calls:?}");
+    let (records, got) = crash(&text, 10_000, At::Call("main-2"), None).await;
+    assert_eq!(returned(&records), want);
+    assert_calls(&got, &calls, Some("main-2"));
+}
+
 /// A FOREACH that takes several turns at 3 statements a turn, with a USE at item 8.
 const LONG_LOOP: &str = concat!(
     "  SET TOTAL := 0\n",

@@ -5,11 +5,13 @@
 //!
 //! **Static, raised here or by the reader, lexer and parser** (hard errors unless noted):
 //! AG-001 a symbol or local read before any binding in lexical order (constants, runtime,
-//! arguments, CAPTURE, SET, FOREACH and RECOVER variables, `INP`, `_INDEX` inside FOREACH);
-//! AG-002 a reserved word used as symbol, id or key; AG-003 a name not matching its regex, an id
-//! not in backticks; AG-004 RUN or a trigger naming a missing process; AG-006 a placeholder
+//! arguments, CAPTURE, SET, FOREACH and RECOVER variables, `INP`, `_INDEX` inside FOREACH), and
+//! a constant that refers to itself or to a later one (as at load);
+//! AG-002 a reserved word used as symbol, id, key (JSON keys too) or choice, and a SET, CAPTURE
+//! or UNSET of the engine's `_INDEX` or `INP`; AG-003 a name not matching its regex (choices of
+//! `enum(…)` and `{A|B}` are UpperSyms), an id not in backticks; AG-004 RUN or a trigger naming a missing process; AG-006 a placeholder
 //! that resolves from neither the process arguments (INP) nor constants nor runtime, a symbol in
-//! a JSON constant that is not a constant; AG-007 bad JSON; AG-008 CAPTURE from a tool no earlier
+//! a JSON constant that is not a constant; AG-007 bad JSON, a number with a leading zero; AG-008 CAPTURE from a tool no earlier
 //! USE calls; AG-009 unbalanced, misplaced, repeated or out-of-order section tags; AG-010
 //! comments in `<triggers>`/`<processes>`; AG-011 tabs; AG-012 `where:` keys not in strictly
 //! lexicographic order; AG-013 duplicate constants, process ids or arguments of SET/CAPTURE/
@@ -20,7 +22,8 @@
 //! --organism`, `process run`);
 //! AG-018 PAR holding anything but USE, CAPTURE of a PAR tool before JOIN, JOIN without PAR,
 //! capturing out of lexical order or more often than the PAR uses the tool (the k-th CAPTURE of
-//! a tool takes the k-th USE of it), a PAR never joined; AG-019 a
+//! a tool takes the k-th USE of it), a PAR its block never joins, a JOIN outside its PAR's
+//! block; AG-019 a
 //! SET origin that is malformed, a tool never used or an undefined symbol; AG-022 a call of
 //! `random()` and the like, or USE of a random-looking tool (`random`, `rand`, `shuffle`,
 //! `sample`, `uuid` in its name) without a `seed` key (in `where:` or an enclosing WITH);
@@ -30,7 +33,7 @@
 //! AG-029 a condition that does not parse or cannot be a boolean, an unknown function; AG-030
 //! semicolons; AG-031 padding spaces; AG-032 a RETURN of a symbol that a `SNAP … redact=`
 //! earlier on the same block path (this block or an enclosing one) made sensitive, or of one
-//! SET from it; AG-034 a RUN or USE of a process of the file whose id the host registers as a
+//! derived from it (SET from it, a FOREACH variable over it, bound by a RUN given it); AG-034 a RUN or USE of a process of the file whose id the host registers as a
 //! tool too ([`Policy::tools`], `process check --organism`); AG-035 `<config>`/`<import>`;
 //! AG-044 RUN arguments missing, extra or of a literal type the signature refuses; AG-045/AG-046
 //! block constants; AG-W01 (warning) constants, arguments and bound symbols never read; AG-W02
@@ -44,11 +47,11 @@
 //! **Runtime, raised by the engine** (`src/process/engine`): AG-001/AG-008 along paths the
 //! lexical order cannot see (a branch not taken); AG-006 a placeholder with no value at run
 //! and `(from "Agent Inference")` when the organism allows no inference; AG-014 an `ISO8601` argument whose value (computed, or from a
-//! trigger) is not ISO 8601 at the start of the process; AG-018 a JOIN capture no PAR USE
-//! launched; AG-028 a path absent from a result; AG-029 a type error or a condition that is not
+//! trigger) is not ISO 8601 at the start of the process; AG-028 a path absent from a result; AG-029 a type error or a condition that is not
 //! a boolean; AG-044 a start whose input lacks a declared argument or does not fit its type;
 //! AG-W02 (a `warning` event) a USE without `timeout_ms` under the organism's
-//! `require_timeout`; AG-W03 (a `warning` event) a value given by agent inference. AG-032 is
+//! `require_timeout`; AG-W03 (a `warning` event) a value given by agent inference. Every AG
+//! code at run time is fatal for the run (07): no RECOVER sees it. AG-032 is
 //! not raised at run time: what the text cannot show (a redaction inside a branch) the engine
 //! redacts as 06 prescribes — a RETURN of a sensitive symbol gives `[REDACTED]`, and a
 //! sensitive value's text is cut out of error messages. AG-034 is also raised when the pump is
@@ -74,7 +77,7 @@ mod names;
 
 pub use calls::MAX_PAR_WIDTH;
 
-pub(crate) use names::is_iso8601;
+pub(crate) use names::{RESERVED, is_iso8601};
 mod reads;
 mod sensitive;
 
@@ -186,28 +189,58 @@ fn bindings<'a>(list: &'a [Constant], diags: &mut Vec<Diagnostic>) -> HashSet<&'
     names
 }
 
-/// Symbols referenced inside constant and runtime values: each must be a constant (AG-006).
+/// Symbols referenced inside constant and runtime values: each must be a constant (AG-006)
+/// defined before the value that reads it (AG-001, as at load: constants are evaluated in
+/// order, so a constant that refers to itself or to a later one has nothing to read).
 fn json_references(
     doc: &Document,
     cx: &Context<'_>,
     diags: &mut Vec<Diagnostic>,
 ) -> HashSet<String> {
     let mut reads = HashSet::new();
-    for c in doc.constants.iter().chain(&doc.runtime) {
-        let ConstValue::Value(e) = &c.value else {
-            continue;
-        };
-        e.walk(&mut |e| {
-            if let ExprKind::Symbol(name) = &e.kind {
-                if !cx.constants.contains(name.as_str()) {
-                    let msg = format!("{name} in the value of {} is not a constant", c.name.name);
-                    let hint = "symbols inside JSON values resolve from <constants>";
-                    diags
-                        .push(Diagnostic::new(Code::UnresolvedPlaceholder, e.span, msg).hint(hint));
+    let mut defined: HashSet<&str> = HashSet::new();
+    let runtime = doc.runtime.iter().map(|c| (c, true));
+    for (c, is_runtime) in doc.constants.iter().map(|c| (c, false)).chain(runtime) {
+        if let ConstValue::Value(e) = &c.value {
+            e.walk(&mut |e| {
+                if let ExprKind::Symbol(name) = &e.kind {
+                    let order = !is_runtime && !defined.contains(name.as_str());
+                    if let Some(d) = constant_reference(cx, &c.name.name, name, e.span, order) {
+                        diags.push(d);
+                    }
+                    reads.insert(name.clone());
                 }
-                reads.insert(name.clone());
-            }
-        });
+            });
+        }
+        if !is_runtime {
+            defined.insert(&c.name.name);
+        }
     }
     reads
+}
+
+/// The error of `name` read in the value of constant `of` at `at`, if any: not a constant
+/// (AG-006), or — when `order` says it is not defined yet — itself or a later one (AG-001).
+fn constant_reference(
+    cx: &Context<'_>,
+    of: &str,
+    name: &str,
+    at: Span,
+    order: bool,
+) -> Option<Diagnostic> {
+    if !cx.constants.contains(name) {
+        let msg = format!("{name} in the value of {of} is not a constant");
+        let hint = "symbols inside JSON values resolve from <constants>";
+        return Some(Diagnostic::new(Code::UnresolvedPlaceholder, at, msg).hint(hint));
+    }
+    if !order {
+        return None;
+    }
+    let msg = if name == of {
+        format!("{of} refers to itself")
+    } else {
+        format!("{of} refers to {name}, which is defined after it")
+    };
+    let hint = "a constant reads only constants defined above it";
+    Some(Diagnostic::new(Code::UndefinedSymbol, at, msg).hint(hint))
 }

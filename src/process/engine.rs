@@ -17,6 +17,7 @@ mod compile;
 mod effects;
 mod listener;
 mod machine;
+mod par;
 mod privacy;
 mod program;
 

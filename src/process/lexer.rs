@@ -76,6 +76,7 @@ const PUNCT: &[(&str, &str)] = &[
     ("%", "%"),
     (".", "."),
     ("?", "?"),
+    ("|", "|"),
 ];
 
 /// Lexes `text`, which starts at column `first_column` of line `line`. Returns the tokens and

@@ -100,8 +100,12 @@ impl Walker<'_, '_> {
         }
         // RUN binds the symbols the target RETURNs, and its result can be captured.
         self.used_tools.insert(process.name.clone());
+        let secret = self.reads_sensitive(params);
         for sym in returned_symbols(&target.body) {
             self.bind(sym);
+            if secret {
+                self.sensitive.push(sym.name.clone());
+            }
         }
     }
 
@@ -212,7 +216,7 @@ impl Walker<'_, '_> {
     pub(super) fn capture(&mut self, c: &Capture, in_join: bool) {
         names::tool(&c.tool, self.diags);
         let pending = self.pending_par.as_ref();
-        let pending = pending.is_some_and(|(tools, _)| tools.contains(&c.tool.name));
+        let pending = pending.is_some_and(|(tools, ..)| tools.contains(&c.tool.name));
         if pending && !in_join {
             let msg = format!("CAPTURE from `{}` before the JOIN of its PAR", c.tool.name);
             let hint = "JOIN: is the first place to capture PAR results";
@@ -250,8 +254,22 @@ impl Walker<'_, '_> {
         }
     }
 
+    /// AG-018 at the end of a block for a PAR of it not joined in it: a JOIN after the block
+    /// (after a FOREACH, a TRY, an IF) would take children of passes or branches it cannot
+    /// tell apart (03: "`CAPTURE` order MUST follow the **lexical order**").
+    pub(super) fn unjoined_par(&mut self) {
+        if let Some((_, at, _)) = self.pending_par.take_if(|(.., b)| *b == self.block) {
+            self.error(
+                Code::ConcurrencyPolicy,
+                at,
+                "PAR results are never joined in the block of the PAR".into(),
+                "add a JOIN: block after the PAR, in the same block",
+            );
+        }
+    }
+
     pub(super) fn par(&mut self, uses: &[Use], at: Span) {
-        if let Some((_, earlier)) = self.pending_par.take() {
+        if let Some((_, earlier, _)) = self.pending_par.take() {
             let msg = "PAR results are never joined".to_string();
             self.error(
                 Code::ConcurrencyPolicy,
@@ -272,13 +290,14 @@ impl Walker<'_, '_> {
         for u in uses {
             self.use_stmt(u, true);
         }
-        self.pending_par = Some((uses.iter().map(|u| u.tool.name.clone()).collect(), at));
+        let tools = uses.iter().map(|u| u.tool.name.clone()).collect();
+        self.pending_par = Some((tools, at, self.block));
     }
 
     /// The k-th CAPTURE of a tool in JOIN takes the result of the k-th USE of that tool in
     /// the PAR; captures follow the PAR's lexical order.
     pub(super) fn join(&mut self, captures: &[Capture], at: Span) {
-        let Some((tools, _)) = self.pending_par.clone() else {
+        let Some((tools, par, block)) = self.pending_par.clone() else {
             let msg = "JOIN without a PAR before it".to_string();
             return self.error(
                 Code::ConcurrencyPolicy,
@@ -287,6 +306,12 @@ impl Walker<'_, '_> {
                 "JOIN captures the results of the PAR just before it",
             );
         };
+        if block != self.block {
+            self.pending_par = None;
+            let msg = format!("JOIN is not in the block of its PAR (line {})", par.line);
+            let hint = "a PAR and its JOIN are statements of one block";
+            return self.error(Code::ConcurrencyPolicy, at, msg, hint);
+        }
         let (mut last, mut taken) = (None::<usize>, vec![false; tools.len()]);
         for c in captures {
             let next = (0..tools.len()).find(|&i| tools[i] == c.tool.name && !taken[i]);

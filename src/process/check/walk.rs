@@ -8,6 +8,9 @@ use crate::process::ast::{Block, Ident, Origin, Process, Return, Stmt, StmtKind}
 use crate::process::code::Code;
 use crate::process::diagnostic::{Diagnostic, Span};
 
+/// The symbols the engine binds itself: the FOREACH index and the process input.
+const ENGINE_SYMBOLS: &[&str] = &["_INDEX", "INP"];
+
 /// The state of the walk over one process.
 pub(super) struct Walker<'a, 'd> {
     pub(super) cx: &'a Context<'a>,
@@ -25,8 +28,12 @@ pub(super) struct Walker<'a, 'd> {
     pub(super) reads: HashSet<String>,
     /// Tools a USE has called so far (outside or inside PAR).
     pub(super) used_tools: HashSet<String>,
-    /// The tools of the last PAR, in lexical order, until a JOIN, and the PAR's span.
-    pub(super) pending_par: Option<(Vec<String>, Span)>,
+    /// The tools of the last PAR, in lexical order, until a JOIN, and the PAR's span and
+    /// block.
+    pub(super) pending_par: Option<(Vec<String>, Span, usize)>,
+    /// The block being walked (each block a number of its own) and how many were opened.
+    pub(super) block: usize,
+    blocks: usize,
     /// Keys of enclosing WITH defaults.
     pub(super) with_keys: Vec<Vec<String>>,
     /// Symbols redacted (or SET from redacted ones) on the current block path (AG-032).
@@ -50,6 +57,8 @@ pub(super) fn process(
         reads: HashSet::new(),
         used_tools: HashSet::new(),
         pending_par: None,
+        block: 0,
+        blocks: 0,
         with_keys: Vec::new(),
         sensitive: Vec::new(),
     };
@@ -57,14 +66,6 @@ pub(super) fn process(
         names::lower(&a.name, "argument", w.diags);
     }
     w.block(&p.body);
-    if let Some((_, at)) = w.pending_par.take() {
-        w.error(
-            Code::ConcurrencyPolicy,
-            at,
-            "PAR results are never joined".into(),
-            "add a JOIN: block",
-        );
-    }
     let unused = w
         .first_bindings
         .iter()
@@ -85,9 +86,14 @@ impl Walker<'_, '_> {
     pub(super) fn block(&mut self, body: &Block) {
         // A redaction inside the block may not run: it does not count after the block.
         let sensitive = self.sensitive.len();
+        let outer = self.block;
+        self.blocks += 1;
+        self.block = self.blocks;
         for s in body {
             self.stmt(s);
         }
+        self.unjoined_par();
+        self.block = outer;
         self.sensitive.truncate(sensitive);
     }
 
@@ -162,7 +168,12 @@ impl Walker<'_, '_> {
             StmtKind::Join(captures) => self.join(captures, s.span),
             StmtKind::Foreach { var, list, body } => {
                 self.read_symbol(list);
+                let mark = self.sensitive.len();
+                if self.sensitive.contains(&list.name) {
+                    self.sensitive.push(var.name.clone());
+                }
                 self.scoped(var, "loop variable", body, true);
+                self.sensitive.truncate(mark);
             }
             StmtKind::Try { body, err, recover } => {
                 self.block(body);
@@ -221,8 +232,15 @@ impl Walker<'_, '_> {
         }
     }
 
-    /// Whether `sym` may be bound or unset: constants are read-only (AG-013).
+    /// Whether `sym` may be bound or unset: the engine's own symbols (`_INDEX`, `INP`) are
+    /// read-only (AG-002), and so are constants (AG-013).
     fn writable(&mut self, sym: &Ident) -> bool {
+        if ENGINE_SYMBOLS.contains(&sym.name.as_str()) {
+            let msg = format!("{} is the engine's and cannot be bound or unset", sym.name);
+            let hint = "_INDEX is the FOREACH index and INP the input; use another symbol";
+            self.error(Code::ReservedTokenMisuse, sym.span, msg, hint);
+            return false;
+        }
         let constant = self.cx.constants.contains(sym.name.as_str());
         if constant {
             let msg = format!("{} is a constant and cannot be rebound", sym.name);

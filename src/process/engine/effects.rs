@@ -81,6 +81,23 @@ fn named(out: &mut String, element: &str, name: &str, value: Option<&Value>) {
 }
 
 impl Event {
+    /// The values it records (what redaction scrubs).
+    pub fn values_mut(&mut self) -> Box<dyn Iterator<Item = &mut Value> + '_> {
+        match self {
+            Event::Tell { why, .. } => Box::new(why.iter_mut().filter_map(|(_, v)| v.as_mut())),
+            Event::Snap { values, .. } => {
+                Box::new(values.iter_mut().filter_map(|(_, v)| v.as_mut()))
+            }
+            Event::Return { fields } => Box::new(fields.values_mut()),
+            Event::Failed { error } => Box::new(std::iter::once(error)),
+            Event::Inferred { value, .. } => Box::new(value.iter_mut()),
+            Event::Milestone { .. }
+            | Event::Par { .. }
+            | Event::Join { .. }
+            | Event::LaxTime { .. } => Box::new(std::iter::empty()),
+        }
+    }
+
     /// The event as a payload.
     pub fn to_xml(&self, process: &str, seq: u64) -> String {
         let (element, attrs) = match self {

@@ -15,13 +15,14 @@ use std::sync::Arc;
 
 use super::compile::Op;
 use super::effects::{Effect, Event};
-use super::privacy::{self, REDACTED};
+use super::par::{ParChild, Retry};
+use super::privacy::{self, REDACT_ARG, REDACTED};
 use super::program::Program;
 use crate::process::ast::{Bdd, Capture, Param, Return, Use};
 use crate::process::code::Code;
 use crate::process::diagnostic::Span;
 use crate::process::expr::{Env, EvalError, Expr, ExprKind, PathSeg, Value, eval};
-use crate::tool::{Answer, Call, ErrorType};
+use crate::tool::{Answer, Call};
 
 /// What the thread's history already holds for this process: answers by call id (until the
 /// machine takes one: call ids only grow, so a taken answer is never asked for again, and a
@@ -119,6 +120,8 @@ struct Handler {
     locals: usize,
     loops: usize,
     with: usize,
+    /// PAR children launched before the TRY: those launched inside it are dropped with it.
+    par: usize,
 }
 
 /// A call the machine is waiting for (USE, RUN) and how many attempts it made.
@@ -135,14 +138,15 @@ pub(crate) struct Machine {
     input: BTreeMap<String, Value>,
     symbols: BTreeMap<String, Value>,
     locals: Vec<(String, Value)>,
-    with: Vec<(String, Value)>,
+    /// WITH defaults in scope: key, value, and whether it is computed from a sensitive one.
+    with: Vec<(String, Value, bool)>,
     with_marks: Vec<usize>,
     loops: Vec<Loop>,
     handlers: Vec<Handler>,
     /// The last answer of each tool (or process), for CAPTURE.
     last: BTreeMap<String, Arc<Answer>>,
-    /// The PAR children not yet joined: (tool, call id), lexical order.
-    par: Vec<(String, String)>,
+    /// The PAR children not yet joined, in lexical order.
+    par: Vec<ParChild>,
     pending: Option<Pending>,
     /// The tool that answers `(from "Agent Inference")`, when the organism allows inference.
     inference: Option<String>,
@@ -250,7 +254,18 @@ pub(crate) struct Turn<'a> {
 
 impl Machine {
     /// A machine at the start of `process`, with its input.
-    pub fn new(program: Arc<Program>, process: usize, input: BTreeMap<String, Value>) -> Self {
+    /// The arguments a calling process named in [`REDACT_ARG`] are sensitive from the start.
+    pub fn new(program: Arc<Program>, process: usize, mut input: BTreeMap<String, Value>) -> Self {
+        let redacted = match input.remove(REDACT_ARG) {
+            Some(Value::List(keys)) => keys
+                .into_iter()
+                .filter_map(|k| match k {
+                    Value::Str(k) => Some(k),
+                    _ => None,
+                })
+                .collect(),
+            _ => BTreeSet::new(),
+        };
         Self {
             program,
             process,
@@ -274,7 +289,7 @@ impl Machine {
             diverged: false,
             events: 0,
             residuals: 0,
-            redacted: BTreeSet::new(),
+            redacted,
             snapped: BTreeMap::new(),
             steps: 0,
             done: None,
@@ -311,7 +326,7 @@ impl Machine {
 
     /// The call ids it waits for (a USE or RUN, and PAR children not yet joined).
     pub fn waiting(&self) -> Vec<String> {
-        let mut ids: Vec<String> = self.par.iter().map(|(_, id)| id.clone()).collect();
+        let mut ids: Vec<String> = self.par.iter().map(|c| c.id.clone()).collect();
         ids.extend(self.pending.as_ref().map(|p| p.id.clone()));
         ids
     }
@@ -393,22 +408,31 @@ impl Machine {
                 let lax = uses.iter().filter(|u| timeout(u).is_none()).count();
                 uses.len() + 1 + if self.require_timeout { lax } else { 0 }
             }
+            // Its event, and a repeat of each child that may be repeated.
+            Op::Join(_) => self.par.len().max(1) + 1,
             _ => 2,
         }
     }
 
-    /// A hard error: to the innermost RECOVER, or the end of the process.
+    /// A hard error: to the innermost RECOVER, or the end of the process. A code of 07
+    /// (`AG-…`) is fatal for the run (07: "Engines MUST treat all `errors.hard` codes as fatal
+    /// for the current compile/run"): no RECOVER sees it.
     fn raise(&mut self, mut err: Value) -> Option<Stop> {
         self.pending = None;
         self.scrub(&mut err);
         if self.diverged {
             return Some(Stop::Diverged(err));
         }
+        if is_fatal(&err) {
+            return Some(Stop::Failed(err));
+        }
         let Some(h) = self.handlers.pop() else {
             return Some(Stop::Failed(err));
         };
         self.locals.truncate(h.locals);
         self.loops.truncate(h.loops);
+        // A PAR launched inside the TRY is abandoned with it: no later JOIN takes its children.
+        self.par.truncate(h.par);
         if let Some(&mark) = self.with_marks.get(h.with) {
             self.with.truncate(mark);
         }
@@ -418,20 +442,21 @@ impl Machine {
         None
     }
 
-    /// Cuts the texts of sensitive values out of an error (06: never in an error message).
-    fn scrub(&self, err: &mut Value) {
+    /// Cuts the texts of sensitive values out of a value about to be recorded or answered (an
+    /// error, a RETURN's field, an event's value): 06, never in a log or an error message.
+    fn scrub(&self, value: &mut Value) {
         if self.redacted.is_empty() {
             return;
         }
         let mut secrets = Vec::new();
         for name in &self.redacted {
-            if let Some(v) = self.symbol(name) {
+            if let Some(v) = self.symbol(name).or_else(|| self.local(name)) {
                 privacy::texts(&v, &mut secrets);
             }
         }
         // Longest first: a secret that contains another is cut whole.
         secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
-        privacy::scrub(err, &secrets);
+        privacy::scrub(value, &secrets);
     }
 
     /// AG-W02 LaxTime: the `i`-th USE of the op at `pc` has no `timeout_ms` and the policy
@@ -468,9 +493,10 @@ impl Machine {
         }
     }
 
-    fn event(&mut self, event: Event, turn: &mut Turn<'_>) {
+    fn event(&mut self, mut event: Event, turn: &mut Turn<'_>) {
         self.events += 1;
         if self.events > turn.known.events {
+            event.values_mut().for_each(|v| self.scrub(v));
             turn.effects.push(Effect::Event(self.events, event));
         }
     }
@@ -499,14 +525,29 @@ impl Machine {
         out
     }
 
-    /// The arguments of a USE or RUN: its `where:` over the WITH defaults in scope.
-    fn args(&self, params: &[Param]) -> Result<BTreeMap<String, Value>, Value> {
+    /// The arguments of a USE or RUN: its `where:` over the WITH defaults in scope. A call of
+    /// a process of this file also names, in [`REDACT_ARG`], the arguments computed from a
+    /// sensitive value, which the child redacts in turn.
+    fn args(&self, tool: &str, params: &[Param]) -> Result<BTreeMap<String, Value>, Value> {
         let mut args = BTreeMap::new();
-        for (k, v) in &self.with {
+        let mut sensitive = Vec::new();
+        for (k, v, secret) in &self.with {
             args.insert(k.clone(), v.clone());
+            if *secret {
+                sensitive.push(k.clone());
+            }
         }
         for p in params {
             args.insert(p.key.name.clone(), self.value(&p.value)?);
+            sensitive.retain(|k| *k != p.key.name);
+            if privacy::reads_any(&p.value, &self.redacted) {
+                sensitive.push(p.key.name.clone());
+            }
+        }
+        if !sensitive.is_empty() && self.program.index_of(tool).is_some() {
+            sensitive.sort();
+            let keys = sensitive.into_iter().map(Value::Str).collect();
+            args.insert(REDACT_ARG.to_owned(), Value::List(keys));
         }
         Ok(args)
     }
@@ -521,7 +562,7 @@ impl Machine {
         span: Span,
         turn: &mut Turn<'_>,
     ) -> Result<String, Value> {
-        let args = self.args(params)?;
+        let args = self.args(tool, params)?;
         self.call_with(tool, args, timeout_ms, par, span, turn)
     }
 
@@ -614,10 +655,19 @@ impl Machine {
             Op::Par(uses) => {
                 for (i, u) in uses.iter().enumerate() {
                     self.lax_time(u, i, span, turn);
-                    let id = self.call(&u.tool.name, &u.params, timeout(u), true, span, turn)?;
-                    self.par.push((u.tool.name.clone(), id));
+                    let args = self.args(&u.tool.name, &u.params)?;
+                    let tool = &u.tool.name;
+                    let id = self.call_with(tool, args.clone(), timeout(u), true, span, turn)?;
+                    self.par.push(ParChild {
+                        tool: tool.clone(),
+                        id,
+                        args,
+                        timeout_ms: timeout(u),
+                        retry: Retry::of(u),
+                        attempt: 0,
+                    });
                 }
-                let tools: Vec<String> = self.par.iter().map(|(t, _)| t.clone()).collect();
+                let tools: Vec<String> = uses.iter().map(|u| u.tool.name.clone()).collect();
                 self.event(
                     Event::Par {
                         tools,
@@ -739,7 +789,8 @@ impl Machine {
                 self.with_marks.push(self.with.len());
                 for p in defaults {
                     let v = self.value(&p.value)?;
-                    self.with.push((p.key.name.clone(), v));
+                    let secret = privacy::reads_any(&p.value, &self.redacted);
+                    self.with.push((p.key.name.clone(), v, secret));
                 }
             }
             Op::WithPop => {
@@ -767,6 +818,12 @@ impl Machine {
                 let Some(first) = items.first().cloned() else {
                     return Ok(Flow::Go(*end));
                 };
+                // The loop variable holds the list's items: as sensitive as the list.
+                if self.redacted.contains(list) {
+                    self.redacted.insert(var.clone());
+                } else {
+                    self.redacted.remove(var);
+                }
                 let locals = self.locals.len();
                 self.locals.push((var.clone(), first));
                 self.loops.push(Loop {
@@ -800,6 +857,7 @@ impl Machine {
                 locals: self.locals.len(),
                 loops: self.loops.len(),
                 with: self.with_marks.len(),
+                par: self.par.len(),
             }),
             Op::TryPop { end } => {
                 self.handlers.pop();
@@ -819,30 +877,23 @@ impl Machine {
             let id = self.call(tool, &u.params, timeout(u), false, span, turn)?;
             self.pending = Some(Pending { id, attempt: 0 });
         }
-        let pending = self.pending.as_ref().expect("set above");
-        let Some(answer) = turn.known.answers.remove(&pending.id) else {
-            return Ok(Flow::Wait);
-        };
-        if let Answer::Error(e) = &*answer {
-            let modifiers = u.modifiers.clone().unwrap_or_default();
-            let retries = modifiers
-                .retry
-                .map_or(0, |(n, _)| u32::try_from(n.trunc().mantissa()).unwrap_or(0));
-            let may_retry = if modifiers.atomic {
-                // Atomic: retried only when the tool says it did nothing.
-                e.kind == ErrorType::Unavailable
-            } else {
-                e.retry || matches!(e.kind, ErrorType::Timeout | ErrorType::Unavailable)
-            };
-            if may_retry && pending.attempt < retries {
-                let attempt = pending.attempt + 1;
-                let id = self.call(tool, &u.params, timeout(u), false, span, turn)?;
-                self.pending = Some(Pending { id, attempt });
+        // A repeat's answer may be known already (a restart reads them all from history).
+        let answer = loop {
+            let pending = self.pending.as_ref().expect("set above");
+            let Some(answer) = turn.known.answers.remove(&pending.id) else {
                 return Ok(Flow::Wait);
+            };
+            let Answer::Error(e) = &*answer else {
+                break answer;
+            };
+            if !Retry::of(u).allows(e, pending.attempt) {
+                self.pending = None;
+                return Err(tool_error(tool, e.kind.as_str(), &e.message, span));
             }
-            self.pending = None;
-            return Err(tool_error(tool, e.kind.as_str(), &e.message, span));
-        }
+            let attempt = pending.attempt + 1;
+            let id = self.call(tool, &u.params, timeout(u), false, span, turn)?;
+            self.pending = Some(Pending { id, attempt });
+        };
         self.pending = None;
         match self.last.get_mut(tool) {
             Some(slot) => *slot = answer,
@@ -971,8 +1022,16 @@ impl Machine {
         match &*answer {
             Answer::Error(e) => Err(tool_error(process, e.kind.as_str(), &e.message, span)),
             Answer::Result(r) => {
+                // What a child computed from a sensitive argument is sensitive here too.
+                let secret = self.with.iter().any(|(.., s)| *s)
+                    || params
+                        .iter()
+                        .any(|p| privacy::reads_any(&p.value, &self.redacted));
                 for (k, v) in &r.fields {
                     if is_symbol(k) {
+                        if secret {
+                            self.redacted.insert(k.clone());
+                        }
                         self.bind(k, v.clone(), turn);
                     }
                 }
@@ -982,21 +1041,30 @@ impl Machine {
         }
     }
 
-    /// JOIN: every PAR child answered; a hard failure is one composite error (the first in
-    /// lexical order, the rest `suppressed`); else the captures, in lexical order.
+    /// JOIN: every PAR child answered; a child that failed and may be repeated (its USE's
+    /// `retry`, `atomic`) is called again, all such children at once in lexical order once
+    /// every child answered (so a restart assigns the same ids); a hard failure is one
+    /// composite error (the first in lexical order, the rest `suppressed`); else the captures,
+    /// in lexical order, and each tool's answer is its last for a CAPTURE after the JOIN.
     fn join(
         &mut self,
         captures: &[Capture],
         span: Span,
         turn: &mut Turn<'_>,
     ) -> Result<Flow, Value> {
-        let mut answers = Vec::new();
-        for (tool, id) in &self.par {
-            match turn.known.answers.get(id) {
-                Some(a) => answers.push((tool.clone(), Arc::clone(a))),
-                None => return Ok(Flow::Wait),
+        // A repeat's answer may be known already (a restart reads them all from history).
+        let answers = loop {
+            let mut answers = Vec::new();
+            for c in &self.par {
+                match turn.known.answers.get(&c.id) {
+                    Some(a) => answers.push((c.tool.clone(), Arc::clone(a))),
+                    None => return Ok(Flow::Wait),
+                }
             }
-        }
+            if !self.repeat_failed(&answers, span, turn)? {
+                break answers;
+            }
+        };
         let par = std::mem::take(&mut self.par);
         self.event(
             Event::Join {
@@ -1016,6 +1084,9 @@ impl Machine {
                 m.insert("suppressed".into(), Value::List(suppressed));
             }
             return Err(first);
+        }
+        for (tool, answer) in &answers {
+            self.last.insert(tool.clone(), Arc::clone(answer));
         }
         // The k-th CAPTURE from a tool reads the k-th PAR USE of that tool.
         let mut used: BTreeMap<&str, usize> = BTreeMap::new();
@@ -1040,6 +1111,34 @@ impl Machine {
             self.capture(c, answer.as_deref(), span, turn)?;
         }
         Ok(Flow::Next)
+    }
+
+    /// Calls again, in lexical order, each PAR child whose failure its USE may repeat;
+    /// whether any was.
+    fn repeat_failed(
+        &mut self,
+        answers: &[(String, Arc<Answer>)],
+        span: Span,
+        turn: &mut Turn<'_>,
+    ) -> Result<bool, Value> {
+        let mut repeated = false;
+        for (i, (_, answer)) in answers.iter().enumerate() {
+            let Answer::Error(e) = &**answer else {
+                continue;
+            };
+            let child = &self.par[i];
+            if !child.retry.allows(e, child.attempt) {
+                continue;
+            }
+            let (tool, args, timeout_ms) =
+                (child.tool.clone(), child.args.clone(), child.timeout_ms);
+            let id = self.call_with(&tool, args, timeout_ms, true, span, turn)?;
+            let child = &mut self.par[i];
+            child.id = id;
+            child.attempt += 1;
+            repeated = true;
+        }
+        Ok(repeated)
     }
 
     /// CAPTURE: binds symbols from an answer's fields through the map's paths.
@@ -1114,11 +1213,12 @@ impl Machine {
                             s.span,
                         )
                     })?;
-                    let v = if self.redacted.contains(&s.name) {
+                    let mut v = if self.redacted.contains(&s.name) {
                         Value::from(REDACTED)
                     } else {
                         v
                     };
+                    self.scrub(&mut v);
                     fields.insert(s.name.clone(), v);
                 }
             }
@@ -1126,11 +1226,12 @@ impl Machine {
                 for p in pairs {
                     // Evaluated all the same: an error in it is the process's error.
                     let v = self.value(&p.value)?;
-                    let v = if privacy::reads_any(&p.value, &self.redacted) {
+                    let mut v = if privacy::reads_any(&p.value, &self.redacted) {
                         Value::from(REDACTED)
                     } else {
                         v
                     };
+                    self.scrub(&mut v);
                     fields.insert(p.key.name.clone(), v);
                 }
             }
@@ -1216,6 +1317,11 @@ fn is_symbol(name: &str) -> bool {
         && name
             .bytes()
             .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_')
+}
+
+/// Whether an error carries a code of 07 (`AG-…`): fatal for the run, whatever RECOVER is open.
+fn is_fatal(err: &Value) -> bool {
+    matches!(err, Value::Object(m) if matches!(m.get("type"), Some(Value::Str(t)) if t.starts_with("AG-")))
 }
 
 fn tool_error(tool: &str, kind: &str, message: &str, span: Span) -> Value {

@@ -1,7 +1,10 @@
 //! 06's redaction at run time (AG-032 SensitiveInLog): a symbol named in a `SNAP … redact=`
-//! list is sensitive for the rest of the run, and so is a symbol SET from one. Its value never
-//! reaches a recorded event or an error message: a RETURN of it gives `[REDACTED]`, a TELL or
-//! SNAP of it its name only, and its text is cut out of error messages.
+//! list is sensitive for the rest of the run, and so is whatever is derived from one: a symbol
+//! SET from it, a FOREACH variable over it, the symbols a RUN (or a call of a process) given
+//! it binds, and in that child process the arguments it was given ([`REDACT_ARG`]). Its value
+//! never reaches a recorded event or an error message: a RETURN of it gives `[REDACTED]`, a
+//! TELL or SNAP of it its name only, and its text is cut out of every event and error message
+//! (what a tool echoes back included).
 
 use std::collections::BTreeSet;
 
@@ -13,16 +16,24 @@ pub(crate) const REDACTED: &str = "[REDACTED]";
 /// Texts shorter than this are not cut out of messages: a secret `1` would erase every digit.
 const MIN_SECRET_CHARS: usize = 4;
 
-/// Whether `e` reads any symbol of `sensitive`.
+/// The argument a process's call of a process of its file carries to name the arguments that
+/// are sensitive in the caller (a list of keys): the child redacts them too. Not a key a
+/// process can declare (keys start with a-z).
+pub(crate) const REDACT_ARG: &str = "_redact";
+
+/// Whether `e` reads any symbol, local or placeholder of `sensitive` (locals by their
+/// lowercase name; a placeholder `<KEY>` reads the argument `key`).
 pub(crate) fn reads_any(e: &Expr, sensitive: &BTreeSet<String>) -> bool {
     if sensitive.is_empty() {
         return false;
     }
     let mut found = false;
-    e.walk(&mut |e| {
-        if let ExprKind::Symbol(name) = &e.kind {
-            found |= sensitive.contains(name);
+    e.walk(&mut |e| match &e.kind {
+        ExprKind::Symbol(name) | ExprKind::Local(name) => found |= sensitive.contains(name),
+        ExprKind::Placeholder(name) => {
+            found |= sensitive.contains(name) || sensitive.contains(&name.to_ascii_lowercase());
         }
+        _ => {}
     });
     found
 }

@@ -3,6 +3,7 @@
 
 use super::parse::{call, cover, node, parse_expr};
 use super::{Expr, ExprKind};
+use crate::process::check::RESERVED;
 use crate::process::code::Code;
 use crate::process::diagnostic::{Diagnostic, Span};
 use crate::process::lexer::{Cursor, Tok};
@@ -74,10 +75,14 @@ fn list(cur: &mut Cursor<'_>) -> Parsed {
     node(cur, ExprKind::List(items), cover(at, cur.last()))
 }
 
-/// A JSON object: `"key": value` pairs; keys are `JsonKey` (lowercase) or `$artifact`.
+/// A JSON object: `"key": value` pairs; keys are `JsonKey` (lowercase) or `$artifact`. A
+/// brace that opens on a word is a choice set, `{V1|V2}`.
 fn object(cur: &mut Cursor<'_>) -> Parsed {
     cur.bump();
     let at = cur.last();
+    if matches!(cur.peek().map(|t| &t.tok), Some(Tok::Word(_))) {
+        return choice_set(cur, at);
+    }
     let mut pairs: Vec<(String, Expr)> = Vec::new();
     if !cur.eat_punct("}") {
         loop {
@@ -108,7 +113,51 @@ fn object(cur: &mut Cursor<'_>) -> Parsed {
     node(cur, ExprKind::Object(pairs), cover(at, cur.last()))
 }
 
+/// `{V1|V2|…}` after its `{` (03: "engine turns into enum() at compile time").
+fn choice_set(cur: &mut Cursor<'_>, at: Span) -> Parsed {
+    let mut names = Vec::new();
+    loop {
+        names.push(member(cur)?);
+        if cur.eat_punct("}") {
+            break;
+        }
+        cur.expect_punct("|", Code::Syntax)?;
+    }
+    node(cur, ExprKind::Enum(names), cover(at, cur.last()))
+}
+
+/// A member of `enum(…)` or of a choice set: an UpperSym (03: "enum(V1,V2,...)", "UpperSym"),
+/// not a reserved word (AG-002).
+fn member(cur: &mut Cursor<'_>) -> Result<String, Diagnostic> {
+    let Some(Tok::Word(w)) = cur.bump().map(|t| &t.tok) else {
+        let msg = "expected a symbol in a choice (enum(…) or {A|B})";
+        return Err(Diagnostic::new(Code::Syntax, cur.last(), msg));
+    };
+    let (w, at) = (w.clone(), cur.last());
+    if RESERVED.contains(&w.to_ascii_uppercase().as_str()) {
+        let msg = format!("choice {w} is a reserved word");
+        return Err(Diagnostic::new(Code::ReservedTokenMisuse, at, msg).hint("choose another name"));
+    }
+    let upper = (2..=24).contains(&w.len())
+        && w.bytes()
+            .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_');
+    if !upper {
+        let msg = format!("choice {w} does not match ^[A-Z0-9_]{{2,24}}$");
+        return Err(
+            Diagnostic::new(Code::InvalidId, at, msg).hint("choices are UPPER_SNAKE symbols")
+        );
+    }
+    Ok(w)
+}
+
+/// A JSON key: lowercase (03: "IDs/keys MUST be lowercase"), not a reserved word (AG-002),
+/// or `$artifact`.
 fn check_key(key: &str, at: Span) -> Result<(), Diagnostic> {
+    if RESERVED.contains(&key.to_ascii_uppercase().as_str()) {
+        let msg = format!("JSON key \"{key}\" is a reserved word");
+        let hint = "03: reserved words cannot be used as ids, keys or symbols";
+        return Err(Diagnostic::new(Code::ReservedTokenMisuse, at, msg).hint(hint));
+    }
     let mut chars = key.chars();
     let first = chars.next().is_some_and(|c| c.is_ascii_lowercase());
     let rest = chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-');
@@ -125,16 +174,7 @@ fn choice(cur: &mut Cursor<'_>, at: Span) -> Parsed {
     cur.bump();
     let mut names = Vec::new();
     loop {
-        match cur.bump().map(|t| &t.tok) {
-            Some(Tok::Word(w)) => names.push(w.clone()),
-            _ => {
-                return Err(Diagnostic::new(
-                    Code::Syntax,
-                    cur.last(),
-                    "expected a symbol in enum(…)",
-                ));
-            }
-        }
+        names.push(member(cur)?);
         if cur.eat_punct(")") {
             break;
         }

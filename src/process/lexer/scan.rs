@@ -78,6 +78,10 @@ impl Lexer {
         self.push(Tok::Tick(id), start);
     }
 
+    /// A JSON number (03: "numbers: grammar: JSON_number, thousands: forbidden"): digits, an
+    /// optional fraction and an optional exponent (`1e3`, `1.5e-2`); a leading zero before
+    /// another digit (`007`) is AG-007. A number followed by a letter or `_` is a word after
+    /// all: a symbol may start with a digit (`2ND_TRY`).
     pub(super) fn number(&mut self) {
         let start = self.pos;
         if self.peek(0) == Some('-') {
@@ -90,13 +94,14 @@ impl Lexer {
             self.pos += 1;
             self.digits();
         }
+        self.exponent();
         if self
             .peek(0)
             .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
         {
-            // A symbol may start with a digit (`2ND_TRY`): it is a word after all. A leading
-            // `-` is then an operator of its own, taken first: a word cannot start with it, and
-            // a `word()` from the `-` would take nothing and lex the same place forever.
+            // A leading `-` is then an operator of its own, taken first: a word cannot start
+            // with it, and a `word()` from the `-` would take nothing and lex the same place
+            // forever.
             self.pos = start;
             return if self.peek(0) == Some('-') {
                 self.punct()
@@ -105,7 +110,21 @@ impl Lexer {
             };
         }
         let text: String = self.chars[start..self.pos].iter().collect();
-        match Decimal::from_str_exact(&text) {
+        let unsigned = text.trim_start_matches('-');
+        if unsigned.len() > 1
+            && unsigned.starts_with('0')
+            && unsigned.as_bytes()[1].is_ascii_digit()
+        {
+            let msg = format!("number {text} has a leading zero, which JSON numbers do not");
+            let hint = "write it without leading zeros, or quote it as a string";
+            self.error(Code::BadJson, start, self.pos, msg, hint);
+        }
+        let parsed = if text.contains(['e', 'E']) {
+            Decimal::from_scientific(&text)
+        } else {
+            Decimal::from_str_exact(&text)
+        };
+        match parsed {
             Ok(n) => self.push(Tok::Num(n), start),
             Err(e) => {
                 let msg = format!("number {text} out of range: {e}");
@@ -118,6 +137,18 @@ impl Lexer {
                 );
                 self.push(Tok::Num(Decimal::ZERO), start);
             }
+        }
+    }
+
+    /// An exponent, `e`/`E`, an optional sign and digits, when one follows.
+    fn exponent(&mut self) {
+        if !matches!(self.peek(0), Some('e' | 'E')) {
+            return;
+        }
+        let sign = usize::from(matches!(self.peek(1), Some('+' | '-')));
+        if self.peek(1 + sign).is_some_and(|c| c.is_ascii_digit()) {
+            self.pos += 1 + sign;
+            self.digits();
         }
     }
 
