@@ -43,7 +43,7 @@ pub use workspace::{AGENTS_MD, DiskProbe, EVIDENCE, STOP_FLAG, Workspace, Worksp
 use crate::listener::{Context, Delivery, Listener, ListenerError};
 use crate::{QName, Registration, Role as ListenerRole};
 
-/// The loop's namespace: `<run>`, `<next>`, `<capsule>`, `<plan>`, `<artifacts>`,
+/// The loop's namespace: `<run>`, `<next>`, the capsules `<scout>`, `<solver>`, `<skeptic>`, `<plan>`, `<artifacts>`,
 /// `<verdict>`, `<progress>`.
 pub const LOOP_NS: &str = "urn:agentpump:loop:v1";
 
@@ -98,7 +98,20 @@ impl PhucLoop {
     }
 }
 
-/// The capsule's JSON inside a `<capsule>` payload (how an LLM role in capsule mode sees
+/// The roots of the capsules the controller sends its roles, one per role: a role listener
+/// accepts its own (`{urn:agentpump:loop:v1}scout`, `…solver`, `…skeptic`).
+pub fn role_root(role: Role) -> QName {
+    QName::new(LOOP_NS, role.as_str())
+}
+
+/// Whether `root` is a role's capsule.
+pub fn is_capsule(root: &QName) -> bool {
+    [Role::Scout, Role::Solver, Role::Skeptic]
+        .into_iter()
+        .any(|r| *root == role_root(r))
+}
+
+/// The capsule's JSON inside a role's capsule payload (how an LLM role in capsule mode sees
 /// exactly what the controller built).
 pub fn capsule_of(payload: &str) -> String {
     wire::text_of(payload)
@@ -131,7 +144,7 @@ async fn finish_role_thread(msg: &Delivery, cx: &mut Context) -> Result<(), List
     let history = cx.history().await.map_err(ListenerError::failed)?;
     let in_role_thread = history
         .iter()
-        .any(|r| r.root.is(LOOP_NS, "capsule") && &*r.from == cx.me());
+        .any(|r| is_capsule(&r.root) && &*r.from == cx.me());
     if !in_role_thread {
         return Ok(());
     }

@@ -10,7 +10,7 @@ use crate::governor::{BudgetName, GovernorMessage};
 use crate::history::{Record, RecordKind};
 use crate::listener::{Context, Delivery};
 use crate::listeners::capsule::{Capsule, CapsuleState, RemainingBudget};
-use crate::listeners::phuc_loop::LOOP_NS;
+use crate::listeners::phuc_loop::is_capsule;
 use crate::{Limits, Payload};
 
 /// What the model sees of the thread.
@@ -94,7 +94,7 @@ pub(crate) fn messages(
             ));
             // The capsule is the whole state; the message at hand is what to act on now,
             // unless it is the capsule itself.
-            if !current.qname().is(LOOP_NS, "capsule") {
+            if !is_capsule(current.qname()) {
                 out.push(ChatMessage::new(
                     "user",
                     format!("from {}:\n{}", current.from(), current.payload().as_str()),
@@ -140,10 +140,10 @@ fn conversation(me: &str, history: &[Record]) -> Vec<ChatMessage> {
 }
 
 /// The §4.1 capsule of agent `me`'s thread (see [`ContextMode::Capsule`]): the loop
-/// controller's, when the thread is a loop role's (its first message is a `capsule`), else one
+/// controller's, when the thread is a loop role's (its first message is a role's capsule), else one
 /// built from the thread's governor records and what is left of its budgets.
 pub fn capsule_text(me: &str, history: &[Record], remaining: &[(BudgetName, Decimal)]) -> String {
-    if let Some(first) = history.first().filter(|r| r.root.is(LOOP_NS, "capsule")) {
+    if let Some(first) = history.first().filter(|r| is_capsule(&r.root)) {
         return crate::listeners::phuc_loop::capsule_of(&first.payload);
     }
     let state = thread_state(me, history, remaining);

@@ -109,10 +109,12 @@ impl Declaration {
     }
 }
 
-/// The `<capsule>` a role's thread starts with: the capsule's canonical JSON as text.
+/// The payload a role's thread starts with, named after the role (`<scout>`, `<solver>`,
+/// `<skeptic>`: an agent's root is its own, so each role has one): the capsule's canonical
+/// JSON as text.
 pub fn capsule_payload(role: &str, iteration: u64, json: &str) -> String {
     format!(
-        "<capsule xmlns=\"{LOOP_NS}\" role=\"{role}\" iteration=\"{iteration}\">{}</capsule>",
+        "<{role} xmlns=\"{LOOP_NS}\" iteration=\"{iteration}\">{}</{role}>",
         escape(json)
     )
 }
