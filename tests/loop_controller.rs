@@ -129,7 +129,8 @@ impl Setup {
             scout: Box::new(plan),
             solver: Box::new(solution),
             skeptic: Box::new(skeptic(residuals)),
-            tweak: Box::new(|l| l),
+            // The machine's own disk must not decide a test: half full unless a test says.
+            tweak: Box::new(|l| l.disk_probe(Arc::new(|_| Some(Decimal::new(5, 1))))),
             profile: Profile::Strict,
             run: run_payload("CONVERGED DIVERGED", "0.001", 10),
             before: Box::new(|_| {}),
@@ -533,4 +534,41 @@ async fn a_loop_without_certificates_or_criteria_does_not_start() {
         huh.payload
     );
     assert!(l.log.lock().unwrap().is_empty());
+}
+
+/// Issue 36: "an organism listener kind, e.g. `kind = \"loop\"`": the `[listener.loop]` table
+/// names the roles; without it, the error names the line.
+#[test]
+fn an_organism_declares_a_loop() {
+    use agentpump::host::organism::Organism;
+    let text = r#"
+[[listener]]
+name = "phuc"
+kind = "loop"
+
+[listener.loop]
+scout = "a"
+solver = "b"
+skeptic = "c"
+workspace = "loop-ws"
+profile = "fast"
+"#;
+    let organism = Organism::parse(text, "organism.toml").unwrap();
+    let names: Vec<String> = organism
+        .registrations("organism.toml")
+        .unwrap()
+        .iter()
+        .map(|r| r.name().to_string())
+        .collect();
+    assert_eq!(names, ["phuc"]);
+    let broken = "[[listener]]\nname = \"phuc\"\nkind = \"loop\"\n";
+    let err = Organism::parse(broken, "organism.toml")
+        .unwrap()
+        .registrations("organism.toml")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("organism.toml:3") && err.contains("needs a [listener.loop] table"),
+        "{err}"
+    );
 }

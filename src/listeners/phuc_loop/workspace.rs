@@ -148,13 +148,17 @@ pub fn disk_usage(dir: &Path) -> Option<Decimal> {
     #[cfg(unix)]
     {
         let s = nix::sys::statvfs::statvfs(dir).ok()?;
+        // As df computes Use%: used / (used + available to unprivileged users).
         // fsblkcnt_t is u64 on Linux, u32 on some other unixes.
         #[allow(clippy::useless_conversion)]
-        let (total, free) = (
-            Decimal::from(u64::try_from(s.blocks()).ok()?),
-            Decimal::from(u64::try_from(s.blocks_available()).ok()?),
+        let (total, free, available) = (
+            u64::try_from(s.blocks()).ok()?,
+            u64::try_from(s.blocks_free()).ok()?,
+            u64::try_from(s.blocks_available()).ok()?,
         );
-        (!total.is_zero()).then(|| (total - free) / total)
+        let used = Decimal::from(total.saturating_sub(free));
+        let room = used + Decimal::from(available);
+        (!room.is_zero()).then(|| used / room)
     }
     #[cfg(not(unix))]
     {
