@@ -20,7 +20,7 @@
 //! In a role's thread the controller is the spawner: the role answers it (`<reply>`, or any
 //! payload it sends back), and the controller ends that thread with the answer, which arrives
 //! in the loop thread as `thread-result`. Each step is journaled as a `<progress>` record to
-//! `client`; the controller's state is the fold of those records ([`journal::Run`]).
+//! `client`; the controller's state is the fold of those records (`journal::Run`).
 
 mod agents_md;
 mod config;
