@@ -7,11 +7,13 @@
 //! `[tools.command]` section.
 
 pub mod calculator;
+pub mod capsule;
 pub mod command;
 mod digest;
 mod echo;
 #[cfg(feature = "llm")]
 pub mod llm;
+pub mod phuc_loop;
 pub mod scripted;
 mod sleep;
 
@@ -23,6 +25,7 @@ pub use digest::{DIGEST_MAX_ROUNDS, DIGEST_NS, Digest};
 pub use echo::Echo;
 #[cfg(feature = "llm")]
 pub use llm::{LlmAgent, LlmConfig};
+pub use phuc_loop::{LoopConfig, PhucLoop};
 pub use sleep::{SLEEP_MAX, Sleep};
 
 use scripted::{DEMO_NS, ScriptedAuthor, ScriptedPingPong, ScriptedRunaway, ScriptedVerifier};

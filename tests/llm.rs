@@ -367,7 +367,9 @@ async fn capsule_mode_gives_identical_prompt_bytes_for_identical_state() {
             .unwrap()
             .to_owned();
         assert!(
-            first.starts_with("Thread state (capsule):\n{\"acceptance_criteria\":[]"),
+            first.starts_with(
+                "Your capsule (phuc-loop CNF, seed 002 §4.1):\n{\n  \"acceptance_criteria\": []"
+            ),
             "{first}"
         );
         prompts.push(

@@ -45,6 +45,10 @@ pub enum BudgetName {
     /// Handler time of one self-iteration (phuc-loop §6.1 `max_seconds_per_iteration`).
     #[serde(rename = "max-wall-clock-per-iteration")]
     WallClockPerIteration,
+    /// Iterations of a loop controller (phuc-loop §6.1 `max_iterations`): counted by the
+    /// controller, which aborts with `max-iterations`; never withdrawn by the governor.
+    #[serde(rename = "max-iterations")]
+    Iterations,
 }
 
 /// The dimensions that are withdrawn and charged (wall clock and depth are checked, not spent).
@@ -69,6 +73,7 @@ impl BudgetName {
             Self::Depth => "max-depth",
             Self::ToolCallsPerIteration => "max-tool-calls-per-iteration",
             Self::WallClockPerIteration => "max-wall-clock-per-iteration",
+            Self::Iterations => "max-iterations",
         }
     }
 
@@ -82,7 +87,8 @@ impl BudgetName {
             Self::WallClock
             | Self::Depth
             | Self::ToolCallsPerIteration
-            | Self::WallClockPerIteration => unreachable!("not a spent dimension"),
+            | Self::WallClockPerIteration
+            | Self::Iterations => unreachable!("not a spent dimension"),
         }
     }
 }

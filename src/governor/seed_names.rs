@@ -20,7 +20,7 @@ const STOP_REASONS: &[Row] = &[
     Row {
         seed: "MAX_ITERS",
         class: "TIMEOUT",
-        reasons: &["max-turns"],
+        reasons: &["max-turns", "max-iterations"],
     },
     Row {
         seed: "MAX_TOOL_CALLS",
@@ -41,7 +41,14 @@ const STOP_REASONS: &[Row] = &[
             "stop-file",
             "queue-full",
             "parent-halted",
+            "disk-usage",
+            "dependency-unavailable",
         ],
+    },
+    Row {
+        seed: "EVIDENCE_INCOMPLETE",
+        class: "aborted",
+        reasons: &["EVIDENCE_INCOMPLETE"],
     },
     Row {
         seed: "INVARIANT_VIOLATION",
@@ -88,6 +95,18 @@ pub fn seed_stop_reason(class: &str, reason: &str) -> Option<&'static str> {
         .iter()
         .find(|r| r.class == class && r.reasons.contains(&first))
         .map(|r| r.seed)
+}
+
+/// The class a listener's `abort` with `reason` stands for: the seed's name read as ours
+/// ([`from_seed`]), or one of our own reasons (`stop-file`, `max-iterations`) with its row's
+/// class; `None` for a reason in no row.
+pub(crate) fn abort_class(reason: &str) -> Option<(&'static str, &'static str)> {
+    from_seed(reason).or_else(|| {
+        STOP_REASONS.iter().find_map(|r| {
+            let ours = r.reasons.iter().find(|ours| **ours == reason)?;
+            Some((r.class, *ours))
+        })
+    })
 }
 
 /// Our class and reason for the seed's stop reason `seed`, `None` for a name not in the table.

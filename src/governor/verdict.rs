@@ -148,11 +148,15 @@ impl Verdict {
 
 /// An `abort`'s halt: `aborted` for the listener's reason (or `abort`), except that phuc-loop's
 /// `BACKPRESSURE_SIGNAL` is the seed's BACKPRESSURE exit (§1 step 8: "status =
-/// EXIT_BLOCKED(stop_reason=BACKPRESSURE_SIGNAL)"), as an upstream refusal is.
+/// EXIT_BLOCKED(stop_reason=BACKPRESSURE_SIGNAL)"), as an upstream refusal is, and so is each
+/// of our BACKPRESSURE reasons (`stop-file`, `disk-usage`, … — §6.1's signals as the loop
+/// controller sees them); `max-iterations` is the loop controller's MAX_ITERS (§6.3:
+/// "on_max_iterations: action: EXIT_BUDGET_EXCEEDED").
 fn abort_verdict(reason: Option<String>) -> Verdict {
     let reason = reason.unwrap_or_else(|| "abort".into());
-    match super::from_seed(&reason) {
+    match super::seed_names::abort_class(&reason) {
         Some(("BACKPRESSURE", ours)) => Verdict::backpressure(ours),
+        Some(("TIMEOUT", "max-iterations")) => Verdict::timeout(BudgetName::Iterations),
         _ => Verdict::new(HaltClass::Aborted, reason),
     }
 }

@@ -21,7 +21,7 @@ pub enum HostError {
     #[error("{0}")]
     Cluster(String),
     /// An organism file is wrong: the file, the line when known, and the key or value at fault
-    /// (`organism.toml:2: unknown kind `nope`, expected builtin, llm or process`).
+    /// (`organism.toml:2: unknown kind `nope`, expected builtin, llm, process or loop`).
     #[error("{origin}{}: {message}", line.map(|l| format!(":{l}")).unwrap_or_default())]
     Organism {
         /// The file, as the user named it.

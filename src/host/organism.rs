@@ -275,6 +275,9 @@ struct ListenerSection {
     /// Served by `agentpump worker` processes over the `[cluster]`'s NATS, not in the pump.
     #[serde(default)]
     remote: bool,
+    /// `kind = "loop"`: the `[listener.loop]` table (roles, workspace, profile, budget).
+    #[serde(rename = "loop")]
+    phuc_loop: Option<crate::listeners::LoopConfig>,
 }
 
 impl Organism {
@@ -527,11 +530,12 @@ impl Organism {
                 })?
             }
             "process" => return self.process(origin, l),
+            "loop" => return self.phuc_loop(origin, l),
             other => {
                 return Err(self.at(
                     origin,
                     &l.kind,
-                    format!("unknown kind `{other}`, expected builtin, llm or process"),
+                    format!("unknown kind `{other}`, expected builtin, llm, process or loop"),
                 ));
             }
         };
@@ -785,6 +789,25 @@ impl Organism {
         }
         if let Some(timeout) = l.timeout_ms {
             r = r.timeout(Duration::from_millis(timeout));
+        }
+        Ok(r)
+    }
+
+    /// A `kind = "loop"` listener: a phuc-loop controller (seed 002) whose `[listener.loop]`
+    /// names its roles; its workspace is relative to the organism file.
+    fn phuc_loop(&self, origin: &str, l: &ListenerSection) -> Result<Registration, HostError> {
+        let mut config = l.phuc_loop.clone().ok_or_else(|| {
+            self.at(
+                origin,
+                &l.kind,
+                "a loop listener needs a [listener.loop] table (scout, solver, skeptic, workspace)"
+                    .into(),
+            )
+        })?;
+        config.workspace = self.base.join(&config.workspace);
+        let mut r = crate::listeners::PhucLoop::new(config).registration(l.name.get_ref());
+        if let Some(description) = &l.description {
+            r = r.description(description.clone());
         }
         Ok(r)
     }

@@ -18,7 +18,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use rust_decimal::Decimal;
 
-pub use prompt::{Capsule, ContextMode};
+pub use super::capsule::Capsule;
+pub use prompt::ContextMode;
 
 use crate::listener::{Context, Delivery, Listener, ListenerError, Usage};
 

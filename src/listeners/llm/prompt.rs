@@ -3,13 +3,14 @@
 
 use rust_decimal::Decimal;
 use serde::Serialize;
-use serde_json::{Value, json};
 
 use super::PeerDoc;
 use crate::envelope::GOVERNOR_NS;
 use crate::governor::{BudgetName, GovernorMessage};
 use crate::history::{Record, RecordKind};
 use crate::listener::{Context, Delivery};
+use crate::listeners::capsule::{Capsule, CapsuleState, PlanState, RemainingBudget};
+use crate::listeners::phuc_loop::is_capsule;
 use crate::todo::{Mark, Plan};
 use crate::{Limits, Payload};
 
@@ -19,9 +20,9 @@ pub enum ContextMode {
     /// The listener's view of the history, message by message (its own outputs as `assistant`).
     #[default]
     Full,
-    /// A canonical capsule of the thread's state (phuc-loop's context normal form): goal,
-    /// criteria, iteration, residuals, learnings, remaining budget, links to artifacts — built
-    /// from records only, sorted, without timestamps, so the same state gives the same bytes.
+    /// phuc-loop's capsule (seed 002 §4.1, [`Capsule`]) instead of the history: the loop
+    /// controller's for a loop role, else built from the thread's goal, criteria, residual,
+    /// learnings and remaining budget; then the message at hand. Same state, same bytes.
     Capsule,
 }
 
@@ -93,11 +94,19 @@ pub(crate) fn messages(
     match mode {
         ContextMode::Full => out.extend(conversation(me, history)),
         ContextMode::Capsule => {
-            let capsule = Capsule::build(me, history, current, &cx.remaining());
+            let capsule = capsule_text(me, history, &cx.remaining());
             out.push(ChatMessage::new(
                 "user",
-                format!("Thread state (capsule):\n{}", capsule.to_json()),
+                format!("Your capsule (phuc-loop CNF, seed 002 §4.1):\n{capsule}"),
             ));
+            // The capsule is the whole state; the message at hand is what to act on now,
+            // unless it is the capsule itself.
+            if !is_capsule(current.qname()) {
+                out.push(ChatMessage::new(
+                    "user",
+                    format!("from {}:\n{}", current.from(), current.payload().as_str()),
+                ));
+            }
         }
     }
     out
@@ -105,6 +114,27 @@ pub(crate) fn messages(
 
 /// The thread's latest plan as a checklist, for the system message: what the agent wrote last,
 /// read back (seed 003: "Enables self-reading").
+fn plan_state(history: &[Record]) -> Option<PlanState> {
+    let plan = Plan::latest(history).ok()??;
+    let steps = plan
+        .steps()
+        .iter()
+        .map(|s| (s.text.clone(), mark_word(s.mark)));
+    Some(PlanState {
+        condition: plan.condition().to_owned(),
+        steps: steps.collect(),
+    })
+}
+
+/// How a step's mark reads in a capsule.
+fn mark_word(mark: Mark) -> &'static str {
+    match mark {
+        Mark::Open => "open",
+        Mark::Done => "done",
+        Mark::Abandoned => "abandoned",
+    }
+}
+
 fn plan_note(history: &[Record]) -> Option<String> {
     let plan = Plan::latest(history).ok()??;
     let mut note = format!(
@@ -156,86 +186,87 @@ fn conversation(me: &str, history: &[Record]) -> Vec<ChatMessage> {
     out
 }
 
-/// The canonical state of a thread for one agent (see [`ContextMode::Capsule`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Capsule(Value);
+/// The §4.1 capsule of agent `me`'s thread (see [`ContextMode::Capsule`]): the loop
+/// controller's, when the thread is a loop role's (its first message is a role's capsule), else one
+/// built from the thread's governor records and what is left of its budgets.
+pub fn capsule_text(me: &str, history: &[Record], remaining: &[(BudgetName, Decimal)]) -> String {
+    if let Some(first) = history.first().filter(|r| is_capsule(&r.root)) {
+        return crate::listeners::phuc_loop::capsule_of(&first.payload);
+    }
+    let state = thread_state(me, history, remaining);
+    Capsule::new(&state)
+        .map(|c| c.to_json())
+        .expect("a thread capsule has no artifact links to refuse")
+}
 
-impl Capsule {
-    /// Builds the capsule for agent `me` from the thread's records, the delivery at hand and what
-    /// is left of its budgets.
-    pub fn build(
-        me: &str,
-        history: &[Record],
-        current: &Delivery,
-        remaining: &[(BudgetName, Decimal)],
-    ) -> Self {
-        let limits = Limits::default();
-        let mut goal = Value::Null;
-        let mut criteria: std::collections::BTreeMap<String, Value> = Default::default();
-        let mut residuals: Vec<String> = Vec::new();
-        let mut learnings: Vec<Value> = Vec::new();
-        for r in history
-            .iter()
-            .filter(|r| r.to.as_deref() == Some("governor"))
-        {
-            let Some(message) = Payload::parse(&r.payload, &limits)
-                .ok()
-                .and_then(|p| GovernorMessage::parse(&p).ok())
-            else {
-                continue;
-            };
-            match message {
-                GovernorMessage::Goal(g) => {
-                    for (id, description) in &g.criteria {
-                        criteria.insert(id.clone(), json!({ "id": id, "description": description, "met": false, "evidence": null }));
-                    }
-                    let certificates: Vec<&str> =
-                        g.certificates.iter().map(|c| c.as_str()).collect();
-                    goal = json!({ "text": g.text, "certificates": certificates, "r_p": g.r_p.map(|d| d.to_string()) });
+/// What the thread's records say, as capsule fields: the goal, its criteria (met with
+/// evidence, or open), the residual, the learnings as AGENTS.md-style lines, the budget left.
+fn thread_state(me: &str, history: &[Record], remaining: &[(BudgetName, Decimal)]) -> CapsuleState {
+    let limits = Limits::default();
+    let mut state = CapsuleState {
+        subagent_role: me.to_owned(),
+        plan: plan_state(history),
+        ..CapsuleState::default()
+    };
+    let mut criteria: std::collections::BTreeMap<String, (String, bool)> = Default::default();
+    for r in history
+        .iter()
+        .filter(|r| r.to.as_deref() == Some("governor"))
+    {
+        let Some(message) = Payload::parse(&r.payload, &limits)
+            .ok()
+            .and_then(|p| GovernorMessage::parse(&p).ok())
+        else {
+            continue;
+        };
+        match message {
+            GovernorMessage::Goal(g) => {
+                state.goal_statement = g.text;
+                for (id, description) in g.criteria {
+                    criteria.entry(id).or_insert((description, false));
                 }
-                GovernorMessage::Criterion { id, met, evidence } => {
-                    let entry = criteria
-                        .entry(id.clone())
-                        .or_insert_with(|| json!({ "id": id, "description": "" }));
-                    entry["met"] = json!(met);
-                    entry["evidence"] = json!(evidence);
-                }
-                GovernorMessage::Residual(v) => residuals.push(v.to_string()),
-                GovernorMessage::Learning { lane, text } => {
-                    learnings.push(json!({ "lane": lane.to_string(), "text": text }))
-                }
-                GovernorMessage::Loop(_) => {}
+                state.halting_certificates_applicable = g
+                    .certificates
+                    .iter()
+                    .map(|c| c.as_str().to_owned())
+                    .collect();
             }
+            GovernorMessage::Criterion { id, met, evidence } => {
+                criteria.entry(id).or_default().1 = met && evidence.is_some();
+            }
+            GovernorMessage::Residual(v) => state.current_state_summary.residual_current = Some(v),
+            GovernorMessage::Learning { lane, text } => state
+                .accumulated_learnings
+                .push_str(&format!("- [{lane}] {text}\n")),
+            GovernorMessage::Loop(_) => {}
         }
-        let artifacts: Vec<Value> = history
-            .iter()
-            .filter(|r| r.kind != RecordKind::Decision && r.to.as_deref() != Some("governor"))
-            .rev()
-            .take(5)
-            .map(|r| json!({ "id": r.id, "digest": hex::encode(r.digest), "from": r.from, "root": r.root.to_string() }))
-            .collect();
-        let budget: serde_json::Map<String, Value> = remaining
-            .iter()
-            .map(|(n, v)| (n.as_str().to_owned(), json!(v.to_string())))
-            .collect();
-        Self(json!({
-            "agent": me,
-            "goal": goal,
-            "acceptance_criteria": criteria.into_values().collect::<Vec<_>>(),
-            "iteration": history.iter().filter(|r| &*r.from == me).count(),
-            "residual": residuals.last(),
-            "residual_history": residuals,
-            "learnings": learnings,
-            "budget_remaining": budget,
-            "artifacts": artifacts,
-            "now": { "from": current.from(), "root": current.qname().to_string(), "payload": current.payload().as_str() },
-        }))
     }
-
-    /// The capsule as canonical JSON (keys sorted, no whitespace).
-    pub fn to_json(&self) -> String {
-        serde_json::to_string(&self.0).expect("a capsule serializes")
+    for (id, (description, met)) in criteria {
+        let line = format!("{id}: {description}");
+        state.acceptance_criteria.push(line.clone());
+        let s = &mut state.current_state_summary;
+        if met {
+            &mut s.criteria_met_so_far
+        } else {
+            &mut s.criteria_still_open
+        }
+        .push(line);
     }
+    state.current_state_summary.iteration_number =
+        history.iter().filter(|r| &*r.from == me).count() as u64;
+    let left = |name| {
+        use rust_decimal::prelude::ToPrimitive as _;
+        remaining
+            .iter()
+            .find(|(n, _)| *n == name)
+            .and_then(|(_, v)| v.floor().to_u64())
+    };
+    state.remaining_budget = RemainingBudget {
+        iterations_remaining: left(BudgetName::Turns),
+        tool_calls_remaining: left(BudgetName::ToolCalls),
+        seconds_remaining: None,
+    };
+    state
 }
 
 #[cfg(test)]
@@ -267,6 +298,43 @@ mod tests {
         env
     }
 
+    /// Issue 36: a plan is "recorded and read back by the agent that wrote it (in its context
+    /// and capsule)"; seed 003: "Enables self-reading".
+    #[tokio::test]
+    async fn a_capsule_carries_the_threads_latest_plan_and_none_without_one() {
+        let store = MemoryHistory::new();
+        let thread = ThreadId::new();
+        let todo = crate::todo::TODO_NS;
+        record(
+            &store,
+            thread,
+            "client",
+            Some("a"),
+            r#"<ask xmlns="urn:t">?</ask>"#,
+        );
+        let before = store.thread(thread, 0).await.unwrap();
+        assert!(!capsule_text("a", &before, &[]).contains("\"plan\""));
+        record(
+            &store,
+            thread,
+            "a",
+            Some("governor"),
+            &format!(
+                r#"<todo-until xmlns="{todo}" condition="tests pass"><step done="true">read</step><step done="false">fix</step></todo-until>"#
+            ),
+        );
+        let after = store.thread(thread, 0).await.unwrap();
+        let capsule: serde_json::Value =
+            serde_json::from_str(&capsule_text("a", &after, &[])).unwrap();
+        assert_eq!(
+            capsule["plan"],
+            serde_json::json!({
+                "condition": "tests pass",
+                "steps": [{"status": "done", "text": "read"}, {"status": "open", "text": "fix"}]
+            })
+        );
+    }
+
     #[tokio::test]
     async fn the_same_state_gives_the_same_capsule_bytes() {
         let store = MemoryHistory::new();
@@ -296,20 +364,19 @@ mod tests {
             r#"<ask xmlns="urn:t">?</ask>"#,
         );
         let history = store.thread(thread, 0).await.unwrap();
-        let delivery = Delivery::new(current);
+        let _ = current;
         let remaining = [(BudgetName::Turns, Decimal::from(7))];
-        let one = Capsule::build("a", &history, &delivery, &remaining).to_json();
-        let two = Capsule::build("a", &history, &delivery, &remaining).to_json();
+        let one = capsule_text("a", &history, &remaining);
+        let two = capsule_text("a", &history, &remaining);
         assert_eq!(one, two);
-        assert!(one.contains(r#""acceptance_criteria":[{"description":"first","evidence":null,"id":"b","met":false},{"#), "{one}");
+        assert!(
+            one.contains("\"acceptance_criteria\": [\n    \"b: first\",\n    \"z: last\"\n  ]"),
+            "{one}"
+        );
+        assert!(one.contains("\"residual_current\": \"0.5\""), "{one}");
+        assert!(one.contains("\"iterations_remaining\": 7"), "{one}");
         assert!(!one.contains("time"), "no timestamps: {one}");
-        let other = Capsule::build(
-            "a",
-            &history,
-            &delivery,
-            &[(BudgetName::Turns, Decimal::from(6))],
-        )
-        .to_json();
+        let other = capsule_text("a", &history, &[(BudgetName::Turns, Decimal::from(6))]);
         assert_ne!(one, other, "a different state gives different bytes");
     }
 

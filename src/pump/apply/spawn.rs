@@ -134,7 +134,8 @@ fn child_limits(child: &ThreadEntry, asked: &crate::governor::Budget) -> crate::
             BudgetName::WallClock
             | BudgetName::Depth
             | BudgetName::ToolCallsPerIteration
-            | BudgetName::WallClockPerIteration => {}
+            | BudgetName::WallClockPerIteration
+            | BudgetName::Iterations => {}
         }
     }
     b

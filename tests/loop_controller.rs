@@ -1,0 +1,574 @@
+//! The loop controller of seed 002 (issue 36): scripted Scout, Solver and Skeptic listeners,
+//! each iteration a fresh child thread per role, against the governor's certificates. Each
+//! test quotes the seed line it checks.
+
+mod support;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use agentpump::governor::HaltingReport;
+use agentpump::listeners::phuc_loop::{LOOP_NS, LoopConfig, PhucLoop, Profile};
+use agentpump::{
+    Context, Delivery, ListenerError, PumpBuilder, PumpHandle, QName, Registration, Role, ThreadId,
+};
+use rust_decimal::Decimal;
+use support::{Scratch, Script};
+
+/// The iteration a capsule is for (its `iteration` attribute).
+fn iteration(msg: &Delivery) -> usize {
+    let t = msg.payload().as_str();
+    t.split("iteration=\"")
+        .nth(1)
+        .and_then(|s| s.split('"').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+/// A role that answers each capsule with `answer(iteration)`, logging what it saw.
+fn role(
+    name: &str,
+    log: &Arc<Mutex<Vec<String>>>,
+    answer: impl Fn(usize) -> Result<String, ListenerError> + Send + Sync + 'static,
+) -> Registration {
+    let log = Arc::clone(log);
+    let me = name.to_owned();
+    Registration::new(
+        name,
+        Script::new(move |msg: &Delivery, cx: &mut Context| {
+            if !msg.qname().is(LOOP_NS, &me) {
+                return Ok(());
+            }
+            let n = iteration(msg);
+            log.lock()
+                .unwrap()
+                .push(format!("{me} {n} {}", msg.payload().as_str()));
+            cx.reply(answer(n)?);
+            Ok(())
+        }),
+    )
+    .accepts(QName::new(LOOP_NS, name))
+    .role(Role::Agent)
+}
+
+fn plan(n: usize) -> Result<String, ListenerError> {
+    Ok(format!(
+        r#"<plan xmlns="{LOOP_NS}">SCOUT-PROSE-{n}: try the next step</plan>"#
+    ))
+}
+
+fn solution(n: usize) -> Result<String, ListenerError> {
+    Ok(format!(
+        r#"<artifacts xmlns="{LOOP_NS}"><artifact path="out/iter{n}.txt" role="test">attempt {n}</artifact></artifacts>"#
+    ))
+}
+
+/// A Skeptic that measures `residuals[n]` and checks criterion c1 against the iteration's file.
+fn skeptic(residuals: &'static [&'static str]) -> impl Fn(usize) -> Result<String, ListenerError> {
+    move |n| {
+        let r = residuals[n.min(residuals.len() - 1)];
+        Ok(format!(
+            r#"<verdict xmlns="{LOOP_NS}" residual="{r}"><criterion id="c1" met="{}" evidence="out/iter{n}.txt"/><tried>patch {n}</tried><succeeded lane="A" evidence="out/iter{n}.txt">attempt {n} written</succeeded><failed lane="C">not yet below R_p</failed><open>what next after {n}?</open></verdict>"#,
+            r == "0"
+        ))
+    }
+}
+
+struct Loop {
+    pump: PumpHandle,
+    thread: ThreadId,
+    dir: Scratch,
+    log: Arc<Mutex<Vec<String>>>,
+}
+
+impl Loop {
+    fn file(&self, rel: &str) -> String {
+        std::fs::read_to_string(self.dir.0.join(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"))
+    }
+
+    /// The loop thread's halting report, once there is one.
+    async fn report(&self) -> HaltingReport {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some(r) = self.pump.reports(self.thread).await.unwrap().pop() {
+                return r;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "no halt: {:#?}",
+                self.log.lock().unwrap()
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+}
+
+type Answer = Box<dyn Fn(usize) -> Result<String, ListenerError> + Send + Sync>;
+
+struct Setup {
+    test: &'static str,
+    scout: Answer,
+    solver: Answer,
+    skeptic: Answer,
+    tweak: Box<dyn FnOnce(PhucLoop) -> PhucLoop>,
+    profile: Profile,
+    run: String,
+    before: Box<dyn FnOnce(&Scratch)>,
+}
+
+fn run_payload(certificates: &str, r_p: &str, max: u64) -> String {
+    format!(
+        r#"<run xmlns="{LOOP_NS}" certificates="{certificates}" r-p="{r_p}" max-iterations="{max}" residual-metric="distance"><goal>make the residual small</goal><criterion id="c1">the file is right</criterion></run>"#
+    )
+}
+
+impl Setup {
+    fn new(test: &'static str, residuals: &'static [&'static str]) -> Self {
+        Self {
+            test,
+            scout: Box::new(plan),
+            solver: Box::new(solution),
+            skeptic: Box::new(skeptic(residuals)),
+            // The machine's own disk must not decide a test: half full unless a test says.
+            tweak: Box::new(|l| l.disk_probe(Arc::new(|_| Some(Decimal::new(5, 1))))),
+            profile: Profile::Strict,
+            run: run_payload("CONVERGED DIVERGED", "0.001", 10),
+            before: Box::new(|_| {}),
+        }
+    }
+
+    async fn start(self) -> Loop {
+        let dir = Scratch::new(self.test);
+        std::fs::create_dir_all(dir.0.join("ws")).unwrap();
+        (self.before)(&dir);
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let mut config = LoopConfig::new("scout", "solver", "skeptic", dir.0.join("ws"));
+        config.profile = self.profile;
+        let controller = (self.tweak)(PhucLoop::new(config));
+        let pump = PumpBuilder::new()
+            .register(role("scout", &log, self.scout))
+            .register(role("solver", &log, self.solver))
+            .register(role("skeptic", &log, self.skeptic))
+            .register(controller.registration("loop"))
+            .build()
+            .unwrap();
+        let thread = pump
+            .post(None, Some("loop"), &self.run)
+            .await
+            .unwrap()
+            .thread();
+        Loop {
+            pump,
+            thread,
+            dir,
+            log,
+        }
+    }
+}
+
+/// Seed 002 §1: "IF certificate.type == CONVERGED: status = EXIT_CONVERGED(lane=B)"; §5.1's
+/// AGENTS.md structure; §7.2: Scout, then Solver, then Skeptic in each iteration.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_iterations_converge_with_agents_md_as_the_seed_shows() {
+    let l = Setup::new("loop-converge", &["0.5", "0.2", "0.0001"])
+        .start()
+        .await;
+    let report = l.report().await;
+    assert_eq!(
+        (report.class.as_str(), report.status.as_str()),
+        ("CONVERGED", "EXIT_CONVERGED")
+    );
+    let cert = report.halting_certificate.as_ref().unwrap();
+    assert_eq!(cert.lane, "B");
+    assert_eq!(
+        cert.residual_history_decimal_strings,
+        ["0.5", "0.2", "0.0001"]
+    );
+    let order: Vec<String> = l
+        .log
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|e| e.split(' ').take(2).collect::<Vec<_>>().join(" "))
+        .collect();
+    assert_eq!(
+        order,
+        [
+            "scout 0",
+            "solver 0",
+            "skeptic 0",
+            "scout 1",
+            "solver 1",
+            "skeptic 1",
+            "scout 2",
+            "solver 2",
+            "skeptic 2"
+        ]
+    );
+    let md = l.file("ws/AGENTS.md");
+    assert!(md.starts_with("# AGENTS.md — Loop Learnings Log\n<!-- Generated by phuc-loop. Do not hand-edit iteration blocks. -->\n\n## Loop Metadata\n- goal: make the residual small\n- started: "), "{md}");
+    for n in 0..3 {
+        for section in [
+            ".1 What Was Tried [Lane C — guidance only]",
+            ".2 What Succeeded [Lane A or B — must be verified by Skeptic]",
+            ".3 What Failed [Lane A — hard failure; Lane C — soft failure mode]",
+            ".4 Residual / Distance-to-Goal",
+            ".5 Open Questions for Next Iteration [Lane C]",
+        ] {
+            assert!(
+                md.contains(&format!("### {n}{section}")),
+                "{n}{section} in {md}"
+            );
+        }
+    }
+    assert!(
+        md.contains("- [A] attempt 1 written (artifact: out/iter1.txt#"),
+        "{md}"
+    );
+    assert!(md.contains("- [C] not yet below R_p"), "{md}");
+    assert!(
+        md.contains(
+            "- metric: distance\n- value: 0.0001\n- direction: IMPROVING\n- certificate: CONVERGED"
+        ),
+        "{md}"
+    );
+    // The halting report carries the manifest's and AGENTS.md's digests.
+    let evidence = report.learnings.last().unwrap();
+    assert!(
+        evidence
+            .text
+            .starts_with("loop evidence after iteration 2: evidence/loop/manifest.json sha256 "),
+        "{evidence:?}"
+    );
+    let manifest: serde_json::Value =
+        serde_json::from_str(&l.file("ws/evidence/loop/manifest.json")).unwrap();
+    assert_eq!(
+        manifest["artifacts"].as_array().unwrap().len(),
+        6,
+        "a plan and a file per iteration"
+    );
+    for f in [
+        "plan.json",
+        "agents_md_final.md",
+        "budget_log.json",
+        "iter_2/cnf_capsule.solver.json",
+        "iter_2/certificate.json",
+        "iter_2/agents_md_entry.md",
+        "iter_2/artifacts.json",
+    ] {
+        l.file(&format!("ws/evidence/loop/{f}"));
+    }
+}
+
+/// Seed 002 §4.1: "forbidden_in_capsule: prior_subagent_reasoning_prose, …, absolute_file_paths,
+/// float_residuals_use_decimal_strings_only, timestamps_or_pids_that_break_determinism"; §4.2
+/// "canonical JSON; sorted keys; LF newlines".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn capsules_hold_links_not_prose_and_no_host_detail() {
+    let l = Setup::new("loop-capsule", &["0.5", "0.0001"]).start().await;
+    l.report().await;
+    let solver = l.file("ws/evidence/loop/iter_1/cnf_capsule.solver.json");
+    let root = l.dir.0.display().to_string();
+    assert!(!solver.contains(&root), "no absolute path: {solver}");
+    assert!(
+        !solver.contains("SCOUT-PROSE"),
+        "the Scout's plan is a link, not prose: {solver}"
+    );
+    assert!(
+        solver.contains("\"path\": \"evidence/loop/iter_1/scout_plan.md\""),
+        "{solver}"
+    );
+    assert!(solver.contains("\"residual_current\": \"0.5\""), "{solver}");
+    assert!(!solver.contains("started"), "no timestamp: {solver}");
+    assert!(!solver.contains('\r') && solver.ends_with("}\n"));
+    let keys: Vec<&str> = solver
+        .lines()
+        .filter(|l| l.starts_with("  \""))
+        .map(|l| l.trim().split('"').nth(1).unwrap())
+        .collect();
+    let mut sorted = keys.clone();
+    sorted.sort_unstable();
+    assert_eq!(keys, sorted);
+    assert_eq!(
+        keys,
+        [
+            "acceptance_criteria",
+            "accumulated_learnings",
+            "artifact_links",
+            "current_state_summary",
+            "goal_statement",
+            "halting_certificates_applicable",
+            "remaining_budget",
+            "skill_pack",
+            "subagent_role"
+        ]
+    );
+    // The capsule a role received is the file's bytes: the same state, the same capsule.
+    let seen = l
+        .log
+        .lock()
+        .unwrap()
+        .iter()
+        .find(|e| e.starts_with("solver 1 "))
+        .cloned()
+        .unwrap();
+    let inner = seen.split_once('>').unwrap().1.rsplit_once("</").unwrap().0;
+    assert_eq!(quick_xml::escape::unescape(inner).unwrap(), solver);
+}
+
+/// Seed 002 §1 step 7: "IF len(residuals) >= 3 AND all_increasing(residuals[-3:]): …
+/// status = EXIT_DIVERGED".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_rising_residuals_diverge() {
+    let l = Setup::new("loop-diverge", &["0.1", "0.2", "0.3"])
+        .start()
+        .await;
+    let report = l.report().await;
+    assert_eq!(
+        (report.class.as_str(), report.status.as_str()),
+        ("DIVERGED", "EXIT_DIVERGED")
+    );
+    assert!(
+        l.file("ws/AGENTS.md")
+            .contains("- direction: DIVERGING\n- certificate: DIVERGED")
+    );
+}
+
+/// Seed 002 §1 step 3: "IF artifacts is EMPTY: WRITE_LEARNING(lane=A, type=FAILURE,
+/// content="Iteration produced no artifacts") status = BLOCKED; stop_reason =
+/// EVIDENCE_INCOMPLETE".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_iteration_without_artifacts_is_evidence_incomplete() {
+    let mut s = Setup::new("loop-noartifacts", &["0.5"]);
+    s.solver = Box::new(|_| Ok(format!(r#"<artifacts xmlns="{LOOP_NS}"/>"#)));
+    let l = s.start().await;
+    let report = l.report().await;
+    assert_eq!(
+        (
+            report.status.as_str(),
+            report.stop_reason.as_str(),
+            report.seed_stop_reason.as_deref()
+        ),
+        (
+            "EXIT_BLOCKED",
+            "EVIDENCE_INCOMPLETE",
+            Some("EVIDENCE_INCOMPLETE")
+        )
+    );
+    assert!(
+        l.file("ws/AGENTS.md")
+            .contains("- [A] Iteration produced no artifacts")
+    );
+    assert!(
+        !l.log
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|e| e.starts_with("skeptic")),
+        "no Skeptic without artifacts"
+    );
+}
+
+/// Seed 002 §7.1: "forbidden: Solver writing directly to AGENTS.md without Skeptic
+/// verification" — named as an artifact, written on disk, or as learnings.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_solver_writing_agents_md_is_refused() {
+    let mut s = Setup::new("loop-solver-agents", &["0.0001"]);
+    let ws = Arc::new(Mutex::new(std::path::PathBuf::new()));
+    let seen = Arc::clone(&ws);
+    s.before = Box::new(move |dir| *seen.lock().unwrap() = dir.0.join("ws"));
+    s.solver = Box::new(move |n| {
+        let path = ws.lock().unwrap().join("AGENTS.md");
+        std::fs::write(path, "# mine now\n").unwrap();
+        Ok(format!(
+            r#"<artifacts xmlns="{LOOP_NS}"><artifact path="AGENTS.md">forged</artifact><artifact path="out/iter{n}.txt">ok</artifact><learning lane="A">I am right</learning></artifacts>"#
+        ))
+    });
+    let l = s.start().await;
+    assert_eq!(l.report().await.class, "CONVERGED");
+    let md = l.file("ws/AGENTS.md");
+    assert!(
+        md.starts_with("# AGENTS.md — Loop Learnings Log"),
+        "restored: {md}"
+    );
+    assert!(
+        !md.contains("forged") && !md.contains("mine now") && !md.contains("I am right"),
+        "{md}"
+    );
+    assert!(
+        md.contains("- [A] AGENTS.md is written by the loop controller only"),
+        "{md}"
+    );
+    assert!(md.contains("- [A] AGENTS.md was changed outside the controller during the solver's turn; refused and restored"), "{md}");
+    assert!(
+        md.contains("- [A] the Solver wrote 1 learning(s); refused"),
+        "{md}"
+    );
+}
+
+/// Seed 002 §6.1: "backpressure_signals (any one triggers EXIT_BLOCKED): stop_flag_file:
+/// "scratch/STOP", disk_usage_fraction_exceeds: 0.90, API_rate_limit_error, user_interrupt,
+/// downstream_dependency_unavailable".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_backpressure_signal_blocks_the_loop() {
+    let mut stop = Setup::new("loop-stopfile", &["0.5"]);
+    stop.before = Box::new(|dir| {
+        std::fs::create_dir_all(dir.0.join("ws/scratch")).unwrap();
+        std::fs::write(dir.0.join("ws/scratch/STOP"), "").unwrap();
+    });
+    let mut disk = Setup::new("loop-disk", &["0.5"]);
+    disk.tweak = Box::new(|l| l.disk_probe(Arc::new(|_| Some(Decimal::new(95, 2)))));
+    let mut rate = Setup::new("loop-ratelimit", &["0.5"]);
+    rate.solver = Box::new(|_| Err(ListenerError::Backpressure("429 after 3 retries".into())));
+    let mut down = Setup::new("loop-dependency", &["0.5"]);
+    down.skeptic = Box::new(|_| Err(ListenerError::Upstream("connection refused".into())));
+    for (setup, reason) in [
+        (stop, "stop-file"),
+        (disk, "disk-usage"),
+        (rate, "upstream"),
+        (down, "dependency-unavailable"),
+    ] {
+        let l = setup.start().await;
+        let report = l.report().await;
+        assert_eq!(
+            (
+                report.class.as_str(),
+                report.status.as_str(),
+                report.stop_reason.as_str(),
+                report.seed_stop_reason.as_deref()
+            ),
+            (
+                "BACKPRESSURE",
+                "EXIT_BLOCKED",
+                reason,
+                Some("BACKPRESSURE_SIGNAL")
+            ),
+            "{reason}"
+        );
+    }
+    // A user interrupt: the loop thread stopped while its Scout runs.
+    let mut user = Setup::new("loop-interrupt", &["0.5"]);
+    user.scout = Box::new(|_| {
+        std::thread::sleep(Duration::from_millis(300));
+        plan(0)
+    });
+    let l = user.start().await;
+    l.pump.stop(l.thread).await.unwrap();
+    let report = l.report().await;
+    assert_eq!(
+        (report.class.as_str(), report.stop_reason.as_str()),
+        ("BACKPRESSURE", "stop-request")
+    );
+}
+
+/// Seed 002 §6.2: "fast: … max_iterations: 5 # ceil(10 * 0.5); clamp_min = 3 …
+/// must_emit_budget_reduction_log: true"; §1 step 9 "IF iteration >= budget.max_iterations:
+/// status = EXIT_BUDGET_EXCEEDED stop_reason = MAX_ITERS".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_fast_profile_clamps_and_max_iters_ends_the_loop() {
+    let mut s = Setup::new("loop-fast", &["0.5", "0.4", "0.5", "0.4"]);
+    s.profile = Profile::Fast;
+    s.run = run_payload("CONVERGED", "0.001", 4);
+    let l = s.start().await;
+    let report = l.report().await;
+    assert_eq!(
+        (
+            report.status.as_str(),
+            report.stop_reason.as_str(),
+            report.seed_stop_reason.as_deref()
+        ),
+        ("EXIT_BUDGET_EXCEEDED", "max-iterations", Some("MAX_ITERS"))
+    );
+    let scouts = l
+        .log
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|e| e.starts_with("scout"))
+        .count();
+    assert_eq!(scouts, 3, "ceil(4 × 0.5) = 2, clamped to 3");
+    let log = l.file("ws/evidence/loop/budget_reduction.log");
+    assert!(
+        log.starts_with("max_iterations: 4 -> 3 (profile fast, scale 0.5, clamp_min 3)\n"),
+        "{log}"
+    );
+    assert!(
+        log.contains("max_tool_calls_per_iteration: 80 -> 40"),
+        "{log}"
+    );
+}
+
+/// Seed 002 §3.2: "If `halting_certificates_applicable` is missing or empty: `EXIT_NEED_INFO`
+/// immediately"; §14 "ACCEPTANCE_CRITERIA is null or empty list".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_loop_without_certificates_or_criteria_does_not_start() {
+    let mut s = Setup::new("loop-needinfo", &["0.5"]);
+    s.run =
+        format!(r#"<run xmlns="{LOOP_NS}"><goal>g</goal><criterion id="c1">x</criterion></run>"#);
+    let l = s.start().await;
+    let report = l.report().await;
+    assert_eq!(
+        (report.status.as_str(), report.stop_reason.as_str()),
+        ("EXIT_NEED_INFO", "no-certificates-declared")
+    );
+    assert!(
+        report.learnings[0]
+            .text
+            .starts_with("NULL_CHECK: the <run> declares no halting certificate")
+    );
+    let mut s = Setup::new("loop-nocriteria", &["0.5"]);
+    s.run = format!(r#"<run xmlns="{LOOP_NS}" certificates="CONVERGED"><goal>g</goal></run>"#);
+    let l = s.start().await;
+    for t in l.pump.tree(l.thread) {
+        l.pump.settle(t.id).await;
+    }
+    let records = l.pump.history(l.thread).await.unwrap();
+    let huh = records
+        .iter()
+        .find(|r| r.root.local() == "huh")
+        .expect("refused");
+    assert!(
+        huh.payload
+            .contains("the loop cannot start: acceptance_criteria, R_p missing"),
+        "{}",
+        huh.payload
+    );
+    assert!(l.log.lock().unwrap().is_empty());
+}
+
+/// Issue 36: "an organism listener kind, e.g. `kind = \"loop\"`": the `[listener.loop]` table
+/// names the roles; without it, the error names the line.
+#[test]
+fn an_organism_declares_a_loop() {
+    use agentpump::host::organism::Organism;
+    let text = r#"
+[[listener]]
+name = "phuc"
+kind = "loop"
+
+[listener.loop]
+scout = "a"
+solver = "b"
+skeptic = "c"
+workspace = "loop-ws"
+profile = "fast"
+"#;
+    let organism = Organism::parse(text, "organism.toml").unwrap();
+    let names: Vec<String> = organism
+        .registrations("organism.toml")
+        .unwrap()
+        .iter()
+        .map(|r| r.name().to_string())
+        .collect();
+    assert_eq!(names, ["phuc"]);
+    let broken = "[[listener]]\nname = \"phuc\"\nkind = \"loop\"\n";
+    let err = Organism::parse(broken, "organism.toml")
+        .unwrap()
+        .registrations("organism.toml")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("organism.toml:3") && err.contains("needs a [listener.loop] table"),
+        "{err}"
+    );
+}
