@@ -477,3 +477,69 @@ fn every_decision_record_is_listed_and_complete() {
     }
     assert!(wrong.is_empty(), "decision records: {wrong:#?}");
 }
+
+/// Every inherent `impl` of a type sits in the file that defines it or in that file's own
+/// submodules (`apply.rs` → `apply/…`), so a reader finds a type's methods beside it. The
+/// pump's `Shared` and `PumpHandle` are split by step on purpose (see
+/// docs/decisions/2026-11-26-layering.md); `Goal`'s wire form and its rules are in two files of
+/// the governor; the process checker's `Walker` and the section `Reader` are one pass each,
+/// split by concern over the files of their directory.
+#[test]
+fn every_impl_sits_beside_its_type() {
+    const SPLIT_ON_PURPOSE: [&str; 5] = ["Shared", "PumpHandle", "Goal", "Walker", "Reader"];
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let all = files(&src);
+    let rel = |p: &Path| p.strip_prefix(&src).unwrap().display().to_string();
+    let mut defined: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for path in &all {
+        for line in code(path).lines() {
+            let words: Vec<&str> = line.split_whitespace().collect();
+            if let Some(at) = words.iter().position(|w| *w == "struct" || *w == "enum")
+                && let Some(name) = words.get(at + 1)
+            {
+                let name: String = name
+                    .chars()
+                    .take_while(|c| c.is_alphanumeric() || *c == '_')
+                    .collect();
+                if name.starts_with(|c: char| c.is_ascii_uppercase()) {
+                    defined.entry(name).or_default().insert(rel(path));
+                }
+            }
+        }
+    }
+    let mut astray = Vec::new();
+    for path in &all {
+        for line in code(path).lines().filter(|l| l.starts_with("impl")) {
+            if line.contains(" for ") {
+                continue;
+            }
+            let rest = line.trim_start_matches("impl");
+            let rest = if rest.starts_with('<') {
+                &rest[rest.find('>').map_or(0, |i| i + 1)..]
+            } else {
+                rest
+            };
+            let name: String = rest
+                .trim()
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            let Some(homes) = defined.get(&name).filter(|h| h.len() == 1) else {
+                continue;
+            };
+            let home = homes.iter().next().unwrap();
+            let here = rel(path);
+            let own_dir = home.trim_end_matches(".rs").to_owned() + "/";
+            if here != *home
+                && !here.starts_with(&own_dir)
+                && !SPLIT_ON_PURPOSE.contains(&name.as_str())
+            {
+                astray.push(format!("impl {name} in {here}, defined in {home}"));
+            }
+        }
+    }
+    assert!(
+        astray.is_empty(),
+        "impls away from their types: {astray:#?}"
+    );
+}

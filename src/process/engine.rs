@@ -20,40 +20,8 @@ mod machine;
 mod par;
 mod privacy;
 mod program;
+mod replay;
 
 pub use listener::{DEFAULT_STEPS_PER_TURN, ProcessListener, UnknownProcess};
-pub use machine::slot as call_place;
 pub use program::{Program, ProgramError};
-
-use crate::QName;
-use crate::listener::{Registration, Role};
-use crate::tool::TOOL_NS;
-
-impl ProcessListener {
-    /// The registration: named after the process, with the process role, accepting its
-    /// triggers' roots and tool calls, its peers the tools and processes it calls, and allowed
-    /// to message itself (its `continue`).
-    pub fn registration(self) -> Registration {
-        let name = self.name().to_owned();
-        let peers = self.references();
-        let processes = peers
-            .iter()
-            .filter(|p| self.program().index_of(p).is_some())
-            .cloned()
-            .collect();
-        let triggers = self.triggers();
-        let siblings = self.program().trigger_siblings(&name);
-        let mut r = Registration::new(&name, self)
-            .role(Role::Process)
-            .accepts(QName::new(TOOL_NS, "call"))
-            .may_loop(true)
-            .description(format!("process `{name}`"))
-            .peers(peers)
-            .process_peers(processes)
-            .trigger_siblings(siblings);
-        for root in triggers {
-            r = r.accepts(root);
-        }
-        r
-    }
-}
+pub use replay::slot as call_place;

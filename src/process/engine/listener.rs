@@ -12,12 +12,13 @@ use quick_xml::Reader;
 use quick_xml::events::Event as XmlEvent;
 
 use super::effects::{Effect, Event, continue_xml};
-use super::machine::{Known, Machine, Stop, Turn, slot, typed_input};
+use super::machine::{Machine, Stop, Turn, typed_input};
 use super::program::{Program, Triggered};
-use crate::envelope::{CLIENT_SENDER, GOVERNOR_NS, PROCESS_NS, SYSTEM_NS};
+use super::replay::{Known, Seen, lenient, slot, spawned_by_me, spawned_call};
+use crate::envelope::{CLIENT_SENDER, GOVERNOR_NS, SYSTEM_NS};
 use crate::governor::{Budget, Control, Goal, Signal};
 use crate::history::Record;
-use crate::listener::notices;
+use crate::listener::{Registration, Role};
 use crate::process::code::Code;
 use crate::process::expr::Value;
 use crate::system::Spawn;
@@ -82,130 +83,34 @@ impl std::fmt::Debug for Run {
     }
 }
 
-/// What one history record (or delivery) tells a process: from, to, payload, ids.
-struct Seen<'a> {
-    from: &'a str,
-    to: Option<&'a str>,
-    payload: &'a Payload,
-}
-
-impl Known {
-    /// Takes in one record; idempotent (answers and sends are keyed by call id).
-    fn fold(&mut self, seen: &Seen<'_>, me: &str) {
-        let q = seen.payload.qname();
-        let ns = q.namespace();
-        if seen.from == me {
-            if ns == TOOL_NS && q.local() == "call" {
-                if let Ok(Call {
-                    id: Some(id), tool, ..
-                }) = Call::parse(seen.payload)
-                {
-                    self.sent(id, tool);
-                }
-            } else if ns == SYSTEM_NS && q.local() == "spawn-thread" {
-                if let Some(Call {
-                    id: Some(id), tool, ..
-                }) = spawned_call(seen.payload)
-                {
-                    self.sent(id, tool);
-                }
-            } else if ns == PROCESS_NS && q.local() != "continue" {
-                self.events += 1;
-                self.finished |= matches!(q.local(), "return" | "failed");
-            } else if ns == GOVERNOR_NS && q.local() == "residual" {
-                self.residuals += 1;
-            }
-            return;
-        }
-        if seen.to != Some(me) {
-            return;
-        }
-        if let Some(Ok(answer)) = Answer::shared(seen.payload) {
-            if let Some(id) = answer.call() {
-                self.answers.entry(id.to_owned()).or_insert(answer);
-            }
-        } else if ns == SYSTEM_NS && q.local() == "thread-result" {
-            let Some(result) = notices::thread_result(seen.payload.as_str()) else {
-                return;
-            };
-            let answer = result
-                .payload()
-                .and_then(Answer::shared)
-                .and_then(Result::ok);
-            match answer {
-                Some(a) => {
-                    if let Some(id) = a.call() {
-                        self.answers.entry(id.to_owned()).or_insert(a);
-                    }
-                }
-                None => {
-                    if let Some(id) = self.children.get(&result.thread()).cloned() {
-                        let (why, kind) = match result.halt() {
-                            Some((class, reason)) => (
-                                format!("child thread halted: {class} {reason}"),
-                                // Past the call's `timeout_ms` (its wall clock): a timeout.
-                                if reason == "max-wall-clock" {
-                                    ErrorType::Timeout
-                                } else {
-                                    ErrorType::Failed
-                                },
-                            ),
-                            None => (
-                                format!(
-                                    "child thread ended {} without an answer",
-                                    result.status().as_str()
-                                ),
-                                ErrorType::Failed,
-                            ),
-                        };
-                        let e = ToolError {
-                            tool: String::new(),
-                            call: Some(id.clone()),
-                            kind,
-                            message: why,
-                            retry: false,
-                        };
-                        self.answers.entry(id).or_insert(Arc::new(Answer::Error(e)));
-                    }
-                }
-            }
-        } else if ns == SYSTEM_NS
-            && q.local() == "thread-spawned"
-            && let Some(s) = notices::thread_spawned(seen.payload.as_str())
-        {
-            let sub = s.path().rsplit('.').next().unwrap_or_default().to_owned();
-            self.children.insert(s.child(), sub);
-        }
-    }
-}
-
-/// Whether record `index` of a thread is the call that started this process in a child
-/// thread the process itself spawned (a RUN of itself): the spawner's message, not a call this
-/// run sent — read as one, the child would take its own first call (the same id at the same
-/// place) for one already made.
-fn spawned_by_me(index: usize, r: &Record, me: &str) -> bool {
-    index == 0 && &*r.from == me && r.to.as_deref() == Some(me)
-}
-
-/// The call inside a `spawn-thread` this listener emitted.
-fn spawned_call(payload: &Payload) -> Option<Call> {
-    let text = payload.as_str();
-    let start = text.find(&format!("<call xmlns=\"{TOOL_NS}\""))?;
-    let end = text.rfind("</call>")? + "</call>".len();
-    Call::parse_xml(text.get(start..end)?).ok()
-}
-
-/// Payloads in history were accepted under the pump's limits; read them back under any.
-fn lenient() -> Limits {
-    Limits {
-        max_bytes: usize::MAX,
-        max_depth: usize::MAX,
-        max_attributes: usize::MAX,
-        max_outputs: usize::MAX,
-    }
-}
-
 impl ProcessListener {
+    /// The registration: named after the process, with the process role, accepting its
+    /// triggers' roots and tool calls, its peers the tools and processes it calls, and allowed
+    /// to message itself (its `continue`).
+    pub fn registration(self) -> Registration {
+        let name = self.name().to_owned();
+        let peers = self.references();
+        let processes = peers
+            .iter()
+            .filter(|p| self.program().index_of(p).is_some())
+            .cloned()
+            .collect();
+        let triggers = self.triggers();
+        let siblings = self.program().trigger_siblings(&name);
+        let mut r = Registration::new(&name, self)
+            .role(Role::Process)
+            .accepts(QName::new(TOOL_NS, "call"))
+            .may_loop(true)
+            .description(format!("process `{name}`"))
+            .peers(peers)
+            .process_peers(processes)
+            .trigger_siblings(siblings);
+        for root in triggers {
+            r = r.accepts(root);
+        }
+        r
+    }
+
     /// Process `id` of `program`.
     ///
     /// # Errors
