@@ -71,6 +71,13 @@ pub trait Listener: Send + Sync + 'static {
     /// does not, the pump holds the handling of a call that asks a `timeout-ms` to that time
     /// (or the registration's timeout, if shorter): past it, the caller gets
     /// `system-error code="handler-timeout"`.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use agentpump::{Listener, listeners::Echo};
+    /// assert!(!Echo.answers_call_timeouts()); // the pump holds a call's `timeout-ms` for it
+    /// ```
     fn answers_call_timeouts(&self) -> bool {
         false
     }
@@ -118,6 +125,14 @@ pub enum ListenerError {
 
 impl ListenerError {
     /// A [`ListenerError::Failed`] with the given message.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use agentpump::ListenerError;
+    /// let err = ListenerError::failed(format!("cannot open {}", "data.csv"));
+    /// assert_eq!(err, ListenerError::Failed("cannot open data.csv".into()));
+    /// ```
     pub fn failed(message: impl std::fmt::Display) -> Self {
         Self::Failed(message.to_string())
     }

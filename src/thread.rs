@@ -30,6 +30,14 @@ pub enum ThreadState {
 
 impl ThreadState {
     /// The state as written in output and queries.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use agentpump::ThreadState;
+    /// assert_eq!(ThreadState::Halted.as_str(), "halted");
+    /// assert_eq!("idle".parse::<ThreadState>().map(ThreadState::as_str), Ok("idle"));
+    /// ```
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Active => "active",
@@ -40,6 +48,14 @@ impl ThreadState {
     }
 
     /// Whether the thread refuses new messages.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use agentpump::ThreadState;
+    /// assert!(ThreadState::Done.is_closed() && ThreadState::Halted.is_closed());
+    /// assert!(!ThreadState::Idle.is_closed());
+    /// ```
     pub fn is_closed(self) -> bool {
         matches!(self, Self::Done | Self::Halted)
     }

@@ -35,16 +35,43 @@ macro_rules! uuid_newtype {
     ($name:ident, $new:expr) => {
         impl $name {
             /// Creates a fresh identifier.
+            ///
+            /// # Example
+            ///
+            /// ```
+            /// use agentpump::{MessageId, ThreadId};
+            /// assert_ne!(ThreadId::new(), ThreadId::new()); // random (v4)
+            /// let (a, b) = (MessageId::new(), MessageId::new());
+            /// assert!(a < b); // time-ordered (v7)
+            /// ```
             pub fn new() -> Self {
                 Self($new)
             }
 
             /// Wraps an existing UUID.
+            ///
+            /// # Example
+            ///
+            /// ```
+            /// use agentpump::{MessageId, ThreadId};
+            /// let thread = ThreadId::new();
+            /// assert_eq!(ThreadId::from_uuid(*thread.as_uuid()), thread);
+            /// let id = MessageId::new();
+            /// assert_eq!(MessageId::from_uuid(*id.as_uuid()), id);
+            /// ```
             pub const fn from_uuid(uuid: Uuid) -> Self {
                 Self(uuid)
             }
 
             /// The UUID inside.
+            ///
+            /// # Example
+            ///
+            /// ```
+            /// use agentpump::{MessageId, ThreadId};
+            /// assert_eq!(ThreadId::new().as_uuid().get_version_num(), 4);
+            /// assert_eq!(MessageId::new().as_uuid().get_version_num(), 7);
+            /// ```
             pub const fn as_uuid(&self) -> &Uuid {
                 &self.0
             }
