@@ -64,6 +64,33 @@ pub trait Listener: Send + Sync + 'static {
     /// [`ListenerError::InvalidPayload`] sends `huh code="invalid-payload"`;
     /// [`ListenerError::Backpressure`] halts the thread with BACKPRESSURE. Outputs of a failed
     /// delivery are dropped (and the failure is in history).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use agentpump::{Context, Delivery, Listener, ListenerError, PumpBuilder, QName, Registration};
+    /// struct Strict; // answers `ok`, or fails on an empty payload
+    /// #[agentpump::async_trait]
+    /// impl Listener for Strict {
+    ///     async fn handle(&self, msg: &Delivery, cx: &mut Context) -> Result<(), ListenerError> {
+    ///         if msg.is_system() { return Ok(()); }
+    ///         if msg.payload().as_str().ends_with("/>") {
+    ///             return Err(ListenerError::failed("empty request"));
+    ///         }
+    ///         cx.reply(r#"<ok xmlns="urn:example:v1"/>"#);
+    ///         Ok(())
+    ///     }
+    /// }
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let pump = PumpBuilder::new().register(Registration::new("strict", Strict).accepts(QName::new("urn:example:v1", "do"))).build()?;
+    /// let thread = pump.post(None, None, r#"<do xmlns="urn:example:v1"/>"#).await?.thread();
+    /// pump.settle(thread).await;
+    /// let failure = pump.history(thread).await?.pop().expect("the failure");
+    /// assert!(failure.payload.contains("<code>handler-failed</code>") && failure.payload.contains("empty request"));
+    /// # Ok(())
+    /// # }
+    /// ```
     async fn handle(&self, msg: &Delivery, cx: &mut Context) -> Result<(), ListenerError>;
 
     /// Whether this listener answers a tool call's `timeout-ms` itself, with a `timeout` tool

@@ -24,6 +24,15 @@ pub struct Usage {
 
 impl Usage {
     /// Adds `other` to this.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use agentpump::Usage;
+    /// let mut total = Usage { tokens_in: 100, ..Usage::default() };
+    /// total.add(&Usage { tokens_in: 20, tool_calls: 1, ..Usage::default() });
+    /// assert_eq!((total.tokens_in, total.tool_calls), (120, 1));
+    /// ```
     pub fn add(&mut self, other: &Usage) {
         self.estimated |= other.estimated;
         self.tokens_in += other.tokens_in;

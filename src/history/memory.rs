@@ -70,6 +70,20 @@ impl ThreadLog {
 
 impl MemoryHistory {
     /// An empty history.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agentpump::{PumpBuilder, history::MemoryHistory};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let store = Arc::new(MemoryHistory::new());
+    /// let pump = PumpBuilder::new().history(store).build()?;
+    /// assert_eq!(pump.verify().await?, 1); // the boot record
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn new() -> Self {
         Self::default()
     }

@@ -8,6 +8,14 @@ use super::Listener;
 use crate::QName;
 
 /// What part a listener plays. Agents' roots are exclusive: no two agents accept the same root.
+///
+/// # Example
+///
+/// ```
+/// use agentpump::{Registration, Role, listeners::Echo};
+/// let planner = Registration::new("planner", Echo).role(Role::Agent);
+/// assert_eq!((planner.listener_role().as_str(), planner.loops()), ("agent", true));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Role {
     /// Does one job on request (a calculator, a search).

@@ -11,6 +11,23 @@ use crate::system::is_reserved_namespace;
 use crate::{Limits, QName};
 
 /// Pump settings. Plain data; every field has a documented default.
+///
+/// # Example
+///
+/// ```
+/// # use agentpump::{PumpBuilder, PumpConfig, QName, Registration, listeners::Echo};
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let config = PumpConfig { queue_capacity: 2, ..PumpConfig::default() };
+/// let say = QName::new("urn:example:say:v1", "say");
+/// let pump = PumpBuilder::new().config(config).register(Registration::new("echo", Echo).accepts(say)).build()?;
+/// let thread = pump.post(None, None, r#"<say xmlns="urn:example:say:v1">1</say>"#).await?.thread();
+/// pump.post(Some(thread), None, r#"<say xmlns="urn:example:say:v1">2</say>"#).await?;
+/// let full = pump.post(Some(thread), None, r#"<say xmlns="urn:example:say:v1">3</say>"#).await.unwrap_err();
+/// assert_eq!(full.code(), "queue-full"); // nothing ran yet: the queue holds two
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PumpConfig {
     /// Limits applied to every message and output (see [`Limits`]).
@@ -42,6 +59,23 @@ pub struct PumpConfig {
 /// AgentServer v2.1 interop. AgentServer payloads usually have no namespace, and no listener
 /// can register a root in none: an organism that serves AgentServer clients declares the
 /// namespace those payloads are taken into.
+///
+/// # Example
+///
+/// ```
+/// # use agentpump::{AgentServerConfig, PumpBuilder, PumpConfig, QName, Registration, listeners::Echo};
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let agentserver = AgentServerConfig { namespace: Some("urn:example:app:v1".into()) };
+/// let config = PumpConfig { agentserver, ..PumpConfig::default() };
+/// let greeting = QName::new("urn:example:app:v1", "Greeting");
+/// let pump = PumpBuilder::new().config(config).register(Registration::new("echo", Echo).accepts(greeting)).build()?;
+/// let xml = r#"<message xmlns="https://xml-pipeline.org/ns/envelope/v1"><meta><from>app</from></meta><Greeting xmlns="">hi</Greeting></message>"#;
+/// let receipt = pump.send(xml).await?; // routed as {urn:example:app:v1}Greeting
+/// assert_eq!(receipt.ids().len(), 1);
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AgentServerConfig {
     /// The namespace an AgentServer payload whose root is in no namespace is moved into on

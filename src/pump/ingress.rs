@@ -83,6 +83,22 @@ impl Receipt {
 
 /// Outside input the pump refused. The answer is recorded in history (in the named thread, or
 /// in the system thread when there is no usable one) — unless the history store itself failed.
+///
+/// # Example
+///
+/// ```
+/// # use agentpump::{PumpBuilder, QName, Registration, listeners::Echo};
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let say = QName::new("urn:example:say:v1", "say");
+/// let pump = PumpBuilder::new().register(Registration::new("echo", Echo).accepts(say)).build()?;
+/// let refused = pump.post(None, Some("nobody"), r#"<say xmlns="urn:example:say:v1">hi</say>"#).await.unwrap_err();
+/// assert_eq!(refused.to_string(), "system-error no-route: no listener is named `nobody`");
+/// let in_history = pump.history(refused.recorded_in().expect("recorded")).await?;
+/// assert!(in_history.iter().any(|r| r.payload.contains("<code>no-route</code>")));
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{}", describe(.answer))]
 pub struct IngressError {

@@ -40,6 +40,17 @@ pub enum Request {
 
 /// A `spawn-thread` request; build one with [`Spawn::new`] and hand it to
 /// [`Context::spawn`](crate::Context::spawn).
+///
+/// # Example
+///
+/// ```
+/// use agentpump::{Spawn, governor::Budget};
+/// let spawn = Spawn::new(r#"<search xmlns="urn:example:v1">rust</search>"#)
+///     .sub_id("web")
+///     .to("searcher")
+///     .budget(Budget { turns: Some(20), ..Budget::unlimited() });
+/// assert!(spawn.to_xml().starts_with(r#"<sys:spawn-thread xmlns:sys="urn:agentpump:system:v1" suggested-sub-id="web" to="searcher">"#));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Spawn {
     suggested_sub_id: Option<String>,
