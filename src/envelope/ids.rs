@@ -8,10 +8,30 @@ use uuid::{Timestamp, Uuid};
 
 /// Identifier of one message, assigned by the pump (UUID v7, so ids sort by creation time: to
 /// the millisecond, and exactly among the ids one OS thread made).
+///
+/// # Example
+///
+/// ```
+/// use agentpump::MessageId;
+/// let (first, second) = (MessageId::new(), MessageId::new());
+/// assert!(first < second); // sorts by creation time
+/// assert_eq!(first.to_string().parse::<MessageId>()?, first);
+/// # Ok::<(), agentpump::IdError>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct MessageId(Uuid);
 
 /// Identifier of one thread (UUID v4).
+///
+/// # Example
+///
+/// ```
+/// use agentpump::ThreadId;
+/// let id: ThreadId = "6f1c2a3b-9d4e-4f00-8a1b-2c3d4e5f6a7b".parse()?;
+/// assert_eq!(id.to_string(), "6f1c2a3b-9d4e-4f00-8a1b-2c3d4e5f6a7b");
+/// assert!("6f1c".parse::<ThreadId>().is_err());
+/// # Ok::<(), agentpump::IdError>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ThreadId(Uuid);
 

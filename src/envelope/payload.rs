@@ -9,6 +9,17 @@ use super::{EnvelopeError, Limits, Position, QName, scan};
 ///
 /// A payload is self-contained: every prefix it uses is declared inside it, so it means the same
 /// on its own, inside an envelope, and in history. Whitespace around the element is not part of it.
+///
+/// # Example
+///
+/// ```
+/// use agentpump::{Limits, Payload};
+/// let payload = Payload::parse(r#"<c:add xmlns:c="urn:example:calc:v1"><a>1</a></c:add>"#, &Limits::default())?;
+/// assert!(payload.qname().is("urn:example:calc:v1", "add"));
+/// let refused = Payload::parse("<add><a>1</add>", &Limits::default());
+/// assert!(refused.is_err());
+/// # Ok::<(), agentpump::EnvelopeError>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Payload {
     qname: QName,

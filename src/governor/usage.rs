@@ -8,6 +8,15 @@ use serde::{Deserialize, Serialize};
 use super::budget::{Amount, BudgetName};
 
 /// Model and tool use reported by a listener, added to the thread's counters.
+///
+/// # Example
+///
+/// ```
+/// use agentpump::Usage;
+/// use rust_decimal::Decimal;
+/// let call = Usage { tokens_in: 800, tokens_out: 200, cost: Decimal::new(3, 3), ..Usage::default() }; // $0.003
+/// assert_eq!(call.tool_calls, 0);
+/// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Usage {
     /// Tokens read.

@@ -74,6 +74,27 @@ impl Default for SqliteOptions {
 }
 
 /// History in one SQLite file.
+///
+/// # Example
+///
+/// ```
+/// # use std::sync::Arc;
+/// # use agentpump::{PumpBuilder, QName, Registration, history::SqliteHistory, listeners::Echo};
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let dir = std::env::temp_dir().join(format!("agentpump-doc-sqlite-{}", std::process::id()));
+/// # std::fs::create_dir_all(&dir)?;
+/// let store = Arc::new(SqliteHistory::open(dir.join("history.db"))?);
+/// # let say = QName::new("urn:example:say:v1", "say");
+/// let pump = PumpBuilder::new().register(Registration::new("echo", Echo).accepts(say)).history(store).build()?;
+/// let thread = pump.post(None, None, r#"<say xmlns="urn:example:say:v1">hi</say>"#).await?.thread(); // durable once Ok
+/// pump.settle(thread).await;
+/// let reader = SqliteHistory::open_read_only(dir.join("history.db"))?; // as `agentpump history` reads it
+/// assert_eq!(agentpump::history::HistoryStore::thread(&reader, thread, 0).await?.len(), 2);
+/// # std::fs::remove_dir_all(&dir)?;
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug)]
 pub struct SqliteHistory {
     path: PathBuf,

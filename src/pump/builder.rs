@@ -111,6 +111,14 @@ impl Default for PumpConfig {
 }
 
 /// Why [`PumpBuilder::build`] refused.
+///
+/// # Example
+///
+/// ```
+/// use agentpump::{BuildError, PumpBuilder, PumpConfig};
+/// let config = PumpConfig { batch: 0, ..PumpConfig::default() };
+/// assert!(matches!(PumpBuilder::new().config(config).build(), Err(BuildError::Config(_))));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum BuildError {
     /// A registration is invalid or clashes with another.
