@@ -55,6 +55,14 @@ pub enum Dialect {
 
 impl Dialect {
     /// The envelope namespace URI of this dialect.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use agentpump::Dialect;
+    /// assert_eq!(Dialect::Agentpump.namespace(), "urn:agentpump:envelope:v1");
+    /// assert_eq!(Dialect::AgentServer.namespace(), "https://xml-pipeline.org/ns/envelope/v1");
+    /// ```
     pub fn namespace(self) -> &'static str {
         match self {
             Self::Agentpump => ENVELOPE_NS,
@@ -63,6 +71,14 @@ impl Dialect {
     }
 
     /// Whether this is the agentpump dialect (the default).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use agentpump::Dialect;
+    /// assert!(Dialect::default().is_agentpump());
+    /// assert!(!Dialect::AgentServer.is_agentpump());
+    /// ```
     pub fn is_agentpump(&self) -> bool {
         *self == Self::Agentpump
     }
@@ -88,6 +104,17 @@ pub struct Envelope {
 
 impl Envelope {
     /// Creates an envelope with a fresh id.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use agentpump::{Envelope, Limits, Payload, ThreadId};
+    /// let payload = Payload::parse(r#"<say xmlns="urn:example:v1">hi</say>"#, &Limits::default())?;
+    /// let thread = ThreadId::new();
+    /// let env = Envelope::new("client".into(), thread, payload);
+    /// assert_eq!((env.from(), env.thread(), env.to()), ("client", thread, None));
+    /// # Ok::<(), agentpump::EnvelopeError>(())
+    /// ```
     pub fn new(from: Arc<str>, thread: ThreadId, payload: Payload) -> Self {
         Self {
             id: MessageId::new(),
@@ -106,53 +133,160 @@ impl Envelope {
     }
 
     /// Sets the addressee.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use agentpump::{Envelope, Limits, Payload, ThreadId};
+    /// let payload = Payload::parse(r#"<say xmlns="urn:example:v1">hi</say>"#, &Limits::default())?;
+    /// let env = Envelope::new("client".into(), ThreadId::new(), payload).with_to(Some("echo".into()));
+    /// assert_eq!(env.to(), Some("echo"));
+    /// # Ok::<(), agentpump::EnvelopeError>(())
+    /// ```
     pub fn with_to(mut self, to: Option<Arc<str>>) -> Self {
         self.to = to;
         self
     }
 
     /// Sets the message this one answers.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use agentpump::{Envelope, Limits, MessageId, Payload, ThreadId};
+    /// let payload = Payload::parse(r#"<say xmlns="urn:example:v1">hi</say>"#, &Limits::default())?;
+    /// let asked = MessageId::new();
+    /// let env = Envelope::new("echo".into(), ThreadId::new(), payload).with_in_reply_to(Some(asked));
+    /// assert_eq!(env.in_reply_to(), Some(asked));
+    /// # Ok::<(), agentpump::EnvelopeError>(())
+    /// ```
     pub fn with_in_reply_to(mut self, id: Option<MessageId>) -> Self {
         self.in_reply_to = id;
         self
     }
 
     /// The message id.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use agentpump::{Envelope, Limits, Payload, ThreadId};
+    /// let payload = Payload::parse(r#"<say xmlns="urn:example:v1">hi</say>"#, &Limits::default())?;
+    /// let (a, b) = (Envelope::new("c".into(), ThreadId::new(), payload.clone()), Envelope::new("c".into(), ThreadId::new(), payload));
+    /// assert!(a.id() < b.id()); // fresh ids, in creation order
+    /// # Ok::<(), agentpump::EnvelopeError>(())
+    /// ```
     pub fn id(&self) -> MessageId {
         self.id
     }
 
     /// Who sent it (a listener name, `client`, or `system`).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use agentpump::{Envelope, Limits, Payload, ThreadId};
+    /// let payload = Payload::parse(r#"<say xmlns="urn:example:v1">hi</say>"#, &Limits::default())?;
+    /// assert_eq!(Envelope::new("researcher".into(), ThreadId::new(), payload).from(), "researcher");
+    /// # Ok::<(), agentpump::EnvelopeError>(())
+    /// ```
     pub fn from(&self) -> &str {
         &self.from
     }
 
     /// The sender's name, shared.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use agentpump::{Envelope, Limits, Payload, ThreadId};
+    /// let payload = Payload::parse(r#"<say xmlns="urn:example:v1">hi</say>"#, &Limits::default())?;
+    /// let name: Arc<str> = Arc::from("researcher");
+    /// let env = Envelope::new(name.clone(), ThreadId::new(), payload);
+    /// assert!(Arc::ptr_eq(env.from_shared(), &name)); // no copy of the name
+    /// # Ok::<(), agentpump::EnvelopeError>(())
+    /// ```
     pub fn from_shared(&self) -> &Arc<str> {
         &self.from
     }
 
     /// The addressee, when the message was directed at one listener.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use agentpump::{Envelope, Limits, Payload, ThreadId};
+    /// let payload = Payload::parse(r#"<say xmlns="urn:example:v1">hi</say>"#, &Limits::default())?;
+    /// let env = Envelope::new("client".into(), ThreadId::new(), payload);
+    /// assert_eq!(env.to(), None); // routed by root
+    /// assert_eq!(env.with_to(Some("echo".into())).to(), Some("echo"));
+    /// # Ok::<(), agentpump::EnvelopeError>(())
+    /// ```
     pub fn to(&self) -> Option<&str> {
         self.to.as_deref()
     }
 
     /// The addressee, shared.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use agentpump::{Envelope, Limits, Payload, ThreadId};
+    /// let payload = Payload::parse(r#"<say xmlns="urn:example:v1">hi</say>"#, &Limits::default())?;
+    /// let echo: Arc<str> = Arc::from("echo");
+    /// let env = Envelope::new("client".into(), ThreadId::new(), payload).with_to(Some(echo.clone()));
+    /// assert!(Arc::ptr_eq(env.to_shared().expect("addressed"), &echo));
+    /// # Ok::<(), agentpump::EnvelopeError>(())
+    /// ```
     pub fn to_shared(&self) -> Option<&Arc<str>> {
         self.to.as_ref()
     }
 
     /// The thread it belongs to.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use agentpump::{Envelope, Limits, Payload, ThreadId};
+    /// let payload = Payload::parse(r#"<say xmlns="urn:example:v1">hi</say>"#, &Limits::default())?;
+    /// let thread: ThreadId = "6f1c2a3b-0000-4000-8000-000000000000".parse().expect("a UUID");
+    /// assert_eq!(Envelope::new("client".into(), thread, payload).thread().to_string(), "6f1c2a3b-0000-4000-8000-000000000000");
+    /// # Ok::<(), agentpump::EnvelopeError>(())
+    /// ```
     pub fn thread(&self) -> ThreadId {
         self.thread
     }
 
     /// The message it answers, if any.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use agentpump::{Envelope, Limits, Payload, ThreadId};
+    /// let payload = Payload::parse(r#"<say xmlns="urn:example:v1">hi</say>"#, &Limits::default())?;
+    /// let question = Envelope::new("client".into(), ThreadId::new(), payload.clone());
+    /// assert_eq!(question.in_reply_to(), None);
+    /// let answer = Envelope::new("echo".into(), question.thread(), payload).with_in_reply_to(Some(question.id()));
+    /// assert_eq!(answer.in_reply_to(), Some(question.id()));
+    /// # Ok::<(), agentpump::EnvelopeError>(())
+    /// ```
     pub fn in_reply_to(&self) -> Option<MessageId> {
         self.in_reply_to
     }
 
     /// The payload.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use agentpump::{Envelope, Limits, Payload, ThreadId};
+    /// let payload = Payload::parse(r#"<say xmlns="urn:example:v1">hi</say>"#, &Limits::default())?;
+    /// let env = Envelope::new("client".into(), ThreadId::new(), payload);
+    /// assert_eq!(env.payload().as_str(), r#"<say xmlns="urn:example:v1">hi</say>"#);
+    /// # Ok::<(), agentpump::EnvelopeError>(())
+    /// ```
     pub fn payload(&self) -> &Payload {
         &self.payload
     }

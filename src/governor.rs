@@ -47,6 +47,15 @@ fn magic_halt(reason: &str, class: &str) -> String {
 
 /// The Ask-Loop text form of a recorded `<halt>` system message (its `reason` and `class`), for
 /// agents that speak it; `None` when `payload` is not one.
+///
+/// # Example
+///
+/// ```
+/// use agentpump::governor::halt_magic_of;
+/// let halt = r#"<halt xmlns="urn:agentpump:system:v1" reason="max-turns" class="TIMEOUT" certificate="TIMEOUT" report-digest="00"/>"#;
+/// assert_eq!(halt_magic_of(halt).as_deref(), Some(r#"<<<NSENVELOPE_MAGIC_9E3B6F2D:V2:HALT:{"class":"TIMEOUT","reason":"max-turns"}>>>"#));
+/// assert_eq!(halt_magic_of("<other/>"), None);
+/// ```
 pub fn halt_magic_of(payload: &str) -> Option<String> {
     let halt = HaltMessage::read(payload)?;
     Some(magic_halt(&halt.reason, &halt.class))

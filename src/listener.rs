@@ -64,6 +64,33 @@ pub trait Listener: Send + Sync + 'static {
     /// [`ListenerError::InvalidPayload`] sends `huh code="invalid-payload"`;
     /// [`ListenerError::Backpressure`] halts the thread with BACKPRESSURE. Outputs of a failed
     /// delivery are dropped (and the failure is in history).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use agentpump::{Context, Delivery, Listener, ListenerError, PumpBuilder, QName, Registration};
+    /// struct Strict; // answers `ok`, or fails on an empty payload
+    /// #[agentpump::async_trait]
+    /// impl Listener for Strict {
+    ///     async fn handle(&self, msg: &Delivery, cx: &mut Context) -> Result<(), ListenerError> {
+    ///         if msg.is_system() { return Ok(()); }
+    ///         if msg.payload().as_str().ends_with("/>") {
+    ///             return Err(ListenerError::failed("empty request"));
+    ///         }
+    ///         cx.reply(r#"<ok xmlns="urn:example:v1"/>"#);
+    ///         Ok(())
+    ///     }
+    /// }
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let pump = PumpBuilder::new().register(Registration::new("strict", Strict).accepts(QName::new("urn:example:v1", "do"))).build()?;
+    /// let thread = pump.post(None, None, r#"<do xmlns="urn:example:v1"/>"#).await?.thread();
+    /// pump.settle(thread).await;
+    /// let failure = pump.history(thread).await?.pop().expect("the failure");
+    /// assert!(failure.payload.contains("<code>handler-failed</code>") && failure.payload.contains("empty request"));
+    /// # Ok(())
+    /// # }
+    /// ```
     async fn handle(&self, msg: &Delivery, cx: &mut Context) -> Result<(), ListenerError>;
 
     /// Whether this listener answers a tool call's `timeout-ms` itself, with a `timeout` tool
@@ -71,6 +98,13 @@ pub trait Listener: Send + Sync + 'static {
     /// does not, the pump holds the handling of a call that asks a `timeout-ms` to that time
     /// (or the registration's timeout, if shorter): past it, the caller gets
     /// `system-error code="handler-timeout"`.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use agentpump::{Listener, listeners::Echo};
+    /// assert!(!Echo.answers_call_timeouts()); // the pump holds a call's `timeout-ms` for it
+    /// ```
     fn answers_call_timeouts(&self) -> bool {
         false
     }
@@ -118,6 +152,14 @@ pub enum ListenerError {
 
 impl ListenerError {
     /// A [`ListenerError::Failed`] with the given message.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use agentpump::ListenerError;
+    /// let err = ListenerError::failed(format!("cannot open {}", "data.csv"));
+    /// assert_eq!(err, ListenerError::Failed("cannot open data.csv".into()));
+    /// ```
     pub fn failed(message: impl std::fmt::Display) -> Self {
         Self::Failed(message.to_string())
     }

@@ -308,6 +308,21 @@ impl PumpHandle {
     /// A thread that never settles (a listener that loops forever) keeps this waiting; wrap it in
     /// a timeout when that can happen.
     /// Returns at once for an unknown thread.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use agentpump::{PumpBuilder, QName, Registration, listeners::Echo};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let say = QName::new("urn:example:say:v1", "say");
+    /// let pump = PumpBuilder::new().register(Registration::new("echo", Echo).accepts(say)).build()?;
+    /// let thread = pump.post(None, None, r#"<say xmlns="urn:example:say:v1">hi</say>"#).await?.thread();
+    /// pump.settle(thread).await; // the echo has answered
+    /// assert_eq!(pump.history(thread).await?.len(), 2);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn settle(&self, thread: ThreadId) {
         let shared = &self.shared;
         let Some(top) = shared.registry.get(thread) else {
@@ -343,6 +358,23 @@ impl PumpHandle {
     /// # Errors
     ///
     /// [`HistoryError::Query`] when the store cannot be read.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use agentpump::{PumpBuilder, QName, Registration, listeners::Echo};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let say = QName::new("urn:example:say:v1", "say");
+    /// let pump = PumpBuilder::new().register(Registration::new("echo", Echo).accepts(say)).build()?;
+    /// let thread = pump.post(None, None, r#"<say xmlns="urn:example:say:v1">hi</say>"#).await?.thread();
+    /// pump.settle(thread).await;
+    /// let records = pump.history(thread).await?;
+    /// assert_eq!((&*records[0].from, &*records[1].from), ("client", "echo"));
+    /// assert_eq!(records[1].payload, records[0].payload); // echoed byte for byte
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn history(&self, thread: ThreadId) -> Result<Vec<Record>, HistoryError> {
         self.shared.store.thread(thread, 0).await
     }
@@ -353,6 +385,37 @@ impl PumpHandle {
     /// # Errors
     ///
     /// [`HistoryError::Query`] when the store cannot be read.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use agentpump::{PumpBuilder, QName, Registration, Spawn, listeners::Echo};
+    /// # use agentpump::{Context, Delivery, Listener, ListenerError};
+    /// struct Parent; // spawns one child thread with a `say` for the echo
+    /// #[agentpump::async_trait]
+    /// impl Listener for Parent {
+    ///     async fn handle(&self, msg: &Delivery, cx: &mut Context) -> Result<(), ListenerError> {
+    ///         if msg.qname().local() == "go" { // not the echo's answer in the child
+    ///             cx.spawn(Spawn::new(r#"<say xmlns="urn:example:say:v1">hi</say>"#).sub_id("child"));
+    ///         }
+    ///         Ok(())
+    ///     }
+    /// }
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let (go, say) = (QName::new("urn:example:go:v1", "go"), QName::new("urn:example:say:v1", "say"));
+    /// let pump = PumpBuilder::new()
+    ///     .register(Registration::new("parent", Parent).accepts(go).peers(["echo"]))
+    ///     .register(Registration::new("echo", Echo).accepts(say))
+    ///     .build()?;
+    /// let root = pump.post(None, None, r#"<go xmlns="urn:example:go:v1"/>"#).await?.thread();
+    /// pump.settle(root).await;
+    /// let all = pump.tree_history(root).await?;
+    /// assert!(all.len() > pump.history(root).await?.len()); // the child's records too
+    /// assert!(all.windows(2).all(|w| w[0].seq < w[1].seq)); // in acceptance order
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn tree_history(&self, root: ThreadId) -> Result<Vec<Record>, HistoryError> {
         let mut records = Vec::new();
         let _pinned = self.shared.load(root).await?;
@@ -396,16 +459,66 @@ impl PumpHandle {
     }
 
     /// How many threads are in memory, and how many trees were evicted and reloaded.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use agentpump::{PumpBuilder, QName, Registration, listeners::Echo};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let say = QName::new("urn:example:say:v1", "say");
+    /// let pump = PumpBuilder::new().register(Registration::new("echo", Echo).accepts(say)).build()?;
+    /// pump.post(None, None, r#"<say xmlns="urn:example:say:v1">hi</say>"#).await?;
+    /// let residency = pump.residency();
+    /// assert_eq!(residency.resident, 2); // the new thread and the system thread
+    /// assert_eq!(residency.evicted, 0); // no eviction configured
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn residency(&self) -> Residency {
         self.shared.residency()
     }
 
     /// A snapshot of one thread, if it is in memory (see [`load`](Self::load)).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use agentpump::{PumpBuilder, QName, Registration, listeners::Echo};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let say = QName::new("urn:example:say:v1", "say");
+    /// let pump = PumpBuilder::new().register(Registration::new("echo", Echo).accepts(say)).build()?;
+    /// # use agentpump::{ThreadId, ThreadState};
+    /// let thread = pump.post(None, None, r#"<say xmlns="urn:example:say:v1">hi</say>"#).await?.thread();
+    /// pump.settle(thread).await;
+    /// let info = pump.thread(thread).expect("in memory");
+    /// assert_eq!((info.state, info.depth, info.parent), (ThreadState::Idle, 0, None));
+    /// assert!(pump.thread(ThreadId::new()).is_none());
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn thread(&self, id: ThreadId) -> Option<ThreadInfo> {
         self.shared.registry.get(id).map(|e| e.info(&e.lock()))
     }
 
     /// Snapshots of every thread (the system thread included), sorted by display path.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use agentpump::{PumpBuilder, QName, Registration, listeners::Echo};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let say = QName::new("urn:example:say:v1", "say");
+    /// let pump = PumpBuilder::new().register(Registration::new("echo", Echo).accepts(say)).build()?;
+    /// let thread = pump.post(None, None, r#"<say xmlns="urn:example:say:v1">hi</say>"#).await?.thread();
+    /// let ids: Vec<_> = pump.threads().iter().map(|t| t.id).collect();
+    /// assert!(ids.contains(&thread) && ids.contains(&pump.system_thread()));
+    /// assert_eq!(ids.len(), 2);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn threads(&self) -> Vec<ThreadInfo> {
         let mut all: Vec<ThreadInfo> = self
             .shared
@@ -419,6 +532,22 @@ impl PumpHandle {
     }
 
     /// `root` and every thread below it, parents before children.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use agentpump::{PumpBuilder, QName, Registration, listeners::Echo};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let say = QName::new("urn:example:say:v1", "say");
+    /// let pump = PumpBuilder::new().register(Registration::new("echo", Echo).accepts(say)).build()?;
+    /// let thread = pump.post(None, None, r#"<say xmlns="urn:example:say:v1">hi</say>"#).await?.thread();
+    /// let tree = pump.tree(thread);
+    /// assert_eq!(tree.len(), 1); // a root with no children
+    /// assert_eq!(tree[0].id, thread);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn tree(&self, root: ThreadId) -> Vec<ThreadInfo> {
         self.shared
             .registry
@@ -430,11 +559,50 @@ impl PumpHandle {
 
     /// What building this pump recovered from the history store (threads restored, messages
     /// re-queued); zero for a fresh store.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agentpump::{PumpBuilder, QName, Registration, history::SqliteHistory, listeners::Echo};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let dir = std::env::temp_dir().join(format!("agentpump-doc-recovered-{}", std::process::id()));
+    /// # std::fs::create_dir_all(&dir)?;
+    /// # let path = dir.join("history.db");
+    /// # let say = QName::new("urn:example:say:v1", "say");
+    /// let echo = Registration::new("echo", Echo).accepts(say);
+    /// let first = PumpBuilder::new().register(echo.clone()).history(Arc::new(SqliteHistory::open(&path)?)).build()?;
+    /// assert_eq!(first.recovered().threads, 0); // a fresh file
+    /// let thread = first.post(None, None, r#"<say xmlns="urn:example:say:v1">hi</say>"#).await?.thread();
+    /// first.shutdown(std::time::Duration::from_secs(1)).await;
+    /// # drop(first);
+    /// let second = PumpBuilder::new().register(echo).history(Arc::new(SqliteHistory::open(&path)?)).build()?;
+    /// assert_eq!(second.recovered().threads, 2); // the system thread and `thread`
+    /// assert!(second.thread(thread).is_some());
+    /// # std::fs::remove_dir_all(&dir)?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn recovered(&self) -> RecoveryReport {
         self.shared.recovered.get().copied().unwrap_or_default()
     }
 
     /// The pump's own thread: `boot`, `shutdown`, and refusals of input that named no usable thread.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use agentpump::{PumpBuilder, QName, Registration, listeners::Echo};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let say = QName::new("urn:example:say:v1", "say");
+    /// let pump = PumpBuilder::new().register(Registration::new("echo", Echo).accepts(say)).build()?;
+    /// let boot = &pump.history(pump.system_thread()).await?[0];
+    /// assert_eq!(boot.root.local(), "boot");
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn system_thread(&self) -> ThreadId {
         self.shared.system_thread.id
     }
@@ -442,6 +610,22 @@ impl PumpHandle {
     /// The history store, for reading (records by id, pending messages, threads by state,
     /// reports, verification). Do not `append` through it: records written around the pump
     /// bypass its thread locks and queues, so queue order and history order could differ.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use agentpump::{PumpBuilder, QName, Registration, listeners::Echo};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let say = QName::new("urn:example:say:v1", "say");
+    /// let pump = PumpBuilder::new().register(Registration::new("echo", Echo).accepts(say)).build()?;
+    /// let thread = pump.post(None, None, r#"<say xmlns="urn:example:say:v1">hi</say>"#).await?.thread();
+    /// pump.settle(thread).await;
+    /// let records = pump.store().thread(thread, 0).await?; // from seq 0 on
+    /// assert_eq!(records, pump.history(thread).await?);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn store(&self) -> &Arc<dyn HistoryStore> {
         &self.shared.store
     }
@@ -451,6 +635,21 @@ impl PumpHandle {
     /// # Errors
     ///
     /// [`HistoryError::Chain`] naming the first record that does not verify.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use agentpump::{PumpBuilder, QName, Registration, listeners::Echo};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let say = QName::new("urn:example:say:v1", "say");
+    /// let pump = PumpBuilder::new().register(Registration::new("echo", Echo).accepts(say)).build()?;
+    /// let thread = pump.post(None, None, r#"<say xmlns="urn:example:say:v1">hi</say>"#).await?.thread();
+    /// pump.settle(thread).await;
+    /// assert_eq!(pump.verify().await?, 3); // boot, the say and its echo
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn verify(&self) -> Result<u64, HistoryError> {
         self.shared.store.verify().await
     }

@@ -30,6 +30,14 @@ pub enum ThreadState {
 
 impl ThreadState {
     /// The state as written in output and queries.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use agentpump::ThreadState;
+    /// assert_eq!(ThreadState::Halted.as_str(), "halted");
+    /// assert_eq!("idle".parse::<ThreadState>().map(ThreadState::as_str), Ok("idle"));
+    /// ```
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Active => "active",
@@ -40,6 +48,14 @@ impl ThreadState {
     }
 
     /// Whether the thread refuses new messages.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use agentpump::ThreadState;
+    /// assert!(ThreadState::Done.is_closed() && ThreadState::Halted.is_closed());
+    /// assert!(!ThreadState::Idle.is_closed());
+    /// ```
     pub fn is_closed(self) -> bool {
         matches!(self, Self::Done | Self::Halted)
     }
@@ -89,6 +105,23 @@ impl ThreadInfo {
 pub use crate::governor::Counters;
 
 /// A snapshot of one thread.
+///
+/// # Example
+///
+/// ```
+/// # use agentpump::{PumpBuilder, QName, Registration, listeners::Echo};
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let say = QName::new("urn:example:say:v1", "say");
+/// let pump = PumpBuilder::new().register(Registration::new("echo", Echo).accepts(say)).build()?;
+/// let thread = pump.post(None, None, r#"<say xmlns="urn:example:say:v1">hi</say>"#).await?.thread();
+/// pump.settle(thread).await;
+/// let info = pump.thread(thread).expect("in memory");
+/// assert_eq!((info.depth, info.children.len(), info.counters.deliveries), (0, 0, 1));
+/// assert_eq!(&*info.path, &thread.to_string()[..8]); // a root's path is its short id
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ThreadInfo {
     /// The thread's id.

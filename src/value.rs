@@ -42,6 +42,15 @@ pub struct JsonError {
 impl Value {
     /// The kind's name as users read it: `null`, `boolean`, `number`, `string`, `list`,
     /// `object`.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use agentpump::value::Value;
+    /// assert_eq!(Value::from_json("[1, 2]")?.kind(), "list");
+    /// assert_eq!(Value::from_json("2.50")?.kind(), "number");
+    /// # Ok::<(), agentpump::value::JsonError>(())
+    /// ```
     pub fn kind(&self) -> &'static str {
         match self {
             Value::Null => "null",
@@ -113,6 +122,16 @@ impl Value {
     /// # Errors
     ///
     /// A [`JsonError`] naming what does not fit and where.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use agentpump::value::Value;
+    /// let value = Value::from_json(r#"{"x": 0.1, "ok": true}"#)?;
+    /// assert_eq!(value.to_string(), r#"{"ok": true, "x": 0.1}"#); // exact decimals, keys sorted
+    /// assert!(Value::from_json("[1,").is_err());
+    /// # Ok::<(), agentpump::value::JsonError>(())
+    /// ```
     pub fn from_json(text: &str) -> Result<Value, JsonError> {
         let mut r = JsonReader {
             text: text.as_bytes(),

@@ -15,6 +15,15 @@ pub struct Position {
 
 impl Position {
     /// Locates a byte offset in `text` (offsets past the end are clamped to the end).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use agentpump::Position;
+    /// let at = Position::locate("<a>\n  <b>", 6); // the `<` of `<b>`
+    /// assert_eq!((at.line, at.column, at.offset), (2, 3, 6));
+    /// assert_eq!(Position::locate("ab", 99).offset, 2); // clamped to the end
+    /// ```
     pub fn locate(text: &str, offset: usize) -> Self {
         let mut offset = offset.min(text.len());
         while !text.is_char_boundary(offset) {

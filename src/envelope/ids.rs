@@ -8,10 +8,30 @@ use uuid::{Timestamp, Uuid};
 
 /// Identifier of one message, assigned by the pump (UUID v7, so ids sort by creation time: to
 /// the millisecond, and exactly among the ids one OS thread made).
+///
+/// # Example
+///
+/// ```
+/// use agentpump::MessageId;
+/// let (first, second) = (MessageId::new(), MessageId::new());
+/// assert!(first < second); // sorts by creation time
+/// assert_eq!(first.to_string().parse::<MessageId>()?, first);
+/// # Ok::<(), agentpump::IdError>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct MessageId(Uuid);
 
 /// Identifier of one thread (UUID v4).
+///
+/// # Example
+///
+/// ```
+/// use agentpump::ThreadId;
+/// let id: ThreadId = "6f1c2a3b-9d4e-4f00-8a1b-2c3d4e5f6a7b".parse()?;
+/// assert_eq!(id.to_string(), "6f1c2a3b-9d4e-4f00-8a1b-2c3d4e5f6a7b");
+/// assert!("6f1c".parse::<ThreadId>().is_err());
+/// # Ok::<(), agentpump::IdError>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ThreadId(Uuid);
 
@@ -35,16 +55,43 @@ macro_rules! uuid_newtype {
     ($name:ident, $new:expr) => {
         impl $name {
             /// Creates a fresh identifier.
+            ///
+            /// # Example
+            ///
+            /// ```
+            /// use agentpump::{MessageId, ThreadId};
+            /// assert_ne!(ThreadId::new(), ThreadId::new()); // random (v4)
+            /// let (a, b) = (MessageId::new(), MessageId::new());
+            /// assert!(a < b); // time-ordered (v7)
+            /// ```
             pub fn new() -> Self {
                 Self($new)
             }
 
             /// Wraps an existing UUID.
+            ///
+            /// # Example
+            ///
+            /// ```
+            /// use agentpump::{MessageId, ThreadId};
+            /// let thread = ThreadId::new();
+            /// assert_eq!(ThreadId::from_uuid(*thread.as_uuid()), thread);
+            /// let id = MessageId::new();
+            /// assert_eq!(MessageId::from_uuid(*id.as_uuid()), id);
+            /// ```
             pub const fn from_uuid(uuid: Uuid) -> Self {
                 Self(uuid)
             }
 
             /// The UUID inside.
+            ///
+            /// # Example
+            ///
+            /// ```
+            /// use agentpump::{MessageId, ThreadId};
+            /// assert_eq!(ThreadId::new().as_uuid().get_version_num(), 4);
+            /// assert_eq!(MessageId::new().as_uuid().get_version_num(), 7);
+            /// ```
             pub const fn as_uuid(&self) -> &Uuid {
                 &self.0
             }

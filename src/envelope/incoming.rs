@@ -95,31 +95,88 @@ impl Incoming {
     }
 
     /// Which envelope the client used; answers go back in the same one.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use agentpump::{Dialect, Incoming, Limits};
+    /// let xml = r#"<message xmlns="https://xml-pipeline.org/ns/envelope/v1"><meta><from>app</from></meta><hi xmlns="urn:example:v1"/></message>"#;
+    /// assert_eq!(Incoming::parse(xml.as_bytes(), &Limits::default())?.dialect(), Dialect::AgentServer);
+    /// # Ok::<(), agentpump::EnvelopeError>(())
+    /// ```
     pub fn dialect(&self) -> Dialect {
         self.dialect
     }
 
     /// The listener the client addressed, if any.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use agentpump::{Incoming, Limits};
+    /// let xml = r#"<message xmlns="urn:agentpump:envelope:v1"><meta><to>calc</to></meta><add xmlns="urn:example:v1"/></message>"#;
+    /// assert_eq!(Incoming::parse(xml.as_bytes(), &Limits::default())?.to(), Some("calc"));
+    /// # Ok::<(), agentpump::EnvelopeError>(())
+    /// ```
     pub fn to(&self) -> Option<&str> {
         self.to.as_deref()
     }
 
     /// The thread the client named, as written (absent = start a new thread).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use agentpump::{Incoming, Limits};
+    /// let xml = r#"<message xmlns="urn:agentpump:envelope:v1"><meta><thread>6f1c</thread></meta><add xmlns="urn:example:v1"/></message>"#;
+    /// assert_eq!(Incoming::parse(xml.as_bytes(), &Limits::default())?.thread(), Some("6f1c")); // checked by the pump
+    /// # Ok::<(), agentpump::EnvelopeError>(())
+    /// ```
     pub fn thread(&self) -> Option<&str> {
         self.thread.as_deref()
     }
 
     /// The message this one answers, if any.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use agentpump::{Incoming, Limits, MessageId};
+    /// let id = MessageId::new();
+    /// let xml = format!(r#"<message xmlns="urn:agentpump:envelope:v1"><meta><in-reply-to>{id}</in-reply-to></meta><ok xmlns="urn:example:v1"/></message>"#);
+    /// assert_eq!(Incoming::parse(xml.as_bytes(), &Limits::default())?.in_reply_to(), Some(id));
+    /// # Ok::<(), agentpump::EnvelopeError>(())
+    /// ```
     pub fn in_reply_to(&self) -> Option<MessageId> {
         self.in_reply_to
     }
 
     /// The payload.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use agentpump::{Incoming, Limits};
+    /// let xml = r#"<message xmlns="urn:agentpump:envelope:v1"><meta/><add xmlns="urn:example:v1"><a>1</a></add></message>"#;
+    /// let msg = Incoming::parse(xml.as_bytes(), &Limits::default())?;
+    /// assert_eq!(msg.payload().as_str(), r#"<add xmlns="urn:example:v1"><a>1</a></add>"#);
+    /// # Ok::<(), agentpump::EnvelopeError>(())
+    /// ```
     pub fn payload(&self) -> &Payload {
         &self.payload
     }
 
     /// Takes the payload out.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use agentpump::{Incoming, Limits};
+    /// let xml = r#"<message xmlns="urn:agentpump:envelope:v1"><meta/><add xmlns="urn:example:v1"/></message>"#;
+    /// let payload = Incoming::parse(xml.as_bytes(), &Limits::default())?.into_payload();
+    /// assert_eq!(payload.qname().local(), "add");
+    /// # Ok::<(), agentpump::EnvelopeError>(())
+    /// ```
     pub fn into_payload(self) -> Payload {
         self.payload
     }

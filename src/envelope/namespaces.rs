@@ -26,6 +26,15 @@ pub const CLIENT_SENDER: &str = "client";
 /// Whether `namespace` is one only the pump handles (system, governor, process, plan, either
 /// envelope): no listener may accept a root in it, and a payload in it from a listener or client
 /// is refused.
+///
+/// # Example
+///
+/// ```
+/// use agentpump::envelope::is_reserved_namespace;
+/// assert!(is_reserved_namespace("urn:agentpump:system:v1"));
+/// assert!(is_reserved_namespace("urn:agentpump:todo:v1"));
+/// assert!(!is_reserved_namespace("urn:example:v1"));
+/// ```
 pub fn is_reserved_namespace(namespace: &str) -> bool {
     [
         SYSTEM_NS,

@@ -9,6 +9,17 @@ use super::{EnvelopeError, Limits, Position, QName, scan};
 ///
 /// A payload is self-contained: every prefix it uses is declared inside it, so it means the same
 /// on its own, inside an envelope, and in history. Whitespace around the element is not part of it.
+///
+/// # Example
+///
+/// ```
+/// use agentpump::{Limits, Payload};
+/// let payload = Payload::parse(r#"<c:add xmlns:c="urn:example:calc:v1"><a>1</a></c:add>"#, &Limits::default())?;
+/// assert!(payload.qname().is("urn:example:calc:v1", "add"));
+/// let refused = Payload::parse("<add><a>1</add>", &Limits::default());
+/// assert!(refused.is_err());
+/// # Ok::<(), agentpump::EnvelopeError>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Payload {
     qname: QName,
@@ -161,28 +172,75 @@ impl Payload {
     }
 
     /// The routing key: namespace URI and local name of the root element.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use agentpump::{Limits, Payload};
+    /// let payload = Payload::parse(r#"<c:add xmlns:c="urn:example:calc:v1"/>"#, &Limits::default())?;
+    /// assert!(payload.qname().is("urn:example:calc:v1", "add")); // the prefix is not part of it
+    /// # Ok::<(), agentpump::EnvelopeError>(())
+    /// ```
     pub fn qname(&self) -> &QName {
         &self.qname
     }
 
     /// The element's exact text.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use agentpump::{Limits, Payload};
+    /// let text = r#"<add xmlns="urn:example:v1"  a = '1' />"#;
+    /// assert_eq!(Payload::parse(text, &Limits::default())?.as_str(), text); // byte for byte
+    /// # Ok::<(), agentpump::EnvelopeError>(())
+    /// ```
     pub fn as_str(&self) -> &str {
         &self.text
     }
 
     /// The element's exact text, shared.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use agentpump::{Limits, Payload};
+    /// let payload = Payload::parse(r#"<add xmlns="urn:example:v1"/>"#, &Limits::default())?;
+    /// let shared = payload.to_shared();
+    /// assert_eq!(&*shared, payload.as_str());
+    /// # Ok::<(), agentpump::EnvelopeError>(())
+    /// ```
     pub fn to_shared(&self) -> Arc<str> {
         Arc::clone(&self.text)
     }
 
     /// Whether an element below the root is in a namespace only the pump may emit (system,
     /// governor, envelope): such a payload is refused from listeners and clients.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use agentpump::{Limits, Payload};
+    /// let smuggled = r#"<note xmlns="urn:example:v1"><halt xmlns="urn:agentpump:system:v1"/></note>"#;
+    /// assert!(Payload::parse(smuggled, &Limits::default())?.carries_reserved_element());
+    /// assert!(!Payload::parse(r#"<note xmlns="urn:example:v1"/>"#, &Limits::default())?.carries_reserved_element());
+    /// # Ok::<(), agentpump::EnvelopeError>(())
+    /// ```
     pub fn carries_reserved_element(&self) -> bool {
         self.carries_reserved
     }
 
     /// Whether the root element declares a default namespace itself, so that unprefixed
     /// descendants cannot pick up the namespace of an enclosing envelope.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use agentpump::{Limits, Payload};
+    /// assert!(Payload::parse(r#"<add xmlns="urn:example:v1"/>"#, &Limits::default())?.declares_default_namespace());
+    /// assert!(!Payload::parse(r#"<c:add xmlns:c="urn:example:v1"/>"#, &Limits::default())?.declares_default_namespace());
+    /// # Ok::<(), agentpump::EnvelopeError>(())
+    /// ```
     pub fn declares_default_namespace(&self) -> bool {
         self.declares_default_ns
     }

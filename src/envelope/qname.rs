@@ -72,16 +72,40 @@ impl QName {
     }
 
     /// The namespace URI, empty when the element is in no namespace.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use agentpump::QName;
+    /// assert_eq!(QName::new("urn:example:v1", "add").namespace(), "urn:example:v1");
+    /// assert_eq!(QName::new("", "add").namespace(), ""); // no namespace
+    /// ```
     pub fn namespace(&self) -> &str {
         &self.namespace
     }
 
     /// The local name.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use agentpump::QName;
+    /// assert_eq!(QName::new("urn:example:v1", "add").local(), "add");
+    /// ```
     pub fn local(&self) -> &str {
         &self.local
     }
 
     /// True when both parts equal the given ones (no allocation).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use agentpump::QName;
+    /// let add = QName::new("urn:example:v1", "add");
+    /// assert!(add.is("urn:example:v1", "add"));
+    /// assert!(!add.is("urn:example:v2", "add"));
+    /// ```
     pub fn is(&self, namespace: &str, local: &str) -> bool {
         &*self.namespace == namespace && &*self.local == local
     }

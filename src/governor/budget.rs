@@ -62,6 +62,13 @@ pub(crate) const SPENT: [BudgetName; 5] = [
 
 impl BudgetName {
     /// The name as written in halts, warnings and reports (`max-turns`, …).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use agentpump::governor::BudgetName;
+    /// assert_eq!(BudgetName::Turns.as_str(), "max-turns");
+    /// ```
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Turns => "max-turns",
@@ -123,11 +130,28 @@ pub struct Budget {
 
 impl Budget {
     /// Nothing limited.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use agentpump::governor::Budget;
+    /// assert_eq!(Budget::unlimited().turns, None);
+    /// ```
     pub fn unlimited() -> Self {
         Self::default()
     }
 
     /// Per dimension the smaller limit of the two (`None` counts as unlimited).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use agentpump::governor::Budget;
+    /// let policy = Budget { turns: Some(100), tokens: Some(5_000), ..Budget::unlimited() };
+    /// let goal = Budget { turns: Some(10), ..Budget::unlimited() };
+    /// let both = policy.tightened(&goal);
+    /// assert_eq!((both.turns, both.tokens), (Some(10), Some(5_000)));
+    /// ```
     pub fn tightened(&self, other: &Budget) -> Budget {
         fn min<T: Ord + Copy>(a: Option<T>, b: Option<T>) -> Option<T> {
             match (a, b) {

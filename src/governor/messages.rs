@@ -45,6 +45,13 @@ pub enum CertificateType {
 
 impl CertificateType {
     /// The name as written on the wire.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use agentpump::governor::CertificateType;
+    /// assert_eq!(CertificateType::Converged.as_str(), "CONVERGED");
+    /// ```
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Exact => "EXACT",
@@ -111,6 +118,13 @@ pub struct Signal {
 
 impl Signal {
     /// A signal with no notes.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use agentpump::governor::{Control, Signal};
+    /// assert_eq!(Signal::new(Control::Done).to_xml(), r#"<loop xmlns="urn:agentpump:governor:v1" control="done"/>"#);
+    /// ```
     pub fn new(control: Control) -> Self {
         Self {
             control,
@@ -120,18 +134,42 @@ impl Signal {
     }
 
     /// Adds notes.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use agentpump::governor::{Control, Signal};
+    /// let signal = Signal::new(Control::Continue).notes("two tests left");
+    /// assert_eq!(signal.notes.as_deref(), Some("two tests left"));
+    /// ```
     pub fn notes(mut self, notes: impl Into<String>) -> Self {
         self.notes = Some(notes.into());
         self
     }
 
     /// Adds a reason.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use agentpump::governor::{Control, Signal};
+    /// let signal = Signal::new(Control::Abort).reason("no-data");
+    /// assert!(signal.to_xml().contains(r#"control="abort" reason="no-data""#));
+    /// ```
     pub fn reason(mut self, reason: impl Into<String>) -> Self {
         self.reason = Some(reason.into());
         self
     }
 
     /// The `<loop>` element.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use agentpump::governor::{Control, Signal};
+    /// let xml = Signal::new(Control::Abort).reason("stuck").notes("a < b").to_xml();
+    /// assert_eq!(xml, r#"<loop xmlns="urn:agentpump:governor:v1" control="abort" reason="stuck" notes="a &lt; b"/>"#);
+    /// ```
     pub fn to_xml(&self) -> String {
         let control = match self.control {
             Control::Continue => "continue",
@@ -172,6 +210,14 @@ pub struct Goal {
 
 impl Goal {
     /// The `<goal>` element.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use agentpump::governor::{CertificateType, Goal};
+    /// let goal = Goal { text: "sum".into(), certificates: vec![CertificateType::Exact], ..Goal::default() };
+    /// assert_eq!(goal.to_xml(), r#"<goal xmlns="urn:agentpump:governor:v1" certificates="EXACT"><text>sum</text></goal>"#);
+    /// ```
     pub fn to_xml(&self) -> String {
         let mut x = format!("<goal xmlns=\"{GOVERNOR_NS}\"");
         if let Some(r_p) = self.r_p {
@@ -410,6 +456,15 @@ impl GovernorMessage {
     ///
     /// [`MessageError`] naming what does not fit (unknown element, missing or invalid attribute,
     /// a residual that is not an exact decimal).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use agentpump::{Limits, Payload, governor::GovernorMessage};
+    /// use rust_decimal::Decimal;
+    /// let payload = Payload::parse(r#"<residual xmlns="urn:agentpump:governor:v1" value="0.25"/>"#, &Limits::default()).expect("well-formed");
+    /// assert_eq!(GovernorMessage::parse(&payload), Ok(GovernorMessage::Residual(Decimal::new(25, 2))));
+    /// ```
     pub fn parse(payload: &Payload) -> Result<Self, MessageError> {
         let text = payload.as_str();
         let local = payload.qname().local();

@@ -45,6 +45,14 @@ pub struct GovernorPolicy {
 
 impl GovernorPolicy {
     /// The default root budget.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use agentpump::governor::GovernorPolicy;
+    /// let budget = GovernorPolicy::default_budget();
+    /// assert_eq!((budget.turns, budget.depth, budget.tokens), (Some(10_000), Some(8), None));
+    /// ```
     pub fn default_budget() -> Budget {
         Budget {
             turns: Some(10_000),

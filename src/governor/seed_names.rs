@@ -82,6 +82,14 @@ const STOP_REASONS: &[Row] = &[
 /// where the seed names none (EXACT and CONVERGED, which the seed gives a status only; a
 /// TIMEOUT of tokens, cost, threads or depth; an abort for a reason of the listener's own).
 /// An abort whose reason is a seed name keeps that name.
+///
+/// # Example
+///
+/// ```
+/// use agentpump::governor::seed_stop_reason;
+/// assert_eq!(seed_stop_reason("TIMEOUT", "max-turns"), Some("MAX_ITERS"));
+/// assert_eq!(seed_stop_reason("CONVERGED", "residual-below-r-p"), None);
+/// ```
 pub fn seed_stop_reason(class: &str, reason: &str) -> Option<&'static str> {
     if class == "aborted" {
         return STOP_REASONS
@@ -110,6 +118,14 @@ pub(crate) fn abort_class(reason: &str) -> Option<(&'static str, &'static str)> 
 }
 
 /// Our class and reason for the seed's stop reason `seed`, `None` for a name not in the table.
+///
+/// # Example
+///
+/// ```
+/// use agentpump::governor::from_seed;
+/// assert_eq!(from_seed("MAX_ITERS"), Some(("TIMEOUT", "max-turns")));
+/// assert_eq!(from_seed("NOT_A_REASON"), None);
+/// ```
 pub fn from_seed(seed: &str) -> Option<(&'static str, &'static str)> {
     STOP_REASONS
         .iter()

@@ -8,6 +8,15 @@ use serde::{Deserialize, Serialize};
 use super::budget::{Amount, BudgetName};
 
 /// Model and tool use reported by a listener, added to the thread's counters.
+///
+/// # Example
+///
+/// ```
+/// use agentpump::Usage;
+/// use rust_decimal::Decimal;
+/// let call = Usage { tokens_in: 800, tokens_out: 200, cost: Decimal::new(3, 3), ..Usage::default() }; // $0.003
+/// assert_eq!(call.tool_calls, 0);
+/// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Usage {
     /// Tokens read.
@@ -24,6 +33,15 @@ pub struct Usage {
 
 impl Usage {
     /// Adds `other` to this.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use agentpump::Usage;
+    /// let mut total = Usage { tokens_in: 100, ..Usage::default() };
+    /// total.add(&Usage { tokens_in: 20, tool_calls: 1, ..Usage::default() });
+    /// assert_eq!((total.tokens_in, total.tool_calls), (120, 1));
+    /// ```
     pub fn add(&mut self, other: &Usage) {
         self.estimated |= other.estimated;
         self.tokens_in += other.tokens_in;

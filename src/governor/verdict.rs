@@ -50,6 +50,14 @@ pub enum HaltClass {
 
 impl HaltClass {
     /// The certificate this class carries, if any.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use agentpump::governor::{CertificateType, HaltClass};
+    /// assert_eq!(HaltClass::Exact.certificate(), Some(CertificateType::Exact));
+    /// assert_eq!(HaltClass::Aborted.certificate(), None); // a halt without a certificate
+    /// ```
     pub fn certificate(&self) -> Option<CertificateType> {
         match self {
             Self::Exact => Some(CertificateType::Exact),
@@ -62,6 +70,14 @@ impl HaltClass {
     }
 
     /// The class as written in `halt class="…"` and reports.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use agentpump::governor::{BudgetName, HaltClass};
+    /// assert_eq!(HaltClass::Timeout(BudgetName::Turns).as_str(), "TIMEOUT");
+    /// assert_eq!(HaltClass::NoProgress.as_str(), "no-progress");
+    /// ```
     pub fn as_str(&self) -> &'static str {
         match self {
             Self::Exact => "EXACT",
@@ -77,6 +93,14 @@ impl HaltClass {
     }
 
     /// phuc-loop §10.2 status.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use agentpump::governor::HaltClass;
+    /// assert_eq!(HaltClass::Converged.status(), "EXIT_CONVERGED");
+    /// assert_eq!(HaltClass::Aborted.status(), "EXIT_BLOCKED");
+    /// ```
     pub fn status(&self) -> &'static str {
         match self {
             Self::Exact | Self::Converged => "EXIT_CONVERGED",
@@ -88,6 +112,14 @@ impl HaltClass {
     }
 
     /// phuc-loop lane of the certificate: A hard, B verified threshold, C budget.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use agentpump::governor::HaltClass;
+    /// assert_eq!(HaltClass::Converged.lane(), Some("B"));
+    /// assert_eq!(HaltClass::DoneUncertified.lane(), None);
+    /// ```
     pub fn lane(&self) -> Option<&'static str> {
         match self {
             Self::Exact | Self::Diverged | Self::Backpressure(_) => Some("A"),

@@ -22,6 +22,20 @@ use crate::{MessageId, ThreadId, ThreadInfo, ThreadState};
 /// Each thread's records sit behind that thread's own lock, so threads append side by side;
 /// only sequence numbers (one atomic counter) and the map of threads (sharded) are shared.
 /// There is no index by message id: [`HistoryStore::record`] looks through every thread.
+///
+/// # Example
+///
+/// ```
+/// # use std::sync::Arc;
+/// # use agentpump::{PumpBuilder, history::{HistoryStore, MemoryHistory}};
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let store = Arc::new(MemoryHistory::new()); // what `PumpBuilder::new()` uses unless told
+/// let pump = PumpBuilder::new().history(store.clone()).build()?;
+/// assert_eq!(store.thread(pump.system_thread(), 0).await?.len(), 1); // `boot`
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Default)]
 pub struct MemoryHistory {
     /// The last sequence number handed out.
@@ -70,6 +84,20 @@ impl ThreadLog {
 
 impl MemoryHistory {
     /// An empty history.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agentpump::{PumpBuilder, history::MemoryHistory};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let store = Arc::new(MemoryHistory::new());
+    /// let pump = PumpBuilder::new().history(store).build()?;
+    /// assert_eq!(pump.verify().await?, 1); // the boot record
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn new() -> Self {
         Self::default()
     }

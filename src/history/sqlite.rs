@@ -74,6 +74,27 @@ impl Default for SqliteOptions {
 }
 
 /// History in one SQLite file.
+///
+/// # Example
+///
+/// ```
+/// # use std::sync::Arc;
+/// # use agentpump::{PumpBuilder, QName, Registration, history::SqliteHistory, listeners::Echo};
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let dir = std::env::temp_dir().join(format!("agentpump-doc-sqlite-{}", std::process::id()));
+/// # std::fs::create_dir_all(&dir)?;
+/// let store = Arc::new(SqliteHistory::open(dir.join("history.db"))?);
+/// # let say = QName::new("urn:example:say:v1", "say");
+/// let pump = PumpBuilder::new().register(Registration::new("echo", Echo).accepts(say)).history(store).build()?;
+/// let thread = pump.post(None, None, r#"<say xmlns="urn:example:say:v1">hi</say>"#).await?.thread(); // durable once Ok
+/// pump.settle(thread).await;
+/// let reader = SqliteHistory::open_read_only(dir.join("history.db"))?; // as `agentpump history` reads it
+/// assert_eq!(agentpump::history::HistoryStore::thread(&reader, thread, 0).await?.len(), 2);
+/// # std::fs::remove_dir_all(&dir)?;
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug)]
 pub struct SqliteHistory {
     path: PathBuf,
@@ -227,6 +248,19 @@ impl SqliteHistory {
     /// # Errors
     ///
     /// As [`SqliteHistory::open`].
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use agentpump::history::{Durability, SqliteHistory, SqliteOptions};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let dir = std::env::temp_dir().join(format!("agentpump-doc-open-with-{}", std::process::id()));
+    /// # std::fs::create_dir_all(&dir)?;
+    /// let options = SqliteOptions { durability: Durability::Normal, ..SqliteOptions::default() }; // survives kill -9
+    /// let store = SqliteHistory::open_with(dir.join("history.db"), options)?;
+    /// assert!(store.path().ends_with("history.db"));
+    /// # drop(store); std::fs::remove_dir_all(&dir)?; Ok(()) }
+    /// ```
     pub fn open_with(path: impl AsRef<Path>, options: SqliteOptions) -> Result<Self, HistoryError> {
         let path = path.as_ref().to_path_buf();
         let fail = |e: rusqlite::Error| unavailable(&path, e);
@@ -274,6 +308,20 @@ impl SqliteHistory {
     ///
     /// [`HistoryError::Unavailable`] when the file does not exist, is not an agentpump database,
     /// is from a newer schema, or stays locked for more than a second.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use agentpump::history::SqliteHistory;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let dir = std::env::temp_dir().join(format!("agentpump-doc-read-only-{}", std::process::id()));
+    /// # std::fs::create_dir_all(&dir)?;
+    /// let path = dir.join("history.db");
+    /// assert!(SqliteHistory::open_read_only(&path).is_err()); // nothing is created
+    /// drop(SqliteHistory::open(&path)?);
+    /// assert!(SqliteHistory::open_read_only(&path).is_ok());
+    /// # std::fs::remove_dir_all(&dir)?; Ok(()) }
+    /// ```
     pub fn open_read_only(path: impl AsRef<Path>) -> Result<Self, HistoryError> {
         let path = path.as_ref().to_path_buf();
         if !path.is_file() {
@@ -361,6 +409,18 @@ impl SqliteHistory {
     }
 
     /// The file this store writes.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use agentpump::history::SqliteHistory;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let dir = std::env::temp_dir().join(format!("agentpump-doc-path-{}", std::process::id()));
+    /// # std::fs::create_dir_all(&dir)?;
+    /// let store = SqliteHistory::open(dir.join("history.db"))?;
+    /// assert_eq!(store.path(), dir.join("history.db"));
+    /// # drop(store); std::fs::remove_dir_all(&dir)?; Ok(()) }
+    /// ```
     pub fn path(&self) -> &Path {
         &self.path
     }

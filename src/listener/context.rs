@@ -242,21 +242,116 @@ impl Context {
     }
 
     /// The thread being handled.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use agentpump::{Context, Delivery, Listener, ListenerError, PumpBuilder, QName, Registration};
+    /// # struct L;
+    /// # #[agentpump::async_trait]
+    /// # impl Listener for L {
+    /// # async fn handle(&self, msg: &Delivery, cx: &mut Context) -> Result<(), ListenerError> {
+    /// # if msg.is_system() { return Ok(()); }
+    /// cx.reply(format!(r#"<in xmlns="urn:example:v1">{}</in>"#, cx.thread()));
+    /// # Ok(())
+    /// # }
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let pump = PumpBuilder::new().register(Registration::new("me", L).accepts(QName::new("urn:example:v1", "ask"))).build()?;
+    /// let thread = pump.post(None, None, r#"<ask xmlns="urn:example:v1"/>"#).await?.thread();
+    /// # pump.settle(thread).await;
+    /// assert!(pump.history(thread).await?[1].payload.contains(&thread.to_string()));
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn thread(&self) -> ThreadId {
         self.thread
     }
 
     /// This listener's registered name.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use agentpump::{Context, Delivery, Listener, ListenerError, PumpBuilder, QName, Registration};
+    /// # struct L;
+    /// # #[agentpump::async_trait]
+    /// # impl Listener for L {
+    /// # async fn handle(&self, msg: &Delivery, cx: &mut Context) -> Result<(), ListenerError> {
+    /// # if msg.is_system() { return Ok(()); }
+    /// cx.reply(format!(r#"<name xmlns="urn:example:v1">{}</name>"#, cx.me()));
+    /// # Ok(())
+    /// # }
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let pump = PumpBuilder::new().register(Registration::new("me", L).accepts(QName::new("urn:example:v1", "ask"))).build()?;
+    /// let thread = pump.post(None, None, r#"<ask xmlns="urn:example:v1"/>"#).await?.thread();
+    /// # pump.settle(thread).await;
+    /// assert_eq!(&*pump.history(thread).await?[1].payload, r#"<name xmlns="urn:example:v1">me</name>"#);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn me(&self) -> &str {
         &self.me
     }
 
     /// The id of the delivery being handled.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use agentpump::{Context, Delivery, Listener, ListenerError, PumpBuilder, QName, Registration};
+    /// # struct L;
+    /// # #[agentpump::async_trait]
+    /// # impl Listener for L {
+    /// # async fn handle(&self, msg: &Delivery, cx: &mut Context) -> Result<(), ListenerError> {
+    /// # if msg.is_system() { return Ok(()); }
+    /// cx.reply(format!(r#"<id xmlns="urn:example:v1">{}</id>"#, cx.delivery_id()));
+    /// # Ok(())
+    /// # }
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let pump = PumpBuilder::new().register(Registration::new("me", L).accepts(QName::new("urn:example:v1", "ask"))).build()?;
+    /// let receipt = pump.post(None, None, r#"<ask xmlns="urn:example:v1"/>"#).await?;
+    /// # pump.settle(receipt.thread()).await;
+    /// let answer = &pump.history(receipt.thread()).await?[1];
+    /// assert!(answer.payload.contains(&receipt.ids()[0].to_string()));
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn delivery_id(&self) -> MessageId {
         self.delivery
     }
 
     /// Answers the sender of this delivery (always allowed, whatever the sender's roots).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use agentpump::{Context, Delivery, Listener, ListenerError, PumpBuilder, QName, Registration};
+    /// # struct L;
+    /// # #[agentpump::async_trait]
+    /// # impl Listener for L {
+    /// # async fn handle(&self, msg: &Delivery, cx: &mut Context) -> Result<(), ListenerError> {
+    /// # if msg.is_system() { return Ok(()); }
+    /// cx.reply(r#"<answer xmlns="urn:example:v1">42</answer>"#);
+    /// # Ok(())
+    /// # }
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let pump = PumpBuilder::new().register(Registration::new("me", L).accepts(QName::new("urn:example:v1", "ask"))).build()?;
+    /// let receipt = pump.post(None, None, r#"<ask xmlns="urn:example:v1"/>"#).await?;
+    /// # pump.settle(receipt.thread()).await;
+    /// let answer = &pump.history(receipt.thread()).await?[1];
+    /// assert_eq!((&*answer.from, answer.to.as_deref()), ("me", Some("client")));
+    /// assert_eq!(answer.in_reply_to, Some(receipt.ids()[0]));
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn reply(&mut self, payload: impl Into<String>) {
         self.outputs
             .push(Output::Payload(Target::Reply, payload.into()));
@@ -275,6 +370,33 @@ impl Context {
 
     /// Sends a payload to one listener, which must be this one, its caller or a peer, and accept
     /// the payload's root. `send("client", …)` answers the outside sender of the thread (egress).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use agentpump::{Context, Delivery, Listener, ListenerError, PumpBuilder, QName, Registration};
+    /// # struct L;
+    /// # #[agentpump::async_trait]
+    /// # impl Listener for L {
+    /// # async fn handle(&self, msg: &Delivery, cx: &mut Context) -> Result<(), ListenerError> {
+    /// # if msg.is_system() { return Ok(()); }
+    /// cx.send("echo", r#"<say xmlns="urn:example:say:v1">hi</say>"#); // a peer
+    /// # Ok(())
+    /// # }
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let pump = PumpBuilder::new()
+    /// #     .register(Registration::new("me", L).accepts(QName::new("urn:example:v1", "ask")).peers(["echo"]))
+    /// #     .register(Registration::new("echo", agentpump::listeners::Echo).accepts(QName::new("urn:example:say:v1", "say")))
+    /// #     .build()?;
+    /// let thread = pump.post(None, None, r#"<ask xmlns="urn:example:v1"/>"#).await?.thread();
+    /// # pump.settle(thread).await;
+    /// let sent = &pump.history(thread).await?[1];
+    /// assert_eq!((&*sent.from, sent.to.as_deref()), ("me", Some("echo")));
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn send(&mut self, to: impl Into<String>, payload: impl Into<String>) {
         self.outputs
             .push(Output::Payload(Target::Listener(to.into()), payload.into()));
@@ -282,6 +404,33 @@ impl Context {
 
     /// Emits a payload routed by its root: to every listener of that root this one may address,
     /// in registration order. A payload of this listener's own root is a self-message: one iteration.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use agentpump::{Context, Delivery, Listener, ListenerError, PumpBuilder, QName, Registration};
+    /// # struct L;
+    /// # #[agentpump::async_trait]
+    /// # impl Listener for L {
+    /// # async fn handle(&self, msg: &Delivery, cx: &mut Context) -> Result<(), ListenerError> {
+    /// # if msg.is_system() { return Ok(()); }
+    /// cx.emit(r#"<say xmlns="urn:example:say:v1">hi</say>"#); // routed by its root, to the echo
+    /// # Ok(())
+    /// # }
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let pump = PumpBuilder::new()
+    /// #     .register(Registration::new("me", L).accepts(QName::new("urn:example:v1", "ask")).peers(["echo"]))
+    /// #     .register(Registration::new("echo", agentpump::listeners::Echo).accepts(QName::new("urn:example:say:v1", "say")))
+    /// #     .build()?;
+    /// let thread = pump.post(None, None, r#"<ask xmlns="urn:example:v1"/>"#).await?.thread();
+    /// # pump.settle(thread).await;
+    /// let emitted = &pump.history(thread).await?[1];
+    /// assert_eq!((&*emitted.from, emitted.to.as_deref()), ("me", Some("echo")));
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn emit(&mut self, payload: impl Into<String>) {
         self.outputs
             .push(Output::Payload(Target::Route, payload.into()));
@@ -292,17 +441,97 @@ impl Context {
     /// goes to the sender of this delivery (as [`Context::reply`]), one inside
     /// `<send to="NAME">…</send>` to `NAME` (as [`Context::send`]), any other is routed by its
     /// root (as [`Context::emit`]). Text without any payload gets `huh code="no-payload"`.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use agentpump::{Context, Delivery, Listener, ListenerError, PumpBuilder, QName, Registration};
+    /// # struct L;
+    /// # #[agentpump::async_trait]
+    /// # impl Listener for L {
+    /// # async fn handle(&self, msg: &Delivery, cx: &mut Context) -> Result<(), ListenerError> {
+    /// # if msg.is_system() { return Ok(()); }
+    /// cx.emit_text(r#"Sure! <reply><answer xmlns="urn:example:v1">42</answer></reply> Anything else?"#);
+    /// # Ok(())
+    /// # }
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let pump = PumpBuilder::new().register(Registration::new("me", L).accepts(QName::new("urn:example:v1", "ask"))).build()?;
+    /// let thread = pump.post(None, None, r#"<ask xmlns="urn:example:v1"/>"#).await?.thread();
+    /// # pump.settle(thread).await;
+    /// let answer = &pump.history(thread).await?[1];
+    /// assert_eq!((&*answer.payload, answer.to.as_deref()), (r#"<answer xmlns="urn:example:v1">42</answer>"#, Some("client")));
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn emit_text(&mut self, text: impl Into<String>) {
         self.outputs.push(Output::Text(text.into()));
     }
 
     /// Spawns a child thread; the answer is `thread-spawned`, and the child's end arrives as
     /// `thread-result`.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use agentpump::Spawn;
+    /// # use agentpump::{Context, Delivery, Listener, ListenerError, PumpBuilder, QName, Registration};
+    /// # struct L;
+    /// # #[agentpump::async_trait]
+    /// # impl Listener for L {
+    /// # async fn handle(&self, msg: &Delivery, cx: &mut Context) -> Result<(), ListenerError> {
+    /// # if msg.is_system() { return Ok(()); }
+    /// if msg.qname().local() == "ask" { // not the echo's answer, which comes back to me in the child
+    ///     cx.spawn(Spawn::new(r#"<say xmlns="urn:example:say:v1">hi</say>"#).sub_id("greeting"));
+    /// }
+    /// # Ok(())
+    /// # }
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let pump = PumpBuilder::new()
+    /// #     .register(Registration::new("me", L).accepts(QName::new("urn:example:v1", "ask")).peers(["echo"]))
+    /// #     .register(Registration::new("echo", agentpump::listeners::Echo).accepts(QName::new("urn:example:say:v1", "say")))
+    /// #     .build()?;
+    /// let root = pump.post(None, None, r#"<ask xmlns="urn:example:v1"/>"#).await?.thread();
+    /// # pump.settle(root).await;
+    /// let tree = pump.tree(root);
+    /// assert_eq!(tree.len(), 2); // the root and its child
+    /// assert!(tree[1].path.ends_with(".greeting"));
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn spawn(&mut self, spawn: Spawn) {
         self.emit(spawn.to_xml());
     }
 
     /// Finishes this thread; `payload` (may be empty) goes to the spawner as `thread-result`.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use agentpump::ThreadState;
+    /// # use agentpump::{Context, Delivery, Listener, ListenerError, PumpBuilder, QName, Registration};
+    /// # struct L;
+    /// # #[agentpump::async_trait]
+    /// # impl Listener for L {
+    /// # async fn handle(&self, msg: &Delivery, cx: &mut Context) -> Result<(), ListenerError> {
+    /// # if msg.is_system() { return Ok(()); }
+    /// cx.done(r#"<answer xmlns="urn:example:v1">42</answer>"#);
+    /// # Ok(())
+    /// # }
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let pump = PumpBuilder::new().register(Registration::new("me", L).accepts(QName::new("urn:example:v1", "ask"))).build()?;
+    /// let thread = pump.post(None, None, r#"<ask xmlns="urn:example:v1"/>"#).await?.thread();
+    /// # pump.settle(thread).await;
+    /// assert_eq!(pump.thread(thread).expect("known").state, ThreadState::Done);
+    /// assert!(pump.post(Some(thread), None, r#"<ask xmlns="urn:example:v1"/>"#).await.is_err()); // closed
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn done(&mut self, payload: impl AsRef<str>) {
         self.emit(format!(
             "<sys:thread-done xmlns:sys=\"{SYSTEM_NS}\">{}</sys:thread-done>",
@@ -311,6 +540,30 @@ impl Context {
     }
 
     /// Shrinks this listener's history view to the last `keep` messages before this request.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use agentpump::{Context, Delivery, Listener, ListenerError, PumpBuilder, QName, Registration};
+    /// # struct L;
+    /// # #[agentpump::async_trait]
+    /// # impl Listener for L {
+    /// # async fn handle(&self, msg: &Delivery, cx: &mut Context) -> Result<(), ListenerError> {
+    /// # if msg.is_system() { return Ok(()); }
+    /// cx.clear_context(0); // forget everything before this request
+    /// # Ok(())
+    /// # }
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let pump = PumpBuilder::new().register(Registration::new("me", L).accepts(QName::new("urn:example:v1", "ask"))).build()?;
+    /// let thread = pump.post(None, None, r#"<ask xmlns="urn:example:v1"/>"#).await?.thread();
+    /// # pump.settle(thread).await;
+    /// let history = pump.history(thread).await?;
+    /// assert!(history.iter().any(|r| r.root.local() == "context-cleared" && r.to.as_deref() == Some("me")));
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn clear_context(&mut self, keep: usize) {
         self.emit(format!(
             "<clear-context xmlns=\"{SYSTEM_NS}\" keep-messages=\"{keep}\"/>"
@@ -318,16 +571,95 @@ impl Context {
     }
 
     /// Sends a loop signal to the governor (`continue`, `done`, `abort`); see [`Signal`].
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use agentpump::governor::{Control, Signal};
+    /// # use agentpump::{Context, Delivery, Listener, ListenerError, PumpBuilder, QName, Registration};
+    /// # struct L;
+    /// # #[agentpump::async_trait]
+    /// # impl Listener for L {
+    /// # async fn handle(&self, msg: &Delivery, cx: &mut Context) -> Result<(), ListenerError> {
+    /// # if msg.is_system() { return Ok(()); }
+    /// cx.signal(Signal::new(Control::Abort).reason("no-data"));
+    /// # Ok(())
+    /// # }
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let pump = PumpBuilder::new().register(Registration::new("me", L).accepts(QName::new("urn:example:v1", "ask"))).build()?;
+    /// let thread = pump.post(None, None, r#"<ask xmlns="urn:example:v1"/>"#).await?.thread();
+    /// # pump.settle(thread).await;
+    /// let report = &pump.reports(thread).await?[0];
+    /// assert_eq!(report.class, "aborted");
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn signal(&mut self, signal: Signal) {
         self.emit(signal.to_xml());
     }
 
     /// Declares (or tightens) the thread's goal: criteria, certificates, r-p, budget.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use agentpump::governor::{Budget, CertificateType, Goal};
+    /// # use agentpump::{Context, Delivery, Listener, ListenerError, PumpBuilder, QName, Registration};
+    /// # struct L;
+    /// # #[agentpump::async_trait]
+    /// # impl Listener for L {
+    /// # async fn handle(&self, msg: &Delivery, cx: &mut Context) -> Result<(), ListenerError> {
+    /// # if msg.is_system() { return Ok(()); }
+    /// let budget = Budget { turns: Some(1), ..Budget::unlimited() };
+    /// cx.goal(&Goal { text: "answer once".into(), certificates: vec![CertificateType::Timeout], budget, ..Goal::default() });
+    /// cx.emit(r#"<ask xmlns="urn:example:v1"/>"#); // another turn: over the goal's budget
+    /// # Ok(())
+    /// # }
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let pump = PumpBuilder::new().register(Registration::new("me", L).accepts(QName::new("urn:example:v1", "ask")).role(agentpump::Role::Agent)).build()?;
+    /// let thread = pump.post(None, None, r#"<ask xmlns="urn:example:v1"/>"#).await?.thread();
+    /// # pump.settle(thread).await;
+    /// let report = &pump.reports(thread).await?[0];
+    /// assert_eq!((report.class.as_str(), report.stop_reason.as_str()), ("TIMEOUT", "max-turns"));
+    /// assert_eq!(report.goal.as_deref(), Some("answer once"));
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn goal(&mut self, goal: &Goal) {
         self.emit(goal.to_xml());
     }
 
     /// Reports the distance to the goal, an exact decimal (never a float).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use agentpump::governor::{CertificateType, Goal};
+    /// # use rust_decimal::Decimal;
+    /// # use agentpump::{Context, Delivery, Listener, ListenerError, PumpBuilder, QName, Registration};
+    /// # struct L;
+    /// # #[agentpump::async_trait]
+    /// # impl Listener for L {
+    /// # async fn handle(&self, msg: &Delivery, cx: &mut Context) -> Result<(), ListenerError> {
+    /// # if msg.is_system() { return Ok(()); }
+    /// cx.goal(&Goal { text: "converge".into(), certificates: vec![CertificateType::Converged], ..Goal::default() });
+    /// cx.residual(Decimal::new(1, 12)); // 0.000000000001, below the default r-p
+    /// # Ok(())
+    /// # }
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let pump = PumpBuilder::new().register(Registration::new("me", L).accepts(QName::new("urn:example:v1", "ask"))).build()?;
+    /// let thread = pump.post(None, None, r#"<ask xmlns="urn:example:v1"/>"#).await?.thread();
+    /// # pump.settle(thread).await;
+    /// assert_eq!(pump.reports(thread).await?[0].class, "CONVERGED");
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn residual(&mut self, value: Decimal) {
         self.emit(format!(
             "<residual xmlns=\"{GOVERNOR_NS}\" value=\"{value}\"/>"
@@ -335,6 +667,31 @@ impl Context {
     }
 
     /// Reports whether acceptance criterion `id` is met, with a link to the evidence.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use agentpump::{Context, Delivery, Listener, ListenerError, PumpBuilder, QName, Registration};
+    /// # struct L;
+    /// # #[agentpump::async_trait]
+    /// # impl Listener for L {
+    /// # async fn handle(&self, msg: &Delivery, cx: &mut Context) -> Result<(), ListenerError> {
+    /// # if msg.is_system() { return Ok(()); }
+    /// cx.criterion("tests-pass", true, "ci run 17");
+    /// # Ok(())
+    /// # }
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let pump = PumpBuilder::new().register(Registration::new("me", L).accepts(QName::new("urn:example:v1", "ask"))).build()?;
+    /// let thread = pump.post(None, None, r#"<ask xmlns="urn:example:v1"/>"#).await?.thread();
+    /// # pump.settle(thread).await;
+    /// let record = &pump.history(thread).await?[1];
+    /// assert_eq!(record.root.local(), "criterion");
+    /// assert!(record.payload.contains(r#"id="tests-pass" met="true" evidence="ci run 17""#));
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn criterion(&mut self, id: &str, met: bool, evidence: &str) {
         let (id, evidence) = (escape(id), escape(evidence));
         self.emit(format!(
@@ -343,6 +700,31 @@ impl Context {
     }
 
     /// Records something learned, lane-typed (A hard, B verified, C guidance).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use agentpump::governor::Lane;
+    /// # use agentpump::{Context, Delivery, Listener, ListenerError, PumpBuilder, QName, Registration};
+    /// # struct L;
+    /// # #[agentpump::async_trait]
+    /// # impl Listener for L {
+    /// # async fn handle(&self, msg: &Delivery, cx: &mut Context) -> Result<(), ListenerError> {
+    /// # if msg.is_system() { return Ok(()); }
+    /// cx.learning(Lane::B, "the cache must be warm");
+    /// # Ok(())
+    /// # }
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let pump = PumpBuilder::new().register(Registration::new("me", L).accepts(QName::new("urn:example:v1", "ask"))).build()?;
+    /// let thread = pump.post(None, None, r#"<ask xmlns="urn:example:v1"/>"#).await?.thread();
+    /// # pump.settle(thread).await;
+    /// let record = &pump.history(thread).await?[1];
+    /// assert_eq!(&*record.payload, r#"<learning xmlns="urn:agentpump:governor:v1" lane="B">the cache must be warm</learning>"#);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn learning(&mut self, lane: Lane, text: &str) {
         let text = escape(text);
         self.emit(format!(
@@ -384,6 +766,32 @@ impl Context {
     /// # Errors
     ///
     /// [`BudgetExhausted`] naming the budget that has no room.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use agentpump::Usage;
+    /// # use agentpump::{Context, Delivery, Listener, ListenerError, PumpBuilder, QName, Registration};
+    /// # struct L;
+    /// # #[agentpump::async_trait]
+    /// # impl Listener for L {
+    /// # async fn handle(&self, msg: &Delivery, cx: &mut Context) -> Result<(), ListenerError> {
+    /// # if msg.is_system() { return Ok(()); }
+    /// let call = Usage { tokens_in: 1_000, ..Usage::default() };
+    /// let answer = if cx.can_spend(&call).is_ok() { "yes" } else { "no" }; // tokens are unlimited by default
+    /// cx.reply(format!(r#"<fits xmlns="urn:example:v1">{answer}</fits>"#));
+    /// # Ok(())
+    /// # }
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let pump = PumpBuilder::new().register(Registration::new("me", L).accepts(QName::new("urn:example:v1", "ask"))).build()?;
+    /// let thread = pump.post(None, None, r#"<ask xmlns="urn:example:v1"/>"#).await?.thread();
+    /// # pump.settle(thread).await;
+    /// assert_eq!(&*pump.history(thread).await?[1].payload, r#"<fits xmlns="urn:example:v1">yes</fits>"#);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn can_spend(&self, usage: &Usage) -> Result<(), BudgetExhausted> {
         self.account
             .check(usage.amount())
@@ -391,6 +799,31 @@ impl Context {
     }
 
     /// What is left of each limited budget of this thread, by name.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use agentpump::governor::BudgetName;
+    /// # use agentpump::{Context, Delivery, Listener, ListenerError, PumpBuilder, QName, Registration};
+    /// # struct L;
+    /// # #[agentpump::async_trait]
+    /// # impl Listener for L {
+    /// # async fn handle(&self, msg: &Delivery, cx: &mut Context) -> Result<(), ListenerError> {
+    /// # if msg.is_system() { return Ok(()); }
+    /// let turns = cx.remaining().into_iter().find(|(name, _)| *name == BudgetName::Turns).map(|(_, left)| left);
+    /// cx.reply(format!(r#"<left xmlns="urn:example:v1">{}</left>"#, turns.unwrap_or_default()));
+    /// # Ok(())
+    /// # }
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let pump = PumpBuilder::new().register(Registration::new("me", L).accepts(QName::new("urn:example:v1", "ask"))).build()?;
+    /// let thread = pump.post(None, None, r#"<ask xmlns="urn:example:v1"/>"#).await?.thread();
+    /// # pump.settle(thread).await;
+    /// assert_eq!(&*pump.history(thread).await?[1].payload, r#"<left xmlns="urn:example:v1">9999</left>"#); // of 10 000
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn remaining(&self) -> Vec<(BudgetName, Decimal)> {
         self.account
             .snapshot()
@@ -401,6 +834,31 @@ impl Context {
 
     /// Reports model and tool use that already happened; it is charged to the thread's budget
     /// (even past a limit, which then halts the thread) and added to its counters.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use agentpump::Usage;
+    /// # use agentpump::{Context, Delivery, Listener, ListenerError, PumpBuilder, QName, Registration};
+    /// # struct L;
+    /// # #[agentpump::async_trait]
+    /// # impl Listener for L {
+    /// # async fn handle(&self, msg: &Delivery, cx: &mut Context) -> Result<(), ListenerError> {
+    /// # if msg.is_system() { return Ok(()); }
+    /// cx.usage(Usage { tokens_in: 120, tokens_out: 30, ..Usage::default() }); // a model call made
+    /// # Ok(())
+    /// # }
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let pump = PumpBuilder::new().register(Registration::new("me", L).accepts(QName::new("urn:example:v1", "ask"))).build()?;
+    /// let thread = pump.post(None, None, r#"<ask xmlns="urn:example:v1"/>"#).await?.thread();
+    /// # pump.settle(thread).await;
+    /// let counters = pump.thread(thread).expect("known").counters;
+    /// assert_eq!((counters.tokens_in, counters.tokens_out), (120, 30));
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn usage(&mut self, usage: Usage) {
         self.usage.add(&usage);
     }
@@ -412,6 +870,30 @@ impl Context {
     /// # Errors
     ///
     /// [`HistoryError::Query`] when the store cannot be read.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use agentpump::{Context, Delivery, Listener, ListenerError, PumpBuilder, QName, Registration};
+    /// # struct L;
+    /// # #[agentpump::async_trait]
+    /// # impl Listener for L {
+    /// # async fn handle(&self, msg: &Delivery, cx: &mut Context) -> Result<(), ListenerError> {
+    /// # if msg.is_system() { return Ok(()); }
+    /// let seen = cx.history().await.map_err(ListenerError::failed)?.len();
+    /// cx.reply(format!(r#"<seen xmlns="urn:example:v1">{seen}</seen>"#));
+    /// # Ok(())
+    /// # }
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let pump = PumpBuilder::new().register(Registration::new("me", L).accepts(QName::new("urn:example:v1", "ask"))).build()?;
+    /// let thread = pump.post(None, None, r#"<ask xmlns="urn:example:v1"/>"#).await?.thread();
+    /// # pump.settle(thread).await;
+    /// assert_eq!(&*pump.history(thread).await?[1].payload, r#"<seen xmlns="urn:example:v1">1</seen>"#); // the ask
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn history(&self) -> Result<Vec<Record>, HistoryError> {
         let mut records = self.store.thread(self.thread).await?;
         // Nothing after this delivery: queue order is history order, so what follows it has not
@@ -444,6 +926,30 @@ impl Context {
     /// # Errors
     ///
     /// [`HistoryError::Query`] when the store cannot be read.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use agentpump::{Context, Delivery, Listener, ListenerError, PumpBuilder, QName, Registration};
+    /// # struct L;
+    /// # #[agentpump::async_trait]
+    /// # impl Listener for L {
+    /// # async fn handle(&self, msg: &Delivery, cx: &mut Context) -> Result<(), ListenerError> {
+    /// # if msg.is_system() { return Ok(()); }
+    /// let all = cx.whole_history().await.map_err(ListenerError::failed)?.len();
+    /// cx.reply(format!(r#"<all xmlns="urn:example:v1">{all}</all>"#));
+    /// # Ok(())
+    /// # }
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let pump = PumpBuilder::new().register(Registration::new("me", L).accepts(QName::new("urn:example:v1", "ask"))).build()?;
+    /// let thread = pump.post(None, None, r#"<ask xmlns="urn:example:v1"/>"#).await?.thread();
+    /// # pump.settle(thread).await;
+    /// assert_eq!(&*pump.history(thread).await?[1].payload, r#"<all xmlns="urn:example:v1">1</all>"#);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn whole_history(&self) -> Result<Vec<Record>, HistoryError> {
         self.store.thread(self.thread).await
     }
@@ -454,6 +960,32 @@ impl Context {
     /// For a listener that must confirm work to something outside the pump only once the pump
     /// has it for good: a remote listener acknowledges its work item here. A second call
     /// replaces the first.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use std::sync::atomic::{AtomicBool, Ordering};
+    /// # static CONFIRMED: AtomicBool = AtomicBool::new(false);
+    /// # use agentpump::{Context, Delivery, Listener, ListenerError, PumpBuilder, QName, Registration};
+    /// # struct L;
+    /// # #[agentpump::async_trait]
+    /// # impl Listener for L {
+    /// # async fn handle(&self, msg: &Delivery, cx: &mut Context) -> Result<(), ListenerError> {
+    /// # if msg.is_system() { return Ok(()); }
+    /// cx.reply(r#"<ok xmlns="urn:example:v1"/>"#);
+    /// cx.on_commit(|| CONFIRMED.store(true, Ordering::SeqCst)); // once the reply is in history
+    /// # Ok(())
+    /// # }
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let pump = PumpBuilder::new().register(Registration::new("me", L).accepts(QName::new("urn:example:v1", "ask"))).build()?;
+    /// let thread = pump.post(None, None, r#"<ask xmlns="urn:example:v1"/>"#).await?.thread();
+    /// pump.settle(thread).await;
+    /// assert!(CONFIRMED.load(Ordering::SeqCst));
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn on_commit(&mut self, f: impl FnOnce() + Send + 'static) {
         *self.on_commit.get_mut().unwrap_or_else(|e| e.into_inner()) = Some(Box::new(f));
     }

@@ -19,21 +19,149 @@ pub struct ThreadResult {
 
 impl ThreadResult {
     /// The child thread.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use agentpump::Spawn;
+    /// # use agentpump::{Context, Delivery, Listener, ListenerError, PumpBuilder, QName, Registration};
+    /// # struct L;
+    /// # #[agentpump::async_trait]
+    /// # impl Listener for L {
+    /// # async fn handle(&self, msg: &Delivery, cx: &mut Context) -> Result<(), ListenerError> {
+    /// if let Some(result) = msg.thread_result() {
+    ///     cx.send("client", format!(r#"<child xmlns="urn:example:v1">{}</child>"#, result.thread()));
+    /// } else if msg.qname().local() == "ask" {
+    ///     cx.spawn(Spawn::new(r#"<say xmlns="urn:example:say:v1">hi</say>"#));
+    /// }
+    /// # Ok(())
+    /// # }
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let pump = PumpBuilder::new()
+    /// #     .register(Registration::new("me", L).accepts(QName::new("urn:example:v1", "ask")).peers(["echo"]))
+    /// #     .register(Registration::new("echo", agentpump::listeners::Echo).accepts(QName::new("urn:example:say:v1", "say")))
+    /// #     .build()?;
+    /// let root = pump.post(None, None, r#"<ask xmlns="urn:example:v1"/>"#).await?.thread();
+    /// # pump.settle(root).await;
+    /// let child = pump.tree(root)[1].id;
+    /// assert!(pump.history(root).await?.iter().any(|r| r.payload.contains(&child.to_string())));
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn thread(&self) -> ThreadId {
         self.thread
     }
 
     /// How it ended: done, idle (ran out of work) or halted.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use agentpump::Spawn;
+    /// # use agentpump::{Context, Delivery, Listener, ListenerError, PumpBuilder, QName, Registration};
+    /// # struct L;
+    /// # #[agentpump::async_trait]
+    /// # impl Listener for L {
+    /// # async fn handle(&self, msg: &Delivery, cx: &mut Context) -> Result<(), ListenerError> {
+    /// if let Some(result) = msg.thread_result() {
+    ///     cx.send("client", format!(r#"<ended xmlns="urn:example:v1">{}</ended>"#, result.status().as_str()));
+    /// } else if msg.qname().local() == "ask" {
+    ///     cx.spawn(Spawn::new(r#"<say xmlns="urn:example:say:v1">hi</say>"#));
+    /// }
+    /// # Ok(())
+    /// # }
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let pump = PumpBuilder::new()
+    /// #     .register(Registration::new("me", L).accepts(QName::new("urn:example:v1", "ask")).peers(["echo"]))
+    /// #     .register(Registration::new("echo", agentpump::listeners::Echo).accepts(QName::new("urn:example:say:v1", "say")))
+    /// #     .build()?;
+    /// let root = pump.post(None, None, r#"<ask xmlns="urn:example:v1"/>"#).await?.thread();
+    /// # pump.settle(root).await;
+    /// let last = pump.history(root).await?.pop().expect("records");
+    /// assert_eq!(&*last.payload, r#"<ended xmlns="urn:example:v1">idle</ended>"#); // it ran out of work
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn status(&self) -> ThreadStatus {
         self.status
     }
 
     /// For a halted child: the halt class (`TIMEOUT`, …) and reason (`max-turns`, …).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use agentpump::{Spawn, governor::Budget};
+    /// # use agentpump::{Context, Delivery, Listener, ListenerError, PumpBuilder, QName, Registration};
+    /// # struct L;
+    /// # #[agentpump::async_trait]
+    /// # impl Listener for L {
+    /// # async fn handle(&self, msg: &Delivery, cx: &mut Context) -> Result<(), ListenerError> {
+    /// if let Some(result) = msg.thread_result() {
+    ///     let (class, reason) = result.halt().unwrap_or(("-", "-"));
+    ///     cx.send("client", format!(r#"<halted xmlns="urn:example:v1">{class} {reason}</halted>"#));
+    /// } else if msg.qname().local() == "ask" {
+    ///     let one_turn = Budget { turns: Some(1), ..Budget::unlimited() }; // the echo's answer is a second
+    ///     cx.spawn(Spawn::new(r#"<say xmlns="urn:example:say:v1">hi</say>"#).budget(one_turn));
+    /// }
+    /// # Ok(())
+    /// # }
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let pump = PumpBuilder::new()
+    /// #     .register(Registration::new("me", L).accepts(QName::new("urn:example:v1", "ask")).peers(["echo"]))
+    /// #     .register(Registration::new("echo", agentpump::listeners::Echo).accepts(QName::new("urn:example:say:v1", "say")))
+    /// #     .build()?;
+    /// let root = pump.post(None, None, r#"<ask xmlns="urn:example:v1"/>"#).await?.thread();
+    /// # pump.settle(root).await;
+    /// let last = pump.history(root).await?.pop().expect("records");
+    /// assert_eq!(&*last.payload, r#"<halted xmlns="urn:example:v1">TIMEOUT max-turns</halted>"#);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn halt(&self) -> Option<(&str, &str)> {
         self.halt.as_ref().map(|(c, r)| (c.as_str(), r.as_str()))
     }
 
     /// The child's final payload (its `thread-done` payload, or its last one), if any.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use agentpump::Spawn;
+    /// # use agentpump::{Context, Delivery, Listener, ListenerError, PumpBuilder, QName, Registration};
+    /// # struct L;
+    /// # #[agentpump::async_trait]
+    /// # impl Listener for L {
+    /// # async fn handle(&self, msg: &Delivery, cx: &mut Context) -> Result<(), ListenerError> {
+    /// if let Some(result) = msg.thread_result() {
+    ///     if let Some(last) = result.payload() {
+    ///         cx.send("client", last.as_str()); // the echo's answer, the child's last payload
+    ///     }
+    /// } else if msg.qname().local() == "ask" {
+    ///     cx.spawn(Spawn::new(r#"<say xmlns="urn:example:say:v1">hi</say>"#));
+    /// }
+    /// # Ok(())
+    /// # }
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let pump = PumpBuilder::new()
+    /// #     .register(Registration::new("me", L).accepts(QName::new("urn:example:v1", "ask")).peers(["echo"]))
+    /// #     .register(Registration::new("echo", agentpump::listeners::Echo).accepts(QName::new("urn:example:say:v1", "say")))
+    /// #     .build()?;
+    /// let root = pump.post(None, None, r#"<ask xmlns="urn:example:v1"/>"#).await?.thread();
+    /// # pump.settle(root).await;
+    /// let last = pump.history(root).await?.pop().expect("records");
+    /// assert_eq!(&*last.payload, r#"<say xmlns="urn:example:say:v1">hi</say>"#);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn payload(&self) -> Option<&Payload> {
         self.payload.as_ref()
     }
@@ -50,16 +178,97 @@ pub struct SystemError {
 
 impl SystemError {
     /// The code (`handler-failed`, `no-route`, `budget-warning`, …).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use agentpump::{Context, Delivery, Listener, ListenerError, PumpBuilder, QName, Registration};
+    /// # struct L;
+    /// # #[agentpump::async_trait]
+    /// # impl Listener for L {
+    /// # async fn handle(&self, msg: &Delivery, cx: &mut Context) -> Result<(), ListenerError> {
+    /// if let Some(error) = msg.system_error() {
+    ///     cx.send("client", format!(r#"<failed xmlns="urn:example:v1">{}</failed>"#, error.code()));
+    /// } else if !msg.is_system() {
+    ///     cx.send("nobody", r#"<ask xmlns="urn:example:v1"/>"#); // no such listener
+    /// }
+    /// # Ok(())
+    /// # }
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let pump = PumpBuilder::new().register(Registration::new("me", L).accepts(QName::new("urn:example:v1", "ask"))).build()?;
+    /// let thread = pump.post(None, None, r#"<ask xmlns="urn:example:v1"/>"#).await?.thread();
+    /// # pump.settle(thread).await;
+    /// let last = pump.history(thread).await?.pop().expect("records");
+    /// assert_eq!(&*last.payload, r#"<failed xmlns="urn:example:v1">no-route</failed>"#);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn code(&self) -> &str {
         &self.code
     }
 
     /// What exactly happened.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use agentpump::{Context, Delivery, Listener, ListenerError, PumpBuilder, QName, Registration};
+    /// # struct L;
+    /// # #[agentpump::async_trait]
+    /// # impl Listener for L {
+    /// # async fn handle(&self, msg: &Delivery, cx: &mut Context) -> Result<(), ListenerError> {
+    /// if let Some(error) = msg.system_error() {
+    ///     cx.send("client", format!(r#"<failed xmlns="urn:example:v1">{}</failed>"#, error.message()));
+    /// } else if !msg.is_system() {
+    ///     cx.send("nobody", r#"<ask xmlns="urn:example:v1"/>"#); // no such listener
+    /// }
+    /// # Ok(())
+    /// # }
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let pump = PumpBuilder::new().register(Registration::new("me", L).accepts(QName::new("urn:example:v1", "ask"))).build()?;
+    /// let thread = pump.post(None, None, r#"<ask xmlns="urn:example:v1"/>"#).await?.thread();
+    /// # pump.settle(thread).await;
+    /// let last = pump.history(thread).await?.pop().expect("records");
+    /// assert!(last.payload.starts_with(r#"<failed xmlns="urn:example:v1">"#) && last.payload.contains("nobody"));
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn message(&self) -> &str {
         &self.message
     }
 
     /// Whether sending the same message again may succeed.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use agentpump::{Context, Delivery, Listener, ListenerError, PumpBuilder, QName, Registration};
+    /// # struct L;
+    /// # #[agentpump::async_trait]
+    /// # impl Listener for L {
+    /// # async fn handle(&self, msg: &Delivery, cx: &mut Context) -> Result<(), ListenerError> {
+    /// if let Some(error) = msg.system_error() {
+    ///     cx.send("client", format!(r#"<retry xmlns="urn:example:v1">{}</retry>"#, error.retry_allowed()));
+    /// } else if !msg.is_system() {
+    ///     cx.send("nobody", r#"<ask xmlns="urn:example:v1"/>"#); // no such listener: sending again cannot help
+    /// }
+    /// # Ok(())
+    /// # }
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let pump = PumpBuilder::new().register(Registration::new("me", L).accepts(QName::new("urn:example:v1", "ask"))).build()?;
+    /// let thread = pump.post(None, None, r#"<ask xmlns="urn:example:v1"/>"#).await?.thread();
+    /// # pump.settle(thread).await;
+    /// let last = pump.history(thread).await?.pop().expect("records");
+    /// assert_eq!(&*last.payload, r#"<retry xmlns="urn:example:v1">false</retry>"#);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn retry_allowed(&self) -> bool {
         self.retry_allowed
     }
@@ -74,11 +283,65 @@ pub struct Huh {
 
 impl Huh {
     /// The code (`malformed-xml`, `unknown-root`, …).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use agentpump::{Context, Delivery, Listener, ListenerError, PumpBuilder, QName, Registration};
+    /// # struct L;
+    /// # #[agentpump::async_trait]
+    /// # impl Listener for L {
+    /// # async fn handle(&self, msg: &Delivery, cx: &mut Context) -> Result<(), ListenerError> {
+    /// if let Some(huh) = msg.huh() {
+    ///     cx.send("client", format!(r#"<refused xmlns="urn:example:v1">{}</refused>"#, huh.code()));
+    /// } else if !msg.is_system() {
+    ///     cx.emit("<oops"); // not well-formed
+    /// }
+    /// # Ok(())
+    /// # }
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let pump = PumpBuilder::new().register(Registration::new("me", L).accepts(QName::new("urn:example:v1", "ask"))).build()?;
+    /// let thread = pump.post(None, None, r#"<ask xmlns="urn:example:v1"/>"#).await?.thread();
+    /// # pump.settle(thread).await;
+    /// let last = pump.history(thread).await?.pop().expect("records");
+    /// assert_eq!(&*last.payload, r#"<refused xmlns="urn:example:v1">malformed-xml</refused>"#);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn code(&self) -> &str {
         &self.code
     }
 
     /// What exactly was wrong, and where.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use agentpump::{Context, Delivery, Listener, ListenerError, PumpBuilder, QName, Registration};
+    /// # struct L;
+    /// # #[agentpump::async_trait]
+    /// # impl Listener for L {
+    /// # async fn handle(&self, msg: &Delivery, cx: &mut Context) -> Result<(), ListenerError> {
+    /// if let Some(huh) = msg.huh() {
+    ///     cx.send("client", format!(r#"<refused xmlns="urn:example:v1">{}</refused>"#, huh.message()));
+    /// } else if !msg.is_system() {
+    ///     cx.emit(r#"<unknown xmlns="urn:example:v1"/>"#); // nobody accepts this root
+    /// }
+    /// # Ok(())
+    /// # }
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let pump = PumpBuilder::new().register(Registration::new("me", L).accepts(QName::new("urn:example:v1", "ask"))).build()?;
+    /// let thread = pump.post(None, None, r#"<ask xmlns="urn:example:v1"/>"#).await?.thread();
+    /// # pump.settle(thread).await;
+    /// let last = pump.history(thread).await?.pop().expect("records");
+    /// assert_eq!(&*last.payload, r#"<refused xmlns="urn:example:v1">no listener accepts {urn:example:v1}unknown</refused>"#);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn message(&self) -> &str {
         &self.message
     }
@@ -94,16 +357,109 @@ pub struct ThreadSpawned {
 
 impl ThreadSpawned {
     /// The child's id.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use agentpump::Spawn;
+    /// # use agentpump::{Context, Delivery, Listener, ListenerError, PumpBuilder, QName, Registration};
+    /// # struct L;
+    /// # #[agentpump::async_trait]
+    /// # impl Listener for L {
+    /// # async fn handle(&self, msg: &Delivery, cx: &mut Context) -> Result<(), ListenerError> {
+    /// if let Some(spawned) = msg.thread_spawned() {
+    ///     cx.send("client", format!(r#"<spawned xmlns="urn:example:v1">{}</spawned>"#, spawned.child() != spawned.parent()));
+    /// } else if msg.qname().local() == "ask" {
+    ///     cx.spawn(Spawn::new(r#"<say xmlns="urn:example:say:v1">hi</say>"#).sub_id("part1"));
+    /// }
+    /// # Ok(())
+    /// # }
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let pump = PumpBuilder::new()
+    /// #     .register(Registration::new("me", L).accepts(QName::new("urn:example:v1", "ask")).peers(["echo"]))
+    /// #     .register(Registration::new("echo", agentpump::listeners::Echo).accepts(QName::new("urn:example:say:v1", "say")))
+    /// #     .build()?;
+    /// let root = pump.post(None, None, r#"<ask xmlns="urn:example:v1"/>"#).await?.thread();
+    /// # pump.settle(root).await;
+    /// let history = pump.history(root).await?;
+    /// assert!(history.iter().any(|r| &*r.payload == r#"<spawned xmlns="urn:example:v1">true</spawned>"#));
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn child(&self) -> ThreadId {
         self.assigned
     }
 
     /// The spawning thread.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use agentpump::Spawn;
+    /// # use agentpump::{Context, Delivery, Listener, ListenerError, PumpBuilder, QName, Registration};
+    /// # struct L;
+    /// # #[agentpump::async_trait]
+    /// # impl Listener for L {
+    /// # async fn handle(&self, msg: &Delivery, cx: &mut Context) -> Result<(), ListenerError> {
+    /// if let Some(spawned) = msg.thread_spawned() {
+    ///     cx.send("client", format!(r#"<spawned xmlns="urn:example:v1">{}</spawned>"#, spawned.parent() == msg.thread()));
+    /// } else if msg.qname().local() == "ask" {
+    ///     cx.spawn(Spawn::new(r#"<say xmlns="urn:example:say:v1">hi</say>"#).sub_id("part1"));
+    /// }
+    /// # Ok(())
+    /// # }
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let pump = PumpBuilder::new()
+    /// #     .register(Registration::new("me", L).accepts(QName::new("urn:example:v1", "ask")).peers(["echo"]))
+    /// #     .register(Registration::new("echo", agentpump::listeners::Echo).accepts(QName::new("urn:example:say:v1", "say")))
+    /// #     .build()?;
+    /// let root = pump.post(None, None, r#"<ask xmlns="urn:example:v1"/>"#).await?.thread();
+    /// # pump.settle(root).await;
+    /// let history = pump.history(root).await?;
+    /// assert!(history.iter().any(|r| &*r.payload == r#"<spawned xmlns="urn:example:v1">true</spawned>"#));
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn parent(&self) -> ThreadId {
         self.parent
     }
 
     /// The child's display path (`46a2acab.part1`).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use agentpump::Spawn;
+    /// # use agentpump::{Context, Delivery, Listener, ListenerError, PumpBuilder, QName, Registration};
+    /// # struct L;
+    /// # #[agentpump::async_trait]
+    /// # impl Listener for L {
+    /// # async fn handle(&self, msg: &Delivery, cx: &mut Context) -> Result<(), ListenerError> {
+    /// if let Some(spawned) = msg.thread_spawned() {
+    ///     cx.send("client", format!(r#"<spawned xmlns="urn:example:v1">{}</spawned>"#, spawned.path()));
+    /// } else if msg.qname().local() == "ask" {
+    ///     cx.spawn(Spawn::new(r#"<say xmlns="urn:example:say:v1">hi</say>"#).sub_id("part1"));
+    /// }
+    /// # Ok(())
+    /// # }
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let pump = PumpBuilder::new()
+    /// #     .register(Registration::new("me", L).accepts(QName::new("urn:example:v1", "ask")).peers(["echo"]))
+    /// #     .register(Registration::new("echo", agentpump::listeners::Echo).accepts(QName::new("urn:example:say:v1", "say")))
+    /// #     .build()?;
+    /// let root = pump.post(None, None, r#"<ask xmlns="urn:example:v1"/>"#).await?.thread();
+    /// # pump.settle(root).await;
+    /// let history = pump.history(root).await?;
+    /// assert!(history.iter().any(|r| r.payload.ends_with(r#".part1</spawned>"#))); // `1a2b3c4d.part1`
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn path(&self) -> &str {
         &self.path
     }

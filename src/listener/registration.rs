@@ -8,6 +8,14 @@ use super::Listener;
 use crate::QName;
 
 /// What part a listener plays. Agents' roots are exclusive: no two agents accept the same root.
+///
+/// # Example
+///
+/// ```
+/// use agentpump::{Registration, Role, listeners::Echo};
+/// let planner = Registration::new("planner", Echo).role(Role::Agent);
+/// assert_eq!((planner.listener_role().as_str(), planner.loops()), ("agent", true));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Role {
     /// Does one job on request (a calculator, a search).
@@ -22,6 +30,14 @@ pub enum Role {
 
 impl Role {
     /// The role as written in configuration.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use agentpump::Role;
+    /// assert_eq!(Role::Agent.as_str(), "agent");
+    /// assert_eq!(Role::Tool.as_str(), "tool");
+    /// ```
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Tool => "tool",
@@ -161,11 +177,30 @@ impl Registration {
     pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 
     /// Registers `listener` under `name`, as a [`Role::Tool`] accepting nothing yet.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use agentpump::{Registration, Role, listeners::Echo};
+    /// let echo = Registration::new("echo", Echo);
+    /// assert_eq!((echo.name(), echo.listener_role()), ("echo", Role::Tool));
+    /// assert!(echo.roots().is_empty()); // accepts nothing yet
+    /// ```
     pub fn new(name: impl AsRef<str>, listener: impl Listener) -> Self {
         Self::from_shared(name, Arc::new(listener))
     }
 
     /// Registers a shared listener (one built elsewhere, e.g. from a builtin name).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use agentpump::{Listener, Registration, listeners::Echo};
+    /// let shared: Arc<dyn Listener> = Arc::new(Echo); // one listener under two names
+    /// let (a, b) = (Registration::from_shared("a", shared.clone()), Registration::from_shared("b", shared));
+    /// assert_eq!((a.name(), b.name()), ("a", "b"));
+    /// ```
     pub fn from_shared(name: impl AsRef<str>, listener: Arc<dyn Listener>) -> Self {
         Self {
             name: Arc::from(name.as_ref()),
@@ -198,18 +233,46 @@ impl Registration {
     }
 
     /// Adds a root this listener accepts.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use agentpump::{QName, Registration, listeners::Echo};
+    /// let echo = Registration::new("echo", Echo)
+    ///     .accepts(QName::new("urn:example:v1", "say"))
+    ///     .accepts(QName::new("urn:example:v1", "shout"));
+    /// assert_eq!(echo.roots()[1].local(), "shout");
+    /// ```
     pub fn accepts(mut self, root: QName) -> Self {
         self.accepts.push(root);
         self
     }
 
     /// Sets the one-line description shown to agents and in listings.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use agentpump::{Registration, listeners::Echo};
+    /// let echo = Registration::new("echo", Echo).description("says back what it is told");
+    /// assert_eq!(echo.about(), "says back what it is told");
+    /// ```
     pub fn description(mut self, text: impl Into<String>) -> Self {
         self.description = text.into();
         self
     }
 
     /// Sets the listeners this one may address (besides itself and the sender it replies to).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use agentpump::{PumpBuilder, QName, Registration, listeners::Echo};
+    /// let say = QName::new("urn:example:v1", "say");
+    /// let a = Registration::new("a", Echo).accepts(say.clone()).peers(["b"]);
+    /// assert!(PumpBuilder::new().register(a.clone()).check().is_err()); // `b` is unknown
+    /// assert!(PumpBuilder::new().register(a).register(Registration::new("b", Echo).accepts(say)).check().is_ok());
+    /// ```
     pub fn peers<I, S>(mut self, peers: I) -> Self
     where
         I: IntoIterator<Item = S>,
@@ -220,6 +283,17 @@ impl Registration {
     }
 
     /// Sets the role.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use agentpump::{PumpBuilder, QName, Registration, Role, listeners::Echo};
+    /// let root = QName::new("urn:example:v1", "plan");
+    /// let agent = |name| Registration::new(name, Echo).accepts(root.clone()).role(Role::Agent);
+    /// assert!(agent("a").loops()); // agents may iterate
+    /// let refused = PumpBuilder::new().register(agent("a")).register(agent("b")).check();
+    /// assert!(refused.unwrap_err().to_string().contains("an agent's root is its own"));
+    /// ```
     pub fn role(mut self, role: Role) -> Self {
         self.role = role;
         self
@@ -232,12 +306,45 @@ impl Registration {
     /// with [`Context::spend`](crate::Context::spend) before that, which stays charged to the
     /// budget but is missing from the thread's counters (its context never came back). Costs a
     /// thread handoff per delivery (a few microseconds); async handlers should not use it.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use agentpump::{Context, Delivery, Listener, ListenerError, PumpBuilder, QName, Registration};
+    /// struct Slow; // calls blocking code
+    /// #[agentpump::async_trait]
+    /// impl Listener for Slow {
+    ///     async fn handle(&self, msg: &Delivery, cx: &mut Context) -> Result<(), ListenerError> {
+    ///         let text = std::fs::read_to_string("/dev/null").map_err(ListenerError::failed)?; // blocks
+    ///         if !msg.is_system() { cx.reply(format!(r#"<read xmlns="urn:example:v1">{}</read>"#, text.len())); }
+    ///         Ok(())
+    ///     }
+    /// }
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let slow = Registration::new("slow", Slow).accepts(QName::new("urn:example:v1", "ask")).blocking();
+    /// let pump = PumpBuilder::new().register(slow).build()?;
+    /// let thread = pump.post(None, None, r#"<ask xmlns="urn:example:v1"/>"#).await?.thread();
+    /// pump.settle(thread).await;
+    /// assert_eq!(&*pump.history(thread).await?[1].payload, r#"<read xmlns="urn:example:v1">0</read>"#);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn blocking(mut self) -> Self {
         self.blocking = true;
         self
     }
 
     /// Sets the delivery timeout.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use agentpump::{Registration, listeners::Echo};
+    /// let echo = Registration::new("echo", Echo).timeout(Duration::from_secs(5));
+    /// assert_eq!(echo.delivery_timeout(), Duration::from_secs(5));
+    /// ```
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
         self
@@ -246,38 +353,92 @@ impl Registration {
     /// Allows or forbids messaging itself (iterating). Default: allowed for [`Role::Agent`] and
     /// [`Role::Process`], forbidden otherwise — a tool that addresses itself gets
     /// `system-error code="loop-not-permitted"`.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use agentpump::{Registration, Role, listeners::Echo};
+    /// assert!(!Registration::new("t", Echo).loops()); // a tool does not iterate by default
+    /// assert!(Registration::new("t", Echo).may_loop(true).loops());
+    /// assert!(!Registration::new("a", Echo).role(Role::Agent).may_loop(false).loops());
+    /// ```
     pub fn may_loop(mut self, allowed: bool) -> Self {
         self.may_loop = Some(allowed);
         self
     }
 
     /// Whether this listener may message itself.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use agentpump::{Registration, Role, listeners::Echo};
+    /// assert!(Registration::new("p", Echo).role(Role::Process).loops());
+    /// assert!(!Registration::new("v", Echo).role(Role::Verifier).loops());
+    /// ```
     pub fn loops(&self) -> bool {
         self.may_loop
             .unwrap_or(matches!(self.role, Role::Agent | Role::Process))
     }
 
     /// The registered name.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use agentpump::{Registration, listeners::Echo};
+    /// assert_eq!(Registration::new("echo", Echo).name(), "echo");
+    /// ```
     pub fn name(&self) -> &str {
         &self.name
     }
 
     /// The roots it accepts.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use agentpump::{QName, Registration, listeners::Echo};
+    /// let say = QName::new("urn:example:v1", "say");
+    /// assert_eq!(Registration::new("echo", Echo).accepts(say.clone()).roots(), [say]);
+    /// ```
     pub fn roots(&self) -> &[QName] {
         &self.accepts
     }
 
     /// The one-line description.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use agentpump::{Registration, listeners::Echo};
+    /// assert_eq!(Registration::new("echo", Echo).about(), ""); // none given
+    /// assert_eq!(Registration::new("echo", Echo).description("repeats").about(), "repeats");
+    /// ```
     pub fn about(&self) -> &str {
         &self.description
     }
 
     /// The role.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use agentpump::{Registration, Role, listeners::Echo};
+    /// assert_eq!(Registration::new("v", Echo).role(Role::Verifier).listener_role(), Role::Verifier);
+    /// ```
     pub fn listener_role(&self) -> Role {
         self.role
     }
 
     /// How long one delivery may run before the pump cancels it.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use agentpump::{Registration, listeners::Echo};
+    /// assert_eq!(Registration::new("echo", Echo).delivery_timeout(), Registration::DEFAULT_TIMEOUT); // 30 s
+    /// ```
     pub fn delivery_timeout(&self) -> Duration {
         self.timeout
     }

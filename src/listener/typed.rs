@@ -50,6 +50,35 @@ pub trait TypedListener: Send + Sync + 'static {
     /// # Errors
     ///
     /// As [`Listener::handle`].
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use agentpump::{Context, ListenerError, PumpBuilder, QName, Registration, Typed, TypedListener};
+    /// #[derive(serde::Deserialize)]
+    /// struct Add { a: i64, b: i64 }
+    /// #[derive(serde::Serialize)]
+    /// struct Sum { value: i64 }
+    /// struct Adder;
+    /// #[agentpump::async_trait]
+    /// impl TypedListener for Adder {
+    ///     type Input = Add;
+    ///     type Output = Sum;
+    ///     const OUTPUT_ROOT: (&'static str, &'static str) = ("urn:example:calc:v1", "sum");
+    ///     async fn call(&self, add: Add, _cx: &mut Context) -> Result<Sum, ListenerError> {
+    ///         Ok(Sum { value: add.a + add.b })
+    ///     }
+    /// }
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let add = QName::new("urn:example:calc:v1", "add");
+    /// let pump = PumpBuilder::new().register(Registration::new("adder", Typed(Adder)).accepts(add)).build()?;
+    /// let thread = pump.post(None, None, r#"<add xmlns="urn:example:calc:v1"><a>1</a><b>2</b></add>"#).await?.thread();
+    /// pump.settle(thread).await;
+    /// assert_eq!(&*pump.history(thread).await?[1].payload, r#"<sum xmlns="urn:example:calc:v1"><value>3</value></sum>"#);
+    /// # Ok(())
+    /// # }
+    /// ```
     async fn call(
         &self,
         input: Self::Input,
@@ -58,6 +87,39 @@ pub trait TypedListener: Send + Sync + 'static {
 }
 
 /// Adapts a [`TypedListener`] into a [`Listener`].
+///
+/// # Example
+///
+/// ```
+/// # use agentpump::{Context, ListenerError, PumpBuilder, QName, Registration, Typed, TypedListener};
+/// #[derive(serde::Deserialize)]
+/// struct Shout { #[serde(rename = "$text")] text: String }
+/// #[derive(serde::Serialize)]
+/// struct Loud { #[serde(rename = "$text")] text: String }
+/// struct Upper;
+/// #[agentpump::async_trait]
+/// impl TypedListener for Upper {
+///     type Input = Shout;
+///     type Output = Loud;
+///     const OUTPUT_ROOT: (&'static str, &'static str) = ("urn:example:v1", "loud");
+///     async fn call(&self, shout: Shout, _cx: &mut Context) -> Result<Loud, ListenerError> {
+///         Ok(Loud { text: shout.text.to_uppercase() })
+///     }
+/// }
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let shout = QName::new("urn:example:v1", "shout");
+/// let pump = PumpBuilder::new().register(Registration::new("upper", Typed(Upper)).accepts(shout)).build()?;
+/// let thread = pump.post(None, None, r#"<shout xmlns="urn:example:v1">hi</shout>"#).await?.thread();
+/// pump.settle(thread).await;
+/// assert_eq!(&*pump.history(thread).await?[1].payload, r#"<loud xmlns="urn:example:v1">HI</loud>"#);
+/// let wrong = pump.post(Some(thread), None, r#"<shout xmlns="urn:example:v1"><a/></shout>"#).await?;
+/// # pump.settle(thread).await;
+/// let answer = pump.history(thread).await?.pop().expect("an answer");
+/// assert_eq!(answer.in_reply_to, Some(wrong.ids()[0]));
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone)]
 pub struct Typed<L>(pub L);
 

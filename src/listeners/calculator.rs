@@ -41,11 +41,33 @@ static SIGNATURE: LazyLock<Signature> = LazyLock::new(|| {
 /// parentheses, unary minus, and `sqrt(x)`. Never a float. Nesting (parentheses, `sqrt(` and
 /// unary minus together) stops at [`MAX_DEPTH`] levels with [`CalcError::TooDeep`], so no
 /// expression can exhaust the stack of the thread that evaluates it.
+///
+/// # Example
+///
+/// ```
+/// # use agentpump::{PumpBuilder, Registration, listeners::Calculator, tool::TOOL_NS};
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let calculator = Registration::new("calculator", Calculator).accepts(Calculator::root()).accepts(agentpump::QName::new(TOOL_NS, "call"));
+/// let pump = PumpBuilder::new().register(calculator).build()?;
+/// let thread = pump.post(None, None, r#"<calc xmlns="urn:agentpump:calc:v1">(1 + 2) / 4</calc>"#).await?.thread();
+/// pump.settle(thread).await;
+/// assert_eq!(&*pump.history(thread).await?[1].payload, r#"<result xmlns="urn:agentpump:calc:v1">0.75</result>"#);
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Calculator;
 
 impl Calculator {
     /// The root of its own protocol.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use agentpump::listeners::Calculator;
+    /// assert!(Calculator::root().is("urn:agentpump:calc:v1", "calc"));
+    /// ```
     pub fn root() -> QName {
         QName::new(CALC_NS, "calc")
     }

@@ -26,6 +26,15 @@ pub const SHELLS: [&str; 10] = [
 
 /// What the command tool may run, where, for how long, with how much output and which
 /// environment. Plain data; the organism file's `[tools.command]` section fills it.
+///
+/// # Example
+///
+/// ```
+/// use agentpump::listeners::CommandConfig;
+/// let config = CommandConfig { allow: vec!["cargo".into(), "ls".into()], ..CommandConfig::default() };
+/// assert_eq!(config.env, ["PATH"]); // the rest of the environment is cleared
+/// assert!(config.check().is_ok());
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CommandConfig {
     /// The programs a call may name, exactly as the call writes them (`cargo`, not
@@ -50,6 +59,15 @@ pub struct CommandConfig {
 }
 
 /// A word the command tool refuses in a call, and what it names (for the refusal's message).
+///
+/// # Example
+///
+/// ```
+/// use agentpump::listeners::{CommandConfig, Deny};
+/// let ledger = Deny { word: "status.jsonl".into(), what: "the task ledger, which only the orchestrator writes".into() };
+/// let config = CommandConfig { allow: vec!["cat".into()], deny: vec![ledger], ..CommandConfig::default() };
+/// assert_eq!(config.deny[0].word, "status.jsonl");
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Deny {
     /// The word, matched anywhere in an argument or the standard input.
@@ -88,6 +106,15 @@ impl CommandConfig {
     /// # Errors
     ///
     /// [`CommandConfigError::Shell`] for a shell on the allow list without `allow_shell`.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use agentpump::listeners::CommandConfig;
+    /// let shells = CommandConfig { allow: vec!["bash".into()], ..CommandConfig::default() };
+    /// assert_eq!(shells.check().unwrap_err().to_string(), "`bash` on the allow list is a shell; set allow_shell = true to let the command tool run shells");
+    /// assert!(CommandConfig { allow_shell: true, ..shells }.check().is_ok());
+    /// ```
     pub fn check(&self) -> Result<(), CommandConfigError> {
         match self.allow.iter().find(|p| is_shell(p)) {
             Some(shell) if !self.allow_shell => Err(CommandConfigError::Shell(shell.clone())),
@@ -97,6 +124,14 @@ impl CommandConfig {
 }
 
 /// Whether `program` is one of [`SHELLS`], by file name.
+///
+/// # Example
+///
+/// ```
+/// use agentpump::listeners::command::is_shell;
+/// assert!(is_shell("/bin/sh") && is_shell("bash"));
+/// assert!(!is_shell("cargo"));
+/// ```
 pub fn is_shell(program: &str) -> bool {
     let name = program.rsplit('/').next().unwrap_or(program);
     SHELLS.contains(&name)
@@ -117,6 +152,23 @@ pub fn is_shell(program: &str) -> bool {
 /// The program runs in a new process group; when it exits, times out or the call is dropped,
 /// the whole group is killed (SIGKILL) and the call ends once no process of it runs: a
 /// background job it left behind never outlives the call.
+///
+/// # Example
+///
+/// ```
+/// # use agentpump::{PumpBuilder, listeners::{CommandConfig, CommandTool}};
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let tool = CommandTool::new(CommandConfig { allow: vec!["echo".into()], ..CommandConfig::default() });
+/// let pump = PumpBuilder::new().register(tool.registration()).build()?;
+/// let call = r#"<call xmlns="urn:agentpump:tool:v1" tool="command" id="t1"><arg name="program">echo</arg><arg name="args" type="json">["hi"]</arg></call>"#;
+/// let thread = pump.post(None, None, call).await?.thread();
+/// pump.settle(thread).await;
+/// let result = &pump.history(thread).await?[1].payload;
+/// assert!(result.contains(r#"<field name="exit_code" type="number">0</field>"#) && result.contains(r#"<field name="stdout">hi"#));
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone)]
 pub struct CommandTool {
     config: CommandConfig,
@@ -124,12 +176,38 @@ pub struct CommandTool {
 
 impl CommandTool {
     /// The tool with its policy.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use agentpump::{PumpBuilder, listeners::{CommandConfig, CommandTool}};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let tool = CommandTool::new(CommandConfig { allow: vec!["ls".into()], ..CommandConfig::default() });
+    /// let pump = PumpBuilder::new().register(tool.registration()).build()?;
+    /// let call = r#"<call xmlns="urn:agentpump:tool:v1" tool="command"><arg name="program">rm</arg></call>"#;
+    /// let thread = pump.post(None, None, call).await?.thread();
+    /// pump.settle(thread).await;
+    /// assert!(pump.history(thread).await?[1].payload.contains(r#"type="not-allowed""#)); // not on `allow`
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn new(config: CommandConfig) -> Self {
         Self { config }
     }
 
     /// Registered as `command`, with a delivery timeout 5 s above the run's time limit (so
     /// the tool's own `timeout` error answers first).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use agentpump::{Role, listeners::{CommandConfig, CommandTool}};
+    /// let registration = CommandTool::new(CommandConfig::default()).registration();
+    /// assert_eq!((registration.name(), registration.listener_role()), ("command", Role::Tool));
+    /// assert_eq!(registration.delivery_timeout(), Duration::from_secs(65)); // the run's 60 s, plus 5
+    /// ```
     pub fn registration(self) -> Registration {
         let timeout = self.config.timeout + Duration::from_secs(5);
         tool::register(self).timeout(timeout)

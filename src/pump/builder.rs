@@ -11,6 +11,23 @@ use crate::system::is_reserved_namespace;
 use crate::{Limits, QName};
 
 /// Pump settings. Plain data; every field has a documented default.
+///
+/// # Example
+///
+/// ```
+/// # use agentpump::{PumpBuilder, PumpConfig, QName, Registration, listeners::Echo};
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let config = PumpConfig { queue_capacity: 2, ..PumpConfig::default() };
+/// let say = QName::new("urn:example:say:v1", "say");
+/// let pump = PumpBuilder::new().config(config).register(Registration::new("echo", Echo).accepts(say)).build()?;
+/// let thread = pump.post(None, None, r#"<say xmlns="urn:example:say:v1">1</say>"#).await?.thread();
+/// pump.post(Some(thread), None, r#"<say xmlns="urn:example:say:v1">2</say>"#).await?;
+/// let full = pump.post(Some(thread), None, r#"<say xmlns="urn:example:say:v1">3</say>"#).await.unwrap_err();
+/// assert_eq!(full.code(), "queue-full"); // nothing ran yet: the queue holds two
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PumpConfig {
     /// Limits applied to every message and output (see [`Limits`]).
@@ -42,6 +59,23 @@ pub struct PumpConfig {
 /// AgentServer v2.1 interop. AgentServer payloads usually have no namespace, and no listener
 /// can register a root in none: an organism that serves AgentServer clients declares the
 /// namespace those payloads are taken into.
+///
+/// # Example
+///
+/// ```
+/// # use agentpump::{AgentServerConfig, PumpBuilder, PumpConfig, QName, Registration, listeners::Echo};
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let agentserver = AgentServerConfig { namespace: Some("urn:example:app:v1".into()) };
+/// let config = PumpConfig { agentserver, ..PumpConfig::default() };
+/// let greeting = QName::new("urn:example:app:v1", "Greeting");
+/// let pump = PumpBuilder::new().config(config).register(Registration::new("echo", Echo).accepts(greeting)).build()?;
+/// let xml = r#"<message xmlns="https://xml-pipeline.org/ns/envelope/v1"><meta><from>app</from></meta><Greeting xmlns="">hi</Greeting></message>"#;
+/// let receipt = pump.send(xml).await?; // routed as {urn:example:app:v1}Greeting
+/// assert_eq!(receipt.ids().len(), 1);
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AgentServerConfig {
     /// The namespace an AgentServer payload whose root is in no namespace is moved into on
@@ -77,6 +111,14 @@ impl Default for PumpConfig {
 }
 
 /// Why [`PumpBuilder::build`] refused.
+///
+/// # Example
+///
+/// ```
+/// use agentpump::{BuildError, PumpBuilder, PumpConfig};
+/// let config = PumpConfig { batch: 0, ..PumpConfig::default() };
+/// assert!(matches!(PumpBuilder::new().config(config).build(), Err(BuildError::Config(_))));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum BuildError {
     /// A registration is invalid or clashes with another.
@@ -114,23 +156,75 @@ pub struct PumpBuilder {
 
 impl PumpBuilder {
     /// A builder with no listeners, in-memory history and default configuration.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use agentpump::PumpBuilder;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let pump = PumpBuilder::new().build()?; // no listeners, in-memory history
+    /// assert!(pump.post(None, None, r#"<say xmlns="urn:example:say:v1"/>"#).await.is_err()); // nobody accepts it
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn new() -> Self {
         Self::default()
     }
 
     /// Adds a listener.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use agentpump::{PumpBuilder, QName, Registration, listeners::Echo};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let say = QName::new("urn:example:say:v1", "say");
+    /// let pump = PumpBuilder::new().register(Registration::new("echo", Echo).accepts(say)).build()?;
+    /// let receipt = pump.post(None, None, r#"<say xmlns="urn:example:say:v1">hi</say>"#).await?;
+    /// assert_eq!(receipt.ids().len(), 1); // delivered to the echo
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn register(mut self, registration: Registration) -> Self {
         self.registrations.push(registration);
         self
     }
 
     /// Uses `store` for history (default: a fresh [`MemoryHistory`]).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agentpump::{PumpBuilder, history::{HistoryStore, MemoryHistory}};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let store = Arc::new(MemoryHistory::new());
+    /// let pump = PumpBuilder::new().history(store.clone()).build()?;
+    /// let boot = &store.thread(pump.system_thread(), 0).await?[0]; // the store the pump writes
+    /// assert_eq!(boot.root.local(), "boot");
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn history(mut self, store: Arc<dyn HistoryStore>) -> Self {
         self.store = Some(store);
         self
     }
 
     /// Sets the configuration.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use agentpump::{PumpBuilder, PumpConfig};
+    /// let config = PumpConfig { queue_capacity: 0, ..PumpConfig::default() };
+    /// let refused = PumpBuilder::new().config(config).check().unwrap_err();
+    /// assert!(refused.to_string().contains("queue_capacity"));
+    /// let config = PumpConfig { queue_capacity: 16, ..PumpConfig::default() };
+    /// assert!(PumpBuilder::new().config(config).check().is_ok());
+    /// ```
     pub fn config(mut self, config: PumpConfig) -> Self {
         self.config = config;
         self
@@ -142,6 +236,17 @@ impl PumpBuilder {
     /// # Errors
     ///
     /// [`BuildError::Registration`] or [`BuildError::Config`], as [`build`](Self::build).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use agentpump::{PumpBuilder, QName, Registration, listeners::Echo};
+    /// let echo = Registration::new("echo", Echo).accepts(QName::new("urn:example:say:v1", "say"));
+    /// let builder = PumpBuilder::new().register(echo.clone().peers(["nobody"]));
+    /// let refused = builder.check().unwrap_err();
+    /// assert_eq!(refused.to_string(), "listener `echo` names unknown peer `nobody`");
+    /// assert!(PumpBuilder::new().register(echo).check().is_ok());
+    /// ```
     pub fn check(&self) -> Result<(), BuildError> {
         check_config(&self.config)?;
         validate(&self.registrations)?;
@@ -159,6 +264,22 @@ impl PumpBuilder {
     /// sharing a root, or a root in a pump-owned namespace; [`BuildError::History`] when the store
     /// cannot be read or refuses the boot record; [`BuildError::Config`] for a configuration that
     /// cannot work, or recovered messages without a tokio runtime.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use agentpump::{PumpBuilder, QName, Registration, listeners::Echo};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let reserved = QName::new("urn:agentpump:system:v1", "huh");
+    /// let refused = PumpBuilder::new().register(Registration::new("echo", Echo).accepts(reserved)).build();
+    /// assert!(refused.unwrap_err().to_string().contains("namespace only the pump handles"));
+    /// let say = QName::new("urn:example:say:v1", "say");
+    /// let pump = PumpBuilder::new().register(Registration::new("echo", Echo).accepts(say)).build()?;
+    /// assert!(pump.health().is_ok());
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn build(self) -> Result<PumpHandle, BuildError> {
         check_config(&self.config)?;
         let (by_name, by_root) = validate(&self.registrations)?;

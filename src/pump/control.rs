@@ -51,6 +51,25 @@ impl PumpHandle {
     /// # Errors
     ///
     /// [`ControlError`] for an unknown thread or one that is already done or halted.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use agentpump::{PumpBuilder, QName, Registration, listeners::Echo};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let say = QName::new("urn:example:say:v1", "say");
+    /// let pump = PumpBuilder::new().register(Registration::new("echo", Echo).accepts(say)).build()?;
+    /// # use agentpump::ThreadState;
+    /// let thread = pump.post(None, None, r#"<say xmlns="urn:example:say:v1">hi</say>"#).await?.thread();
+    /// pump.settle(thread).await;
+    /// pump.stop(thread).await?;
+    /// assert_eq!(pump.thread(thread).expect("known").state, ThreadState::Halted);
+    /// assert_eq!(pump.reports(thread).await?[0].stop_reason, "stop-request");
+    /// assert!(pump.stop(thread).await.is_err()); // already halted
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn stop(&self, thread: ThreadId) -> Result<(), ControlError> {
         let shared = &self.shared;
         let entry = self.controllable(thread).await?;
@@ -89,6 +108,26 @@ impl PumpHandle {
     /// # Errors
     ///
     /// [`ControlError`] for an unknown thread or one that is not halted.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use agentpump::{PumpBuilder, QName, Registration, listeners::Echo};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let say = QName::new("urn:example:say:v1", "say");
+    /// let pump = PumpBuilder::new().register(Registration::new("echo", Echo).accepts(say)).build()?;
+    /// # use agentpump::{ThreadState, governor::Budget};
+    /// let thread = pump.post(None, None, r#"<say xmlns="urn:example:say:v1">hi</say>"#).await?.thread();
+    /// pump.settle(thread).await;
+    /// pump.stop(thread).await?;
+    /// pump.resume(thread, &Budget { turns: Some(10), ..Budget::unlimited() }).await?;
+    /// pump.settle(thread).await;
+    /// assert_eq!(pump.thread(thread).expect("known").state, ThreadState::Idle); // takes messages again
+    /// assert!(pump.post(Some(thread), None, r#"<say xmlns="urn:example:say:v1">more</say>"#).await.is_ok());
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn resume(&self, thread: ThreadId, extra: &Budget) -> Result<(), ControlError> {
         let shared = &self.shared;
         let entry = self.controllable(thread).await?;
@@ -152,6 +191,24 @@ impl PumpHandle {
     /// # Errors
     ///
     /// [`HistoryError::Query`] when the store cannot be read.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use agentpump::{PumpBuilder, QName, Registration, listeners::Echo};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let say = QName::new("urn:example:say:v1", "say");
+    /// let pump = PumpBuilder::new().register(Registration::new("echo", Echo).accepts(say)).build()?;
+    /// let thread = pump.post(None, None, r#"<say xmlns="urn:example:say:v1">hi</say>"#).await?.thread();
+    /// pump.settle(thread).await;
+    /// assert!(pump.reports(thread).await?.is_empty()); // not halted
+    /// pump.stop(thread).await?;
+    /// let report = &pump.reports(thread).await?[0];
+    /// assert_eq!((report.class.as_str(), report.stop_reason.as_str()), ("BACKPRESSURE", "stop-request"));
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn reports(&self, thread: ThreadId) -> Result<Vec<HaltingReport>, HistoryError> {
         self.shared.store.reports(thread).await
     }

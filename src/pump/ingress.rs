@@ -41,11 +41,41 @@ pub struct Receipt {
 
 impl Receipt {
     /// The thread the message went into (new when the message named none).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use agentpump::{PumpBuilder, QName, Registration, listeners::Echo};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let say = QName::new("urn:example:say:v1", "say");
+    /// let pump = PumpBuilder::new().register(Registration::new("echo", Echo).accepts(say)).build()?;
+    /// let first = pump.post(None, None, r#"<say xmlns="urn:example:say:v1">hi</say>"#).await?;
+    /// let again = pump.post(Some(first.thread()), None, r#"<say xmlns="urn:example:say:v1">again</say>"#).await?;
+    /// assert_eq!(again.thread(), first.thread()); // posted into the same thread
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn thread(&self) -> ThreadId {
         self.thread
     }
 
     /// One message id per listener it was delivered to, in registration order.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use agentpump::{PumpBuilder, QName, Registration, listeners::Echo};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let say = QName::new("urn:example:say:v1", "say");
+    /// let pump = PumpBuilder::new().register(Registration::new("echo", Echo).accepts(say)).build()?;
+    /// let receipt = pump.post(None, None, r#"<say xmlns="urn:example:say:v1">hi</say>"#).await?;
+    /// let record = pump.store().record(receipt.ids()[0]).await?.expect("recorded");
+    /// assert_eq!(&*record.from, "client");
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn ids(&self) -> &[MessageId] {
         &self.ids
     }
@@ -53,6 +83,22 @@ impl Receipt {
 
 /// Outside input the pump refused. The answer is recorded in history (in the named thread, or
 /// in the system thread when there is no usable one) — unless the history store itself failed.
+///
+/// # Example
+///
+/// ```
+/// # use agentpump::{PumpBuilder, QName, Registration, listeners::Echo};
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let say = QName::new("urn:example:say:v1", "say");
+/// let pump = PumpBuilder::new().register(Registration::new("echo", Echo).accepts(say)).build()?;
+/// let refused = pump.post(None, Some("nobody"), r#"<say xmlns="urn:example:say:v1">hi</say>"#).await.unwrap_err();
+/// assert_eq!(refused.to_string(), "system-error no-route: no listener is named `nobody`");
+/// let in_history = pump.history(refused.recorded_in().expect("recorded")).await?;
+/// assert!(in_history.iter().any(|r| r.payload.contains("<code>no-route</code>")));
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{}", describe(.answer))]
 pub struct IngressError {
@@ -64,11 +110,41 @@ pub struct IngressError {
 
 impl IngressError {
     /// The system message that answers the refused input (`huh`, `system-error`, `system-thread-error`).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use agentpump::{PumpBuilder, QName, Registration, listeners::Echo};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let say = QName::new("urn:example:say:v1", "say");
+    /// let pump = PumpBuilder::new().register(Registration::new("echo", Echo).accepts(say)).build()?;
+    /// let refused = pump.post(None, None, "<say xmlns=\"urn:example:say:v1\">").await.unwrap_err();
+    /// assert_eq!(refused.answer().element(), "huh");
+    /// assert_eq!(refused.code(), "malformed-xml");
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn answer(&self) -> &SystemMessage {
         &self.answer
     }
 
     /// The wire code of the answer (`malformed-xml`, `queue-full`, `unknown-thread`, …).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use agentpump::{PumpBuilder, QName, Registration, listeners::Echo};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let say = QName::new("urn:example:say:v1", "say");
+    /// let pump = PumpBuilder::new().register(Registration::new("echo", Echo).accepts(say)).build()?;
+    /// let thread = pump.post(None, None, r#"<say xmlns="urn:example:say:v1">hi</say>"#).await?.thread();
+    /// let refused = pump.post(Some(thread), Some("nobody"), r#"<say xmlns="urn:example:say:v1">hi</say>"#).await.unwrap_err();
+    /// assert_eq!(refused.code(), "no-route");
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn code(&self) -> &'static str {
         match &self.answer {
             SystemMessage::Huh { code, .. } => code.as_str(),
@@ -80,11 +156,43 @@ impl IngressError {
 
     /// The thread whose history holds the answer; `None` when the history store could not
     /// record anything (`history-unavailable`).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use agentpump::{PumpBuilder, QName, Registration, listeners::Echo};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let say = QName::new("urn:example:say:v1", "say");
+    /// let pump = PumpBuilder::new().register(Registration::new("echo", Echo).accepts(say)).build()?;
+    /// let thread = pump.post(None, None, r#"<say xmlns="urn:example:say:v1">hi</say>"#).await?.thread();
+    /// let refused = pump.post(Some(thread), None, r#"<shout xmlns="urn:example:say:v1"/>"#).await.unwrap_err();
+    /// assert_eq!(refused.recorded_in(), Some(thread)); // the refusal is in the thread it named
+    /// assert_eq!(refused.code(), "unknown-root");
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn recorded_in(&self) -> Option<ThreadId> {
         self.recorded.map(|(thread, _)| thread)
     }
 
     /// The answer as an envelope in the sender's dialect, with the id it has in history.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use agentpump::{PumpBuilder, QName, Registration, listeners::Echo};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let say = QName::new("urn:example:say:v1", "say");
+    /// let pump = PumpBuilder::new().register(Registration::new("echo", Echo).accepts(say)).build()?;
+    /// let refused = pump.post(None, None, r#"<shout xmlns="urn:example:say:v1"/>"#).await.unwrap_err();
+    /// let xml = refused.to_xml();
+    /// assert!(xml.starts_with(r#"<message xmlns="urn:agentpump:envelope:v1">"#));
+    /// assert!(xml.contains("<to>client</to>") && xml.contains(r#"code="unknown-root""#));
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn to_xml(&self) -> String {
         let (thread, id) = self
             .recorded
@@ -149,6 +257,23 @@ impl PumpHandle {
     /// [`IngressError`] for a message that does not parse, names an unknown or closed thread,
     /// uses a pump-owned namespace, has no route, or does not fit the thread's queue. The
     /// answer is in history.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use agentpump::{PumpBuilder, QName, Registration, listeners::Echo};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let say = QName::new("urn:example:say:v1", "say");
+    /// let pump = PumpBuilder::new().register(Registration::new("echo", Echo).accepts(say)).build()?;
+    /// let receipt = pump.send(r#"<message xmlns="urn:agentpump:envelope:v1"><meta><to>echo</to></meta>
+    ///   <say xmlns="urn:example:say:v1">hi</say></message>"#).await?;
+    /// pump.settle(receipt.thread()).await;
+    /// let answer = &pump.history(receipt.thread()).await?[1];
+    /// assert_eq!((&*answer.from, &*answer.payload), ("echo", r#"<say xmlns="urn:example:say:v1">hi</say>"#));
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn send(&self, xml: impl AsRef<[u8]>) -> Result<Receipt, IngressError> {
         let bytes = xml.as_ref();
         match Incoming::parse(bytes, &self.shared.config.limits) {
@@ -165,6 +290,23 @@ impl PumpHandle {
     /// # Errors
     ///
     /// As [`PumpHandle::send`].
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use agentpump::{PumpBuilder, QName, Registration, listeners::Echo};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let say = QName::new("urn:example:say:v1", "say");
+    /// let pump = PumpBuilder::new().register(Registration::new("echo", Echo).accepts(say)).build()?;
+    /// let bare = pump.receive(br#"<say xmlns="urn:example:say:v1">hi</say>"#, None, None).await?; // a bare payload
+    /// let into = pump.receive(br#"<say xmlns="urn:example:say:v1">again</say>"#, Some(bare.thread()), Some("echo")).await?;
+    /// assert_eq!(into.thread(), bare.thread());
+    /// let broken = pump.receive(br#"<message xmlns="urn:agentpump:envelope:v1"><meta>"#, None, None).await;
+    /// assert_eq!(broken.unwrap_err().answer().element(), "huh"); // refused, never posted as a payload
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn receive(
         &self,
         bytes: &[u8],
@@ -227,6 +369,23 @@ impl PumpHandle {
     /// # Errors
     ///
     /// As [`PumpHandle::send`].
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use agentpump::{PumpBuilder, QName, Registration, listeners::Echo};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let say = QName::new("urn:example:say:v1", "say");
+    /// let pump = PumpBuilder::new().register(Registration::new("echo", Echo).accepts(say)).build()?;
+    /// let receipt = pump.post(None, Some("echo"), r#"<say xmlns="urn:example:say:v1">hi</say>"#).await?;
+    /// pump.settle(receipt.thread()).await;
+    /// assert_eq!(pump.history(receipt.thread()).await?.len(), 2); // the say and its echo
+    /// let refused = pump.post(None, None, "not xml").await.unwrap_err();
+    /// assert_eq!(refused.code(), "malformed-xml");
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn post(
         &self,
         thread: Option<ThreadId>,
@@ -283,6 +442,21 @@ impl PumpHandle {
     /// `history-unavailable` while the history store refuses writes (a full or failing disk).
     /// Asking may try the disk again (see [`crate::history::HistoryStore::writable`]): once it
     /// takes writes, the answer is `Ok` again, without a restart.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use agentpump::{PumpBuilder, QName, Registration, listeners::Echo};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let say = QName::new("urn:example:say:v1", "say");
+    /// let pump = PumpBuilder::new().register(Registration::new("echo", Echo).accepts(say)).build()?;
+    /// assert!(pump.health().is_ok());
+    /// pump.shutdown(std::time::Duration::ZERO).await;
+    /// assert_eq!(pump.health().unwrap_err().code(), "shutting-down");
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn health(&self) -> Result<(), Box<IngressError>> {
         let shared = &self.shared;
         if shared.lifecycle.is_closing() {

@@ -23,6 +23,24 @@ impl PumpHandle {
     /// Stops the pump: new outside input is refused at once; queued messages keep being delivered
     /// for up to `grace`; then running handlers finish, every message still queued is recorded as
     /// not delivered, and `shutdown` is recorded in the system thread (committed when this returns).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use agentpump::{PumpBuilder, QName, Registration, listeners::Echo};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let say = QName::new("urn:example:say:v1", "say");
+    /// let pump = PumpBuilder::new().register(Registration::new("echo", Echo).accepts(say)).build()?;
+    /// # use std::time::Duration;
+    /// let thread = pump.post(None, None, r#"<say xmlns="urn:example:say:v1">hi</say>"#).await?.thread();
+    /// let report = pump.shutdown(Duration::from_secs(1)).await;
+    /// assert_eq!((report.drained, report.undelivered), (true, 0)); // the echo answered in time
+    /// assert_eq!(pump.history(thread).await?.len(), 2);
+    /// assert!(pump.post(None, None, r#"<say xmlns="urn:example:say:v1">late</say>"#).await.is_err());
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn shutdown(&self, grace: Duration) -> ShutdownReport {
         let shared = &self.shared;
         shared.lifecycle.close();

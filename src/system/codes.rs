@@ -80,6 +80,13 @@ pub enum ThreadErrorCode {
 
 impl HuhCode {
     /// The code as written on the wire.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use agentpump::system::HuhCode;
+    /// assert_eq!(HuhCode::UnknownRoot.as_str(), "unknown-root");
+    /// ```
     pub fn as_str(self) -> &'static str {
         match self {
             Self::MalformedXml => "malformed-xml",
@@ -98,6 +105,13 @@ impl HuhCode {
 
 impl ErrorCode {
     /// The code as written on the wire.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use agentpump::system::ErrorCode;
+    /// assert_eq!(ErrorCode::QueueFull.as_str(), "queue-full");
+    /// ```
     pub fn as_str(self) -> &'static str {
         match self {
             Self::PeerNotAllowed => "peer-not-allowed",
@@ -120,6 +134,14 @@ impl ErrorCode {
     }
 
     /// Whether sending the same message again may succeed.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use agentpump::system::ErrorCode;
+    /// assert!(ErrorCode::QueueFull.retry_allowed()); // the queue may have room later
+    /// assert!(!ErrorCode::NoRoute.retry_allowed());
+    /// ```
     pub fn retry_allowed(self) -> bool {
         matches!(
             self,
@@ -137,6 +159,13 @@ impl ErrorCode {
 
 impl ThreadErrorCode {
     /// The code as written on the wire.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use agentpump::system::ThreadErrorCode;
+    /// assert_eq!(ThreadErrorCode::MalformedThreadId.as_str(), "malformed-thread-id");
+    /// ```
     pub fn as_str(self) -> &'static str {
         match self {
             Self::UnknownThread => "unknown-thread",

@@ -34,6 +34,13 @@ pub enum ThreadStatus {
 
 impl ThreadStatus {
     /// The status as written on the wire.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use agentpump::system::ThreadStatus;
+    /// assert_eq!(ThreadStatus::Halted.as_str(), "halted");
+    /// ```
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Done => "done",
@@ -167,6 +174,14 @@ impl SystemMessage {
     }
 
     /// The element's local name.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use agentpump::system::{SystemMessage, ErrorCode};
+    /// let error = SystemMessage::Error { code: ErrorCode::NoRoute, message: "no listener `x`".into() };
+    /// assert_eq!(error.element(), "system-error");
+    /// ```
     pub fn element(&self) -> &'static str {
         match self {
             Self::Huh { .. } => "huh",
@@ -182,6 +197,15 @@ impl SystemMessage {
     }
 
     /// Renders the message as a payload of the system namespace.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use agentpump::system::SystemMessage;
+    /// let payload = SystemMessage::ContextCleared { kept: 2 }.to_payload();
+    /// assert!(payload.qname().is("urn:agentpump:system:v1", "context-cleared"));
+    /// assert!(payload.as_str().contains(r#"kept-messages="2""#));
+    /// ```
     pub fn to_payload(&self) -> Payload {
         let name = self.element();
         let mut x = String::with_capacity(160);

@@ -40,6 +40,17 @@ pub enum Request {
 
 /// A `spawn-thread` request; build one with [`Spawn::new`] and hand it to
 /// [`Context::spawn`](crate::Context::spawn).
+///
+/// # Example
+///
+/// ```
+/// use agentpump::{Spawn, governor::Budget};
+/// let spawn = Spawn::new(r#"<search xmlns="urn:example:v1">rust</search>"#)
+///     .sub_id("web")
+///     .to("searcher")
+///     .budget(Budget { turns: Some(20), ..Budget::unlimited() });
+/// assert!(spawn.to_xml().starts_with(r#"<sys:spawn-thread xmlns:sys="urn:agentpump:system:v1" suggested-sub-id="web" to="searcher">"#));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Spawn {
     suggested_sub_id: Option<String>,
@@ -50,6 +61,14 @@ pub struct Spawn {
 
 impl Spawn {
     /// A spawn whose child starts with `initial_payload` (routed by its root, like an emit).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use agentpump::Spawn;
+    /// let spawn = Spawn::new(r#"<q xmlns="urn:example:v1"/>"#);
+    /// assert_eq!((spawn.initial_payload(), spawn.suggested_sub_id(), spawn.addressee()), (r#"<q xmlns="urn:example:v1"/>"#, None, None));
+    /// ```
     pub fn new(initial_payload: impl Into<String>) -> Self {
         Self {
             suggested_sub_id: None,
@@ -60,12 +79,29 @@ impl Spawn {
     }
 
     /// Suggests a sub-id for the child's display path (`parent.sub-id`).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use agentpump::Spawn;
+    /// let spawn = Spawn::new(r#"<q xmlns="urn:example:v1"/>"#).sub_id("research");
+    /// assert_eq!(spawn.suggested_sub_id(), Some("research"));
+    /// assert!(spawn.to_xml().contains(r#"suggested-sub-id="research""#));
+    /// ```
     pub fn sub_id(mut self, id: impl Into<String>) -> Self {
         self.suggested_sub_id = Some(id.into());
         self
     }
 
     /// Directs the initial payload at one listener.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use agentpump::Spawn;
+    /// let spawn = Spawn::new(r#"<q xmlns="urn:example:v1"/>"#).to("researcher");
+    /// assert_eq!(spawn.addressee(), Some("researcher"));
+    /// ```
     pub fn to(mut self, listener: impl Into<String>) -> Self {
         self.to = Some(listener.into());
         self
@@ -73,27 +109,64 @@ impl Spawn {
 
     /// Carves a budget for the child out of the spawner's: at most what the spawner has left,
     /// reserved so that siblings cannot take it.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use agentpump::{Spawn, governor::Budget};
+    /// let spawn = Spawn::new(r#"<q xmlns="urn:example:v1"/>"#).budget(Budget { turns: Some(5), ..Budget::unlimited() });
+    /// assert!(spawn.to_xml().contains(r#"<sys:budget turns="5"/>"#)); // a carve-out of five turns
+    /// ```
     pub fn budget(mut self, budget: Budget) -> Self {
         self.budget = budget;
         self
     }
 
     /// The suggested sub-id, if any.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use agentpump::Spawn;
+    /// assert_eq!(Spawn::new("<q xmlns=\"urn:example:v1\"/>").sub_id("web").suggested_sub_id(), Some("web"));
+    /// ```
     pub fn suggested_sub_id(&self) -> Option<&str> {
         self.suggested_sub_id.as_deref()
     }
 
     /// The listener the initial payload is directed at, if any.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use agentpump::Spawn;
+    /// assert_eq!(Spawn::new("<q xmlns=\"urn:example:v1\"/>").addressee(), None); // routed by root
+    /// ```
     pub fn addressee(&self) -> Option<&str> {
         self.to.as_deref()
     }
 
     /// The initial payload's text.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use agentpump::Spawn;
+    /// assert_eq!(Spawn::new("<q xmlns=\"urn:example:v1\"/>").initial_payload(), "<q xmlns=\"urn:example:v1\"/>");
+    /// ```
     pub fn initial_payload(&self) -> &str {
         &self.initial
     }
 
     /// Renders the request as the `spawn-thread` element a listener emits.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use agentpump::Spawn;
+    /// let xml = Spawn::new("<q xmlns=\"urn:example:v1\"/>").sub_id("web").to_xml();
+    /// assert_eq!(xml, r#"<sys:spawn-thread xmlns:sys="urn:agentpump:system:v1" suggested-sub-id="web"><sys:initial-payload><q xmlns="urn:example:v1"/></sys:initial-payload></sys:spawn-thread>"#);
+    /// ```
     pub fn to_xml(&self) -> String {
         let mut x = format!("<sys:spawn-thread xmlns:sys=\"{SYSTEM_NS}\"");
         if let Some(id) = &self.suggested_sub_id {
@@ -122,6 +195,17 @@ impl Request {
     ///
     /// `(ReservedNamespace, …)` for an element only the pump may emit or one the namespace does
     /// not define; `(InvalidRequest, …)` for a request that does not follow its schema.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use agentpump::{Limits, Payload, system::Request};
+    /// let xml = r#"<clear-context xmlns="urn:agentpump:system:v1" keep-messages="3"/>"#;
+    /// let payload = Payload::parse(xml, &Limits::default()).expect("well-formed");
+    /// assert!(matches!(Request::parse(&payload, &Limits::default()), Ok(Request::ClearContext { keep: 3 })));
+    /// let halt = Payload::parse(r#"<halt xmlns="urn:agentpump:system:v1"/>"#, &Limits::default()).expect("well-formed");
+    /// assert_eq!(Request::parse(&halt, &Limits::default()).unwrap_err().0.as_str(), "reserved-namespace"); // the pump's own
+    /// ```
     pub fn parse(payload: &Payload, limits: &Limits) -> Result<Self, RequestError> {
         let text = payload.as_str();
         let mut reader = NsReader::from_str(text);
