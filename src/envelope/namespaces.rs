@@ -14,18 +14,23 @@ pub const GOVERNOR_NS: &str = "urn:agentpump:governor:v1";
 /// delivered.
 pub const PROCESS_NS: &str = "urn:agentpump:process:v1";
 
+/// Namespace of a person's part in a thread: `request` (a question or an approval put to a
+/// person) and `answer` (how it was answered). Only the pump writes them (`pump/inbox`).
+pub const INBOX_NS: &str = "urn:agentpump:inbox:v1";
+
 /// The name the pump uses as the sender of the messages it emits.
 pub const SYSTEM_SENDER: &str = "system";
 /// The name the pump gives to senders outside the pump (API, CLI, [`PumpHandle`](crate::PumpHandle)).
 pub const CLIENT_SENDER: &str = "client";
 
-/// Whether `namespace` is one only the pump handles (system, governor, process, either envelope): no
+/// Whether `namespace` is one only the pump handles (system, governor, process, inbox, either envelope): no
 /// listener may accept a root in it, and a payload in it from a listener or client is refused.
 pub fn is_reserved_namespace(namespace: &str) -> bool {
     [
         SYSTEM_NS,
         GOVERNOR_NS,
         PROCESS_NS,
+        INBOX_NS,
         ENVELOPE_NS,
         AGENTSERVER_NS,
     ]

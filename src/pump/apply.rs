@@ -204,6 +204,7 @@ impl Applying<'_> {
                 }
             }
             Step::Govern { payload, message } => self.govern(payload, message),
+            Step::Ask { held } => self.ask(*held),
             Step::Note { payload } => {
                 let env = self.envelope(payload);
                 self.tx.record(self.inner, env, RecordKind::Message);

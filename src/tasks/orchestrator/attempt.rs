@@ -122,7 +122,7 @@ pub(super) async fn stop_orphans(pump: &PumpHandle, found: &Found, continued: &B
         }
         let live = pump
             .thread(*thread)
-            .is_some_and(|i| matches!(i.state, ThreadState::Active | ThreadState::Idle));
+            .is_some_and(|i| matches!(i.state, ThreadState::Active | ThreadState::Idle | ThreadState::Waiting));
         if live {
             tracing::warn!(%thread, "stopping a task thread no attempt continues");
             let _ = pump.stop(*thread).await;

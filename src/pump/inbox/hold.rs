@@ -1,0 +1,217 @@
+//! A call held at delivery: a call to `ask`, or a call the policy says waits for approval,
+//! is not handed to the tool; a `<request>` record takes its place in the same commit as its
+//! delivery mark, and the thread waits.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::record::{self, Request, RequestKind, now_ms};
+use super::{OpenRequest, ask};
+use crate::history::RecordKind;
+use crate::listener::{Delivery, Registration};
+use crate::pump::Shared;
+use crate::pump::apply::Applying;
+use crate::pump::tx::{Place, Tx};
+use crate::thread::registry::{ThreadEntry, ThreadInner};
+use crate::tool::{Call, ErrorType, TOOL_NS, ToolError};
+use crate::value::Value;
+use crate::{Envelope, MessageId, Payload};
+
+/// The sender of the inbox's records.
+pub(crate) const INBOX_SENDER: &str = "inbox";
+/// Whom a request is addressed to (recorded, never delivered).
+pub(crate) const PERSON: &str = "person";
+
+/// A held call: the request to record, or the error its caller gets instead (an `ask` call
+/// whose arguments do not fit).
+pub(crate) type Held = Result<Request, ToolError>;
+
+impl Shared {
+    /// Whether `delivery` to `registration` is held for a person, and as what.
+    pub(crate) async fn held(
+        &self,
+        registration: &Registration,
+        delivery: &Delivery,
+    ) -> Option<Held> {
+        if !delivery.qname().is(TOOL_NS, "call") {
+            return None;
+        }
+        let name = &*registration.name;
+        let approval = self.config.inbox.approvals.get(name);
+        if name != ask::ASK_TOOL && approval.is_none() {
+            return None;
+        }
+        let call = Call::shared(delivery.payload()).ok()?;
+        let caller = delivery.from();
+        if name == ask::ASK_TOOL {
+            return Some(question(&call, caller));
+        }
+        if !approval?.applies(&call) || self.approved(delivery).await {
+            return None;
+        }
+        let timeout = self.config.inbox.approval_timeout;
+        Some(Ok(approval_of(&call, caller, timeout)))
+    }
+
+    /// Whether a held call is the one its approval forwarded: it answers a `<request>` of its
+    /// own thread, which only the pump writes (and no listener is ever delivered).
+    async fn approved(&self, delivery: &Delivery) -> bool {
+        let Some(id) = delivery.in_reply_to() else {
+            return false;
+        };
+        matches!(self.store.record(id).await,
+            Ok(Some(r)) if r.root == record::root("request") && r.thread == delivery.thread())
+    }
+
+    /// Records `payload` from `from` for `caller`: queued when the caller is a listener here,
+    /// recorded as egress for an outside caller.
+    pub(crate) fn to_caller(
+        &self,
+        tx: &mut Tx,
+        inner: &mut ThreadInner,
+        (from, caller): (&str, &str),
+        payload: Payload,
+        in_reply_to: MessageId,
+        thread: &ThreadEntry,
+    ) {
+        let env = Envelope::new(Arc::from(from), thread.id, payload)
+            .with_to(Some(Arc::from(caller)))
+            .with_in_reply_to(Some(in_reply_to));
+        match self.routes.index_of(caller) {
+            Some(index) if !inner.state().is_closed() => {
+                tx.queue(inner, Place::Here, env, index, RecordKind::Message);
+            }
+            _ => tx.record(inner, env, RecordKind::Egress),
+        }
+    }
+}
+
+impl Applying<'_> {
+    /// Records the request of a held call (or answers its caller when it may not ask), and
+    /// marks the thread waiting.
+    pub fn ask(&mut self, held: Held) {
+        let shared = Arc::clone(self.shared);
+        let thread = self.entry.id;
+        let request = match held {
+            Ok(request) => request,
+            Err(error) => return self.refuse_held(&error),
+        };
+        let limit = shared.config.inbox.questions;
+        if !shared.inbox.count_question(thread, limit) {
+            let message = format!(
+                "the questions budget of this thread ({}) is spent; nobody was asked",
+                limit.unwrap_or_default()
+            );
+            let error = held_error(self.delivery, ErrorType::NotAllowed, message);
+            return self.refuse_held(&error);
+        }
+        let payload = record::to_payload("request", &request, &shared.config.limits);
+        let env = Envelope::new(Arc::from(INBOX_SENDER), thread, payload)
+            .with_to(Some(Arc::from(PERSON)))
+            .with_in_reply_to(Some(self.delivery.id()));
+        let id = env.id();
+        self.tx.record(self.inner, env, RecordKind::System);
+        let waiting = self.inner.waiting + 1;
+        self.inner.set_waiting(waiting);
+        self.inner.ledger.began_waiting();
+        let expires = request.expires_at_ms;
+        let open = OpenRequest {
+            id,
+            thread,
+            asked_at_ms: now_ms(),
+            request,
+        };
+        shared.inbox.open().insert(id, open);
+        if let Some(at) = expires {
+            shared.arm_timeout(id, at);
+        }
+    }
+}
+
+impl Applying<'_> {
+    /// Answers the held call's caller with `error` from the tool; nobody is asked.
+    fn refuse_held(&mut self, error: &ToolError) {
+        let shared = Arc::clone(self.shared);
+        let tool = Arc::clone(&shared.routes[self.me].name);
+        let payload = tool_payload(&error.to_xml(), &shared);
+        let ends = (&*tool, self.delivery.from());
+        let id = self.delivery.id();
+        shared.to_caller(&mut self.tx, self.inner, ends, payload, id, self.entry);
+    }
+}
+
+/// A tool answer written by the crate, as a payload (the crate's own form always parses).
+pub(crate) fn tool_payload(xml: &str, shared: &Shared) -> Payload {
+    Payload::parse(xml, &shared.config.limits).unwrap_or_else(|_| {
+        Payload::from_trusted(crate::QName::new(TOOL_NS, "error"), xml.to_owned(), true)
+    })
+}
+
+/// An error answering the held call of `delivery`.
+fn held_error(delivery: &Delivery, kind: ErrorType, message: String) -> ToolError {
+    match Call::shared(delivery.payload()) {
+        Ok(call) => call.error(kind, message),
+        Err(_) => ToolError {
+            tool: String::new(),
+            call: None,
+            kind,
+            message,
+            retry: false,
+        },
+    }
+}
+
+/// The request of an `ask` call, or the error its arguments earn.
+fn question(call: &Call, caller: &str) -> Held {
+    ask::signature().check(call)?;
+    let text = |name: &str| call.args.get(name).map(Value::to_string);
+    let choices = match call.args.get("choices") {
+        Some(Value::List(items)) => items.iter().map(Value::to_string).collect(),
+        _ => Vec::new(),
+    };
+    let schema = call
+        .args
+        .get("schema")
+        .and_then(|s| serde_json::from_str(&s.to_json()).ok());
+    let expires_at_ms = match call.args.get("timeout_seconds") {
+        Some(Value::Num(n)) => {
+            let ms = (n * rust_decimal::Decimal::ONE_THOUSAND).trunc();
+            let ms = i64::try_from(ms).unwrap_or(i64::MAX).max(0);
+            Some(now_ms().saturating_add(ms))
+        }
+        _ => None,
+    };
+    Ok(Request {
+        kind: RequestKind::Ask,
+        listener: caller.to_owned(),
+        tool: call.tool.clone(),
+        call: call.id.clone(),
+        question: text("question").unwrap_or_default(),
+        choices,
+        schema,
+        arguments: None,
+        default: text("default"),
+        expires_at_ms,
+    })
+}
+
+/// The request of a call that waits for approval.
+fn approval_of(call: &Call, caller: &str, timeout: Option<Duration>) -> Request {
+    let arguments = Value::Object(call.args.clone()).to_json();
+    let expires_at_ms = timeout.map(|t| {
+        let ms = i64::try_from(t.as_millis()).unwrap_or(i64::MAX);
+        now_ms().saturating_add(ms)
+    });
+    Request {
+        kind: RequestKind::Approval,
+        listener: caller.to_owned(),
+        tool: call.tool.clone(),
+        call: call.id.clone(),
+        question: format!("may `{caller}` call `{}` with {arguments}?", call.tool),
+        choices: Vec::new(),
+        schema: None,
+        arguments: serde_json::from_str(&arguments).ok(),
+        default: Some("deny".to_owned()),
+        expires_at_ms,
+    }
+}
