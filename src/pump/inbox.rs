@@ -161,9 +161,14 @@ impl PumpHandle {
     ///
     /// [`InboxError::NotFound`], [`InboxError::AlreadyAnswered`] (naming who answered and
     /// when), [`InboxError::Expired`], [`InboxError::Invalid`] (a decision that does not fit
-    /// the request: an edit of a question, an answer outside the choices or the schema), or
+    /// the request: an edit of a question, an answer outside the choices or the schema, a
+    /// `timeout` given by a person), or
     /// [`InboxError::History`].
     pub async fn answer(&self, id: MessageId, reply: Reply) -> Result<AnswerRecord, InboxError> {
+        if reply.decision == Decision::Timeout {
+            let why = "`timeout` is recorded by the pump when a request expires".to_owned();
+            return Err(InboxError::Invalid { id, why });
+        }
         self.shared.reopen().await?;
         Arc::clone(&self.shared).answer(id, reply).await
     }
