@@ -27,7 +27,8 @@ pub use ids::{IdError, MessageId, ThreadId};
 pub use incoming::Incoming;
 pub use limits::Limits;
 pub use namespaces::{
-    CLIENT_SENDER, GOVERNOR_NS, INBOX_NS, PROCESS_NS, SYSTEM_NS, SYSTEM_SENDER, is_reserved_namespace,
+    CLIENT_SENDER, GOVERNOR_NS, INBOX_NS, PROCESS_NS, SYSTEM_NS, SYSTEM_SENDER,
+    is_reserved_namespace,
 };
 pub use payload::Payload;
 pub use qname::QName;

@@ -35,9 +35,7 @@ pub(crate) use builder::usable_namespace;
 pub use builder::{AgentServerConfig, BuildError, PumpBuilder, PumpConfig};
 pub use control::ControlError;
 pub use evict::Residency;
-pub use inbox::{
-    Approval, InboxError, InboxFilter, InboxPolicy, OpenRequest, Reply, ask_tool,
-};
+pub use inbox::{Approval, InboxError, InboxFilter, InboxPolicy, OpenRequest, Reply, ask_tool};
 pub use ingress::{IngressError, Receipt};
 pub use recover::RecoveryReport;
 pub use shutdown::ShutdownReport;
@@ -436,7 +434,12 @@ impl PumpHandle {
     /// What building this pump recovered from the history store (threads restored, messages
     /// re-queued); zero for a fresh store.
     pub fn recovered(&self) -> RecoveryReport {
-        self.shared.lifecycle.recovered.get().copied().unwrap_or_default()
+        self.shared
+            .lifecycle
+            .recovered
+            .get()
+            .copied()
+            .unwrap_or_default()
     }
 
     /// The pump's own thread: `boot`, `shutdown`, and refusals of input that named no usable thread.

@@ -18,8 +18,8 @@ mod signature;
 mod wire;
 
 pub use adapter::{Adapter, Tool, answer, call_root, register};
-pub(crate) use signature::mismatch;
 pub use signature::Signature;
+pub(crate) use signature::mismatch;
 pub use wire::{Answer, Call, ErrorType, ToolError, ToolResult, WireError};
 pub(crate) use wire::{items, written_fits, written_payload};
 

@@ -9,9 +9,9 @@ use std::time::Duration;
 
 use agentpump::history::{HistoryStore, SqliteHistory};
 use agentpump::listeners::{CommandConfig, CommandTool};
-use agentpump::pump::inbox::INBOX_NS;
 use agentpump::pump::InboxError;
 use agentpump::pump::inbox::Decision;
+use agentpump::pump::inbox::INBOX_NS;
 use agentpump::tool::{Answer, Call, ErrorType, ToolResult};
 use agentpump::value::Value;
 use agentpump::{
@@ -67,7 +67,11 @@ async fn answers(pump: &PumpHandle, thread: ThreadId) -> Vec<Answer> {
     egress(pump, thread)
         .await
         .iter()
-        .map(|xml| Answer::parse(&Payload::parse(xml, &limits).unwrap()).unwrap().unwrap())
+        .map(|xml| {
+            Answer::parse(&Payload::parse(xml, &limits).unwrap())
+                .unwrap()
+                .unwrap()
+        })
         .collect()
 }
 
@@ -96,40 +100,61 @@ async fn held(pump: &PumpHandle, call: &str) -> (ThreadId, agentpump::OpenReques
 /// meanwhile, taking no turns.
 #[tokio::test]
 async fn an_approved_command_runs_once_after_the_thread_waited() {
-    let pump = builder(policy(&[("command", Approval::Every)])).build().unwrap();
+    let pump = builder(policy(&[("command", Approval::Every)]))
+        .build()
+        .unwrap();
     let (thread, request) = held(&pump, &echo(&["hi"])).await;
     assert_eq!(request.request.tool, "command");
     assert_eq!(request.request.listener, "client");
     assert_eq!(pump.thread(thread).unwrap().state, ThreadState::Waiting);
-    assert!(answers(&pump, thread).await.is_empty(), "the tool ran before approval");
+    assert!(
+        answers(&pump, thread).await.is_empty(),
+        "the tool ran before approval"
+    );
     let turns = pump.thread(thread).unwrap().counters.deliveries;
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert_eq!(pump.thread(thread).unwrap().counters.deliveries, turns);
 
-    let answer = pump.answer(request.id, reply(Decision::Approve, "alice")).await.unwrap();
+    let answer = pump
+        .answer(request.id, reply(Decision::Approve, "alice"))
+        .await
+        .unwrap();
     assert_eq!(answer.by, "alice");
     pump.settle(thread).await;
     let got = answers(&pump, thread).await;
     assert_eq!(got.len(), 1, "{got:?}");
     assert_eq!(result(&got[0]).fields["stdout"], Value::Str("hi\n".into()));
     assert_eq!(pump.thread(thread).unwrap().state, ThreadState::Idle);
-    assert!(pump.inbox(&InboxFilter::default()).await.unwrap().is_empty());
+    assert!(
+        pump.inbox(&InboxFilter::default())
+            .await
+            .unwrap()
+            .is_empty()
+    );
     let history = pump.history(thread).await.unwrap();
-    let roots: Vec<_> = history.iter().filter(|r| r.root.namespace() == INBOX_NS).collect();
+    let roots: Vec<_> = history
+        .iter()
+        .filter(|r| r.root.namespace() == INBOX_NS)
+        .collect();
     assert_eq!(roots.len(), 2, "one request and one answer record");
 }
 
 /// "forwards edited arguments (edit — recorded as such)"
 #[tokio::test]
 async fn an_edited_command_runs_with_the_edited_arguments() {
-    let pump = builder(policy(&[("command", Approval::Every)])).build().unwrap();
+    let pump = builder(policy(&[("command", Approval::Every)]))
+        .build()
+        .unwrap();
     let (thread, request) = held(&pump, &echo(&["rm", "-rf"])).await;
     let arguments = serde_json::json!({"program": "echo", "args": ["safe"]});
     let edit = Decision::Edit { arguments };
     pump.answer(request.id, reply(edit, "bob")).await.unwrap();
     pump.settle(thread).await;
     let got = answers(&pump, thread).await;
-    assert_eq!(result(&got[0]).fields["stdout"], Value::Str("safe\n".into()));
+    assert_eq!(
+        result(&got[0]).fields["stdout"],
+        Value::Str("safe\n".into())
+    );
     let history = pump.history(thread).await.unwrap();
     assert!(
         history.iter().any(|r| r.root.namespace() == INBOX_NS
@@ -144,7 +169,11 @@ async fn a_denied_command_answers_the_caller_denied_with_the_reason() {
     let patterns = Approval::Matching(vec!["echo danger*".to_owned()]);
     let pump = builder(policy(&[("command", patterns)])).build().unwrap();
     // A call the patterns do not match runs at once.
-    let free = pump.post(None, None, &echo(&["fine"])).await.unwrap().thread();
+    let free = pump
+        .post(None, None, &echo(&["fine"]))
+        .await
+        .unwrap()
+        .thread();
     pump.settle(free).await;
     assert_eq!(answers(&pump, free).await.len(), 1);
 
@@ -157,7 +186,10 @@ async fn a_denied_command_answers_the_caller_denied_with_the_reason() {
     match &answers(&pump, thread).await[..] {
         [Answer::Error(e)] => {
             assert_eq!(e.kind, ErrorType::Denied);
-            assert!(e.message.contains("not on a friday") && e.message.contains("carol"), "{e:?}");
+            assert!(
+                e.message.contains("not on a friday") && e.message.contains("carol"),
+                "{e:?}"
+            );
             assert_eq!(e.call.as_deref(), Some("c1"));
         }
         other => panic!("expected one denied error, got {other:?}"),
@@ -168,14 +200,22 @@ async fn a_denied_command_answers_the_caller_denied_with_the_reason() {
 /// "concurrent answers to one request (one wins, the rest 409)"
 #[tokio::test]
 async fn of_concurrent_answers_one_wins_and_the_rest_name_the_winner() {
-    let pump = builder(policy(&[("command", Approval::Every)])).build().unwrap();
+    let pump = builder(policy(&[("command", Approval::Every)]))
+        .build()
+        .unwrap();
     let (thread, request) = held(&pump, &echo(&["once"])).await;
     let tries = (0..8).map(|i| {
         let pump = pump.clone();
-        tokio::spawn(async move { pump.answer(request.id, reply(Decision::Approve, &format!("p{i}"))).await })
+        tokio::spawn(async move {
+            pump.answer(request.id, reply(Decision::Approve, &format!("p{i}")))
+                .await
+        })
     });
     let outcomes = futures_util::future::join_all(tries).await;
-    let winners: Vec<_> = outcomes.iter().filter_map(|o| o.as_ref().unwrap().as_ref().ok()).collect();
+    let winners: Vec<_> = outcomes
+        .iter()
+        .filter_map(|o| o.as_ref().unwrap().as_ref().ok())
+        .collect();
     assert_eq!(winners.len(), 1);
     for outcome in &outcomes {
         if let Err(InboxError::AlreadyAnswered { by, at_ms, .. }) = outcome.as_ref().unwrap() {
@@ -184,7 +224,11 @@ async fn of_concurrent_answers_one_wins_and_the_rest_name_the_winner() {
         }
     }
     pump.settle(thread).await;
-    assert_eq!(answers(&pump, thread).await.len(), 1, "the call was made once");
+    assert_eq!(
+        answers(&pump, thread).await.len(),
+        1,
+        "the call was made once"
+    );
 }
 
 /// "a timeout applies the default and records that it did"; "an answer to an expired request
@@ -205,8 +249,21 @@ async fn a_question_that_times_out_gets_its_default_recorded() {
     let got = answers(&pump, thread).await;
     assert_eq!(result(&got[0]).fields["answer"], Value::Str("no".into()));
     assert_eq!(result(&got[0]).fields["by"], Value::Str("timeout".into()));
-    let late = pump.answer(request.id, reply(Decision::Answer { value: "yes".into() }, "dave")).await;
-    assert!(matches!(late, Err(InboxError::AlreadyAnswered { ref by, .. }) if by == "timeout"), "{late:?}");
+    let late = pump
+        .answer(
+            request.id,
+            reply(
+                Decision::Answer {
+                    value: "yes".into(),
+                },
+                "dave",
+            ),
+        )
+        .await;
+    assert!(
+        matches!(late, Err(InboxError::AlreadyAnswered { ref by, .. }) if by == "timeout"),
+        "{late:?}"
+    );
 }
 
 /// An answer outside the question's choices is refused, and the question stays open.
@@ -217,13 +274,32 @@ async fn an_answer_outside_the_choices_is_refused_and_the_question_stays_open() 
         .arg("question", "which?")
         .arg("choices", Value::List(vec!["a".into(), "b".into()]));
     let (thread, request) = held(&pump, &ask.to_xml()).await;
-    let wrong = pump.answer(request.id, reply(Decision::Answer { value: "c".into() }, "e")).await;
-    assert!(matches!(wrong, Err(InboxError::Invalid { .. })), "{wrong:?}");
+    let wrong = pump
+        .answer(
+            request.id,
+            reply(Decision::Answer { value: "c".into() }, "e"),
+        )
+        .await;
+    assert!(
+        matches!(wrong, Err(InboxError::Invalid { .. })),
+        "{wrong:?}"
+    );
     let approve = pump.answer(request.id, reply(Decision::Approve, "e")).await;
-    assert!(matches!(approve, Err(InboxError::Invalid { .. })), "{approve:?}");
-    pump.answer(request.id, reply(Decision::Answer { value: "b".into() }, "e")).await.unwrap();
+    assert!(
+        matches!(approve, Err(InboxError::Invalid { .. })),
+        "{approve:?}"
+    );
+    pump.answer(
+        request.id,
+        reply(Decision::Answer { value: "b".into() }, "e"),
+    )
+    .await
+    .unwrap();
     pump.settle(thread).await;
-    assert_eq!(result(&answers(&pump, thread).await[0]).fields["answer"], Value::Str("b".into()));
+    assert_eq!(
+        result(&answers(&pump, thread).await[0]).fields["answer"],
+        Value::Str("b".into())
+    );
 }
 
 /// "Questions count in a budget of their own (`questions`), so an agent cannot flood a person"
@@ -270,9 +346,14 @@ async fn a_restarted_pump_lists_the_request_and_applies_the_answer_once() {
     assert_eq!(open.len(), 1, "{open:?}");
     assert_eq!(open[0].thread, thread);
     assert_eq!(pump.thread(thread).unwrap().state, ThreadState::Waiting);
-    pump.answer(open[0].id, reply(Decision::Approve, "frank")).await.unwrap();
+    pump.answer(open[0].id, reply(Decision::Approve, "frank"))
+        .await
+        .unwrap();
     pump.settle(thread).await;
     let got = answers(&pump, thread).await;
     assert_eq!(got.len(), 1, "{got:?}");
-    assert_eq!(result(&got[0]).fields["stdout"], Value::Str("after restart\n".into()));
+    assert_eq!(
+        result(&got[0]).fields["stdout"],
+        Value::Str("after restart\n".into())
+    );
 }

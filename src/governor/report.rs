@@ -277,9 +277,7 @@ pub(crate) fn build(
             .map(|(l, n)| (l.to_string(), *n))
             .collect(),
         total_seconds_idle: seconds(ledger.idle_time()),
-        total_seconds_waiting: Some(ledger.waited())
-            .filter(|w| !w.is_zero())
-            .map(seconds),
+        total_seconds_waiting: Some(ledger.waited()).filter(|w| !w.is_zero()).map(seconds),
         total_seconds_elapsed: seconds(elapsed),
         budget,
         learnings: progress

@@ -148,7 +148,10 @@ impl PumpHandle {
         let open = self.shared.inbox.open();
         let wanted = |r: &&OpenRequest| {
             filter.thread.is_none_or(|t| r.thread == t)
-                && filter.listener.as_ref().is_none_or(|l| &r.request.listener == l)
+                && filter
+                    .listener
+                    .as_ref()
+                    .is_none_or(|l| &r.request.listener == l)
         };
         Ok(open.values().filter(wanted).cloned().collect())
     }

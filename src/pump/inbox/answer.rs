@@ -151,7 +151,9 @@ impl Shared {
         };
         let approve = request.default.as_deref() == Some("approve");
         Ok(match (request.kind, &reply.decision) {
-            (RequestKind::Approval, Decision::Approve) => Effect::Forward(self.held_call(asked).await?.0),
+            (RequestKind::Approval, Decision::Approve) => {
+                Effect::Forward(self.held_call(asked).await?.0)
+            }
             (RequestKind::Approval, Decision::Timeout) if approve => {
                 Effect::Forward(self.held_call(asked).await?.0)
             }
@@ -165,8 +167,15 @@ impl Shared {
                 Effect::Forward(tool_payload(&call.to_xml(), self))
             }
             (RequestKind::Approval, Decision::Deny { reason }) => {
-                let reason = if reason.is_empty() { "no reason given" } else { reason };
-                error(ErrorType::Denied, format!("denied by `{}`: {reason}", reply.by))
+                let reason = if reason.is_empty() {
+                    "no reason given"
+                } else {
+                    reason
+                };
+                error(
+                    ErrorType::Denied,
+                    format!("denied by `{}`: {reason}", reply.by),
+                )
             }
             (RequestKind::Approval, Decision::Timeout) => error(
                 ErrorType::Denied,
@@ -184,7 +193,10 @@ impl Shared {
                 ),
             },
             (RequestKind::Ask, d) => {
-                return Err(invalid(format!("a question takes `answer`, not `{}`", d.as_str())));
+                return Err(invalid(format!(
+                    "a question takes `answer`, not `{}`",
+                    d.as_str()
+                )));
             }
             (RequestKind::Approval, d) => {
                 return Err(invalid(format!(

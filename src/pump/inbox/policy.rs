@@ -118,7 +118,11 @@ mod tests {
             ("a*b*c", "axxbyyc", true),
             ("a*b*c", "axxbyy", false),
         ] {
-            assert_eq!(glob(pattern.as_bytes(), text.as_bytes()), expected, "{pattern} ~ {text}");
+            assert_eq!(
+                glob(pattern.as_bytes(), text.as_bytes()),
+                expected,
+                "{pattern} ~ {text}"
+            );
         }
     }
 }

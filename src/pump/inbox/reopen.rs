@@ -48,7 +48,10 @@ impl Shared {
             let n = asked.entry(thread).or_default();
             *n = (*n).max(u32::try_from(requests.len()).unwrap_or(u32::MAX));
         }
-        for (r, request) in requests.into_iter().filter(|(r, _)| !answered.contains(&r.id)) {
+        for (r, request) in requests
+            .into_iter()
+            .filter(|(r, _)| !answered.contains(&r.id))
+        {
             let expires = request.expires_at_ms;
             let open = OpenRequest {
                 id: r.id,
@@ -69,7 +72,11 @@ impl Shared {
 
     /// Sets a thread's count of open requests from the inbox (a thread restored from history,
     /// at a restart or a reload after eviction).
-    pub(crate) fn rewait(&self, inner: &mut crate::thread::registry::ThreadInner, thread: ThreadId) {
+    pub(crate) fn rewait(
+        &self,
+        inner: &mut crate::thread::registry::ThreadInner,
+        thread: ThreadId,
+    ) {
         let waiting = self.inbox.waiting_in(thread);
         if waiting > 0 {
             inner.ledger.began_waiting();
