@@ -11,16 +11,23 @@
 //! | `inbox/answer.rs` | an answer checked, recorded and applied with its effect in one commit |
 //! | `inbox/reopen.rs` | open requests read back from history after a restart; timeouts |
 //! | `inbox/ask.rs` | the `ask` tool's signature |
+//! | `inbox/part.rs` | the pump's part: open requests, questions asked |
+//! | `inbox/caller.rs` | a tool answer to the caller |
+//! | `inbox/timeout.rs` | a request's default applied when it expires |
 
 mod answer;
 mod ask;
+mod caller;
 pub(crate) mod hold;
+mod part;
 mod policy;
 mod record;
 mod reopen;
+mod timeout;
 
-use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+pub(crate) use part::Inbox;
+
+use std::sync::Arc;
 
 use serde::Serialize;
 
@@ -100,40 +107,6 @@ pub enum InboxError {
     /// The history store failed.
     #[error("inbox: {0}")]
     History(#[from] HistoryError),
-}
-
-/// The inbox's part of the pump: the open requests (oldest first: ids are UUID v7) and how
-/// many each thread asked, rebuilt from history at a restart; one answer applied at a time.
-#[derive(Debug, Default)]
-pub(crate) struct Inbox {
-    open: Mutex<BTreeMap<MessageId, OpenRequest>>,
-    asked: Mutex<BTreeMap<ThreadId, u32>>,
-    answering: tokio::sync::Mutex<()>,
-    reopened: tokio::sync::OnceCell<()>,
-}
-
-impl Inbox {
-    fn open(&self) -> std::sync::MutexGuard<'_, BTreeMap<MessageId, OpenRequest>> {
-        self.open.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Counts one more question of `thread`; false (and nothing counted) past `limit`.
-    fn count_question(&self, thread: ThreadId, limit: Option<u32>) -> bool {
-        let mut asked = self.asked.lock().unwrap_or_else(|p| p.into_inner());
-        let n = asked.entry(thread).or_default();
-        if limit.is_some_and(|l| *n >= l) {
-            return false;
-        }
-        *n += 1;
-        true
-    }
-
-    /// How many requests of `thread` are open.
-    pub(crate) fn waiting_in(&self, thread: ThreadId) -> u32 {
-        let open = self.open();
-        let n = open.values().filter(|r| r.thread == thread).count();
-        u32::try_from(n).unwrap_or(u32::MAX)
-    }
 }
 
 impl PumpHandle {

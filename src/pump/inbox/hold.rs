@@ -5,17 +5,16 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::caller::tool_payload;
 use super::record::{self, Request, RequestKind, now_ms};
 use super::{OpenRequest, ask};
+use crate::Envelope;
 use crate::history::RecordKind;
 use crate::listener::{Delivery, Registration};
 use crate::pump::Shared;
 use crate::pump::apply::Applying;
-use crate::pump::tx::{Place, Tx};
-use crate::thread::registry::{ThreadEntry, ThreadInner};
 use crate::tool::{Call, ErrorType, TOOL_NS, ToolError};
 use crate::value::Value;
-use crate::{Envelope, MessageId, Payload};
 
 /// The sender of the inbox's records.
 pub(crate) const INBOX_SENDER: &str = "inbox";
@@ -61,28 +60,6 @@ impl Shared {
         };
         matches!(self.store.record(id).await,
             Ok(Some(r)) if r.root == record::root("request") && r.thread == delivery.thread())
-    }
-
-    /// Records `payload` from `from` for `caller`: queued when the caller is a listener here,
-    /// recorded as egress for an outside caller.
-    pub(crate) fn to_caller(
-        &self,
-        tx: &mut Tx,
-        inner: &mut ThreadInner,
-        (from, caller): (&str, &str),
-        payload: Payload,
-        in_reply_to: MessageId,
-        thread: &ThreadEntry,
-    ) {
-        let env = Envelope::new(Arc::from(from), thread.id, payload)
-            .with_to(Some(Arc::from(caller)))
-            .with_in_reply_to(Some(in_reply_to));
-        match self.routes.index_of(caller) {
-            Some(index) if !inner.state().is_closed() => {
-                tx.queue(inner, Place::Here, env, index, RecordKind::Message);
-            }
-            _ => tx.record(inner, env, RecordKind::Egress),
-        }
     }
 }
 
@@ -138,13 +115,6 @@ impl Applying<'_> {
         let id = self.delivery.id();
         shared.to_caller(&mut self.tx, self.inner, ends, payload, id, self.entry);
     }
-}
-
-/// A tool answer written by the crate, as a payload (the crate's own form always parses).
-pub(crate) fn tool_payload(xml: &str, shared: &Shared) -> Payload {
-    Payload::parse(xml, &shared.config.limits).unwrap_or_else(|_| {
-        Payload::from_trusted(crate::QName::new(TOOL_NS, "error"), xml.to_owned(), true)
-    })
 }
 
 /// An error answering the held call of `delivery`.
