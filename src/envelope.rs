@@ -27,7 +27,7 @@ pub use ids::{IdError, MessageId, ThreadId};
 pub use incoming::Incoming;
 pub use limits::Limits;
 pub use namespaces::{
-    CLIENT_SENDER, GOVERNOR_NS, PROCESS_NS, SYSTEM_NS, SYSTEM_SENDER, TODO_NS,
+    CLIENT_SENDER, GOVERNOR_NS, INBOX_NS, PROCESS_NS, SYSTEM_NS, SYSTEM_SENDER, TODO_NS,
     is_reserved_namespace,
 };
 pub use payload::Payload;

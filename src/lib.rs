@@ -66,7 +66,8 @@ pub use listener::{
     Context, Delivery, Listener, ListenerError, Registration, Role, Typed, TypedListener, Usage,
 };
 pub use pump::{
-    AgentServerConfig, BuildError, IngressError, PumpBuilder, PumpConfig, PumpHandle, Receipt,
+    AgentServerConfig, Approval, BuildError, InboxFilter, InboxPolicy, IngressError, OpenRequest,
+    PumpBuilder, PumpConfig, PumpHandle, Receipt, Reply, ask_tool,
 };
 pub use system::Spawn;
 pub use thread::{Counters, ThreadInfo, ThreadState};

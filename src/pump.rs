@@ -13,6 +13,7 @@ mod dispatch;
 mod evict;
 mod gate;
 mod halt;
+pub mod inbox;
 mod ingress;
 mod lifecycle;
 mod notice;
@@ -34,6 +35,7 @@ pub(crate) use builder::usable_namespace;
 pub use builder::{AgentServerConfig, BuildError, PumpBuilder, PumpConfig};
 pub use control::ControlError;
 pub use evict::Residency;
+pub use inbox::{Approval, InboxError, InboxFilter, InboxPolicy, OpenRequest, Reply, ask_tool};
 pub use ingress::{IngressError, Receipt};
 pub use recover::RecoveryReport;
 pub use shutdown::ShutdownReport;
@@ -64,6 +66,7 @@ use crate::{Envelope, QName, ThreadId, ThreadInfo};
 /// | `pump/plan.rs` | a handler's outputs checked and planned (`plan`) |
 /// | `pump/apply/spawn.rs` | a child thread opened (`new_child`) |
 /// | `pump/notice.rs` | notices into threads, results to a parent (`notice`, `report_to_parent`) |
+/// | `pump/inbox/hold.rs` | a call held for a person (`held`, `Applying::ask`); answers in `inbox/answer.rs` |
 /// | `pump/halt.rs` | the governor's decision and a halt (`decide`, `halt_locked`, `halt_before`) |
 /// | `pump/recover.rs` | a restart: pending work read back from history |
 /// | this file | construction and the system thread's records |
@@ -79,8 +82,8 @@ pub(crate) struct Shared {
     system_thread: Arc<ThreadEntry>,
     /// The pump's own sender names, shared by every record to or from them.
     names: Names,
-    /// What the last restart brought back.
-    recovered: std::sync::OnceLock<RecoveryReport>,
+    /// Open requests to a person and the questions each thread asked (`pump/inbox.rs`).
+    inbox: inbox::Inbox,
     /// Taking input, closing, stopped; runners alive and who waits for them
     /// (`pump/lifecycle.rs`).
     lifecycle: lifecycle::Lifecycle,
@@ -135,7 +138,7 @@ impl Shared {
             config,
             system_thread,
             names: Names::default(),
-            recovered: std::sync::OnceLock::new(),
+            inbox: inbox::Inbox::default(),
             lifecycle: lifecycle::Lifecycle::default(),
             adopting: std::sync::Mutex::new(()),
             refusals: refusals::Refusals::default(),
@@ -585,7 +588,12 @@ impl PumpHandle {
     /// # }
     /// ```
     pub fn recovered(&self) -> RecoveryReport {
-        self.shared.recovered.get().copied().unwrap_or_default()
+        self.shared
+            .lifecycle
+            .recovered
+            .get()
+            .copied()
+            .unwrap_or_default()
     }
 
     /// The pump's own thread: `boot`, `shutdown`, and refusals of input that named no usable thread.

@@ -22,6 +22,9 @@ pub enum ThreadState {
     Active,
     /// Its queue is empty; it accepts new messages.
     Idle,
+    /// Its queue is empty and a question or approval of it waits for a person's answer
+    /// (`PumpHandle::answer`); it takes no turns until then and accepts new messages.
+    Waiting,
     /// A listener emitted `thread-done`; it accepts no new messages.
     Done,
     /// The governor stopped it; it accepts no new messages unless resumed.
@@ -42,6 +45,7 @@ impl ThreadState {
         match self {
             Self::Active => "active",
             Self::Idle => "idle",
+            Self::Waiting => "waiting",
             Self::Done => "done",
             Self::Halted => "halted",
         }
@@ -67,9 +71,9 @@ impl fmt::Display for ThreadState {
     }
 }
 
-/// A state name that is not one of `active`, `idle`, `done`, `halted`.
+/// A state name that is not one of `active`, `idle`, `waiting`, `done`, `halted`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown thread state `{0}`, expected active, idle, done or halted")]
+#[error("unknown thread state `{0}`, expected active, idle, waiting, done or halted")]
 pub struct StateError(String);
 
 impl FromStr for ThreadState {
@@ -79,6 +83,7 @@ impl FromStr for ThreadState {
         match s {
             "active" => Ok(Self::Active),
             "idle" => Ok(Self::Idle),
+            "waiting" => Ok(Self::Waiting),
             "done" => Ok(Self::Done),
             "halted" => Ok(Self::Halted),
             other => Err(StateError(other.to_owned())),

@@ -19,6 +19,7 @@ mod wire;
 
 pub use adapter::{Adapter, Tool, answer, call_root, register};
 pub use signature::Signature;
+pub(crate) use signature::mismatch;
 pub use wire::{Answer, Call, ErrorType, ToolError, ToolResult, WireError};
 pub(crate) use wire::{items, written_fits, written_payload};
 

@@ -1033,7 +1033,7 @@ fn source_codes() -> Vec<(&'static str, &'static str, BTreeSet<String>)> {
         (
             "tool.xsd",
             "ErrorType",
-            wire_codes!(ErrorType: InvalidArgument, Failed, Timeout, NotAllowed, Unavailable),
+            wire_codes!(ErrorType: InvalidArgument, Failed, Timeout, NotAllowed, Unavailable, Denied),
         ),
         (
             "governor.xsd",

@@ -18,13 +18,17 @@ pub const PROCESS_NS: &str = "urn:agentpump:process:v1";
 /// recorded by the pump, which holds a thread's `done` to its latest plan (module `todo`).
 pub const TODO_NS: &str = "urn:agentpump:todo:v1";
 
+/// Namespace of a person's part in a thread: `request` (a question or an approval put to a
+/// person) and `answer` (how it was answered). Only the pump writes them (`pump/inbox`).
+pub const INBOX_NS: &str = "urn:agentpump:inbox:v1";
+
 /// The name the pump uses as the sender of the messages it emits.
 pub const SYSTEM_SENDER: &str = "system";
 /// The name the pump gives to senders outside the pump (API, CLI, [`PumpHandle`](crate::PumpHandle)).
 pub const CLIENT_SENDER: &str = "client";
 
-/// Whether `namespace` is one only the pump handles (system, governor, process, plan, either
-/// envelope): no listener may accept a root in it, and a payload in it from a listener or client
+/// Whether `namespace` is one only the pump handles (system, governor, process, plan, inbox,
+/// either envelope): no listener may accept a root in it, and a payload in it from a listener or client
 /// is refused.
 ///
 /// # Example
@@ -33,6 +37,7 @@ pub const CLIENT_SENDER: &str = "client";
 /// use agentpump::envelope::is_reserved_namespace;
 /// assert!(is_reserved_namespace("urn:agentpump:system:v1"));
 /// assert!(is_reserved_namespace("urn:agentpump:todo:v1"));
+/// assert!(is_reserved_namespace("urn:agentpump:inbox:v1"));
 /// assert!(!is_reserved_namespace("urn:example:v1"));
 /// ```
 pub fn is_reserved_namespace(namespace: &str) -> bool {
@@ -41,6 +46,7 @@ pub fn is_reserved_namespace(namespace: &str) -> bool {
         GOVERNOR_NS,
         PROCESS_NS,
         TODO_NS,
+        INBOX_NS,
         ENVELOPE_NS,
         AGENTSERVER_NS,
     ]

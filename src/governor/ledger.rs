@@ -74,6 +74,10 @@ pub(crate) struct Ledger {
     idle: std::time::Duration,
     /// When the thread last went idle, while it is idle.
     idle_since: Option<Instant>,
+    /// Time spent waiting for a person before the current spell.
+    waited: std::time::Duration,
+    /// When the thread began waiting for a person, while it waits.
+    waiting_since: Option<Instant>,
 }
 
 impl Ledger {
@@ -93,6 +97,8 @@ impl Ledger {
             stop_requested: false,
             idle: std::time::Duration::ZERO,
             idle_since: None,
+            waited: std::time::Duration::ZERO,
+            waiting_since: None,
         }
     }
 
@@ -141,6 +147,31 @@ impl Ledger {
         if let Some(since) = self.idle_since.take() {
             self.idle += since.elapsed();
         }
+    }
+
+    /// A person was asked and the thread had no other open request: a waiting spell begins.
+    pub fn began_waiting(&mut self) {
+        self.waiting_since.get_or_insert_with(Instant::now);
+    }
+
+    /// The thread's last open request was answered: the spell ends and, unless waiting
+    /// counts against the wall clock, the deadline moves by its length.
+    pub fn ended_waiting(&mut self, waiting_counts: bool) {
+        if let Some(since) = self.waiting_since.take() {
+            let spell = since.elapsed();
+            self.waited += spell;
+            if !waiting_counts && let Some(deadline) = self.deadline.as_mut() {
+                *deadline += spell;
+            }
+        }
+    }
+
+    /// Time spent waiting for a person so far, the current spell included.
+    pub fn waited(&self) -> std::time::Duration {
+        self.waited
+            + self
+                .waiting_since
+                .map_or(std::time::Duration::ZERO, |s| s.elapsed())
     }
 
     /// Time spent idle so far, the current spell included.

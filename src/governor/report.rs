@@ -51,6 +51,10 @@ pub struct HaltingReport {
     pub total_seconds_elapsed: String,
     /// Of those, seconds with nothing queued and nothing running.
     pub total_seconds_idle: String,
+    /// Of the idle time, seconds spent waiting for a person's answer (`pump/inbox`); absent
+    /// when the thread never waited.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total_seconds_waiting: Option<String>,
     /// Limits, spend (descendants included) and what remains, per budget.
     pub budget: BTreeMap<String, BudgetLine>,
     /// Lane-typed learnings reported in the thread.
@@ -273,6 +277,7 @@ pub(crate) fn build(
             .map(|(l, n)| (l.to_string(), *n))
             .collect(),
         total_seconds_idle: seconds(ledger.idle_time()),
+        total_seconds_waiting: Some(ledger.waited()).filter(|w| !w.is_zero()).map(seconds),
         total_seconds_elapsed: seconds(elapsed),
         budget,
         learnings: progress

@@ -9,6 +9,8 @@ use rust_decimal::Decimal;
 use serde::Deserialize;
 use toml::Spanned;
 
+mod inbox;
+
 use crate::governor::{Budget, GovernorPolicy, IterationBudget, messages_decimal};
 use crate::history::{Durability, SqliteHistory, SqliteOptions};
 use crate::host::HostError;
@@ -51,6 +53,9 @@ pub struct Organism {
     /// `[tools.…]`: the tools that need a policy (off unless enabled).
     #[serde(default)]
     tools: ToolsSection,
+    /// `[inbox]`: approvals, the questions budget, waiting and the wall clock.
+    #[serde(default)]
+    inbox: inbox::InboxSection,
     /// `[tasks]`: the task orchestrator's settings (`agentpump tasks run`).
     #[serde(default)]
     pub tasks: crate::tasks::TasksConfig,
@@ -88,6 +93,8 @@ struct CommandSection {
     env: Option<Vec<String>>,
     #[serde(default)]
     allow_shell: bool,
+    /// Calls that wait for a person's approval: `true`, or patterns of the call's line.
+    approve: Option<inbox::Approve>,
 }
 
 /// `[agentserver]`.
@@ -343,6 +350,8 @@ impl Organism {
             max_outputs: l.max_outputs.unwrap_or(d.max_outputs),
         };
         config.queue_capacity = l.queue_capacity.unwrap_or(config.queue_capacity);
+        let command = self.tools.command.as_ref().map(Spanned::get_ref);
+        config.inbox = self.inbox.policy(command.and_then(|c| c.approve.as_ref()));
         if let Some(ms) = l.refusal_window_ms {
             config.refusal_window = std::time::Duration::from_millis(ms);
         }

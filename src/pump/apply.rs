@@ -1,6 +1,7 @@
 //! Applying a delivery's planned steps to its thread, with the thread (and its parent) locked:
 //! deliveries, egress, refusals, spawns, context views, thread-done, governor messages and plans.
 
+mod ask;
 mod failure;
 mod govern;
 mod spawn;
@@ -208,6 +209,7 @@ impl Applying<'_> {
                 }
             }
             Step::Govern { payload, message } => self.govern(payload, message),
+            Step::Ask { held } => self.ask(*held),
             Step::Note { payload } => {
                 let env = self.envelope(payload);
                 self.tx.record(self.inner, env, RecordKind::Message);

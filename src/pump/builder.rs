@@ -3,6 +3,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
+use super::inbox::InboxPolicy;
 use super::{PumpHandle, Shared};
 use crate::governor::GovernorPolicy;
 use crate::history::{HistoryError, HistoryStore, MemoryHistory};
@@ -54,6 +55,9 @@ pub struct PumpConfig {
     /// a tree ([`MemoryHistory`], whose records are in memory anyway). See
     /// `docs/decisions/2026-11-26-eviction.md`.
     pub evict_idle_after: Option<std::time::Duration>,
+    /// Which tool calls wait for a person's approval, the `questions` budget, and whether
+    /// waiting counts against the wall clock (see [`InboxPolicy`]).
+    pub inbox: InboxPolicy,
 }
 
 /// AgentServer v2.1 interop. AgentServer payloads usually have no namespace, and no listener
@@ -106,6 +110,7 @@ impl Default for PumpConfig {
             agentserver: AgentServerConfig::default(),
             refusal_window: Self::DEFAULT_REFUSAL_WINDOW,
             evict_idle_after: None,
+            inbox: InboxPolicy::default(),
         }
     }
 }
@@ -301,8 +306,13 @@ impl PumpBuilder {
         ));
         shared.record_boot()?;
         let report = shared.recover(recovery)?;
-        let _ = shared.recovered.set(report);
+        let _ = shared.lifecycle.recovered.set(report);
         shared.sweep_evictions();
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            // Open requests of an earlier run are listed, waited on and timed again.
+            let reopening = Arc::clone(&shared);
+            runtime.spawn(async move { reopening.reopen().await });
+        }
         Ok(PumpHandle::new(shared))
     }
 }

@@ -13,7 +13,7 @@ use tokio::time::Instant;
 use super::Shared;
 use super::apply::{Applying, Failure, FailureCode};
 use super::gate::Admission;
-use super::plan::Steps;
+use super::plan::{Step, Steps};
 use super::tx::Tx;
 use crate::governor::Signals;
 use crate::history::{HistoryError, Ticket};
@@ -63,13 +63,25 @@ impl Shared {
         );
         let timed = !self.config.governor.iteration.is_unlimited();
         let started = timed.then(Instant::now);
-        let outcome = invoke(registration, &delivery, &mut cx, deadline).await;
+        // A call held for a person is not handed to its tool (`pump/inbox/hold.rs`).
+        let held = self.held(registration, &delivery).await;
+        let outcome = match held {
+            Some(_) => Ok(()),
+            None => invoke(registration, &delivery, &mut cx, deadline).await,
+        };
         let took = started.map(|s| s.elapsed());
         let (outputs, usage, mut spent, on_commit) = cx.into_parts();
         spent.add(&cost.usage());
-        let (steps, failure) = match outcome {
-            Ok(()) => (self.plan(item.target, &delivery, outputs), None),
-            Err(mut failure) => {
+        let (steps, failure) = match (outcome, held) {
+            (Ok(()), Some(held)) => {
+                let mut steps = Steps::new();
+                steps.push(Step::Ask {
+                    held: Box::new(held),
+                });
+                (steps, None)
+            }
+            (Ok(()), None) => (self.plan(item.target, &delivery, outputs), None),
+            (Err(mut failure), _) => {
                 if !outputs.is_empty() {
                     failure.message = format!(
                         "{}; the {} output(s) it emitted before failing were dropped",

@@ -24,6 +24,8 @@ pub(crate) struct Lifecycle {
     waiters: AtomicUsize,
     /// Notified when a runner ends or parked threads wake.
     quiet: Notify,
+    /// What the last restart brought back.
+    pub(crate) recovered: std::sync::OnceLock<super::RecoveryReport>,
 }
 
 impl Lifecycle {

@@ -57,6 +57,8 @@ pub(crate) enum Step {
     Plan { payload: Payload },
     /// Narrow the listener's view of history.
     ClearContext { request: Payload, keep: usize },
+    /// Hold a tool call for a person: record the request (`pump/inbox/hold.rs`).
+    Ask { held: Box<super::inbox::hold::Held> },
     /// End the thread.
     Done {
         request: Payload,

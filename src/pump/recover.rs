@@ -95,6 +95,7 @@ impl Shared {
                 None => Ledger::root(&self.config.governor.budget, start_of(&info.id)),
             };
             let mut entry = ThreadEntry::restore(info, ledger);
+            self.rewait(&mut entry.lock(), info.id);
             if let Some(parent) = parent {
                 // One epoch per tree, as when the child was spawned (`settle`, eviction).
                 entry.tree_epoch = Arc::clone(&parent.tree_epoch);

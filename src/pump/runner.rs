@@ -118,6 +118,7 @@ impl Shared {
             && !parked
             && !inner.state().is_closed()
             && inner.live_children == 0
+            && inner.waiting == 0
         {
             let mut tx = Tx::new();
             inner.finish();

@@ -74,6 +74,8 @@ pub(crate) struct ThreadInner {
     pub plan: Option<Payload>,
     /// The governor's account and ledger of this thread.
     pub ledger: Ledger,
+    /// Questions and approvals of this thread a person has not answered yet (`pump/inbox`).
+    pub waiting: u32,
 }
 
 impl ThreadInner {
@@ -84,14 +86,30 @@ impl ThreadInner {
 
     /// An idle thread has work again (an open thread's state; a closed one stays closed).
     pub fn activate(&mut self) {
-        if self.state == ThreadState::Idle {
+        if matches!(self.state, ThreadState::Idle | ThreadState::Waiting) {
             self.state = ThreadState::Active;
         }
     }
 
     /// An active thread ran out of work.
     pub fn go_idle(&mut self) {
-        if self.state == ThreadState::Active {
+        if matches!(self.state, ThreadState::Active | ThreadState::Idle) {
+            self.state = if self.waiting > 0 {
+                ThreadState::Waiting
+            } else {
+                ThreadState::Idle
+            };
+        }
+    }
+
+    /// The count of this thread's requests a person has not answered changed: a thread with
+    /// no runner shows whether it waits.
+    pub fn set_waiting(&mut self, waiting: u32) {
+        self.waiting = waiting;
+        if !self.running {
+            self.go_idle();
+        }
+        if self.waiting == 0 && self.state == ThreadState::Waiting {
             self.state = ThreadState::Idle;
         }
     }
@@ -149,6 +167,7 @@ impl ThreadEntry {
                 last_payload: None,
                 plan: None,
                 ledger,
+                waiting: 0,
             }),
         }
     }
@@ -169,7 +188,7 @@ impl ThreadEntry {
         entry.is_system = info.parent.is_none() && &*info.path == "system";
         let mut inner = entry.lock();
         inner.state = match info.state {
-            ThreadState::Active | ThreadState::Idle => ThreadState::Idle,
+            ThreadState::Active | ThreadState::Idle | ThreadState::Waiting => ThreadState::Idle,
             closed => closed,
         };
         drop(inner);

@@ -138,7 +138,7 @@ fn insert(schema: &mut Json, name: &str, property: Json, required: bool) {
 }
 
 /// Why `value` does not fit `schema` (`must be a string, not boolean`), if it does not.
-fn mismatch(schema: &Json, value: &Value) -> Option<String> {
+pub(crate) fn mismatch(schema: &Json, value: &Value) -> Option<String> {
     let types: Vec<&str> = match schema.get("type") {
         Some(Json::String(t)) => vec![t.as_str()],
         Some(Json::Array(list)) => list.iter().filter_map(Json::as_str).collect(),

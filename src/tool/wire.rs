@@ -69,16 +69,19 @@ pub enum ErrorType {
     NotAllowed,
     /// The tool cannot answer now; calling again later may succeed.
     Unavailable,
+    /// A person refused the call when asked to approve it (`pump/inbox`).
+    Denied,
 }
 
 impl ErrorType {
     /// Every type.
-    pub const ALL: [ErrorType; 5] = [
+    pub const ALL: [ErrorType; 6] = [
         Self::InvalidArgument,
         Self::Failed,
         Self::Timeout,
         Self::NotAllowed,
         Self::Unavailable,
+        Self::Denied,
     ];
 
     /// As written in the `type` attribute.
@@ -89,6 +92,7 @@ impl ErrorType {
             Self::Timeout => "timeout",
             Self::NotAllowed => "not-allowed",
             Self::Unavailable => "unavailable",
+            Self::Denied => "denied",
         }
     }
 

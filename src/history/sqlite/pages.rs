@@ -107,6 +107,17 @@ fn rare_roots(
 }
 
 /// The SQL condition and arguments of `filter` (without the cursor).
+/// A thread with a person's request that no answer replies to (`pump/inbox`).
+fn waiting_sql() -> String {
+    let request = crate::QName::new(crate::envelope::INBOX_NS, "request");
+    let answer = crate::QName::new(crate::envelope::INBOX_NS, "answer");
+    format!(
+        "EXISTS (SELECT 1 FROM records q WHERE q.thread = threads.id AND q.root = '{request}' \
+         AND NOT EXISTS (SELECT 1 FROM records a WHERE a.thread = q.thread \
+         AND a.in_reply_to = q.id AND a.root = '{answer}'))"
+    )
+}
+
 fn conditions(filter: &ThreadFilter, text_plan: TextPlan<'_>) -> (String, Vec<Value>) {
     // With the few candidate roots known, they are looked up by id; `+` keeps the planner from
     // walking every root through the parent index instead (it would, to save a sort).
@@ -127,7 +138,14 @@ fn conditions(filter: &ThreadFilter, text_plan: TextPlan<'_>) -> (String, Vec<Va
         }
         Some(ThreadState::Idle) => {
             sql.push_str(&format!(
-                " AND state IN ('active', 'idle') AND NOT {PENDING}"
+                " AND state IN ('active', 'idle') AND NOT {PENDING} AND NOT {}",
+                waiting_sql()
+            ));
+        }
+        Some(ThreadState::Waiting) => {
+            sql.push_str(&format!(
+                " AND state IN ('active', 'idle', 'waiting') AND NOT {PENDING} AND {}",
+                waiting_sql()
             ));
         }
         None => {}

@@ -120,9 +120,12 @@ pub(super) async fn stop_orphans(pump: &PumpHandle, found: &Found, continued: &B
         if continued.contains(thread) {
             continue;
         }
-        let live = pump
-            .thread(*thread)
-            .is_some_and(|i| matches!(i.state, ThreadState::Active | ThreadState::Idle));
+        let live = pump.thread(*thread).is_some_and(|i| {
+            matches!(
+                i.state,
+                ThreadState::Active | ThreadState::Idle | ThreadState::Waiting
+            )
+        });
         if live {
             tracing::warn!(%thread, "stopping a task thread no attempt continues");
             let _ = pump.stop(*thread).await;
