@@ -139,3 +139,187 @@ async fn a_process_uses_the_reference_servers_tools_and_the_history_verifies() {
     assert_eq!(crossing(&records), ["call ev.get-sum", "result ev.get-sum", "call ev.echo", "result ev.echo"], "{thread}");
     host.verify(&dir).await;
 }
+
+/// A call of `tool` with `args` (`name=json` each), as XML.
+fn call(tool: &str, id: &str, args: &[(&str, &str)]) -> String {
+    let call = args.iter().fold(
+        agentpump::tool::Call::new(tool).id(id),
+        |c, &(name, json)| c.arg(name, Value::from_json(json).unwrap()),
+    );
+    call.to_xml()
+}
+
+/// Posts `payload` from outside into a new thread and settles it: the thread and its records.
+async fn ask(pump: &PumpHandle, payload: &str) -> (ThreadId, Vec<agentpump::history::Record>) {
+    let thread = pump.post(None, None, payload).await.unwrap().thread();
+    settle(pump, thread).await;
+    (thread, pump.history(thread).await.unwrap())
+}
+
+/// Issue 30: "an error result" — `isError` and JSON-RPC errors map to `<error type=…>` with
+/// the server's message; an argument that does not fit the signature never reaches the server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn error_results_come_back_as_tool_errors_with_the_servers_message() {
+    let Some(server) = everything() else { return };
+    let dir = Scratch::new("mcp-everything-errors");
+    let organism = everything_table(&format!("{:?}", server.display().to_string()), "");
+    let host = Host::start(&dir, &organism, &[]).await;
+    // The reference server refuses a city its enum does not list (the signature carries the
+    // enum for the model and leaves the check to the server).
+    let (_, records) = ask(
+        &host.pump,
+        &call("ev.get-structured-content", "c1", &[("location", "\"Paris\"")]),
+    )
+    .await;
+    let e = failure(&records);
+    assert_eq!(e.call.as_deref(), Some("c1"));
+    assert!(
+        matches!(e.kind, ErrorType::InvalidArgument | ErrorType::Failed),
+        "{e:?}"
+    );
+    assert!(e.message.contains("location"), "the server's message: {e:?}");
+    // Refused by the signature: the server never sees it.
+    let (_, records) = ask(&host.pump, &call("ev.get-sum", "c2", &[("a", "\"two\"")])).await;
+    let e = failure(&records);
+    assert_eq!(e.kind, ErrorType::InvalidArgument);
+    assert_eq!(e.message, "argument `a` must be a number, not string");
+    // Structured content comes back as the `structured` field.
+    let (_, records) = ask(
+        &host.pump,
+        &call("ev.get-structured-content", "c3", &[("location", "\"Chicago\"")]),
+    )
+    .await;
+    let answer = support::process::returned(&records);
+    let agentpump::tool::Answer::Result(r) = answer else {
+        panic!("a result: {answer:?}")
+    };
+    let Value::Object(structured) = &r.fields["structured"] else {
+        panic!("structured content: {:?}", r.fields)
+    };
+    assert!(structured.contains_key("temperature"), "{structured:?}");
+    host.verify(&dir).await;
+}
+
+/// Issue 30: "a long-running tool past its timeout" gives `system-error` `handler-timeout`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_past_its_timeout_is_a_handler_timeout() {
+    let Some(server) = everything() else { return };
+    let dir = Scratch::new("mcp-everything-timeout");
+    let organism = everything_table(
+        &format!("{:?}", server.display().to_string()),
+        "timeout_ms = 800",
+    );
+    let host = Host::start(&dir, &organism, &[]).await;
+    let slow = call(
+        "ev.trigger-long-running-operation",
+        "slow",
+        &[("duration", "5"), ("steps", "1")],
+    );
+    let (thread, _) = ask(&host.pump, &slow).await;
+    let notices = support::notices(&host.pump, thread).await;
+    assert_eq!(
+        notices,
+        [("client".into(), "system-error".into(), "handler-timeout".into())]
+    );
+    // The server is still there for the next call.
+    let (_, records) = ask(&host.pump, &call("ev.echo", "e", &[("message", "\"on\"")])).await;
+    assert_eq!(fields(&records)["text"], Value::Str("Echo: on".into()));
+    host.verify(&dir).await;
+}
+
+/// Issue 30: "kill -9 of the server mid-call (system-error, restart, next call works)".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_killed_mid_call_is_upstream_failed_then_restarted() {
+    let Some(server) = everything() else { return };
+    let dir = Scratch::new("mcp-everything-kill");
+    let pid_file = dir.0.join("server.pid");
+    // The shell writes its pid, then becomes the server: the pid is the server's.
+    let command = format!(
+        "\"sh\", \"-c\", {:?}",
+        format!("echo $$ > '{}'; exec '{}'", pid_file.display(), server.display())
+    );
+    let host = Host::start(&dir, &everything_table(&command, "timeout_ms = 20000"), &[]).await;
+    let first_pid = std::fs::read_to_string(&pid_file).unwrap();
+    let slow = call(
+        "ev.trigger-long-running-operation",
+        "slow",
+        &[("duration", "10"), ("steps", "10")],
+    );
+    let thread = host.pump.post(None, None, &slow).await.unwrap().thread();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let pid = nix::unistd::Pid::from_raw(first_pid.trim().parse().unwrap());
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL).unwrap();
+    settle(&host.pump, thread).await;
+    let notices = support::notices(&host.pump, thread).await;
+    assert_eq!(
+        notices,
+        [("client".into(), "system-error".into(), "upstream-failed".into())]
+    );
+    // The next call waits for the restart and works.
+    let (_, records) = ask(&host.pump, &call("ev.get-sum", "s", &[("a", "1"), ("b", "2")])).await;
+    assert_eq!(
+        fields(&records)["text"],
+        Value::Str("The sum of 1 and 2 is 3.".into())
+    );
+    let second_pid = std::fs::read_to_string(&pid_file).unwrap();
+    assert_ne!(first_pid, second_pid, "a new server process");
+    host.verify(&dir).await;
+}
+
+/// Issue 30: "call `add` and `echo` from an LLM agent (scripted model on loopback)"; "LLM
+/// agents see MCP tools in their prompt like any tool (description, arguments)".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_llm_agent_calls_the_reference_servers_tools() {
+    use support::model::{answer, serve_model};
+    let Some(server) = everything() else { return };
+    let dir = Scratch::new("mcp-everything-llm");
+    let gov = "urn:agentpump:governor:v1";
+    let (model, base) = serve_model(
+        vec![
+            answer(&call("ev.get-sum", "s", &[("a", "6"), ("b", "7")]), 10, 10),
+            answer(&call("ev.echo", "e", &[("message", "\"13\"")]), 10, 10),
+            answer(
+                &format!(
+                    r#"<send to="client">{}</send> <loop xmlns="{gov}" control="done"/>"#,
+                    support::p("answer", "13")
+                ),
+                10,
+                10,
+            ),
+        ],
+        None,
+    )
+    .await;
+    let organism = everything_table(&format!("{:?}", server.display().to_string()), "")
+        + &format!(
+            "[[listener]]\nname = \"assistant\"\nkind = \"llm\"\nbase_url = \"{base}\"\nmodel = \"m\"\n\
+             prompt = \"You add.\"\naccepts = [\"{{urn:test:v1}}ask\"]\npeers = [\"ev.get-sum\", \"ev.echo\"]\n"
+        );
+    let host = Host::start(&dir, &organism, &[]).await;
+    let thread = host
+        .pump
+        .post(None, Some("assistant"), &support::p("ask", "6 + 7?"))
+        .await
+        .unwrap()
+        .thread();
+    settle(&host.pump, thread).await;
+    let records = host.pump.history(thread).await.unwrap();
+    assert_eq!(
+        crossing(&records),
+        ["call ev.get-sum", "result ev.get-sum", "call ev.echo", "result ev.echo"]
+    );
+    assert_eq!(
+        support::egress(&host.pump, thread).await,
+        [support::p("answer", "13")]
+    );
+    let requests = model.requests.lock().unwrap().clone();
+    let system = requests[0]["messages"][0]["content"].as_str().unwrap();
+    assert!(
+        system.contains("ev.get-sum") && system.contains("Returns the sum of two numbers"),
+        "the tool's name and description: {system}"
+    );
+    assert!(system.contains(r#"<arg name="a" type="number">"#), "{system}");
+    let second = serde_json::to_string(&requests[1]["messages"]).unwrap();
+    assert!(second.contains("The sum of 6 and 7 is 13."), "{second}");
+    host.verify(&dir).await;
+}
