@@ -10,7 +10,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use agentpump::history::RecordKind;
 use agentpump::host::organism::Organism;
 use agentpump::tool::ErrorType;
 use agentpump::value::Value;
@@ -321,5 +320,112 @@ async fn an_llm_agent_calls_the_reference_servers_tools() {
     assert!(system.contains(r#"<arg name="a" type="number">"#), "{system}");
     let second = serde_json::to_string(&requests[1]["messages"]).unwrap();
     assert!(second.contains("The sum of 6 and 7 is 13."), "{second}");
+    host.verify(&dir).await;
+}
+
+/// The Python SDK's interpreter (`.ci/run`'s virtual environment with `mcp` 2.x).
+fn python() -> Option<PathBuf> {
+    installed("AGENTPUMP_MCP_PYTHON", "python-mcp-2.3.0/bin/python")
+}
+
+/// tests/fixtures/mcp/`name`.
+fn fixture(name: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/mcp")
+        .join(name)
+        .display()
+        .to_string()
+}
+
+/// The `structured` field of a result.
+fn structured(records: &[agentpump::history::Record]) -> std::collections::BTreeMap<String, Value> {
+    match fields(records).remove("structured") {
+        Some(Value::Object(map)) => map,
+        other => panic!("structured content: {other:?}"),
+    }
+}
+
+/// Issue 30: "a server written with the official Python SDK … over stdio …, returning
+/// structured content"; "`list_changed` notifications update the registrations".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_python_sdk_server_over_stdio_gives_structured_content_and_changes_its_tools() {
+    let Some(python) = python() else { return };
+    let dir = Scratch::new("mcp-python-stdio");
+    let organism = format!(
+        "[store]\npath = \"history.db\"\n\n[[mcp]]\nname = \"py\"\ncommand = [{:?}, {:?}, \"stdio\"]\n",
+        python.display().to_string(),
+        fixture("server.py")
+    );
+    let host = Host::start(&dir, &organism, &[]).await;
+    let (_, records) = ask(&host.pump, &call("py.weather", "w", &[("city", "\"Oslo\"")])).await;
+    let weather = structured(&records);
+    assert_eq!(weather["city"], Value::Str("Oslo".into()));
+    assert_eq!(weather["temperature"], Value::from_json("21.5").unwrap());
+    // `factor: float | None` is an `anyOf` of plain types: a number or null, or left out.
+    for (args, expected) in [
+        (vec![("value", "4")], "8"),
+        (vec![("value", "4"), ("factor", "null")], "8"),
+        (vec![("value", "4"), ("factor", "0.5")], "2"),
+    ] {
+        let (_, records) = ask(&host.pump, &call("py.scale", "s", &args)).await;
+        let got = &structured(&records)["result"];
+        assert_eq!(got, &Value::from_json(expected).unwrap(), "{args:?}");
+    }
+    let (_, records) = ask(&host.pump, &call("py.boom", "b", &[])).await;
+    let e = failure(&records);
+    assert_eq!(
+        (e.kind, e.message.as_str()),
+        (ErrorType::Failed, "Error executing tool boom")
+    );
+    // `retire` removes `weather` and notifies the client: calls of it are then `unavailable`.
+    ask(&host.pump, &call("py.retire", "r", &[])).await;
+    let mut last = None;
+    for _ in 0..50 {
+        let (_, records) = ask(&host.pump, &call("py.weather", "w", &[("city", "\"Oslo\"")])).await;
+        if let agentpump::tool::Answer::Error(e) = support::process::returned(&records) {
+            last = Some(e);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let e = last.expect("weather is retired");
+    assert_eq!(e.kind, ErrorType::Unavailable);
+    assert_eq!(e.message, "MCP server `py` no longer lists tool `weather`");
+    host.verify(&dir).await;
+}
+
+/// Issue 30: "a server written with the official Python SDK … once over Streamable HTTP,
+/// returning structured content".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_python_sdk_server_over_streamable_http_gives_structured_content() {
+    let Some(python) = python() else { return };
+    let dir = Scratch::new("mcp-python-http");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let _server = tokio::process::Command::new(&python)
+        .args([fixture("server.py"), "http".into(), port.to_string()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    for _ in 0..100 {
+        if tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let organism = format!(
+        "[store]\npath = \"history.db\"\n\n[[mcp]]\nname = \"py\"\nurl = \"http://127.0.0.1:{port}/mcp\"\ntools = [\"weather\", \"boom\"]\n"
+    );
+    let host = Host::start(&dir, &organism, &[]).await;
+    assert_eq!(host.tools, ["py.weather", "py.boom"]);
+    let (_, records) = ask(&host.pump, &call("py.weather", "w", &[("city", "\"Lima\"")])).await;
+    assert_eq!(structured(&records)["conditions"], Value::Str("sunny".into()));
+    let (_, records) = ask(&host.pump, &call("py.boom", "b", &[])).await;
+    assert_eq!(failure(&records).kind, ErrorType::Failed);
     host.verify(&dir).await;
 }
