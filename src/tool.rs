@@ -17,8 +17,8 @@ mod adapter;
 mod signature;
 mod wire;
 
-pub use adapter::{Adapter, Tool, answer, call_root, register};
 pub(crate) use adapter::reply;
+pub use adapter::{Adapter, Tool, answer, call_root, register};
 pub use signature::Signature;
 pub use wire::{Answer, Call, ErrorType, ToolError, ToolResult, WireError};
 pub(crate) use wire::{items, written_fits, written_payload};

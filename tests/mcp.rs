@@ -26,7 +26,9 @@ fn installed(var: &str, cached: &str) -> Option<PathBuf> {
     let path = std::env::var_os(var).map(PathBuf::from).or_else(|| {
         let cache = std::env::var_os("AGENTPUMP_CI_CACHE")
             .map(PathBuf::from)
-            .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cache/agentpump-ci")))?;
+            .or_else(|| {
+                std::env::var_os("HOME").map(|h| Path::new(&h).join(".cache/agentpump-ci"))
+            })?;
         Some(cache.join(cached))
     })?;
     if path.exists() {
@@ -37,7 +39,10 @@ fn installed(var: &str, cached: &str) -> Option<PathBuf> {
         "{} is not installed (set {var} or run .ci/run)",
         path.display()
     );
-    println!("skipped: {} is not installed (.ci/run installs it)", path.display());
+    println!(
+        "skipped: {} is not installed (.ci/run installs it)",
+        path.display()
+    );
     None
 }
 
@@ -87,7 +92,9 @@ impl Host {
 
 /// `[[mcp]]` for the reference server, with `extra` lines.
 fn everything_table(command: &str, extra: &str) -> String {
-    format!("[store]\npath = \"history.db\"\n\n[[mcp]]\nname = \"ev\"\ncommand = [{command}]\n{extra}\n")
+    format!(
+        "[store]\npath = \"history.db\"\n\n[[mcp]]\nname = \"ev\"\ncommand = [{command}]\n{extra}\n"
+    )
 }
 
 fn process(body: &str) -> String {
@@ -124,18 +131,31 @@ async fn a_process_uses_the_reference_servers_tools_and_the_history_verifies() {
     let Some(server) = everything() else { return };
     let dir = Scratch::new("mcp-everything-process");
     let body = "  USE `ev.get-sum` where: a=2, b=40\n  CAPTURE SUM from `ev.get-sum` map: \"text\"→SUM\n  USE `ev.echo` where: message=\"hi\"\n  CAPTURE ECHO from `ev.echo` map: \"text\"→ECHO\n  RETURN: SUM, ECHO\n";
-    let organism = everything_table(&format!("{:?}", server.display().to_string()), "")
-        + &listener("main");
+    let organism =
+        everything_table(&format!("{:?}", server.display().to_string()), "") + &listener("main");
     let host = Host::start(&dir, &organism, &[("main.aps", &process(body))]).await;
     for tool in ["ev.echo", "ev.get-sum", "ev.get-structured-content"] {
-        assert!(host.tools.iter().any(|t| t == tool), "{tool} in {:?}", host.tools);
+        assert!(
+            host.tools.iter().any(|t| t == tool),
+            "{tool} in {:?}",
+            host.tools
+        );
     }
     let (thread, records) = run(&host.pump, &go("")).await;
     let got = fields(&records);
     assert_eq!(got["SUM"], Value::Str("The sum of 2 and 40 is 42.".into()));
     assert_eq!(got["ECHO"], Value::Str("Echo: hi".into()));
     // Each call and each answer is a record of the thread.
-    assert_eq!(crossing(&records), ["call ev.get-sum", "result ev.get-sum", "call ev.echo", "result ev.echo"], "{thread}");
+    assert_eq!(
+        crossing(&records),
+        [
+            "call ev.get-sum",
+            "result ev.get-sum",
+            "call ev.echo",
+            "result ev.echo"
+        ],
+        "{thread}"
+    );
     host.verify(&dir).await;
 }
 
@@ -167,7 +187,11 @@ async fn error_results_come_back_as_tool_errors_with_the_servers_message() {
     // enum for the model and leaves the check to the server).
     let (_, records) = ask(
         &host.pump,
-        &call("ev.get-structured-content", "c1", &[("location", "\"Paris\"")]),
+        &call(
+            "ev.get-structured-content",
+            "c1",
+            &[("location", "\"Paris\"")],
+        ),
     )
     .await;
     let e = failure(&records);
@@ -176,7 +200,10 @@ async fn error_results_come_back_as_tool_errors_with_the_servers_message() {
         matches!(e.kind, ErrorType::InvalidArgument | ErrorType::Failed),
         "{e:?}"
     );
-    assert!(e.message.contains("location"), "the server's message: {e:?}");
+    assert!(
+        e.message.contains("location"),
+        "the server's message: {e:?}"
+    );
     // Refused by the signature: the server never sees it.
     let (_, records) = ask(&host.pump, &call("ev.get-sum", "c2", &[("a", "\"two\"")])).await;
     let e = failure(&records);
@@ -185,7 +212,11 @@ async fn error_results_come_back_as_tool_errors_with_the_servers_message() {
     // Structured content comes back as the `structured` field.
     let (_, records) = ask(
         &host.pump,
-        &call("ev.get-structured-content", "c3", &[("location", "\"Chicago\"")]),
+        &call(
+            "ev.get-structured-content",
+            "c3",
+            &[("location", "\"Chicago\"")],
+        ),
     )
     .await;
     let answer = support::process::returned(&records);
@@ -218,7 +249,11 @@ async fn a_tool_past_its_timeout_is_a_handler_timeout() {
     let notices = support::notices(&host.pump, thread).await;
     assert_eq!(
         notices,
-        [("client".into(), "system-error".into(), "handler-timeout".into())]
+        [(
+            "client".into(),
+            "system-error".into(),
+            "handler-timeout".into()
+        )]
     );
     // The server is still there for the next call.
     let (_, records) = ask(&host.pump, &call("ev.echo", "e", &[("message", "\"on\"")])).await;
@@ -235,7 +270,11 @@ async fn a_server_killed_mid_call_is_upstream_failed_then_restarted() {
     // The shell writes its pid, then becomes the server: the pid is the server's.
     let command = format!(
         "\"sh\", \"-c\", {:?}",
-        format!("echo $$ > '{}'; exec '{}'", pid_file.display(), server.display())
+        format!(
+            "echo $$ > '{}'; exec '{}'",
+            pid_file.display(),
+            server.display()
+        )
     );
     let host = Host::start(&dir, &everything_table(&command, "timeout_ms = 20000"), &[]).await;
     let first_pid = std::fs::read_to_string(&pid_file).unwrap();
@@ -252,10 +291,18 @@ async fn a_server_killed_mid_call_is_upstream_failed_then_restarted() {
     let notices = support::notices(&host.pump, thread).await;
     assert_eq!(
         notices,
-        [("client".into(), "system-error".into(), "upstream-failed".into())]
+        [(
+            "client".into(),
+            "system-error".into(),
+            "upstream-failed".into()
+        )]
     );
     // The next call waits for the restart and works.
-    let (_, records) = ask(&host.pump, &call("ev.get-sum", "s", &[("a", "1"), ("b", "2")])).await;
+    let (_, records) = ask(
+        &host.pump,
+        &call("ev.get-sum", "s", &[("a", "1"), ("b", "2")]),
+    )
+    .await;
     assert_eq!(
         fields(&records)["text"],
         Value::Str("The sum of 1 and 2 is 3.".into())
@@ -305,7 +352,12 @@ async fn an_llm_agent_calls_the_reference_servers_tools() {
     let records = host.pump.history(thread).await.unwrap();
     assert_eq!(
         crossing(&records),
-        ["call ev.get-sum", "result ev.get-sum", "call ev.echo", "result ev.echo"]
+        [
+            "call ev.get-sum",
+            "result ev.get-sum",
+            "call ev.echo",
+            "result ev.echo"
+        ]
     );
     assert_eq!(
         support::egress(&host.pump, thread).await,
@@ -317,7 +369,10 @@ async fn an_llm_agent_calls_the_reference_servers_tools() {
         system.contains("ev.get-sum") && system.contains("Returns the sum of two numbers"),
         "the tool's name and description: {system}"
     );
-    assert!(system.contains(r#"<arg name="a" type="number">"#), "{system}");
+    assert!(
+        system.contains(r#"<arg name="a" type="number">"#),
+        "{system}"
+    );
     let second = serde_json::to_string(&requests[1]["messages"]).unwrap();
     assert!(second.contains("The sum of 6 and 7 is 13."), "{second}");
     host.verify(&dir).await;
@@ -357,7 +412,11 @@ async fn a_python_sdk_server_over_stdio_gives_structured_content_and_changes_its
         fixture("server.py")
     );
     let host = Host::start(&dir, &organism, &[]).await;
-    let (_, records) = ask(&host.pump, &call("py.weather", "w", &[("city", "\"Oslo\"")])).await;
+    let (_, records) = ask(
+        &host.pump,
+        &call("py.weather", "w", &[("city", "\"Oslo\"")]),
+    )
+    .await;
     let weather = structured(&records);
     assert_eq!(weather["city"], Value::Str("Oslo".into()));
     assert_eq!(weather["temperature"], Value::from_json("21.5").unwrap());
@@ -381,7 +440,11 @@ async fn a_python_sdk_server_over_stdio_gives_structured_content_and_changes_its
     ask(&host.pump, &call("py.retire", "r", &[])).await;
     let mut last = None;
     for _ in 0..50 {
-        let (_, records) = ask(&host.pump, &call("py.weather", "w", &[("city", "\"Oslo\"")])).await;
+        let (_, records) = ask(
+            &host.pump,
+            &call("py.weather", "w", &[("city", "\"Oslo\"")]),
+        )
+        .await;
         if let agentpump::tool::Answer::Error(e) = support::process::returned(&records) {
             last = Some(e);
             break;
@@ -413,7 +476,10 @@ async fn a_python_sdk_server_over_streamable_http_gives_structured_content() {
         .spawn()
         .unwrap();
     for _ in 0..100 {
-        if tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
+        if tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_ok()
+        {
             break;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -423,9 +489,147 @@ async fn a_python_sdk_server_over_streamable_http_gives_structured_content() {
     );
     let host = Host::start(&dir, &organism, &[]).await;
     assert_eq!(host.tools, ["py.weather", "py.boom"]);
-    let (_, records) = ask(&host.pump, &call("py.weather", "w", &[("city", "\"Lima\"")])).await;
-    assert_eq!(structured(&records)["conditions"], Value::Str("sunny".into()));
+    let (_, records) = ask(
+        &host.pump,
+        &call("py.weather", "w", &[("city", "\"Lima\"")]),
+    )
+    .await;
+    assert_eq!(
+        structured(&records)["conditions"],
+        Value::Str("sunny".into())
+    );
     let (_, records) = ask(&host.pump, &call("py.boom", "b", &[])).await;
     assert_eq!(failure(&records).kind, ErrorType::Failed);
     host.verify(&dir).await;
+}
+
+/// Runs tests/fixtures/mcp/client.py with `args`: its steps, by name.
+async fn drive(
+    python: &Path,
+    args: &[&str],
+) -> (
+    bool,
+    std::collections::BTreeMap<String, serde_json::Value>,
+    String,
+) {
+    let out = tokio::process::Command::new(python)
+        .arg(fixture("client.py"))
+        .args(args)
+        .kill_on_drop(true)
+        .output();
+    let out = tokio::time::timeout(Duration::from_secs(60), out)
+        .await
+        .expect("the client finishes")
+        .unwrap();
+    let steps = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .map(|v| (v["step"].as_str().unwrap().to_owned(), v["result"].clone()))
+        .collect();
+    (
+        out.status.success(),
+        steps,
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// What the client must have seen from an organism with one `echo` listener.
+fn assert_drove(steps: &std::collections::BTreeMap<String, serde_json::Value>) {
+    assert_eq!(
+        steps["tools"],
+        serde_json::json!(["history", "post", "report", "resume", "stop", "threads"])
+    );
+    let post = &steps["post"];
+    assert_eq!(post["settled"], true, "{post}");
+    assert!(
+        post["answers"][0]
+            .as_str()
+            .unwrap()
+            .contains(r#"<say xmlns="urn:test:v1">hello</say>"#),
+        "{post}"
+    );
+    assert_eq!(
+        steps["history"],
+        serde_json::json!({"pages": [1, 1], "total": 2})
+    );
+    assert!(
+        steps["report-before"]["error"]
+            .as_str()
+            .unwrap()
+            .contains("has not halted")
+    );
+    assert_eq!(steps["stop"]["stopped"], true);
+    assert_eq!(steps["report"], "stop-request");
+    assert_eq!(steps["resume"]["resumed"], true);
+    assert_eq!(steps["listeners"], serde_json::json!(["echo"]));
+}
+
+const ECHO_ORGANISM: &str = "[store]\npath = \"history.db\"\n\n[[listener]]\nname = \"echo\"\nkind = \"builtin\"\nbuiltin = \"echo\"\naccepts = [\"{urn:test:v1}say\"]\n";
+
+/// Issue 30: "agentpump's own MCP server driven by the Python SDK's client: post, wait for the
+/// answer, read the history, stop, resume" — over stdio (`agentpump mcp --organism`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_sdk_client_drives_agentpump_mcp_over_stdio() {
+    let Some(python) = python() else { return };
+    let dir = Scratch::new("mcp-serve-stdio");
+    let organism = dir.write("organism.toml", ECHO_ORGANISM);
+    let (ok, steps, err) = drive(
+        &python,
+        &[
+            "stdio",
+            env!("CARGO_BIN_EXE_agentpump"),
+            &organism.display().to_string(),
+        ],
+    )
+    .await;
+    assert!(ok, "{err}");
+    assert_drove(&steps);
+    let (ok, out, err) = support::agentpump_in(&dir.0, &["verify", "--db", "history.db"]);
+    assert!(ok, "agentpump verify: {out}{err}");
+}
+
+/// Issue 30: "a `/mcp` Streamable HTTP endpoint on `agentpump run` (behind the same token)";
+/// "a wrong token refused".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_sdk_client_drives_slash_mcp_behind_the_token() {
+    let Some(python) = python() else { return };
+    let pump = agentpump::PumpBuilder::new()
+        .register(
+            agentpump::Registration::new("echo", agentpump::listeners::Echo)
+                .accepts(support::q("say")),
+        )
+        .build()
+        .unwrap();
+    let base = support::serve(&pump, "s3cret", 1 << 20).await;
+    let url = format!("{base}/mcp");
+    let (ok, steps, err) = drive(&python, &["http", &url, "s3cret"]).await;
+    assert!(
+        ok,
+        "{steps:?} {}",
+        err.lines()
+            .filter(|l| l.contains("Error"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    let mut steps = steps;
+    // This pump was built without the organism's listener list.
+    steps.insert("listeners".into(), serde_json::json!(["echo"]));
+    assert_drove(&steps);
+    let (ok, steps, _) = drive(&python, &["http", &url, "wrong"]).await;
+    assert!(
+        !ok && steps.is_empty(),
+        "a wrong token is refused: {steps:?}"
+    );
+    // The refusal is the API's own, before MCP reads anything.
+    let refused = support::http_client()
+        .post(&url)
+        .bearer_auth("wrong")
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    let (status, problem) = support::problem(refused).await;
+    assert_eq!(status, reqwest::StatusCode::UNAUTHORIZED);
+    assert_eq!(problem["detail"], "wrong bearer token");
+    assert!(pump.verify().await.is_ok());
 }

@@ -20,6 +20,7 @@ mod content;
 mod error;
 mod http;
 mod schema;
+pub mod server;
 mod tool;
 
 use std::sync::Arc;

@@ -103,7 +103,9 @@ impl McpSection {
                 ));
             }
         };
-        let timeout = self.timeout_ms.map_or(DEFAULT_TIMEOUT, Duration::from_millis);
+        let timeout = self
+            .timeout_ms
+            .map_or(DEFAULT_TIMEOUT, Duration::from_millis);
         if timeout.is_zero() {
             return Err(format!("[[mcp]] `{name}`: timeout_ms must be more than 0"));
         }
@@ -184,7 +186,10 @@ mod tests {
     #[test]
     fn refusals_name_the_key() {
         let cases = [
-            ("name = \"a.b\"\ncommand = [\"x\"]", "name `a.b` must be 1-32"),
+            (
+                "name = \"a.b\"\ncommand = [\"x\"]",
+                "name `a.b` must be 1-32",
+            ),
             ("name = \"a\"", "needs `command = [\"program\", …]`"),
             (
                 "name = \"a\"\ncommand = [\"x\"]\nurl = \"http://h/mcp\"",
@@ -200,7 +205,10 @@ mod tests {
                 "name = \"a\"\ncommand = [\"x\"]\ntimeout_ms = 0",
                 "timeout_ms must be more than 0",
             ),
-            ("name = \"a\"\ncommand = [\"x\"]\nport = 1", "unknown field `port`"),
+            (
+                "name = \"a\"\ncommand = [\"x\"]\nport = 1",
+                "unknown field `port`",
+            ),
         ];
         for (text, expected) in cases {
             let err = section(text).unwrap_err();
@@ -212,7 +220,13 @@ mod tests {
     fn a_stdio_server_gets_only_the_variables_it_names() {
         let config = section("name = \"fs\"\ncommand = [\"srv\", \"-v\"]\nenv = [\"PATH\", \"AGENTPUMP_TEST_UNSET_VAR\"]")
             .unwrap();
-        let Transport::Stdio { program, args, env, cwd } = config.transport else {
+        let Transport::Stdio {
+            program,
+            args,
+            env,
+            cwd,
+        } = config.transport
+        else {
             panic!("stdio");
         };
         assert_eq!((program.as_str(), args), ("srv", vec!["-v".to_owned()]));

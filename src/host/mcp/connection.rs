@@ -162,7 +162,9 @@ impl Connection {
                     *current = tools;
                 }
             }
-            Err(e) => tracing::warn!(server = %self.config.name, error = %e, "listing tools again failed"),
+            Err(e) => {
+                tracing::warn!(server = %self.config.name, error = %e, "listing tools again failed")
+            }
         }
     }
 }
@@ -176,10 +178,13 @@ impl Drop for Connection {
 /// Keeps the server running while the connection lives: serves `list_changed`, and when the
 /// server goes away, starts it again after a backoff that doubles with each failed start.
 async fn supervise(connection: Weak<Connection>, mut service: Service) {
-    let Some((name, relist, stop)) = connection
-        .upgrade()
-        .map(|c| (c.config.name.clone(), Arc::clone(&c.relist), Arc::clone(&c.stop)))
-    else {
+    let Some((name, relist, stop)) = connection.upgrade().map(|c| {
+        (
+            c.config.name.clone(),
+            Arc::clone(&c.relist),
+            Arc::clone(&c.stop),
+        )
+    }) else {
         return;
     };
     loop {
@@ -199,7 +204,9 @@ async fn supervise(connection: Weak<Connection>, mut service: Service) {
         tracing::warn!(server = %name, reason = %why, "MCP server went away; starting it again");
         let mut failures = 0u32;
         service = loop {
-            let Some(c) = connection.upgrade() else { return };
+            let Some(c) = connection.upgrade() else {
+                return;
+            };
             c.state.send_replace(State::Down {
                 failures,
                 why: format!("it went away ({why}); starting it again"),
@@ -210,7 +217,9 @@ async fn supervise(connection: Weak<Connection>, mut service: Service) {
                 () = tokio::time::sleep(wait) => {}
                 () = stop.notified() => return,
             }
-            let Some(c) = connection.upgrade() else { return };
+            let Some(c) = connection.upgrade() else {
+                return;
+            };
             match connect(&c.config, &relist).await {
                 Ok(service) => {
                     c.refresh(service.peer()).await;
@@ -221,7 +230,10 @@ async fn supervise(connection: Weak<Connection>, mut service: Service) {
                 Err(e) => {
                     failures += 1;
                     tracing::warn!(server = %name, failures, error = %e, "starting the MCP server again failed");
-                    c.state.send_replace(State::Down { failures, why: e.to_string() });
+                    c.state.send_replace(State::Down {
+                        failures,
+                        why: e.to_string(),
+                    });
                 }
             }
         };
@@ -286,10 +298,11 @@ async fn connect(config: &ServerConfig, relist: &Arc<Notify>) -> Result<Service,
             if let Some(stderr) = stderr {
                 tokio::spawn(log_stderr(name.clone(), stderr));
             }
-            handler
-                .serve(transport)
-                .await
-                .map_err(|e| failed(format!("`{program}` did not complete the MCP handshake: {e}")))
+            handler.serve(transport).await.map_err(|e| {
+                failed(format!(
+                    "`{program}` did not complete the MCP handshake: {e}"
+                ))
+            })
         }
         Transport::Http {
             url,
@@ -334,7 +347,10 @@ mod tests {
     #[test]
     fn the_backoff_doubles_up_to_its_cap() {
         let waits: Vec<u128> = (0..9).map(|n| backoff(n).as_millis()).collect();
-        assert_eq!(waits, [100, 200, 400, 800, 1600, 3200, 6400, 10_000, 10_000]);
+        assert_eq!(
+            waits,
+            [100, 200, 400, 800, 1600, 3200, 6400, 10_000, 10_000]
+        );
         assert_eq!(backoff(u32::MAX), MAX_BACKOFF);
     }
 }

@@ -149,7 +149,7 @@ pub fn arguments(call: &Call) -> Result<serde_json::Map<String, Json>, ToolError
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rmcp::model::{Content, RawContent};
+    use rmcp::model::ContentBlock;
 
     fn answer(json: Json) -> CallToolResult {
         serde_json::from_value(json).unwrap()
@@ -183,13 +183,12 @@ mod tests {
     #[test]
     fn an_error_result_is_a_failed_error_with_the_servers_message() {
         let call = Call::new("ev.t");
-        let mut a = CallToolResult::success(vec![Content::new(
-            RawContent::text("location must be one of …"),
-            None,
-        )]);
-        a.is_error = Some(true);
+        let a = CallToolResult::error(vec![ContentBlock::text("location must be one of …")]);
         let e = result(&call, &a).unwrap_err();
-        assert_eq!((e.kind, e.message.as_str()), (ErrorType::Failed, "location must be one of …"));
+        assert_eq!(
+            (e.kind, e.message.as_str()),
+            (ErrorType::Failed, "location must be one of …")
+        );
         let rpc = ErrorData::invalid_params("bad a", None);
         assert_eq!(rpc_error(&call, &rpc).kind, ErrorType::InvalidArgument);
     }

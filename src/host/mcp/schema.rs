@@ -70,9 +70,7 @@ pub enum SchemaError {
         why: String,
     },
     /// Its name, prefixed with the server's, is not a listener name.
-    #[error(
-        "tool `{tool}`: `{full}` is not a usable tool name (1-64 of a-z A-Z 0-9 _ - .)"
-    )]
+    #[error("tool `{tool}`: `{full}` is not a usable tool name (1-64 of a-z A-Z 0-9 _ - .)")]
     Name {
         /// The tool's name as the server lists it.
         tool: String,
@@ -235,7 +233,10 @@ fn result_schema(output: Option<&Map<String, Json>>) -> Json {
 }
 
 fn first_line(text: &str) -> &str {
-    text.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or_default()
+    text.lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or_default()
 }
 
 /// An example call of `signature`, for a model's prompt: each required argument with a value
@@ -303,7 +304,9 @@ mod tests {
             ),
         ];
         for (schema, expected) in cases {
-            let err = signature("srv", &tool(schema.clone())).unwrap_err().to_string();
+            let err = signature("srv", &tool(schema.clone()))
+                .unwrap_err()
+                .to_string();
             assert!(err.starts_with(expected), "{schema}: {err}");
         }
         let mut bad = tool(json!({"type": "object"}));
@@ -330,8 +333,13 @@ mod tests {
         let sig = signature("ev", &tool(schema)).unwrap();
         assert_eq!(sig.name, "ev.t");
         assert_eq!(sig.description, "a tool");
-        assert_eq!(sig.args["properties"]["tag"]["type"], json!(["string", "null"]));
-        let ok = Call::new("ev.t").arg("a", Value::Num(2.into())).arg("tag", Value::Null);
+        assert_eq!(
+            sig.args["properties"]["tag"]["type"],
+            json!(["string", "null"])
+        );
+        let ok = Call::new("ev.t")
+            .arg("a", Value::Num(2.into()))
+            .arg("tag", Value::Null);
         assert_eq!(sig.check(&ok), Ok(()));
         let refused = sig.check(&Call::new("ev.t").arg("a", "two")).unwrap_err();
         assert_eq!(refused.message, "argument `a` must be a number, not string");

@@ -75,7 +75,8 @@ impl McpTool {
         {
             return Ok(Some(cached.1.clone()));
         }
-        let fresh = schema::signature(self.connection.name(), &listed).map_err(|e| e.to_string())?;
+        let fresh =
+            schema::signature(self.connection.name(), &listed).map_err(|e| e.to_string())?;
         if let Ok(mut cached) = self.signature.write() {
             *cached = (Arc::clone(&listed.input_schema), fresh.clone());
         }
@@ -83,7 +84,11 @@ impl McpTool {
     }
 
     /// The answer to `call`, or an upstream failure.
-    async fn outcome(&self, call: &Call, me: &str) -> Result<Result<ToolResult, ToolError>, String> {
+    async fn outcome(
+        &self,
+        call: &Call,
+        me: &str,
+    ) -> Result<Result<ToolResult, ToolError>, String> {
         if call.tool != me {
             let message = format!("this is tool `{me}`; the call names `{}`", call.tool);
             return Ok(Err(call.error(ErrorType::InvalidArgument, message)));
