@@ -310,7 +310,7 @@ async fn connect(config: &ServerConfig, relist: &Arc<Notify>) -> Result<Service,
             token,
         } => {
             let transport = super::http::client_transport(url, headers, token.as_deref())
-                .map_err(|e| failed(e))?;
+                .map_err(&failed)?;
             handler
                 .serve(transport)
                 .await
