@@ -26,7 +26,7 @@ mod tool;
 use std::sync::Arc;
 
 pub use config::{DEFAULT_TIMEOUT, McpSection, ServerConfig, Transport};
-pub use connection::{Connection, FIRST_BACKOFF, MAX_BACKOFF, backoff};
+pub use connection::{CallFailure, Connection, FIRST_BACKOFF, MAX_BACKOFF, backoff};
 pub use error::McpError;
 pub use schema::{SchemaError, example, signature};
 pub use tool::McpTool;

@@ -309,8 +309,8 @@ async fn connect(config: &ServerConfig, relist: &Arc<Notify>) -> Result<Service,
             headers,
             token,
         } => {
-            let transport = super::http::client_transport(url, headers, token.as_deref())
-                .map_err(&failed)?;
+            let transport =
+                super::http::client_transport(url, headers, token.as_deref()).map_err(&failed)?;
             handler
                 .serve(transport)
                 .await
