@@ -7,6 +7,7 @@ pub mod cluster;
 pub mod demo;
 pub mod error;
 pub mod inspect;
+pub mod mcp;
 pub mod organism;
 pub mod process_check;
 pub mod process_run;

@@ -17,6 +17,8 @@ mod adapter;
 mod signature;
 mod wire;
 
+#[cfg(feature = "host")]
+pub(crate) use adapter::reply;
 pub use adapter::{Adapter, Tool, answer, call_root, register};
 pub use signature::Signature;
 pub(crate) use signature::mismatch;

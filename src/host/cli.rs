@@ -49,6 +49,13 @@ pub enum Command {
         #[arg(long, default_value_t = super::cluster::worker::DEFAULT_CONCURRENCY)]
         concurrency: usize,
     },
+    /// Serve an organism as an MCP server on standard input and output (for Claude Code or
+    /// any MCP client): tools to post, list threads, read histories and reports, stop, resume.
+    Mcp {
+        /// The organism file.
+        #[arg(long, default_value_os_t = super::run::default_organism())]
+        organism: PathBuf,
+    },
     /// Run the demo organism (listeners/demo/) offline and show what happened.
     Demo {
         /// Where to write the history (default: agentpump-demo.db here; replaced if it exists).
@@ -290,9 +297,16 @@ pub fn run() -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .try_init();
-    let mut out = std::io::stdout().lock();
-    let result = dispatch(cli.command, &mut out);
-    let _ = out.flush();
+    let result = match cli.command {
+        // MCP owns standard output while it serves: no lock may be held around it.
+        Command::Mcp { organism } => super::run::serve_mcp(&organism),
+        command => {
+            let mut out = std::io::stdout().lock();
+            let result = dispatch(command, &mut out);
+            let _ = out.flush();
+            result
+        }
+    };
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {
@@ -342,6 +356,7 @@ fn dispatch(command: Command, out: &mut impl std::io::Write) -> Result<(), HostE
             bind,
             port,
         } => print(super::run::run(&organism, bind, port)),
+        Command::Mcp { .. } => unreachable!("`mcp` is served by `run`, outside the stdout lock"),
         Command::Check { files } => {
             let mut text = Vec::new();
             let checked = check::run(&files, &mut text);

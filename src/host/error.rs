@@ -114,6 +114,9 @@ pub enum HostError {
     /// own checks): the summary.
     #[error("{0}")]
     Check(String),
+    /// An organism's MCP server cannot be used, or the host cannot serve MCP.
+    #[error(transparent)]
+    Mcp(#[from] crate::host::mcp::McpError),
     /// A task command failed (`agentpump tasks …`): task files, the graph or the ledger.
     #[error(transparent)]
     Tasks(#[from] crate::tasks::TasksError),

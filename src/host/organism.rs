@@ -14,6 +14,7 @@ mod inbox;
 use crate::governor::{Budget, GovernorPolicy, IterationBudget, messages_decimal};
 use crate::history::{Durability, SqliteHistory, SqliteOptions};
 use crate::host::HostError;
+use crate::host::mcp::{McpTools, ServerConfig};
 use crate::listeners::llm::{ContextMode, LlmAgent, LlmConfig, PeerDoc};
 use crate::listeners::{CommandConfig, CommandTool, builtin};
 use crate::{Limits, PumpBuilder, PumpConfig, QName, Registration, Role};
@@ -56,6 +57,9 @@ pub struct Organism {
     /// `[inbox]`: approvals, the questions budget, waiting and the wall clock.
     #[serde(default)]
     inbox: inbox::InboxSection,
+    /// `[[mcp]]`: MCP servers whose tools become tools of the pump (`docs/tools.md`).
+    #[serde(default)]
+    mcp: Vec<Spanned<crate::host::mcp::McpSection>>,
     /// `[tasks]`: the task orchestrator's settings (`agentpump tasks run`).
     #[serde(default)]
     pub tasks: crate::tasks::TasksConfig,
@@ -611,6 +615,53 @@ impl Organism {
             .filter(|l| l.get_ref().remote)
             .map(|l| l.get_ref().name.get_ref().clone())
             .collect()
+    }
+
+    /// The `[[mcp]]` servers, checked, in file order.
+    ///
+    /// # Errors
+    ///
+    /// A table that contradicts itself or names a server twice, naming the table's line.
+    pub fn mcp_servers(&self, origin: &str) -> Result<Vec<ServerConfig>, HostError> {
+        let mut servers: Vec<ServerConfig> = Vec::new();
+        for section in &self.mcp {
+            let config = section
+                .get_ref()
+                .check(&self.base)
+                .map_err(|e| self.at(origin, section, e))?;
+            if servers.iter().any(|s| s.name == config.name) {
+                let message = format!("[[mcp]] name `{}` is used twice", config.name);
+                return Err(self.at(origin, section, message));
+            }
+            servers.push(config);
+        }
+        Ok(servers)
+    }
+
+    /// Starts the `[[mcp]]` servers and maps their tools (see [`McpTools::start`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`Organism::mcp_servers`] and [`McpTools::start`].
+    pub async fn start_mcp(&self, origin: &str) -> Result<McpTools, HostError> {
+        let servers = self.mcp_servers(origin)?;
+        let max_bytes = self.limits.max_bytes.unwrap_or(Limits::DEFAULT_MAX_BYTES);
+        Ok(McpTools::start(&servers, max_bytes).await?)
+    }
+
+    /// A pump builder with this organism's listeners, the tools of its started MCP servers
+    /// (LLM agents see them like any peer) and its configuration.
+    ///
+    /// # Errors
+    ///
+    /// As [`Organism::config`] and [`Organism::registrations`].
+    pub fn builder_with_mcp(&self, origin: &str, mcp: McpTools) -> Result<PumpBuilder, HostError> {
+        let mut registrations = self.registrations_with(origin, mcp.docs())?;
+        registrations.extend(mcp.into_registrations());
+        Ok(registrations.into_iter().fold(
+            PumpBuilder::new().config(self.config(origin)?),
+            PumpBuilder::register,
+        ))
     }
 
     /// A pump builder with this organism's listeners and configuration.

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::cluster::hub::Hub;
+use super::mcp::server::{ListenerDoc, McpServer};
 use super::organism::Organism;
 use super::server;
 use crate::PumpHandle;
@@ -58,9 +59,9 @@ async fn serve(
     base: &Path,
     store: Arc<SqliteHistory>,
 ) -> Result<String, HostError> {
-    let (builder, hub) = builder(organism, origin, base, &store).await?;
+    let (builder, hub, listeners) = builder(organism, origin, base, &store).await?;
     let pump = builder.history(store).build()?;
-    let served = listen(organism, base, &pump, hub).await;
+    let served = listen(organism, base, &pump, hub, listeners).await;
     let report = pump.shutdown(SHUTDOWN_GRACE).await;
     served?;
     Ok(format!(
@@ -69,16 +70,19 @@ async fn serve(
     ))
 }
 
-/// The organism's pump builder; with remote listeners, connected to its `[cluster]` and with
-/// each `remote = true` listener replaced by the proxy that hands its deliveries to workers.
+/// The organism's pump builder, with the tools of its started `[[mcp]]` servers; with remote
+/// listeners, connected to its `[cluster]` and with each `remote = true` listener replaced by
+/// the proxy that hands its deliveries to workers. Also the listeners as MCP clients see them.
 async fn builder(
     organism: &Organism,
     origin: &str,
     base: &Path,
     store: &Arc<SqliteHistory>,
-) -> Result<(crate::PumpBuilder, Option<Arc<Hub>>), HostError> {
+) -> Result<(crate::PumpBuilder, Option<Arc<Hub>>, Vec<ListenerDoc>), HostError> {
     let remote = organism.remote_names();
-    let mut registrations = organism.registrations(origin)?;
+    let mcp = organism.start_mcp(origin).await?;
+    let mut registrations = organism.registrations_with(origin, mcp.docs())?;
+    registrations.extend(mcp.into_registrations());
     let mut connected = None;
     if let (Some(cluster), false) = (&organism.cluster, remote.is_empty()) {
         let store: Arc<dyn crate::history::HistoryStore> = store.clone();
@@ -95,11 +99,12 @@ async fn builder(
             .collect();
         connected = Some(hub);
     }
+    let listeners = registrations.iter().map(ListenerDoc::of).collect();
     let builder = registrations.into_iter().fold(
         crate::PumpBuilder::new().config(organism.config(origin)?),
         crate::PumpBuilder::register,
     );
-    Ok((builder, connected))
+    Ok((builder, connected, listeners))
 }
 
 /// Binds the address, prints where it listens and serves the HTTP API until a signal.
@@ -108,6 +113,7 @@ async fn listen(
     base: &Path,
     pump: &PumpHandle,
     hub: Option<Arc<Hub>>,
+    listeners: Vec<ListenerDoc>,
 ) -> Result<(), HostError> {
     let token_file = organism
         .server
@@ -145,11 +151,50 @@ async fn listen(
             tasks,
             cluster: hub,
             shutdown_timeout: Duration::from_millis(organism.server.shutdown_timeout_ms),
+            listeners,
         },
         signal(),
     )
     .await
     .map_err(HostError::System)
+}
+
+/// `agentpump mcp --organism FILE`: runs the organism and serves it as an MCP server on
+/// standard input and output until the client closes them (or a signal); then the pump shuts
+/// down gracefully. Nothing but MCP is written to standard output.
+///
+/// # Errors
+///
+/// As [`run`], or the MCP session fails.
+pub fn serve_mcp(path: &Path) -> Result<(), HostError> {
+    let organism = Organism::load(path)?;
+    let origin = path.display().to_string();
+    let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(HostError::System)?;
+    // Standard input is read on a blocking thread that never returns once the client is gone;
+    // the runtime is let go of without waiting for it.
+    let served = runtime.block_on(async move {
+        let store = Arc::new(organism.open_store(&base)?);
+        let outcome = async {
+            let (builder, _hub, listeners) = builder(&organism, &origin, &base, &store).await?;
+            let pump = builder.history(store.clone()).build()?;
+            let server = McpServer::new(pump.clone(), listeners);
+            let served = tokio::select! {
+                served = super::mcp::server::serve_stdio(server) => served.map_err(HostError::from),
+                () = signal() => Ok(()),
+            };
+            pump.shutdown(SHUTDOWN_GRACE).await;
+            served
+        }
+        .await;
+        let closed = store.close().map_err(HostError::from);
+        outcome.and(closed)
+    });
+    runtime.shutdown_background();
+    served
 }
 
 /// Resolves on SIGINT or SIGTERM.

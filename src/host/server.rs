@@ -45,6 +45,8 @@ pub(crate) struct Api {
     pub cluster: Option<Arc<crate::host::cluster::hub::Hub>>,
     /// The largest request body in bytes (`[server] max_body_bytes`), named when one is over it.
     pub max_body: usize,
+    /// The organism's listeners, as `/mcp`'s `agentpump://listeners` resource shows them.
+    pub listeners: Vec<crate::host::mcp::server::ListenerDoc>,
 }
 
 /// The API's routes over `pump`, requiring `token`, refusing bodies over `max_body` bytes.
@@ -59,6 +61,7 @@ pub fn router(pump: PumpHandle, token: &str, max_body: usize) -> Router {
         tasks: None,
         cluster: None,
         max_body,
+        listeners: Vec::new(),
     })
 }
 
@@ -81,6 +84,8 @@ fn routes_for(api: Api) -> Router {
         .route("/tasks", get(routes::tasks))
         .route("/tasks/events", get(task_events::follow))
         .route_layer(axum::middleware::from_fn(strict::known_query_keys))
+        // MCP's Streamable HTTP (issue 30), behind the same token as every route here.
+        .nest_service("/mcp", routes::mcp(&api))
         .fallback(routes::not_found)
         .method_not_allowed_fallback(routes::method_not_allowed)
         .layer(axum::middleware::from_fn_with_state(
@@ -135,6 +140,8 @@ pub struct Extras {
     /// closed, so a slow or stalled client cannot keep the process alive (default
     /// [`DEFAULT_SHUTDOWN_TIMEOUT`]).
     pub shutdown_timeout: Duration,
+    /// The organism's listeners, for `/mcp`'s `agentpump://listeners` resource.
+    pub listeners: Vec<crate::host::mcp::server::ListenerDoc>,
 }
 
 impl Default for Extras {
@@ -143,6 +150,7 @@ impl Default for Extras {
             tasks: None,
             cluster: None,
             shutdown_timeout: DEFAULT_SHUTDOWN_TIMEOUT,
+            listeners: Vec::new(),
         }
     }
 }
@@ -171,6 +179,7 @@ pub async fn serve_with(
         tasks: extras.tasks.map(Arc::new),
         cluster: extras.cluster,
         max_body,
+        listeners: extras.listeners,
     };
     let server = axum::serve(listener, routes_for(api)).with_graceful_shutdown(async move {
         shutdown.await;

@@ -146,6 +146,14 @@ pub async fn answer<T: Tool + ?Sized>(
     } else {
         tool.call(&call, cx).await
     };
+    reply(&call, outcome, cx);
+    Ok(())
+}
+
+/// Replies to `call` with `outcome`, stamped with the call's tool and id: what [`answer`] does
+/// after the tool ran, for a listener that calls its tool itself (an MCP server's tool, whose
+/// upstream failures are the pump's `system-error`, not an answer).
+pub(crate) fn reply(call: &Call, outcome: Result<ToolResult, ToolError>, cx: &mut Context) {
     let answer = match outcome {
         Ok(result) => Answer::Result(ToolResult {
             tool: call.tool.clone(),
@@ -164,5 +172,4 @@ pub async fn answer<T: Tool + ?Sized>(
         Ok(payload) => cx.reply_read(payload),
         Err(xml) => cx.reply(xml),
     }
-    Ok(())
 }

@@ -315,6 +315,17 @@ pub(crate) async fn not_found(uri: axum::http::Uri) -> Problem {
     )
 }
 
+/// `/mcp`: the host as an MCP server over Streamable HTTP (`docs/tools.md`).
+pub(crate) fn mcp(
+    api: &Api,
+) -> rmcp::transport::StreamableHttpService<
+    crate::host::mcp::server::McpServer,
+    rmcp::transport::streamable_http_server::session::local::LocalSessionManager,
+> {
+    let server = crate::host::mcp::server::McpServer::new(api.pump.clone(), api.listeners.clone());
+    crate::host::mcp::server::http_service(server, api.max_body)
+}
+
 /// `GET /tasks`: the latest ledger line of each task (seed 004), read from the ledger's end.
 pub(crate) async fn tasks(State(api): State<Api>) -> Result<Response, Problem> {
     let Some(layout) = api.tasks.clone() else {

@@ -82,9 +82,15 @@ pub fn process_id(id: &Ident, diags: &mut Vec<Diagnostic>) {
     tool_or_process(id, "process id", diags);
 }
 
-/// A tool name: `^[a-z][a-z0-9_-]{1,63}$`.
+/// A tool name: `^[a-z][a-z0-9_-]{1,63}$`, or an MCP server's tool `server.tool`, each part
+/// of that form and 64 characters in all (docs/decisions/2026-11-26-mcp-tool-names.md).
 pub fn tool(id: &Ident, diags: &mut Vec<Diagnostic>) {
-    tool_or_process(id, "tool name", diags);
+    let mcp = id.name.split_once('.').is_some_and(|(server, tool)| {
+        id.name.len() <= 64 && id_lower(server, 32) && id_lower(tool, 64)
+    });
+    if !mcp {
+        tool_or_process(id, "tool name", diags);
+    }
 }
 
 fn tool_or_process(id: &Ident, what: &str, diags: &mut Vec<Diagnostic>) {

@@ -1,0 +1,635 @@
+//! MCP both ways (issue 30), against real implementations: the MCP project's reference server
+//! (`@modelcontextprotocol/server-everything`, npm) and a server and client written with the
+//! official Python SDK (`mcp` on PyPI; tests/fixtures/mcp/). `.ci/run` installs them, pinned,
+//! and sets `AGENTPUMP_TESTS_NEED_MCP=1`: there a missing one fails the test; elsewhere the
+//! test says it skips.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use agentpump::host::organism::Organism;
+use agentpump::tool::ErrorType;
+use agentpump::value::Value;
+use agentpump::{PumpHandle, ThreadId};
+use support::Scratch;
+use support::process::{failure, fields, go, run};
+
+/// The version `.ci/run` installs of each, under `AGENTPUMP_CI_CACHE`.
+const EVERYTHING: &str = "server-everything-2026.8.31";
+
+/// A tool the test needs: the path in `var`, else where `.ci/run` caches it; `None` (the
+/// test skips, saying so) when it is not installed, unless `AGENTPUMP_TESTS_NEED_MCP=1`.
+fn installed(var: &str, cached: &str) -> Option<PathBuf> {
+    let path = std::env::var_os(var).map(PathBuf::from).or_else(|| {
+        let cache = std::env::var_os("AGENTPUMP_CI_CACHE")
+            .map(PathBuf::from)
+            .or_else(|| {
+                std::env::var_os("HOME").map(|h| Path::new(&h).join(".cache/agentpump-ci"))
+            })?;
+        Some(cache.join(cached))
+    })?;
+    if path.exists() {
+        return Some(path);
+    }
+    assert!(
+        std::env::var_os("AGENTPUMP_TESTS_NEED_MCP").is_none(),
+        "{} is not installed (set {var} or run .ci/run)",
+        path.display()
+    );
+    println!(
+        "skipped: {} is not installed (.ci/run installs it)",
+        path.display()
+    );
+    None
+}
+
+/// The reference server's stdio command.
+fn everything() -> Option<PathBuf> {
+    installed(
+        "AGENTPUMP_MCP_EVERYTHING",
+        &format!("{EVERYTHING}/node_modules/.bin/mcp-server-everything"),
+    )
+}
+
+/// An organism in `dir` (`organism.toml`, its history in `history.db`) with `files` beside it.
+struct Host {
+    pump: PumpHandle,
+    /// The MCP tools registered, as LLM agents see them.
+    tools: Vec<String>,
+    store: Arc<agentpump::history::SqliteHistory>,
+}
+
+impl Host {
+    async fn start(dir: &Scratch, organism: &str, files: &[(&str, &str)]) -> Self {
+        for (name, text) in files {
+            dir.write(name, text);
+        }
+        let path = dir.write("organism.toml", organism);
+        let organism = Organism::load(&path).unwrap();
+        let store = Arc::new(organism.open_store(&dir.0).unwrap());
+        let mcp = organism.start_mcp("organism.toml").await.unwrap();
+        let tools = mcp.docs().iter().map(|d| d.name.clone()).collect();
+        let pump = organism
+            .builder_with_mcp("organism.toml", mcp)
+            .unwrap()
+            .history(Arc::clone(&store) as Arc<dyn agentpump::history::HistoryStore>)
+            .build()
+            .unwrap();
+        Self { pump, tools, store }
+    }
+
+    /// Shuts the pump down, closes the store and runs `agentpump verify` on the history.
+    async fn verify(self, dir: &Scratch) {
+        self.pump.shutdown(Duration::from_secs(5)).await;
+        self.store.close().unwrap();
+        let (ok, out, err) = support::agentpump_in(&dir.0, &["verify", "--db", "history.db"]);
+        assert!(ok, "agentpump verify: {out}{err}");
+    }
+}
+
+/// `[[mcp]]` for the reference server, with `extra` lines.
+fn everything_table(command: &str, extra: &str) -> String {
+    format!(
+        "[store]\npath = \"history.db\"\n\n[[mcp]]\nname = \"ev\"\ncommand = [{command}]\n{extra}\n"
+    )
+}
+
+fn process(body: &str) -> String {
+    support::process::doc("", body)
+}
+
+fn listener(name: &str) -> String {
+    format!("[[listener]]\nname = \"{name}\"\nkind = \"process\"\nfile = \"{name}.aps\"\n")
+}
+
+/// The records to and from MCP tools (`ev.…`, `py.…`): `call TOOL` and `result TOOL` or
+/// `error TOOL`.
+fn crossing(records: &[agentpump::history::Record]) -> Vec<String> {
+    records
+        .iter()
+        .filter_map(|r| {
+            let to = r.to.as_deref().unwrap_or_default();
+            let tool = [to, &*r.from].into_iter().find(|n| n.contains('.'))?;
+            Some(format!("{} {tool}", r.root.local()))
+        })
+        .collect()
+}
+
+async fn settle(pump: &PumpHandle, thread: ThreadId) {
+    tokio::time::timeout(Duration::from_secs(30), pump.settle(thread))
+        .await
+        .expect("the thread settles");
+}
+
+/// Issue 30: "list its tools, call `add` and `echo` … from a process" (the reference server
+/// calls its `add` tool `get-sum` since 2026).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_process_uses_the_reference_servers_tools_and_the_history_verifies() {
+    let Some(server) = everything() else { return };
+    let dir = Scratch::new("mcp-everything-process");
+    let body = "  USE `ev.get-sum` where: a=2, b=40\n  CAPTURE SUM from `ev.get-sum` map: \"text\"→SUM\n  USE `ev.echo` where: message=\"hi\"\n  CAPTURE ECHO from `ev.echo` map: \"text\"→ECHO\n  RETURN: SUM, ECHO\n";
+    let organism =
+        everything_table(&format!("{:?}", server.display().to_string()), "") + &listener("main");
+    let host = Host::start(&dir, &organism, &[("main.aps", &process(body))]).await;
+    for tool in ["ev.echo", "ev.get-sum", "ev.get-structured-content"] {
+        assert!(
+            host.tools.iter().any(|t| t == tool),
+            "{tool} in {:?}",
+            host.tools
+        );
+    }
+    let (thread, records) = run(&host.pump, &go("")).await;
+    let got = fields(&records);
+    assert_eq!(got["SUM"], Value::Str("The sum of 2 and 40 is 42.".into()));
+    assert_eq!(got["ECHO"], Value::Str("Echo: hi".into()));
+    // Each call and each answer is a record of the thread.
+    assert_eq!(
+        crossing(&records),
+        [
+            "call ev.get-sum",
+            "result ev.get-sum",
+            "call ev.echo",
+            "result ev.echo"
+        ],
+        "{thread}"
+    );
+    host.verify(&dir).await;
+}
+
+/// A call of `tool` with `args` (`name=json` each), as XML.
+fn call(tool: &str, id: &str, args: &[(&str, &str)]) -> String {
+    let call = args.iter().fold(
+        agentpump::tool::Call::new(tool).id(id),
+        |c, &(name, json)| c.arg(name, Value::from_json(json).unwrap()),
+    );
+    call.to_xml()
+}
+
+/// Posts `payload` from outside into a new thread and settles it: the thread and its records.
+async fn ask(pump: &PumpHandle, payload: &str) -> (ThreadId, Vec<agentpump::history::Record>) {
+    let thread = pump.post(None, None, payload).await.unwrap().thread();
+    settle(pump, thread).await;
+    (thread, pump.history(thread).await.unwrap())
+}
+
+/// Issue 30: "an error result" — `isError` and JSON-RPC errors map to `<error type=…>` with
+/// the server's message; an argument that does not fit the signature never reaches the server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn error_results_come_back_as_tool_errors_with_the_servers_message() {
+    let Some(server) = everything() else { return };
+    let dir = Scratch::new("mcp-everything-errors");
+    let organism = everything_table(&format!("{:?}", server.display().to_string()), "");
+    let host = Host::start(&dir, &organism, &[]).await;
+    // The reference server refuses a city its enum does not list (the signature carries the
+    // enum for the model and leaves the check to the server).
+    let (_, records) = ask(
+        &host.pump,
+        &call(
+            "ev.get-structured-content",
+            "c1",
+            &[("location", "\"Paris\"")],
+        ),
+    )
+    .await;
+    let e = failure(&records);
+    assert_eq!(e.call.as_deref(), Some("c1"));
+    assert!(
+        matches!(e.kind, ErrorType::InvalidArgument | ErrorType::Failed),
+        "{e:?}"
+    );
+    assert!(
+        e.message.contains("location"),
+        "the server's message: {e:?}"
+    );
+    // Refused by the signature: the server never sees it.
+    let (_, records) = ask(&host.pump, &call("ev.get-sum", "c2", &[("a", "\"two\"")])).await;
+    let e = failure(&records);
+    assert_eq!(e.kind, ErrorType::InvalidArgument);
+    assert_eq!(e.message, "argument `a` must be a number, not string");
+    // Structured content comes back as the `structured` field.
+    let (_, records) = ask(
+        &host.pump,
+        &call(
+            "ev.get-structured-content",
+            "c3",
+            &[("location", "\"Chicago\"")],
+        ),
+    )
+    .await;
+    let answer = support::process::returned(&records);
+    let agentpump::tool::Answer::Result(r) = answer else {
+        panic!("a result: {answer:?}")
+    };
+    let Value::Object(structured) = &r.fields["structured"] else {
+        panic!("structured content: {:?}", r.fields)
+    };
+    assert!(structured.contains_key("temperature"), "{structured:?}");
+    host.verify(&dir).await;
+}
+
+/// Issue 30: "a long-running tool past its timeout" gives `system-error` `handler-timeout`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_past_its_timeout_is_a_handler_timeout() {
+    let Some(server) = everything() else { return };
+    let dir = Scratch::new("mcp-everything-timeout");
+    let organism = everything_table(
+        &format!("{:?}", server.display().to_string()),
+        "timeout_ms = 800",
+    );
+    let host = Host::start(&dir, &organism, &[]).await;
+    let slow = call(
+        "ev.trigger-long-running-operation",
+        "slow",
+        &[("duration", "5"), ("steps", "1")],
+    );
+    let (thread, _) = ask(&host.pump, &slow).await;
+    let notices = support::notices(&host.pump, thread).await;
+    assert_eq!(
+        notices,
+        [(
+            "client".into(),
+            "system-error".into(),
+            "handler-timeout".into()
+        )]
+    );
+    // The server is still there for the next call.
+    let (_, records) = ask(&host.pump, &call("ev.echo", "e", &[("message", "\"on\"")])).await;
+    assert_eq!(fields(&records)["text"], Value::Str("Echo: on".into()));
+    host.verify(&dir).await;
+}
+
+/// Issue 30: "kill -9 of the server mid-call (system-error, restart, next call works)".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_killed_mid_call_is_upstream_failed_then_restarted() {
+    let Some(server) = everything() else { return };
+    let dir = Scratch::new("mcp-everything-kill");
+    let pid_file = dir.0.join("server.pid");
+    // The shell writes its pid, then becomes the server: the pid is the server's.
+    let command = format!(
+        "\"sh\", \"-c\", {:?}",
+        format!(
+            "echo $$ > '{}'; exec '{}'",
+            pid_file.display(),
+            server.display()
+        )
+    );
+    let host = Host::start(&dir, &everything_table(&command, "timeout_ms = 20000"), &[]).await;
+    let first_pid = std::fs::read_to_string(&pid_file).unwrap();
+    let slow = call(
+        "ev.trigger-long-running-operation",
+        "slow",
+        &[("duration", "10"), ("steps", "10")],
+    );
+    let thread = host.pump.post(None, None, &slow).await.unwrap().thread();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let pid = nix::unistd::Pid::from_raw(first_pid.trim().parse().unwrap());
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL).unwrap();
+    settle(&host.pump, thread).await;
+    let notices = support::notices(&host.pump, thread).await;
+    assert_eq!(
+        notices,
+        [(
+            "client".into(),
+            "system-error".into(),
+            "upstream-failed".into()
+        )]
+    );
+    // The next call waits for the restart and works.
+    let (_, records) = ask(
+        &host.pump,
+        &call("ev.get-sum", "s", &[("a", "1"), ("b", "2")]),
+    )
+    .await;
+    assert_eq!(
+        fields(&records)["text"],
+        Value::Str("The sum of 1 and 2 is 3.".into())
+    );
+    let second_pid = std::fs::read_to_string(&pid_file).unwrap();
+    assert_ne!(first_pid, second_pid, "a new server process");
+    host.verify(&dir).await;
+}
+
+/// Issue 30: "call `add` and `echo` from an LLM agent (scripted model on loopback)"; "LLM
+/// agents see MCP tools in their prompt like any tool (description, arguments)".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_llm_agent_calls_the_reference_servers_tools() {
+    use support::model::{answer, serve_model};
+    let Some(server) = everything() else { return };
+    let dir = Scratch::new("mcp-everything-llm");
+    let gov = "urn:agentpump:governor:v1";
+    let (model, base) = serve_model(
+        vec![
+            answer(&call("ev.get-sum", "s", &[("a", "6"), ("b", "7")]), 10, 10),
+            answer(&call("ev.echo", "e", &[("message", "\"13\"")]), 10, 10),
+            answer(
+                &format!(
+                    r#"<send to="client">{}</send> <loop xmlns="{gov}" control="done"/>"#,
+                    support::p("answer", "13")
+                ),
+                10,
+                10,
+            ),
+        ],
+        None,
+    )
+    .await;
+    let organism = everything_table(&format!("{:?}", server.display().to_string()), "")
+        + &format!(
+            "[[listener]]\nname = \"assistant\"\nkind = \"llm\"\nbase_url = \"{base}\"\nmodel = \"m\"\n\
+             prompt = \"You add.\"\naccepts = [\"{{urn:test:v1}}ask\"]\npeers = [\"ev.get-sum\", \"ev.echo\"]\n"
+        );
+    let host = Host::start(&dir, &organism, &[]).await;
+    let thread = host
+        .pump
+        .post(None, Some("assistant"), &support::p("ask", "6 + 7?"))
+        .await
+        .unwrap()
+        .thread();
+    settle(&host.pump, thread).await;
+    let records = host.pump.history(thread).await.unwrap();
+    assert_eq!(
+        crossing(&records),
+        [
+            "call ev.get-sum",
+            "result ev.get-sum",
+            "call ev.echo",
+            "result ev.echo"
+        ]
+    );
+    assert_eq!(
+        support::egress(&host.pump, thread).await,
+        [support::p("answer", "13")]
+    );
+    let requests = model.requests.lock().unwrap().clone();
+    let system = requests[0]["messages"][0]["content"].as_str().unwrap();
+    assert!(
+        system.contains("ev.get-sum") && system.contains("Returns the sum of two numbers"),
+        "the tool's name and description: {system}"
+    );
+    assert!(
+        system.contains(r#"<arg name="a" type="number">"#),
+        "{system}"
+    );
+    let second = serde_json::to_string(&requests[1]["messages"]).unwrap();
+    assert!(second.contains("The sum of 6 and 7 is 13."), "{second}");
+    host.verify(&dir).await;
+}
+
+/// The Python SDK's interpreter (`.ci/run`'s virtual environment with `mcp` 2.x).
+fn python() -> Option<PathBuf> {
+    installed("AGENTPUMP_MCP_PYTHON", "python-mcp-2.3.0/bin/python")
+}
+
+/// tests/fixtures/mcp/`name`.
+fn fixture(name: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/mcp")
+        .join(name)
+        .display()
+        .to_string()
+}
+
+/// The `structured` field of a result.
+fn structured(records: &[agentpump::history::Record]) -> std::collections::BTreeMap<String, Value> {
+    match fields(records).remove("structured") {
+        Some(Value::Object(map)) => map,
+        other => panic!("structured content: {other:?}"),
+    }
+}
+
+/// Issue 30: "a server written with the official Python SDK … over stdio …, returning
+/// structured content"; "`list_changed` notifications update the registrations".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_python_sdk_server_over_stdio_gives_structured_content_and_changes_its_tools() {
+    let Some(python) = python() else { return };
+    let dir = Scratch::new("mcp-python-stdio");
+    let organism = format!(
+        "[store]\npath = \"history.db\"\n\n[[mcp]]\nname = \"py\"\ncommand = [{:?}, {:?}, \"stdio\"]\n",
+        python.display().to_string(),
+        fixture("server.py")
+    );
+    let host = Host::start(&dir, &organism, &[]).await;
+    let (_, records) = ask(
+        &host.pump,
+        &call("py.weather", "w", &[("city", "\"Oslo\"")]),
+    )
+    .await;
+    let weather = structured(&records);
+    assert_eq!(weather["city"], Value::Str("Oslo".into()));
+    assert_eq!(weather["temperature"], Value::from_json("21.5").unwrap());
+    // `factor: float | None` is an `anyOf` of plain types: a number or null, or left out.
+    for (args, expected) in [
+        (vec![("value", "4")], "8"),
+        (vec![("value", "4"), ("factor", "null")], "8"),
+        (vec![("value", "4"), ("factor", "0.5")], "2"),
+    ] {
+        let (_, records) = ask(&host.pump, &call("py.scale", "s", &args)).await;
+        let got = &structured(&records)["result"];
+        assert_eq!(got, &Value::from_json(expected).unwrap(), "{args:?}");
+    }
+    let (_, records) = ask(&host.pump, &call("py.boom", "b", &[])).await;
+    let e = failure(&records);
+    assert_eq!(
+        (e.kind, e.message.as_str()),
+        (ErrorType::Failed, "Error executing tool boom")
+    );
+    // `retire` removes `weather` and notifies the client: calls of it are then `unavailable`.
+    ask(&host.pump, &call("py.retire", "r", &[])).await;
+    let mut last = None;
+    for _ in 0..50 {
+        let (_, records) = ask(
+            &host.pump,
+            &call("py.weather", "w", &[("city", "\"Oslo\"")]),
+        )
+        .await;
+        if let agentpump::tool::Answer::Error(e) = support::process::returned(&records) {
+            last = Some(e);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let e = last.expect("weather is retired");
+    assert_eq!(e.kind, ErrorType::Unavailable);
+    assert_eq!(e.message, "MCP server `py` no longer lists tool `weather`");
+    host.verify(&dir).await;
+}
+
+/// Issue 30: "a server written with the official Python SDK … once over Streamable HTTP,
+/// returning structured content".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_python_sdk_server_over_streamable_http_gives_structured_content() {
+    let Some(python) = python() else { return };
+    let dir = Scratch::new("mcp-python-http");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let _server = tokio::process::Command::new(&python)
+        .args([fixture("server.py"), "http".into(), port.to_string()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    for _ in 0..100 {
+        if tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_ok()
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let organism = format!(
+        "[store]\npath = \"history.db\"\n\n[[mcp]]\nname = \"py\"\nurl = \"http://127.0.0.1:{port}/mcp\"\ntools = [\"weather\", \"boom\"]\n"
+    );
+    let host = Host::start(&dir, &organism, &[]).await;
+    assert_eq!(host.tools, ["py.weather", "py.boom"]);
+    let (_, records) = ask(
+        &host.pump,
+        &call("py.weather", "w", &[("city", "\"Lima\"")]),
+    )
+    .await;
+    assert_eq!(
+        structured(&records)["conditions"],
+        Value::Str("sunny".into())
+    );
+    let (_, records) = ask(&host.pump, &call("py.boom", "b", &[])).await;
+    assert_eq!(failure(&records).kind, ErrorType::Failed);
+    host.verify(&dir).await;
+}
+
+/// Runs tests/fixtures/mcp/client.py with `args`: its steps, by name.
+async fn drive(
+    python: &Path,
+    args: &[&str],
+) -> (
+    bool,
+    std::collections::BTreeMap<String, serde_json::Value>,
+    String,
+) {
+    let out = tokio::process::Command::new(python)
+        .arg(fixture("client.py"))
+        .args(args)
+        .kill_on_drop(true)
+        .output();
+    let out = tokio::time::timeout(Duration::from_secs(60), out)
+        .await
+        .expect("the client finishes")
+        .unwrap();
+    let steps = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .map(|v| (v["step"].as_str().unwrap().to_owned(), v["result"].clone()))
+        .collect();
+    (
+        out.status.success(),
+        steps,
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// What the client must have seen from an organism with one `echo` listener.
+fn assert_drove(steps: &std::collections::BTreeMap<String, serde_json::Value>) {
+    assert_eq!(
+        steps["tools"],
+        serde_json::json!(["history", "post", "report", "resume", "stop", "threads"])
+    );
+    let post = &steps["post"];
+    assert_eq!(post["settled"], true, "{post}");
+    assert!(
+        post["answers"][0]
+            .as_str()
+            .unwrap()
+            .contains(r#"<say xmlns="urn:test:v1">hello</say>"#),
+        "{post}"
+    );
+    assert_eq!(
+        steps["history"],
+        serde_json::json!({"pages": [1, 1], "total": 2})
+    );
+    assert!(
+        steps["report-before"]["error"]
+            .as_str()
+            .unwrap()
+            .contains("has not halted")
+    );
+    assert_eq!(steps["stop"]["stopped"], true);
+    assert_eq!(steps["report"], "stop-request");
+    assert_eq!(steps["resume"]["resumed"], true);
+    assert_eq!(steps["listeners"], serde_json::json!(["echo"]));
+}
+
+const ECHO_ORGANISM: &str = "[store]\npath = \"history.db\"\n\n[[listener]]\nname = \"echo\"\nkind = \"builtin\"\nbuiltin = \"echo\"\naccepts = [\"{urn:test:v1}say\"]\n";
+
+/// Issue 30: "agentpump's own MCP server driven by the Python SDK's client: post, wait for the
+/// answer, read the history, stop, resume" — over stdio (`agentpump mcp --organism`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_sdk_client_drives_agentpump_mcp_over_stdio() {
+    let Some(python) = python() else { return };
+    let dir = Scratch::new("mcp-serve-stdio");
+    let organism = dir.write("organism.toml", ECHO_ORGANISM);
+    let (ok, steps, err) = drive(
+        &python,
+        &[
+            "stdio",
+            env!("CARGO_BIN_EXE_agentpump"),
+            &organism.display().to_string(),
+        ],
+    )
+    .await;
+    assert!(ok, "{err}");
+    assert_drove(&steps);
+    let (ok, out, err) = support::agentpump_in(&dir.0, &["verify", "--db", "history.db"]);
+    assert!(ok, "agentpump verify: {out}{err}");
+}
+
+/// Issue 30: "a `/mcp` Streamable HTTP endpoint on `agentpump run` (behind the same token)";
+/// "a wrong token refused".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_sdk_client_drives_slash_mcp_behind_the_token() {
+    let Some(python) = python() else { return };
+    let pump = agentpump::PumpBuilder::new()
+        .register(
+            agentpump::Registration::new("echo", agentpump::listeners::Echo)
+                .accepts(support::q("say")),
+        )
+        .build()
+        .unwrap();
+    let base = support::serve(&pump, "s3cret", 1 << 20).await;
+    let url = format!("{base}/mcp");
+    let (ok, steps, err) = drive(&python, &["http", &url, "s3cret"]).await;
+    assert!(
+        ok,
+        "{steps:?} {}",
+        err.lines()
+            .filter(|l| l.contains("Error"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    let mut steps = steps;
+    // This pump was built without the organism's listener list.
+    steps.insert("listeners".into(), serde_json::json!(["echo"]));
+    assert_drove(&steps);
+    let (ok, steps, _) = drive(&python, &["http", &url, "wrong"]).await;
+    assert!(
+        !ok && steps.is_empty(),
+        "a wrong token is refused: {steps:?}"
+    );
+    // The refusal is the API's own, before MCP reads anything.
+    let refused = support::http_client()
+        .post(&url)
+        .bearer_auth("wrong")
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    let (status, problem) = support::problem(refused).await;
+    assert_eq!(status, reqwest::StatusCode::UNAUTHORIZED);
+    assert_eq!(problem["detail"], "wrong bearer token");
+    assert!(pump.verify().await.is_ok());
+}
