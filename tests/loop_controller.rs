@@ -15,7 +15,7 @@ use agentpump::{
     ThreadId,
 };
 use rust_decimal::Decimal;
-use support::{Scratch, Script};
+use support::{Gate, Scratch, Script};
 
 /// The iteration a capsule is for (its `iteration` attribute).
 fn iteration(msg: &Delivery) -> usize {
@@ -127,6 +127,8 @@ struct Setup {
     profile: Profile,
     run: String,
     before: Box<dyn FnOnce(&Scratch)>,
+    /// A Scout held at a gate instead of `scout`.
+    held_scout: Option<Gate>,
 }
 
 fn run_payload(certificates: &str, r_p: &str, max: u64) -> String {
@@ -147,6 +149,7 @@ impl Setup {
             profile: Profile::Strict,
             run: run_payload("CONVERGED DIVERGED", "0.001", 10),
             before: Box::new(|_| {}),
+            held_scout: None,
         }
     }
 
@@ -159,7 +162,10 @@ impl Setup {
         config.profile = self.profile;
         let controller = (self.tweak)(PhucLoop::new(config));
         let pump = PumpBuilder::new()
-            .register(role("scout", &log, self.scout))
+            .register(match self.held_scout {
+                Some(gate) => role_registration("scout", gate),
+                None => role("scout", &log, self.scout),
+            })
             .register(role("solver", &log, self.solver))
             .register(role("skeptic", &log, self.skeptic))
             .register(controller.registration("loop"))
@@ -461,12 +467,12 @@ async fn each_backpressure_signal_blocks_the_loop() {
     }
     // A user interrupt: the loop thread stopped while its Scout runs.
     let mut user = Setup::new("loop-interrupt", &["0.5"]);
-    user.scout = Box::new(|_| {
-        std::thread::sleep(Duration::from_millis(300));
-        plan(0)
-    });
+    let gate = Gate::new();
+    user.held_scout = Some(gate.clone());
     let l = user.start().await;
+    gate.entered().await;
     l.pump.stop(l.thread).await.unwrap();
+    gate.open(1);
     let report = l.report().await;
     assert_eq!(
         (report.class.as_str(), report.stop_reason.as_str()),
