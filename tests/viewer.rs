@@ -27,10 +27,11 @@ use support::Scratch;
 
 const TOKEN: &str = "viewer-test-token-0123456789";
 
-/// The demo organism on a SQLite history in `scratch`, its five threads settled.
+/// The demo organism on a SQLite history in `scratch`, its six threads settled.
 async fn demo(scratch: &Scratch) -> (PumpHandle, Vec<ThreadId>) {
     let origin = "listeners/demo/organism.toml";
-    let organism = agentpump::host::demo::organism().unwrap();
+    let mut organism = agentpump::host::demo::organism().unwrap();
+    organism.set_base(&scratch.0); // the loop's workspace in the scratch folder
     let store = organism.open_store_at(&scratch.db()).unwrap();
     let pump = organism
         .builder(origin)

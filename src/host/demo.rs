@@ -39,8 +39,8 @@ pub fn organism() -> Result<Organism, HostError> {
     Ok(organism)
 }
 
-/// The phuc-loop's workspace, as the demo organism names it (relative to the current
-/// directory); the demo replaces it on each run.
+/// The phuc-loop's workspace, as the demo organism names it (relative to the database's
+/// folder); the demo replaces it on each run.
 pub const LOOP_WORKSPACE: &str = "agentpump-demo-loop";
 
 /// The demo's starting messages: (what it shows, addressee, payload).
@@ -85,11 +85,12 @@ pub const STARTS: [(&str, &str, &str); 6] = [
 /// One line saying what failed (the database cannot be written, the pump does not build).
 pub fn run(db: Option<PathBuf>) -> Result<String, HostError> {
     let origin = "listeners/demo/organism.toml";
-    let organism = organism()?;
+    let mut organism = organism()?;
     organism.report_process_warnings();
     let db = db.unwrap_or_else(|| organism.store.path.clone());
     remove_database(&db)?;
-    remove_loop_workspace(Path::new(LOOP_WORKSPACE))?;
+    remove_loop_workspace(&loop_workspace(&db))?;
+    organism.set_base(db.parent().unwrap_or(Path::new("")));
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -131,6 +132,7 @@ async fn drive(
         db.display()
     );
     text.push_str(&show(&pump, &roots).await?);
+    text.push_str(&show_loop(&pump, roots[5], &loop_workspace(db)).await?);
     let verified = pump.verify().await?;
     let _ = writeln!(text, "\nHash chains verified: {verified} records.");
     text.push_str(&inspect_commands(&roots, db));
@@ -155,6 +157,11 @@ async fn start_and_settle(pump: &PumpHandle) -> Result<Vec<ThreadId>, HostError>
         }
     }
     Ok(roots)
+}
+
+/// The loop's workspace for the database `db`: beside it.
+fn loop_workspace(db: &Path) -> PathBuf {
+    db.parent().unwrap_or(Path::new("")).join(LOOP_WORKSPACE)
 }
 
 /// Removes the previous demo's loop workspace; refuses a folder that is not a phuc-loop's.
@@ -267,7 +274,6 @@ async fn show(pump: &PumpHandle, roots: &[ThreadId]) -> Result<String, HostError
             }
         }
     }
-    out.push_str(&show_loop(pump, roots[5]).await?);
     let returned = pump.history(roots[1]).await?;
     if let Some(answer) = returned
         .iter()
@@ -279,9 +285,13 @@ async fn show(pump: &PumpHandle, roots: &[ThreadId]) -> Result<String, HostError
 }
 
 /// The phuc-loop's AGENTS.md and its halting certificate.
-async fn show_loop(pump: &PumpHandle, root: ThreadId) -> Result<String, HostError> {
+async fn show_loop(
+    pump: &PumpHandle,
+    root: ThreadId,
+    workspace: &Path,
+) -> Result<String, HostError> {
     let mut out = String::new();
-    let path = Path::new(LOOP_WORKSPACE).join("AGENTS.md");
+    let path = workspace.join("AGENTS.md");
     let agents = std::fs::read_to_string(&path).map_err(|e| HostError::io(&path, e))?;
     let _ = writeln!(
         out,
