@@ -615,7 +615,7 @@ impl<L: Listener> Listener for Stalling<L> {
 }
 
 /// Who hangs in the first pump.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, PartialEq, Eq)]
 enum Hangs {
     /// The controller.
     Controller,
@@ -640,10 +640,7 @@ fn restart_pump(
     let stalling = |who: Hangs| {
         stall
             .as_ref()
-            .filter(|(w, _, _)| {
-                matches!((w, who), (Hangs::Controller, Hangs::Controller))
-                    || matches!((w, who), (Hangs::Role(a), Hangs::Role(b)) if *a == b)
-            })
+            .filter(|(w, _, _)| *w == who)
             .map(|(_, hang, entered)| (Arc::clone(hang), Arc::clone(entered)))
     };
     let roles: [(&str, Answer); 3] = [
@@ -688,7 +685,7 @@ fn restart_pump(
 /// Runs a loop on a pump in its own runtime until the listener `who` hangs at `hang`, kills that
 /// pump (its runtime dropped: every task ends where it was, as in a kill -9), and finishes the
 /// loop on a second pump over the same SQLite file.
-async fn crash_and_restart(test: &'static str, who: Hangs, hang: HangOn) -> Loop {
+async fn crash_and_restart(test: &'static str, who: Hangs, hang: HangOn, last_step: &str) -> Loop {
     let dir = Scratch::new(test);
     std::fs::create_dir_all(dir.0.join("ws")).unwrap();
     let log = Arc::new(Mutex::new(Vec::new()));
@@ -721,6 +718,11 @@ async fn crash_and_restart(test: &'static str, who: Hangs, hang: HangOn) -> Loop
     tokio::task::spawn_blocking(move || first.join().unwrap())
         .await
         .unwrap();
+    assert_eq!(
+        journal(&dir.0, thread).await.last().map(String::as_str),
+        Some(last_step),
+        "the crash point"
+    );
     let pump = restart_pump(&dir.0, &log, None);
     Loop {
         pump,
@@ -728,6 +730,37 @@ async fn crash_and_restart(test: &'static str, who: Hangs, hang: HangOn) -> Loop
         dir,
         log,
     }
+}
+
+/// The loop's journal as the SQLite file at `dir` holds it: `step iteration [role]` per step.
+async fn journal(dir: &std::path::Path, thread: ThreadId) -> Vec<String> {
+    use agentpump::history::HistoryStore as _;
+    let store = SqliteHistory::open_read_only(dir.join("history.db")).unwrap();
+    let records = store.thread(thread, 0).await.unwrap();
+    records
+        .iter()
+        .filter(|r| r.root.is(LOOP_NS, "progress"))
+        .map(|r| {
+            let text = r
+                .payload
+                .split_once('>')
+                .unwrap()
+                .1
+                .rsplit_once("</")
+                .unwrap()
+                .0;
+            let step: serde_json::Value =
+                serde_json::from_str(&quick_xml::escape::unescape(text).unwrap()).unwrap();
+            let n = step["iteration"]
+                .as_u64()
+                .or_else(|| step["entry"]["iteration"].as_u64())
+                .unwrap();
+            let role = step["role"]
+                .as_str()
+                .map_or(String::new(), |r| format!(" {r}"));
+            format!("{} {n}{role}", step["step"].as_str().unwrap())
+        })
+        .collect()
 }
 
 impl Loop {
@@ -814,7 +847,7 @@ async fn a_restart_between_iterations_runs_no_finished_iteration_again() {
     let hang: HangOn = Arc::new(|msg| {
         msg.qname().is(LOOP_NS, "next") && msg.payload().as_str().contains("iteration=\"1\"")
     });
-    let l = crash_and_restart("loop-restart-iter", Hangs::Controller, hang).await;
+    let l = crash_and_restart("loop-restart-iter", Hangs::Controller, hang, "judged 0").await;
     l.ends_as_uninterrupted().await;
     assert_eq!(l.handled(), handled_once_but(None));
 }
@@ -828,7 +861,13 @@ async fn a_restart_between_roles_collects_the_answer_without_asking_again() {
             && msg.payload().as_str().contains("out/iter1.txt")
             && !msg.payload().as_str().contains("<verdict")
     });
-    let l = crash_and_restart("loop-restart-role", Hangs::Controller, hang).await;
+    let l = crash_and_restart(
+        "loop-restart-role",
+        Hangs::Controller,
+        hang,
+        "spawned 1 solver",
+    )
+    .await;
     l.ends_as_uninterrupted().await;
     assert_eq!(l.handled(), handled_once_but(None));
 }
@@ -840,7 +879,13 @@ async fn a_restart_while_a_role_works_delivers_its_capsule_again_in_the_same_thr
     let hang: HangOn = Arc::new(|msg| {
         msg.qname().is(LOOP_NS, "skeptic") && msg.payload().as_str().contains("iteration=\"1\"")
     });
-    let l = crash_and_restart("loop-restart-busy", Hangs::Role("skeptic"), hang).await;
+    let l = crash_and_restart(
+        "loop-restart-busy",
+        Hangs::Role("skeptic"),
+        hang,
+        "spawned 1 skeptic",
+    )
+    .await;
     l.ends_as_uninterrupted().await;
     // The hanging delivery was not logged by the first pump (it hung before the script ran).
     assert_eq!(l.handled(), handled_once_but(None));
