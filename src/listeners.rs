@@ -28,7 +28,10 @@ pub use llm::{LlmAgent, LlmConfig};
 pub use phuc_loop::{LoopConfig, PhucLoop};
 pub use sleep::{SLEEP_MAX, Sleep};
 
-use scripted::{DEMO_NS, ScriptedAuthor, ScriptedPingPong, ScriptedRunaway, ScriptedVerifier};
+use scripted::{
+    DEMO_NS, ScriptedAuthor, ScriptedPingPong, ScriptedRunaway, ScriptedScout, ScriptedSkeptic,
+    ScriptedSolver, ScriptedVerifier,
+};
 
 use crate::tool::TOOL_NS;
 use crate::{Listener, QName, Role};
@@ -95,7 +98,7 @@ impl BuiltinRow {
 }
 
 /// Every builtin listener, in the order error messages list them.
-pub const TABLE: [BuiltinRow; 9] = [
+pub const TABLE: [BuiltinRow; 12] = [
     BuiltinRow {
         name: "echo",
         make: || Arc::new(Echo),
@@ -166,6 +169,30 @@ pub const TABLE: [BuiltinRow; 9] = [
         roots: &[(DEMO_NS, "ball")],
         role: Role::Tool,
         description: "returns every ball to scripted-ping (scripted agent)",
+        example: "",
+    },
+    BuiltinRow {
+        name: "scripted-scout",
+        make: || Arc::new(ScriptedScout),
+        roots: &[(phuc_loop::LOOP_NS, "scout")],
+        role: Role::Agent,
+        description: "plans a Newton step for √2 as a phuc-loop Scout (scripted agent)",
+        example: "",
+    },
+    BuiltinRow {
+        name: "scripted-solver",
+        make: || Arc::new(ScriptedSolver),
+        roots: &[(phuc_loop::LOOP_NS, "solver")],
+        role: Role::Agent,
+        description: "takes the Newton step and hands in the guess as a phuc-loop Solver (scripted agent)",
+        example: "",
+    },
+    BuiltinRow {
+        name: "scripted-skeptic",
+        make: || Arc::new(ScriptedSkeptic),
+        roots: &[(phuc_loop::LOOP_NS, "skeptic")],
+        role: Role::Agent,
+        description: "checks the guess by its sha256 and measures |x² − 2| as a phuc-loop Skeptic (scripted agent)",
         example: "",
     },
 ];

@@ -231,3 +231,59 @@ fn verify_certificates_rederives_every_halt_and_catches_an_edited_report() {
     assert!(err.contains("digest differs"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Issue 36, done when: "`agentpump demo` runs one phuc-loop (scripted roles, offline) and
+/// prints its AGENTS.md and certificate".
+#[test]
+fn the_demo_runs_a_phuc_loop_and_prints_its_agents_md_and_certificate() {
+    let dir = std::env::temp_dir().join(format!("agentpump-demo-{}", agentpump::ThreadId::new()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (ok, out, err) = agentpump(&["demo"], &dir);
+    assert!(ok, "{err}");
+    let md = std::fs::read_to_string(dir.join("agentpump-demo-loop/AGENTS.md")).unwrap();
+    let shown: String = out
+        .lines()
+        .skip_while(|l| !l.starts_with("The phuc-loop's agentpump-demo-loop/AGENTS.md"))
+        .skip(2)
+        .take_while(|l| !l.starts_with("The phuc-loop's halting certificate"))
+        .map(|l| format!("{}\n", l.strip_prefix("  ").unwrap_or(l)))
+        .collect();
+    assert_eq!(
+        shown.trim_end(),
+        md.trim_end(),
+        "the printed AGENTS.md is the file"
+    );
+    assert!(
+        md.contains("- goal: approximate √2 by Newton steps"),
+        "{md}"
+    );
+    assert!(
+        md.contains("## Iteration 2") && !md.contains("## Iteration 3"),
+        "three Newton steps reach |x² − 2| < 0.0001: {md}"
+    );
+    assert!(
+        md.contains("- direction: IMPROVING\n- certificate: CONVERGED"),
+        "{md}"
+    );
+    let certificate: String = out
+        .lines()
+        .skip_while(|l| !l.starts_with("The phuc-loop's halting certificate"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .collect();
+    assert!(certificate.contains("\"CONVERGED\""), "{certificate}");
+    assert!(
+        certificate.contains("\"0.25\"") && certificate.contains("\"0.000006007306\""),
+        "the residuals as decimal strings: {certificate}"
+    );
+    // The demo replaces its own loop workspace, never a folder that is not one.
+    let (ok, _, err) = agentpump(&["demo"], &dir);
+    assert!(ok, "a second run replaces the workspace: {err}");
+    std::fs::remove_dir_all(dir.join("agentpump-demo-loop")).unwrap();
+    std::fs::create_dir_all(dir.join("agentpump-demo-loop")).unwrap();
+    std::fs::write(dir.join("agentpump-demo-loop/mine.txt"), "mine").unwrap();
+    let (ok, _, err) = agentpump(&["demo"], &dir);
+    assert!(!ok && err.contains("is not a phuc-loop workspace"), "{err}");
+    assert!(dir.join("agentpump-demo-loop/mine.txt").exists());
+    std::fs::remove_dir_all(&dir).unwrap();
+}

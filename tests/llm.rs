@@ -676,3 +676,87 @@ async fn a_done_set_aside_again_and_again_halts_no_progress() {
     assert_eq!(model.requests.lock().unwrap().len(), 3);
     assert_eq!(egress(&pump, thread).await, Vec::<String>::new());
 }
+
+/// Issue 36: "an LLM-driven loop against the loopback model" — three LLM agents in capsule mode
+/// play Scout, Solver and Skeptic; each request shows the role exactly the controller's §4.1
+/// capsule (the file `evidence/loop/iter_N/cnf_capsule.<role>.json`), and the loop converges.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn llm_agents_in_capsule_mode_play_a_phuc_loop_to_convergence() {
+    use agentpump::listeners::phuc_loop::{
+        LOOP_NS, LoopConfig, PhucLoop, Role as LoopRole, role_root,
+    };
+    let residuals = ["0.5", "0.2", "0.0001"];
+    let mut script = Vec::new();
+    for (n, r) in residuals.iter().enumerate() {
+        let met = n == residuals.len() - 1;
+        script.push(answer(
+            &format!("My plan:\n<plan xmlns=\"{LOOP_NS}\">refine step {n}</plan>"),
+            10,
+            5,
+        ));
+        script.push(answer(&format!("Done.\n<artifacts xmlns=\"{LOOP_NS}\"><artifact path=\"out/step{n}.txt\" role=\"artifact\">value {n}</artifact></artifacts>"), 10, 5));
+        script.push(answer(&format!("```xml\n<verdict xmlns=\"{LOOP_NS}\" residual=\"{r}\"><criterion id=\"c1\" met=\"{met}\" evidence=\"out/step{n}.txt\"/><succeeded lane=\"A\" evidence=\"out/step{n}.txt\">step {n} holds</succeeded></verdict>\n```"), 10, 5));
+    }
+    let (model, base) = serve_model(script, None).await;
+    let dir = support::Scratch::new("llm-loop");
+    let mut b = PumpBuilder::new();
+    for role in [LoopRole::Scout, LoopRole::Solver, LoopRole::Skeptic] {
+        let mut config = LlmConfig::new(base.clone(), "scripted-model");
+        config.context = ContextMode::Capsule;
+        let llm = LlmAgent::new(config, format!("You are the loop's {}.", role.as_str()));
+        b = b.register(
+            Registration::from_shared(role.as_str(), Arc::new(llm))
+                .accepts(role_root(role))
+                .role(Role::Agent)
+                .peers(["loop"]),
+        );
+    }
+    let controller = PhucLoop::new(LoopConfig::new(
+        "scout",
+        "solver",
+        "skeptic",
+        dir.0.join("ws"),
+    ))
+    .disk_probe(Arc::new(|_| Some(Decimal::new(5, 1))));
+    let pump = b.register(controller.registration("loop")).build().unwrap();
+    let run = format!(
+        r#"<run xmlns="{LOOP_NS}" certificates="CONVERGED DIVERGED" r-p="0.001" max-iterations="5"><goal>make it small</goal><criterion id="c1">the step holds</criterion></run>"#
+    );
+    let thread = pump.post(None, Some("loop"), &run).await.unwrap().thread();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    let report = loop {
+        if let Some(r) = pump.reports(thread).await.unwrap().pop() {
+            break r;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "no halt");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(
+        (report.class.as_str(), report.stop_reason.as_str()),
+        ("CONVERGED", "residual-below-r-p")
+    );
+    let requests = model.requests.lock().unwrap().clone();
+    assert_eq!(requests.len(), 9, "one request per role per iteration");
+    for (i, request) in requests.iter().enumerate() {
+        let role = ["scout", "solver", "skeptic"][i % 3];
+        let file = dir.0.join(format!(
+            "ws/evidence/loop/iter_{}/cnf_capsule.{role}.json",
+            i / 3
+        ));
+        let capsule = std::fs::read_to_string(&file).unwrap();
+        let shown = request["messages"][1]["content"].as_str().unwrap();
+        assert!(
+            shown.contains(capsule.trim_end()),
+            "request {i} shows the {role}'s capsule:\n{shown}\n---\n{capsule}"
+        );
+        assert!(
+            !shown.contains("refine step"),
+            "no prior subagent prose: {shown}"
+        );
+    }
+    let md = std::fs::read_to_string(dir.0.join("ws/AGENTS.md")).unwrap();
+    assert!(
+        md.contains("- [A] step 2 holds (artifact: out/step2.txt#"),
+        "{md}"
+    );
+}

@@ -8,12 +8,14 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agentpump::governor::HaltingReport;
+use agentpump::history::SqliteHistory;
 use agentpump::listeners::phuc_loop::{LOOP_NS, LoopConfig, PhucLoop, Profile};
 use agentpump::{
-    Context, Delivery, ListenerError, PumpBuilder, PumpHandle, QName, Registration, Role, ThreadId,
+    Context, Delivery, Listener, ListenerError, PumpBuilder, PumpHandle, QName, Registration, Role,
+    ThreadId,
 };
 use rust_decimal::Decimal;
-use support::{Scratch, Script};
+use support::{Gate, Scratch, Script};
 
 /// The iteration a capsule is for (its `iteration` attribute).
 fn iteration(msg: &Delivery) -> usize {
@@ -31,24 +33,35 @@ fn role(
     log: &Arc<Mutex<Vec<String>>>,
     answer: impl Fn(usize) -> Result<String, ListenerError> + Send + Sync + 'static,
 ) -> Registration {
+    role_registration(name, role_script(name, log, answer))
+}
+
+/// `listener` registered as the role `name`.
+fn role_registration(name: &str, listener: impl Listener) -> Registration {
+    Registration::new(name, listener)
+        .accepts(QName::new(LOOP_NS, name))
+        .role(Role::Agent)
+}
+
+/// The role `name`'s listener: answers each capsule with `answer(iteration)`, logging it.
+fn role_script(
+    name: &str,
+    log: &Arc<Mutex<Vec<String>>>,
+    answer: impl Fn(usize) -> Result<String, ListenerError> + Send + Sync + 'static,
+) -> Script {
     let log = Arc::clone(log);
     let me = name.to_owned();
-    Registration::new(
-        name,
-        Script::new(move |msg: &Delivery, cx: &mut Context| {
-            if !msg.qname().is(LOOP_NS, &me) {
-                return Ok(());
-            }
-            let n = iteration(msg);
-            log.lock()
-                .unwrap()
-                .push(format!("{me} {n} {}", msg.payload().as_str()));
-            cx.reply(answer(n)?);
-            Ok(())
-        }),
-    )
-    .accepts(QName::new(LOOP_NS, name))
-    .role(Role::Agent)
+    Script::new(move |msg: &Delivery, cx: &mut Context| {
+        if !msg.qname().is(LOOP_NS, &me) {
+            return Ok(());
+        }
+        let n = iteration(msg);
+        log.lock()
+            .unwrap()
+            .push(format!("{me} {n} {}", msg.payload().as_str()));
+        cx.reply(answer(n)?);
+        Ok(())
+    })
 }
 
 fn plan(n: usize) -> Result<String, ListenerError> {
@@ -114,6 +127,8 @@ struct Setup {
     profile: Profile,
     run: String,
     before: Box<dyn FnOnce(&Scratch)>,
+    /// A Scout held at a gate instead of `scout`.
+    held_scout: Option<Gate>,
 }
 
 fn run_payload(certificates: &str, r_p: &str, max: u64) -> String {
@@ -134,6 +149,7 @@ impl Setup {
             profile: Profile::Strict,
             run: run_payload("CONVERGED DIVERGED", "0.001", 10),
             before: Box::new(|_| {}),
+            held_scout: None,
         }
     }
 
@@ -146,7 +162,10 @@ impl Setup {
         config.profile = self.profile;
         let controller = (self.tweak)(PhucLoop::new(config));
         let pump = PumpBuilder::new()
-            .register(role("scout", &log, self.scout))
+            .register(match self.held_scout {
+                Some(gate) => role_registration("scout", gate),
+                None => role("scout", &log, self.scout),
+            })
             .register(role("solver", &log, self.solver))
             .register(role("skeptic", &log, self.skeptic))
             .register(controller.registration("loop"))
@@ -448,12 +467,12 @@ async fn each_backpressure_signal_blocks_the_loop() {
     }
     // A user interrupt: the loop thread stopped while its Scout runs.
     let mut user = Setup::new("loop-interrupt", &["0.5"]);
-    user.scout = Box::new(|_| {
-        std::thread::sleep(Duration::from_millis(300));
-        plan(0)
-    });
+    let gate = Gate::new();
+    user.held_scout = Some(gate.clone());
     let l = user.start().await;
+    gate.entered().await;
     l.pump.stop(l.thread).await.unwrap();
+    gate.open(1);
     let report = l.report().await;
     assert_eq!(
         (report.class.as_str(), report.stop_reason.as_str()),
@@ -571,4 +590,303 @@ profile = "fast"
         err.contains("organism.toml:3") && err.contains("needs a [listener.loop] table"),
         "{err}"
     );
+}
+
+/// A delivery a crashing pump hangs on.
+type HangOn = Arc<dyn Fn(&Delivery) -> bool + Send + Sync>;
+
+/// `inner`, except that it hangs for good on the delivery `hang` picks (saying so on `entered`):
+/// the crash point.
+struct Stalling<L> {
+    inner: L,
+    hang: HangOn,
+    entered: Arc<tokio::sync::Notify>,
+}
+
+#[async_trait::async_trait]
+impl<L: Listener> Listener for Stalling<L> {
+    async fn handle(&self, msg: &Delivery, cx: &mut Context) -> Result<(), ListenerError> {
+        if (self.hang)(msg) {
+            self.entered.notify_one();
+            std::future::pending::<()>().await;
+        }
+        self.inner.handle(msg, cx).await
+    }
+}
+
+/// Who hangs in the first pump.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Hangs {
+    /// The controller.
+    Controller,
+    /// A role's listener.
+    Role(&'static str),
+}
+
+/// The residuals every restart test measures (CONVERGED at the third).
+const RESTART_RESIDUALS: &[&str] = &["0.5", "0.2", "0.0001"];
+
+/// A loop's pump over the SQLite history at `dir`, the scripted roles logging into `log`;
+/// `stall` makes one listener hang at a delivery.
+fn restart_pump(
+    dir: &std::path::Path,
+    log: &Arc<Mutex<Vec<String>>>,
+    stall: Option<(Hangs, HangOn, Arc<tokio::sync::Notify>)>,
+) -> PumpHandle {
+    let store = Arc::new(SqliteHistory::open(dir.join("history.db")).unwrap());
+    let mut config = LoopConfig::new("scout", "solver", "skeptic", dir.join("ws"));
+    config.profile = Profile::Strict;
+    let controller = PhucLoop::new(config).disk_probe(Arc::new(|_| Some(Decimal::new(5, 1))));
+    let stalling = |who: Hangs| {
+        stall
+            .as_ref()
+            .filter(|(w, _, _)| *w == who)
+            .map(|(_, hang, entered)| (Arc::clone(hang), Arc::clone(entered)))
+    };
+    let roles: [(&str, Answer); 3] = [
+        ("scout", Box::new(plan)),
+        ("solver", Box::new(solution)),
+        ("skeptic", Box::new(skeptic(RESTART_RESIDUALS))),
+    ];
+    let mut b = PumpBuilder::new().history(store);
+    for (name, answer) in roles {
+        let script = role_script(name, log, answer);
+        b = b.register(match stalling(Hangs::Role(name)) {
+            Some((hang, entered)) => role_registration(
+                name,
+                Stalling {
+                    inner: script,
+                    hang,
+                    entered,
+                },
+            ),
+            None => role_registration(name, script),
+        });
+    }
+    let registration = match stalling(Hangs::Controller) {
+        Some((hang, entered)) => {
+            let stalling = Stalling {
+                inner: controller,
+                hang,
+                entered,
+            };
+            PhucLoop::roots().into_iter().fold(
+                Registration::new("loop", stalling)
+                    .role(Role::Agent)
+                    .peers(["scout", "solver", "skeptic"]),
+                Registration::accepts,
+            )
+        }
+        None => controller.registration("loop"),
+    };
+    b.register(registration).build().unwrap()
+}
+
+/// Runs a loop on a pump in its own runtime until the listener `who` hangs at `hang`, kills that
+/// pump (its runtime dropped: every task ends where it was, as in a kill -9), and finishes the
+/// loop on a second pump over the same SQLite file.
+async fn crash_and_restart(test: &'static str, who: Hangs, hang: HangOn, last_step: &str) -> Loop {
+    let dir = Scratch::new(test);
+    std::fs::create_dir_all(dir.0.join("ws")).unwrap();
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let entered = Arc::new(tokio::sync::Notify::new());
+    let (kill, killed) = tokio::sync::oneshot::channel::<()>();
+    let (started, thread) = tokio::sync::oneshot::channel();
+    let first = {
+        let (root, log, entered) = (dir.0.clone(), Arc::clone(&log), Arc::clone(&entered));
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async move {
+                let pump = restart_pump(&root, &log, Some((who, hang, entered)));
+                let run = run_payload("CONVERGED DIVERGED", "0.001", 10);
+                let receipt = pump.post(None, Some("loop"), &run).await.unwrap();
+                started.send(receipt.thread()).unwrap();
+                let _ = killed.await;
+                drop(pump); // no shutdown: the runtime goes next, with every task on it
+            });
+            drop(rt);
+        })
+    };
+    let thread = thread.await.unwrap();
+    tokio::time::timeout(Duration::from_secs(20), entered.notified())
+        .await
+        .expect("the first pump reaches the crash point");
+    kill.send(()).unwrap();
+    tokio::task::spawn_blocking(move || first.join().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(
+        journal(&dir.0, thread).await.last().map(String::as_str),
+        Some(last_step),
+        "the crash point"
+    );
+    let pump = restart_pump(&dir.0, &log, None);
+    Loop {
+        pump,
+        thread,
+        dir,
+        log,
+    }
+}
+
+/// The loop's journal as the SQLite file at `dir` holds it: `step iteration [role]` per step.
+async fn journal(dir: &std::path::Path, thread: ThreadId) -> Vec<String> {
+    use agentpump::history::HistoryStore as _;
+    let store = SqliteHistory::open_read_only(dir.join("history.db")).unwrap();
+    let records = store.thread(thread, 0).await.unwrap();
+    records
+        .iter()
+        .filter(|r| r.root.is(LOOP_NS, "progress"))
+        .map(|r| {
+            let text = r
+                .payload
+                .split_once('>')
+                .unwrap()
+                .1
+                .rsplit_once("</")
+                .unwrap()
+                .0;
+            let step: serde_json::Value =
+                serde_json::from_str(&quick_xml::escape::unescape(text).unwrap()).unwrap();
+            let n = step["iteration"]
+                .as_u64()
+                .or_else(|| step["entry"]["iteration"].as_u64())
+                .unwrap();
+            let role = step["role"]
+                .as_str()
+                .map_or(String::new(), |r| format!(" {r}"));
+            format!("{} {n}{role}", step["step"].as_str().unwrap())
+        })
+        .collect()
+}
+
+impl Loop {
+    /// How many times each role's thread of each iteration was spawned (`iterN-role`), in the
+    /// loop thread's history.
+    async fn spawns(&self) -> Vec<(String, usize)> {
+        let mut counts: Vec<(String, usize)> = Vec::new();
+        for r in self.pump.history(self.thread).await.unwrap() {
+            if r.root.local() != "spawn-thread" {
+                continue;
+            }
+            let sub = r.payload.split("suggested-sub-id=\"").nth(1).unwrap();
+            let sub = sub.split('"').next().unwrap().to_owned();
+            match counts.iter_mut().find(|(s, _)| *s == sub) {
+                Some((_, n)) => *n += 1,
+                None => counts.push((sub, 1)),
+            }
+        }
+        counts
+    }
+
+    /// How many times each role handled each iteration's capsule, over both pumps.
+    fn handled(&self) -> Vec<(String, usize)> {
+        let mut counts: Vec<(String, usize)> = Vec::new();
+        for e in self.log.lock().unwrap().iter() {
+            let key = e.split(' ').take(2).collect::<Vec<_>>().join(" ");
+            match counts.iter_mut().find(|(s, _)| *s == key) {
+                Some((_, n)) => *n += 1,
+                None => counts.push((key, 1)),
+            }
+        }
+        counts
+    }
+
+    /// The loop ended as an uninterrupted run does: CONVERGED on the same residuals, each
+    /// iteration's block once in AGENTS.md, a plan and a file per iteration in the manifest,
+    /// and each role's thread spawned once per iteration.
+    async fn ends_as_uninterrupted(&self) {
+        let report = self.report().await;
+        assert_eq!(report.class, "CONVERGED", "{report:#?}");
+        assert_eq!(
+            report
+                .halting_certificate
+                .as_ref()
+                .unwrap()
+                .residual_history_decimal_strings,
+            RESTART_RESIDUALS
+        );
+        let spawned: Vec<(String, usize)> = (0..3)
+            .flat_map(|n| ["scout", "solver", "skeptic"].map(|r| (format!("iter{n}-{r}"), 1)))
+            .collect();
+        assert_eq!(
+            self.spawns().await,
+            spawned,
+            "each role's thread spawned once"
+        );
+        let md = self.file("ws/AGENTS.md");
+        for n in 0..3 {
+            let block = format!("### {n}.1 What Was Tried");
+            assert_eq!(md.matches(&block).count(), 1, "{block} once in {md}");
+        }
+        let manifest: serde_json::Value =
+            serde_json::from_str(&self.file("ws/evidence/loop/manifest.json")).unwrap();
+        assert_eq!(manifest["artifacts"].as_array().unwrap().len(), 6);
+    }
+}
+
+/// Each role handled each iteration once, but `again` (in flight at the crash: delivered again).
+fn handled_once_but(again: Option<&str>) -> Vec<(String, usize)> {
+    (0..3)
+        .flat_map(|n| ["scout", "solver", "skeptic"].map(move |r| format!("{r} {n}")))
+        .map(|k| {
+            let times = if again == Some(k.as_str()) { 2 } else { 1 };
+            (k, times)
+        })
+        .collect()
+}
+
+/// Issue 36: "A restart continues the loop from history and the workspace without re-running a
+/// finished iteration." — killed between iterations: iteration 0 judged, `<next iteration="1">`
+/// recorded and not yet handled.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_between_iterations_runs_no_finished_iteration_again() {
+    let hang: HangOn = Arc::new(|msg| {
+        msg.qname().is(LOOP_NS, "next") && msg.payload().as_str().contains("iteration=\"1\"")
+    });
+    let l = crash_and_restart("loop-restart-iter", Hangs::Controller, hang, "judged 0").await;
+    l.ends_as_uninterrupted().await;
+    assert_eq!(l.handled(), handled_once_but(None));
+}
+
+/// Issue 36: "a restart between iterations and between roles" — killed after iteration 1's
+/// Solver answered, before the controller collected its artifacts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_between_roles_collects_the_answer_without_asking_again() {
+    let hang: HangOn = Arc::new(|msg| {
+        msg.thread_result().is_some()
+            && msg.payload().as_str().contains("out/iter1.txt")
+            && !msg.payload().as_str().contains("<verdict")
+    });
+    let l = crash_and_restart(
+        "loop-restart-role",
+        Hangs::Controller,
+        hang,
+        "spawned 1 solver",
+    )
+    .await;
+    l.ends_as_uninterrupted().await;
+    assert_eq!(l.handled(), handled_once_but(None));
+}
+
+/// Issue 36: a restart while a role works (iteration 1's Skeptic in its handler): the capsule
+/// is delivered again in the same thread; no role's thread is spawned twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_while_a_role_works_delivers_its_capsule_again_in_the_same_thread() {
+    let hang: HangOn = Arc::new(|msg| {
+        msg.qname().is(LOOP_NS, "skeptic") && msg.payload().as_str().contains("iteration=\"1\"")
+    });
+    let l = crash_and_restart(
+        "loop-restart-busy",
+        Hangs::Role("skeptic"),
+        hang,
+        "spawned 1 skeptic",
+    )
+    .await;
+    l.ends_as_uninterrupted().await;
+    // The hanging delivery was not logged by the first pump (it hung before the script ran).
+    assert_eq!(l.handled(), handled_once_but(None));
 }

@@ -27,10 +27,11 @@ use support::Scratch;
 
 const TOKEN: &str = "viewer-test-token-0123456789";
 
-/// The demo organism on a SQLite history in `scratch`, its five threads settled.
+/// The demo organism on a SQLite history in `scratch`, its six threads settled.
 async fn demo(scratch: &Scratch) -> (PumpHandle, Vec<ThreadId>) {
     let origin = "listeners/demo/organism.toml";
-    let organism = agentpump::host::demo::organism().unwrap();
+    let mut organism = agentpump::host::demo::organism().unwrap();
+    organism.set_base(&scratch.0); // the loop's workspace in the scratch folder
     let store = organism.open_store_at(&scratch.db()).unwrap();
     let pump = organism
         .builder(origin)
@@ -119,8 +120,8 @@ async fn the_viewer_works_in_a_real_browser() {
     // Filters and paging.
     b.goto(&format!("{base}/#/?class=CONVERGED")).await;
     b.until(
-        "the CONVERGED filter",
-        &format!("document.querySelectorAll('#threads tbody tr').length === 1 && !!document.querySelector(\"tr[data-thread='{newton}']\")"),
+        "the CONVERGED filter (the √2 process and the phuc-loop)",
+        &format!("document.querySelectorAll('#threads tbody tr').length === 2 && !!document.querySelector(\"tr[data-thread='{newton}']\") && !!document.querySelector(\"tr[data-thread='{}']\")", roots[5]),
     )
     .await;
     for (q, thread) in [("ruminate", roots[3]), ("scripted-PONG", roots[4])] {
@@ -817,6 +818,64 @@ async fn a_plan_shows_as_a_checklist() {
     )
     .await;
     assert_eq!(b.count("li.rec.plan").await, 2);
+    let errors = b.eval("return window.viewerErrors").await;
+    assert_eq!(errors, serde_json::json!([]), "console errors");
+    b.close().await;
+}
+
+/// Issue 36, done when: "the viewer shows a loop's iterations, roles and plans" — the demo's
+/// phuc-loop thread lists each iteration with links to its Scout, Solver and Skeptic threads,
+/// the residual, its direction, the criteria and the certificate; a role's link opens its thread.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_loop_thread_shows_its_iterations_and_roles() {
+    let scratch = Scratch::new("viewer-loop");
+    let (pump, roots) = demo(&scratch).await;
+    let phuc = roots[5];
+    let base = support::serve(&pump, TOKEN, 1024 * 1024).await;
+    let b = Browser::start(&scratch, false).await;
+    b.goto(&format!("{base}/?token={TOKEN}#/thread/{phuc}"))
+        .await;
+    b.until(
+        "the loop panel",
+        "!document.getElementById('t-loop').hidden && document.querySelectorAll('#t-loop tbody tr').length === 3",
+    )
+    .await;
+    let rows = b
+        .eval("return [...document.querySelectorAll('#t-loop tbody tr')].map(r => [...r.querySelectorAll('td a')].map(a => a.textContent).join(' ') + ' | ' + r.querySelector('.residual').textContent + ' ' + r.querySelector('.direction').textContent + ' ' + r.querySelector('.criteria').textContent + ' ' + r.querySelector('.certificate').textContent)")
+        .await;
+    assert_eq!(
+        rows,
+        serde_json::json!([
+            "scout solver skeptic | 0.25 STABLE ✘ close NONE",
+            "scout solver skeptic | 0.006944444445 IMPROVING ✘ close NONE",
+            "scout solver skeptic | 0.000006007306 IMPROVING ✔ close CONVERGED",
+        ])
+    );
+    // Each link is a child thread of the loop, the role's own.
+    let children: Vec<String> = pump
+        .tree(phuc)
+        .iter()
+        .filter(|t| t.parent == Some(phuc))
+        .map(|t| t.id.to_string())
+        .collect();
+    let linked = b
+        .eval("return [...document.querySelectorAll('#t-loop td a')].map(a => a.dataset.thread)")
+        .await;
+    let mut linked: Vec<String> = serde_json::from_value(linked).unwrap();
+    let mut expected = children.clone();
+    linked.sort();
+    expected.sort();
+    assert_eq!(linked, expected, "nine role threads, each linked once");
+    b.eval("document.getElementById('t-loop').scrollIntoView(); return true")
+        .await;
+    b.screenshot(&shots(&scratch), "viewer-loop.png").await;
+    b.click("#t-loop tbody tr:last-child td[data-role='skeptic'] a")
+        .await;
+    b.until(
+        "the Skeptic's thread, its capsule first",
+        "document.getElementById('t-title').textContent.endsWith('iter2-skeptic') && document.getElementById('t-loop').hidden && !!document.querySelector(\"#t-records li[data-root='skeptic']\")",
+    )
+    .await;
     let errors = b.eval("return window.viewerErrors").await;
     assert_eq!(errors, serde_json::json!([]), "console errors");
     b.close().await;

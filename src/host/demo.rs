@@ -39,8 +39,12 @@ pub fn organism() -> Result<Organism, HostError> {
     Ok(organism)
 }
 
+/// The phuc-loop's workspace, as the demo organism names it (relative to the database's
+/// folder); the demo replaces it on each run.
+pub const LOOP_WORKSPACE: &str = "agentpump-demo-loop";
+
 /// The demo's starting messages: (what it shows, addressee, payload).
-pub const STARTS: [(&str, &str, &str); 5] = [
+pub const STARTS: [(&str, &str, &str); 6] = [
     (
         "Newton's method for √2 as a process: the calculator tool, exact residuals, CONVERGED",
         "newton",
@@ -66,6 +70,11 @@ pub const STARTS: [(&str, &str, &str); 5] = [
         "scripted-ping",
         r#"<ball xmlns="urn:agentpump:demo:v1"/>"#,
     ),
+    (
+        "a phuc-loop (seed 002): Scout, Solver and Skeptic child threads per iteration take Newton steps for √2, CONVERGED",
+        "phuc",
+        "<run xmlns=\"urn:agentpump:loop:v1\" certificates=\"CONVERGED DIVERGED\" r-p=\"0.0001\" max-iterations=\"6\" residual-metric=\"|x² − 2|\"><goal>approximate √2 by Newton steps</goal><criterion id=\"close\">x² is within 0.0001 of 2</criterion></run>",
+    ),
 ];
 
 /// Runs the demo, writing its history to `db` (default: the organism's `agentpump-demo.db` in
@@ -76,10 +85,12 @@ pub const STARTS: [(&str, &str, &str); 5] = [
 /// One line saying what failed (the database cannot be written, the pump does not build).
 pub fn run(db: Option<PathBuf>) -> Result<String, HostError> {
     let origin = "listeners/demo/organism.toml";
-    let organism = organism()?;
+    let mut organism = organism()?;
     organism.report_process_warnings();
     let db = db.unwrap_or_else(|| organism.store.path.clone());
     remove_database(&db)?;
+    remove_loop_workspace(&loop_workspace(&db))?;
+    organism.set_base(db.parent().unwrap_or(Path::new("")));
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -121,6 +132,7 @@ async fn drive(
         db.display()
     );
     text.push_str(&show(&pump, &roots).await?);
+    text.push_str(&show_loop(&pump, roots[5], &loop_workspace(db)).await?);
     let verified = pump.verify().await?;
     let _ = writeln!(text, "\nHash chains verified: {verified} records.");
     text.push_str(&inspect_commands(&roots, db));
@@ -145,6 +157,25 @@ async fn start_and_settle(pump: &PumpHandle) -> Result<Vec<ThreadId>, HostError>
         }
     }
     Ok(roots)
+}
+
+/// The loop's workspace for the database `db`: beside it.
+fn loop_workspace(db: &Path) -> PathBuf {
+    db.parent().unwrap_or(Path::new("")).join(LOOP_WORKSPACE)
+}
+
+/// Removes the previous demo's loop workspace; refuses a folder that is not a phuc-loop's.
+fn remove_loop_workspace(dir: &Path) -> Result<(), HostError> {
+    if !dir.exists() {
+        return Ok(());
+    }
+    if !dir.join("evidence/loop/plan.json").is_file() {
+        return Err(HostError::Usage(format!(
+            "{} exists and is not a phuc-loop workspace (no evidence/loop/plan.json); the demo replaces only its own, run it in another directory",
+            dir.display()
+        )));
+    }
+    std::fs::remove_dir_all(dir).map_err(|e| HostError::io(dir, e))
 }
 
 /// The first bytes of every SQLite database file.
@@ -249,6 +280,39 @@ async fn show(pump: &PumpHandle, roots: &[ThreadId]) -> Result<String, HostError
         .rfind(|r| r.kind == crate::history::RecordKind::Egress)
     {
         let _ = writeln!(out, "\nThe planner process returned: {}", answer.payload);
+    }
+    Ok(out)
+}
+
+/// The phuc-loop's AGENTS.md and its halting certificate.
+async fn show_loop(
+    pump: &PumpHandle,
+    root: ThreadId,
+    workspace: &Path,
+) -> Result<String, HostError> {
+    let mut out = String::new();
+    let path = workspace.join("AGENTS.md");
+    let agents = std::fs::read_to_string(&path).map_err(|e| HostError::io(&path, e))?;
+    let _ = writeln!(
+        out,
+        "\nThe phuc-loop's {} (written by the controller only):\n",
+        path.display()
+    );
+    for line in agents.lines() {
+        let _ = writeln!(out, "  {line}");
+    }
+    let certificate = pump
+        .reports(root)
+        .await?
+        .pop()
+        .and_then(|r| r.halting_certificate)
+        .map_or_else(
+            || "none".to_owned(),
+            |c| serde_json::to_string_pretty(&c).unwrap_or_default(),
+        );
+    let _ = writeln!(out, "\nThe phuc-loop's halting certificate:");
+    for line in certificate.lines() {
+        let _ = writeln!(out, "  {line}");
     }
     Ok(out)
 }

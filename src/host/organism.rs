@@ -313,6 +313,13 @@ impl Organism {
         self.embedded.push((path.to_owned(), text));
     }
 
+    /// Resolves the organism's relative paths (a loop's workspace; process files and prompts
+    /// that are not embedded) against `dir`, as [`Organism::load`] does with the file's folder:
+    /// how the demo keeps its loop workspace next to its database.
+    pub fn set_base(&mut self, dir: impl Into<PathBuf>) {
+        self.base = dir.into();
+    }
+
     /// Reads and parses an organism file.
     ///
     /// # Errors
@@ -999,7 +1006,7 @@ mod tests {
     fn the_demo_organism_parses() {
         // With its process files embedded, as `agentpump demo` builds it.
         let organism = crate::host::demo::organism().unwrap();
-        assert_eq!(organism.registrations("organism.toml").unwrap().len(), 9);
+        assert_eq!(organism.registrations("organism.toml").unwrap().len(), 13);
         assert!(organism.builder("organism.toml").unwrap().build().is_ok());
         // Without them, the process files are read from disk relative to the organism file,
         // and a missing one is an error naming it.

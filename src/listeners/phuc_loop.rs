@@ -38,7 +38,7 @@ pub use agents_md::{Entry, iso_date};
 pub use config::{LoopBudget, LoopConfig, Profile};
 pub use journal::{CriterionState, Role, Step};
 pub use wire::{ArtifactClaim, Artifacts, Declaration, Verdict};
-pub use workspace::{AGENTS_MD, DiskProbe, EVIDENCE, STOP_FLAG, Workspace, WorkspaceError};
+pub use workspace::{AGENTS_MD, DiskProbe, EVIDENCE, STOP_FLAG, Workspace, WorkspaceError, sha256};
 
 use crate::listener::{Context, Delivery, Listener, ListenerError};
 use crate::{QName, Registration, Role as ListenerRole};

@@ -4,10 +4,12 @@
 //! one mistakes them for models.
 
 mod author;
+mod phuc_roles;
 mod pingpong;
 mod runaway;
 
 pub use author::{ScriptedAuthor, ScriptedVerifier};
+pub use phuc_roles::{ScriptedScout, ScriptedSkeptic, ScriptedSolver};
 pub use pingpong::ScriptedPingPong;
 pub use runaway::ScriptedRunaway;
 

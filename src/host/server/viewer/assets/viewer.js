@@ -5,6 +5,7 @@ import { el, time, stateBadge } from "/dom.js";
 import { recordItem, drawPlot, drawBudgets, drawReport, drawTree, drawPlan } from "/panels.js";
 import { followCall, timelineItems } from "/process.js";
 import { drawTasks } from "/tasks.js";
+import { drawLoop } from "/loop.js";
 
 // Every error the page meets is kept here too, so a test (or a person in the console) can read it.
 window.viewerErrors = [];
@@ -122,6 +123,7 @@ async function loadDetail() {
   if (top.state !== "halted") $("resume-form").hidden = true;
   drawTree(d.tree, state.thread); drawReport(id, top.report); drawBudgets(top.report, d.budget); drawPlot(top.report, state.records);
   drawPlan(d.plan);
+  drawLoop(id, d.tree, api, () => state.thread).catch(failed);
   if (d.live && !state.closed) startEvents(); else if (state.closed) stopEvents();
 }
 
