@@ -18,7 +18,6 @@ mod verdict;
 
 pub use budget::{Budget, BudgetName};
 pub(crate) use decision::Decision;
-#[cfg(feature = "host")]
 pub(crate) use messages::decimal as messages_decimal;
 pub(crate) use messages::{BUDGET_ATTRIBUTES, budget_xml, parse_budget};
 pub use messages::{
