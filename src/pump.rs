@@ -41,6 +41,8 @@ pub use ingress::{IngressError, Receipt};
 pub use recover::RecoveryReport;
 pub use shutdown::ShutdownReport;
 pub use telemetry::{PAYLOAD_TEXT_LIMIT, TelemetryConfig, TelemetryError};
+#[cfg(feature = "host")]
+pub(crate) use telemetry::{check_protocol as telemetry_protocol, ratio as telemetry_ratio};
 
 use crate::history::{Batch, HistoryError, HistoryStore, NewRecord, Record, RecordKind};
 use crate::listener::Registration;

@@ -10,6 +10,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 mod inbox;
+mod telemetry;
 
 use crate::governor::{Budget, GovernorPolicy, IterationBudget, messages_decimal};
 use crate::history::{Durability, SqliteHistory, SqliteOptions};
@@ -56,6 +57,10 @@ pub struct Organism {
     /// `[inbox]`: approvals, the questions budget, waiting and the wall clock.
     #[serde(default)]
     inbox: inbox::InboxSection,
+    /// `[telemetry]`: OpenTelemetry export (off unless an endpoint is set, here or by
+    /// `OTEL_EXPORTER_OTLP_ENDPOINT`).
+    #[serde(default)]
+    telemetry: telemetry::TelemetrySection,
     /// `[tasks]`: the task orchestrator's settings (`agentpump tasks run`).
     #[serde(default)]
     pub tasks: crate::tasks::TasksConfig,
@@ -352,6 +357,7 @@ impl Organism {
         config.queue_capacity = l.queue_capacity.unwrap_or(config.queue_capacity);
         let command = self.tools.command.as_ref().map(Spanned::get_ref);
         config.inbox = self.inbox.policy(command.and_then(|c| c.approve.as_ref()));
+        config.telemetry = self.telemetry.config(origin)?;
         if let Some(ms) = l.refusal_window_ms {
             config.refusal_window = std::time::Duration::from_millis(ms);
         }

@@ -17,6 +17,8 @@ mod spans;
 use rust_decimal::Decimal;
 
 pub use env::TelemetryError;
+#[cfg(feature = "host")]
+pub(crate) use env::{check_protocol, ratio};
 #[cfg(feature = "otel")]
 pub(crate) use live::Telemetry;
 

@@ -56,6 +56,11 @@ impl Telemetry {
             endpoint: endpoint.clone(),
             reason: e.to_string(),
         };
+        // reqwest is built with rustls and no provider of its own (see
+        // `listeners::llm::install_tls_provider`): the exporter's client needs one installed.
+        if rustls::crypto::CryptoProvider::get_default().is_none() {
+            let _ = rustls::crypto::ring::default_provider().install_default();
+        }
         let headers: HashMap<String, String> = config.headers.iter().cloned().collect();
         let spans = opentelemetry_otlp::SpanExporter::builder()
             .with_http()
