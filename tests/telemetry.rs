@@ -1,0 +1,336 @@
+//! OpenTelemetry export read back from a real consumer: Arize Phoenix (PyPI `arize-phoenix`,
+//! pinned in `.ci/run`, found through `AGENTPUMP_PHOENIX` or `phoenix` on the PATH) receives
+//! the pump's OTLP spans, and each test reads them through Phoenix's own REST API.
+//! Without Phoenix a test prints why and skips, unless `AGENTPUMP_TESTS_NEED_OTEL` is set
+//! (`.ci/run` sets it): then it fails.
+
+mod support;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use agentpump::history::{HistoryStore, SqliteHistory};
+use agentpump::listeners::llm::{LlmAgent, LlmConfig};
+use agentpump::{PumpBuilder, PumpConfig, Registration, Role, TelemetryConfig, ThreadState};
+use serde_json::Value;
+use support::model::{answer, serve_model};
+use support::{Scratch, p, q};
+
+/// A Phoenix server on free loopback ports with its own working folder, killed on drop.
+struct Phoenix {
+    child: Child,
+    base: String,
+    _dir: Scratch,
+}
+
+impl Phoenix {
+    /// Starts Phoenix and waits until its API answers; `None` (after saying why) when it is
+    /// not installed and the run does not need it.
+    async fn start(test: &str) -> Option<Self> {
+        let exe = std::env::var("AGENTPUMP_PHOENIX").unwrap_or_else(|_| "phoenix".into());
+        let dir = Scratch::new(test);
+        let (port, grpc) = (free_port(), free_port());
+        let spawned = Command::new(&exe)
+            .arg("serve")
+            .env("PHOENIX_HOST", "127.0.0.1")
+            .env("PHOENIX_PORT", port.to_string())
+            .env("PHOENIX_GRPC_PORT", grpc.to_string())
+            .env("PHOENIX_WORKING_DIR", &dir.0)
+            .env("PHOENIX_TELEMETRY_ENABLED", "false")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn();
+        let child = match spawned {
+            Ok(child) => child,
+            Err(e) if std::env::var_os("AGENTPUMP_TESTS_NEED_OTEL").is_some() => {
+                panic!("AGENTPUMP_TESTS_NEED_OTEL is set but `{exe} serve` cannot start: {e}")
+            }
+            Err(e) => {
+                println!("skipped: {test} needs Arize Phoenix (`{exe}`: {e}); .ci/run installs it");
+                return None;
+            }
+        };
+        let phoenix = Self {
+            child,
+            base: format!("http://127.0.0.1:{port}"),
+            _dir: dir,
+        };
+        phoenix.wait_ready().await;
+        Some(phoenix)
+    }
+
+    async fn wait_ready(&self) {
+        let client = support::http_client();
+        for _ in 0..240 {
+            let url = format!("{}/v1/projects", self.base);
+            if let Ok(r) = client.get(url).send().await
+                && r.status().is_success()
+            {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        panic!("Phoenix did not answer on {} within 120 s", self.base);
+    }
+
+    /// Every span Phoenix holds, once at least `at_least` arrived (ingestion is asynchronous).
+    async fn spans(&self, at_least: usize) -> Vec<Value> {
+        let client = support::http_client();
+        let url = format!("{}/v1/projects/default/spans?limit=1000", self.base);
+        let mut spans = Vec::new();
+        for _ in 0..60 {
+            let body: Value = client.get(&url).send().await.unwrap().json().await.unwrap();
+            spans = body["data"].as_array().cloned().unwrap_or_default();
+            if spans.len() >= at_least {
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                let body: Value = client.get(&url).send().await.unwrap().json().await.unwrap();
+                return body["data"].as_array().cloned().unwrap_or_default();
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        panic!(
+            "Phoenix holds {} spans, expected at least {at_least}",
+            spans.len()
+        );
+    }
+}
+
+impl Drop for Phoenix {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    let socket = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    socket.local_addr().unwrap().port()
+}
+
+fn attr<'a>(span: &'a Value, key: &str) -> &'a Value {
+    &span["attributes"][key]
+}
+
+fn trace_of(span: &Value) -> String {
+    span["context"]["trace_id"].as_str().unwrap().to_owned()
+}
+
+fn hex_id(id: impl std::fmt::Display) -> String {
+    id.to_string().replace('-', "")
+}
+
+/// Issue 32: "a test runs the demo organism with telemetry pointed at it, then reads the
+/// spans back through the receiver's own API and checks: one trace per root thread, the
+/// Newton process's tool spans in order, […] halts as events with their certificates."
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_demo_exports_one_trace_per_root_thread_with_tool_spans_in_order_and_halts_as_events() {
+    let Some(phoenix) = Phoenix::start("otel-demo").await else {
+        return;
+    };
+    let dir = Scratch::new("otel-demo-run");
+    let db = dir.db();
+    let out = Command::new(env!("CARGO_BIN_EXE_agentpump"))
+        .args(["demo", "--db", db.to_str().unwrap()])
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", &phoenix.base)
+        .output()
+        .expect("the demo runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let store = SqliteHistory::open_read_only(&db).unwrap();
+    let threads = store.threads(None).await.unwrap();
+    let delivered: u64 = threads.iter().map(|t| t.counters.deliveries).sum();
+    let spans = phoenix.spans(delivered as usize).await;
+    let roots: BTreeSet<String> = threads
+        .iter()
+        .filter(|t| t.parent.is_none() && t.counters.deliveries > 0)
+        .map(|t| hex_id(t.id))
+        .collect();
+    let traces: BTreeSet<String> = spans.iter().map(trace_of).collect();
+    assert_eq!(traces, roots, "one trace per root thread, named by its id");
+    newton_calls_in_order(&spans);
+    halts_are_events(&store, &threads, &spans).await;
+    let texts: Vec<&Value> = spans
+        .iter()
+        .filter(|s| !attr(s, "agentpump.payload.text").is_null())
+        .collect();
+    assert!(
+        texts.is_empty(),
+        "payload text is off by default: {texts:?}"
+    );
+    for span in &spans {
+        assert!(
+            attr(span, "agentpump.payload.sha256").is_string(),
+            "digests only: {span}"
+        );
+    }
+}
+
+/// The Newton process's calculator calls, one `execute_tool calculator` span each, in the
+/// order the process made them (call ids `newton-1`, `newton-2`, …).
+fn newton_calls_in_order(spans: &[Value]) {
+    let mut calls: Vec<&Value> = spans
+        .iter()
+        .filter(|s| s["name"] == "execute_tool calculator")
+        .filter(|s| {
+            attr(s, "gen_ai.tool.call.id")
+                .as_str()
+                .is_some_and(|id| id.starts_with("newton-"))
+        })
+        .collect();
+    calls.sort_by_key(|s| s["start_time"].as_str().unwrap().to_owned());
+    assert!(
+        calls.len() >= 3,
+        "the Newton process calls the calculator: {calls:?}"
+    );
+    let order: Vec<u32> = calls
+        .iter()
+        .map(|s| {
+            let id = attr(s, "gen_ai.tool.call.id").as_str().unwrap();
+            id.split('-').nth(1).unwrap().parse().unwrap()
+        })
+        .collect();
+    let expected: Vec<u32> = (1..=calls.len() as u32).collect();
+    assert_eq!(order, expected, "tool spans in call order");
+    let traces: BTreeSet<String> = calls.iter().map(|s| trace_of(s)).collect();
+    assert_eq!(traces.len(), 1, "one process, one trace");
+}
+
+/// Every halt in history is a `governor.halt` event with its class, reason and certificate
+/// in the trace of the thread's root.
+async fn halts_are_events(
+    store: &SqliteHistory,
+    threads: &[agentpump::ThreadInfo],
+    spans: &[Value],
+) {
+    let events: Vec<BTreeMap<String, Value>> = spans
+        .iter()
+        .flat_map(|s| s["events"].as_array().cloned().unwrap_or_default())
+        .filter(|e| e["name"] == "governor.halt")
+        .map(|e| serde_json::from_value(e["attributes"].clone()).unwrap())
+        .collect();
+    let halted: Vec<_> = threads
+        .iter()
+        .filter(|t| t.state == ThreadState::Halted)
+        .collect();
+    assert!(!halted.is_empty(), "the demo halts threads");
+    for thread in halted {
+        for report in store.reports(thread.id).await.unwrap() {
+            let found = events.iter().any(|e| {
+                e["agentpump.halt.class"] == report.class.as_str()
+                    && e["agentpump.halt.reason"] == report.stop_reason.as_str()
+                    && e["agentpump.halt.certificate"].is_string()
+                    && e["agentpump.halt.report_sha256"]
+                        .as_str()
+                        .is_some_and(|d| d.len() == 64)
+            });
+            assert!(
+                found,
+                "halt {} {} of {} is an event: {events:?}",
+                report.class, report.stop_reason, thread.id
+            );
+        }
+    }
+}
+
+/// Issue 32: "the LLM agent's `chat` span with token counts equal to the history's" and "W3C
+/// `traceparent` on outgoing LLM HTTP calls"; "whether payload text is included (default:
+/// no — sizes and digests only […])": here it is enabled, and only then present.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_llm_agents_chat_spans_carry_the_historys_tokens_and_its_requests_their_traceparent() {
+    let Some(phoenix) = Phoenix::start("otel-chat").await else {
+        return;
+    };
+    let (model, base) = serve_model(
+        vec![
+            answer(&format!("Thinking. {}", p("think", "once more")), 120, 30),
+            answer(
+                r#"42. <loop xmlns="urn:agentpump:governor:v1" control="done" notes="answered"/>"#,
+                200,
+                12,
+            ),
+        ],
+        None,
+    )
+    .await;
+    let agent = LlmAgent::new(LlmConfig::new(base, "scripted-model"), "You answer.");
+    let telemetry = TelemetryConfig {
+        endpoint: Some(phoenix.base.clone()),
+        payload_text: true,
+        ..TelemetryConfig::default()
+    };
+    let pump = PumpBuilder::new()
+        .config(PumpConfig {
+            telemetry,
+            ..PumpConfig::default()
+        })
+        .register(
+            Registration::from_shared("assistant", Arc::new(agent))
+                .accepts(q("ask"))
+                .accepts(q("think"))
+                .role(Role::Agent),
+        )
+        .build()
+        .unwrap();
+    let thread = pump
+        .post(None, Some("assistant"), &p("ask", "what is 6 * 7?"))
+        .await
+        .unwrap()
+        .thread();
+    tokio::time::timeout(Duration::from_secs(20), pump.settle(thread))
+        .await
+        .expect("the thread settles");
+    let info = pump.thread(thread).expect("the thread is known");
+    pump.shutdown(Duration::from_secs(5)).await;
+    let spans = phoenix.spans(4).await;
+    let chats: Vec<&Value> = spans
+        .iter()
+        .filter(|s| s["name"] == "chat scripted-model")
+        .collect();
+    assert_eq!(chats.len(), 2, "one chat span per model call: {spans:?}");
+    let sum = |key: &str| -> u64 { chats.iter().map(|s| attr(s, key).as_u64().unwrap()).sum() };
+    assert_eq!(
+        (
+            sum("gen_ai.usage.input_tokens"),
+            sum("gen_ai.usage.output_tokens")
+        ),
+        (info.counters.tokens_in, info.counters.tokens_out),
+        "the chat spans' tokens are the history's"
+    );
+    let agents: BTreeSet<&str> = spans
+        .iter()
+        .filter(|s| s["name"] == "invoke_agent assistant")
+        .map(|s| s["context"]["span_id"].as_str().unwrap())
+        .collect();
+    for chat in &chats {
+        assert_eq!(attr(chat, "gen_ai.operation.name"), "chat");
+        assert_eq!(attr(chat, "gen_ai.provider.name"), "openai");
+        assert_eq!(attr(chat, "gen_ai.request.model"), "scripted-model");
+        assert!(
+            agents.contains(chat["parent_id"].as_str().unwrap()),
+            "a chat span is its delivery's child"
+        );
+        assert_eq!(trace_of(chat), hex_id(thread));
+    }
+    let sent = model.traceparents.lock().unwrap().clone();
+    assert_eq!(sent.len(), 2);
+    for header in sent {
+        let header = header.expect("each model request carries a traceparent");
+        assert!(
+            header.contains(&hex_id(thread)),
+            "{header} names the thread's trace"
+        );
+    }
+    let texts: Vec<&str> = spans
+        .iter()
+        .filter_map(|s| attr(s, "agentpump.payload.text").as_str())
+        .collect();
+    assert!(
+        texts.iter().any(|t| t.contains("what is 6 * 7?")),
+        "payload text when enabled: {texts:?}"
+    );
+}
