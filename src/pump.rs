@@ -42,7 +42,9 @@ pub use recover::RecoveryReport;
 pub use shutdown::ShutdownReport;
 pub use telemetry::{PAYLOAD_TEXT_LIMIT, TelemetryConfig, TelemetryError};
 #[cfg(feature = "host")]
-pub(crate) use telemetry::{check_protocol as telemetry_protocol, ratio as telemetry_ratio};
+pub(crate) use telemetry::{
+    Telemetry, check_protocol as telemetry_protocol, ratio as telemetry_ratio, remote,
+};
 
 use crate::history::{Batch, HistoryError, HistoryStore, NewRecord, Record, RecordKind};
 use crate::listener::Registration;

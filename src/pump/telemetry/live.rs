@@ -37,6 +37,12 @@ struct Live {
 pub(crate) struct Traced(Option<Context>);
 
 impl Traced {
+    /// A span made elsewhere (a remote worker's).
+    #[cfg(feature = "host")]
+    pub(crate) fn new(cx: Context) -> Self {
+        Self(Some(cx))
+    }
+
     /// Runs `work` with the span current on every poll; the span ends when `work` does.
     pub(crate) async fn run<F: Future>(self, work: F) -> F::Output {
         match self.0 {

@@ -10,6 +10,8 @@ use opentelemetry::trace::TracerProvider as _;
 use opentelemetry::trace::{SpanKind, Status, TraceContextExt as _, Tracer as _};
 use opentelemetry::{Context, KeyValue};
 use opentelemetry_sdk::metrics::SdkMeterProvider;
+use opentelemetry::propagation::TextMapPropagator as _;
+use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::trace::{SdkTracer, SdkTracerProvider};
 use sha2::{Digest as _, Sha256};
 
@@ -79,49 +81,12 @@ impl Scope {
         registration: &Registration,
         envelope: &Envelope,
     ) -> Context {
-        let payload = envelope.payload();
-        let name = registration.name();
-        let mut attributes = vec![
-            KeyValue::new("gen_ai.conversation.id", entry.id.to_string()),
-            KeyValue::new("gen_ai.agent.name", name.to_owned()),
-            KeyValue::new(
-                "agentpump.listener.role",
-                registration.listener_role().as_str(),
-            ),
-            KeyValue::new("agentpump.thread.path", entry.path.to_string()),
-            KeyValue::new("agentpump.message.id", envelope.id().to_string()),
-            KeyValue::new("agentpump.message.from", envelope.from().to_owned()),
-            KeyValue::new("agentpump.payload.root", payload.qname().to_string()),
-            KeyValue::new("agentpump.payload.bytes", payload.as_str().len() as i64),
-            KeyValue::new(
-                "agentpump.payload.sha256",
-                hex::encode(Sha256::digest(payload.as_str())),
-            ),
-        ];
+        let (span_name, mut attributes) = named(registration, envelope, self.0.payload_text);
+        attributes.push(KeyValue::new("gen_ai.conversation.id", entry.id.to_string()));
+        attributes.push(KeyValue::new("agentpump.thread.path", entry.path.to_string()));
         if let Some(parent) = entry.parent {
             attributes.push(KeyValue::new("agentpump.thread.parent", parent.to_string()));
         }
-        if self.0.payload_text {
-            attributes.push(KeyValue::new(
-                "agentpump.payload.text",
-                cut(payload.as_str()),
-            ));
-        }
-        let span_name = match tool_call(envelope) {
-            Some(call) => {
-                attributes.push(KeyValue::new("gen_ai.operation.name", "execute_tool"));
-                attributes.push(KeyValue::new("gen_ai.tool.name", call.tool.clone()));
-                if let Some(id) = &call.id {
-                    attributes.push(KeyValue::new("gen_ai.tool.call.id", id.clone()));
-                }
-                format!("execute_tool {}", call.tool)
-            }
-            None if registration.listener_role() == Role::Agent => {
-                attributes.push(KeyValue::new("gen_ai.operation.name", "invoke_agent"));
-                format!("invoke_agent {name}")
-            }
-            None => format!("{} {name}", registration.listener_role().as_str()),
-        };
         let span = self
             .0
             .tracer
@@ -131,10 +96,70 @@ impl Scope {
             .start_with_context(&self.0.tracer, &Context::new());
         let delivering = Delivering {
             scope: self.clone(),
-            listener: KeyValue::new("gen_ai.agent.name", name.to_owned()),
+            listener: KeyValue::new("gen_ai.agent.name", registration.name().to_owned()),
         };
         Context::new().with_span(span).with_value(delivering)
     }
+}
+
+/// A remote worker's span for one work item, a child of the pump's delivery span named by
+/// `traceparent` (made with the worker's global tracer; payload text never included).
+pub(crate) fn remote(traceparent: Option<&str>, registration: &Registration, envelope: &Envelope) -> Context {
+    let parent = traceparent.map_or_else(Context::new, |value| {
+        let carrier = std::collections::HashMap::from([("traceparent".to_owned(), value.to_owned())]);
+        TraceContextPropagator::new().extract(&carrier)
+    });
+    let (span_name, mut attributes) = named(registration, envelope, false);
+    attributes.push(KeyValue::new("gen_ai.conversation.id", envelope.thread().to_string()));
+    attributes.push(KeyValue::new("agentpump.worker", std::process::id() as i64));
+    let tracer = opentelemetry::global::tracer(SCOPE);
+    let span = tracer
+        .span_builder(span_name)
+        .with_kind(SpanKind::Consumer)
+        .with_attributes(attributes)
+        .start_with_context(&tracer, &parent);
+    parent.with_span(span)
+}
+
+/// The W3C `traceparent` of the current span, if it is sampled.
+pub(crate) fn traceparent() -> Option<String> {
+    let mut carrier = std::collections::HashMap::new();
+    TraceContextPropagator::new().inject_context(&Context::current(), &mut carrier);
+    carrier.remove("traceparent")
+}
+
+/// A delivery span's name and the attributes that follow from its listener and payload.
+fn named(registration: &Registration, envelope: &Envelope, text: bool) -> (String, Vec<KeyValue>) {
+    let payload = envelope.payload();
+    let name = registration.name();
+    let mut attributes = vec![
+        KeyValue::new("gen_ai.agent.name", name.to_owned()),
+        KeyValue::new("agentpump.listener.role", registration.listener_role().as_str()),
+        KeyValue::new("agentpump.message.id", envelope.id().to_string()),
+        KeyValue::new("agentpump.message.from", envelope.from().to_owned()),
+        KeyValue::new("agentpump.payload.root", payload.qname().to_string()),
+        KeyValue::new("agentpump.payload.bytes", payload.as_str().len() as i64),
+        KeyValue::new("agentpump.payload.sha256", hex::encode(Sha256::digest(payload.as_str()))),
+    ];
+    if text {
+        attributes.push(KeyValue::new("agentpump.payload.text", cut(payload.as_str())));
+    }
+    let span_name = match tool_call(envelope) {
+        Some(call) => {
+            attributes.push(KeyValue::new("gen_ai.operation.name", "execute_tool"));
+            attributes.push(KeyValue::new("gen_ai.tool.name", call.tool.clone()));
+            if let Some(id) = &call.id {
+                attributes.push(KeyValue::new("gen_ai.tool.call.id", id.clone()));
+            }
+            format!("execute_tool {}", call.tool)
+        }
+        None if registration.listener_role() == Role::Agent => {
+            attributes.push(KeyValue::new("gen_ai.operation.name", "invoke_agent"));
+            format!("invoke_agent {name}")
+        }
+        None => format!("{} {name}", registration.listener_role().as_str()),
+    };
+    (span_name, attributes)
 }
 
 fn tool_call(envelope: &Envelope) -> Option<Call> {
