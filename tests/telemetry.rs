@@ -153,6 +153,7 @@ async fn the_demo_exports_one_trace_per_root_thread_with_tool_spans_in_order_and
     let traces: BTreeSet<String> = spans.iter().map(trace_of).collect();
     assert_eq!(traces, roots, "one trace per root thread, named by its id");
     newton_calls_in_order(&spans);
+    process_statements_are_events(&spans);
     halts_are_events(&store, &threads, &spans).await;
     let texts: Vec<&Value> = spans
         .iter()
@@ -198,6 +199,34 @@ fn newton_calls_in_order(spans: &[Value]) {
     assert_eq!(order, expected, "tool spans in call order");
     let traces: BTreeSet<String> = calls.iter().map(|s| trace_of(s)).collect();
     assert_eq!(traces.len(), 1, "one process, one trace");
+}
+
+/// Issue 32: "process statements (TELL, MILESTONE, PAR/JOIN) as events or spans": Newton's
+/// MILESTONEs and TELLs, the planner's PAR and JOIN, each an event on a delivery's span.
+fn process_statements_are_events(spans: &[Value]) {
+    let events: BTreeSet<String> = spans
+        .iter()
+        .flat_map(|s| s["events"].as_array().cloned().unwrap_or_default())
+        .map(|e| e["name"].as_str().unwrap().to_owned())
+        .collect();
+    for name in [
+        "process.milestone",
+        "process.tell",
+        "process.par",
+        "process.join",
+    ] {
+        assert!(events.contains(name), "{name} is an event: {events:?}");
+    }
+    let milestones: Vec<Value> = spans
+        .iter()
+        .flat_map(|s| s["events"].as_array().cloned().unwrap_or_default())
+        .filter(|e| e["name"] == "process.milestone")
+        .map(|e| e["attributes"]["agentpump.process.milestone"].clone())
+        .collect();
+    assert!(
+        milestones.contains(&Value::from("CONVERGED")),
+        "{milestones:?}"
+    );
 }
 
 /// Every halt in history is a `governor.halt` event with its class, reason and certificate

@@ -228,7 +228,8 @@ impl Shared {
             &item.budget,
         );
         let traced = crate::pump::remote::work(item.traceparent.as_deref(), r, delivery.envelope());
-        let handling = AssertUnwindSafe(traced.run(r.listener.handle(&delivery, &mut cx))).catch_unwind();
+        let handling =
+            AssertUnwindSafe(traced.run(r.listener.handle(&delivery, &mut cx))).catch_unwind();
         let handled = tokio::time::timeout(r.timeout, async {
             tokio::pin!(handling);
             let mut beat = tokio::time::interval(self.cluster.ack_wait(r.delivery_timeout()) / 3);

@@ -6,11 +6,11 @@ use std::sync::Arc;
 
 use opentelemetry::metrics::MeterProvider as _;
 use opentelemetry::metrics::{Counter, Meter};
+use opentelemetry::propagation::TextMapPropagator as _;
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry::trace::{SpanKind, Status, TraceContextExt as _, Tracer as _};
 use opentelemetry::{Context, KeyValue};
 use opentelemetry_sdk::metrics::SdkMeterProvider;
-use opentelemetry::propagation::TextMapPropagator as _;
 use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::trace::{SdkTracer, SdkTracerProvider};
 use sha2::{Digest as _, Sha256};
@@ -82,8 +82,14 @@ impl Scope {
         envelope: &Envelope,
     ) -> Context {
         let (span_name, mut attributes) = named(registration, envelope, self.0.payload_text);
-        attributes.push(KeyValue::new("gen_ai.conversation.id", entry.id.to_string()));
-        attributes.push(KeyValue::new("agentpump.thread.path", entry.path.to_string()));
+        attributes.push(KeyValue::new(
+            "gen_ai.conversation.id",
+            entry.id.to_string(),
+        ));
+        attributes.push(KeyValue::new(
+            "agentpump.thread.path",
+            entry.path.to_string(),
+        ));
         if let Some(parent) = entry.parent {
             attributes.push(KeyValue::new("agentpump.thread.parent", parent.to_string()));
         }
@@ -104,13 +110,21 @@ impl Scope {
 
 /// A remote worker's span for one work item, a child of the pump's delivery span named by
 /// `traceparent` (made with the worker's global tracer; payload text never included).
-pub(crate) fn remote(traceparent: Option<&str>, registration: &Registration, envelope: &Envelope) -> Context {
+pub(crate) fn remote(
+    traceparent: Option<&str>,
+    registration: &Registration,
+    envelope: &Envelope,
+) -> Context {
     let parent = traceparent.map_or_else(Context::new, |value| {
-        let carrier = std::collections::HashMap::from([("traceparent".to_owned(), value.to_owned())]);
+        let carrier =
+            std::collections::HashMap::from([("traceparent".to_owned(), value.to_owned())]);
         TraceContextPropagator::new().extract(&carrier)
     });
     let (span_name, mut attributes) = named(registration, envelope, false);
-    attributes.push(KeyValue::new("gen_ai.conversation.id", envelope.thread().to_string()));
+    attributes.push(KeyValue::new(
+        "gen_ai.conversation.id",
+        envelope.thread().to_string(),
+    ));
     attributes.push(KeyValue::new("agentpump.worker", std::process::id() as i64));
     let tracer = opentelemetry::global::tracer(SCOPE);
     let span = tracer
@@ -134,15 +148,24 @@ fn named(registration: &Registration, envelope: &Envelope, text: bool) -> (Strin
     let name = registration.name();
     let mut attributes = vec![
         KeyValue::new("gen_ai.agent.name", name.to_owned()),
-        KeyValue::new("agentpump.listener.role", registration.listener_role().as_str()),
+        KeyValue::new(
+            "agentpump.listener.role",
+            registration.listener_role().as_str(),
+        ),
         KeyValue::new("agentpump.message.id", envelope.id().to_string()),
         KeyValue::new("agentpump.message.from", envelope.from().to_owned()),
         KeyValue::new("agentpump.payload.root", payload.qname().to_string()),
         KeyValue::new("agentpump.payload.bytes", payload.as_str().len() as i64),
-        KeyValue::new("agentpump.payload.sha256", hex::encode(Sha256::digest(payload.as_str()))),
+        KeyValue::new(
+            "agentpump.payload.sha256",
+            hex::encode(Sha256::digest(payload.as_str())),
+        ),
     ];
     if text {
-        attributes.push(KeyValue::new("agentpump.payload.text", cut(payload.as_str())));
+        attributes.push(KeyValue::new(
+            "agentpump.payload.text",
+            cut(payload.as_str()),
+        ));
     }
     let span_name = match tool_call(envelope) {
         Some(call) => {
