@@ -363,3 +363,117 @@ async fn an_llm_agents_chat_spans_carry_the_historys_tokens_and_its_requests_the
         "payload text when enabled: {texts:?}"
     );
 }
+
+/// Issue 32: "The standard `OTEL_*` environment variables […] are honoured"; common rules:
+/// "bad input gets a precise error (code, what, where, the limit)". Each refusal names the
+/// variable, its value and what is accepted.
+#[test]
+fn otel_variables_are_honoured_and_a_bad_one_is_refused_by_name() {
+    let vars = |pairs: &'static [(&'static str, &'static str)]| {
+        move |name: &str| {
+            (pairs.iter())
+                .find(|(k, _)| *k == name)
+                .map(|(_, v)| (*v).to_owned())
+        }
+    };
+    let on = TelemetryConfig::default()
+        .with_vars(vars(&[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318/"),
+            ("OTEL_EXPORTER_OTLP_HEADERS", "api_key=a%20b,x-team=ops"),
+            ("OTEL_SERVICE_NAME", "shop"),
+            ("OTEL_TRACES_SAMPLER", "parentbased_traceidratio"),
+            ("OTEL_TRACES_SAMPLER_ARG", "0.25"),
+        ]))
+        .unwrap();
+    assert_eq!(on.endpoint.as_deref(), Some("http://collector:4318"));
+    assert_eq!(
+        on.headers,
+        [
+            ("api_key".into(), "a b".into()),
+            ("x-team".into(), "ops".into())
+        ]
+    );
+    assert_eq!(
+        (on.service_name.as_str(), on.sampling_ratio.to_string()),
+        ("shop", "0.25".into())
+    );
+    assert!(
+        !TelemetryConfig::default()
+            .with_vars(vars(&[]))
+            .unwrap()
+            .enabled(),
+        "off by default"
+    );
+    let disabled = on
+        .with_vars(vars(&[("OTEL_SDK_DISABLED", "true")]))
+        .unwrap();
+    assert!(!disabled.enabled());
+    let refused: [(&'static [(&str, &str)], &str); 5] = [
+        (
+            &[("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")],
+            "OTEL_EXPORTER_OTLP_PROTOCOL=\"grpc\" is not accepted: http/protobuf",
+        ),
+        (
+            &[("OTEL_TRACES_SAMPLER", "sometimes")],
+            "OTEL_TRACES_SAMPLER=\"sometimes\" is not accepted: always_on",
+        ),
+        (
+            &[
+                ("OTEL_TRACES_SAMPLER", "traceidratio"),
+                ("OTEL_TRACES_SAMPLER_ARG", "1.5"),
+            ],
+            "OTEL_TRACES_SAMPLER_ARG=\"1.5\" is not accepted: a decimal from 0 to 1",
+        ),
+        (
+            &[("OTEL_EXPORTER_OTLP_HEADERS", "novalue")],
+            "OTEL_EXPORTER_OTLP_HEADERS=\"novalue\" is not accepted: name=value pairs",
+        ),
+        (
+            &[("OTEL_SDK_DISABLED", "maybe")],
+            "OTEL_SDK_DISABLED=\"maybe\" is not accepted: true or false",
+        ),
+    ];
+    for (pairs, message) in refused {
+        let error = TelemetryConfig::default()
+            .with_vars(vars(pairs))
+            .unwrap_err();
+        assert!(error.to_string().starts_with(message), "{error}");
+    }
+}
+
+/// Issue 32: "headers from the environment", and a bad `[telemetry]` stops `agentpump demo`
+/// with the variable it names; an endpoint nobody listens on costs the demo nothing but the
+/// export.
+#[test]
+fn the_demo_refuses_bad_telemetry_settings_and_runs_with_a_dead_endpoint() {
+    let dir = Scratch::new("otel-bad");
+    let db = dir.db();
+    let demo = |env: &[(&str, String)]| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_agentpump"));
+        command.args(["demo", "--db", db.to_str().unwrap()]);
+        for (k, v) in env {
+            command.env(k, v);
+        }
+        command.output().expect("the demo runs")
+    };
+    let out = demo(&[("OTEL_TRACES_SAMPLER", "sometimes".into())]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("OTEL_TRACES_SAMPLER=\"sometimes\" is not accepted"),
+        "{stderr}"
+    );
+    let dead = format!("http://127.0.0.1:{}", free_port());
+    let started = std::time::Instant::now();
+    let out = demo(&[("OTEL_EXPORTER_OTLP_ENDPOINT", dead)]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "took {:?}",
+        started.elapsed()
+    );
+}

@@ -62,3 +62,49 @@ impl TelemetrySection {
         Ok(config.with_env()?)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::host::organism::Organism;
+
+    /// Issue 32: "`[telemetry]` in the organism: OTLP endpoint, protocol (http/protobuf), headers
+    /// from the environment, service name, sampling ratio, and whether payload text is included".
+    #[test]
+    fn the_section_reads_every_key_and_refuses_what_it_cannot_use() {
+        let text = "[telemetry]\nendpoint = \"http://127.0.0.1:6006/\"\nprotocol = \"http/protobuf\"\n\
+                    service_name = \"shop\"\nsampling_ratio = \"0.5\"\npayload_text = true\n";
+        let config = Organism::parse(text, "o.toml")
+            .unwrap()
+            .config("o.toml")
+            .unwrap();
+        let t = config.telemetry;
+        assert_eq!(t.endpoint.as_deref(), Some("http://127.0.0.1:6006"));
+        assert_eq!(
+            (t.service_name.as_str(), t.sampling_ratio.to_string()),
+            ("shop", "0.5".into())
+        );
+        assert!(t.payload_text);
+        let refused = [
+            (
+                "protocol = \"grpc\"",
+                "o.toml: [telemetry] protocol=\"grpc\" is not accepted",
+            ),
+            (
+                "sampling_ratio = \"2\"",
+                "o.toml: [telemetry] sampling_ratio=\"2\" is not accepted",
+            ),
+            (
+                "[telemetry.headers_from_env]\napi_key = \"AGENTPUMP_UNSET_FOR_THIS_TEST\"",
+                "o.toml: [telemetry] headers_from_env.api_key: the environment variable AGENTPUMP_UNSET_FOR_THIS_TEST is not set",
+            ),
+        ];
+        for (line, message) in refused {
+            let text = format!("[telemetry]\n{line}\n");
+            let error = Organism::parse(&text, "o.toml")
+                .unwrap()
+                .config("o.toml")
+                .unwrap_err();
+            assert!(error.to_string().starts_with(message), "{error}");
+        }
+    }
+}
