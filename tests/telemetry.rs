@@ -477,3 +477,83 @@ fn the_demo_refuses_bad_telemetry_settings_and_runs_with_a_dead_endpoint() {
         started.elapsed()
     );
 }
+
+/// A child process killed when dropped.
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `agentpump …` with telemetry pointed at `phoenix`, exporting every 100 ms; its first line.
+fn traced(phoenix: &Phoenix, args: &[&str]) -> (Killed, String) {
+    use std::io::BufRead as _;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_agentpump"))
+        .args(args)
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", &phoenix.base)
+        .env("OTEL_BSP_SCHEDULE_DELAY", "100")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let first = lines.next().unwrap().unwrap();
+    (Killed(child), first)
+}
+
+/// Issue 32: "through NATS work items to workers (their spans join the pump's trace)" and "a
+/// remote worker's span in the pump's trace".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_remote_workers_span_joins_the_pumps_trace_as_the_deliverys_child() {
+    let Some(phoenix) = Phoenix::start("otel-nats").await else {
+        return;
+    };
+    let scratch = Scratch::new("otel-nats-run");
+    let port = free_port();
+    let nats = Command::new("nats-server")
+        .args(["-js", "-a", "127.0.0.1", "-p", &port.to_string(), "-sd"])
+        .arg(scratch.0.join("js"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("nats-server runs (.ci/run installs it)");
+    let _nats = Killed(nats);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let organism = scratch.write(
+        "organism.toml",
+        &format!(
+            "[organism]\nname = \"otel{port}\"\n[store]\npath = \"history.db\"\n\
+             [cluster]\nurl = \"nats://127.0.0.1:{port}\"\n\
+             [[listener]]\nname = \"echo\"\nkind = \"builtin\"\nbuiltin = \"echo\"\n\
+             accepts = [\"{{urn:test:v1}}say\"]\nremote = true\n"
+        ),
+    );
+    let path = organism.to_str().unwrap();
+    let (_pump, ready) = traced(&phoenix, &["run", path, "--port", "0"]);
+    let base = ready.split("listening on ").nth(1).unwrap().split(' ').next().unwrap().to_owned();
+    let (_worker, serving) = traced(&phoenix, &["worker", "--organism", path, "--concurrency", "1"]);
+    assert!(serving.contains("worker serving"), "{serving}");
+    let token = std::fs::read_to_string(scratch.0.join("agentpump.token")).unwrap();
+    let response = support::http_client()
+        .post(format!("{base}/threads"))
+        .bearer_auth(token.trim())
+        .body(p("say", "hello"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 201);
+    let thread: Value = response.json().await.unwrap();
+    let thread = thread["thread"].as_str().unwrap().replace('-', "");
+    let spans = phoenix.spans(2).await;
+    let theirs: Vec<&Value> = spans.iter().filter(|s| trace_of(s) == thread).collect();
+    let (remote, local): (Vec<&Value>, Vec<&Value>) =
+        theirs.iter().partition(|s| !attr(s, "agentpump.worker").is_null());
+    assert_eq!((remote.len(), local.len()), (1, 1), "{theirs:?}");
+    assert_eq!(remote[0]["parent_id"], local[0]["context"]["span_id"], "the worker's span is the delivery's child");
+    assert_eq!(remote[0]["name"], local[0]["name"]);
+}
