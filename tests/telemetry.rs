@@ -535,8 +535,18 @@ async fn a_remote_workers_span_joins_the_pumps_trace_as_the_deliverys_child() {
     );
     let path = organism.to_str().unwrap();
     let (_pump, ready) = traced(&phoenix, &["run", path, "--port", "0"]);
-    let base = ready.split("listening on ").nth(1).unwrap().split(' ').next().unwrap().to_owned();
-    let (_worker, serving) = traced(&phoenix, &["worker", "--organism", path, "--concurrency", "1"]);
+    let base = ready
+        .split("listening on ")
+        .nth(1)
+        .unwrap()
+        .split(' ')
+        .next()
+        .unwrap()
+        .to_owned();
+    let (_worker, serving) = traced(
+        &phoenix,
+        &["worker", "--organism", path, "--concurrency", "1"],
+    );
     assert!(serving.contains("worker serving"), "{serving}");
     let token = std::fs::read_to_string(scratch.0.join("agentpump.token")).unwrap();
     let response = support::http_client()
@@ -551,9 +561,13 @@ async fn a_remote_workers_span_joins_the_pumps_trace_as_the_deliverys_child() {
     let thread = thread["thread"].as_str().unwrap().replace('-', "");
     let spans = phoenix.spans(2).await;
     let theirs: Vec<&Value> = spans.iter().filter(|s| trace_of(s) == thread).collect();
-    let (remote, local): (Vec<&Value>, Vec<&Value>) =
-        theirs.iter().partition(|s| !attr(s, "agentpump.worker").is_null());
+    let (remote, local): (Vec<&Value>, Vec<&Value>) = theirs
+        .iter()
+        .partition(|s| !attr(s, "agentpump.worker").is_null());
     assert_eq!((remote.len(), local.len()), (1, 1), "{theirs:?}");
-    assert_eq!(remote[0]["parent_id"], local[0]["context"]["span_id"], "the worker's span is the delivery's child");
+    assert_eq!(
+        remote[0]["parent_id"], local[0]["context"]["span_id"],
+        "the worker's span is the delivery's child"
+    );
     assert_eq!(remote[0]["name"], local[0]["name"]);
 }
