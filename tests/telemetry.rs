@@ -2,9 +2,15 @@
 //! pinned in `.ci/run`, found through `AGENTPUMP_PHOENIX` or `phoenix` on the PATH) receives
 //! the pump's OTLP spans, and each test reads them through Phoenix's own REST API.
 //! Without Phoenix a test prints why and skips, unless `AGENTPUMP_TESTS_NEED_OTEL` is set
-//! (`.ci/run` sets it): then it fails.
+//! (`.ci/run` sets it): then it fails. The demo's traces are photographed in Phoenix's own page
+//! by headless Chromium (`tests/viewer/browser.rs`); with `AGENTPUMP_SCREENSHOTS=docs` the
+//! picture replaces `docs/phoenix-traces.png` (the README's).
 
 mod support;
+
+#[path = "viewer/browser.rs"]
+#[allow(dead_code)] // its `agentpump view` helper is the viewer test's
+mod browser;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::{Child, Command, Stdio};
@@ -169,6 +175,34 @@ async fn the_demo_exports_one_trace_per_root_thread_with_tool_spans_in_order_and
             "digests only: {span}"
         );
     }
+    photograph(&phoenix, &dir).await;
+}
+
+/// The demo's traces as Phoenix shows them, for the README.
+async fn photograph(phoenix: &Phoenix, scratch: &Scratch) {
+    let projects: Value = (support::http_client().get(format!("{}/v1/projects", phoenix.base)))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let project = projects["data"][0]["id"].as_str().unwrap().to_owned();
+    let b = browser::Browser::start(scratch, false).await;
+    b.goto(&format!("{}/projects/{project}", phoenix.base))
+        .await;
+    b.until(
+        "the demo's spans in Phoenix's trace table",
+        "document.body.innerText.includes('invoke_agent') || document.body.innerText.includes('execute_tool')",
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await; // the table's last rows and icons
+    let dir = match std::env::var("AGENTPUMP_SCREENSHOTS").as_deref() {
+        Ok("docs") => std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs"),
+        _ => scratch.0.clone(),
+    };
+    b.screenshot(&dir, "phoenix-traces.png").await;
+    b.close().await;
 }
 
 /// The Newton process's calculator calls, one `execute_tool calculator` span each, in the
