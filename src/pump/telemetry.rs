@@ -11,6 +11,8 @@
 mod env;
 #[cfg(feature = "otel")]
 mod live;
+#[cfg(feature = "host")]
+pub(crate) mod remote;
 #[cfg(feature = "otel")]
 mod spans;
 
@@ -20,7 +22,9 @@ pub use env::TelemetryError;
 #[cfg(feature = "host")]
 pub(crate) use env::{check_protocol, ratio};
 #[cfg(feature = "otel")]
-pub(crate) use live::{Telemetry, Traced};
+pub(crate) use live::Telemetry;
+#[cfg(all(feature = "otel", feature = "host"))]
+use live::Traced;
 
 /// Where and how the pump exports telemetry. The default exports nothing.
 ///
@@ -119,34 +123,6 @@ impl TelemetryConfig {
     /// ```
     pub fn with_vars(self, var: impl Fn(&str) -> Option<String>) -> Result<Self, TelemetryError> {
         env::apply(self, var)
-    }
-}
-
-/// What crosses to a remote worker: the current span's `traceparent`, and the worker's span
-/// for a work item as the child of the one it names. Empty without the `otel` feature.
-#[cfg(feature = "host")]
-pub(crate) mod remote {
-    use super::Traced;
-    use crate::Envelope;
-    use crate::listener::Registration;
-
-    /// The current delivery's W3C `traceparent`, when it is traced.
-    pub(crate) fn traceparent() -> Option<String> {
-        #[cfg(feature = "otel")]
-        return super::spans::traceparent();
-        #[cfg(not(feature = "otel"))]
-        None
-    }
-
-    /// The worker's span for a work item (current while `Traced::run` runs the handler).
-    pub(crate) fn work(traceparent: Option<&str>, r: &Registration, envelope: &Envelope) -> Traced {
-        #[cfg(feature = "otel")]
-        return Traced::new(super::spans::remote(traceparent, r, envelope));
-        #[cfg(not(feature = "otel"))]
-        {
-            let _ = (traceparent, r, envelope);
-            Traced
-        }
     }
 }
 

@@ -39,7 +39,7 @@ pub(crate) struct Traced(Option<Context>);
 impl Traced {
     /// A span made elsewhere (a remote worker's).
     #[cfg(feature = "host")]
-    pub(crate) fn new(cx: Context) -> Self {
+    pub(super) fn new(cx: Context) -> Self {
         Self(Some(cx))
     }
 

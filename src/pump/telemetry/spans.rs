@@ -6,12 +6,10 @@ use std::sync::Arc;
 
 use opentelemetry::metrics::MeterProvider as _;
 use opentelemetry::metrics::{Counter, Meter};
-use opentelemetry::propagation::TextMapPropagator as _;
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry::trace::{SpanKind, Status, TraceContextExt as _, Tracer as _};
 use opentelemetry::{Context, KeyValue};
 use opentelemetry_sdk::metrics::SdkMeterProvider;
-use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::trace::{SdkTracer, SdkTracerProvider};
 use sha2::{Digest as _, Sha256};
 
@@ -23,7 +21,7 @@ use crate::thread::registry::ThreadEntry;
 use crate::tool::{Call, TOOL_NS};
 
 /// The instrumentation scope every span and instrument of the pump is made in.
-const SCOPE: &str = "agentpump";
+pub(super) const SCOPE: &str = "agentpump";
 
 /// A pump's tracer, its instruments and its payload rule; carried in each delivery's
 /// context so the hooks below find them without a global.
@@ -108,42 +106,12 @@ impl Scope {
     }
 }
 
-/// A remote worker's span for one work item, a child of the pump's delivery span named by
-/// `traceparent` (made with the worker's global tracer; payload text never included).
-pub(crate) fn remote(
-    traceparent: Option<&str>,
+/// A delivery span's name and the attributes that follow from its listener and payload.
+pub(super) fn named(
     registration: &Registration,
     envelope: &Envelope,
-) -> Context {
-    let parent = traceparent.map_or_else(Context::new, |value| {
-        let carrier =
-            std::collections::HashMap::from([("traceparent".to_owned(), value.to_owned())]);
-        TraceContextPropagator::new().extract(&carrier)
-    });
-    let (span_name, mut attributes) = named(registration, envelope, false);
-    attributes.push(KeyValue::new(
-        "gen_ai.conversation.id",
-        envelope.thread().to_string(),
-    ));
-    attributes.push(KeyValue::new("agentpump.worker", std::process::id() as i64));
-    let tracer = opentelemetry::global::tracer(SCOPE);
-    let span = tracer
-        .span_builder(span_name)
-        .with_kind(SpanKind::Consumer)
-        .with_attributes(attributes)
-        .start_with_context(&tracer, &parent);
-    parent.with_span(span)
-}
-
-/// The W3C `traceparent` of the current span, if it is sampled.
-pub(crate) fn traceparent() -> Option<String> {
-    let mut carrier = std::collections::HashMap::new();
-    TraceContextPropagator::new().inject_context(&Context::current(), &mut carrier);
-    carrier.remove("traceparent")
-}
-
-/// A delivery span's name and the attributes that follow from its listener and payload.
-fn named(registration: &Registration, envelope: &Envelope, text: bool) -> (String, Vec<KeyValue>) {
+    text: bool,
+) -> (String, Vec<KeyValue>) {
     let payload = envelope.payload();
     let name = registration.name();
     let mut attributes = vec![
