@@ -538,8 +538,9 @@ fn traced(phoenix: &Phoenix, args: &[&str]) -> (Killed, String) {
     (Killed(child), first)
 }
 
-/// Issue 32: "through NATS work items to workers (their spans join the pump's trace)" and "a
-/// remote worker's span in the pump's trace".
+/// Issue 32: "through NATS work items to workers (their spans join the pump's trace)", "a
+/// remote worker's span in the pump's trace", and a `traceparent` "accepted on incoming HTTP
+/// posts": the post leaves a span in its caller's trace naming the thread.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_remote_workers_span_joins_the_pumps_trace_as_the_deliverys_child() {
     let Some(phoenix) = Phoenix::start("otel-nats").await else {
@@ -586,6 +587,7 @@ async fn a_remote_workers_span_joins_the_pumps_trace_as_the_deliverys_child() {
     let response = support::http_client()
         .post(format!("{base}/threads"))
         .bearer_auth(token.trim())
+        .header("traceparent", format!("00-{CALLER_TRACE}-{CALLER_SPAN}-01"))
         .body(p("say", "hello"))
         .send()
         .await
@@ -593,7 +595,7 @@ async fn a_remote_workers_span_joins_the_pumps_trace_as_the_deliverys_child() {
     assert_eq!(response.status(), 201);
     let thread: Value = response.json().await.unwrap();
     let thread = thread["thread"].as_str().unwrap().replace('-', "");
-    let spans = phoenix.spans(2).await;
+    let spans = phoenix.spans(3).await;
     let theirs: Vec<&Value> = spans.iter().filter(|s| trace_of(s) == thread).collect();
     let (remote, local): (Vec<&Value>, Vec<&Value>) = theirs
         .iter()
@@ -604,4 +606,21 @@ async fn a_remote_workers_span_joins_the_pumps_trace_as_the_deliverys_child() {
         "the worker's span is the delivery's child"
     );
     assert_eq!(remote[0]["name"], local[0]["name"]);
+    let posted: Vec<&Value> = spans
+        .iter()
+        .filter(|s| trace_of(s) == CALLER_TRACE)
+        .collect();
+    assert_eq!(
+        posted.len(),
+        1,
+        "the post's span in the caller's trace: {spans:?}"
+    );
+    assert_eq!(posted[0]["name"], "POST /threads");
+    assert_eq!(posted[0]["parent_id"], CALLER_SPAN);
+    let named = attr(posted[0], "gen_ai.conversation.id").as_str().unwrap();
+    assert_eq!(named.replace('-', ""), thread);
 }
+
+/// The caller's trace and span in the `traceparent` the remote test posts with.
+const CALLER_TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
+const CALLER_SPAN: &str = "00f067aa0ba902b7";
