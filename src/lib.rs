@@ -67,7 +67,7 @@ pub use listener::{
 };
 pub use pump::{
     AgentServerConfig, Approval, BuildError, InboxFilter, InboxPolicy, IngressError, OpenRequest,
-    PumpBuilder, PumpConfig, PumpHandle, Receipt, Reply, ask_tool,
+    PumpBuilder, PumpConfig, PumpHandle, Receipt, Reply, TelemetryConfig, TelemetryError, ask_tool,
 };
 pub use system::Spawn;
 pub use thread::{Counters, ThreadInfo, ThreadState};

@@ -24,6 +24,7 @@ mod route;
 mod runner;
 mod shutdown;
 mod stall;
+mod telemetry;
 mod tx;
 
 use std::collections::HashMap;
@@ -39,6 +40,11 @@ pub use inbox::{Approval, InboxError, InboxFilter, InboxPolicy, OpenRequest, Rep
 pub use ingress::{IngressError, Receipt};
 pub use recover::RecoveryReport;
 pub use shutdown::ShutdownReport;
+pub use telemetry::{PAYLOAD_TEXT_LIMIT, TelemetryConfig, TelemetryError};
+#[cfg(feature = "host")]
+pub(crate) use telemetry::{
+    Telemetry, check_protocol as telemetry_protocol, ratio as telemetry_ratio, remote,
+};
 
 use crate::history::{Batch, HistoryError, HistoryStore, NewRecord, Record, RecordKind};
 use crate::listener::Registration;
@@ -80,7 +86,8 @@ pub(crate) struct Shared {
     store: Arc<dyn HistoryStore>,
     config: PumpConfig,
     system_thread: Arc<ThreadEntry>,
-    /// The pump's own sender names, shared by every record to or from them.
+    /// The pump's own sender names, shared by every record to or from them, and what it
+    /// exports about itself.
     names: Names,
     /// Open requests to a person and the questions each thread asked (`pump/inbox.rs`).
     inbox: inbox::Inbox,
@@ -100,21 +107,25 @@ pub(crate) struct Shared {
     stall: stall::Stall,
 }
 
-/// The names the pump writes as senders and recipients: `system` (its notices), `governor`
-/// (its decisions) and `client` (outside senders). One allocation each, shared by every record.
+/// How the pump names itself: the names it writes as senders and recipients, `system` (its
+/// notices), `governor` (its decisions) and `client` (outside senders), one allocation each
+/// shared by every record; and its telemetry, what it tells an OpenTelemetry receiver
+/// (`pump/telemetry.rs`).
 #[derive(Debug)]
 pub(crate) struct Names {
     system: Arc<str>,
     governor: Arc<str>,
     client: Arc<str>,
+    telemetry: telemetry::Telemetry,
 }
 
-impl Default for Names {
-    fn default() -> Self {
+impl Names {
+    fn new(telemetry: telemetry::Telemetry) -> Self {
         Self {
             system: Arc::from(SYSTEM_SENDER),
             governor: Arc::from("governor"),
             client: Arc::from(crate::system::CLIENT_SENDER),
+            telemetry,
         }
     }
 }
@@ -127,6 +138,7 @@ impl Shared {
         store: Arc<dyn HistoryStore>,
         config: PumpConfig,
         system_id: Option<ThreadId>,
+        telemetry: telemetry::Telemetry,
     ) -> Self {
         let system_thread = Arc::new(ThreadEntry::system(system_id.unwrap_or_default()));
         let registry = Registry::default();
@@ -137,7 +149,7 @@ impl Shared {
             store,
             config,
             system_thread,
-            names: Names::default(),
+            names: Names::new(telemetry),
             inbox: inbox::Inbox::default(),
             lifecycle: lifecycle::Lifecycle::default(),
             adopting: std::sync::Mutex::new(()),

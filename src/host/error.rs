@@ -81,6 +81,9 @@ pub enum HostError {
     /// The organism's pump could not be built.
     #[error(transparent)]
     Build(#[from] BuildError),
+    /// Telemetry is configured wrong (`OTEL_TRACES_SAMPLER="sometimes" is not accepted: …`).
+    #[error(transparent)]
+    Telemetry(#[from] crate::pump::TelemetryError),
     /// The pump refused a message the host sent into it (boxed: it holds the refused input).
     #[error(transparent)]
     Ingress(Box<IngressError>),

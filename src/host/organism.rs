@@ -10,6 +10,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 mod inbox;
+mod telemetry;
 
 use crate::governor::{Budget, GovernorPolicy, IterationBudget, messages_decimal};
 use crate::history::{Durability, SqliteHistory, SqliteOptions};
@@ -60,6 +61,10 @@ pub struct Organism {
     /// `[[mcp]]`: MCP servers whose tools become tools of the pump (`docs/tools.md`).
     #[serde(default)]
     mcp: Vec<Spanned<crate::host::mcp::McpSection>>,
+    /// `[telemetry]`: OpenTelemetry export (off unless an endpoint is set, here or by
+    /// `OTEL_EXPORTER_OTLP_ENDPOINT`).
+    #[serde(default)]
+    telemetry: telemetry::TelemetrySection,
     /// `[tasks]`: the task orchestrator's settings (`agentpump tasks run`).
     #[serde(default)]
     pub tasks: crate::tasks::TasksConfig,
@@ -363,6 +368,7 @@ impl Organism {
         config.queue_capacity = l.queue_capacity.unwrap_or(config.queue_capacity);
         let command = self.tools.command.as_ref().map(Spanned::get_ref);
         config.inbox = self.inbox.policy(command.and_then(|c| c.approve.as_ref()));
+        config.telemetry = self.telemetry.config(origin)?;
         if let Some(ms) = l.refusal_window_ms {
             config.refusal_window = std::time::Duration::from_millis(ms);
         }

@@ -105,7 +105,10 @@ fn run_into(args: &RunArgs, out: &mut String) -> Result<(), HostError> {
     }
     let config = match (&organism, &args.organism) {
         (Some(organism), Some(path)) => organism.config(&path.display().to_string())?,
-        _ => crate::PumpConfig::default(),
+        _ => crate::PumpConfig {
+            telemetry: crate::TelemetryConfig::default().with_env()?,
+            ..crate::PumpConfig::default()
+        },
     };
     let max_outputs = config.limits.max_outputs;
     let mut builder = PumpBuilder::new().config(config);

@@ -12,6 +12,8 @@ mod client;
 pub(crate) use client::http_client;
 pub use client::install_tls_provider;
 mod prompt;
+#[cfg(feature = "otel")]
+mod trace;
 
 use std::time::Duration;
 

@@ -4,6 +4,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use super::inbox::InboxPolicy;
+use super::telemetry::{Telemetry, TelemetryConfig};
 use super::{PumpHandle, Shared};
 use crate::governor::GovernorPolicy;
 use crate::history::{HistoryError, HistoryStore, MemoryHistory};
@@ -58,6 +59,9 @@ pub struct PumpConfig {
     /// Which tool calls wait for a person's approval, the `questions` budget, and whether
     /// waiting counts against the wall clock (see [`InboxPolicy`]).
     pub inbox: InboxPolicy,
+    /// OpenTelemetry export (see [`TelemetryConfig`]; off by default). The host applies the
+    /// `OTEL_*` variables over it; an embedder calls [`TelemetryConfig::with_env`] to do so.
+    pub telemetry: TelemetryConfig,
 }
 
 /// AgentServer v2.1 interop. AgentServer payloads usually have no namespace, and no listener
@@ -111,6 +115,7 @@ impl Default for PumpConfig {
             refusal_window: Self::DEFAULT_REFUSAL_WINDOW,
             evict_idle_after: None,
             inbox: InboxPolicy::default(),
+            telemetry: TelemetryConfig::default(),
         }
     }
 }
@@ -287,6 +292,8 @@ impl PumpBuilder {
     /// ```
     pub fn build(self) -> Result<PumpHandle, BuildError> {
         check_config(&self.config)?;
+        let telemetry = Telemetry::start(&self.config.telemetry)
+            .map_err(|e| BuildError::Config(e.to_string()))?;
         let (by_name, by_root) = validate(&self.registrations)?;
         let store = self.store.unwrap_or_else(|| Arc::new(MemoryHistory::new()));
         let recovery = store.recovery()?;
@@ -303,6 +310,7 @@ impl PumpBuilder {
             store,
             self.config,
             system_id,
+            telemetry,
         ));
         shared.record_boot()?;
         let report = shared.recover(recovery)?;

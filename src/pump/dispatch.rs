@@ -14,6 +14,7 @@ use super::Shared;
 use super::apply::{Applying, Failure, FailureCode};
 use super::gate::Admission;
 use super::plan::{Step, Steps};
+use super::telemetry;
 use super::tx::Tx;
 use crate::governor::Signals;
 use crate::history::{HistoryError, Ticket};
@@ -39,8 +40,15 @@ struct Done<'a> {
 }
 
 impl Shared {
-    /// Delivers one queued message and commits what came of it.
+    /// Delivers one queued message and commits what came of it, inside its telemetry span
+    /// (`pump/telemetry.rs`; nothing when telemetry is off).
     pub(crate) async fn deliver(self: &Arc<Self>, entry: &Arc<ThreadEntry>, item: Queued) {
+        let registration = &self.routes[item.target];
+        let traced = (self.names.telemetry).delivery(&self.registry, entry, registration, &item);
+        traced.run(self.deliver_untraced(entry, item)).await;
+    }
+
+    async fn deliver_untraced(self: &Arc<Self>, entry: &Arc<ThreadEntry>, item: Queued) {
         let (view, deadline, warnings, account, cost) = match self.gate(entry, &item) {
             Admission::Go {
                 view,
@@ -143,10 +151,11 @@ impl Shared {
         if let Some(took) = done.took {
             a.check_iteration(total.tool_calls, took);
         }
-        a.tx.handled(total, done.free);
+        a.tx.handled(total.clone(), done.free);
         for warning in done.warnings {
             a.tell_me(warning);
         }
+        let failure = done.failure.as_ref().map(|f| f.message.clone());
         if let Some(failure) = done.failure {
             a.fail(failure);
         }
@@ -154,6 +163,8 @@ impl Shared {
             a.step(step);
         }
         let refused = a.tell_refusals();
+        let turn = a.inner.counters.deliveries;
+        telemetry::hook::delivered(&total, failure.as_deref(), refused, turn);
         a.conclude(refused);
         let Applying {
             tx, inner, parent, ..

@@ -50,6 +50,7 @@ impl Shared {
         inner: &mut ThreadInner,
         decision: &Decision,
     ) {
+        super::telemetry::hook::decision(decision);
         let xml = decision.to_xml();
         let payload = Payload::from_trusted(crate::QName::new(GOVERNOR_NS, "decision"), xml, true);
         let env = Envelope::new(Arc::clone(&self.names.governor), entry.id, payload);
@@ -89,12 +90,16 @@ impl Shared {
             .map_or("none", |c| c.as_str())
             .to_owned();
         self.decide(tx, entry, inner, &Decision::halt(&verdict));
+        let report_digest = hex::encode(Sha256::digest(json.as_bytes()));
+        let class = verdict.class.as_str();
+        super::telemetry::hook::halted(class, &verdict.reason, &certificate, &report_digest);
         let halt = SystemMessage::Halt {
             reason: verdict.reason.clone(),
-            class: verdict.class.as_str().to_owned(),
+            class: class.to_owned(),
             certificate,
-            report_digest: hex::encode(Sha256::digest(json.as_bytes())),
+            report_digest,
         };
+
         let env = Envelope::new(Arc::clone(&self.names.system), entry.id, halt.to_payload())
             .with_id(halt_id)
             .with_to(to.map(Arc::from));

@@ -92,6 +92,8 @@ impl PumpHandle {
         if let Err(error) = recorded {
             tracing::error!(%error, "could not record shutdown");
         }
+        // Spans and metrics still batched go out before the process may exit.
+        shared.names.telemetry.flush().await;
         ShutdownReport {
             drained,
             undelivered,

@@ -54,6 +54,8 @@ pub struct Model {
     pub otherwise: Mutex<Option<Reply>>,
     /// Every valid request body received, in order.
     pub requests: Mutex<Vec<Value>>,
+    /// The W3C `traceparent` header of each valid request, in the same order.
+    pub traceparents: Mutex<Vec<Option<String>>>,
 }
 
 async fn completions(
@@ -83,6 +85,8 @@ async fn completions(
             .into_response();
     }
     model.requests.lock().unwrap().push(request);
+    let traceparent = headers.get("traceparent").and_then(|v| v.to_str().ok());
+    (model.traceparents.lock().unwrap()).push(traceparent.map(str::to_owned));
     let next = model
         .replies
         .lock()

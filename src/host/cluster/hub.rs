@@ -237,6 +237,7 @@ impl Listener for Remote {
             record,
             history,
             budget: cx.remaining(),
+            traceparent: crate::pump::remote::traceparent(),
         };
         let (tx, rx) = oneshot::channel();
         hub.waiting.insert(item.delivery, tx);

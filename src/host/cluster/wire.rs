@@ -33,6 +33,10 @@ pub struct WorkItem {
     /// Empty (or absent, from an older pump) when nothing is limited.
     #[serde(default)]
     pub budget: Vec<(BudgetName, Decimal)>,
+    /// The W3C `traceparent` of the pump's delivery span, when telemetry is on: the worker's
+    /// span joins the pump's trace as its child.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traceparent: Option<String>,
 }
 
 /// What a worker made of a [`WorkItem`].

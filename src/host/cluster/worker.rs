@@ -58,13 +58,16 @@ pub fn run(
             "{origin} has no remote listener (`remote = true`) and --listeners names none"
         )));
     }
-    let limits = organism.config(&origin)?.limits;
+    let config = organism.config(&origin)?;
+    let limits = config.limits;
     let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .map_err(HostError::System)?;
     runtime.block_on(async move {
+        // Spans of the work items, in the pump's traces (kept until the worker stops).
+        let _telemetry = crate::pump::Telemetry::start(&config.telemetry)?;
         let client = cluster.connect(&base, "agentpump worker").await?;
         let js = jetstream::new(client.clone());
         let names = cluster.names(&organism.organism.name);
@@ -224,7 +227,9 @@ impl Shared {
             item.history,
             &item.budget,
         );
-        let handling = AssertUnwindSafe(r.listener.handle(&delivery, &mut cx)).catch_unwind();
+        let traced = crate::pump::remote::work(item.traceparent.as_deref(), r, delivery.envelope());
+        let handling =
+            AssertUnwindSafe(traced.run(r.listener.handle(&delivery, &mut cx))).catch_unwind();
         let handled = tokio::time::timeout(r.timeout, async {
             tokio::pin!(handling);
             let mut beat = tokio::time::interval(self.cluster.ack_wait(r.delivery_timeout()) / 3);

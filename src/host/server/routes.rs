@@ -4,7 +4,7 @@ use axum::Json;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
-use axum::http::{StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 
@@ -93,7 +93,10 @@ fn api_body(api: &Api, b: Result<Bytes, BytesRejection>) -> Result<Bytes, Proble
     body(b, api.max_body, "`[server] max_body_bytes`")
 }
 
-fn accepted(receipt: &crate::Receipt) -> Response {
+/// The `201` answer; a post with a `traceparent` also leaves a span in its caller's trace.
+fn accepted(receipt: &crate::Receipt, headers: &HeaderMap, route: &str) -> Response {
+    let traceparent = headers.get("traceparent").and_then(|v| v.to_str().ok());
+    crate::pump::remote::accepted(traceparent, route, receipt.thread());
     let body = serde_json::json!({ "thread": receipt.thread(), "ids": receipt.ids() });
     (StatusCode::CREATED, Json(body)).into_response()
 }
@@ -101,17 +104,19 @@ fn accepted(receipt: &crate::Receipt) -> Response {
 /// `POST /threads`: an envelope (either dialect), or a bare payload routed by its root (or `?to=`).
 pub(crate) async fn start(
     State(api): State<Api>,
+    headers: HeaderMap,
     Params(q): Params<To>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, Problem> {
     let body = api_body(&api, body)?;
     let receipt = api.pump.receive(&body, None, q.to.as_deref()).await?;
-    Ok(accepted(&receipt))
+    Ok(accepted(&receipt, &headers, "/threads"))
 }
 
 /// `POST /threads/{id}/messages`: a payload (or an envelope's payload) into an existing thread.
 pub(crate) async fn post_message(
     State(api): State<Api>,
+    headers: HeaderMap,
     id: ThreadPath,
     Params(q): Params<To>,
     body: Result<Bytes, BytesRejection>,
@@ -123,7 +128,7 @@ pub(crate) async fn post_message(
         .pump
         .receive(&body, Some(thread), q.to.as_deref())
         .await?;
-    Ok(accepted(&receipt))
+    Ok(accepted(&receipt, &headers, "/threads/{id}/messages"))
 }
 
 /// `GET /threads[?state=…]`: the threads in memory with their live state, and, once the pump

@@ -36,6 +36,12 @@ pub(crate) struct Answer {
     pub content: String,
     /// `prompt_tokens` and `completion_tokens`, each as far as the endpoint reported it.
     pub usage: (Option<u64>, Option<u64>),
+    /// The model that answered, as the endpoint named it.
+    #[cfg_attr(not(feature = "otel"), allow(dead_code))]
+    pub model: Option<String>,
+    /// Each choice's `finish_reason`.
+    #[cfg_attr(not(feature = "otel"), allow(dead_code))]
+    pub finish_reasons: Vec<String>,
 }
 
 #[derive(Serialize)]
@@ -51,11 +57,15 @@ struct Request<'a> {
 struct Response {
     choices: Vec<Choice>,
     usage: Option<UsageJson>,
+    #[serde(default)]
+    model: Option<String>,
 }
 
 #[derive(Deserialize)]
 struct Choice {
     message: Message,
+    #[serde(default)]
+    finish_reason: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -74,11 +84,29 @@ struct UsageJson {
 /// Longest wait a `Retry-After` may impose.
 pub(crate) const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
 
-/// Calls the endpoint, retrying 429, 5xx and timeouts up to `config.retries` times.
+/// Calls the endpoint, retrying 429, 5xx and timeouts up to `config.retries` times, inside a
+/// `chat {model}` span when telemetry is on (`llm/trace.rs`).
 pub(crate) async fn complete(
     http: &reqwest::Client,
     config: &LlmConfig,
     messages: &[ChatMessage],
+) -> Result<Answer, ListenerError> {
+    #[cfg(feature = "otel")]
+    {
+        let chat = super::trace::Chat::start(config);
+        let answer = attempts(http, config, messages, chat.headers()).await;
+        chat.finish(&answer);
+        answer
+    }
+    #[cfg(not(feature = "otel"))]
+    attempts(http, config, messages, reqwest::header::HeaderMap::new()).await
+}
+
+async fn attempts(
+    http: &reqwest::Client,
+    config: &LlmConfig,
+    messages: &[ChatMessage],
+    trace: reqwest::header::HeaderMap,
 ) -> Result<Answer, ListenerError> {
     let url = format!("{}/chat/completions", config.base_url.trim_end_matches('/'));
     let body = Request {
@@ -94,7 +122,9 @@ pub(crate) async fn complete(
     let mut attempt = 0;
     loop {
         // The timeout is set per request, so it holds whatever client the agent was built with.
-        let mut request = http.post(&url).timeout(config.timeout).json(&body);
+        let mut request = (http.post(&url).timeout(config.timeout))
+            .headers(trace.clone())
+            .json(&body);
         if let Some(key) = &key {
             request = request.bearer_auth(key);
         }
@@ -156,6 +186,9 @@ pub(crate) async fn complete(
 
 fn parse(text: &str) -> Result<Answer, String> {
     let response: Response = serde_json::from_str(text).map_err(|e| e.to_string())?;
+    let finish_reasons = (response.choices.iter())
+        .filter_map(|c| c.finish_reason.clone())
+        .collect();
     let content = response
         .choices
         .into_iter()
@@ -164,6 +197,8 @@ fn parse(text: &str) -> Result<Answer, String> {
         .ok_or("no choices[0].message.content in the answer")?;
     Ok(Answer {
         content,
+        model: response.model,
+        finish_reasons,
         usage: response
             .usage
             .map_or((None, None), |u| (u.prompt_tokens, u.completion_tokens)),

@@ -62,6 +62,48 @@ pub(crate) enum Event {
     LaxTime { tool: String, line: u32 },
 }
 
+#[cfg(feature = "otel")]
+impl Event {
+    /// TELL, MILESTONE, PAR and JOIN as events on the current delivery's span, when telemetry
+    /// is on (`pump/telemetry.rs`): their kind, number and line, never a value or a message.
+    pub(crate) fn trace(&self, seq: u64) {
+        use opentelemetry::KeyValue;
+        use opentelemetry::trace::TraceContextExt as _;
+        let (name, line, mut attributes) = match self {
+            Self::Tell { level, line, .. } => {
+                let level = level.map_or("info".to_owned(), |l| format!("{l:?}").to_lowercase());
+                (
+                    "process.tell",
+                    line,
+                    vec![KeyValue::new("agentpump.process.level", level)],
+                )
+            }
+            Self::Milestone { title, line } => (
+                "process.milestone",
+                line,
+                vec![KeyValue::new("agentpump.process.milestone", title.clone())],
+            ),
+            Self::Par { tools, line } => (
+                "process.par",
+                line,
+                vec![KeyValue::new("agentpump.process.tools", tools.join(","))],
+            ),
+            Self::Join { children, line } => (
+                "process.join",
+                line,
+                vec![KeyValue::new(
+                    "agentpump.process.children",
+                    *children as i64,
+                )],
+            ),
+            _ => return,
+        };
+        attributes.push(KeyValue::new("agentpump.process.event", seq as i64));
+        attributes.push(KeyValue::new("agentpump.process.line", i64::from(*line)));
+        opentelemetry::Context::map_current(|cx| cx.span().add_event(name, attributes));
+    }
+}
+
 /// One named value, or a redacted one (its name only: 06 forbids its content).
 fn named(out: &mut String, element: &str, name: &str, value: Option<&Value>) {
     match value {

@@ -472,7 +472,11 @@ impl ProcessListener {
                     let spawn = Spawn::new(call.to_xml()).to(call.tool.clone());
                     cx.spawn(spawn.sub_id(sub).budget(budget));
                 }
-                Effect::Event(seq, event) => cx.emit(event.to_xml(id, seq)),
+                Effect::Event(seq, event) => {
+                    #[cfg(feature = "otel")]
+                    event.trace(seq);
+                    cx.emit(event.to_xml(id, seq))
+                }
                 Effect::Residual(n) => cx.residual(n),
             }
         }

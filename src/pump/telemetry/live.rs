@@ -1,0 +1,177 @@
+//! The exporter: an OTLP/HTTP tracer and meter provider per pump, installed as the process's
+//! global ones too, so the LLM client and the NATS hub reach them through the current context.
+
+use std::cell::Cell;
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::Arc;
+
+use opentelemetry::trace::{FutureExt as _, TraceId};
+use opentelemetry::{Context, global};
+use opentelemetry_otlp::{WithExportConfig as _, WithHttpConfig as _};
+use opentelemetry_sdk::Resource;
+use opentelemetry_sdk::metrics::SdkMeterProvider;
+use opentelemetry_sdk::trace::{IdGenerator, RandomIdGenerator, Sampler, SdkTracerProvider};
+use rust_decimal::prelude::ToPrimitive as _;
+
+use super::spans::Scope;
+use super::{TelemetryConfig, TelemetryError};
+use crate::ThreadId;
+use crate::listener::Registration;
+use crate::thread::registry::{Queued, Registry, ThreadEntry};
+
+/// A pump's telemetry: `None` inside when off, and then [`Telemetry::delivery`] costs one
+/// branch.
+#[derive(Debug, Default)]
+pub(crate) struct Telemetry(Option<Arc<Live>>);
+
+#[derive(Debug)]
+struct Live {
+    traces: SdkTracerProvider,
+    metrics: SdkMeterProvider,
+    scope: Scope,
+}
+
+/// A delivery's span, current while the delivery runs (or nothing, when telemetry is off).
+#[derive(Debug)]
+pub(crate) struct Traced(Option<Context>);
+
+impl Traced {
+    /// A span made elsewhere (a remote worker's).
+    #[cfg(feature = "host")]
+    pub(super) fn new(cx: Context) -> Self {
+        Self(Some(cx))
+    }
+
+    /// Runs `work` with the span current on every poll; the span ends when `work` does.
+    pub(crate) async fn run<F: Future>(self, work: F) -> F::Output {
+        match self.0 {
+            Some(cx) => work.with_context(cx).await,
+            None => work.await,
+        }
+    }
+}
+
+impl Telemetry {
+    /// Starts the exporters when `config` has an endpoint.
+    pub(crate) fn start(config: &TelemetryConfig) -> Result<Self, TelemetryError> {
+        let Some(endpoint) = &config.endpoint else {
+            return Ok(Self(None));
+        };
+        let failed = |e: &dyn std::fmt::Display| TelemetryError::Exporter {
+            endpoint: endpoint.clone(),
+            reason: e.to_string(),
+        };
+        // reqwest is built with rustls and no provider of its own (see
+        // `listeners::llm::install_tls_provider`): the exporter's client needs one installed.
+        if rustls::crypto::CryptoProvider::get_default().is_none() {
+            let _ = rustls::crypto::ring::default_provider().install_default();
+        }
+        let headers: HashMap<String, String> = config.headers.iter().cloned().collect();
+        let spans = opentelemetry_otlp::SpanExporter::builder()
+            .with_http()
+            .with_endpoint(format!("{endpoint}/v1/traces"))
+            .with_headers(headers.clone())
+            .build()
+            .map_err(|e| failed(&e))?;
+        let meters = opentelemetry_otlp::MetricExporter::builder()
+            .with_http()
+            .with_endpoint(format!("{endpoint}/v1/metrics"))
+            .with_headers(headers)
+            .build()
+            .map_err(|e| failed(&e))?;
+        let resource = Resource::builder()
+            .with_service_name(config.service_name.clone())
+            .build();
+        let ratio = config.sampling_ratio.to_f64().unwrap_or(1.0);
+        let traces = SdkTracerProvider::builder()
+            .with_batch_exporter(spans)
+            .with_sampler(Sampler::ParentBased(Box::new(Sampler::TraceIdRatioBased(
+                ratio,
+            ))))
+            .with_id_generator(RootThreadIds::default())
+            .with_resource(resource.clone())
+            .build();
+        let metrics = SdkMeterProvider::builder()
+            .with_periodic_exporter(meters)
+            .with_resource(resource)
+            .build();
+        global::set_tracer_provider(traces.clone());
+        global::set_meter_provider(metrics.clone());
+        global::set_text_map_propagator(
+            opentelemetry_sdk::propagation::TraceContextPropagator::new(),
+        );
+        let scope = Scope::new(&traces, &metrics, config.payload_text);
+        Ok(Self(Some(Arc::new(Live {
+            traces,
+            metrics,
+            scope,
+        }))))
+    }
+
+    /// The span of one delivery, in its root thread's trace.
+    pub(crate) fn delivery(
+        &self,
+        registry: &Registry,
+        entry: &ThreadEntry,
+        registration: &Registration,
+        item: &Queued,
+    ) -> Traced {
+        let Some(live) = &self.0 else {
+            return Traced(None);
+        };
+        let root = root_of(registry, entry);
+        NEXT_TRACE.set(Some(TraceId::from_bytes(*root.as_uuid().as_bytes())));
+        let cx = live.scope.delivery(entry, registration, &item.envelope);
+        NEXT_TRACE.set(None);
+        Traced(Some(cx))
+    }
+
+    /// Sends what is batched (at shutdown, and in tests before reading the receiver).
+    pub(crate) async fn flush(&self) {
+        let Some(live) = self.0.clone() else {
+            return;
+        };
+        // The SDK's exporters block their caller until the batch is sent.
+        let flushed = tokio::task::spawn_blocking(move || {
+            let traces = live.traces.force_flush();
+            let metrics = live.metrics.force_flush();
+            (traces, metrics)
+        })
+        .await;
+        if let Ok((Err(e), _) | (_, Err(e))) = flushed {
+            tracing::warn!(error = %e, "telemetry flush failed");
+        }
+    }
+}
+
+/// The root of `entry`'s tree: its trace id.
+fn root_of(registry: &Registry, entry: &ThreadEntry) -> ThreadId {
+    let mut id = entry.id;
+    let mut parent = entry.parent;
+    while let Some(p) = parent {
+        id = p;
+        parent = registry.get(p).and_then(|e| e.parent);
+    }
+    id
+}
+
+thread_local! {
+    /// The trace id the next root span takes: set just around building a delivery's span.
+    static NEXT_TRACE: Cell<Option<TraceId>> = const { Cell::new(None) };
+}
+
+/// Random ids, except a delivery's trace id, which is its root thread's id: one trace per
+/// root thread, however many deliveries, restarts or workers it takes.
+#[derive(Debug, Default)]
+struct RootThreadIds(RandomIdGenerator);
+
+impl IdGenerator for RootThreadIds {
+    fn new_trace_id(&self) -> TraceId {
+        NEXT_TRACE.take().unwrap_or_else(|| self.0.new_trace_id())
+    }
+
+    fn new_span_id(&self) -> opentelemetry::trace::SpanId {
+        self.0.new_span_id()
+    }
+}
