@@ -1,0 +1,232 @@
+//! A person in the loop (issue 31) against a real `agentpump run`: the organism's `ask` tool and
+//! approvals, `GET /inbox` and `POST /inbox/{id}` with problem JSON, the `inbox` event, the
+//! `inbox` and `answer` commands, and kill -9 between the request and the answer and between
+//! the answer and the forwarded call.
+
+mod support;
+
+use std::io::BufRead as _;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use agentpump::tool::Call;
+use agentpump::value::Value;
+use reqwest::StatusCode;
+use serde_json::{Value as Json, json};
+use support::{Scratch, problem};
+
+/// An organism whose `command` tool runs `rm` after approval, `echo` and `tee` freely.
+const ORGANISM: &str = "[store]\npath = \"history.db\"\n\n[tools.command]\nenabled = true\nallow = [\"rm\", \"echo\", \"tee\"]\napprove = [\"rm *\", \"tee *\"]\n";
+
+/// A running `agentpump run` on a loopback port, killed (SIGKILL) when dropped.
+struct Host {
+    child: Child,
+    base: String,
+    token: String,
+    dir: PathBuf,
+    client: reqwest::Client,
+}
+
+impl Host {
+    /// Starts `agentpump run` on `dir/organism.toml`.
+    fn start(dir: &Path) -> Self {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_agentpump"))
+            .args(["run", "organism.toml", "--port", "0"])
+            .current_dir(dir)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+        let ready = lines.next().unwrap().unwrap();
+        let base = ready
+            .split("listening on ")
+            .nth(1)
+            .and_then(|r| r.split(' ').next())
+            .unwrap_or_else(|| panic!("no address in {ready}"))
+            .to_owned();
+        // Keep reading stdout so the host never blocks on a full pipe.
+        std::thread::spawn(move || lines.for_each(drop));
+        let token = std::fs::read_to_string(dir.join("agentpump.token"))
+            .unwrap()
+            .trim()
+            .to_owned();
+        Self {
+            child,
+            base,
+            token,
+            dir: dir.to_owned(),
+            client: support::http_client(),
+        }
+    }
+
+    /// Kills the host with SIGKILL and waits for it.
+    fn kill9(mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+
+    fn get(&self, path: &str) -> reqwest::RequestBuilder {
+        self.client
+            .get(format!("{}{path}", self.base))
+            .bearer_auth(&self.token)
+    }
+
+    fn post(&self, path: &str, body: impl Into<reqwest::Body>) -> reqwest::RequestBuilder {
+        self.client
+            .post(format!("{}{path}", self.base))
+            .bearer_auth(&self.token)
+            .body(body)
+    }
+
+    /// Posts `payload` into a new thread; its id.
+    async fn start_thread(&self, payload: &str) -> String {
+        let r = self.post("/threads", payload.to_owned()).send().await.unwrap();
+        assert_eq!(r.status(), StatusCode::CREATED);
+        let body: Json = r.json().await.unwrap();
+        body["thread"].as_str().unwrap().to_owned()
+    }
+
+    /// `GET /inbox{query}` as JSON.
+    async fn inbox(&self, query: &str) -> Vec<Json> {
+        let r = self.get(&format!("/inbox{query}")).send().await.unwrap();
+        assert_eq!(r.status(), StatusCode::OK);
+        r.json().await.unwrap()
+    }
+
+    /// Waits until `thread` has `n` open requests; returns them.
+    async fn open(&self, thread: &str, n: usize) -> Vec<Json> {
+        for _ in 0..200 {
+            let open = self.inbox(&format!("?thread={thread}")).await;
+            if open.len() == n {
+                return open;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        panic!("thread {thread} never had {n} open requests");
+    }
+
+    /// Waits until the thread is in `state`; fails naming the last state seen.
+    async fn reaches(&self, thread: &str, state: &str) {
+        let mut seen = String::new();
+        for _ in 0..200 {
+            let r = self.get(&format!("/threads/{thread}")).send().await.unwrap();
+            let body: Json = r.json().await.unwrap();
+            seen = body["state"].as_str().unwrap_or_default().to_owned();
+            if seen == state {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        panic!("thread {thread} stayed {seen}, never {state}");
+    }
+
+    /// Waits until `thread`'s history holds a record whose payload contains `text`.
+    async fn wait_for(&self, thread: &str, text: &str) -> Vec<Json> {
+        for _ in 0..200 {
+            let r = self.get(&format!("/threads/{thread}/history")).send().await;
+            let records: Vec<Json> = r.unwrap().json().await.unwrap();
+            if records
+                .iter()
+                .any(|r| r["payload"].as_str().unwrap_or_default().contains(text))
+            {
+                return records;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        panic!("thread {thread} never recorded `{text}`");
+    }
+
+    /// `POST /inbox/{id}` with `body`: the status and the JSON answer.
+    async fn answer(&self, id: &str, body: Json) -> (StatusCode, Json) {
+        let r = self
+            .post(&format!("/inbox/{id}"), body.to_string())
+            .send()
+            .await
+            .unwrap();
+        if r.status().is_success() {
+            (r.status(), r.json().await.unwrap())
+        } else {
+            problem(r).await
+        }
+    }
+
+    /// Runs the `agentpump` CLI against this host: (exit 0?, stdout, stderr).
+    fn cli(&self, args: &[&str]) -> (bool, String, String) {
+        let mut all: Vec<&str> = args.to_vec();
+        all.extend(["--url", &self.base, "--token", &self.token]);
+        support::agentpump_in(&self.dir, &all)
+    }
+}
+
+impl Drop for Host {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A `command` call running `program` with `args`.
+fn command(program: &str, args: &[&str]) -> String {
+    let args = args.iter().map(|a| Value::Str((*a).to_owned())).collect();
+    Call::new("command")
+        .id("c1")
+        .arg("program", program)
+        .arg("args", Value::List(args))
+        .to_xml()
+}
+
+/// A `command` call running `tee -a runs.log` with one line on stdin: each run appends one.
+fn count_run() -> String {
+    let args = ["-a", "runs.log"]
+        .iter()
+        .map(|a| Value::Str((*a).to_owned()))
+        .collect();
+    Call::new("command")
+        .id("c1")
+        .arg("program", "tee")
+        .arg("args", Value::List(args))
+        .arg("stdin", "ran\n")
+        .to_xml()
+}
+
+/// An `ask` call.
+fn ask(question: &str, extra: &[(&str, Value)]) -> String {
+    extra.iter().fold(
+        Call::new("ask").id("q1").arg("question", question),
+        |call, (name, value)| call.arg(*name, value.clone()),
+    )
+    .to_xml()
+}
+
+fn scratch(test: &str) -> Scratch {
+    let dir = Scratch::new(test);
+    dir.write("organism.toml", ORGANISM);
+    dir
+}
+
+/// "An organism marks tools (or a tool's calls matching a pattern of arguments) as needing
+/// approval: `[tools.command] approve = true`, `approve = [\"rm *\", \"git push*\"]`" — and
+/// every organism has the `ask` tool, unregistered by hand.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agentpump_run_holds_a_matching_command_and_has_the_ask_tool() {
+    let dir = scratch("inbox-run");
+    dir.write("victim", "keep me until approved");
+    let host = Host::start(&dir.0);
+    let held = host.start_thread(&command("rm", &["victim"])).await;
+    let open = host.open(&held, 1).await;
+    assert_eq!(open[0]["request"]["kind"], "approval");
+    assert_eq!(open[0]["request"]["tool"], "command");
+    host.reaches(&held, "waiting").await;
+    assert!(dir.0.join("victim").exists(), "rm ran before approval");
+    // A call no pattern matches is not held.
+    let free = host.start_thread(&command("echo", &["hi"])).await;
+    host.wait_for(&free, "hi").await;
+    assert!(host.inbox(&format!("?thread={free}")).await.is_empty());
+    // The organism's `ask` tool: a question waits in the inbox.
+    let asked = host.start_thread(&ask("Deploy?", &[])).await;
+    let open = host.open(&asked, 1).await;
+    assert_eq!(open[0]["request"]["kind"], "ask");
+    assert_eq!(open[0]["request"]["question"], "Deploy?");
+}
