@@ -82,7 +82,11 @@ impl Host {
 
     /// Posts `payload` into a new thread; its id.
     async fn start_thread(&self, payload: &str) -> String {
-        let r = self.post("/threads", payload.to_owned()).send().await.unwrap();
+        let r = self
+            .post("/threads", payload.to_owned())
+            .send()
+            .await
+            .unwrap();
         assert_eq!(r.status(), StatusCode::CREATED);
         let body: Json = r.json().await.unwrap();
         body["thread"].as_str().unwrap().to_owned()
@@ -111,7 +115,11 @@ impl Host {
     async fn reaches(&self, thread: &str, state: &str) {
         let mut seen = String::new();
         for _ in 0..200 {
-            let r = self.get(&format!("/threads/{thread}")).send().await.unwrap();
+            let r = self
+                .get(&format!("/threads/{thread}"))
+                .send()
+                .await
+                .unwrap();
             let body: Json = r.json().await.unwrap();
             seen = body["state"].as_str().unwrap_or_default().to_owned();
             if seen == state {
@@ -193,11 +201,13 @@ fn count_run() -> String {
 
 /// An `ask` call.
 fn ask(question: &str, extra: &[(&str, Value)]) -> String {
-    extra.iter().fold(
-        Call::new("ask").id("q1").arg("question", question),
-        |call, (name, value)| call.arg(*name, value.clone()),
-    )
-    .to_xml()
+    extra
+        .iter()
+        .fold(
+            Call::new("ask").id("q1").arg("question", question),
+            |call, (name, value)| call.arg(*name, value.clone()),
+        )
+        .to_xml()
 }
 
 fn scratch(test: &str) -> Scratch {
@@ -229,4 +239,219 @@ async fn agentpump_run_holds_a_matching_command_and_has_the_ask_tool() {
     let open = host.open(&asked, 1).await;
     assert_eq!(open[0]["request"]["kind"], "ask");
     assert_eq!(open[0]["request"]["question"], "Deploy?");
+}
+
+/// "`POST /inbox/{id}` with the decision" — approve, edit and deny on the `command` tool, and
+/// an answer to a question; "a second answer to the same request is refused (409, naming who
+/// answered and when)".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_decision_over_http_is_applied_once() {
+    let dir = scratch("inbox-decisions");
+    for f in ["approved", "edited", "instead", "denied"] {
+        dir.write(f, f);
+    }
+    let host = Host::start(&dir.0);
+    // Approve: rm runs, once.
+    let t = host.start_thread(&command("rm", &["approved"])).await;
+    let id = host.open(&t, 1).await[0]["id"].as_str().unwrap().to_owned();
+    let (status, body) = host
+        .answer(&id, json!({"decision": "approve", "by": "alice"}))
+        .await;
+    assert_eq!(
+        (status, body["by"].as_str()),
+        (StatusCode::OK, Some("alice"))
+    );
+    host.wait_for(&t, "<result").await;
+    assert!(!dir.0.join("approved").exists());
+    let (status, body) = host
+        .answer(&id, json!({"decision": "deny", "reason": "too late"}))
+        .await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (StatusCode::CONFLICT, Some("already-answered"))
+    );
+    let detail = body["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("`alice`") && detail.contains(" ms"),
+        "{detail}"
+    );
+    host.reaches(&t, "idle").await;
+    // Edit: the tool runs with the person's arguments, not the caller's.
+    let t = host.start_thread(&command("rm", &["edited"])).await;
+    let id = host.open(&t, 1).await[0]["id"].as_str().unwrap().to_owned();
+    let edit = json!({"decision": "edit", "arguments": {"program": "rm", "args": ["instead"]}});
+    assert_eq!(host.answer(&id, edit).await.0, StatusCode::OK);
+    host.wait_for(&t, "<result").await;
+    assert!(dir.0.join("edited").exists() && !dir.0.join("instead").exists());
+    // Deny: the caller gets `denied` with the reason; the file stays.
+    let t = host.start_thread(&command("rm", &["denied"])).await;
+    let id = host.open(&t, 1).await[0]["id"].as_str().unwrap().to_owned();
+    let deny = json!({"decision": "deny", "reason": "not on a Friday"});
+    assert_eq!(host.answer(&id, deny).await.0, StatusCode::OK);
+    let records = host.wait_for(&t, "not on a Friday").await;
+    assert!(dir.0.join("denied").exists());
+    assert!(
+        records
+            .iter()
+            .any(|r| r["payload"].as_str().unwrap().contains("type=\"denied\"")),
+        "{records:#?}"
+    );
+    // A question answered with a value.
+    let t = host.start_thread(&ask("Which colour?", &[])).await;
+    let id = host.open(&t, 1).await[0]["id"].as_str().unwrap().to_owned();
+    let (status, _) = host
+        .answer(
+            &id,
+            json!({"decision": "answer", "value": "teal", "by": "bob"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    host.wait_for(&t, "teal").await;
+    host.reaches(&t, "idle").await;
+}
+
+/// "problem JSON: 404 unknown, 409 already answered, 410 or 409 expired, 422 invalid" — and
+/// the inbox is "behind the same token as the rest of the API".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refused_answers_are_problem_json_naming_why() {
+    let dir = scratch("inbox-refusals");
+    let host = Host::start(&dir.0);
+    let unknown = agentpump::MessageId::new().to_string();
+    let (status, body) = host.answer(&unknown, json!({"decision": "approve"})).await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (StatusCode::NOT_FOUND, Some("unknown-request"))
+    );
+    assert!(body["detail"].as_str().unwrap().contains(&unknown));
+    let (status, body) = host
+        .answer("not-an-id", json!({"decision": "approve"}))
+        .await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("malformed-request-id"))
+    );
+    // Outside the choices: 422, and the question stays open.
+    let choices = Value::List(vec![Value::Str("yes".into()), Value::Str("no".into())]);
+    let t = host
+        .start_thread(&ask("Ship?", &[("choices", choices)]))
+        .await;
+    let id = host.open(&t, 1).await[0]["id"].as_str().unwrap().to_owned();
+    let (status, body) = host
+        .answer(&id, json!({"decision": "answer", "value": "maybe"}))
+        .await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (StatusCode::UNPROCESSABLE_ENTITY, Some("invalid-answer"))
+    );
+    assert_eq!(host.open(&t, 1).await.len(), 1);
+    // A body that states no decision, or a key the decision does not take: 400, named.
+    for (body, says) in [
+        (json!({"by": "x"}), "give `decision`"),
+        (
+            json!({"decision": "approve", "reason": "r"}),
+            "`reason` does not go with decision `approve`",
+        ),
+        (json!({"decision": "edit"}), "needs `arguments`"),
+        (json!({"decision": "maybe"}), "unknown decision `maybe`"),
+        (json!({"decison": "approve"}), "unknown JSON key `decison`"),
+    ] {
+        let (status, problem) = host.answer(&id, body.clone()).await;
+        let detail = problem["detail"].as_str().unwrap();
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{body}: {detail}");
+        assert!(detail.contains(says), "{body}: {detail}");
+    }
+    // Expired: its default applied, and a late answer is 410 `expired`.
+    let late = [
+        ("default", Value::Str("no".into())),
+        ("timeout_seconds", Value::from_json("0.5").unwrap()),
+    ];
+    let t = host.start_thread(&ask("Quick?", &late)).await;
+    let id = host.open(&t, 1).await[0]["id"].as_str().unwrap().to_owned();
+    host.open(&t, 0).await;
+    let (status, body) = host
+        .answer(&id, json!({"decision": "answer", "value": "yes"}))
+        .await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (StatusCode::GONE, Some("expired")),
+        "{body}"
+    );
+    assert!(
+        body["detail"]
+            .as_str()
+            .unwrap()
+            .contains("its default applied")
+    );
+    // Without the token: 401, for the list and for an answer.
+    let anonymous = host
+        .client
+        .get(format!("{}/inbox", host.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(anonymous.status(), StatusCode::UNAUTHORIZED);
+    let anonymous = host
+        .client
+        .post(format!("{}/inbox/{id}", host.base))
+        .body(json!({"decision": "approve"}).to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(anonymous.status(), StatusCode::UNAUTHORIZED);
+}
+
+/// "`GET /inbox` (open requests, oldest first, filterable by thread and listener) … an `inbox`
+/// event on the event streams".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_inbox_lists_oldest_first_filters_and_streams_events() {
+    let dir = scratch("inbox-list");
+    let host = Host::start(&dir.0);
+    let first = host.start_thread(&ask("First?", &[])).await;
+    host.open(&first, 1).await;
+    let second = host.start_thread(&ask("Second?", &[])).await;
+    host.open(&second, 1).await;
+    let all = host.inbox("").await;
+    let questions: Vec<&str> = all
+        .iter()
+        .map(|r| r["request"]["question"].as_str().unwrap())
+        .collect();
+    assert_eq!(questions, ["First?", "Second?"]);
+    assert_eq!(host.inbox("?listener=client").await.len(), 2);
+    assert!(host.inbox("?listener=nobody").await.is_empty());
+    assert_eq!(
+        host.inbox(&format!("?thread={second}")).await[0]["thread"],
+        second.as_str()
+    );
+    let r = host.get("/inbox?thred=x").send().await.unwrap();
+    let (status, body) = problem(r).await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("unknown-key"))
+    );
+    // The event stream says `inbox` after the request, and again after the answer.
+    let id = all[0]["id"].as_str().unwrap().to_owned();
+    let answer = json!({"decision": "answer", "value": "now"});
+    assert_eq!(host.answer(&id, answer).await.0, StatusCode::OK);
+    host.reaches(&first, "idle").await;
+    let mut stream = host
+        .get(&format!("/threads/{first}/events"))
+        .send()
+        .await
+        .unwrap();
+    let mut text = String::new();
+    while !text.contains("event: settled") {
+        let chunk = stream.chunk().await.unwrap().expect("the stream settles");
+        text.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    let inbox: Vec<Json> = text
+        .split("\n\n")
+        .filter(|e| e.starts_with("event: inbox"))
+        .map(|e| serde_json::from_str(e.split("data: ").nth(1).unwrap()).unwrap())
+        .collect();
+    assert_eq!(inbox.len(), 2, "{text}");
+    assert_eq!(
+        (inbox[0]["event"].as_str(), inbox[0]["id"].as_str()),
+        (Some("request"), Some(id.as_str()))
+    );
+    assert_eq!(inbox[1]["answer"]["value"], "now");
 }
