@@ -455,3 +455,64 @@ async fn the_inbox_lists_oldest_first_filters_and_streams_events() {
     );
     assert_eq!(inbox[1]["answer"]["value"], "now");
 }
+
+/// "`agentpump inbox` and `agentpump answer ID …` on the CLI (file or `--url`)" — with precise
+/// errors and a non-zero exit when an answer is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_lists_and_answers_from_a_file_or_a_host() {
+    let dir = scratch("inbox-cli");
+    dir.write("victim", "x");
+    let host = Host::start(&dir.0);
+    let t = host.start_thread(&command("rm", &["victim"])).await;
+    let id = host.open(&t, 1).await[0]["id"].as_str().unwrap().to_owned();
+    let q = host.start_thread(&ask("Name a colour", &[])).await;
+    let qid = host.open(&q, 1).await[0]["id"].as_str().unwrap().to_owned();
+    let cli = |args: Vec<String>| {
+        let host = &host;
+        tokio::task::block_in_place(|| {
+            host.cli(&args.iter().map(String::as_str).collect::<Vec<_>>())
+        })
+    };
+    let args = |a: &[&str]| a.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+    // From the host, by thread prefix: the request and how to answer it.
+    let (ok, out, err) = cli(args(&["inbox", "--thread", &t[..8]]));
+    assert!(ok, "{err}");
+    assert!(
+        out.contains(&id) && out.contains("client calls command") && out.contains("--approve"),
+        "{out}"
+    );
+    assert!(!out.contains(&qid), "the filter keeps one thread: {out}");
+    // From the file, read-only while the host runs: both, oldest first.
+    let (ok, out, err) =
+        support::agentpump_in(&dir.0, &["inbox", "--db", "history.db", "--format", "json"]);
+    assert!(ok, "{err}");
+    let listed: Vec<Json> = serde_json::from_str(&out).unwrap();
+    let ids: Vec<&str> = listed.iter().map(|r| r["id"].as_str().unwrap()).collect();
+    assert_eq!(ids, [id.as_str(), qid.as_str()]);
+    // Answers: a bad --edit is named before anything is sent; then approve once.
+    let (ok, _, err) = cli(args(&["answer", &id, "--edit", "rm -rf /"]));
+    assert!(!ok && err.contains("--edit takes a JSON object"), "{err}");
+    let (ok, _, err) = cli(args(&["answer", &id, "--approve", "--deny", "no"]));
+    assert!(!ok && err.contains("cannot be used with"), "{err}");
+    let (ok, out, err) = cli(args(&["answer", &id, "--approve", "--by", "carol"]));
+    assert!(ok && out.contains("answered"), "{out}{err}");
+    host.wait_for(&t, "<result").await;
+    assert!(!dir.0.join("victim").exists());
+    let (ok, _, err) = cli(args(&["answer", &id, "--deny", "changed my mind"]));
+    assert!(
+        !ok && err.contains("`carol`") && err.contains("(already-answered, HTTP 409)"),
+        "{err}"
+    );
+    let (ok, _, err) = cli(args(&[
+        "answer",
+        &agentpump::MessageId::new().to_string(),
+        "--approve",
+    ]));
+    assert!(!ok && err.contains("(unknown-request, HTTP 404)"), "{err}");
+    // A question: --value takes JSON, or plain text as a string.
+    let (ok, _, err) = cli(args(&["answer", &qid, "--value", "teal"]));
+    assert!(ok, "{err}");
+    host.wait_for(&q, "teal").await;
+    let (ok, out, _) = cli(args(&["inbox"]));
+    assert!(ok && out == "no open requests\n", "{out}");
+}

@@ -136,23 +136,28 @@ pub(crate) async fn answer(
 
 /// The problem for an inbox error: 404, 409 (naming who and when), 410, 422, or 503.
 fn problem(e: InboxError) -> Problem {
-    let (status, code) = match &e {
-        InboxError::NotFound(_) => (StatusCode::NOT_FOUND, "unknown-request"),
+    let detail = e.to_string();
+    match e {
+        InboxError::NotFound(_) => Problem::new(StatusCode::NOT_FOUND, "unknown-request", detail),
         InboxError::AlreadyAnswered {
             id,
             decision: "timeout",
             at_ms,
             ..
-        } => {
-            let detail = format!("inbox request {id} expired at {at_ms} ms; its default applied");
-            return Problem::new(StatusCode::GONE, "expired", detail);
+        } => Problem::new(
+            StatusCode::GONE,
+            "expired",
+            format!("inbox request {id} expired at {at_ms} ms; its default applied"),
+        ),
+        InboxError::AlreadyAnswered { .. } => {
+            Problem::new(StatusCode::CONFLICT, "already-answered", detail)
         }
-        InboxError::AlreadyAnswered { .. } => (StatusCode::CONFLICT, "already-answered"),
-        InboxError::Expired { .. } => (StatusCode::GONE, "expired"),
-        InboxError::Invalid { .. } => (StatusCode::UNPROCESSABLE_ENTITY, "invalid-answer"),
-        InboxError::History(_) => (StatusCode::SERVICE_UNAVAILABLE, "history-unavailable"),
-    };
-    Problem::new(status, code, e.to_string())
+        InboxError::Expired { .. } => Problem::new(StatusCode::GONE, "expired", detail),
+        InboxError::Invalid { .. } => {
+            Problem::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid-answer", detail)
+        }
+        InboxError::History(e) => Problem::from(e),
+    }
 }
 
 /// The data of the `inbox` event that follows a request or answer record on a thread's event
