@@ -6,6 +6,7 @@
 mod support;
 
 use std::io::BufRead as _;
+use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -16,8 +17,9 @@ use reqwest::StatusCode;
 use serde_json::{Value as Json, json};
 use support::{Scratch, problem};
 
-/// An organism whose `command` tool runs `rm` after approval, `echo` and `tee` freely.
-const ORGANISM: &str = "[store]\npath = \"history.db\"\n\n[tools.command]\nenabled = true\nallow = [\"rm\", \"echo\", \"tee\"]\napprove = [\"rm *\", \"tee *\"]\n";
+/// An organism whose `command` tool runs `echo` freely, and `rm`, `tee` and `flock` after
+/// approval.
+const ORGANISM: &str = "[store]\npath = \"history.db\"\n\n[tools.command]\nenabled = true\nallow = [\"rm\", \"echo\", \"tee\", \"flock\"]\napprove = [\"rm *\", \"tee *\", \"flock *\"]\n";
 
 /// A running `agentpump run` on a loopback port, killed (SIGKILL) when dropped.
 struct Host {
@@ -34,6 +36,8 @@ impl Host {
         let mut child = Command::new(env!("CARGO_BIN_EXE_agentpump"))
             .args(["run", "organism.toml", "--port", "0"])
             .current_dir(dir)
+            // Its own process group: kill -9 takes the commands it runs with it.
+            .process_group(0)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
@@ -61,9 +65,11 @@ impl Host {
         }
     }
 
-    /// Kills the host with SIGKILL and waits for it.
+    /// Kills the host and every command it runs (its process group) with SIGKILL.
     fn kill9(mut self) {
-        self.child.kill().unwrap();
+        let group = format!("-{}", self.child.id());
+        let killed = Command::new("kill").args(["-9", "--", &group]).status();
+        assert!(killed.unwrap().success());
         self.child.wait().unwrap();
     }
 
@@ -185,18 +191,21 @@ fn command(program: &str, args: &[&str]) -> String {
         .to_xml()
 }
 
-/// A `command` call running `tee -a runs.log` with one line on stdin: each run appends one.
-fn count_run() -> String {
-    let args = ["-a", "runs.log"]
-        .iter()
-        .map(|a| Value::Str((*a).to_owned()))
-        .collect();
+/// A `command` call running `program args…` with one line on stdin, which `tee -a runs.log`
+/// appends: each run adds one line.
+fn count_run(program: &str, args: &[&str]) -> String {
+    let args = args.iter().map(|a| Value::Str((*a).to_owned())).collect();
     Call::new("command")
         .id("c1")
-        .arg("program", "tee")
+        .arg("program", program)
         .arg("args", Value::List(args))
         .arg("stdin", "ran\n")
         .to_xml()
+}
+
+/// How many times the counting command ran.
+fn runs(dir: &Path) -> usize {
+    std::fs::read_to_string(dir.join("runs.log")).map_or(0, |t| t.lines().count())
 }
 
 /// An `ask` call.
@@ -515,4 +524,101 @@ async fn the_cli_lists_and_answers_from_a_file_or_a_host() {
     host.wait_for(&q, "teal").await;
     let (ok, out, _) = cli(args(&["inbox"]));
     assert!(ok && out == "no open requests\n", "{out}");
+}
+
+/// "after kill -9 between the request and the answer, the restarted host still lists the
+/// request and applies the answer when it comes".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_outlives_kill_9_and_its_answer_applies_once() {
+    let dir = scratch("inbox-kill-asked");
+    let host = Host::start(&dir.0);
+    let t = host
+        .start_thread(&count_run("tee", &["-a", "runs.log"]))
+        .await;
+    let id = host.open(&t, 1).await[0]["id"].as_str().unwrap().to_owned();
+    host.kill9();
+    let host = Host::start(&dir.0);
+    let open = host.open(&t, 1).await;
+    assert_eq!(open[0]["id"], id.as_str());
+    host.reaches(&t, "waiting").await;
+    assert_eq!(runs(&dir.0), 0);
+    let (status, _) = host.answer(&id, json!({"decision": "approve"})).await;
+    assert_eq!(status, StatusCode::OK);
+    host.wait_for(&t, "<result").await;
+    host.reaches(&t, "idle").await;
+    assert_eq!(runs(&dir.0), 1);
+    let (status, _) = host.answer(&id, json!({"decision": "approve"})).await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    assert_eq!(runs(&dir.0), 1);
+}
+
+/// "after kill -9 between the answer's commit and the forwarded call, the call is made once":
+/// the approved command waits on a lock the test holds (`flock gate tee -a runs.log`), the
+/// host dies with it, and the restarted host makes the call — once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approved_call_cut_off_by_kill_9_is_made_once_after_restart() {
+    let dir = scratch("inbox-kill-answered");
+    let gate = std::fs::File::create(dir.0.join("gate")).unwrap();
+    gate.lock().unwrap();
+    let host = Host::start(&dir.0);
+    let call = count_run("flock", &["gate", "tee", "-a", "runs.log"]);
+    let t = host.start_thread(&call).await;
+    let id = host.open(&t, 1).await[0]["id"].as_str().unwrap().to_owned();
+    let (status, _) = host.answer(&id, json!({"decision": "approve"})).await;
+    assert_eq!(status, StatusCode::OK);
+    // The answer is committed; the call waits at the gate: its effect is not made.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(runs(&dir.0), 0);
+    host.kill9();
+    gate.unlock().unwrap();
+    let host = Host::start(&dir.0);
+    host.wait_for(&t, "<result").await;
+    host.reaches(&t, "idle").await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(runs(&dir.0), 1, "the approved call is made once");
+    let records = host.wait_for(&t, "<result").await;
+    let answers = records
+        .iter()
+        .filter(|r| r["root"].as_str().unwrap_or_default().ends_with("}answer"))
+        .count();
+    assert_eq!(answers, 1, "{records:#?}");
+    assert!(host.inbox("").await.is_empty());
+}
+
+/// "Eviction keeps waiting threads reloadable like any other."
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_evicted_waiting_thread_is_listed_and_continues_when_answered() {
+    let dir = scratch("inbox-evict");
+    dir.write(
+        "organism.toml",
+        &format!("{ORGANISM}\n[limits]\nevict_idle_ms = 100\n"),
+    );
+    let host = Host::start(&dir.0);
+    let t = host
+        .start_thread(&count_run("tee", &["-a", "runs.log"]))
+        .await;
+    let id = host.open(&t, 1).await[0]["id"].as_str().unwrap().to_owned();
+    let mut evicted = 0;
+    for _ in 0..100 {
+        let health: Json = host
+            .get("/health")
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        evicted = health["threads"]["evicted"].as_u64().unwrap();
+        if evicted > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(evicted > 0, "the waiting thread was never evicted");
+    assert_eq!(host.inbox("").await[0]["id"], id.as_str());
+    let (status, _) = host.answer(&id, json!({"decision": "approve"})).await;
+    assert_eq!(status, StatusCode::OK);
+    host.wait_for(&t, "<result").await;
+    host.reaches(&t, "idle").await;
+    assert_eq!(runs(&dir.0), 1);
 }
