@@ -357,3 +357,32 @@ async fn a_restarted_pump_lists_the_request_and_applies_the_answer_once() {
         Value::Str("after restart\n".into())
     );
 }
+
+/// "Any listener, LLM agent or process can ask a person … Processes ask through a tool call":
+/// `USE ask` waits, and the answer is what the process captures.
+#[tokio::test]
+async fn a_process_asks_with_use_ask_and_captures_the_answer() {
+    use support::process::{CallLog, Setup, doc, fields, go};
+    let body = "  USE `ask` where: choices=[\"yes\", \"no\"], question=\"Ship it?\"\n  CAPTURE ANSWER from `ask` map: \"answer\"→ANSWER\n  RETURN: ANSWER\n";
+    let log = CallLog::default();
+    let pump = Setup::new(&doc("", body), &log)
+        .builder()
+        .register(ask_tool())
+        .build()
+        .unwrap();
+    let (thread, request) = held(&pump, &go("")).await;
+    assert_eq!(request.request.listener, "main");
+    assert_eq!(request.request.question, "Ship it?");
+    assert_eq!(request.request.choices, ["yes", "no"]);
+    assert_eq!(pump.thread(thread).unwrap().state, ThreadState::Waiting);
+    let value = Decision::Answer {
+        value: "yes".into(),
+    };
+    pump.answer(request.id, reply(value, "erin")).await.unwrap();
+    pump.settle(thread).await;
+    let records = pump.history(thread).await.unwrap();
+    assert_eq!(
+        fields(&records).get("ANSWER"),
+        Some(&Value::Str("yes".into()))
+    );
+}
