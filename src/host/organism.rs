@@ -966,8 +966,8 @@ mod tests {
     fn the_demo_organism_parses() {
         // With its process files embedded, as `agentpump demo` builds it.
         let organism = crate::host::demo::organism().unwrap();
-        // Its listeners and the inbox's `ask` tool.
-        assert_eq!(organism.registrations("organism.toml").unwrap().len(), 10);
+        // Its listeners, the `command` tool (every call approved by a person) and `ask`.
+        assert_eq!(organism.registrations("organism.toml").unwrap().len(), 11);
         assert!(organism.builder("organism.toml").unwrap().build().is_ok());
         // Without them, the process files are read from disk relative to the organism file,
         // and a missing one is an error naming it.
