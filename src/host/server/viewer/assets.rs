@@ -14,6 +14,7 @@ const PANELS_JS: &str = include_str!("assets/panels.js");
 const PROCESS_JS: &str = include_str!("assets/process.js");
 const TASKS_JS: &str = include_str!("assets/tasks.js");
 const PLAN_JS: &str = include_str!("assets/plan.js");
+const INBOX_JS: &str = include_str!("assets/inbox.js");
 
 /// Only this origin, no inline script, no frames.
 const POLICY: &str = "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'; form-action 'self'";
@@ -80,4 +81,9 @@ pub(crate) async fn tasks_js() -> Response {
 /// `GET /plan.js`: plans as checklists.
 pub(crate) async fn plan_js() -> Response {
     asset("text/javascript; charset=utf-8", PLAN_JS)
+}
+
+/// `GET /inbox.js`: the inbox view (a person in the loop).
+pub(crate) async fn inbox_js() -> Response {
+    asset("text/javascript; charset=utf-8", INBOX_JS)
 }
