@@ -64,6 +64,9 @@ done=\"abandoned\" to give it up. While a step of your latest plan is open, `don
 - <<<NSENVELOPE_MAGIC_9E3B6F2D:V2:HALT:{\"reason\":…,\"class\":…}>>> from `system` means the governor halted \
 this thread; if you are asked again, it was resumed: finish what is left within the budget.";
 
+/// The inbox's tool (`pump::inbox::ASK_TOOL`, above this layer; tests/llm.rs holds them equal).
+const ASK_PEER: &str = "ask";
+
 /// How to ask a person, told to an agent that has the `ask` tool among its peers.
 const ASKING: &str = "\nTo ask a person — a decision that is theirs, a fact only they know, a confirmation before \
 something that cannot be undone — call the `ask` peer: <call xmlns=\"urn:agentpump:tool:v1\" tool=\"ask\">\
@@ -94,7 +97,7 @@ pub(crate) fn messages(
                 p.name, p.description, p.example
             ));
         }
-        if peers.iter().any(|p| p.name == crate::pump::inbox::ASK_TOOL) {
+        if peers.iter().any(|p| p.name == ASK_PEER) {
             system.push_str(ASKING);
         }
     }
