@@ -135,4 +135,18 @@ mod tests {
         );
         assert_eq!(asks(&format!("{mine}[inbox]\nask = false\n")), Ok(1));
     }
+
+    /// "LLM agents learn it from their prompt": an organism's LLM agent that lists `ask` among
+    /// its peers builds, with the `ask` tool beside it.
+    #[test]
+    fn an_llm_agent_may_name_ask_as_a_peer() {
+        let text = "[[listener]]\nname = \"a\"\nkind = \"llm\"\nbase_url = \"http://h/v1\"\n\
+                    model = \"m\"\nprompt = \"p\"\naccepts = [\"{urn:a}q\"]\npeers = [\"ask\"]\n";
+        let organism = Organism::parse(text, "o.toml").unwrap();
+        assert!(organism.builder("o.toml").unwrap().build().is_ok());
+        let off = format!("{text}[inbox]\nask = false\n");
+        let organism = Organism::parse(&off, "o.toml").unwrap();
+        let refused = organism.builder("o.toml").unwrap().build();
+        assert!(refused.is_err(), "a peer that is not there is refused");
+    }
 }
