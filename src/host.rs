@@ -6,6 +6,7 @@ pub mod cli;
 pub mod cluster;
 pub mod demo;
 pub mod error;
+pub mod inbox;
 pub mod inspect;
 pub mod mcp;
 pub mod organism;

@@ -287,3 +287,63 @@ fn the_demo_runs_a_phuc_loop_and_prints_its_agents_md_and_certificate() {
     assert!(dir.join("agentpump-demo-loop/mine.txt").exists());
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// "the demo includes a thread that waits for approval (and `agentpump demo` answers it itself
+/// after printing the request, so the demo stays offline and finishes)".
+#[test]
+fn the_demo_prints_a_request_for_approval_and_approves_it_itself() {
+    let dir = support::Scratch::new("demo-approval");
+    let (ok, out, err) = agentpump(&["demo", "--db", "demo.db"], &dir.0);
+    assert!(ok, "{err}");
+    let shown = &out[out.find("A thread that waits for a person").expect(&out)..];
+    let request = shown
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("inbox: "))
+        .unwrap_or_else(|| panic!("no request printed: {shown}"));
+    let id = request.split_whitespace().next().unwrap();
+    assert!(
+        request.contains("call `command`") && request.contains("state waiting"),
+        "{request}"
+    );
+    assert!(
+        shown.contains(&format!("agentpump answer {id} --approve")),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("deploying v1.2"),
+        "the approved command ran: {shown}"
+    );
+    // Answered once, by the demo, and nothing is left open.
+    let (ok, out, err) = agentpump(&["inbox", "--db", "demo.db"], &dir.0);
+    assert!(ok && out == "no open requests\n", "{out}{err}");
+    let (_, threads, _) = agentpump(&["threads", "--db", "demo.db", "--format", "json"], &dir.0);
+    let threads: Vec<serde_json::Value> = serde_json::from_str(&threads).unwrap();
+    let waited = threads
+        .iter()
+        .map(|t| t["id"].as_str().unwrap())
+        .find(|t| {
+            let (_, history, _) = agentpump(
+                &["history", t, "--db", "demo.db", "--format", "json"],
+                &dir.0,
+            );
+            history.contains(id)
+        })
+        .expect("the thread that waited");
+    let (_, history, _) = agentpump(
+        &["history", waited, "--db", "demo.db", "--format", "json"],
+        &dir.0,
+    );
+    let records: Vec<serde_json::Value> = serde_json::from_str(&history).unwrap();
+    let answers: Vec<&str> = records
+        .iter()
+        .filter(|r| r["root"].as_str().unwrap().ends_with("}answer"))
+        .map(|r| r["payload"].as_str().unwrap())
+        .collect();
+    assert_eq!(answers.len(), 1, "{answers:?}");
+    assert!(
+        answers[0].contains("&quot;by&quot;:&quot;demo&quot;")
+            || answers[0].contains(r#""by":"demo""#),
+        "{}",
+        answers[0]
+    );
+}

@@ -357,3 +357,126 @@ async fn a_restarted_pump_lists_the_request_and_applies_the_answer_once() {
         Value::Str("after restart\n".into())
     );
 }
+
+/// "Any listener, LLM agent or process can ask a person … Processes ask through a tool call":
+/// `USE ask` waits, and the answer is what the process captures.
+#[tokio::test]
+async fn a_process_asks_with_use_ask_and_captures_the_answer() {
+    use support::process::{CallLog, Setup, doc, fields, go};
+    let body = "  USE `ask` where: choices=[\"yes\", \"no\"], question=\"Ship it?\"\n  CAPTURE ANSWER from `ask` map: \"answer\"→ANSWER\n  RETURN: ANSWER\n";
+    let log = CallLog::default();
+    let pump = Setup::new(&doc("", body), &log)
+        .builder()
+        .register(ask_tool())
+        .build()
+        .unwrap();
+    let (thread, request) = held(&pump, &go("")).await;
+    assert_eq!(request.request.listener, "main");
+    assert_eq!(request.request.question, "Ship it?");
+    assert_eq!(request.request.choices, ["yes", "no"]);
+    assert_eq!(pump.thread(thread).unwrap().state, ThreadState::Waiting);
+    let value = Decision::Answer {
+        value: "yes".into(),
+    };
+    pump.answer(request.id, reply(value, "erin")).await.unwrap();
+    pump.settle(thread).await;
+    let records = pump.history(thread).await.unwrap();
+    assert_eq!(
+        fields(&records).get("ANSWER"),
+        Some(&Value::Str("yes".into()))
+    );
+}
+
+/// A store whose commits of a `<request>` become visible (and durable) only after a pause: the
+/// moment between a request's listing and its commit, widened.
+#[derive(Debug)]
+struct SlowRequests(Arc<agentpump::history::MemoryHistory>);
+
+#[async_trait::async_trait]
+impl HistoryStore for SlowRequests {
+    fn append(
+        &self,
+        batch: agentpump::history::Batch,
+    ) -> Result<agentpump::history::Ticket, agentpump::history::HistoryError> {
+        let request = batch
+            .records
+            .iter()
+            .any(|r| r.envelope.payload().qname().is(INBOX_NS, "request"));
+        if !request {
+            return self.0.append(batch);
+        }
+        let inner = Arc::clone(&self.0);
+        Ok(agentpump::history::Ticket::pending(async move {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            inner.append(batch)?.wait().await
+        }))
+    }
+    async fn thread(
+        &self,
+        thread: ThreadId,
+        since: u64,
+    ) -> Result<Vec<agentpump::history::Record>, agentpump::history::HistoryError> {
+        self.0.thread(thread, since).await
+    }
+    async fn record(
+        &self,
+        id: agentpump::MessageId,
+    ) -> Result<Option<agentpump::history::Record>, agentpump::history::HistoryError> {
+        self.0.record(id).await
+    }
+    async fn pending(
+        &self,
+    ) -> Result<Vec<agentpump::history::Record>, agentpump::history::HistoryError> {
+        self.0.pending().await
+    }
+    async fn reports(
+        &self,
+        thread: ThreadId,
+    ) -> Result<Vec<agentpump::governor::HaltingReport>, agentpump::history::HistoryError> {
+        self.0.reports(thread).await
+    }
+    async fn threads(
+        &self,
+        state: Option<ThreadState>,
+    ) -> Result<Vec<agentpump::ThreadInfo>, agentpump::history::HistoryError> {
+        self.0.threads(state).await
+    }
+    async fn verify(&self) -> Result<u64, agentpump::history::HistoryError> {
+        self.0.verify().await
+    }
+}
+
+/// "An answer is applied once" — and a request the inbox lists can be answered at once: an
+/// answer that comes before the request's commit is durable waits for it instead of being
+/// refused as unknown (seen as a 404 right after `GET /inbox` listed the request).
+#[tokio::test]
+async fn a_request_answered_the_moment_it_is_listed_is_applied() {
+    let store = Arc::new(SlowRequests(Arc::new(
+        agentpump::history::MemoryHistory::new(),
+    )));
+    let pump = builder(policy(&[("command", Approval::Every)]))
+        .history(store)
+        .build()
+        .unwrap();
+    let thread = pump
+        .post(None, None, &echo(&["now"]))
+        .await
+        .unwrap()
+        .thread();
+    let mut open = Vec::new();
+    while open.is_empty() {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        open = pump.inbox(&InboxFilter::default()).await.unwrap();
+    }
+    let answer = pump
+        .answer(open[0].id, reply(Decision::Approve, "quick"))
+        .await;
+    assert!(answer.is_ok(), "{answer:?}");
+    pump.settle(thread).await;
+    let answers = answers(&pump, thread).await;
+    assert_eq!(answers.len(), 1);
+    assert_eq!(
+        result(&answers[0]).fields["stdout"],
+        Value::Str("now\n".into())
+    );
+}

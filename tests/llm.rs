@@ -760,3 +760,87 @@ async fn llm_agents_in_capsule_mode_play_a_phuc_loop_to_convergence() {
         "{md}"
     );
 }
+
+/// "an LLM agent (scripted model on loopback) asking and getting an answer" — it learns `ask`
+/// from its prompt, the thread waits, and the person's answer comes back to it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_asks_a_person_and_goes_on_with_the_answer() {
+    let ask = r#"I need a person for this. <call xmlns="urn:agentpump:tool:v1" tool="ask" id="q1"><arg name="question">Which colour?</arg></call>"#;
+    let (model, base) = serve_model(
+        vec![
+            answer(ask, 50, 10),
+            answer(
+                &format!(
+                    r#"<send to="client">{}</send> <loop xmlns="{GOV}" control="done"/>"#,
+                    p("answer", "teal it is")
+                ),
+                80,
+                10,
+            ),
+        ],
+        None,
+    )
+    .await;
+    let llm = LlmAgent::new(LlmConfig::new(base, "scripted-model"), "You paint.")
+        .with_peer(PeerDoc {
+        name: "ask".into(),
+        description: "asks a person".into(),
+        example:
+            r#"<call xmlns="urn:agentpump:tool:v1" tool="ask"><arg name="question">…</arg></call>"#
+                .into(),
+    });
+    let pump = PumpBuilder::new()
+        .register(
+            Registration::from_shared("assistant", Arc::new(llm))
+                .accepts(q("ask"))
+                .role(Role::Agent)
+                .peers(["ask"]),
+        )
+        .register(agentpump::ask_tool())
+        .build()
+        .unwrap();
+    let thread = run(&pump, &p("ask", "paint the door")).await;
+    assert_eq!(pump.thread(thread).unwrap().state, ThreadState::Waiting);
+    let open = pump
+        .inbox(&agentpump::InboxFilter::default())
+        .await
+        .unwrap();
+    assert_eq!(open.len(), 1, "{open:?}");
+    assert_eq!(
+        (
+            open[0].request.listener.as_str(),
+            open[0].request.question.as_str()
+        ),
+        ("assistant", "Which colour?")
+    );
+    let value = agentpump::pump::inbox::Decision::Answer {
+        value: "teal".into(),
+    };
+    let reply = agentpump::Reply {
+        decision: value,
+        by: "dana".into(),
+    };
+    pump.answer(open[0].id, reply).await.unwrap();
+    tokio::time::timeout(Duration::from_secs(20), pump.settle(thread))
+        .await
+        .expect("the thread settles");
+    assert_eq!(egress(&pump, thread).await, [p("answer", "teal it is")]);
+    let requests = model.requests.lock().unwrap().clone();
+    let system = requests[0]["messages"][0]["content"].as_str().unwrap();
+    assert!(
+        system.contains(r#"tool="ask""#) && system.contains("The thread waits"),
+        "{system}"
+    );
+    let second: Vec<&str> = requests[1]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["content"].as_str().unwrap())
+        .collect();
+    assert!(
+        second
+            .iter()
+            .any(|c| c.starts_with("from ask:") && c.contains("teal") && c.contains("dana")),
+        "{second:?}"
+    );
+}

@@ -579,7 +579,11 @@ profile = "fast"
         .iter()
         .map(|r| r.name().to_string())
         .collect();
-    assert_eq!(names, ["phuc"]);
+    assert_eq!(
+        names,
+        ["phuc", "ask"],
+        "its listener and the inbox's `ask` tool"
+    );
     let broken = "[[listener]]\nname = \"phuc\"\nkind = \"loop\"\n";
     let err = Organism::parse(broken, "organism.toml")
         .unwrap()

@@ -121,7 +121,8 @@ fn an_organism_allows_inference_per_process_listener() {
         o.embed("main.aps", TEXT);
         o.registrations("o.toml").map(|r| r.len())
     };
-    assert_eq!(organism("infer_with = \"oracle\"").unwrap(), 1);
+    // Its listener and the inbox's `ask` tool.
+    assert_eq!(organism("infer_with = \"oracle\"").unwrap(), 2);
     let err = organism("").unwrap_err().to_string();
     assert!(
         err.contains("AG-006") && err.contains("<AUDIENCE>"),

@@ -116,7 +116,7 @@ fn assert_valid(schema: &str, files: &[PathBuf], what: &str) {
 /// The XSD an example file is checked against: `process-*.xml` against process.xsd,
 /// `tool-*.xml` against tool.xsd, `envelope-*.xml` against envelope.xsd, `history-*.xml`
 /// against history.xsd, `governor-*.xml` against governor.xsd, `tasks-*.xml` against tasks.xsd,
-/// `todo-*.xml` against todo.xsd, `loop-*.xml` against loop.xsd,
+/// `todo-*.xml` against todo.xsd, `loop-*.xml` against loop.xsd, `inbox-*.xml` against inbox.xsd,
 /// `calc-*.xml` against calc.xsd, `demo-*.xml` against demo.xsd, every other `.xml` against
 /// system.xsd.
 fn schema_of(file_name: &str) -> &'static str {
@@ -140,6 +140,8 @@ fn schema_of(file_name: &str) -> &'static str {
         "todo.xsd"
     } else if file_name.starts_with("loop-") {
         "loop.xsd"
+    } else if file_name.starts_with("inbox-") {
+        "inbox.xsd"
     } else {
         "system.xsd"
     }
@@ -1703,6 +1705,7 @@ async fn every_payload_the_demo_writes_validates() {
             "urn:agentpump:calc:v1",
             "urn:agentpump:demo:v1",
             "urn:agentpump:governor:v1",
+            "urn:agentpump:inbox:v1",
             "urn:agentpump:loop:v1",
             "urn:agentpump:process:v1",
             "urn:agentpump:system:v1",

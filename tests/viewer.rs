@@ -880,3 +880,85 @@ async fn a_loop_thread_shows_its_iterations_and_roles() {
     assert_eq!(errors, serde_json::json!([]), "console errors");
     b.close().await;
 }
+
+/// "the inbox in the viewer driven in Chromium (approve from the page, the thread continues
+/// live)": an approval and a question wait in the Inbox view; the page approves one and
+/// answers the other, each disappears, and the approved thread's result shows on its page.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_inbox_view_approves_and_answers_and_the_thread_goes_on() {
+    use agentpump::listeners::{CommandConfig, CommandTool};
+    use agentpump::tool::Call;
+    use agentpump::value::Value;
+    use agentpump::{Approval, InboxFilter, InboxPolicy, PumpBuilder, PumpConfig};
+    let scratch = Scratch::new("viewer-inbox");
+    let command = CommandTool::new(CommandConfig {
+        allow: vec!["echo".to_owned()],
+        ..CommandConfig::default()
+    });
+    let inbox = InboxPolicy {
+        approvals: [("command".to_owned(), Approval::Every)].into(),
+        ..InboxPolicy::default()
+    };
+    let pump = PumpBuilder::new()
+        .config(PumpConfig {
+            inbox,
+            ..PumpConfig::default()
+        })
+        .register(command.registration())
+        .register(agentpump::ask_tool())
+        .build()
+        .unwrap();
+    let call = Call::new("command")
+        .id("c1")
+        .arg("program", "echo")
+        .arg(
+            "args",
+            Value::List(vec![Value::Str("approved-from-the-page".into())]),
+        )
+        .to_xml();
+    let held = pump.post(None, None, &call).await.unwrap().thread();
+    let question = Call::new("ask")
+        .id("q1")
+        .arg("question", "Which colour?")
+        .to_xml();
+    let asked = pump.post(None, None, &question).await.unwrap().thread();
+    for t in [held, asked] {
+        pump.settle(t).await;
+    }
+    assert_eq!(pump.inbox(&InboxFilter::default()).await.unwrap().len(), 2);
+    let base = support::serve(&pump, TOKEN, 1024 * 1024).await;
+    let b = Browser::start(&scratch, false).await;
+    b.goto(&format!("{base}/?token={TOKEN}#/inbox")).await;
+    b.until(
+        "both requests in the inbox",
+        "document.querySelectorAll('#inbox-list .inbox-item').length === 2",
+    )
+    .await;
+    b.click(".inbox-item[data-kind='approval'] .inbox-approve")
+        .await;
+    b.type_into(".inbox-item[data-kind='ask'] .inbox-value", "teal")
+        .await;
+    b.click(".inbox-item[data-kind='ask'] .inbox-answer").await;
+    b.until(
+        "the inbox emptied",
+        "document.querySelectorAll('#inbox-list .inbox-item').length === 0",
+    )
+    .await;
+    b.goto(&format!("{base}/#/thread/{held}")).await;
+    b.until(
+        "the approved command's result on the thread's page",
+        "[...document.querySelectorAll('li.rec')].some(r => r.textContent.includes('approved-from-the-page') && r.textContent.includes('stdout'))",
+    )
+    .await;
+    pump.settle(asked).await;
+    let records = pump.history(asked).await.unwrap();
+    assert!(
+        records
+            .iter()
+            .any(|r| r.payload.contains("teal") && r.payload.contains("viewer")),
+        "the answer reached the asker"
+    );
+    let errors = b.eval("return window.viewerErrors").await;
+    assert_eq!(errors, serde_json::json!([]), "console errors");
+    b.close().await;
+}

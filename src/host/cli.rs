@@ -164,6 +164,41 @@ pub enum Command {
         #[command(flatten)]
         host: HostArgs,
     },
+    /// List a person's open requests (questions and approvals), oldest first, from a history
+    /// file or a running host.
+    Inbox {
+        /// Only this thread's: its id, a unique prefix of it, or its path.
+        #[arg(long)]
+        thread: Option<String>,
+        /// Only those this listener asked.
+        #[arg(long)]
+        listener: Option<String>,
+        /// Where to read from.
+        #[command(flatten)]
+        source: Source,
+        /// How to authenticate to a running host.
+        #[command(flatten)]
+        auth: Auth,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = super::inbox::InboxFormat::Text)]
+        format: super::inbox::InboxFormat,
+    },
+    /// Answer an open request on a running host: `--approve`, `--deny REASON`, `--edit JSON`
+    /// (an approval) or `--value JSON` (a question). Applied once: a second answer is refused
+    /// naming who answered and when.
+    Answer {
+        /// The request's id (from `agentpump inbox`).
+        id: String,
+        /// The decision.
+        #[command(flatten)]
+        decision: super::inbox::DecisionArgs,
+        /// Who answers, as recorded.
+        #[arg(long, default_value = "cli")]
+        by: String,
+        /// The running host.
+        #[command(flatten)]
+        host: HostArgs,
+    },
     /// Browse a history file in a web browser, read-only (prints the URL to open).
     View {
         /// The history database.
@@ -400,6 +435,26 @@ fn dispatch(command: Command, out: &mut impl std::io::Write) -> Result<(), HostE
             Some(db) => inspect::report(&db, &thread),
             None => host(&source.url, auth).and_then(|h| h.report(&thread)),
         }),
+        Command::Inbox {
+            thread,
+            listener,
+            source,
+            auth,
+            format,
+        } => print(match source.db {
+            Some(db) => {
+                super::inbox::list_file(&db, thread.as_deref(), listener.as_deref(), format)
+            }
+            None => host(&source.url, auth).and_then(|h| {
+                super::inbox::list_host(&h, thread.as_deref(), listener.as_deref(), format)
+            }),
+        }),
+        Command::Answer {
+            id,
+            decision,
+            by,
+            host: h,
+        } => print(host(&h.url, h.auth).and_then(|h| super::inbox::answer(&h, &id, decision, &by))),
         Command::Verify { db, certificates } => {
             print(inspect::verify(&db))?;
             if certificates {

@@ -1,6 +1,8 @@
 //! `agentpump demo`: runs the demo organism of `listeners/demo/` on the embedded defaults
 //! (in-process pump, SQLite history in a file, no network) and shows what happened.
 
+mod approval;
+
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -121,18 +123,24 @@ async fn drive(
         ))),
         started = start_and_settle(&pump) => started,
     };
+    // Then a person in the loop: a call held for approval, answered by the demo itself.
+    let waited = match started {
+        Ok(roots) => approval::run(&pump).await.map(|(_, text)| (roots, text)),
+        Err(e) => Err(e),
+    };
     // Shown after the shutdown, which drains every thread and waits for every runner and
     // commit: read earlier, under load, the planner's last delivery was sometimes counted but
     // its answer not yet in history. The count below includes the shutdown records, so it is
     // the count `verify` prints.
     pump.shutdown(Duration::from_secs(5)).await;
-    let roots = started?;
+    let (roots, approval) = waited?;
     let mut text = format!(
         "agentpump demo — every message below is in {}\n\n",
         db.display()
     );
     text.push_str(&show(&pump, &roots).await?);
     text.push_str(&show_loop(&pump, roots[5], &loop_workspace(db)).await?);
+    text.push_str(&approval);
     let verified = pump.verify().await?;
     let _ = writeln!(text, "\nHash chains verified: {verified} records.");
     text.push_str(&inspect_commands(&roots, db));

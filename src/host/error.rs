@@ -123,6 +123,9 @@ pub enum HostError {
     /// A task command failed (`agentpump tasks …`): task files, the graph or the ledger.
     #[error(transparent)]
     Tasks(#[from] crate::tasks::TasksError),
+    /// An inbox request could not be listed or answered (the demo's approval).
+    #[error(transparent)]
+    Inbox(#[from] crate::pump::InboxError),
 }
 
 impl From<IngressError> for HostError {

@@ -60,7 +60,7 @@ fn open(db: &Path) -> Result<SqliteHistory, HostError> {
     Ok(SqliteHistory::open_read_only(db)?)
 }
 
-fn block_on<T>(f: impl std::future::Future<Output = T>) -> T {
+pub(super) fn block_on<T>(f: impl std::future::Future<Output = T>) -> T {
     tokio::runtime::Builder::new_current_thread()
         .build()
         .expect("a current-thread runtime starts")
@@ -68,7 +68,11 @@ fn block_on<T>(f: impl std::future::Future<Output = T>) -> T {
 }
 
 /// The thread `text` names in `db`: an id, a unique id prefix, or a displayed path.
-async fn thread_id(store: &SqliteHistory, db: &Path, text: &str) -> Result<ThreadId, HostError> {
+pub(super) async fn thread_id(
+    store: &SqliteHistory,
+    db: &Path,
+    text: &str,
+) -> Result<ThreadId, HostError> {
     if let Ok(id) = text.parse() {
         return Ok(id);
     }

@@ -466,6 +466,7 @@ impl Organism {
             .iter()
             .map(|l| doc(l.get_ref()))
             .chain(extra.iter().cloned())
+            .chain(self.inbox.ask_doc())
             .collect();
         let mut all = self
             .listener
@@ -474,6 +475,7 @@ impl Organism {
             .collect::<Result<Vec<_>, _>>()?;
         self.check_ack_wait(origin, &all)?;
         all.extend(self.command_tool(origin)?);
+        all.extend(self.ask_tool(origin)?);
         Ok(all)
     }
 
@@ -492,6 +494,22 @@ impl Organism {
             }
         }
         Ok(())
+    }
+
+    /// The `ask` tool, unless `[inbox] ask = false`; a listener of the organism named `ask`
+    /// is refused then, naming its line.
+    fn ask_tool(&self, origin: &str) -> Result<Option<Registration>, HostError> {
+        let Some(ask) = self.inbox.ask_tool() else {
+            return Ok(None);
+        };
+        match self.listener.iter().find(|l| l.get_ref().name.get_ref() == ask.name()) {
+            Some(l) => Err(self.at(
+                origin,
+                &l.get_ref().name,
+                "`ask` is the inbox's tool: name this listener otherwise, or set `[inbox] ask = false`".into(),
+            )),
+            None => Ok(Some(ask)),
+        }
     }
 
     /// The `command` tool, when `[tools.command]` enables it.
@@ -1012,7 +1030,9 @@ mod tests {
     fn the_demo_organism_parses() {
         // With its process files embedded, as `agentpump demo` builds it.
         let organism = crate::host::demo::organism().unwrap();
-        assert_eq!(organism.registrations("organism.toml").unwrap().len(), 13);
+        // Its listeners, the loop controller and its three roles, the `command` tool (every
+        // call approved by a person) and `ask`.
+        assert_eq!(organism.registrations("organism.toml").unwrap().len(), 15);
         assert!(organism.builder("organism.toml").unwrap().build().is_ok());
         // Without them, the process files are read from disk relative to the organism file,
         // and a missing one is an error naming it.
@@ -1050,7 +1070,7 @@ mod tests {
             format!("[cluster]\nurl = \"nats://10.0.0.1:4222\"\nhistory_window = 5\n{listener}");
         let organism = Organism::parse(&text, "o.toml").unwrap();
         assert_eq!(organism.remote_names(), ["echo"]);
-        assert_eq!(organism.registrations("o.toml").unwrap().len(), 1);
+        assert_eq!(organism.registrations("o.toml").unwrap().len(), 2);
         let cluster = organism.cluster.as_ref().unwrap();
         assert_eq!((cluster.history_window, cluster.in_flight), (5, 64));
         let names = cluster.names("shop.eu");
@@ -1082,7 +1102,7 @@ mod tests {
             cluster.ack_wait(Duration::from_millis(150)),
             Duration::from_millis(100)
         );
-        assert_eq!(default.registrations("o.toml").unwrap().len(), 2);
+        assert_eq!(default.registrations("o.toml").unwrap().len(), 3);
         // Set: at most half of every remote listener's timeout; a local listener's is no matter.
         let half = organism("ack_wait_ms = 15000", "");
         assert!(half.registrations("o.toml").is_ok());
@@ -1154,7 +1174,7 @@ mod tests {
         let organism = Organism::parse(text, "README.md").unwrap();
         let config = organism.config("README.md").unwrap();
         assert_eq!(config.governor.budget.cost, Some(Decimal::new(500, 2)));
-        assert_eq!(organism.registrations("README.md").unwrap().len(), 1);
+        assert_eq!(organism.registrations("README.md").unwrap().len(), 2);
     }
 
     #[test]
@@ -1196,7 +1216,7 @@ mod tests {
                     [[listener]]\nname = \"other\"\nkind = \"process\"\nfile = \"p.aps\"\n";
         let mut organism = Organism::parse(text, "o.toml").unwrap();
         organism.embed("p.aps", file);
-        assert_eq!(organism.registrations("o.toml").unwrap().len(), 2);
+        assert_eq!(organism.registrations("o.toml").unwrap().len(), 3);
         let warnings = organism.process_warnings();
         assert_eq!(warnings.len(), 1, "{warnings:#?}");
         let w = &warnings[0];

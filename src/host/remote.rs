@@ -16,7 +16,7 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
 const WAIT_POLL: Duration = Duration::from_millis(100);
 
 /// `text` percent-encoded for a query value (everything but RFC 3986 unreserved characters).
-fn encode(text: &str) -> String {
+pub(super) fn encode(text: &str) -> String {
     text.bytes()
         .map(|b| match b {
             b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
@@ -64,7 +64,7 @@ impl Host {
         })
     }
 
-    fn call(
+    pub(super) fn call(
         &self,
         method: reqwest::Method,
         path: &str,
@@ -118,7 +118,7 @@ impl Host {
 
     /// The full id of the thread `text` names on the host: an id, a unique prefix of one, or a
     /// displayed path (`46a2acab.part1`).
-    fn resolve(&self, text: &str) -> Result<ThreadId, HostError> {
+    pub(super) fn resolve(&self, text: &str) -> Result<ThreadId, HostError> {
         if let Ok(id) = text.parse() {
             return Ok(id);
         }
@@ -276,7 +276,7 @@ impl Host {
     }
 
     /// One JSON document from `path`.
-    fn json<T: serde::de::DeserializeOwned>(&self, path: &str) -> Result<T, HostError> {
+    pub(super) fn json<T: serde::de::DeserializeOwned>(&self, path: &str) -> Result<T, HostError> {
         let text = self.call(reqwest::Method::GET, path, None)?;
         serde_json::from_str(&text)
             .map_err(|e| HostError::http(format!("{}{path}: unreadable answer: {e}", self.url), e))

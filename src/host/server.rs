@@ -5,6 +5,7 @@
 mod auth;
 pub(crate) mod bodies;
 mod events;
+mod inbox;
 mod params;
 mod problem;
 mod routes;
@@ -83,6 +84,9 @@ fn routes_for(api: Api) -> Router {
         .route("/history/prune", post(routes::prune))
         .route("/tasks", get(routes::tasks))
         .route("/tasks/events", get(task_events::follow))
+        // A person in the loop (issue 31).
+        .route("/inbox", get(inbox::list))
+        .route("/inbox/{id}", post(inbox::answer))
         .route_layer(axum::middleware::from_fn(strict::known_query_keys))
         // MCP's Streamable HTTP (issue 30), behind the same token as every route here.
         .nest_service("/mcp", routes::mcp(&api))

@@ -29,18 +29,19 @@ pub(crate) use part::Inbox;
 
 use std::sync::Arc;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 pub use ask::{ASK_TOOL, ask_tool};
 pub use policy::{Approval, InboxPolicy};
 pub use record::{AnswerRecord, Decision, INBOX_NS, Request, RequestKind};
+pub use reopen::open_requests;
 
 use super::PumpHandle;
 use crate::history::HistoryError;
 use crate::{MessageId, ThreadId};
 
 /// A request no one has answered yet, as the inbox lists it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OpenRequest {
     /// The request's id (its record's message id): answer it with [`PumpHandle::answer`].
     pub id: MessageId,

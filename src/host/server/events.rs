@@ -2,7 +2,8 @@
 //! they are committed — those after `SEQ` (a page that shows the earlier ones already), or after
 //! `Last-Event-ID` when a client reconnects; `settled` each time the thread goes idle with
 //! everything sent (so a client need not poll); the stream ends once the thread is done or
-//! halted and everything is sent (a last `settled`), or when the server shuts down.
+//! halted and everything is sent (a last `settled`), or when the server shuts down. After a
+//! person-in-the-loop record (a request or its answer) comes an `inbox` event saying what it is.
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
@@ -74,6 +75,7 @@ fn stream(api: Api, thread: ThreadId, next: u64) -> impl Stream<Item = Result<Ev
         thread,
         next,
         ready: VecDeque::new(),
+        inbox: None,
         finished: false,
         settled: None,
     };
@@ -83,6 +85,7 @@ fn stream(api: Api, thread: ThreadId, next: u64) -> impl Stream<Item = Result<Ev
                 .event("record")
                 .id(record.seq.to_string())
                 .json_data(&record),
+            Step::Inbox(data) => Event::default().event("inbox").json_data(&data),
             Step::Failed(problem) => Event::default().event("error").json_data(&problem),
             Step::Settled(state) => Event::default().event("settled").json_data(
                 serde_json::json!({ "thread": state.0, "seq": state.1, "state": state.2 }),
@@ -96,6 +99,8 @@ fn stream(api: Api, thread: ThreadId, next: u64) -> impl Stream<Item = Result<Ev
 enum Step {
     /// A committed record.
     Record(Record),
+    /// What the inbox record just sent says (`inbox/request` or `inbox/answer`).
+    Inbox(serde_json::Value),
     /// The history cannot be read: the last event of the stream, a problem JSON.
     Failed(Problem),
     /// The thread has nothing left to do: (thread, last seq sent, state). Sent once each time
@@ -110,6 +115,8 @@ struct Follow {
     /// The first seq not yet read.
     next: u64,
     ready: VecDeque<Record>,
+    /// The `inbox` event of the record just sent, sent next.
+    inbox: Option<serde_json::Value>,
     /// The thread is closed and its last records are read: send what is ready, then end.
     finished: bool,
     /// The seq last reported as settled (`Some(None)`: settled before any record was sent).
@@ -140,7 +147,11 @@ impl Follow {
     /// it is sent, the server is shutting down, or the history could not be read (said once).
     async fn next_record(&mut self) -> Option<Step> {
         loop {
+            if let Some(data) = self.inbox.take() {
+                return Some(Step::Inbox(data));
+            }
             if let Some(record) = self.ready.pop_front() {
+                self.inbox = super::inbox::event(&record);
                 return Some(Step::Record(record));
             }
             if *self.api.stopping.borrow() {

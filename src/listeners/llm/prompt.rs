@@ -59,9 +59,20 @@ a goal that lists none halts the thread at once.
 <step done=\"false\">…</step></todo-until>; write it again as it changes, each step done=\"true\", or \
 done=\"abandoned\" to give it up. While a step of your latest plan is open, `done` is refused.
 - To branch: <spawn-thread xmlns=\"urn:agentpump:system:v1\" suggested-sub-id=\"…\"><initial-payload>…</initial-payload></spawn-thread>.
+- A tool call may wait for a person's approval: <error type=\"denied\"> carries their reason; do not repeat the call unchanged.
 - Messages from `system` (huh, system-error) say what went wrong: correct it and go on. A `done` written beside a payload that was refused does not stand: correct the payload, then say `done` again.
 - <<<NSENVELOPE_MAGIC_9E3B6F2D:V2:HALT:{\"reason\":…,\"class\":…}>>> from `system` means the governor halted \
 this thread; if you are asked again, it was resumed: finish what is left within the budget.";
+
+/// The inbox's tool (`pump::inbox::ASK_TOOL`, above this layer; tests/llm.rs holds them equal).
+const ASK_PEER: &str = "ask";
+
+/// How to ask a person, told to an agent that has the `ask` tool among its peers.
+const ASKING: &str = "\nTo ask a person — a decision that is theirs, a fact only they know, a confirmation before \
+something that cannot be undone — call the `ask` peer: <call xmlns=\"urn:agentpump:tool:v1\" tool=\"ask\">\
+<arg name=\"question\">…</arg></call> (optional args: choices, default, timeout_seconds). The thread waits, \
+taking no turns, until the answer comes back as <result tool=\"ask\"> with fields `answer` and `by`. Ask \
+rarely: questions have a budget of their own.\n";
 
 /// The chat messages for one call.
 pub(crate) fn messages(
@@ -85,6 +96,9 @@ pub(crate) fn messages(
                 "- {}: {}\n  Example: {}\n",
                 p.name, p.description, p.example
             ));
+        }
+        if peers.iter().any(|p| p.name == ASK_PEER) {
+            system.push_str(ASKING);
         }
     }
     if let Some(plan) = plan_note(history) {

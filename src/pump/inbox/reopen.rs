@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use super::record::{self, AnswerRecord, Request};
 use super::{InboxError, OpenRequest};
-use crate::history::HistoryError;
+use crate::history::{HistoryError, HistoryStore, Record};
 use crate::pump::Shared;
 use crate::{MessageId, ThreadId};
 
@@ -34,34 +34,20 @@ impl Shared {
 
     async fn read_back_thread(self: &Arc<Self>, thread: ThreadId) -> Result<(), HistoryError> {
         let records = self.store.thread(thread, 0).await?;
-        let answered: HashSet<MessageId> = records
+        let asked = records
             .iter()
-            .filter_map(|r| record::read::<AnswerRecord>("answer", r))
-            .map(|a| a.request)
-            .collect();
-        let requests: Vec<_> = records
-            .iter()
-            .filter_map(|r| record::read::<Request>("request", r).map(|q| (r, q)))
-            .collect();
+            .filter(|r| r.root == record::root("request"))
+            .count();
         {
-            let mut asked = self.inbox.asked.lock().unwrap_or_else(|p| p.into_inner());
-            let n = asked.entry(thread).or_default();
-            *n = (*n).max(u32::try_from(requests.len()).unwrap_or(u32::MAX));
+            let mut counts = self.inbox.asked.lock().unwrap_or_else(|p| p.into_inner());
+            let n = counts.entry(thread).or_default();
+            *n = (*n).max(u32::try_from(asked).unwrap_or(u32::MAX));
         }
-        for (r, request) in requests
-            .into_iter()
-            .filter(|(r, _)| !answered.contains(&r.id))
-        {
-            let expires = request.expires_at_ms;
-            let open = OpenRequest {
-                id: r.id,
-                thread,
-                asked_at_ms: r.time_us / 1000,
-                request,
-            };
-            self.inbox.open().entry(r.id).or_insert(open);
+        for open in unanswered(&records) {
+            let (id, expires) = (open.id, open.request.expires_at_ms);
+            self.inbox.open().entry(id).or_insert(open);
             if let Some(at) = expires {
-                self.arm_timeout(r.id, at);
+                self.arm_timeout(id, at);
             }
         }
         if let Some(entry) = self.registry.get(thread) {
@@ -83,4 +69,41 @@ impl Shared {
         }
         inner.set_waiting(waiting);
     }
+}
+
+/// The requests among `records` (one thread's history) that no answer among them replies to.
+pub(crate) fn unanswered(records: &[Record]) -> Vec<OpenRequest> {
+    let answered: HashSet<MessageId> = records
+        .iter()
+        .filter_map(|r| record::read::<AnswerRecord>("answer", r))
+        .map(|a| a.request)
+        .collect();
+    records
+        .iter()
+        .filter(|r| !answered.contains(&r.id))
+        .filter_map(|r| {
+            let request = record::read::<Request>("request", r)?;
+            Some(OpenRequest {
+                id: r.id,
+                thread: r.thread,
+                asked_at_ms: r.time_us / 1000,
+                request,
+            })
+        })
+        .collect()
+}
+
+/// Every open request a history holds, oldest first: what a pump started on it would list
+/// (`agentpump inbox --db`).
+///
+/// # Errors
+///
+/// The history cannot be read.
+pub async fn open_requests(store: &dyn HistoryStore) -> Result<Vec<OpenRequest>, HistoryError> {
+    let mut open = Vec::new();
+    for thread in store.threads_with_root(&record::root("request")).await? {
+        open.extend(unanswered(&store.thread(thread, 0).await?));
+    }
+    open.sort_by_key(|r| (r.asked_at_ms, r.id));
+    Ok(open)
 }

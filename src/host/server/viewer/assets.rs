@@ -15,6 +15,7 @@ const PROCESS_JS: &str = include_str!("assets/process.js");
 const TASKS_JS: &str = include_str!("assets/tasks.js");
 const PLAN_JS: &str = include_str!("assets/plan.js");
 const LOOP_JS: &str = include_str!("assets/loop.js");
+const INBOX_JS: &str = include_str!("assets/inbox.js");
 
 /// Only this origin, no inline script, no frames.
 const POLICY: &str = "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'; form-action 'self'";
@@ -86,4 +87,9 @@ pub(crate) async fn plan_js() -> Response {
 /// `GET /loop.js`: a loop thread's iterations and roles.
 pub(crate) async fn loop_js() -> Response {
     asset("text/javascript; charset=utf-8", LOOP_JS)
+}
+
+/// `GET /inbox.js`: the inbox view (a person in the loop).
+pub(crate) async fn inbox_js() -> Response {
+    asset("text/javascript; charset=utf-8", INBOX_JS)
 }

@@ -6,6 +6,7 @@ import { recordItem, drawPlot, drawBudgets, drawReport, drawTree, drawPlan } fro
 import { followCall, timelineItems } from "/process.js";
 import { drawTasks } from "/tasks.js";
 import { drawLoop } from "/loop.js";
+import { showInbox, stopInbox } from "/inbox.js";
 
 // Every error the page meets is kept here too, so a test (or a person in the console) can read it.
 window.viewerErrors = [];
@@ -42,12 +43,13 @@ function failed(e) {
 }
 
 function showOnly(id) {
-  for (const s of ["login", "list", "thread", "tasks"]) $(s).hidden = s !== id;
+  for (const s of ["login", "list", "thread", "tasks", "inbox"]) $(s).hidden = s !== id;
   $("signout").hidden = id === "login";
-  for (const [nav, view] of [["nav-threads", "list"], ["nav-tasks", "tasks"]]) {
+  for (const [nav, view] of [["nav-threads", "list"], ["nav-tasks", "tasks"], ["nav-inbox", "inbox"]]) {
     if (view === id) $(nav).setAttribute("aria-current", "page"); else $(nav).removeAttribute("aria-current");
   }
   if (id !== "tasks") stopTaskEvents();
+  if (id !== "inbox") stopInbox();
   if (id === "login") { stopEvents(); $("token").focus(); }
 }
 
@@ -338,6 +340,7 @@ async function route() {
   try {
     if (m) await showThread(m[1]);
     else if (/^#\/tasks\b/.test(location.hash)) await showTasks();
+    else if (/^#\/inbox\b/.test(location.hash)) { stopEvents(); showOnly("inbox"); await showInbox($, state.live, failed); }
     else { stopEvents(); state.thread = null; await showList(); }
     const h = document.querySelector("section:not([hidden]) h1");
     if (h) h.focus({ preventScroll: true });
