@@ -151,7 +151,7 @@ impl Shared {
         if let Some(took) = done.took {
             a.check_iteration(total.tool_calls, took);
         }
-        a.tx.handled(total.clone(), done.free);
+        a.tx.handled(total, done.free);
         for warning in done.warnings {
             a.tell_me(warning);
         }
@@ -164,7 +164,9 @@ impl Shared {
         }
         let refused = a.tell_refusals();
         let turn = a.inner.counters.deliveries;
-        telemetry::hook::delivered(&total, failure.as_deref(), refused, turn);
+        if let Some(total) = a.tx.handled_usage() {
+            telemetry::hook::delivered(total, failure.as_deref(), refused, turn);
+        }
         a.conclude(refused);
         let Applying {
             tx, inner, parent, ..

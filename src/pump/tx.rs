@@ -76,6 +76,11 @@ impl Tx {
         }
     }
 
+    /// The usage [`Tx::handled`] marked the taken message with (none outside a delivery).
+    pub fn handled_usage(&self) -> Option<&Usage> {
+        self.batch.delivered.as_ref().map(|d| &d.usage)
+    }
+
     /// Records a message that is not queued (egress, request, refusal kept for the record).
     pub fn record(&mut self, inner: &mut ThreadInner, envelope: Envelope, kind: RecordKind) {
         inner.records += 1;

@@ -126,8 +126,7 @@ pub(crate) fn messages(
     out
 }
 
-/// The thread's latest plan as a checklist, for the system message: what the agent wrote last,
-/// read back (seed 003: "Enables self-reading").
+/// The thread's latest plan as the capsule carries it (seed 003: "Enables self-reading").
 fn plan_state(history: &[Record]) -> Option<PlanState> {
     let plan = Plan::latest(history).ok()??;
     let steps = plan
@@ -149,6 +148,8 @@ fn mark_word(mark: Mark) -> &'static str {
     }
 }
 
+/// The thread's latest plan as a checklist, for the system message: what the agent wrote last,
+/// read back (seed 003: "Enables self-reading").
 fn plan_note(history: &[Record]) -> Option<String> {
     let plan = Plan::latest(history).ok()??;
     let mut note = format!(
