@@ -259,7 +259,7 @@ fn the_demo_runs_a_phuc_loop_and_prints_its_agents_md_and_certificate() {
     );
     assert!(
         md.contains("## Iteration 2") && !md.contains("## Iteration 3"),
-        "three Newton steps reach |x² − 2| < 0.0001: {md}"
+        "three Newton steps reach |x² − 2| < 0.0001: {md}\n{out}"
     );
     assert!(
         md.contains("- direction: IMPROVING\n- certificate: CONVERGED"),
