@@ -86,18 +86,15 @@ pub(crate) struct Shared {
     store: Arc<dyn HistoryStore>,
     config: PumpConfig,
     system_thread: Arc<ThreadEntry>,
-    /// The pump's own sender names, shared by every record to or from them, and what it
-    /// exports about itself.
+    /// The pump's own sender names, shared by every record to or from them.
     names: Names,
+    /// What the pump tells an OpenTelemetry receiver; nothing when off (`pump/telemetry.rs`).
+    telemetry: telemetry::Telemetry,
     /// Open requests to a person and the questions each thread asked (`pump/inbox.rs`).
     inbox: inbox::Inbox,
     /// Taking input, closing, stopped; runners alive and who waits for them
     /// (`pump/lifecycle.rs`).
     lifecycle: lifecycle::Lifecycle,
-    /// Held while an AgentServer message opens a thread under the id its client chose, so two
-    /// messages naming the same new id open one thread.
-    adopting: std::sync::Mutex<()>,
-    /// No new deliveries.
     /// Identical refusals of outside input, counted per thread (`pump/refusals.rs`).
     refusals: refusals::Refusals,
     /// Trees let go from memory and brought back (`pump/evict.rs`).
@@ -109,23 +106,20 @@ pub(crate) struct Shared {
 
 /// How the pump names itself: the names it writes as senders and recipients, `system` (its
 /// notices), `governor` (its decisions) and `client` (outside senders), one allocation each
-/// shared by every record; and its telemetry, what it tells an OpenTelemetry receiver
-/// (`pump/telemetry.rs`).
+/// shared by every record.
 #[derive(Debug)]
 pub(crate) struct Names {
     system: Arc<str>,
     governor: Arc<str>,
     client: Arc<str>,
-    telemetry: telemetry::Telemetry,
 }
 
 impl Names {
-    fn new(telemetry: telemetry::Telemetry) -> Self {
+    fn new() -> Self {
         Self {
             system: Arc::from(SYSTEM_SENDER),
             governor: Arc::from("governor"),
             client: Arc::from(crate::system::CLIENT_SENDER),
-            telemetry,
         }
     }
 }
@@ -149,10 +143,10 @@ impl Shared {
             store,
             config,
             system_thread,
-            names: Names::new(telemetry),
+            names: Names::new(),
+            telemetry,
             inbox: inbox::Inbox::default(),
             lifecycle: lifecycle::Lifecycle::default(),
-            adopting: std::sync::Mutex::new(()),
             refusals: refusals::Refusals::default(),
             eviction: evict::Eviction::default(),
             stall: stall::Stall::default(),

@@ -1247,6 +1247,25 @@ async fn prune_on_a_live_host_needs_the_token_and_a_cut_and_keeps_every_chain_pr
     assert!(stdout.contains("records of 1 threads before"), "{stdout}");
     assert!(store.thread(open, 0).await.unwrap().is_empty());
     store.verify().await.unwrap();
+
+    // `--db` on the live host's file is a second writer: refused, naming the file, nothing
+    // pruned (the host's docs say to prune through its API).
+    let db = dir.db();
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_agentpump"))
+            .args(["history", "prune", "--keep-days", "0", "--db"])
+            .arg(&db)
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && stderr.contains("already open for writing"),
+        "{stderr}"
+    );
+    store.verify().await.unwrap();
     pump.shutdown(Duration::from_secs(1)).await;
 }
 

@@ -629,3 +629,24 @@ async fn the_writer_notices_deletes_by_another_connection() {
     pump.settle(thread).await;
     assert_eq!(search(&*store, "echo").await, [thread], "and came back");
 }
+
+/// "Nothing is silent": a second store on a file another store writes would fork its hash
+/// chains (each continues a thread from the digest it read); it is refused at its open, naming
+/// the file, and the file opens again once the first store is closed. A read-only store (the
+/// inspection commands) opens meanwhile.
+#[tokio::test]
+async fn a_second_writing_store_on_one_file_is_refused_until_the_first_closes() {
+    let dir = Scratch::new("sqlite-lock");
+    let first = SqliteHistory::open(dir.db()).unwrap();
+    let err = SqliteHistory::open(dir.db()).unwrap_err().to_string();
+    assert!(
+        err.contains(&dir.db().display().to_string())
+            && err.contains("already open for writing by another history store"),
+        "{err}"
+    );
+    assert!(SqliteHistory::open_read_only(dir.db()).is_ok());
+    first.close().unwrap();
+    let second = SqliteHistory::open(dir.db()).unwrap();
+    drop(second);
+    SqliteHistory::open(dir.db()).expect("dropping a store closes it");
+}

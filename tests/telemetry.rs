@@ -8,6 +8,9 @@
 
 mod support;
 
+#[path = "support/otlp.rs"]
+mod otlp;
+
 #[path = "viewer/browser.rs"]
 #[allow(dead_code)] // its `agentpump view` helper is the viewer test's
 mod browser;
@@ -624,3 +627,168 @@ async fn a_remote_workers_span_joins_the_pumps_trace_as_the_deliverys_child() {
 /// The caller's trace and span in the `traceparent` the remote test posts with.
 const CALLER_TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
 const CALLER_SPAN: &str = "00f067aa0ba902b7";
+
+/// Issue 32: "child threads linked to the spawning span", "governor decisions and halts as
+/// span events", "Metrics: […] deliveries, refusals and halts by class, queue depths, history
+/// commit latency". Phoenix keeps neither span links nor metrics, so these are read from an
+/// OTLP/HTTP receiver decoding the protocol's own messages (`tests/support/otlp.rs`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_childs_span_links_to_its_spawner_a_stop_is_a_halt_span_and_the_queues_are_metrics() {
+    use agentpump::Spawn;
+    let receiver = otlp::Otlp::start().await;
+    let gate = support::Gate::new();
+    let parent = Registration::new(
+        "parent",
+        support::Script::new(|msg, cx| {
+            if msg.qname().local() == "fan" {
+                cx.spawn(Spawn::new(p("job", "1")).sub_id("job"));
+            }
+            Ok(())
+        }),
+    )
+    .accepts(q("fan"))
+    .peers(["worker"]);
+    let worker = Registration::new("worker", support::Script::new(|_, _| Ok(()))).accepts(q("job"));
+    let dir = Scratch::new("otel-otlp");
+    let store = Arc::new(SqliteHistory::open(dir.db()).unwrap());
+    let pump = PumpBuilder::new()
+        .history(Arc::clone(&store) as Arc<dyn HistoryStore>)
+        .config(PumpConfig {
+            telemetry: TelemetryConfig {
+                endpoint: Some(receiver.endpoint.clone()),
+                ..TelemetryConfig::default()
+            },
+            ..PumpConfig::default()
+        })
+        .register(parent)
+        .register(worker)
+        .register(Registration::new("gate", gate.clone()).accepts(q("hold")))
+        .build()
+        .unwrap();
+    let root = support::start(&pump, &p("fan", "go")).await;
+    let child = pump.tree(root)[1].id;
+    pump.settle(root).await;
+
+    // An idle thread stopped: a halt outside any delivery.
+    pump.stop(root).await.unwrap();
+    // A thread stopped while one message is in its handler and two wait: halted when that
+    // delivery ends, its queue kept for a resume.
+    let held = pump
+        .post(None, None, &p("hold", "1"))
+        .await
+        .unwrap()
+        .thread();
+    gate.entered().await;
+    for n in 2..=3 {
+        pump.post(Some(held), None, &p("hold", &n.to_string()))
+            .await
+            .unwrap();
+    }
+    pump.stop(held).await.unwrap();
+    gate.open(1);
+    pump.settle(held).await;
+    pump.shutdown(Duration::from_secs(1)).await;
+
+    let spans = receiver.spans();
+    let conversation = |s: &&opentelemetry_proto::tonic::trace::v1::Span,
+                        t: agentpump::ThreadId| {
+        otlp::attribute(&s.attributes, "gen_ai.conversation.id") == Some(t.to_string())
+    };
+    let spawner = spans
+        .iter()
+        .find(|s| {
+            conversation(s, root)
+                && otlp::attribute(&s.attributes, "gen_ai.agent.name").as_deref() == Some("parent")
+                && otlp::attribute(&s.attributes, "agentpump.payload.root")
+                    .is_some_and(|r| r.ends_with("fan"))
+        })
+        .unwrap_or_else(|| panic!("the fan delivery's span: {spans:#?}"));
+    let first = spans
+        .iter()
+        .find(|s| conversation(s, child) && s.name.ends_with(" worker"))
+        .unwrap_or_else(|| panic!("the child's first delivery span: {spans:#?}"));
+    assert_eq!(
+        first.trace_id, spawner.trace_id,
+        "one trace per root thread"
+    );
+    assert!(
+        first.links.iter().any(|l| l.span_id == spawner.span_id
+            && l.trace_id == spawner.trace_id
+            && otlp::attribute(&l.attributes, "agentpump.link").as_deref() == Some("spawned-by")),
+        "the child's first span links to the delivery that spawned it: {:?}",
+        first.links
+    );
+
+    let event_of = |s: &opentelemetry_proto::tonic::trace::v1::Span, t: agentpump::ThreadId| {
+        s.events
+            .iter()
+            .find(|e| {
+                e.name == "governor.halt"
+                    && otlp::attribute(&e.attributes, "agentpump.halt.thread")
+                        == Some(t.to_string())
+            })
+            .map(|e| otlp::attribute(&e.attributes, "agentpump.halt.class"))
+    };
+    let stopped = pump.reports(root).await.unwrap().pop().unwrap();
+    let halt = spans
+        .iter()
+        .find(|s| s.name.starts_with("halt ") && conversation(s, root))
+        .unwrap_or_else(|| panic!("an idle thread's stop is a span of its own: {spans:#?}"));
+    assert_eq!(
+        hex::encode(&halt.trace_id),
+        hex_id(root),
+        "in the thread's trace"
+    );
+    assert_eq!(
+        event_of(halt, root),
+        Some(Some(stopped.class.as_str().to_owned())),
+        "with the halt as its event"
+    );
+    let report = pump.reports(held).await.unwrap().pop().unwrap();
+    let delivery = spans
+        .iter()
+        .find(|s| conversation(s, held) && !s.name.starts_with("halt "))
+        .expect("the held delivery's span");
+    assert_eq!(
+        event_of(delivery, held),
+        Some(Some(report.class.as_str().to_owned())),
+        "a stop that waits for the delivery in hand is an event on that delivery's span"
+    );
+
+    // The metrics of the final export (at shutdown).
+    let last = |name: &str| {
+        receiver
+            .points(name)
+            .last()
+            .cloned()
+            .unwrap_or_else(|| panic!("no {name} metric"))
+    };
+    assert_eq!(
+        last("agentpump.queue.depth").0,
+        2.0,
+        "two messages wait in the halted thread"
+    );
+    assert_eq!(last("agentpump.queue.depth.max").0, 2.0);
+    assert!(
+        last("agentpump.threads").0 >= 4.0,
+        "system, root, child, held"
+    );
+    assert_eq!(stopped.class, report.class, "both stops are of one class");
+    assert!(
+        receiver
+            .points("agentpump.history.commit.duration")
+            .iter()
+            .any(|(count, attributes)| *count >= 3.0
+                && attributes.contains(&("outcome".into(), "ok".into()))),
+        "every commit timed: {:?}",
+        receiver.points("agentpump.history.commit.duration")
+    );
+    let halts = receiver.points("agentpump.halts");
+    assert!(
+        halts
+            .iter()
+            .any(|(n, a)| *n >= 1.0 && a.contains(&("class".into(), report.class.as_str().into()))),
+        "halts by class: {halts:?}"
+    );
+    assert!(last("agentpump.deliveries").0 >= 3.0);
+}

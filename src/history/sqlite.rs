@@ -10,6 +10,7 @@
 //! kept — until a retry finds the file writable again: then it seals new records on what was
 //! committed and takes writes again, without a restart.
 
+mod lock;
 mod pages;
 mod prune;
 mod queries;
@@ -103,6 +104,8 @@ pub struct SqliteHistory {
     jobs: Mutex<Option<mpsc::SyncSender<writer::Work>>>,
     writer: Mutex<Option<writer::Writer>>,
     reader: Mutex<Connection>,
+    /// This store alone writes the file (`None` once closed, or opened read-only).
+    lock: Mutex<Option<lock::WriterLock>>,
     /// The highest seq handed to the writer, and the highest it has resolved: a read waits
     /// until every record appended before it is committed, so it sees them.
     appended: std::sync::atomic::AtomicU64,
@@ -272,6 +275,7 @@ impl SqliteHistory {
                 path.display()
             )));
         }
+        let lock = lock::WriterLock::acquire(&path)?;
         schema::prepare(&mut conn, options.durability).map_err(|e| match e {
             schema::SchemaError::Sqlite(e) => unavailable(&path, e),
             other => HistoryError::unavailable(format!("{}: {other}", path.display())),
@@ -298,6 +302,7 @@ impl SqliteHistory {
             jobs: Mutex::new(Some(jobs)),
             writer: Mutex::new(Some(handle)),
             reader: Mutex::new(reader),
+            lock: Mutex::new(Some(lock)),
         })
     }
 
@@ -353,6 +358,7 @@ impl SqliteHistory {
             jobs: Mutex::new(None),
             writer: Mutex::new(None),
             reader: Mutex::new(reader),
+            lock: Mutex::new(None),
         })
     }
 
@@ -387,6 +393,8 @@ impl SqliteHistory {
         let outcome = handle
             .join()
             .unwrap_or_else(|_| Err(writer::CheckpointError::Panicked));
+        // The writer is gone: another store may write the file now.
+        self.lock.lock().unwrap_or_else(|p| p.into_inner()).take();
         // Nothing more will be committed: reads wait for nothing from now on.
         self.resolved.send_replace(u64::MAX);
         outcome.map_err(|why| {

@@ -312,6 +312,12 @@ impl PumpBuilder {
             system_id,
             telemetry,
         ));
+        let observed = Arc::downgrade(&shared);
+        shared.telemetry.observe_queues(move || {
+            observed
+                .upgrade()
+                .map_or((0, 0, 0), |shared| shared.registry.queued())
+        });
         shared.record_boot()?;
         let report = shared.recover(recovery)?;
         let _ = shared.lifecycle.recovered.set(report);

@@ -44,7 +44,9 @@ impl Shared {
     /// (`pump/telemetry.rs`; nothing when telemetry is off).
     pub(crate) async fn deliver(self: &Arc<Self>, entry: &Arc<ThreadEntry>, item: Queued) {
         let registration = &self.routes[item.target];
-        let traced = (self.names.telemetry).delivery(&self.registry, entry, registration, &item);
+        let traced = self
+            .telemetry
+            .delivery(&self.registry, entry, registration, &item);
         traced.run(self.deliver_untraced(entry, item)).await;
     }
 

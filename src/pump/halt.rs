@@ -92,7 +92,13 @@ impl Shared {
         self.decide(tx, entry, inner, &Decision::halt(&verdict));
         let report_digest = hex::encode(Sha256::digest(json.as_bytes()));
         let class = verdict.class.as_str();
-        super::telemetry::hook::halted(class, &verdict.reason, &certificate, &report_digest);
+        let traced = super::telemetry::Halted {
+            class,
+            reason: &verdict.reason,
+            certificate: &certificate,
+            digest: &report_digest,
+        };
+        self.telemetry.halted(&self.registry, entry, &traced);
         let halt = SystemMessage::Halt {
             reason: verdict.reason.clone(),
             class: class.to_owned(),

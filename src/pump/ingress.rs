@@ -561,7 +561,7 @@ impl Shared {
             Named::Existing(entry) => entry,
             Named::New => self.new_root(ThreadId::new(), dialect),
             Named::Adopt(id) => {
-                let _adopting = self.adopting.lock().unwrap_or_else(|p| p.into_inner());
+                let _adopting = self.registry.adopting();
                 // Another message may have opened it meanwhile: then it goes in there.
                 let entry = match self.registry.get(id) {
                     Some(entry) => entry,

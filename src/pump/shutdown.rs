@@ -93,7 +93,7 @@ impl PumpHandle {
             tracing::error!(%error, "could not record shutdown");
         }
         // Spans and metrics still batched go out before the process may exit.
-        shared.names.telemetry.flush().await;
+        shared.telemetry.flush().await;
         ShutdownReport {
             drained,
             undelivered,

@@ -130,7 +130,7 @@ impl TelemetryConfig {
 /// removes them; with it they act on the current delivery's span, if there is one.
 pub(crate) mod hook {
     #[cfg(feature = "otel")]
-    pub(crate) use super::spans::{decision, delivered, halted};
+    pub(crate) use super::spans::{decision, delivered};
 
     /// Without telemetry: nothing to note.
     #[cfg(not(feature = "otel"))]
@@ -145,10 +145,20 @@ pub(crate) mod hook {
     /// Without telemetry: nothing to note.
     #[cfg(not(feature = "otel"))]
     pub(crate) fn decision(_decision: &crate::governor::Decision) {}
+}
 
-    /// Without telemetry: nothing to note.
-    #[cfg(not(feature = "otel"))]
-    pub(crate) fn halted(_class: &str, _reason: &str, _certificate: &str, _digest: &str) {}
+/// What a `halt` message says, for the halt's event (read only with the `otel` feature).
+#[derive(Debug)]
+#[cfg_attr(not(feature = "otel"), allow(dead_code))]
+pub(crate) struct Halted<'a> {
+    /// The halt's class (`done`, `budget`, …).
+    pub class: &'a str,
+    /// Why, as the `halt` message says.
+    pub reason: &'a str,
+    /// The certificate, or `none`.
+    pub certificate: &'a str,
+    /// The SHA-256 of the halting report's JSON, hex.
+    pub digest: &'a str,
 }
 
 /// Without the `otel` feature: a pump that never exports. An enabled configuration is refused
@@ -174,6 +184,24 @@ impl Telemetry {
         _item: &crate::thread::registry::Queued,
     ) -> Traced {
         Traced
+    }
+
+    pub(crate) fn observe_queues(&self, _queued: impl Fn() -> (u64, u64, u64)) {}
+
+    pub(crate) fn commit_started(&self) -> Option<std::time::Instant> {
+        None
+    }
+
+    pub(crate) fn committed(&self, _started: Option<std::time::Instant>, _ok: bool) {}
+
+    pub(crate) fn spawned(&self, _child: crate::ThreadId) {}
+
+    pub(crate) fn halted(
+        &self,
+        _registry: &crate::thread::registry::Registry,
+        _entry: &crate::thread::registry::ThreadEntry,
+        _halt: &Halted<'_>,
+    ) {
     }
 
     pub(crate) async fn flush(&self) {}

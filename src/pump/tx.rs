@@ -237,10 +237,12 @@ impl Shared {
         thread: ThreadId,
         committed: Result<Ticket, HistoryError>,
     ) -> Result<(), HistoryError> {
+        let started = self.telemetry.commit_started();
         let result = match committed {
             Ok(ticket) => ticket.wait().await,
             Err(e) => Err(e),
         };
+        self.telemetry.committed(started, result.is_ok());
         if let Err(error) = &result {
             tracing::error!(thread = %thread, %error, "history commit failed");
         }

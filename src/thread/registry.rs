@@ -305,9 +305,18 @@ pub(crate) struct Registry {
     /// The entries of the tree being evicted, between their removal and the end of the
     /// eviction: a look-up meanwhile finds them here (and, by holding one, cancels it).
     limbo: Mutex<Vec<Arc<ThreadEntry>>>,
+    /// Held while a thread is opened under an id chosen outside the pump (an AgentServer
+    /// client's), so two messages naming the same new id open one thread.
+    adopting: Mutex<()>,
 }
 
 impl Registry {
+    /// Holds off every other adoption of an outside id until the guard is dropped: look the id
+    /// up again under it, and open the thread only if it is still unknown.
+    pub fn adopting(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.adopting.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// The family of `entry`: its parent, to be locked with it.
     pub fn family(&self, entry: &ThreadEntry) -> Family {
         Family {
@@ -379,6 +388,20 @@ impl Registry {
 
     pub fn insert(&self, entry: Arc<ThreadEntry>) {
         self.threads.insert(entry.id, entry);
+    }
+
+    /// Deliveries queued over every thread in memory, the deepest thread's queue, and the
+    /// threads in memory (for the telemetry gauges). The entries are collected first: a
+    /// thread's lock is never waited for under the map's (whose writers may hold one).
+    pub fn queued(&self) -> (u64, u64, u64) {
+        let (mut total, mut deepest, mut threads) = (0u64, 0u64, 0u64);
+        for entry in self.all() {
+            let queued = entry.lock().queue.len() as u64;
+            total += queued;
+            deepest = deepest.max(queued);
+            threads += 1;
+        }
+        (total, deepest, threads)
     }
 
     pub fn all(&self) -> Vec<Arc<ThreadEntry>> {

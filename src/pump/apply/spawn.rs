@@ -69,6 +69,7 @@ impl Applying<'_> {
                 return self.refuse(notice, 1);
             }
         };
+        self.shared.telemetry.spawned(child.id);
         for target in targets {
             let to = Arc::clone(&self.shared.routes[target].name);
             let env = Envelope::new(Arc::clone(self.me_name()), child.id, initial.clone())

@@ -4,10 +4,12 @@
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
-use opentelemetry::trace::{FutureExt as _, TraceId};
-use opentelemetry::{Context, global};
+use opentelemetry::metrics::{Histogram, MeterProvider as _, ObservableGauge};
+use opentelemetry::trace::{FutureExt as _, SpanContext, TraceContextExt as _, TraceId};
+use opentelemetry::{Context, KeyValue, global};
 use opentelemetry_otlp::{WithExportConfig as _, WithHttpConfig as _};
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::metrics::SdkMeterProvider;
@@ -30,7 +32,18 @@ struct Live {
     traces: SdkTracerProvider,
     metrics: SdkMeterProvider,
     scope: Scope,
+    /// Each child thread spawned and not yet delivered to: the span of the delivery that
+    /// spawned it, which its first delivery's span links to.
+    spawns: Mutex<HashMap<ThreadId, SpanContext>>,
+    /// How long each history commit took, from handing it to the store to its durability.
+    commits: Histogram<f64>,
+    /// The queue gauges, kept for as long as the pump lives.
+    gauges: Mutex<Vec<ObservableGauge<u64>>>,
 }
+
+/// Children spawned and not yet delivered to that [`Live::spawns`] remembers; beyond it a
+/// child's first span goes without its link (a fan-out of that many waits anyway).
+const SPAWNS_REMEMBERED: usize = 65_536;
 
 /// A delivery's span, current while the delivery runs (or nothing, when telemetry is off).
 #[derive(Debug)]
@@ -102,11 +115,108 @@ impl Telemetry {
             opentelemetry_sdk::propagation::TraceContextPropagator::new(),
         );
         let scope = Scope::new(&traces, &metrics, config.payload_text);
+        let commits = metrics
+            .meter(super::spans::SCOPE)
+            .f64_histogram("agentpump.history.commit.duration")
+            .with_unit("s")
+            .with_description("Time from handing a commit to the history store to its durability")
+            .build();
         Ok(Self(Some(Arc::new(Live {
             traces,
             metrics,
             scope,
+            spawns: Mutex::new(HashMap::new()),
+            commits,
+            gauges: Mutex::new(Vec::new()),
         }))))
+    }
+
+    /// Reports the pump's queues as gauges, read by `queued` (total queued deliveries, the
+    /// deepest thread's queue, the threads in memory) at each metrics export.
+    pub(crate) fn observe_queues(
+        &self,
+        queued: impl Fn() -> (u64, u64, u64) + Send + Sync + 'static,
+    ) {
+        let Some(live) = &self.0 else {
+            return;
+        };
+        let queued = Arc::new(queued);
+        let meter = live.metrics.meter(super::spans::SCOPE);
+        let gauge = |name: &'static str, what: &'static str, pick: fn((u64, u64, u64)) -> u64| {
+            let queued = Arc::clone(&queued);
+            meter
+                .u64_observable_gauge(name)
+                .with_description(what)
+                .with_callback(move |observer| observer.observe(pick(queued()), &[]))
+                .build()
+        };
+        let gauges = [
+            gauge(
+                "agentpump.queue.depth",
+                "Deliveries queued over every thread in memory",
+                |q| q.0,
+            ),
+            gauge(
+                "agentpump.queue.depth.max",
+                "The deepest thread queue",
+                |q| q.1,
+            ),
+            gauge("agentpump.threads", "Threads in memory", |q| q.2),
+        ];
+        lock(&live.gauges).extend(gauges);
+    }
+
+    /// When a commit was handed to the store (`None` when telemetry is off: no clock read).
+    pub(crate) fn commit_started(&self) -> Option<Instant> {
+        self.0.as_ref().map(|_| Instant::now())
+    }
+
+    /// A commit started at `started` is durable (or failed).
+    pub(crate) fn committed(&self, started: Option<Instant>, ok: bool) {
+        if let (Some(live), Some(at)) = (&self.0, started) {
+            live.commits.record(
+                at.elapsed().as_secs_f64(),
+                &[KeyValue::new("outcome", if ok { "ok" } else { "failed" })],
+            );
+        }
+    }
+
+    /// The current delivery spawned `child`: its first delivery's span will link to this one.
+    pub(crate) fn spawned(&self, child: ThreadId) {
+        let Some(live) = &self.0 else {
+            return;
+        };
+        let span = Context::map_current(|cx| cx.span().span_context().clone());
+        if !span.is_valid() {
+            return;
+        }
+        let mut spawns = lock(&live.spawns);
+        if spawns.len() < SPAWNS_REMEMBERED {
+            spawns.insert(child, span);
+        }
+    }
+
+    /// A halt: an event on the current delivery's span, or — a halt outside any delivery (a
+    /// stop, a deadline, a parent's cascade from outside) — on a span of its own in the
+    /// thread's trace.
+    pub(crate) fn halted(
+        &self,
+        registry: &Registry,
+        entry: &ThreadEntry,
+        halt: &super::Halted<'_>,
+    ) {
+        let Some(live) = &self.0 else {
+            return;
+        };
+        lock(&live.spawns).remove(&entry.id);
+        if super::spans::halted_in_delivery(entry, halt) {
+            return;
+        }
+        NEXT_TRACE.set(Some(TraceId::from_bytes(
+            *root_of(registry, entry).as_uuid().as_bytes(),
+        )));
+        live.scope.halted_outside(entry, halt);
+        NEXT_TRACE.set(None);
     }
 
     /// The span of one delivery, in its root thread's trace.
@@ -121,8 +231,14 @@ impl Telemetry {
             return Traced(None);
         };
         let root = root_of(registry, entry);
+        let spawned_by = match entry.parent {
+            Some(_) => lock(&live.spawns).remove(&entry.id),
+            None => None,
+        };
         NEXT_TRACE.set(Some(TraceId::from_bytes(*root.as_uuid().as_bytes())));
-        let cx = live.scope.delivery(entry, registration, &item.envelope);
+        let cx = live
+            .scope
+            .delivery(entry, registration, &item.envelope, spawned_by);
         NEXT_TRACE.set(None);
         Traced(Some(cx))
     }
@@ -143,6 +259,10 @@ impl Telemetry {
             tracing::warn!(error = %e, "telemetry flush failed");
         }
     }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// The root of `entry`'s tree: its trace id.

@@ -7,7 +7,9 @@ use std::sync::Arc;
 use opentelemetry::metrics::MeterProvider as _;
 use opentelemetry::metrics::{Counter, Meter};
 use opentelemetry::trace::TracerProvider as _;
-use opentelemetry::trace::{SpanKind, Status, TraceContextExt as _, Tracer as _};
+use opentelemetry::trace::{
+    Link, Span as _, SpanContext, SpanKind, Status, TraceContextExt as _, Tracer as _,
+};
 use opentelemetry::{Context, KeyValue};
 use opentelemetry_sdk::metrics::SdkMeterProvider;
 use opentelemetry_sdk::trace::{SdkTracer, SdkTracerProvider};
@@ -19,6 +21,8 @@ use crate::governor::Decision;
 use crate::listener::{Registration, Role, Usage};
 use crate::thread::registry::ThreadEntry;
 use crate::tool::{Call, TOOL_NS};
+
+use super::Halted;
 
 /// The instrumentation scope every span and instrument of the pump is made in.
 pub(super) const SCOPE: &str = "agentpump";
@@ -72,12 +76,14 @@ impl Scope {
     }
 
     /// A delivery's span, with this scope in its context. Built with no parent: its trace id
-    /// comes from the id generator (the root thread's).
+    /// comes from the id generator (the root thread's). A child thread's first delivery links
+    /// to the span of the delivery that spawned it (`spawned_by`).
     pub(crate) fn delivery(
         &self,
         entry: &ThreadEntry,
         registration: &Registration,
         envelope: &Envelope,
+        spawned_by: Option<SpanContext>,
     ) -> Context {
         let (span_name, mut attributes) = named(registration, envelope, self.0.payload_text);
         attributes.push(KeyValue::new(
@@ -91,13 +97,23 @@ impl Scope {
         if let Some(parent) = entry.parent {
             attributes.push(KeyValue::new("agentpump.thread.parent", parent.to_string()));
         }
-        let span = self
+        let links = spawned_by.map(|span| {
+            vec![Link::new(
+                span,
+                vec![KeyValue::new("agentpump.link", "spawned-by")],
+                0,
+            )]
+        });
+        let mut builder = self
             .0
             .tracer
             .span_builder(span_name)
             .with_kind(SpanKind::Internal)
-            .with_attributes(attributes)
-            .start_with_context(&self.0.tracer, &Context::new());
+            .with_attributes(attributes);
+        if let Some(links) = links {
+            builder = builder.with_links(links);
+        }
+        let span = builder.start_with_context(&self.0.tracer, &Context::new());
         let delivering = Delivering {
             scope: self.clone(),
             listener: KeyValue::new("gen_ai.agent.name", registration.name().to_owned()),
@@ -236,23 +252,51 @@ pub(crate) fn decision(decision: &Decision) {
     });
 }
 
-/// A halt as an event on the delivery's span, with what the `halt` message says.
-pub(crate) fn halted(class: &str, reason: &str, certificate: &str, digest: &str) {
+/// A halt as an event on the current delivery's span (which may be another thread's: a
+/// parent halting its children); false when no delivery is current.
+pub(crate) fn halted_in_delivery(entry: &ThreadEntry, halt: &Halted<'_>) -> bool {
+    let mut noted = false;
     on_current(|span, delivering| {
-        span.add_event(
-            "governor.halt",
-            vec![
-                KeyValue::new("agentpump.halt.class", class.to_owned()),
-                KeyValue::new("agentpump.halt.reason", reason.to_owned()),
-                KeyValue::new("agentpump.halt.certificate", certificate.to_owned()),
-                KeyValue::new("agentpump.halt.report_sha256", digest.to_owned()),
-            ],
-        );
-        delivering
-            .scope
-            .0
+        span.add_event("governor.halt", halt_attributes(entry, halt));
+        delivering.scope.count_halt(halt);
+        noted = true;
+    });
+    noted
+}
+
+impl Scope {
+    /// A halt outside any delivery, on a span of its own (`halt {path}`) in the thread's trace
+    /// (the caller sets its trace id).
+    pub(crate) fn halted_outside(&self, entry: &ThreadEntry, halt: &Halted<'_>) {
+        let tracer = &self.0.tracer;
+        let mut span = tracer
+            .span_builder(format!("halt {}", entry.path))
+            .with_kind(SpanKind::Internal)
+            .with_attributes(vec![
+                KeyValue::new("gen_ai.conversation.id", entry.id.to_string()),
+                KeyValue::new("agentpump.thread.path", entry.path.to_string()),
+            ])
+            .start_with_context(tracer, &Context::new());
+        span.add_event("governor.halt", halt_attributes(entry, halt));
+        span.end();
+        self.count_halt(halt);
+    }
+
+    fn count_halt(&self, halt: &Halted<'_>) {
+        self.0
             .instruments
             .halts
-            .add(1, &[KeyValue::new("class", class.to_owned())]);
-    });
+            .add(1, &[KeyValue::new("class", halt.class.to_owned())]);
+    }
+}
+
+/// What a `halt` message says, as an event's attributes, with the thread it halted.
+fn halt_attributes(entry: &ThreadEntry, halt: &Halted<'_>) -> Vec<KeyValue> {
+    vec![
+        KeyValue::new("agentpump.halt.thread", entry.id.to_string()),
+        KeyValue::new("agentpump.halt.class", halt.class.to_owned()),
+        KeyValue::new("agentpump.halt.reason", halt.reason.to_owned()),
+        KeyValue::new("agentpump.halt.certificate", halt.certificate.to_owned()),
+        KeyValue::new("agentpump.halt.report_sha256", halt.digest.to_owned()),
+    ]
 }
