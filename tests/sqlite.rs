@@ -648,5 +648,11 @@ async fn a_second_writing_store_on_one_file_is_refused_until_the_first_closes() 
     first.close().unwrap();
     let second = SqliteHistory::open(dir.db()).unwrap();
     drop(second);
-    SqliteHistory::open(dir.db()).expect("dropping a store closes it");
+    let third = Arc::new(SqliteHistory::open(dir.db()).expect("dropping a store closes it"));
+    // A pump's shutdown lets the file go, even while someone still holds the store.
+    let pump = echo_pump(Arc::clone(&third));
+    start(&pump, &p("say", "one")).await;
+    pump.shutdown(std::time::Duration::from_secs(1)).await;
+    let after = SqliteHistory::open(dir.db()).expect("a shut-down pump's file opens again");
+    assert_eq!(after.verify().await.unwrap(), third.verify().await.unwrap());
 }

@@ -388,12 +388,33 @@ fn get_tasks_answers_the_latest_line_per_task() {
         let work = std::fs::read_to_string(root.join("work.sh")).unwrap();
         let redo = "if [ \"$1\" = T-007 ]; then echo '~ out/a.txt'; echo redo; exit 0; fi\n";
         std::fs::write(root.join("work.sh"), format!("{redo}{work}")).unwrap();
+        // The host holds the organism's history file; a `tasks run` beside it writes its own
+        // (one writing store per file), and the ledger it appends to is the host's to read.
+        let organism = std::fs::read_to_string(root.join("organism.toml"))
+            .unwrap()
+            .replace("path = \"tasks-demo.db\"", "path = \"tasks-run.db\"");
+        std::fs::write(root.join("tasks-run.toml"), organism).unwrap();
         let run = tokio::task::spawn_blocking({
             let root = root.clone();
-            move || tasks(&root, &["run"])
+            move || {
+                let organism = root.join("tasks-run.toml");
+                let out = tasks(&root, &["run", "--organism", organism.to_str().unwrap()]);
+                // The demo keeps one task blocked by design (exit 1); the file was its own.
+                assert!(
+                    !text(&out.stderr).contains("already open"),
+                    "{}",
+                    text(&out.stderr)
+                );
+            }
         });
         let mut seen = String::new();
+        // Keep-alives keep the stream open: a run that never completes must still end the test.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
         while !seen.contains(r#""id":"T-007","status":"completed""#) {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "no completed T-007 on the stream within 2 minutes: {seen}"
+            );
             let chunk = tokio::time::timeout(Duration::from_secs(60), r.chunk())
                 .await
                 .expect("an event within a minute")
