@@ -114,7 +114,7 @@ async fn drive(
     store: Arc<crate::history::SqliteHistory>,
     db: &Path,
 ) -> Result<String, HostError> {
-    let pump = organism.builder(origin)?.history(store).build()?;
+    let pump = organism.start_builder(origin).await?.history(store).build()?;
     let started = tokio::select! {
         biased;
         _ = tokio::signal::ctrl_c() => Err(HostError::Interrupted(format!(

@@ -447,7 +447,56 @@ impl Organism {
     /// # Errors
     ///
     /// As [`Organism::registrations`].
+    ///
+    /// An organism with `[[mcp]]` servers is refused, naming the first: its tools are known
+    /// once the servers are started ([`Organism::start_registrations`]).
     pub fn registrations_with(
+        &self,
+        origin: &str,
+        extra: &[PeerDoc],
+    ) -> Result<Vec<Registration>, HostError> {
+        if let Some(first) = self.mcp.first() {
+            let message = format!(
+                "[[mcp]] `{}`: an organism with MCP servers is loaded with its servers started (Organism::start_registrations)",
+                first.get_ref().name
+            );
+            return Err(self.at(origin, first, message));
+        }
+        self.listener_registrations(origin, extra)
+    }
+
+    /// The organism's registrations with its `[[mcp]]` servers started: the one place that
+    /// builds an organism's tools for `run`, `mcp`, `demo`, `worker`, `tasks` and `process
+    /// check`/`run`. Its listeners (LLM agents see `extra` and the MCP tools like any peer),
+    /// then each MCP tool. The servers run as long as a registration of theirs lives.
+    ///
+    /// # Errors
+    ///
+    /// As [`Organism::start_mcp`] and [`Organism::registrations`].
+    pub async fn start_registrations(
+        &self,
+        origin: &str,
+        extra: &[PeerDoc],
+    ) -> Result<Vec<Registration>, HostError> {
+        let mcp = self.start_mcp(origin).await?;
+        self.registrations_with_mcp(origin, extra, mcp)
+    }
+
+    /// The organism's listeners with the tools of its started MCP servers.
+    fn registrations_with_mcp(
+        &self,
+        origin: &str,
+        extra: &[PeerDoc],
+        mcp: McpTools,
+    ) -> Result<Vec<Registration>, HostError> {
+        let docs: Vec<PeerDoc> = extra.iter().chain(mcp.docs()).cloned().collect();
+        let mut all = self.listener_registrations(origin, &docs)?;
+        all.extend(mcp.into_registrations());
+        Ok(all)
+    }
+
+    /// The listeners the organism declares, the `command` tool and `ask`.
+    fn listener_registrations(
         &self,
         origin: &str,
         extra: &[PeerDoc],
@@ -687,8 +736,21 @@ impl Organism {
     ///
     /// As [`Organism::config`] and [`Organism::registrations`].
     pub fn builder_with_mcp(&self, origin: &str, mcp: McpTools) -> Result<PumpBuilder, HostError> {
-        let mut registrations = self.registrations_with(origin, mcp.docs())?;
-        registrations.extend(mcp.into_registrations());
+        let registrations = self.registrations_with_mcp(origin, &[], mcp)?;
+        Ok(registrations.into_iter().fold(
+            PumpBuilder::new().config(self.config(origin)?),
+            PumpBuilder::register,
+        ))
+    }
+
+    /// A pump builder with this organism's listeners, the tools of its `[[mcp]]` servers
+    /// (started here, see [`Organism::start_registrations`]) and its configuration.
+    ///
+    /// # Errors
+    ///
+    /// As [`Organism::config`] and [`Organism::start_registrations`].
+    pub async fn start_builder(&self, origin: &str) -> Result<PumpBuilder, HostError> {
+        let registrations = self.start_registrations(origin, &[]).await?;
         Ok(registrations.into_iter().fold(
             PumpBuilder::new().config(self.config(origin)?),
             PumpBuilder::register,

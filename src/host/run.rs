@@ -80,9 +80,7 @@ async fn builder(
     store: &Arc<SqliteHistory>,
 ) -> Result<(crate::PumpBuilder, Option<Arc<Hub>>, Vec<ListenerDoc>), HostError> {
     let remote = organism.remote_names();
-    let mcp = organism.start_mcp(origin).await?;
-    let mut registrations = organism.registrations_with(origin, mcp.docs())?;
-    registrations.extend(mcp.into_registrations());
+    let mut registrations = organism.start_registrations(origin, &[]).await?;
     let mut connected = None;
     if let (Some(cluster), false) = (&organism.cluster, remote.is_empty()) {
         let store: Arc<dyn crate::history::HistoryStore> = store.clone();
