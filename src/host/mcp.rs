@@ -13,6 +13,7 @@
 //! - `connection`: one server: start, list, call, restart with backoff, `list_changed`.
 //! - `http`: the Streamable HTTP client transport.
 //! - `tool`: one MCP tool as a listener.
+//! - `units`: `agentpump mcp-units`, a small MCP server of agentpump's own (the demo's).
 
 mod config;
 mod connection;
@@ -22,6 +23,7 @@ mod http;
 mod schema;
 pub mod server;
 mod tool;
+pub mod units;
 
 use std::sync::Arc;
 

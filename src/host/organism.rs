@@ -718,6 +718,16 @@ impl Organism {
         Ok(servers)
     }
 
+    /// Runs the stdio `[[mcp]]` server `server` with `program` instead of the one its
+    /// `command` names (its arguments kept): the demo runs its `units` server with the
+    /// executable that runs the demo. A server that is not there or not stdio is left as is.
+    pub fn set_mcp_program(&mut self, server: &str, program: &Path) {
+        let found = self.mcp.iter_mut().map(Spanned::get_mut).find(|s| s.name == server);
+        if let Some(first) = found.and_then(|s| s.command.as_mut()?.first_mut()) {
+            *first = program.display().to_string();
+        }
+    }
+
     /// Starts the `[[mcp]]` servers and maps their tools (see [`McpTools::start`]).
     ///
     /// # Errors
@@ -1091,17 +1101,26 @@ mod tests {
     #[test]
     fn the_demo_organism_parses() {
         // With its process files embedded, as `agentpump demo` builds it.
-        let organism = crate::host::demo::organism().unwrap();
+        let organism = crate::host::demo::organism(Path::new("agentpump")).unwrap();
         // Its listeners, the loop controller and its three roles, the `command` tool (every
-        // call approved by a person) and `ask`.
-        assert_eq!(organism.registrations("organism.toml").unwrap().len(), 15);
-        assert!(organism.builder("organism.toml").unwrap().build().is_ok());
+        // call approved by a person) and `ask`; the tool of its MCP server comes when the
+        // server is started (tests/demo.rs), and only then does it build.
+        let listeners = organism.listener_registrations("organism.toml", &[]);
+        assert_eq!(listeners.unwrap().len(), 16);
+        let refused = organism.registrations("organism.toml").unwrap_err();
+        assert_eq!(
+            refused.to_string(),
+            format!(
+                "organism.toml:{}: [[mcp]] `units`: an organism with MCP servers is loaded with its servers started (Organism::start_registrations)",
+                line_of(crate::host::demo::DEMO_ORGANISM, crate::host::demo::DEMO_ORGANISM.find("[[mcp]]").unwrap())
+            )
+        );
         // Without them, the process files are read from disk relative to the organism file,
         // and a missing one is an error naming it.
         let bare =
             Organism::parse(include_str!("../../listeners/demo/organism.toml"), "o.toml").unwrap();
-        let err = bare.registrations("o.toml").unwrap_err().to_string();
-        assert!(err.contains("../processes/newton.aps"), "{err}");
+        let err = bare.listener_registrations("o.toml", &[]).unwrap_err();
+        assert!(err.to_string().contains("../processes/newton.aps"), "{err}");
     }
 
     #[test]

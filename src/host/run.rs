@@ -195,6 +195,23 @@ pub fn serve_mcp(path: &Path) -> Result<(), HostError> {
     served
 }
 
+/// `agentpump mcp-units`: serves agentpump's own `units` MCP server on standard input and
+/// output until the client closes them (the demo organism's `[[mcp]]` server).
+///
+/// # Errors
+///
+/// The MCP session fails.
+pub fn serve_units() -> Result<(), HostError> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(HostError::System)?;
+    let served = runtime.block_on(super::mcp::units::serve_stdio());
+    // Standard input is read on a blocking thread that never returns once the client is gone.
+    runtime.shutdown_background();
+    Ok(served?)
+}
+
 /// Resolves on SIGINT or SIGTERM.
 pub(crate) async fn signal() {
     #[cfg(unix)]

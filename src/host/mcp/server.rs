@@ -351,12 +351,25 @@ pub fn http_service(
 ///
 /// The MCP handshake fails or the transport breaks.
 pub async fn serve_stdio(server: McpServer) -> Result<(), super::McpError> {
+    serve_on_stdio(server, "agentpump").await
+}
+
+/// Serves `handler` (named `name` in errors) on standard input and output until the client
+/// closes them.
+///
+/// # Errors
+///
+/// The MCP handshake fails or the transport breaks.
+pub(super) async fn serve_on_stdio(
+    handler: impl ServerHandler,
+    name: &str,
+) -> Result<(), super::McpError> {
     use rmcp::ServiceExt as _;
     let failed = |what: String| super::McpError::Connect {
-        server: "agentpump".into(),
+        server: name.to_owned(),
         what,
     };
-    let running = server
+    let running = handler
         .serve(rmcp::transport::stdio())
         .await
         .map_err(|e| failed(format!("the MCP handshake on stdio failed: {e}")))?;
