@@ -639,3 +639,103 @@ async fn the_python_sdk_client_drives_slash_mcp_behind_the_token() {
     assert_eq!(problem["detail"], "wrong bearer token");
     assert!(pump.verify().await.is_ok());
 }
+
+/// `[[mcp]] units`: agentpump's own small MCP server (`agentpump mcp-units`, one tool
+/// `convert`), over stdio: needs nothing installed.
+fn units_table() -> String {
+    format!(
+        "[[mcp]]\nname = \"units\"\ncommand = [{:?}, \"mcp-units\"]\n",
+        env!("CARGO_BIN_EXE_agentpump")
+    )
+}
+
+/// A process file whose process `id` USEs `tool` once.
+fn using(id: &str, tool: &str) -> String {
+    format!(
+        "<processes>\n<process id=\"{id}\" args=\"km: Number\">\n  USE `{tool}` where: from=\"km\", to=\"mi\", value=km (timeout_ms=10000)\n  CAPTURE MILES from `{tool}` map: \"structured.value\"→MILES\n  RETURN: miles=MILES\n</process>\n</processes>\n"
+    )
+}
+
+/// Issue 30: "processes `USE` them" — `agentpump process check --organism` knows the tools of
+/// the organism's MCP servers: a USE of one passes, a USE of a tool the server does not offer
+/// is AG-017 at its line.
+#[test]
+fn process_check_knows_the_tools_of_the_organisms_mcp_servers() {
+    let dir = Scratch::new("mcp-process-check");
+    dir.write("organism.toml", &units_table());
+    dir.write("good.aps", &using("good", "units.convert"));
+    dir.write("bad.aps", &using("bad", "units.nope"));
+    let check = |file: &str| {
+        support::agentpump_in(
+            &dir.0,
+            &["process", "check", "--organism", "organism.toml", file],
+        )
+    };
+    let (ok, out, err) = check("good.aps");
+    assert!(ok, "{out}{err}");
+    let (ok, out, _) = check("bad.aps");
+    assert!(!ok);
+    assert!(
+        out.contains("error[AG-017 ToolPolicy]: tool `units.nope` is not registered")
+            && out.contains("bad.aps:3:7"),
+        "{out}"
+    );
+}
+
+/// Issue 30: "processes `USE` them" — `agentpump process run --organism` and `agentpump tasks
+/// check` build their pumps with the tools of the organism's MCP servers.
+#[test]
+fn process_run_and_tasks_check_use_the_tools_of_the_organisms_mcp_servers() {
+    let dir = Scratch::new("mcp-process-run");
+    dir.write("organism.toml", &units_table());
+    dir.write("distance.aps", &using("distance", "units.convert"));
+    let (ok, out, err) = support::agentpump_in(
+        &dir.0,
+        &[
+            "process",
+            "run",
+            "distance.aps",
+            "--organism",
+            "organism.toml",
+            "--input",
+            "km=5",
+        ],
+    );
+    assert!(ok, "{out}{err}");
+    assert!(out.contains(r#"RETURN {"miles":3.106856}"#), "{out}");
+    // A task project whose worker is a process USEing the MCP tool: its pump builds.
+    let tasks = Scratch::new("mcp-tasks-check");
+    let worker = "[[listener]]\nname = \"worker\"\nkind = \"process\"\nfile = \"worker.aps\"\n";
+    tasks.write("organism.toml", &(units_table() + worker));
+    tasks.write("worker.aps", &using("worker", "units.convert"));
+    std::fs::create_dir_all(tasks.0.join("docs/tasks")).unwrap();
+    let (ok, out, err) = support::agentpump_in(&tasks.0, &["tasks", "init"]);
+    assert!(ok, "{out}{err}");
+    let (ok, out, err) = support::agentpump_in(&tasks.0, &["tasks", "check"]);
+    assert!(ok, "{out}{err}");
+    tasks.write("worker.aps", &using("worker", "units.nope"));
+    let (ok, _, err) = support::agentpump_in(&tasks.0, &["tasks", "check"]);
+    assert!(!ok);
+    assert!(
+        err.contains("listener `worker` names unknown peer `units.nope`"),
+        "{err}"
+    );
+}
+
+/// Issue 30: "LLM agents see MCP tools in their prompt like any tool" — on a worker too: `agentpump
+/// worker` starts the organism's MCP servers (for its agents' prompts) before it reaches NATS.
+#[test]
+fn a_worker_starts_the_organisms_mcp_servers() {
+    let dir = Scratch::new("mcp-worker");
+    dir.write(
+        "organism.toml",
+        "[cluster]\nurl = \"nats://127.0.0.1:1\"\n\n[[mcp]]\nname = \"units\"\ncommand = [\"/nonexistent/units-server\"]\n\n[[listener]]\nname = \"echo\"\nkind = \"builtin\"\nbuiltin = \"echo\"\nremote = true\n",
+    );
+    let (ok, _, err) =
+        support::agentpump_in(&dir.0, &["worker", "--organism", "organism.toml"]);
+    assert!(!ok);
+    assert!(
+        err.contains("MCP server `units`: cannot start `/nonexistent/units-server`"),
+        "{err}"
+    );
+}
