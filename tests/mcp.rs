@@ -739,3 +739,46 @@ fn a_worker_starts_the_organisms_mcp_servers() {
         "{err}"
     );
 }
+
+/// Issue 30: "a server that crashes or hangs gives `system-error` (`upstream-failed`,
+/// `handler-timeout`) and is restarted with backoff" — a hung server (alive, answering
+/// nothing) is started again after three calls in a row time out; the next call works.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hung_server_is_restarted_after_three_timeouts_in_a_row() {
+    let Some(python) = python() else { return };
+    let dir = Scratch::new("mcp-python-hung");
+    let pid_file = dir.0.join("server.pid");
+    let command = format!(
+        "\"sh\", \"-c\", {:?}",
+        format!(
+            "echo $$ > '{}'; exec '{}' '{}' stdio",
+            pid_file.display(),
+            python.display(),
+            fixture("server.py")
+        )
+    );
+    let organism = format!(
+        "[store]\npath = \"history.db\"\n\n[[mcp]]\nname = \"py\"\ncommand = [{command}]\ntimeout_ms = 1500\n"
+    );
+    let host = Host::start(&dir, &organism, &[]).await;
+    let first_pid = std::fs::read_to_string(&pid_file).unwrap();
+    let weather = call("py.weather", "w", &[("city", "\"Oslo\"")]);
+    let timed_out = || {
+        vec![(
+            "client".to_owned(),
+            "system-error".to_owned(),
+            "handler-timeout".to_owned(),
+        )]
+    };
+    // `freeze` blocks the server: it and the two calls after it time out.
+    for payload in [call("py.freeze", "f", &[]), weather.clone(), weather.clone()] {
+        let (thread, _) = ask(&host.pump, &payload).await;
+        assert_eq!(support::notices(&host.pump, thread).await, timed_out());
+    }
+    // The third timeout started it again: the next call waits for the new server and works.
+    let (_, records) = ask(&host.pump, &weather).await;
+    assert_eq!(structured(&records)["city"], Value::Str("Oslo".into()));
+    let second_pid = std::fs::read_to_string(&pid_file).unwrap();
+    assert_ne!(first_pid, second_pid, "a new server process");
+    host.verify(&dir).await;
+}
