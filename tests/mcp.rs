@@ -782,3 +782,55 @@ async fn a_hung_server_is_restarted_after_three_timeouts_in_a_row() {
     assert_ne!(first_pid, second_pid, "a new server process");
     host.verify(&dir).await;
 }
+
+/// Issue 30: "a `/mcp` Streamable HTTP endpoint on `agentpump run`" — reached by the name a
+/// client uses: `[server] allowed_hosts` (and the bind address) are answered besides the
+/// loopback names; any other `Host` is refused naming it and the key (DNS-rebinding
+/// protection).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slash_mcp_answers_the_allowed_hosts_and_refuses_others_naming_the_key() {
+    let pump = agentpump::PumpBuilder::new().build().unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    let extras = agentpump::host::server::Extras {
+        allowed_hosts: vec!["agents.example.com".into()],
+        ..Default::default()
+    };
+    let served = pump.clone();
+    tokio::spawn(async move {
+        agentpump::host::server::serve_with(
+            listener,
+            served,
+            "s3cret",
+            1 << 20,
+            extras,
+            std::future::pending(),
+        )
+        .await
+    });
+    let initialize = serde_json::json!({
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                   "clientInfo": {"name": "test", "version": "1"}},
+    });
+    let post = |host: &str| {
+        support::http_client()
+            .post(&url)
+            .bearer_auth("s3cret")
+            .header(reqwest::header::HOST, host)
+            .header(reqwest::header::ACCEPT, "application/json, text/event-stream")
+            .json(&initialize)
+            .send()
+    };
+    for host in ["agents.example.com", "agents.example.com:8443", "localhost"] {
+        let answered = post(host).await.unwrap();
+        assert_eq!(answered.status(), reqwest::StatusCode::OK, "{host}");
+    }
+    let (status, problem) = support::problem(post("evil.example:7878").await.unwrap()).await;
+    assert_eq!(status, reqwest::StatusCode::FORBIDDEN);
+    assert_eq!(problem["code"], "host-not-allowed");
+    assert_eq!(
+        problem["detail"],
+        "host `evil.example:7878` is not allowed on /mcp (DNS-rebinding protection); allowed: localhost, 127.0.0.1, [::1], agents.example.com; add it to [server] allowed_hosts"
+    );
+}

@@ -223,9 +223,29 @@ pub struct Server {
     /// connections are closed, in milliseconds (default 5000).
     #[serde(default = "Server::default_shutdown_timeout")]
     pub shutdown_timeout_ms: u64,
+    /// `Host` names `/mcp` answers besides the loopback ones and the bind address: `name`
+    /// (any port) or `name:port` each (a proxy's public name, a DNS name of this machine).
+    #[serde(default)]
+    pub allowed_hosts: Vec<String>,
 }
 
 impl Server {
+    /// The `Host` names `/mcp` answers besides the loopback ones: `allowed_hosts`, and the
+    /// bind address's host unless it is an unspecified address (`0.0.0.0`, `::`).
+    pub fn mcp_hosts(&self) -> Vec<String> {
+        let host = self
+            .bind
+            .rsplit_once(':')
+            .map_or(self.bind.as_str(), |(h, _)| h);
+        let unspecified = host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_unspecified());
+        let bound = (!unspecified && !host.is_empty()).then(|| host.to_owned());
+        bound.into_iter().chain(self.allowed_hosts.clone()).collect()
+    }
+
     fn default_bind() -> String {
         "127.0.0.1:7878".to_owned()
     }
@@ -245,6 +265,7 @@ impl Default for Server {
             token_file: None,
             max_body_bytes: Self::default_body(),
             shutdown_timeout_ms: Self::default_shutdown_timeout(),
+            allowed_hosts: Vec::new(),
         }
     }
 }
@@ -1121,6 +1142,18 @@ mod tests {
             Organism::parse(include_str!("../../listeners/demo/organism.toml"), "o.toml").unwrap();
         let err = bare.listener_registrations("o.toml", &[]).unwrap_err();
         assert!(err.to_string().contains("../processes/newton.aps"), "{err}");
+    }
+
+    #[test]
+    fn mcp_answers_the_bind_address_unless_unspecified_and_the_allowed_hosts() {
+        let hosts = |text: &str| Organism::parse(text, "o.toml").unwrap().server.mcp_hosts();
+        assert_eq!(hosts(""), ["127.0.0.1"]);
+        assert!(hosts("[server]\nbind = \"0.0.0.0:80\"\n").is_empty());
+        assert!(hosts("[server]\nbind = \"[::]:80\"\n").is_empty());
+        assert_eq!(
+            hosts("[server]\nbind = \"10.0.0.5:80\"\nallowed_hosts = [\"a.example\"]\n"),
+            ["10.0.0.5", "a.example"]
+        );
     }
 
     #[test]

@@ -150,6 +150,7 @@ async fn listen(
             cluster: hub,
             shutdown_timeout: Duration::from_millis(organism.server.shutdown_timeout_ms),
             listeners,
+            allowed_hosts: organism.server.mcp_hosts(),
         },
         signal(),
     )
