@@ -834,3 +834,83 @@ async fn slash_mcp_answers_the_allowed_hosts_and_refuses_others_naming_the_key()
         "host `evil.example:7878` is not allowed on /mcp (DNS-rebinding protection); allowed: localhost, 127.0.0.1, [::1], agents.example.com; add it to [server] allowed_hosts"
     );
 }
+
+/// Calls `tool` of agentpump's own MCP server over `pump` (in memory) with `args`: the text of
+/// its answer and whether it is an error.
+async fn own_tool(pump: &PumpHandle, tool: &str, args: serde_json::Value) -> (bool, String) {
+    use rmcp::ServiceExt as _;
+    let (client_end, server_end) = tokio::io::duplex(1 << 16);
+    let server = agentpump::host::mcp::server::McpServer::new(pump.clone(), Vec::new());
+    tokio::spawn(async move {
+        let running = server.serve(tokio::io::split(server_end)).await.unwrap();
+        let _ = running.waiting().await;
+    });
+    let client = ().serve(tokio::io::split(client_end)).await.unwrap();
+    let params = rmcp::model::CallToolRequestParams::new(tool.to_owned())
+        .with_arguments(args.as_object().unwrap().clone());
+    let answer = client.call_tool(params).await.unwrap();
+    let text = serde_json::to_value(&answer.content).unwrap()[0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    (answer.is_error == Some(true), text)
+}
+
+/// docs/reliability.md, "MCP (issue 30)": "`history` with `limit` 0 or over 500, `wait_ms`
+/// over 600 000, a `thread` that is no id" — a tool error naming the argument and the limit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agentpump_mcp_tools_refuse_arguments_past_their_limits_naming_them() {
+    let pump = agentpump::PumpBuilder::new()
+        .register(
+            agentpump::Registration::new("echo", agentpump::listeners::Echo)
+                .accepts(support::q("say")),
+        )
+        .build()
+        .unwrap();
+    let say = r#"<say xmlns="urn:test:v1">hi</say>"#;
+    let thread = pump.post(None, None, say).await.unwrap().thread().to_string();
+    let cases = [
+        ("history", serde_json::json!({"thread": thread, "limit": 0}), "`limit` must be 1 to 500; got 0"),
+        ("history", serde_json::json!({"thread": thread, "limit": 501}), "`limit` must be 1 to 500; got 501"),
+        ("history", serde_json::json!({"thread": thread, "offset": -1}), "`offset` must be a whole number of 0 or more, not -1"),
+        ("post", serde_json::json!({"payload": say, "wait_ms": 600_001}), "`wait_ms` 600001 is over the limit of 600000"),
+        ("report", serde_json::json!({"thread": "nope"}), "`thread` `nope` is not a thread id"),
+        ("stop", serde_json::json!({}), "`thread` is required"),
+    ];
+    for (tool, args, expected) in cases {
+        let (error, text) = own_tool(&pump, tool, args.clone()).await;
+        assert!(error, "{tool} {args}: {text}");
+        assert_eq!(text, expected, "{tool} {args}");
+    }
+    let (error, text) = own_tool(&pump, "history", serde_json::json!({"thread": thread, "limit": 500})).await;
+    assert!(!error && text.contains("\"total\":2"), "{text}");
+}
+
+/// docs/reliability.md, "MCP (issue 30)": "an answer over `[limits] max_bytes`" is a `failed`
+/// error naming its size and the limit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_over_max_bytes_is_a_failed_error_naming_its_size() {
+    let dir = Scratch::new("mcp-max-bytes");
+    let organism = format!(
+        "[store]\npath = \"history.db\"\n\n[limits]\nmax_bytes = 1200\n\n{}",
+        units_table()
+    );
+    let host = Host::start(&dir, &organism, &[]).await;
+    let convert = call(
+        "units.convert",
+        "c",
+        &[("value", "42.195"), ("from", "\"km\""), ("to", "\"mi\"")],
+    );
+    let (_, records) = ask(&host.pump, &convert).await;
+    let e = failure(&records);
+    assert_eq!(e.kind, ErrorType::Failed);
+    assert!(
+        e.message.starts_with("the answer of ")
+            && e.message.ends_with(
+                " bytes is over the 176 bytes a message may carry ([limits] max_bytes less 1024 for the envelope)"
+            ),
+        "{}",
+        e.message
+    );
+    host.verify(&dir).await;
+}
