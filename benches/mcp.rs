@@ -45,16 +45,24 @@ fn convert() -> String {
 
 /// The call M2 posts.
 fn calculate() -> String {
-    Call::new("calculator").arg("expression", "42.195 / 1.609344").to_xml()
+    Call::new("calculator")
+        .arg("expression", "42.195 / 1.609344")
+        .to_xml()
 }
 
 /// `n` calls of `payload` on one fresh thread of `pump`: post, then settle; each answered.
 async fn through_pump(pump: &PumpHandle, payload: &str, n: usize) -> Duration {
-    let thread = pump.post(None, None, payload).await.expect("accepted").thread();
+    let thread = pump
+        .post(None, None, payload)
+        .await
+        .expect("accepted")
+        .thread();
     pump.settle(thread).await;
     let started = Instant::now();
     for _ in 0..n {
-        pump.post(Some(thread), None, payload).await.expect("accepted");
+        pump.post(Some(thread), None, payload)
+            .await
+            .expect("accepted");
         pump.settle(thread).await;
     }
     let elapsed = started.elapsed();
@@ -123,9 +131,7 @@ fn main() {
             baseline.push(per_call(direct(n).await, n));
             let pump = PumpBuilder::new()
                 .config(common::config(common::governed()))
-                .register(agentpump::tool::register(
-                    agentpump::listeners::Calculator,
-                ))
+                .register(agentpump::tool::register(agentpump::listeners::Calculator))
                 .build()
                 .expect("the calculator pump builds");
             local.push(per_call(through_pump(&pump, &calculate(), n).await, n));

@@ -386,7 +386,10 @@ fn the_demo_runs_a_process_that_uses_a_tool_of_its_mcp_server() {
         .collect();
     assert_eq!(
         crossing,
-        ["{urn:agentpump:tool:v1}call", "{urn:agentpump:tool:v1}result"]
+        [
+            "{urn:agentpump:tool:v1}call",
+            "{urn:agentpump:tool:v1}result"
+        ]
     );
     let (ok, out, err) = agentpump(&["verify", "--db", "demo.db"], &dir.0);
     assert!(ok, "{out}{err}");

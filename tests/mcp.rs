@@ -731,8 +731,7 @@ fn a_worker_starts_the_organisms_mcp_servers() {
         "organism.toml",
         "[cluster]\nurl = \"nats://127.0.0.1:1\"\n\n[[mcp]]\nname = \"units\"\ncommand = [\"/nonexistent/units-server\"]\n\n[[listener]]\nname = \"echo\"\nkind = \"builtin\"\nbuiltin = \"echo\"\nremote = true\n",
     );
-    let (ok, _, err) =
-        support::agentpump_in(&dir.0, &["worker", "--organism", "organism.toml"]);
+    let (ok, _, err) = support::agentpump_in(&dir.0, &["worker", "--organism", "organism.toml"]);
     assert!(!ok);
     assert!(
         err.contains("MCP server `units`: cannot start `/nonexistent/units-server`"),
@@ -771,7 +770,11 @@ async fn a_hung_server_is_restarted_after_three_timeouts_in_a_row() {
         )]
     };
     // `freeze` blocks the server: it and the two calls after it time out.
-    for payload in [call("py.freeze", "f", &[]), weather.clone(), weather.clone()] {
+    for payload in [
+        call("py.freeze", "f", &[]),
+        weather.clone(),
+        weather.clone(),
+    ] {
         let (thread, _) = ask(&host.pump, &payload).await;
         assert_eq!(support::notices(&host.pump, thread).await, timed_out());
     }
@@ -818,7 +821,10 @@ async fn slash_mcp_answers_the_allowed_hosts_and_refuses_others_naming_the_key()
             .post(&url)
             .bearer_auth("s3cret")
             .header(reqwest::header::HOST, host)
-            .header(reqwest::header::ACCEPT, "application/json, text/event-stream")
+            .header(
+                reqwest::header::ACCEPT,
+                "application/json, text/event-stream",
+            )
             .json(&initialize)
             .send()
     };
@@ -868,13 +874,38 @@ async fn agentpump_mcp_tools_refuse_arguments_past_their_limits_naming_them() {
         .build()
         .unwrap();
     let say = r#"<say xmlns="urn:test:v1">hi</say>"#;
-    let thread = pump.post(None, None, say).await.unwrap().thread().to_string();
+    let thread = pump
+        .post(None, None, say)
+        .await
+        .unwrap()
+        .thread()
+        .to_string();
     let cases = [
-        ("history", serde_json::json!({"thread": thread, "limit": 0}), "`limit` must be 1 to 500; got 0"),
-        ("history", serde_json::json!({"thread": thread, "limit": 501}), "`limit` must be 1 to 500; got 501"),
-        ("history", serde_json::json!({"thread": thread, "offset": -1}), "`offset` must be a whole number of 0 or more, not -1"),
-        ("post", serde_json::json!({"payload": say, "wait_ms": 600_001}), "`wait_ms` 600001 is over the limit of 600000"),
-        ("report", serde_json::json!({"thread": "nope"}), "`thread` `nope` is not a thread id"),
+        (
+            "history",
+            serde_json::json!({"thread": thread, "limit": 0}),
+            "`limit` must be 1 to 500; got 0",
+        ),
+        (
+            "history",
+            serde_json::json!({"thread": thread, "limit": 501}),
+            "`limit` must be 1 to 500; got 501",
+        ),
+        (
+            "history",
+            serde_json::json!({"thread": thread, "offset": -1}),
+            "`offset` must be a whole number of 0 or more, not -1",
+        ),
+        (
+            "post",
+            serde_json::json!({"payload": say, "wait_ms": 600_001}),
+            "`wait_ms` 600001 is over the limit of 600000",
+        ),
+        (
+            "report",
+            serde_json::json!({"thread": "nope"}),
+            "`thread` `nope` is not a thread id",
+        ),
         ("stop", serde_json::json!({}), "`thread` is required"),
     ];
     for (tool, args, expected) in cases {
@@ -882,7 +913,12 @@ async fn agentpump_mcp_tools_refuse_arguments_past_their_limits_naming_them() {
         assert!(error, "{tool} {args}: {text}");
         assert_eq!(text, expected, "{tool} {args}");
     }
-    let (error, text) = own_tool(&pump, "history", serde_json::json!({"thread": thread, "limit": 500})).await;
+    let (error, text) = own_tool(
+        &pump,
+        "history",
+        serde_json::json!({"thread": thread, "limit": 500}),
+    )
+    .await;
     assert!(!error && text.contains("\"total\":2"), "{text}");
 }
 

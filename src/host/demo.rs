@@ -133,7 +133,11 @@ async fn drive(
     store: Arc<crate::history::SqliteHistory>,
     db: &Path,
 ) -> Result<String, HostError> {
-    let pump = organism.start_builder(origin).await?.history(store).build()?;
+    let pump = organism
+        .start_builder(origin)
+        .await?
+        .history(store)
+        .build()?;
     let started = tokio::select! {
         biased;
         _ = tokio::signal::ctrl_c() => Err(HostError::Interrupted(format!(
@@ -305,7 +309,10 @@ async fn show(pump: &PumpHandle, roots: &[ThreadId]) -> Result<String, HostError
         out,
         "\nTranscript of the MCP thread (the process USEs `units.convert`, a tool of the `units` MCP server):"
     );
-    out.push_str(&export::transcript(&pump.history(roots[MCP_START]).await?, 2));
+    out.push_str(&export::transcript(
+        &pump.history(roots[MCP_START]).await?,
+        2,
+    ));
     let returned = pump.history(roots[1]).await?;
     if let Some(answer) = returned
         .iter()

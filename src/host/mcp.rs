@@ -28,7 +28,9 @@ pub mod units;
 use std::sync::Arc;
 
 pub use config::{DEFAULT_TIMEOUT, McpSection, ServerConfig, Transport};
-pub use connection::{CallFailure, Connection, FIRST_BACKOFF, MAX_BACKOFF, backoff};
+pub use connection::{
+    CallFailure, Connection, FIRST_BACKOFF, MAX_BACKOFF, RESTART_AFTER_TIMEOUTS, backoff,
+};
 pub use error::McpError;
 pub use schema::{SchemaError, example, signature};
 pub use tool::McpTool;

@@ -243,7 +243,10 @@ impl Server {
             .parse::<std::net::IpAddr>()
             .is_ok_and(|ip| ip.is_unspecified());
         let bound = (!unspecified && !host.is_empty()).then(|| host.to_owned());
-        bound.into_iter().chain(self.allowed_hosts.clone()).collect()
+        bound
+            .into_iter()
+            .chain(self.allowed_hosts.clone())
+            .collect()
     }
 
     fn default_bind() -> String {
@@ -743,7 +746,11 @@ impl Organism {
     /// `command` names (its arguments kept): the demo runs its `units` server with the
     /// executable that runs the demo. A server that is not there or not stdio is left as is.
     pub fn set_mcp_program(&mut self, server: &str, program: &Path) {
-        let found = self.mcp.iter_mut().map(Spanned::get_mut).find(|s| s.name == server);
+        let found = self
+            .mcp
+            .iter_mut()
+            .map(Spanned::get_mut)
+            .find(|s| s.name == server);
         if let Some(first) = found.and_then(|s| s.command.as_mut()?.first_mut()) {
             *first = program.display().to_string();
         }
@@ -1133,7 +1140,10 @@ mod tests {
             refused.to_string(),
             format!(
                 "organism.toml:{}: [[mcp]] `units`: an organism with MCP servers is loaded with its servers started (Organism::start_registrations)",
-                line_of(crate::host::demo::DEMO_ORGANISM, crate::host::demo::DEMO_ORGANISM.find("[[mcp]]").unwrap())
+                line_of(
+                    crate::host::demo::DEMO_ORGANISM,
+                    crate::host::demo::DEMO_ORGANISM.find("[[mcp]]").unwrap()
+                )
             )
         );
         // Without them, the process files are read from disk relative to the organism file,

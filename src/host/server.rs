@@ -94,14 +94,9 @@ fn routes_for(api: Api) -> Router {
         .route_layer(axum::middleware::from_fn(strict::known_query_keys))
         // MCP's Streamable HTTP (issue 30), behind the same token as every route here, for
         // the allowed `Host` names only.
-        .merge(
-            Router::new()
-                .nest_service("/mcp", routes::mcp(&api))
-                .layer(axum::middleware::from_fn_with_state(
-                    api.mcp_hosts.clone(),
-                    hosts::check,
-                )),
-        )
+        .merge(Router::new().nest_service("/mcp", routes::mcp(&api)).layer(
+            axum::middleware::from_fn_with_state(api.mcp_hosts.clone(), hosts::check),
+        ))
         .fallback(routes::not_found)
         .method_not_allowed_fallback(routes::method_not_allowed)
         .layer(axum::middleware::from_fn_with_state(

@@ -328,9 +328,8 @@ fn plan(at: &At, goal: &str) -> Result<String, HostError> {
         .enable_all()
         .build()
         .map_err(HostError::System)?;
-    let own = runtime.block_on(
-        organism.start_registrations(origin.as_str(), &tasks::worker::planner_docs()),
-    )?;
+    let own = runtime
+        .block_on(organism.start_registrations(origin.as_str(), &tasks::worker::planner_docs()))?;
     if !own.iter().any(|r| r.name() == config.planner) {
         return Err(HostError::Check(format!(
             "no planner: {origin} declares no listener `{}` ([tasks] planner) accepting \

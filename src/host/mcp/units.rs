@@ -71,9 +71,14 @@ fn answer(args: &serde_json::Map<String, Json>) -> Result<CallToolResult, String
     };
     let (from, to) = (text("from")?, text("to")?);
     let converted = convert(value, from, to)?;
-    let number = converted.to_string().parse::<f64>().map_err(|e| e.to_string())?;
+    let number = converted
+        .to_string()
+        .parse::<f64>()
+        .map_err(|e| e.to_string())?;
     let mut result = CallToolResult::structured(json!({ "value": number, "unit": to }));
-    result.content = vec![ContentBlock::text(format!("{value} {from} = {converted} {to}"))];
+    result.content = vec![ContentBlock::text(format!(
+        "{value} {from} = {converted} {to}"
+    ))];
     Ok(result)
 }
 

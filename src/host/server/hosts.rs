@@ -42,9 +42,10 @@ impl AllowedHosts {
         let Some((host, port)) = split(authority) else {
             return false;
         };
-        self.0.iter().filter_map(|a| split(a)).any(|(h, p)| {
-            h == host && p.is_none_or(|p| Some(p) == port)
-        })
+        self.0
+            .iter()
+            .filter_map(|a| split(a))
+            .any(|(h, p)| h == host && p.is_none_or(|p| Some(p) == port))
     }
 
     fn listed(&self) -> String {
@@ -77,7 +78,8 @@ pub(crate) async fn check(
         .map(str::to_owned)
         .or_else(|| request.uri().authority().map(ToString::to_string));
     let Some(host) = named else {
-        let detail = "the request names no host (no Host header): /mcp answers only the hosts it is allowed";
+        let detail =
+            "the request names no host (no Host header): /mcp answers only the hosts it is allowed";
         return Problem::new(StatusCode::BAD_REQUEST, "missing-host", detail).into_response();
     };
     if !allowed.allows(&host) {
