@@ -460,7 +460,8 @@ impl Organism {
     /// # Errors
     ///
     /// An unknown or not-yet-available kind, an unknown builtin, a root that is not Clark
-    /// notation, an unknown role — naming the key and line.
+    /// notation, an unknown role — naming the key and line; an organism with `[[mcp]]`
+    /// servers (see [`Organism::registrations_with`]).
     pub fn registrations(&self, origin: &str) -> Result<Vec<Registration>, HostError> {
         self.registrations_with(origin, &[])
     }
@@ -775,10 +776,7 @@ impl Organism {
     /// As [`Organism::config`] and [`Organism::registrations`].
     pub fn builder_with_mcp(&self, origin: &str, mcp: McpTools) -> Result<PumpBuilder, HostError> {
         let registrations = self.registrations_with_mcp(origin, &[], mcp)?;
-        Ok(registrations.into_iter().fold(
-            PumpBuilder::new().config(self.config(origin)?),
-            PumpBuilder::register,
-        ))
+        self.builder_of(origin, registrations)
     }
 
     /// A pump builder with this organism's listeners, the tools of its `[[mcp]]` servers
@@ -789,10 +787,7 @@ impl Organism {
     /// As [`Organism::config`] and [`Organism::start_registrations`].
     pub async fn start_builder(&self, origin: &str) -> Result<PumpBuilder, HostError> {
         let registrations = self.start_registrations(origin, &[]).await?;
-        Ok(registrations.into_iter().fold(
-            PumpBuilder::new().config(self.config(origin)?),
-            PumpBuilder::register,
-        ))
+        self.builder_of(origin, registrations)
     }
 
     /// A pump builder with this organism's listeners and configuration.
@@ -802,6 +797,15 @@ impl Organism {
     /// As [`Organism::config`] and [`Organism::registrations`].
     pub fn builder(&self, origin: &str) -> Result<PumpBuilder, HostError> {
         let registrations = self.registrations(origin)?;
+        self.builder_of(origin, registrations)
+    }
+
+    /// A pump builder with `registrations` and this organism's configuration.
+    fn builder_of(
+        &self,
+        origin: &str,
+        registrations: Vec<Registration>,
+    ) -> Result<PumpBuilder, HostError> {
         Ok(registrations.into_iter().fold(
             PumpBuilder::new().config(self.config(origin)?),
             PumpBuilder::register,
