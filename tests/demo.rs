@@ -347,3 +347,50 @@ fn the_demo_prints_a_request_for_approval_and_approves_it_itself() {
         answers[0]
     );
 }
+
+/// Issue 30, done when: "the demo gains one MCP tool used by a process (no network)".
+#[test]
+fn the_demo_runs_a_process_that_uses_a_tool_of_its_mcp_server() {
+    let dir = support::Scratch::new("demo-mcp");
+    let (ok, out, err) = agentpump(&["demo", "--db", "demo.db"], &dir.0);
+    assert!(ok, "{err}");
+    let (line, _, _) = agentpump::host::demo::STARTS[6];
+    let short = out
+        .lines()
+        .find(|l| l.ends_with(line))
+        .and_then(|l| l.split_whitespace().next())
+        .unwrap_or_else(|| panic!("the MCP thread is not listed:\n{out}"))
+        .to_owned();
+    // The transcript shows the call to the MCP tool, its answer and what the process returned.
+    let shown = &out[out.find("Transcript of the MCP thread").expect(&out)..];
+    for expected in [
+        r#"distance -> units.convert"#,
+        r#"<arg name="value" type="number">42.195</arg>"#,
+        "units.convert -> distance",
+        r#"<field name="text">42.195 km = 26.218757 mi</field>"#,
+        r#"<field name="miles" type="number">26.218757</field>"#,
+    ] {
+        assert!(shown.contains(expected), "{expected} in:\n{shown}");
+    }
+    // The same records are in the history file, and it verifies.
+    let (ok, history, err) = agentpump(
+        &["history", &short, "--db", "demo.db", "--format", "json"],
+        &dir.0,
+    );
+    assert!(ok, "{err}");
+    let records: Vec<serde_json::Value> = serde_json::from_str(&history).unwrap();
+    let crossing: Vec<String> = records
+        .iter()
+        .filter(|r| r["from"] == "units.convert" || r["to"] == "units.convert")
+        .map(|r| r["root"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        crossing,
+        [
+            "{urn:agentpump:tool:v1}call",
+            "{urn:agentpump:tool:v1}result"
+        ]
+    );
+    let (ok, out, err) = agentpump(&["verify", "--db", "demo.db"], &dir.0);
+    assert!(ok, "{out}{err}");
+}

@@ -639,3 +639,314 @@ async fn the_python_sdk_client_drives_slash_mcp_behind_the_token() {
     assert_eq!(problem["detail"], "wrong bearer token");
     assert!(pump.verify().await.is_ok());
 }
+
+/// `[[mcp]] units`: agentpump's own small MCP server (`agentpump mcp-units`, one tool
+/// `convert`), over stdio: needs nothing installed.
+fn units_table() -> String {
+    format!(
+        "[[mcp]]\nname = \"units\"\ncommand = [{:?}, \"mcp-units\"]\n",
+        env!("CARGO_BIN_EXE_agentpump")
+    )
+}
+
+/// A process file whose process `id` USEs `tool` once.
+fn using(id: &str, tool: &str) -> String {
+    format!(
+        "<processes>\n<process id=\"{id}\" args=\"km: Number\">\n  USE `{tool}` where: from=\"km\", to=\"mi\", value=km (timeout_ms=10000)\n  CAPTURE MILES from `{tool}` map: \"structured.value\"→MILES\n  RETURN: miles=MILES\n</process>\n</processes>\n"
+    )
+}
+
+/// Issue 30: "processes `USE` them" — `agentpump process check --organism` knows the tools of
+/// the organism's MCP servers: a USE of one passes, a USE of a tool the server does not offer
+/// is AG-017 at its line.
+#[test]
+fn process_check_knows_the_tools_of_the_organisms_mcp_servers() {
+    let dir = Scratch::new("mcp-process-check");
+    dir.write("organism.toml", &units_table());
+    dir.write("good.aps", &using("good", "units.convert"));
+    dir.write("bad.aps", &using("bad", "units.nope"));
+    let check = |file: &str| {
+        support::agentpump_in(
+            &dir.0,
+            &["process", "check", "--organism", "organism.toml", file],
+        )
+    };
+    let (ok, out, err) = check("good.aps");
+    assert!(ok, "{out}{err}");
+    let (ok, out, _) = check("bad.aps");
+    assert!(!ok);
+    assert!(
+        out.contains("error[AG-017 ToolPolicy]: tool `units.nope` is not registered")
+            && out.contains("bad.aps:3:7"),
+        "{out}"
+    );
+}
+
+/// Issue 30: "processes `USE` them" — `agentpump process run --organism` and `agentpump tasks
+/// check` build their pumps with the tools of the organism's MCP servers.
+#[test]
+fn process_run_and_tasks_check_use_the_tools_of_the_organisms_mcp_servers() {
+    let dir = Scratch::new("mcp-process-run");
+    dir.write("organism.toml", &units_table());
+    dir.write("distance.aps", &using("distance", "units.convert"));
+    let (ok, out, err) = support::agentpump_in(
+        &dir.0,
+        &[
+            "process",
+            "run",
+            "distance.aps",
+            "--organism",
+            "organism.toml",
+            "--input",
+            "km=5",
+        ],
+    );
+    assert!(ok, "{out}{err}");
+    assert!(out.contains(r#"RETURN {"miles":3.106856}"#), "{out}");
+    // A task project whose worker is a process USEing the MCP tool: its pump builds.
+    let tasks = Scratch::new("mcp-tasks-check");
+    let worker = "[[listener]]\nname = \"worker\"\nkind = \"process\"\nfile = \"worker.aps\"\n";
+    tasks.write("organism.toml", &(units_table() + worker));
+    tasks.write("worker.aps", &using("worker", "units.convert"));
+    std::fs::create_dir_all(tasks.0.join("docs/tasks")).unwrap();
+    let (ok, out, err) = support::agentpump_in(&tasks.0, &["tasks", "init"]);
+    assert!(ok, "{out}{err}");
+    let (ok, out, err) = support::agentpump_in(&tasks.0, &["tasks", "check"]);
+    assert!(ok, "{out}{err}");
+    tasks.write("worker.aps", &using("worker", "units.nope"));
+    let (ok, _, err) = support::agentpump_in(&tasks.0, &["tasks", "check"]);
+    assert!(!ok);
+    assert!(
+        err.contains("listener `worker` names unknown peer `units.nope`"),
+        "{err}"
+    );
+}
+
+/// Issue 30: "LLM agents see MCP tools in their prompt like any tool" — on a worker too: `agentpump
+/// worker` starts the organism's MCP servers (for its agents' prompts) before it reaches NATS.
+#[test]
+fn a_worker_starts_the_organisms_mcp_servers() {
+    let dir = Scratch::new("mcp-worker");
+    dir.write(
+        "organism.toml",
+        "[cluster]\nurl = \"nats://127.0.0.1:1\"\n\n[[mcp]]\nname = \"units\"\ncommand = [\"/nonexistent/units-server\"]\n\n[[listener]]\nname = \"echo\"\nkind = \"builtin\"\nbuiltin = \"echo\"\nremote = true\n",
+    );
+    let (ok, _, err) = support::agentpump_in(&dir.0, &["worker", "--organism", "organism.toml"]);
+    assert!(!ok);
+    assert!(
+        err.contains("MCP server `units`: cannot start `/nonexistent/units-server`"),
+        "{err}"
+    );
+}
+
+/// Issue 30: "a server that crashes or hangs gives `system-error` (`upstream-failed`,
+/// `handler-timeout`) and is restarted with backoff" — a hung server (alive, answering
+/// nothing) is started again after three calls in a row time out; the next call works.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hung_server_is_restarted_after_three_timeouts_in_a_row() {
+    let Some(python) = python() else { return };
+    let dir = Scratch::new("mcp-python-hung");
+    let pid_file = dir.0.join("server.pid");
+    let command = format!(
+        "\"sh\", \"-c\", {:?}",
+        format!(
+            "echo $$ > '{}'; exec '{}' '{}' stdio",
+            pid_file.display(),
+            python.display(),
+            fixture("server.py")
+        )
+    );
+    let organism = format!(
+        "[store]\npath = \"history.db\"\n\n[[mcp]]\nname = \"py\"\ncommand = [{command}]\ntimeout_ms = 1500\n"
+    );
+    let host = Host::start(&dir, &organism, &[]).await;
+    let first_pid = std::fs::read_to_string(&pid_file).unwrap();
+    let weather = call("py.weather", "w", &[("city", "\"Oslo\"")]);
+    let timed_out = || {
+        vec![(
+            "client".to_owned(),
+            "system-error".to_owned(),
+            "handler-timeout".to_owned(),
+        )]
+    };
+    // `freeze` blocks the server: it and the two calls after it time out.
+    for payload in [
+        call("py.freeze", "f", &[]),
+        weather.clone(),
+        weather.clone(),
+    ] {
+        let (thread, _) = ask(&host.pump, &payload).await;
+        assert_eq!(support::notices(&host.pump, thread).await, timed_out());
+    }
+    // The third timeout started it again: the next call waits for the new server and works.
+    let (_, records) = ask(&host.pump, &weather).await;
+    assert_eq!(structured(&records)["city"], Value::Str("Oslo".into()));
+    let second_pid = std::fs::read_to_string(&pid_file).unwrap();
+    assert_ne!(first_pid, second_pid, "a new server process");
+    host.verify(&dir).await;
+}
+
+/// Issue 30: "a `/mcp` Streamable HTTP endpoint on `agentpump run`" — reached by the name a
+/// client uses: `[server] allowed_hosts` (and the bind address) are answered besides the
+/// loopback names; any other `Host` is refused naming it and the key (DNS-rebinding
+/// protection).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slash_mcp_answers_the_allowed_hosts_and_refuses_others_naming_the_key() {
+    let pump = agentpump::PumpBuilder::new().build().unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    let extras = agentpump::host::server::Extras {
+        allowed_hosts: vec!["agents.example.com".into()],
+        ..Default::default()
+    };
+    let served = pump.clone();
+    tokio::spawn(async move {
+        agentpump::host::server::serve_with(
+            listener,
+            served,
+            "s3cret",
+            1 << 20,
+            extras,
+            std::future::pending(),
+        )
+        .await
+    });
+    let initialize = serde_json::json!({
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                   "clientInfo": {"name": "test", "version": "1"}},
+    });
+    let post = |host: &str| {
+        support::http_client()
+            .post(&url)
+            .bearer_auth("s3cret")
+            .header(reqwest::header::HOST, host)
+            .header(
+                reqwest::header::ACCEPT,
+                "application/json, text/event-stream",
+            )
+            .json(&initialize)
+            .send()
+    };
+    for host in ["agents.example.com", "agents.example.com:8443", "localhost"] {
+        let answered = post(host).await.unwrap();
+        assert_eq!(answered.status(), reqwest::StatusCode::OK, "{host}");
+    }
+    let (status, problem) = support::problem(post("evil.example:7878").await.unwrap()).await;
+    assert_eq!(status, reqwest::StatusCode::FORBIDDEN);
+    assert_eq!(problem["code"], "host-not-allowed");
+    assert_eq!(
+        problem["detail"],
+        "host `evil.example:7878` is not allowed on /mcp (DNS-rebinding protection); allowed: localhost, 127.0.0.1, [::1], agents.example.com; add it to [server] allowed_hosts"
+    );
+}
+
+/// Calls `tool` of agentpump's own MCP server over `pump` (in memory) with `args`: the text of
+/// its answer and whether it is an error.
+async fn own_tool(pump: &PumpHandle, tool: &str, args: serde_json::Value) -> (bool, String) {
+    use rmcp::ServiceExt as _;
+    let (client_end, server_end) = tokio::io::duplex(1 << 16);
+    let server = agentpump::host::mcp::server::McpServer::new(pump.clone(), Vec::new());
+    tokio::spawn(async move {
+        let running = server.serve(tokio::io::split(server_end)).await.unwrap();
+        let _ = running.waiting().await;
+    });
+    let client = ().serve(tokio::io::split(client_end)).await.unwrap();
+    let params = rmcp::model::CallToolRequestParams::new(tool.to_owned())
+        .with_arguments(args.as_object().unwrap().clone());
+    let answer = client.call_tool(params).await.unwrap();
+    let text = serde_json::to_value(&answer.content).unwrap()[0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    (answer.is_error == Some(true), text)
+}
+
+/// docs/reliability.md, "MCP (issue 30)": "`history` with `limit` 0 or over 500, `wait_ms`
+/// over 600 000, a `thread` that is no id" — a tool error naming the argument and the limit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agentpump_mcp_tools_refuse_arguments_past_their_limits_naming_them() {
+    let pump = agentpump::PumpBuilder::new()
+        .register(
+            agentpump::Registration::new("echo", agentpump::listeners::Echo)
+                .accepts(support::q("say")),
+        )
+        .build()
+        .unwrap();
+    let say = r#"<say xmlns="urn:test:v1">hi</say>"#;
+    let thread = pump
+        .post(None, None, say)
+        .await
+        .unwrap()
+        .thread()
+        .to_string();
+    let cases = [
+        (
+            "history",
+            serde_json::json!({"thread": thread, "limit": 0}),
+            "`limit` must be 1 to 500; got 0",
+        ),
+        (
+            "history",
+            serde_json::json!({"thread": thread, "limit": 501}),
+            "`limit` must be 1 to 500; got 501",
+        ),
+        (
+            "history",
+            serde_json::json!({"thread": thread, "offset": -1}),
+            "`offset` must be a whole number of 0 or more, not -1",
+        ),
+        (
+            "post",
+            serde_json::json!({"payload": say, "wait_ms": 600_001}),
+            "`wait_ms` 600001 is over the limit of 600000",
+        ),
+        (
+            "report",
+            serde_json::json!({"thread": "nope"}),
+            "`thread` `nope` is not a thread id",
+        ),
+        ("stop", serde_json::json!({}), "`thread` is required"),
+    ];
+    for (tool, args, expected) in cases {
+        let (error, text) = own_tool(&pump, tool, args.clone()).await;
+        assert!(error, "{tool} {args}: {text}");
+        assert_eq!(text, expected, "{tool} {args}");
+    }
+    let (error, text) = own_tool(
+        &pump,
+        "history",
+        serde_json::json!({"thread": thread, "limit": 500}),
+    )
+    .await;
+    assert!(!error && text.contains("\"total\":2"), "{text}");
+}
+
+/// docs/reliability.md, "MCP (issue 30)": "an answer over `[limits] max_bytes`" is a `failed`
+/// error naming its size and the limit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_over_max_bytes_is_a_failed_error_naming_its_size() {
+    let dir = Scratch::new("mcp-max-bytes");
+    let organism = format!(
+        "[store]\npath = \"history.db\"\n\n[limits]\nmax_bytes = 1200\n\n{}",
+        units_table()
+    );
+    let host = Host::start(&dir, &organism, &[]).await;
+    let convert = call(
+        "units.convert",
+        "c",
+        &[("value", "42.195"), ("from", "\"km\""), ("to", "\"mi\"")],
+    );
+    let (_, records) = ask(&host.pump, &convert).await;
+    let e = failure(&records);
+    assert_eq!(e.kind, ErrorType::Failed);
+    assert!(
+        e.message.starts_with("the answer of ")
+            && e.message.ends_with(
+                " bytes is over the 176 bytes a message may carry ([limits] max_bytes less 1024 for the envelope)"
+            ),
+        "{}",
+        e.message
+    );
+    host.verify(&dir).await;
+}

@@ -30,11 +30,13 @@ const TOKEN: &str = "viewer-test-token-0123456789";
 /// The demo organism on a SQLite history in `scratch`, its six threads settled.
 async fn demo(scratch: &Scratch) -> (PumpHandle, Vec<ThreadId>) {
     let origin = "listeners/demo/organism.toml";
-    let mut organism = agentpump::host::demo::organism().unwrap();
+    let agentpump = std::path::Path::new(env!("CARGO_BIN_EXE_agentpump"));
+    let mut organism = agentpump::host::demo::organism(agentpump).unwrap();
     organism.set_base(&scratch.0); // the loop's workspace in the scratch folder
     let store = organism.open_store_at(&scratch.db()).unwrap();
     let pump = organism
-        .builder(origin)
+        .start_builder(origin)
+        .await
         .unwrap()
         .history(Arc::new(store))
         .build()

@@ -56,6 +56,10 @@ pub enum Command {
         #[arg(long, default_value_os_t = super::run::default_organism())]
         organism: PathBuf,
     },
+    /// Serve `units`, agentpump's own small MCP server (one tool, `convert`), on standard
+    /// input and output: what the demo organism starts as its `[[mcp]]` server.
+    #[command(hide = true)]
+    McpUnits,
     /// Run the demo organism (listeners/demo/) offline and show what happened.
     Demo {
         /// Where to write the history (default: agentpump-demo.db here; replaced if it exists).
@@ -332,17 +336,7 @@ pub fn run() -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .try_init();
-    let result = match cli.command {
-        // MCP owns standard output while it serves: no lock may be held around it.
-        Command::Mcp { organism } => super::run::serve_mcp(&organism),
-        command => {
-            let mut out = std::io::stdout().lock();
-            let result = dispatch(command, &mut out);
-            let _ = out.flush();
-            result
-        }
-    };
-    match result {
+    match dispatch(cli.command) {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {
             eprintln!("agentpump: {message}");
@@ -370,10 +364,16 @@ fn retention(command: Retention) -> Result<String, HostError> {
     }
 }
 
-/// Runs one command, writing its output to `out`.
-fn dispatch(command: Command, out: &mut impl std::io::Write) -> Result<(), HostError> {
-    let mut print = |text: Result<String, HostError>| {
-        text.and_then(|t| out.write_all(t.as_bytes()).map_err(HostError::System))
+/// Runs one command, printing its output. Standard output is locked only to print a
+/// command's text: MCP owns it while it serves (`mcp`, `mcp-units`).
+fn dispatch(command: Command) -> Result<(), HostError> {
+    let print = |text: Result<String, HostError>| {
+        text.and_then(|t| {
+            let mut out = std::io::stdout().lock();
+            out.write_all(t.as_bytes())
+                .and_then(|()| out.flush())
+                .map_err(HostError::System)
+        })
     };
     match command {
         Command::Demo { db } => print(super::demo::run(db)),
@@ -391,7 +391,8 @@ fn dispatch(command: Command, out: &mut impl std::io::Write) -> Result<(), HostE
             bind,
             port,
         } => print(super::run::run(&organism, bind, port)),
-        Command::Mcp { .. } => unreachable!("`mcp` is served by `run`, outside the stdout lock"),
+        Command::Mcp { organism } => super::run::serve_mcp(&organism),
+        Command::McpUnits => super::run::serve_units(),
         Command::Check { files } => {
             let mut text = Vec::new();
             let checked = check::run(&files, &mut text);

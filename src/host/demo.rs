@@ -17,7 +17,7 @@ use crate::{PumpHandle, ThreadId};
 pub const DEMO_ORGANISM: &str = include_str!("../../listeners/demo/organism.toml");
 
 /// The process files the demo organism names, built into the binary with it.
-const EMBEDDED: [(&str, &str); 2] = [
+const EMBEDDED: [(&str, &str); 3] = [
     (
         "../processes/newton.aps",
         include_str!("../../listeners/processes/newton.aps"),
@@ -26,18 +26,28 @@ const EMBEDDED: [(&str, &str); 2] = [
         "../processes/planner.aps",
         include_str!("../../listeners/processes/planner.aps"),
     ),
+    (
+        "../processes/distance.aps",
+        include_str!("../../listeners/processes/distance.aps"),
+    ),
 ];
 
-/// The demo organism, its process files embedded: what `agentpump demo` builds its pump from.
+/// The demo organism's MCP server: agentpump's own `units` (`agentpump mcp-units`).
+pub const UNITS_SERVER: &str = "units";
+
+/// The demo organism, its process files embedded, its MCP server run by `agentpump`, the
+/// executable at `agentpump` (`agentpump demo` passes its own): what `agentpump demo` builds
+/// its pump from.
 ///
 /// # Errors
 ///
 /// Only if the built-in organism text is broken (a test keeps it whole).
-pub fn organism() -> Result<Organism, HostError> {
+pub fn organism(agentpump: &Path) -> Result<Organism, HostError> {
     let mut organism = Organism::parse(DEMO_ORGANISM, "listeners/demo/organism.toml")?;
     for (path, text) in EMBEDDED {
         organism.embed(path, text);
     }
+    organism.set_mcp_program(UNITS_SERVER, agentpump);
     Ok(organism)
 }
 
@@ -46,7 +56,7 @@ pub fn organism() -> Result<Organism, HostError> {
 pub const LOOP_WORKSPACE: &str = "agentpump-demo-loop";
 
 /// The demo's starting messages: (what it shows, addressee, payload).
-pub const STARTS: [(&str, &str, &str); 6] = [
+pub const STARTS: [(&str, &str, &str); 7] = [
     (
         "Newton's method for √2 as a process: the calculator tool, exact residuals, CONVERGED",
         "newton",
@@ -77,7 +87,15 @@ pub const STARTS: [(&str, &str, &str); 6] = [
         "phuc",
         "<run xmlns=\"urn:agentpump:loop:v1\" certificates=\"CONVERGED DIVERGED\" r-p=\"0.0001\" max-iterations=\"6\" residual-metric=\"|x² − 2|\"><goal>approximate √2 by Newton steps</goal><criterion id=\"close\">x² is within 0.0001 of 2</criterion></run>",
     ),
+    (
+        "an MCP tool: a process USEs `units.convert` of a stdio MCP server (agentpump mcp-units, a child of the host)",
+        "distance",
+        r#"<race xmlns="urn:agentpump:demo:v1" km="42.195"/>"#,
+    ),
 ];
+
+/// Where `distance`, the thread of the MCP tool, is in [`STARTS`].
+const MCP_START: usize = 6;
 
 /// Runs the demo, writing its history to `db` (default: the organism's `agentpump-demo.db` in
 /// the current directory, replaced if it exists), and returns the text to print.
@@ -87,7 +105,8 @@ pub const STARTS: [(&str, &str, &str); 6] = [
 /// One line saying what failed (the database cannot be written, the pump does not build).
 pub fn run(db: Option<PathBuf>) -> Result<String, HostError> {
     let origin = "listeners/demo/organism.toml";
-    let mut organism = organism()?;
+    let agentpump = std::env::current_exe().map_err(HostError::System)?;
+    let mut organism = organism(&agentpump)?;
     organism.report_process_warnings();
     let db = db.unwrap_or_else(|| organism.store.path.clone());
     remove_database(&db)?;
@@ -114,7 +133,11 @@ async fn drive(
     store: Arc<crate::history::SqliteHistory>,
     db: &Path,
 ) -> Result<String, HostError> {
-    let pump = organism.builder(origin)?.history(store).build()?;
+    let pump = organism
+        .start_builder(origin)
+        .await?
+        .history(store)
+        .build()?;
     let started = tokio::select! {
         biased;
         _ = tokio::signal::ctrl_c() => Err(HostError::Interrupted(format!(
@@ -282,6 +305,14 @@ async fn show(pump: &PumpHandle, roots: &[ThreadId]) -> Result<String, HostError
             }
         }
     }
+    let _ = writeln!(
+        out,
+        "\nTranscript of the MCP thread (the process USEs `units.convert`, a tool of the `units` MCP server):"
+    );
+    out.push_str(&export::transcript(
+        &pump.history(roots[MCP_START]).await?,
+        2,
+    ));
     let returned = pump.history(roots[1]).await?;
     if let Some(answer) = returned
         .iter()

@@ -13,6 +13,7 @@
 //! - `connection`: one server: start, list, call, restart with backoff, `list_changed`.
 //! - `http`: the Streamable HTTP client transport.
 //! - `tool`: one MCP tool as a listener.
+//! - `units`: `agentpump mcp-units`, a small MCP server of agentpump's own (the demo's).
 
 mod config;
 mod connection;
@@ -22,11 +23,14 @@ mod http;
 mod schema;
 pub mod server;
 mod tool;
+pub mod units;
 
 use std::sync::Arc;
 
 pub use config::{DEFAULT_TIMEOUT, McpSection, ServerConfig, Transport};
-pub use connection::{CallFailure, Connection, FIRST_BACKOFF, MAX_BACKOFF, backoff};
+pub use connection::{
+    CallFailure, Connection, FIRST_BACKOFF, MAX_BACKOFF, RESTART_AFTER_TIMEOUTS, backoff,
+};
 pub use error::McpError;
 pub use schema::{SchemaError, example, signature};
 pub use tool::McpTool;

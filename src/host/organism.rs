@@ -223,9 +223,32 @@ pub struct Server {
     /// connections are closed, in milliseconds (default 5000).
     #[serde(default = "Server::default_shutdown_timeout")]
     pub shutdown_timeout_ms: u64,
+    /// `Host` names `/mcp` answers besides the loopback ones and the bind address: `name`
+    /// (any port) or `name:port` each (a proxy's public name, a DNS name of this machine).
+    #[serde(default)]
+    pub allowed_hosts: Vec<String>,
 }
 
 impl Server {
+    /// The `Host` names `/mcp` answers besides the loopback ones: `allowed_hosts`, and the
+    /// bind address's host unless it is an unspecified address (`0.0.0.0`, `::`).
+    pub fn mcp_hosts(&self) -> Vec<String> {
+        let host = self
+            .bind
+            .rsplit_once(':')
+            .map_or(self.bind.as_str(), |(h, _)| h);
+        let unspecified = host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_unspecified());
+        let bound = (!unspecified && !host.is_empty()).then(|| host.to_owned());
+        bound
+            .into_iter()
+            .chain(self.allowed_hosts.clone())
+            .collect()
+    }
+
     fn default_bind() -> String {
         "127.0.0.1:7878".to_owned()
     }
@@ -245,6 +268,7 @@ impl Default for Server {
             token_file: None,
             max_body_bytes: Self::default_body(),
             shutdown_timeout_ms: Self::default_shutdown_timeout(),
+            allowed_hosts: Vec::new(),
         }
     }
 }
@@ -436,7 +460,8 @@ impl Organism {
     /// # Errors
     ///
     /// An unknown or not-yet-available kind, an unknown builtin, a root that is not Clark
-    /// notation, an unknown role — naming the key and line.
+    /// notation, an unknown role — naming the key and line; an organism with `[[mcp]]`
+    /// servers (see [`Organism::registrations_with`]).
     pub fn registrations(&self, origin: &str) -> Result<Vec<Registration>, HostError> {
         self.registrations_with(origin, &[])
     }
@@ -447,7 +472,56 @@ impl Organism {
     /// # Errors
     ///
     /// As [`Organism::registrations`].
+    ///
+    /// An organism with `[[mcp]]` servers is refused, naming the first: its tools are known
+    /// once the servers are started ([`Organism::start_registrations`]).
     pub fn registrations_with(
+        &self,
+        origin: &str,
+        extra: &[PeerDoc],
+    ) -> Result<Vec<Registration>, HostError> {
+        if let Some(first) = self.mcp.first() {
+            let message = format!(
+                "[[mcp]] `{}`: an organism with MCP servers is loaded with its servers started (Organism::start_registrations)",
+                first.get_ref().name
+            );
+            return Err(self.at(origin, first, message));
+        }
+        self.listener_registrations(origin, extra)
+    }
+
+    /// The organism's registrations with its `[[mcp]]` servers started: the one place that
+    /// builds an organism's tools for `run`, `mcp`, `demo`, `worker`, `tasks` and `process
+    /// check`/`run`. Its listeners (LLM agents see `extra` and the MCP tools like any peer),
+    /// then each MCP tool. The servers run as long as a registration of theirs lives.
+    ///
+    /// # Errors
+    ///
+    /// As [`Organism::start_mcp`] and [`Organism::registrations`].
+    pub async fn start_registrations(
+        &self,
+        origin: &str,
+        extra: &[PeerDoc],
+    ) -> Result<Vec<Registration>, HostError> {
+        let mcp = self.start_mcp(origin).await?;
+        self.registrations_with_mcp(origin, extra, mcp)
+    }
+
+    /// The organism's listeners with the tools of its started MCP servers.
+    fn registrations_with_mcp(
+        &self,
+        origin: &str,
+        extra: &[PeerDoc],
+        mcp: McpTools,
+    ) -> Result<Vec<Registration>, HostError> {
+        let docs: Vec<PeerDoc> = extra.iter().chain(mcp.docs()).cloned().collect();
+        let mut all = self.listener_registrations(origin, &docs)?;
+        all.extend(mcp.into_registrations());
+        Ok(all)
+    }
+
+    /// The listeners the organism declares, the `command` tool and `ask`.
+    fn listener_registrations(
         &self,
         origin: &str,
         extra: &[PeerDoc],
@@ -669,6 +743,20 @@ impl Organism {
         Ok(servers)
     }
 
+    /// Runs the stdio `[[mcp]]` server `server` with `program` instead of the one its
+    /// `command` names (its arguments kept): the demo runs its `units` server with the
+    /// executable that runs the demo. A server that is not there or not stdio is left as is.
+    pub fn set_mcp_program(&mut self, server: &str, program: &Path) {
+        let found = self
+            .mcp
+            .iter_mut()
+            .map(Spanned::get_mut)
+            .find(|s| s.name == server);
+        if let Some(first) = found.and_then(|s| s.command.as_mut()?.first_mut()) {
+            *first = program.display().to_string();
+        }
+    }
+
     /// Starts the `[[mcp]]` servers and maps their tools (see [`McpTools::start`]).
     ///
     /// # Errors
@@ -687,12 +775,19 @@ impl Organism {
     ///
     /// As [`Organism::config`] and [`Organism::registrations`].
     pub fn builder_with_mcp(&self, origin: &str, mcp: McpTools) -> Result<PumpBuilder, HostError> {
-        let mut registrations = self.registrations_with(origin, mcp.docs())?;
-        registrations.extend(mcp.into_registrations());
-        Ok(registrations.into_iter().fold(
-            PumpBuilder::new().config(self.config(origin)?),
-            PumpBuilder::register,
-        ))
+        let registrations = self.registrations_with_mcp(origin, &[], mcp)?;
+        self.builder_of(origin, registrations)
+    }
+
+    /// A pump builder with this organism's listeners, the tools of its `[[mcp]]` servers
+    /// (started here, see [`Organism::start_registrations`]) and its configuration.
+    ///
+    /// # Errors
+    ///
+    /// As [`Organism::config`] and [`Organism::start_registrations`].
+    pub async fn start_builder(&self, origin: &str) -> Result<PumpBuilder, HostError> {
+        let registrations = self.start_registrations(origin, &[]).await?;
+        self.builder_of(origin, registrations)
     }
 
     /// A pump builder with this organism's listeners and configuration.
@@ -702,6 +797,15 @@ impl Organism {
     /// As [`Organism::config`] and [`Organism::registrations`].
     pub fn builder(&self, origin: &str) -> Result<PumpBuilder, HostError> {
         let registrations = self.registrations(origin)?;
+        self.builder_of(origin, registrations)
+    }
+
+    /// A pump builder with `registrations` and this organism's configuration.
+    fn builder_of(
+        &self,
+        origin: &str,
+        registrations: Vec<Registration>,
+    ) -> Result<PumpBuilder, HostError> {
         Ok(registrations.into_iter().fold(
             PumpBuilder::new().config(self.config(origin)?),
             PumpBuilder::register,
@@ -1029,17 +1133,41 @@ mod tests {
     #[test]
     fn the_demo_organism_parses() {
         // With its process files embedded, as `agentpump demo` builds it.
-        let organism = crate::host::demo::organism().unwrap();
+        let organism = crate::host::demo::organism(Path::new("agentpump")).unwrap();
         // Its listeners, the loop controller and its three roles, the `command` tool (every
-        // call approved by a person) and `ask`.
-        assert_eq!(organism.registrations("organism.toml").unwrap().len(), 15);
-        assert!(organism.builder("organism.toml").unwrap().build().is_ok());
+        // call approved by a person) and `ask`; the tool of its MCP server comes when the
+        // server is started (tests/demo.rs), and only then does it build.
+        let listeners = organism.listener_registrations("organism.toml", &[]);
+        assert_eq!(listeners.unwrap().len(), 16);
+        let refused = organism.registrations("organism.toml").unwrap_err();
+        assert_eq!(
+            refused.to_string(),
+            format!(
+                "organism.toml:{}: [[mcp]] `units`: an organism with MCP servers is loaded with its servers started (Organism::start_registrations)",
+                line_of(
+                    crate::host::demo::DEMO_ORGANISM,
+                    crate::host::demo::DEMO_ORGANISM.find("[[mcp]]").unwrap()
+                )
+            )
+        );
         // Without them, the process files are read from disk relative to the organism file,
         // and a missing one is an error naming it.
         let bare =
             Organism::parse(include_str!("../../listeners/demo/organism.toml"), "o.toml").unwrap();
-        let err = bare.registrations("o.toml").unwrap_err().to_string();
-        assert!(err.contains("../processes/newton.aps"), "{err}");
+        let err = bare.listener_registrations("o.toml", &[]).unwrap_err();
+        assert!(err.to_string().contains("../processes/newton.aps"), "{err}");
+    }
+
+    #[test]
+    fn mcp_answers_the_bind_address_unless_unspecified_and_the_allowed_hosts() {
+        let hosts = |text: &str| Organism::parse(text, "o.toml").unwrap().server.mcp_hosts();
+        assert_eq!(hosts(""), ["127.0.0.1"]);
+        assert!(hosts("[server]\nbind = \"0.0.0.0:80\"\n").is_empty());
+        assert!(hosts("[server]\nbind = \"[::]:80\"\n").is_empty());
+        assert_eq!(
+            hosts("[server]\nbind = \"10.0.0.5:80\"\nallowed_hosts = [\"a.example\"]\n"),
+            ["10.0.0.5", "a.example"]
+        );
     }
 
     #[test]

@@ -126,7 +126,13 @@ pub(crate) struct Names {
 /// The names the listeners of an organism file register.
 fn organism_names(path: &std::path::Path) -> Result<Names, HostError> {
     let origin = path.display().to_string();
-    let registrations = Organism::load(path)?.registrations(&origin)?;
+    let organism = Organism::load(path)?;
+    // The `[[mcp]]` servers are started to learn their tools, then stopped with the runtime.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(HostError::System)?;
+    let registrations = runtime.block_on(organism.start_registrations(&origin, &[]))?;
     Ok(Names::of(&registrations))
 }
 

@@ -54,10 +54,15 @@ fn run_into(args: &RunArgs, out: &mut String) -> Result<(), HostError> {
         source: e,
     })?;
     let organism = args.organism.as_deref().map(Organism::load).transpose()?;
+    // The organism's `[[mcp]]` servers run on this runtime, the pump too.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(HostError::System)?;
     let registrations = match (&organism, &args.organism) {
         (Some(organism), Some(path)) => {
             organism.report_process_warnings();
-            organism.registrations(&path.display().to_string())?
+            runtime.block_on(organism.start_registrations(&path.display().to_string(), &[]))?
         }
         _ => vec![crate::tool::register(
             crate::listeners::calculator::Calculator,
@@ -126,10 +131,6 @@ fn run_into(args: &RunArgs, out: &mut String) -> Result<(), HostError> {
         builder = builder.register(listener.registration());
     }
     let pump = builder.build()?;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(HostError::System)?;
     let limit = Duration::from_secs(args.timeout_secs);
     runtime.block_on(async {
         let thread = pump

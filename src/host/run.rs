@@ -80,9 +80,7 @@ async fn builder(
     store: &Arc<SqliteHistory>,
 ) -> Result<(crate::PumpBuilder, Option<Arc<Hub>>, Vec<ListenerDoc>), HostError> {
     let remote = organism.remote_names();
-    let mcp = organism.start_mcp(origin).await?;
-    let mut registrations = organism.registrations_with(origin, mcp.docs())?;
-    registrations.extend(mcp.into_registrations());
+    let mut registrations = organism.start_registrations(origin, &[]).await?;
     let mut connected = None;
     if let (Some(cluster), false) = (&organism.cluster, remote.is_empty()) {
         let store: Arc<dyn crate::history::HistoryStore> = store.clone();
@@ -152,6 +150,7 @@ async fn listen(
             cluster: hub,
             shutdown_timeout: Duration::from_millis(organism.server.shutdown_timeout_ms),
             listeners,
+            allowed_hosts: organism.server.mcp_hosts(),
         },
         signal(),
     )
@@ -195,6 +194,23 @@ pub fn serve_mcp(path: &Path) -> Result<(), HostError> {
     });
     runtime.shutdown_background();
     served
+}
+
+/// `agentpump mcp-units`: serves agentpump's own `units` MCP server on standard input and
+/// output until the client closes them (the demo organism's `[[mcp]]` server).
+///
+/// # Errors
+///
+/// The MCP session fails.
+pub fn serve_units() -> Result<(), HostError> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(HostError::System)?;
+    let served = runtime.block_on(super::mcp::units::serve_stdio());
+    // Standard input is read on a blocking thread that never returns once the client is gone.
+    runtime.shutdown_background();
+    Ok(served?)
 }
 
 /// Resolves on SIGINT or SIGTERM.

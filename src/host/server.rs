@@ -5,6 +5,7 @@
 mod auth;
 pub(crate) mod bodies;
 mod events;
+pub mod hosts;
 mod inbox;
 mod params;
 mod problem;
@@ -48,6 +49,8 @@ pub(crate) struct Api {
     pub max_body: usize,
     /// The organism's listeners, as `/mcp`'s `agentpump://listeners` resource shows them.
     pub listeners: Vec<crate::host::mcp::server::ListenerDoc>,
+    /// The `Host` names `/mcp` answers.
+    pub mcp_hosts: hosts::AllowedHosts,
 }
 
 /// The API's routes over `pump`, requiring `token`, refusing bodies over `max_body` bytes.
@@ -63,6 +66,7 @@ pub fn router(pump: PumpHandle, token: &str, max_body: usize) -> Router {
         cluster: None,
         max_body,
         listeners: Vec::new(),
+        mcp_hosts: hosts::AllowedHosts::default(),
     })
 }
 
@@ -88,8 +92,11 @@ fn routes_for(api: Api) -> Router {
         .route("/inbox", get(inbox::list))
         .route("/inbox/{id}", post(inbox::answer))
         .route_layer(axum::middleware::from_fn(strict::known_query_keys))
-        // MCP's Streamable HTTP (issue 30), behind the same token as every route here.
-        .nest_service("/mcp", routes::mcp(&api))
+        // MCP's Streamable HTTP (issue 30), behind the same token as every route here, for
+        // the allowed `Host` names only.
+        .merge(Router::new().nest_service("/mcp", routes::mcp(&api)).layer(
+            axum::middleware::from_fn_with_state(api.mcp_hosts.clone(), hosts::check),
+        ))
         .fallback(routes::not_found)
         .method_not_allowed_fallback(routes::method_not_allowed)
         .layer(axum::middleware::from_fn_with_state(
@@ -146,6 +153,9 @@ pub struct Extras {
     pub shutdown_timeout: Duration,
     /// The organism's listeners, for `/mcp`'s `agentpump://listeners` resource.
     pub listeners: Vec<crate::host::mcp::server::ListenerDoc>,
+    /// The `Host` names `/mcp` answers besides the loopback ones ([`hosts::LOOPBACK`]):
+    /// `name` (any port) or `name:port` each.
+    pub allowed_hosts: Vec<String>,
 }
 
 impl Default for Extras {
@@ -155,6 +165,7 @@ impl Default for Extras {
             cluster: None,
             shutdown_timeout: DEFAULT_SHUTDOWN_TIMEOUT,
             listeners: Vec::new(),
+            allowed_hosts: Vec::new(),
         }
     }
 }
@@ -184,6 +195,7 @@ pub async fn serve_with(
         cluster: extras.cluster,
         max_body,
         listeners: extras.listeners,
+        mcp_hosts: hosts::AllowedHosts::new(&extras.allowed_hosts),
     };
     let server = axum::serve(listener, routes_for(api)).with_graceful_shutdown(async move {
         shutdown.await;

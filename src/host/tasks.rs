@@ -137,7 +137,12 @@ fn check(at: &At) -> Result<String, HostError> {
         Err(e) => problems.push(e.to_string()),
     }
     let (organism, origin, _) = resolved(at, organism, &at.root)?;
-    if let Err(e) = assemble(&organism, &origin, &layout, &config) {
+    // The `[[mcp]]` servers are started to learn their tools, then stopped with the runtime.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(HostError::System)?;
+    if let Err(e) = assemble(&organism, &origin, &layout, &config, &runtime) {
         problems.push(format!("{origin}: {e}"));
     }
     if problems.is_empty() {
@@ -185,6 +190,7 @@ fn assemble(
     origin: &str,
     layout: &Layout,
     config: &TasksConfig,
+    runtime: &tokio::runtime::Runtime,
 ) -> Result<crate::PumpBuilder, HostError> {
     let declared = organism.command_policy(origin)?;
     let policy = match &declared {
@@ -195,8 +201,8 @@ fn assemble(
         None => tasks::orchestrator::command_policy(layout, config),
     };
     // The organism's `command` tool, guarded as the orchestrator's: no call names the ledger.
-    let own = organism
-        .registrations_with(origin, &tasks::worker::peer_docs(&policy))?
+    let own = runtime
+        .block_on(organism.start_registrations(origin, &tasks::worker::peer_docs(&policy)))?
         .into_iter()
         .map(|r| match declared {
             Some(_) if r.name() == tasks::listeners::COMMAND => {
@@ -318,7 +324,12 @@ fn plan(at: &At, goal: &str) -> Result<String, HostError> {
     let root = std::path::absolute(&at.root).map_err(|e| HostError::io(&at.root, e))?;
     let layout = config.layout(&root);
     let (organism, origin, base) = resolved(at, organism, &root)?;
-    let own = organism.registrations_with(origin.as_str(), &tasks::worker::planner_docs())?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(HostError::System)?;
+    let own = runtime
+        .block_on(organism.start_registrations(origin.as_str(), &tasks::worker::planner_docs()))?;
     if !own.iter().any(|r| r.name() == config.planner) {
         return Err(HostError::Check(format!(
             "no planner: {origin} declares no listener `{}` ([tasks] planner) accepting \
@@ -332,10 +343,6 @@ fn plan(at: &At, goal: &str) -> Result<String, HostError> {
             .register(tasks::planner::intake()),
         crate::PumpBuilder::register,
     );
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(HostError::System)?;
     let patience = std::time::Duration::from_millis(config.wall_clock_ms);
     let ids = runtime.block_on(async {
         let store = Arc::new(organism.open_store(&base)?);
@@ -415,11 +422,11 @@ fn orchestrate(at: &At, parallel: Option<usize>) -> Result<String, HostError> {
     let checked = tasks::check(&layout)?;
     let parallel = parallel.unwrap_or(config.parallel);
     let (organism, origin, base) = resolved(at, organism, &root)?;
-    let builder = assemble(&organism, &origin, &layout, &config)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .map_err(HostError::System)?;
+    let builder = assemble(&organism, &origin, &layout, &config, &runtime)?;
     let report = runtime.block_on(async {
         let store = Arc::new(organism.open_store(&base)?);
         let pump = builder.history(store.clone()).build()?;

@@ -44,7 +44,12 @@ pub fn run(
         ))
     })?;
     let wanted = listeners.unwrap_or_else(|| organism.remote_names());
-    let all = organism.registrations(&origin)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(HostError::System)?;
+    // LLM agents served here see the `[[mcp]]` tools in their prompts like the pump's do.
+    let all = runtime.block_on(organism.start_registrations(&origin, &[]))?;
     let mut serve = Vec::new();
     for name in &wanted {
         let found = all
@@ -53,6 +58,8 @@ pub fn run(
             .ok_or_else(|| HostError::Cluster(format!("{origin} has no listener `{name}`")))?;
         serve.push(found.clone());
     }
+    // The pump calls the MCP tools; a worker's agents needed only their docs.
+    drop(all);
     if serve.is_empty() {
         return Err(HostError::Cluster(format!(
             "{origin} has no remote listener (`remote = true`) and --listeners names none"
@@ -61,10 +68,6 @@ pub fn run(
     let config = organism.config(&origin)?;
     let limits = config.limits;
     let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(HostError::System)?;
     runtime.block_on(async move {
         // Spans of the work items, in the pump's traces (kept until the worker stops).
         let _telemetry = crate::pump::Telemetry::start(&config.telemetry)?;

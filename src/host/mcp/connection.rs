@@ -1,10 +1,12 @@
 //! [`Connection`]: one MCP server, connected, listed and kept running: a server that exits or
-//! whose transport closes is started again with backoff; `notifications/tools/list_changed`
+//! whose transport closes is started again with backoff, and so is one that stopped answering
+//! ([`RESTART_AFTER_TIMEOUTS`] calls in a row timed out); `notifications/tools/list_changed`
 //! lists its tools again.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, RwLock, Weak};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rmcp::model::{CallToolRequestParams, CallToolResult, ClientCapabilities, Implementation};
 use rmcp::service::{NotificationContext, RunningService};
@@ -18,6 +20,9 @@ use super::error::McpError;
 pub const FIRST_BACKOFF: Duration = Duration::from_millis(100);
 /// The longest wait between two starts.
 pub const MAX_BACKOFF: Duration = Duration::from_secs(10);
+/// Calls in a row that timed out (no answer between them) after which a server is taken as
+/// hung and started again like one that crashed.
+pub const RESTART_AFTER_TIMEOUTS: u32 = 3;
 
 type Service = RunningService<RoleClient, Handler>;
 
@@ -54,6 +59,10 @@ pub struct Connection {
     relist: Arc<Notify>,
     /// Stops the supervisor and the server (the connection is dropped).
     stop: Arc<Notify>,
+    /// Starts the server again: it stopped answering.
+    restart: Arc<Notify>,
+    /// Calls that timed out since the server last answered one.
+    timeouts: AtomicU32,
 }
 
 impl Connection {
@@ -73,6 +82,8 @@ impl Connection {
             tools: RwLock::new(tools),
             relist,
             stop: Arc::new(Notify::new()),
+            restart: Arc::new(Notify::new()),
+            timeouts: AtomicU32::new(0),
         });
         tokio::spawn(supervise(Arc::downgrade(&connection), service));
         Ok(connection)
@@ -99,7 +110,9 @@ impl Connection {
     }
 
     /// Calls `tool` with `arguments`. While the server is being started again, waits for it
-    /// (the caller's timeout bounds the wait) unless a start fails meanwhile.
+    /// (the caller's timeout bounds the wait) unless a start fails meanwhile. A call given up
+    /// by its caller at the server's timeout counts towards [`RESTART_AFTER_TIMEOUTS`]; an
+    /// answer starts the count again.
     ///
     /// # Errors
     ///
@@ -112,7 +125,17 @@ impl Connection {
     ) -> Result<CallToolResult, CallFailure> {
         let peer = self.peer().await?;
         let params = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
-        match peer.call_tool(params).await {
+        let mut unanswered = Unanswered {
+            connection: self,
+            since: Instant::now(),
+            answered: false,
+        };
+        let outcome = peer.call_tool(params).await;
+        unanswered.answered = true;
+        if matches!(outcome, Ok(_) | Err(ServiceError::McpError(_))) {
+            self.timeouts.store(0, Ordering::Relaxed);
+        }
+        match outcome {
             Ok(result) => Ok(result),
             Err(ServiceError::McpError(e)) => Err(CallFailure::Rpc(e)),
             Err(e) => Err(CallFailure::Upstream(format!(
@@ -144,6 +167,17 @@ impl Connection {
         }
     }
 
+    /// A call was given up at the server's timeout: the last of [`RESTART_AFTER_TIMEOUTS`]
+    /// in a row starts the server again.
+    fn timed_out(&self) {
+        let count = self.timeouts.fetch_add(1, Ordering::Relaxed) + 1;
+        tracing::warn!(server = %self.config.name, count, "a call of the MCP server timed out");
+        if count >= RESTART_AFTER_TIMEOUTS {
+            self.timeouts.store(0, Ordering::Relaxed);
+            self.restart.notify_one();
+        }
+    }
+
     fn down(&self, why: &str) -> CallFailure {
         CallFailure::Upstream(format!("MCP server `{}` is down: {why}", self.config.name))
     }
@@ -169,6 +203,25 @@ impl Connection {
     }
 }
 
+/// A call on its way: dropped before its answer (the pump gave up on the handler), it counts
+/// as a timeout when it waited about the server's timeout (a tenth less, for the time the
+/// pump's clock started before this one); a caller's shorter `timeout-ms` does not count.
+struct Unanswered<'a> {
+    connection: &'a Connection,
+    since: Instant,
+    /// The call came back (an answer or a failure): nothing to count.
+    answered: bool,
+}
+
+impl Drop for Unanswered<'_> {
+    fn drop(&mut self) {
+        let timeout = self.connection.config.timeout;
+        if !self.answered && self.since.elapsed() + timeout / 10 >= timeout {
+            self.connection.timed_out();
+        }
+    }
+}
+
 impl Drop for Connection {
     fn drop(&mut self) {
         self.stop.notify_one();
@@ -178,17 +231,19 @@ impl Drop for Connection {
 /// Keeps the server running while the connection lives: serves `list_changed`, and when the
 /// server goes away, starts it again after a backoff that doubles with each failed start.
 async fn supervise(connection: Weak<Connection>, mut service: Service) {
-    let Some((name, relist, stop)) = connection.upgrade().map(|c| {
+    let Some((name, relist, stop, restart)) = connection.upgrade().map(|c| {
         (
             c.config.name.clone(),
             Arc::clone(&c.relist),
             Arc::clone(&c.stop),
+            Arc::clone(&c.restart),
         )
     }) else {
         return;
     };
     loop {
         let peer = service.peer().clone();
+        let cancel = service.cancellation_token();
         let waiting = service.waiting();
         tokio::pin!(waiting);
         let why = loop {
@@ -197,6 +252,11 @@ async fn supervise(connection: Weak<Connection>, mut service: Service) {
                 () = relist.notified() => {
                     let Some(c) = connection.upgrade() else { return };
                     c.refresh(&peer).await;
+                }
+                () = restart.notified() => {
+                    // The old server is closed and killed in the background.
+                    cancel.cancel();
+                    break format!("it stopped answering: {RESTART_AFTER_TIMEOUTS} calls in a row timed out");
                 }
                 () = stop.notified() => return,
             }

@@ -328,7 +328,9 @@ impl ServerHandler for McpServer {
 }
 
 /// The Streamable HTTP service of [`McpServer`] for `/mcp` (sessions kept in memory; requests
-/// over `max_body` bytes refused). The route's token check is the API's.
+/// over `max_body` bytes refused). The route's token check is the API's, and so is its `Host`
+/// check (`server/hosts.rs`, with a problem naming the host and `[server] allowed_hosts`):
+/// rmcp's own, which answers a bare 403, is off.
 pub fn http_service(
     server: McpServer,
     max_body: usize,
@@ -336,8 +338,9 @@ pub fn http_service(
     McpServer,
     rmcp::transport::streamable_http_server::session::local::LocalSessionManager,
 > {
-    let mut config = rmcp::transport::StreamableHttpServerConfig::default();
-    config.max_request_body_bytes = max_body;
+    let config = rmcp::transport::StreamableHttpServerConfig::default()
+        .disable_allowed_hosts()
+        .with_max_request_body_bytes(max_body);
     rmcp::transport::StreamableHttpService::new(
         move || Ok(server.clone()),
         Default::default(),
@@ -351,12 +354,25 @@ pub fn http_service(
 ///
 /// The MCP handshake fails or the transport breaks.
 pub async fn serve_stdio(server: McpServer) -> Result<(), super::McpError> {
+    serve_on_stdio(server, "agentpump").await
+}
+
+/// Serves `handler` (named `name` in errors) on standard input and output until the client
+/// closes them.
+///
+/// # Errors
+///
+/// The MCP handshake fails or the transport breaks.
+pub(super) async fn serve_on_stdio(
+    handler: impl ServerHandler,
+    name: &str,
+) -> Result<(), super::McpError> {
     use rmcp::ServiceExt as _;
     let failed = |what: String| super::McpError::Connect {
-        server: "agentpump".into(),
+        server: name.to_owned(),
         what,
     };
-    let running = server
+    let running = handler
         .serve(rmcp::transport::stdio())
         .await
         .map_err(|e| failed(format!("the MCP handshake on stdio failed: {e}")))?;
