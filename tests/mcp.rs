@@ -757,7 +757,7 @@ async fn a_hung_server_is_restarted_after_three_timeouts_in_a_row() {
         )
     );
     let organism = format!(
-        "[store]\npath = \"history.db\"\n\n[[mcp]]\nname = \"py\"\ncommand = [{command}]\ntimeout_ms = 1500\n"
+        "[store]\npath = \"history.db\"\n\n[[mcp]]\nname = \"py\"\ncommand = [{command}]\ntimeout_ms = 4000\n"
     );
     let host = Host::start(&dir, &organism, &[]).await;
     let first_pid = std::fs::read_to_string(&pid_file).unwrap();
@@ -769,7 +769,8 @@ async fn a_hung_server_is_restarted_after_three_timeouts_in_a_row() {
             "handler-timeout".to_owned(),
         )]
     };
-    // `freeze` blocks the server: it and the two calls after it time out.
+    // `freeze` blocks the server: it and the two calls after it time out. 4 s leaves a new
+    // Python server (started within the fourth call's time) room on a loaded machine.
     for payload in [
         call("py.freeze", "f", &[]),
         weather.clone(),
