@@ -6,6 +6,9 @@
 
 mod support;
 
+#[path = "support/otlp.rs"]
+mod otlp;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -950,4 +953,47 @@ async fn an_answer_over_max_bytes_is_a_failed_error_naming_its_size() {
         e.message
     );
     host.verify(&dir).await;
+}
+
+/// Issue 32: "W3C `traceparent` on outgoing LLM HTTP calls and MCP calls": with telemetry on,
+/// an MCP call carries its delivery span's context in `params._meta.traceparent` (SEP-414, the
+/// one channel a stdio server has); the Python SDK server reads it back. The trace is the root
+/// thread's, the parent span the `execute_tool` span the receiver got.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_mcp_call_carries_its_delivery_spans_traceparent_in_meta() {
+    let Some(python) = python() else { return };
+    let receiver = otlp::Otlp::start().await;
+    let dir = Scratch::new("mcp-python-traced");
+    let organism = format!(
+        "[store]\npath = \"history.db\"\n\n[telemetry]\nendpoint = {:?}\n\n[[mcp]]\nname = \"py\"\ncommand = [{:?}, {:?}, \"stdio\"]\n",
+        receiver.endpoint,
+        python.display().to_string(),
+        fixture("server.py")
+    );
+    let host = Host::start(&dir, &organism, &[]).await;
+    let (thread, records) = ask(&host.pump, &call("py.traced", "t", &[])).await;
+    let answer = records
+        .iter()
+        .rev()
+        .find(|r| r.payload.contains("<result"))
+        .unwrap_or_else(|| panic!("no result: {records:#?}"));
+    let trace = thread.to_string().replace('-', "");
+    let start = answer
+        .payload
+        .find("00-")
+        .unwrap_or_else(|| panic!("no traceparent in {}", answer.payload));
+    let traceparent = &answer.payload[start..start + 55];
+    let parts: Vec<&str> = traceparent.split('-').collect();
+    assert_eq!(parts[1], trace, "the root thread's trace: {traceparent}");
+    host.verify(&dir).await;
+    let spans = receiver.spans();
+    let span = spans
+        .iter()
+        .find(|s| s.name == "execute_tool py.traced")
+        .unwrap_or_else(|| panic!("the tool call's span: {spans:#?}"));
+    assert_eq!(
+        parts[2],
+        hex::encode(&span.span_id),
+        "its parent is the call's span"
+    );
 }

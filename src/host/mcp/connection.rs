@@ -8,7 +8,10 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, RwLock, Weak};
 use std::time::{Duration, Instant};
 
-use rmcp::model::{CallToolRequestParams, CallToolResult, ClientCapabilities, Implementation};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, ClientCapabilities, Implementation, MetaObject,
+    RequestMetaObject,
+};
 use rmcp::service::{NotificationContext, RunningService};
 use rmcp::{ClientHandler, RoleClient, ServiceError, ServiceExt};
 use tokio::sync::{Notify, watch};
@@ -124,7 +127,14 @@ impl Connection {
         arguments: serde_json::Map<String, serde_json::Value>,
     ) -> Result<CallToolResult, CallFailure> {
         let peer = self.peer().await?;
-        let params = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
+        let mut params = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
+        // The delivery's span, for a server that traces (MCP's `_meta.traceparent`, SEP-414:
+        // the one channel a stdio server has).
+        if let Some(traceparent) = crate::pump::remote::traceparent() {
+            let mut meta = serde_json::Map::new();
+            meta.insert("traceparent".into(), traceparent.into());
+            params.meta = Some(RequestMetaObject(MetaObject(meta)));
+        }
         let mut unanswered = Unanswered {
             connection: self,
             since: Instant::now(),
