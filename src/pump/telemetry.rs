@@ -147,6 +147,24 @@ pub(crate) mod hook {
     pub(crate) fn decision(_decision: &crate::governor::Decision) {}
 }
 
+/// A wait for a person that ended: a request answered, or expired (for its span).
+#[derive(Debug)]
+#[cfg_attr(not(feature = "otel"), allow(dead_code))]
+pub(crate) struct Waited<'a> {
+    /// The request's id.
+    pub request: crate::MessageId,
+    /// What was asked: `approval` (a held call) or `question` (the `ask` tool).
+    pub kind: &'a str,
+    /// The tool whose call was held, for an approval.
+    pub tool: Option<&'a str>,
+    /// How it ended: `approve`, `deny`, `edit`, `answer` or `expired`.
+    pub outcome: &'a str,
+    /// Who answered, as recorded.
+    pub by: Option<&'a str>,
+    /// When it was asked, in milliseconds since the Unix epoch (the span's start).
+    pub asked_at_ms: i64,
+}
+
 /// What a `halt` message says, for the halt's event (read only with the `otel` feature).
 #[derive(Debug)]
 #[cfg_attr(not(feature = "otel"), allow(dead_code))]
@@ -195,6 +213,14 @@ impl Telemetry {
     pub(crate) fn committed(&self, _started: Option<std::time::Instant>, _ok: bool) {}
 
     pub(crate) fn spawned(&self, _child: crate::ThreadId) {}
+
+    pub(crate) fn waited(
+        &self,
+        _registry: &crate::thread::registry::Registry,
+        _entry: &crate::thread::registry::ThreadEntry,
+        _wait: &Waited<'_>,
+    ) {
+    }
 
     pub(crate) fn halted(
         &self,

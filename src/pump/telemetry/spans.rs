@@ -22,7 +22,7 @@ use crate::listener::{Registration, Role, Usage};
 use crate::thread::registry::ThreadEntry;
 use crate::tool::{Call, TOOL_NS};
 
-use super::Halted;
+use super::{Halted, Waited};
 
 /// The instrumentation scope every span and instrument of the pump is made in.
 pub(super) const SCOPE: &str = "agentpump";
@@ -280,6 +280,34 @@ impl Scope {
         span.add_event("governor.halt", halt_attributes(entry, halt));
         span.end();
         self.count_halt(halt);
+    }
+
+    /// A wait for a person, from its request to its end, on a span of its own (the caller
+    /// sets its trace id).
+    pub(crate) fn waited(&self, entry: &ThreadEntry, wait: &Waited<'_>) {
+        let tracer = &self.0.tracer;
+        let asked = std::time::UNIX_EPOCH
+            + std::time::Duration::from_millis(u64::try_from(wait.asked_at_ms).unwrap_or(0));
+        let mut attributes = vec![
+            KeyValue::new("gen_ai.conversation.id", entry.id.to_string()),
+            KeyValue::new("agentpump.thread.path", entry.path.to_string()),
+            KeyValue::new("agentpump.inbox.request", wait.request.to_string()),
+            KeyValue::new("agentpump.inbox.kind", wait.kind.to_owned()),
+            KeyValue::new("agentpump.inbox.outcome", wait.outcome.to_owned()),
+        ];
+        if let Some(tool) = wait.tool {
+            attributes.push(KeyValue::new("gen_ai.tool.name", tool.to_owned()));
+        }
+        if let Some(by) = wait.by {
+            attributes.push(KeyValue::new("agentpump.inbox.answered_by", by.to_owned()));
+        }
+        let mut span = tracer
+            .span_builder(format!("wait_for_person {}", wait.kind))
+            .with_kind(SpanKind::Internal)
+            .with_start_time(asked)
+            .with_attributes(attributes)
+            .start_with_context(tracer, &Context::new());
+        span.end();
     }
 
     fn count_halt(&self, halt: &Halted<'_>) {
