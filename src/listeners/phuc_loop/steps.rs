@@ -10,6 +10,7 @@ use super::journal::{CriterionState, Role, Run, Step};
 use super::wire::{self, Artifacts, Declaration, Verdict, text_of};
 use super::workspace::{AGENTS_MD, EVIDENCE, Workspace, refusal};
 use super::{LOOP_NS, LoopBudget, PhucLoop, evidence};
+use crate::ThreadId;
 use crate::governor::{Budget, BudgetName, CertificateType, Control, Goal, Lane, Signal};
 use crate::listener::{Context, Delivery, ListenerError};
 use crate::listeners::capsule::{
@@ -396,6 +397,9 @@ pub(super) async fn role_done(
     let Some((n, role)) = t.run.open else {
         return Ok(()); // a result for no open role: already collected
     };
+    let Some(child) = msg.thread_result().map(|r| r.thread()) else {
+        return Ok(()); // only a role's `thread-result` gets here
+    };
     let answer = match outcome(msg, role) {
         Outcome::Backpressure(reason, what) => {
             stop(cx, &reason, &what);
@@ -407,7 +411,7 @@ pub(super) async fn role_done(
     match role {
         Role::Scout => scouted(t, cx, n, answer).await,
         Role::Solver => solved(t, cx, n, answer).await,
-        Role::Skeptic => judged(t, cx, n, answer).await,
+        Role::Skeptic => judged(t, cx, n, answer, child).await,
     }
 }
 
@@ -537,12 +541,15 @@ fn resolve(run: &Run, reference: Option<&str>) -> Option<String> {
 }
 
 /// CHECK_HALTING and ACCUMULATE_LEARNINGS: the Skeptic's verdict, lane-checked, becomes the
-/// iteration's entry; the criteria and the residual go to the governor, which decides.
+/// iteration's entry; the criteria and the residual go to the governor, which decides. The
+/// criteria name the Skeptic's thread (`skeptic`): the governor credits them to the Skeptic,
+/// not to the controller that says `done`, so they can earn EXACT.
 async fn judged(
     mut t: Turn<'_>,
     cx: &mut Context,
     n: u64,
     answer: Result<String, String>,
+    skeptic: ThreadId,
 ) -> Result<(), ListenerError> {
     let mut entry = Entry {
         iteration: n,
@@ -576,7 +583,8 @@ async fn judged(
     let done = label(&t.run, residual, &criteria, &mut entry);
     let (manifest, agents) = record(&mut t, cx, entry, criteria.clone()).await?;
     for c in &criteria {
-        cx.criterion(&c.id, c.met, c.evidence.as_deref().unwrap_or(""));
+        let evidence = c.evidence.as_deref().unwrap_or("");
+        cx.criterion_confirmed_in(skeptic, &c.id, c.met, evidence);
     }
     cx.learning(
         Lane::A,
