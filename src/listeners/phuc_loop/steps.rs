@@ -310,8 +310,23 @@ pub(super) async fn start(
         .await
         .map_err(failed)?;
     cx.goal(&goal);
+    if let Some(why) = self_judging(&lp.config) {
+        cx.learning(Lane::A, &why);
+    }
     cx.emit(next_payload(0));
     Ok(())
+}
+
+/// Why the Skeptic's verdicts cannot be credited to it, when its listener is the Solver's
+/// (seed 002 §7.1: the Skeptic's role is "Verify Solver output"): the controller then reports
+/// the criteria as its own, so they cannot earn EXACT.
+fn self_judging(config: &super::LoopConfig) -> Option<String> {
+    (config.skeptic == config.solver).then(|| {
+        format!(
+            "the Skeptic is the Solver's listener `{}`: its verdicts are not independent, so the loop cannot end EXACT (phuc-loop §7.1)",
+            config.solver
+        )
+    })
 }
 
 fn next_payload(n: u64) -> String {
@@ -582,9 +597,14 @@ async fn judged(
     };
     let done = label(&t.run, residual, &criteria, &mut entry);
     let (manifest, agents) = record(&mut t, cx, entry, criteria.clone()).await?;
+    let independent = self_judging(&t.lp.config).is_none();
     for c in &criteria {
         let evidence = c.evidence.as_deref().unwrap_or("");
-        cx.criterion_confirmed_in(skeptic, &c.id, c.met, evidence);
+        if independent {
+            cx.criterion_confirmed_in(skeptic, &c.id, c.met, evidence);
+        } else {
+            cx.criterion(&c.id, c.met, evidence);
+        }
     }
     cx.learning(
         Lane::A,
