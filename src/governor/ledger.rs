@@ -397,3 +397,28 @@ impl Progress {
         &mut self.criteria[at]
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::governor::budget::Account;
+
+    /// Issue 36: a `<criterion thread="C">` "is credited to C's listener when C is a child of
+    /// this thread spawned to that listener and that listener is not the reporter".
+    #[test]
+    fn a_criterion_is_credited_to_the_one_listener_its_child_was_spawned_to() {
+        let mut ledger = Ledger::new(Account::root(&Budget::unlimited()), None, None);
+        let (lead, skeptic): (Arc<str>, Arc<str>) = ("lead".into(), "skeptic".into());
+        let [to_skeptic, to_lead, to_both, stranger] = [(); 4].map(|()| ThreadId::new());
+        ledger.spawned(to_skeptic, &[Arc::clone(&skeptic)]);
+        ledger.spawned(to_lead, &[Arc::clone(&lead)]);
+        ledger.spawned(to_both, &[Arc::clone(&skeptic), Arc::from("other")]);
+        assert_eq!(ledger.credit(Some(to_skeptic), &lead), skeptic);
+        // The reporter's own child, a child whose confirming listener is unknown, no thread
+        // named, and a thread that is no child: the reporter's word.
+        for thread in [Some(to_lead), Some(to_both), None, Some(stranger)] {
+            assert_eq!(ledger.credit(thread, &lead), lead);
+        }
+        assert!(ledger.is_child(to_both) && !ledger.is_child(stranger));
+    }
+}
