@@ -1055,4 +1055,9 @@ async fn a_restart_between_the_skeptics_answer_and_the_verdict_still_ends_exact(
         .flat_map(|n| ["scout", "solver", "skeptic"].map(|r| (format!("iter{n}-{r}"), 1)))
         .collect();
     assert_eq!(l.spawns().await, spawned, "each role's thread spawned once");
+    // `agentpump verify --certificates` re-derives it from the SQLite file both pumps wrote.
+    let args = ["verify", "--db", "history.db", "--certificates"];
+    let (ok, out, err) = support::agentpump_in(&l.dir.0, &args);
+    assert!(ok, "{out}{err}");
+    assert!(out.contains("every certificate agrees"), "{out}");
 }
