@@ -55,13 +55,43 @@ fn role_script(
         if !msg.qname().is(LOOP_NS, &me) {
             return Ok(());
         }
-        let n = iteration(msg);
-        log.lock()
-            .unwrap()
-            .push(format!("{me} {n} {}", msg.payload().as_str()));
-        cx.reply(answer(n)?);
-        Ok(())
+        answer_capsule(&me, &log, &answer, msg, cx)
     })
+}
+
+/// The role `me` answers its capsule `msg` with `answer(iteration)`, logging it.
+fn answer_capsule(
+    me: &str,
+    log: &Mutex<Vec<String>>,
+    answer: &dyn Fn(usize) -> Result<String, ListenerError>,
+    msg: &Delivery,
+    cx: &mut Context,
+) -> Result<(), ListenerError> {
+    let n = iteration(msg);
+    log.lock()
+        .unwrap()
+        .push(format!("{me} {n} {}", msg.payload().as_str()));
+    cx.reply(answer(n)?);
+    Ok(())
+}
+
+/// The Solver's listener, answering the Skeptic's capsules too (with `skeptic`).
+fn solver_and_skeptic(
+    log: &Arc<Mutex<Vec<String>>>,
+    solver: Answer,
+    skeptic: Answer,
+) -> Registration {
+    let log = Arc::clone(log);
+    let both = Script::new(move |msg: &Delivery, cx: &mut Context| {
+        if msg.qname().is(LOOP_NS, "solver") {
+            answer_capsule("solver", &log, &solver, msg, cx)
+        } else if msg.qname().is(LOOP_NS, "skeptic") {
+            answer_capsule("skeptic", &log, &skeptic, msg, cx)
+        } else {
+            Ok(())
+        }
+    });
+    role_registration("solver", both).accepts(QName::new(LOOP_NS, "skeptic"))
 }
 
 fn plan(n: usize) -> Result<String, ListenerError> {
@@ -129,6 +159,8 @@ struct Setup {
     before: Box<dyn FnOnce(&Scratch)>,
     /// A Scout held at a gate instead of `scout`.
     held_scout: Option<Gate>,
+    /// The Solver's listener plays the Skeptic too (answering its capsules with `skeptic`).
+    solver_judges: bool,
 }
 
 fn run_payload(certificates: &str, r_p: &str, max: u64) -> String {
@@ -150,6 +182,7 @@ impl Setup {
             run: run_payload("CONVERGED DIVERGED", "0.001", 10),
             before: Box::new(|_| {}),
             held_scout: None,
+            solver_judges: false,
         }
     }
 
@@ -158,19 +191,28 @@ impl Setup {
         std::fs::create_dir_all(dir.0.join("ws")).unwrap();
         (self.before)(&dir);
         let log = Arc::new(Mutex::new(Vec::new()));
-        let mut config = LoopConfig::new("scout", "solver", "skeptic", dir.0.join("ws"));
+        let skeptic = if self.solver_judges {
+            "solver"
+        } else {
+            "skeptic"
+        };
+        let mut config = LoopConfig::new("scout", "solver", skeptic, dir.0.join("ws"));
         config.profile = self.profile;
         let controller = (self.tweak)(PhucLoop::new(config));
-        let pump = PumpBuilder::new()
-            .register(match self.held_scout {
-                Some(gate) => role_registration("scout", gate),
-                None => role("scout", &log, self.scout),
-            })
-            .register(role("solver", &log, self.solver))
-            .register(role("skeptic", &log, self.skeptic))
-            .register(controller.registration("loop"))
-            .build()
-            .unwrap();
+        let b = PumpBuilder::new().register(match self.held_scout {
+            Some(gate) => role_registration("scout", gate),
+            None => role("scout", &log, self.scout),
+        });
+        let b = if self.solver_judges {
+            b.register(solver_and_skeptic(&log, self.solver, self.skeptic))
+        } else {
+            b.register(role("solver", &log, self.solver)).register(role(
+                "skeptic",
+                &log,
+                self.skeptic,
+            ))
+        };
+        let pump = b.register(controller.registration("loop")).build().unwrap();
         let thread = pump
             .post(None, Some("loop"), &self.run)
             .await
@@ -627,14 +669,34 @@ enum Hangs {
     Role(&'static str),
 }
 
-/// The residuals every restart test measures (CONVERGED at the third).
+/// The residuals the restart tests of a converging loop measure (CONVERGED at the third).
 const RESTART_RESIDUALS: &[&str] = &["0.5", "0.2", "0.0001"];
+
+/// What a restarted loop declares and what its Skeptic measures.
+#[derive(Clone, Copy)]
+struct Course {
+    certificates: &'static str,
+    residuals: &'static [&'static str],
+}
+
+/// CONVERGED at the third iteration.
+const CONVERGING: Course = Course {
+    certificates: "CONVERGED DIVERGED",
+    residuals: RESTART_RESIDUALS,
+};
+
+/// EXACT only: the Skeptic confirms c1 at the second iteration, with a residual of zero.
+const EXACT_ONLY: Course = Course {
+    certificates: "EXACT",
+    residuals: &["0.5", "0"],
+};
 
 /// A loop's pump over the SQLite history at `dir`, the scripted roles logging into `log`;
 /// `stall` makes one listener hang at a delivery.
 fn restart_pump(
     dir: &std::path::Path,
     log: &Arc<Mutex<Vec<String>>>,
+    course: Course,
     stall: Option<(Hangs, HangOn, Arc<tokio::sync::Notify>)>,
 ) -> PumpHandle {
     let store = Arc::new(SqliteHistory::open(dir.join("history.db")).unwrap());
@@ -650,7 +712,7 @@ fn restart_pump(
     let roles: [(&str, Answer); 3] = [
         ("scout", Box::new(plan)),
         ("solver", Box::new(solution)),
-        ("skeptic", Box::new(skeptic(RESTART_RESIDUALS))),
+        ("skeptic", Box::new(skeptic(course.residuals))),
     ];
     let mut b = PumpBuilder::new().history(store);
     for (name, answer) in roles {
@@ -689,7 +751,12 @@ fn restart_pump(
 /// Runs a loop on a pump in its own runtime until the listener `who` hangs at `hang`, kills that
 /// pump (its runtime dropped: every task ends where it was, as in a kill -9), and finishes the
 /// loop on a second pump over the same SQLite file.
-async fn crash_and_restart(test: &'static str, who: Hangs, hang: HangOn, last_step: &str) -> Loop {
+async fn crash_and_restart(
+    test: &'static str,
+    course: Course,
+    (who, hang): (Hangs, HangOn),
+    last_step: &str,
+) -> Loop {
     let dir = Scratch::new(test);
     std::fs::create_dir_all(dir.0.join("ws")).unwrap();
     let log = Arc::new(Mutex::new(Vec::new()));
@@ -704,8 +771,8 @@ async fn crash_and_restart(test: &'static str, who: Hangs, hang: HangOn, last_st
                 .build()
                 .unwrap();
             rt.block_on(async move {
-                let pump = restart_pump(&root, &log, Some((who, hang, entered)));
-                let run = run_payload("CONVERGED DIVERGED", "0.001", 10);
+                let pump = restart_pump(&root, &log, course, Some((who, hang, entered)));
+                let run = run_payload(course.certificates, "0.001", 10);
                 let receipt = pump.post(None, Some("loop"), &run).await.unwrap();
                 started.send(receipt.thread()).unwrap();
                 let _ = killed.await;
@@ -727,7 +794,7 @@ async fn crash_and_restart(test: &'static str, who: Hangs, hang: HangOn, last_st
         Some(last_step),
         "the crash point"
     );
-    let pump = restart_pump(&dir.0, &log, None);
+    let pump = restart_pump(&dir.0, &log, course, None);
     Loop {
         pump,
         thread,
@@ -851,7 +918,13 @@ async fn a_restart_between_iterations_runs_no_finished_iteration_again() {
     let hang: HangOn = Arc::new(|msg| {
         msg.qname().is(LOOP_NS, "next") && msg.payload().as_str().contains("iteration=\"1\"")
     });
-    let l = crash_and_restart("loop-restart-iter", Hangs::Controller, hang, "judged 0").await;
+    let l = crash_and_restart(
+        "loop-restart-iter",
+        CONVERGING,
+        (Hangs::Controller, hang),
+        "judged 0",
+    )
+    .await;
     l.ends_as_uninterrupted().await;
     assert_eq!(l.handled(), handled_once_but(None));
 }
@@ -867,8 +940,8 @@ async fn a_restart_between_roles_collects_the_answer_without_asking_again() {
     });
     let l = crash_and_restart(
         "loop-restart-role",
-        Hangs::Controller,
-        hang,
+        CONVERGING,
+        (Hangs::Controller, hang),
         "spawned 1 solver",
     )
     .await;
@@ -885,12 +958,106 @@ async fn a_restart_while_a_role_works_delivers_its_capsule_again_in_the_same_thr
     });
     let l = crash_and_restart(
         "loop-restart-busy",
-        Hangs::Role("skeptic"),
-        hang,
+        CONVERGING,
+        (Hangs::Role("skeptic"), hang),
         "spawned 1 skeptic",
     )
     .await;
     l.ends_as_uninterrupted().await;
     // The hanging delivery was not logged by the first pump (it hung before the script ran).
     assert_eq!(l.handled(), handled_once_but(None));
+}
+
+/// Seed 002 §1 step 8: "IF certificate.type == EXACT: status = EXIT_CONVERGED(lane=A)"; §3.1
+/// EXACT: "condition: goal_achieved == true AND all acceptance_criteria passed" — a loop
+/// declaring only EXACT, whose Skeptic confirms c1 with the iteration's artifact, ends EXACT;
+/// the criterion is the Skeptic's, and `verify --certificates` re-derives the certificate.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_loop_declaring_only_exact_ends_exact_on_the_skeptics_confirmation() {
+    let mut setup = Setup::new("loop-exact", EXACT_ONLY.residuals);
+    setup.run = run_payload(EXACT_ONLY.certificates, "0.001", 10);
+    let l = setup.start().await;
+    let report = l.report().await;
+    assert_exact(&l, &report).await;
+}
+
+/// The loop ended EXACT on c1 as the Skeptic confirmed it with iteration 1's file, and the
+/// recorded history earns it.
+async fn assert_exact(l: &Loop, report: &HaltingReport) {
+    assert_eq!(
+        (
+            report.class.as_str(),
+            report.status.as_str(),
+            report.stop_reason.as_str()
+        ),
+        ("EXACT", "EXIT_CONVERGED", "all-criteria-met"),
+        "{report:#?}"
+    );
+    let cert = report.halting_certificate.as_ref().unwrap();
+    assert_eq!(cert.lane, "A");
+    let c1 = &cert.acceptance_criteria_checklist[0];
+    assert_eq!((c1.id.as_str(), c1.met), ("c1", true));
+    assert_eq!(c1.reported_by.as_deref(), Some("skeptic"));
+    assert!(
+        c1.evidence_link
+            .as_deref()
+            .is_some_and(|e| e.starts_with("out/iter1.txt#")),
+        "{c1:?}"
+    );
+    let records = l.pump.history(l.thread).await.unwrap();
+    assert_eq!(agentpump::history::audit(&records, report), Ok(()));
+}
+
+/// Seed line 4: "subagent output is treated as Lane C until Skeptic-verified"; §7.1 Skeptic:
+/// "Verify Solver output" — when the Solver's own listener plays the Skeptic, its verdicts
+/// are the loop's own word: the loop says why and does not end EXACT.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_solver_confirming_its_own_criteria_does_not_end_exact() {
+    let mut setup = Setup::new("loop-self-judged", EXACT_ONLY.residuals);
+    setup.run = run_payload(EXACT_ONLY.certificates, "0.001", 10);
+    setup.solver_judges = true;
+    let l = setup.start().await;
+    let report = l.report().await;
+    assert_eq!(
+        (report.class.as_str(), report.stop_reason.as_str()),
+        ("done-uncertified", "criteria-self-certified"),
+        "{report:#?}"
+    );
+    assert!(
+        report.learnings.iter().any(|x| x.text.starts_with(
+            "the Skeptic is the Solver's listener `solver`: its verdicts are not independent"
+        )),
+        "{:#?}",
+        report.learnings
+    );
+}
+
+/// Seed 002 §1 step 8 (EXACT → EXIT_CONVERGED(lane=A)) across a restart: killed after the
+/// Skeptic of iteration 1 answered, before the controller read its verdict. The criterion
+/// names a thread spawned before the restart; the restarted governor credits it alike.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_between_the_skeptics_answer_and_the_verdict_still_ends_exact() {
+    let hang: HangOn = Arc::new(|msg| {
+        msg.thread_result().is_some()
+            && msg.payload().as_str().contains("<verdict")
+            && msg.payload().as_str().contains("residual=\"0\"")
+    });
+    let l = crash_and_restart(
+        "loop-restart-exact",
+        EXACT_ONLY,
+        (Hangs::Controller, hang),
+        "spawned 1 skeptic",
+    )
+    .await;
+    let report = l.report().await;
+    assert_exact(&l, &report).await;
+    let spawned: Vec<(String, usize)> = (0..2)
+        .flat_map(|n| ["scout", "solver", "skeptic"].map(|r| (format!("iter{n}-{r}"), 1)))
+        .collect();
+    assert_eq!(l.spawns().await, spawned, "each role's thread spawned once");
+    // `agentpump verify --certificates` re-derives it from the SQLite file both pumps wrote.
+    let args = ["verify", "--db", "history.db", "--certificates"];
+    let (ok, out, err) = support::agentpump_in(&l.dir.0, &args);
+    assert!(ok, "{out}{err}");
+    assert!(out.contains("every certificate agrees"), "{out}");
 }

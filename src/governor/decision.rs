@@ -1,8 +1,9 @@
 //! [`Decision`]: what the governor records it did — declared a goal, carved a budget for a
-//! child, resumed a thread, halted it. Written into the thread as `<decision>` (kind
+//! child (and noted whom it was spawned to), resumed a thread, halted it. Written into the thread as `<decision>` (kind
 //! `decision`, from `governor`), and read back when a restarted pump replays the ledgers.
 
 use std::fmt::Write as _;
+use std::sync::Arc;
 
 use quick_xml::escape::escape;
 use quick_xml::events::Event;
@@ -17,8 +18,14 @@ use crate::envelope::GOVERNOR_NS;
 pub(crate) enum Decision {
     /// A goal was declared: how many criteria, and the budget it tightened.
     Goal { criteria: usize, budget: Budget },
-    /// A child was spawned with a carve-out: the limits it was granted.
-    Carve { thread: ThreadId, granted: Budget },
+    /// A child was spawned: the listeners its first message was addressed to (`to`, none in a
+    /// record from before they were noted) and the limits it was granted (none: it shares
+    /// the spawner's).
+    Carve {
+        thread: ThreadId,
+        to: Vec<Arc<str>>,
+        granted: Budget,
+    },
     /// A halted thread was resumed with this much more budget.
     Resume { added: Budget },
     /// The thread halted.
@@ -42,8 +49,16 @@ impl Decision {
                 let _ = write!(x, " action=\"goal\" criteria=\"{criteria}\"");
                 budget
             }
-            Self::Carve { thread, granted } => {
+            Self::Carve {
+                thread,
+                to,
+                granted,
+            } => {
                 let _ = write!(x, " action=\"carve\" thread=\"{thread}\"");
+                if !to.is_empty() {
+                    // Listener names are `[A-Za-z0-9_.-]`: nothing to escape, no space inside.
+                    let _ = write!(x, " to=\"{}\"", to.join(" "));
+                }
                 granted
             }
             Self::Resume { added } => {
@@ -97,6 +112,11 @@ impl Decision {
             },
             "carve" => Self::Carve {
                 thread: attribute("thread")?.parse().ok()?,
+                to: attribute("to")
+                    .unwrap_or_default()
+                    .split_whitespace()
+                    .map(Arc::from)
+                    .collect(),
                 granted: budget,
             },
             "resume" => Self::Resume { added: budget },
@@ -127,7 +147,13 @@ mod tests {
             },
             Decision::Carve {
                 thread: ThreadId::new(),
+                to: vec!["skeptic".into()],
                 granted: budget.clone(),
+            },
+            Decision::Carve {
+                thread: ThreadId::new(),
+                to: vec!["a".into(), "b.c".into()],
+                granted: Budget::default(),
             },
             Decision::Resume { added: budget },
             Decision::Resume {

@@ -13,6 +13,7 @@ use foldhash::fast::FixedState;
 use super::Budget;
 use super::budget::{Account, BudgetName};
 use super::messages::{Goal, GovernorMessage, Lane, Signal};
+use crate::ThreadId;
 
 /// The hash of what repeats: fixed, so a ledger rebuilt from history hashes alike, and fast
 /// (it runs on every delivery). It guards against accidents, not adversaries: a sender who
@@ -26,7 +27,8 @@ pub(crate) struct CriterionStatus {
     pub description: String,
     pub met: bool,
     pub evidence: Option<String>,
-    /// The listener that reported it last.
+    /// The listener credited with its last report: the reporter, or the listener of the child
+    /// thread the report named ([`Ledger::credit`]).
     pub reported_by: Option<Arc<str>>,
 }
 
@@ -78,6 +80,9 @@ pub(crate) struct Ledger {
     waited: std::time::Duration,
     /// When the thread began waiting for a person, while it waits.
     waiting_since: Option<Instant>,
+    /// The children this thread spawned, each with the listeners its first message was
+    /// addressed to (the carve decision records them): whom a `<criterion thread="…">` credits.
+    spawned: Vec<(ThreadId, Box<[Arc<str>]>)>,
 }
 
 impl Ledger {
@@ -99,6 +104,7 @@ impl Ledger {
             idle_since: None,
             waited: std::time::Duration::ZERO,
             waiting_since: None,
+            spawned: Vec::new(),
         }
     }
 
@@ -258,6 +264,28 @@ impl Ledger {
         true
     }
 
+    /// Notes that this thread spawned `child` with its first message addressed to `to`.
+    pub fn spawned(&mut self, child: ThreadId, to: &[Arc<str>]) {
+        self.spawned.push((child, to.into()));
+    }
+
+    /// Whether `thread` is a child this thread spawned.
+    pub fn is_child(&self, thread: ThreadId) -> bool {
+        self.spawned.iter().any(|(c, _)| *c == thread)
+    }
+
+    /// Whom a criterion `reporter` reported naming child `thread` is credited to: the one
+    /// listener the child was spawned to, when that is not the reporter; else the reporter
+    /// (no thread named, a child spawned to the reporter itself or to several listeners, or a
+    /// thread that is no child of this one — which the pump refuses before it gets here).
+    pub fn credit(&self, thread: Option<ThreadId>, reporter: &Arc<str>) -> Arc<str> {
+        let served = thread.and_then(|t| self.spawned.iter().find(|(c, _)| *c == t));
+        match served.map(|(_, to)| &**to) {
+            Some([one]) if one != reporter => Arc::clone(one),
+            _ => Arc::clone(reporter),
+        }
+    }
+
     /// Counts one self-iteration of `listener`.
     pub fn iterate(&mut self, listener: &Arc<str>) {
         match self.iterations.iter_mut().find(|(l, _)| l == listener) {
@@ -327,11 +355,17 @@ impl Ledger {
                 self.progress().residuals.push(value);
                 Absorbed::Residual
             }
-            GovernorMessage::Criterion { id, met, evidence } => {
+            GovernorMessage::Criterion {
+                id,
+                met,
+                evidence,
+                thread,
+            } => {
+                let by = self.credit(thread, from);
                 let status = self.progress().criterion(&id);
                 status.met = met;
                 status.evidence = evidence;
-                status.reported_by = Some(Arc::clone(from));
+                status.reported_by = Some(by);
                 Absorbed::Noted
             }
             GovernorMessage::Learning { lane, text } => {
@@ -361,5 +395,30 @@ impl Progress {
             }
         };
         &mut self.criteria[at]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::governor::budget::Account;
+
+    /// Issue 36: a `<criterion thread="C">` "is credited to C's listener when C is a child of
+    /// this thread spawned to that listener and that listener is not the reporter".
+    #[test]
+    fn a_criterion_is_credited_to_the_one_listener_its_child_was_spawned_to() {
+        let mut ledger = Ledger::new(Account::root(&Budget::unlimited()), None, None);
+        let (lead, skeptic): (Arc<str>, Arc<str>) = ("lead".into(), "skeptic".into());
+        let [to_skeptic, to_lead, to_both, stranger] = [(); 4].map(|()| ThreadId::new());
+        ledger.spawned(to_skeptic, &[Arc::clone(&skeptic)]);
+        ledger.spawned(to_lead, &[Arc::clone(&lead)]);
+        ledger.spawned(to_both, &[Arc::clone(&skeptic), Arc::from("other")]);
+        assert_eq!(ledger.credit(Some(to_skeptic), &lead), skeptic);
+        // The reporter's own child, a child whose confirming listener is unknown, no thread
+        // named, and a thread that is no child: the reporter's word.
+        for thread in [Some(to_lead), Some(to_both), None, Some(stranger)] {
+            assert_eq!(ledger.credit(thread, &lead), lead);
+        }
+        assert!(ledger.is_child(to_both) && !ledger.is_child(stranger));
     }
 }

@@ -11,9 +11,9 @@ use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 
 use super::Budget;
-use crate::Payload;
 use crate::envelope::GOVERNOR_NS;
 use crate::envelope::Vocabulary;
+use crate::{Payload, ThreadId};
 
 /// What a loop signal asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -269,7 +269,7 @@ fn vocabulary(local: &str) -> Option<Vocabulary<'_>> {
             ],
         ),
         "residual" => (&["value"], &[]),
-        "criterion" => (&["id", "met", "evidence"], &[]),
+        "criterion" => (&["id", "met", "evidence", "thread"], &[]),
         "learning" => (&["lane"], &[]),
         _ => return None,
     };
@@ -322,6 +322,9 @@ pub enum GovernorMessage {
         met: bool,
         /// Where the evidence is (a message id, a file, a URL).
         evidence: Option<String>,
+        /// The child thread whose listener confirmed it (`thread="…"`): the criterion is
+        /// credited to that listener when it is not the reporter (see `docs/governor.md`).
+        thread: Option<ThreadId>,
     },
     /// Something learned, lane-typed.
     Learning {
@@ -354,6 +357,8 @@ struct CriterionXml {
     met: Option<bool>,
     #[serde(rename = "@evidence")]
     evidence: Option<String>,
+    #[serde(rename = "@thread")]
+    thread: Option<String>,
     #[serde(rename = "$text", default)]
     text: String,
 }
@@ -447,6 +452,9 @@ pub enum MessageError {
     /// A `<criterion>` without `met`.
     #[error("<criterion> needs met=\"true|false\"")]
     CriterionWithoutMet,
+    /// A `<criterion thread="…">` that does not name a thread id.
+    #[error("<criterion> thread=\"{0}\" is not a thread id (a UUID)")]
+    NotAThread(String),
 }
 
 impl GovernorMessage {
@@ -520,10 +528,15 @@ impl GovernorMessage {
             "criterion" => {
                 let c: CriterionXml = quick_xml::de::from_str(text).map_err(de)?;
                 let met = c.met.ok_or(MessageError::CriterionWithoutMet)?;
+                let thread = c
+                    .thread
+                    .map(|t| t.trim().parse().map_err(|_| MessageError::NotAThread(t)))
+                    .transpose()?;
                 Ok(Self::Criterion {
                     id: c.id,
                     met,
                     evidence: c.evidence,
+                    thread,
                 })
             }
             "learning" => {

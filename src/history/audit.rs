@@ -21,7 +21,7 @@ use crate::governor::{
 use crate::{Limits, Payload};
 
 /// What the governor saw in a thread up to one of its halts: its ledger, rebuilt by the
-/// governor's own `absorb` from the recorded governor messages, and the loop signals with the
+/// governor's own `absorb` from the recorded governor messages and carve decisions, and the loop signals with the
 /// position of the record that carried them.
 struct Seen {
     ledger: Ledger,
@@ -40,6 +40,13 @@ impl Seen {
         };
         let limits = Limits::default();
         for (at, r) in records.iter().enumerate() {
+            if r.kind == RecordKind::Decision
+                && let Some(Decision::Carve { thread, to, .. }) = Decision::parse(&r.payload)
+            {
+                // Whom the child serves: a later `<criterion thread="…">` is credited to it.
+                seen.ledger.spawned(thread, &to);
+                continue;
+            }
             if r.kind != RecordKind::Message || r.root.namespace() != GOVERNOR_NS {
                 continue;
             }

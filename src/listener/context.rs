@@ -699,6 +699,54 @@ impl Context {
         ));
     }
 
+    /// Reports criterion `id` as the listener of child thread `thread` judged it (a verifier's
+    /// verdict, forwarded): the governor credits the criterion to that listener when it is
+    /// not this one, so a `done` of this listener can earn EXACT on it. A `thread` this
+    /// thread did not spawn is refused with `huh invalid-request`.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use agentpump::{Context, Delivery, Listener, ListenerError, PumpBuilder, QName, Registration, Spawn};
+    /// # struct L;
+    /// # #[agentpump::async_trait]
+    /// # impl Listener for L {
+    /// # async fn handle(&self, msg: &Delivery, cx: &mut Context) -> Result<(), ListenerError> {
+    /// if let Some(result) = msg.thread_result() {
+    ///     cx.criterion_confirmed_in(result.thread(), "tests-pass", true, "ci run 17");
+    /// } else if msg.qname().local() == "ask" {
+    ///     cx.spawn(Spawn::new(r#"<say xmlns="urn:example:say:v1">check</say>"#).to("echo"));
+    /// }
+    /// # Ok(())
+    /// # }
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let pump = PumpBuilder::new()
+    /// #     .register(Registration::new("me", L).accepts(QName::new("urn:example:v1", "ask")).peers(["echo"]))
+    /// #     .register(Registration::new("echo", agentpump::listeners::Echo).accepts(QName::new("urn:example:say:v1", "say")))
+    /// #     .build()?;
+    /// let thread = pump.post(None, None, r#"<ask xmlns="urn:example:v1"/>"#).await?.thread();
+    /// # pump.settle(thread).await;
+    /// let history = pump.history(thread).await?;
+    /// let criterion = history.iter().find(|r| r.root.local() == "criterion").unwrap();
+    /// assert!(criterion.payload.contains(" thread=\""));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn criterion_confirmed_in(
+        &mut self,
+        thread: ThreadId,
+        id: &str,
+        met: bool,
+        evidence: &str,
+    ) {
+        let (id, evidence) = (escape(id), escape(evidence));
+        self.emit(format!(
+            "<criterion xmlns=\"{GOVERNOR_NS}\" id=\"{id}\" met=\"{met}\" evidence=\"{evidence}\" thread=\"{thread}\"/>"
+        ));
+    }
+
     /// Records something learned, lane-typed (A hard, B verified, C guidance).
     ///
     /// # Example

@@ -71,7 +71,9 @@ impl Shared {
         let granted: HashMap<ThreadId, Budget> = governor
             .iter()
             .filter_map(|r| match Decision::parse(&r.payload)? {
-                Decision::Carve { thread, granted } => Some((thread, granted)),
+                Decision::Carve {
+                    thread, granted, ..
+                } => Some((thread, granted)),
                 _ => None,
             })
             .collect();
@@ -205,7 +207,8 @@ impl Shared {
 
     /// Replays one governor record into a thread's ledger: a message from a listener as the
     /// governor took it in (a loop signal into the same-control guard too), a plan as the
-    /// thread's latest, a halt as the closing of the account, a resume as its extension at the
+    /// thread's latest, a carve as the child and the listeners it serves (before any criterion
+    /// naming it, in record order), a halt as the closing of the account, a resume as its extension at the
     /// time it was made — in record order, so a goal's tightening and a resume's addition
     /// compose as they did. True for a resume.
     fn replay(&self, entry: &ThreadEntry, record: &Record, clock: &Clock) -> bool {
@@ -214,6 +217,7 @@ impl Shared {
             let ledger = &mut inner.ledger;
             match Decision::parse(&record.payload) {
                 Some(Decision::Halt { .. }) => ledger.account.close(),
+                Some(Decision::Carve { thread, to, .. }) => ledger.spawned(thread, &to),
                 Some(Decision::Resume { added }) => {
                     ledger.resume_at(&added, clock.at(record.time_us));
                     return true;

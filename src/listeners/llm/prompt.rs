@@ -246,7 +246,9 @@ fn thread_state(me: &str, history: &[Record], remaining: &[(BudgetName, Decimal)
                     .map(|c| c.as_str().to_owned())
                     .collect();
             }
-            GovernorMessage::Criterion { id, met, evidence } => {
+            GovernorMessage::Criterion {
+                id, met, evidence, ..
+            } => {
                 criteria.entry(id).or_default().1 = met && evidence.is_some();
             }
             GovernorMessage::Residual(v) => state.current_state_summary.residual_current = Some(v),

@@ -10,6 +10,7 @@ use super::journal::{CriterionState, Role, Run, Step};
 use super::wire::{self, Artifacts, Declaration, Verdict, text_of};
 use super::workspace::{AGENTS_MD, EVIDENCE, Workspace, refusal};
 use super::{LOOP_NS, LoopBudget, PhucLoop, evidence};
+use crate::ThreadId;
 use crate::governor::{Budget, BudgetName, CertificateType, Control, Goal, Lane, Signal};
 use crate::listener::{Context, Delivery, ListenerError};
 use crate::listeners::capsule::{
@@ -309,8 +310,23 @@ pub(super) async fn start(
         .await
         .map_err(failed)?;
     cx.goal(&goal);
+    if let Some(why) = self_judging(&lp.config) {
+        cx.learning(Lane::A, &why);
+    }
     cx.emit(next_payload(0));
     Ok(())
+}
+
+/// Why the Skeptic's verdicts cannot be credited to it, when its listener is the Solver's
+/// (seed 002 §7.1: the Skeptic's role is "Verify Solver output"): the controller then reports
+/// the criteria as its own, so they cannot earn EXACT.
+fn self_judging(config: &super::LoopConfig) -> Option<String> {
+    (config.skeptic == config.solver).then(|| {
+        format!(
+            "the Skeptic is the Solver's listener `{}`: its verdicts are not independent, so the loop cannot end EXACT (phuc-loop §7.1)",
+            config.solver
+        )
+    })
 }
 
 fn next_payload(n: u64) -> String {
@@ -396,6 +412,9 @@ pub(super) async fn role_done(
     let Some((n, role)) = t.run.open else {
         return Ok(()); // a result for no open role: already collected
     };
+    let Some(child) = msg.thread_result().map(|r| r.thread()) else {
+        return Ok(()); // only a role's `thread-result` gets here
+    };
     let answer = match outcome(msg, role) {
         Outcome::Backpressure(reason, what) => {
             stop(cx, &reason, &what);
@@ -407,7 +426,7 @@ pub(super) async fn role_done(
     match role {
         Role::Scout => scouted(t, cx, n, answer).await,
         Role::Solver => solved(t, cx, n, answer).await,
-        Role::Skeptic => judged(t, cx, n, answer).await,
+        Role::Skeptic => judged(t, cx, n, answer, child).await,
     }
 }
 
@@ -537,12 +556,15 @@ fn resolve(run: &Run, reference: Option<&str>) -> Option<String> {
 }
 
 /// CHECK_HALTING and ACCUMULATE_LEARNINGS: the Skeptic's verdict, lane-checked, becomes the
-/// iteration's entry; the criteria and the residual go to the governor, which decides.
+/// iteration's entry; the criteria and the residual go to the governor, which decides. The
+/// criteria name the Skeptic's thread (`skeptic`): the governor credits them to the Skeptic,
+/// not to the controller that says `done`, so they can earn EXACT.
 async fn judged(
     mut t: Turn<'_>,
     cx: &mut Context,
     n: u64,
     answer: Result<String, String>,
+    skeptic: ThreadId,
 ) -> Result<(), ListenerError> {
     let mut entry = Entry {
         iteration: n,
@@ -575,8 +597,14 @@ async fn judged(
     };
     let done = label(&t.run, residual, &criteria, &mut entry);
     let (manifest, agents) = record(&mut t, cx, entry, criteria.clone()).await?;
+    let independent = self_judging(&t.lp.config).is_none();
     for c in &criteria {
-        cx.criterion(&c.id, c.met, c.evidence.as_deref().unwrap_or(""));
+        let evidence = c.evidence.as_deref().unwrap_or("");
+        if independent {
+            cx.criterion_confirmed_in(skeptic, &c.id, c.met, evidence);
+        } else {
+            cx.criterion(&c.id, c.met, evidence);
+        }
     }
     cx.learning(
         Lane::A,

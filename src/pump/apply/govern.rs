@@ -14,14 +14,12 @@ use crate::system::{ErrorCode, HuhCode, SystemMessage};
 use crate::{Envelope, Payload};
 
 impl Applying<'_> {
-    /// Takes in one governor message; a later goal that would loosen the declared one is
-    /// refused (`huh invalid-request` naming what it would loosen) and not recorded.
+    /// Takes in one governor message; a later goal that would loosen the declared one, and a
+    /// criterion naming a thread this one did not spawn, are refused (`huh invalid-request`
+    /// saying why) and not recorded.
     pub fn govern(&mut self, payload: Payload, message: GovernorMessage) {
-        if let GovernorMessage::Goal(goal) = &message
-            && let Some(declared) = self.inner.ledger.goal()
-            && let Some(why) = declared.loosened_by(goal, self.shared.r_p(&self.inner.ledger))
-        {
-            let refusal = Refusal::Huh(HuhCode::InvalidRequest, why.to_string());
+        if let Some(why) = self.unacceptable(&message) {
+            let refusal = Refusal::Huh(HuhCode::InvalidRequest, why);
             self.refuse(refusal.into_notice(payload.as_str().to_owned()), 1);
             return;
         }
@@ -62,6 +60,29 @@ impl Applying<'_> {
             }
             Absorbed::Residual => self.signals.residual = true,
             Absorbed::Noted => {}
+        }
+    }
+
+    /// Why the ledger cannot take `message` in, if it cannot: a goal that would loosen the
+    /// declared one, or a criterion naming a thread that is not a child of this one (its
+    /// evidence could be credited to no listener).
+    fn unacceptable(&self, message: &GovernorMessage) -> Option<String> {
+        let ledger = &self.inner.ledger;
+        match message {
+            GovernorMessage::Goal(goal) => {
+                let declared = ledger.goal()?;
+                let why = declared.loosened_by(goal, self.shared.r_p(ledger))?;
+                Some(why.to_string())
+            }
+            GovernorMessage::Criterion {
+                id,
+                thread: Some(thread),
+                ..
+            } if !ledger.is_child(*thread) => Some(format!(
+                "<criterion id=\"{id}\"> names thread {thread}, which is not a child of this \
+                 thread: only a child's listener can confirm a criterion here"
+            )),
+            _ => None,
         }
     }
 

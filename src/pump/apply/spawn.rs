@@ -1,5 +1,6 @@
 //! Applying a `spawn-thread` request: the depth and threads budgets, the carve-out (with the
-//! spawner's floor), the child's entry and its first message, and the `thread-spawned` notice.
+//! spawner's floor), the child's entry and its first message, the carve decision naming the
+//! listeners the child serves, and the `thread-spawned` notice.
 
 use std::sync::Arc;
 
@@ -70,20 +71,29 @@ impl Applying<'_> {
             }
         };
         self.shared.telemetry.spawned(child.id);
+        let mut to = Vec::with_capacity(targets.len());
         for target in targets {
-            let to = Arc::clone(&self.shared.routes[target].name);
+            let name = Arc::clone(&self.shared.routes[target].name);
             let env = Envelope::new(Arc::clone(self.me_name()), child.id, initial.clone())
-                .with_to(Some(to));
+                .with_to(Some(Arc::clone(&name)));
             self.tx.queue_in_child(&child, env, target);
+            to.push(name);
         }
-        if budget != &crate::governor::Budget::default() {
-            let decision = Decision::Carve {
-                thread: child.id,
-                granted: child_limits(&child, budget),
-            };
-            self.shared
-                .decide(&mut self.tx, self.entry, self.inner, &decision);
-        }
+        // Whom the child serves goes into the ledger and the record, so that a restart and
+        // `verify --certificates` credit a `<criterion thread="…">` as the live pump did.
+        self.inner.ledger.spawned(child.id, &to);
+        let granted = if budget == &crate::governor::Budget::default() {
+            crate::governor::Budget::default()
+        } else {
+            child_limits(&child, budget)
+        };
+        let decision = Decision::Carve {
+            thread: child.id,
+            to,
+            granted,
+        };
+        self.shared
+            .decide(&mut self.tx, self.entry, self.inner, &decision);
         let notice = SystemMessage::ThreadSpawned {
             assigned: child.id,
             parent: self.entry.id,
