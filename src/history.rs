@@ -280,19 +280,6 @@ pub trait HistoryStore: Send + Sync + fmt::Debug + 'static {
         Ok(())
     }
 
-    /// The pump that wrote here has shut down: nothing more will be appended. A store that
-    /// holds a resource for its writer lets it go ([`SqliteHistory`] checkpoints and releases
-    /// its file, which another store may then open for writing); reads keep working. Called at
-    /// the end of [`PumpHandle::shutdown`](crate::PumpHandle::shutdown).
-    ///
-    /// # Errors
-    ///
-    /// [`HistoryError::Unavailable`] when the store could not finish (the history is then
-    /// still whole, as after a crash).
-    fn close_writes(&self) -> Result<(), HistoryError> {
-        Ok(())
-    }
-
     /// Whether the record of queued message `id` was appended but its commit failed (since the
     /// last failure began): the message was never acknowledged, and a pump drops it from its
     /// queue instead of delivering it.

@@ -131,14 +131,11 @@ async fn a_full_disk_refuses_input_then_recovers_without_a_restart_losing_nothin
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     let served = pump.clone();
-    tokio::spawn(async move {
-        server::serve(
-            listener,
-            served,
-            "t0123456789abcdef",
-            1 << 20,
-            std::future::pending(),
-        )
+    let (stop_serving, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(async move {
+        server::serve(listener, served, "t0123456789abcdef", 1 << 20, async {
+            let _ = stopped.await;
+        })
         .await
     });
 
@@ -272,10 +269,25 @@ async fn a_full_disk_refuses_input_then_recovers_without_a_restart_losing_nothin
     );
     pump.shutdown(Duration::from_secs(5)).await;
     assert_eq!(pump.health().unwrap_err().code(), "shutting-down");
+    // The server holds the pump, and the pump its store (one writing store per file): both go
+    // before the restart, as with a process that ends.
+    drop(client);
+    let _ = stop_serving.send(());
+    server.await.unwrap().unwrap();
     drop((pump, store));
 
-    // A restart finds the same history: nothing delivered twice, nothing waiting.
-    let (pump, store) = pump_on(&disk.db()).unwrap();
+    // A restart finds the same history: nothing delivered twice, nothing waiting. (The old
+    // pump's tasks drop their weak hold of the store a moment after the last handle.)
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    let (pump, store) = loop {
+        match pump_on(&disk.db()) {
+            Ok(opened) => break opened,
+            Err(e) if tokio::time::Instant::now() < deadline && e.contains("already open") => {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            Err(e) => panic!("{e}"),
+        }
+    };
     for (thread, _) in &acked {
         pump.settle(*thread).await;
     }

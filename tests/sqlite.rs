@@ -649,10 +649,29 @@ async fn a_second_writing_store_on_one_file_is_refused_until_the_first_closes() 
     let second = SqliteHistory::open(dir.db()).unwrap();
     drop(second);
     let third = Arc::new(SqliteHistory::open(dir.db()).expect("dropping a store closes it"));
-    // A pump's shutdown lets the file go, even while someone still holds the store.
+    // A pump holds its store: shut down, it still does (a new pump may be built on it) ...
     let pump = echo_pump(Arc::clone(&third));
     start(&pump, &p("say", "one")).await;
     pump.shutdown(std::time::Duration::from_secs(1)).await;
-    let after = SqliteHistory::open(dir.db()).expect("a shut-down pump's file opens again");
-    assert_eq!(after.verify().await.unwrap(), third.verify().await.unwrap());
+    assert!(SqliteHistory::open(dir.db()).is_err());
+    let again = echo_pump(Arc::clone(&third));
+    start(&again, &p("say", "two")).await;
+    again.shutdown(std::time::Duration::from_secs(1)).await;
+    let records = third.verify().await.unwrap();
+    // ... and once every handle is dropped, the file is free.
+    drop((pump, again, third));
+    let after = reopen(&dir.db()).await;
+    assert_eq!(after.verify().await.unwrap(), records);
+}
+
+/// Opens `db` for writing once the pumps that held it have let go (their tasks hold the store
+/// only weakly, and drop it a moment after the last handle).
+async fn reopen(db: &std::path::Path) -> SqliteHistory {
+    for _ in 0..100 {
+        if let Ok(store) = SqliteHistory::open(db) {
+            return store;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    SqliteHistory::open(db).unwrap()
 }

@@ -570,11 +570,6 @@ impl Drop for SqliteHistory {
 
 #[async_trait]
 impl HistoryStore for SqliteHistory {
-    /// [`SqliteHistory::close`]: the write-ahead log checkpointed, the file's lock released.
-    fn close_writes(&self) -> Result<(), HistoryError> {
-        self.close()
-    }
-
     /// While writes are refused, a call at least the current backoff after the last try
     /// tries the file again (a probe of 1 MiB committed and removed): a caller may wait for two small
     /// commits then.

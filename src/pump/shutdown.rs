@@ -22,9 +22,9 @@ pub struct ShutdownReport {
 impl PumpHandle {
     /// Stops the pump: new outside input is refused at once; queued messages keep being delivered
     /// for up to `grace`; then running handlers finish, every message still queued is recorded as
-    /// not delivered, and `shutdown` is recorded in the system thread (committed when this returns);
-    /// last, the store closes for writing ([`HistoryStore::close_writes`](crate::history::HistoryStore::close_writes)): a SQLite file is
-    /// whole and free for another store to open, and reads keep working.
+    /// not delivered, and `shutdown` is recorded in the system thread (committed when this returns).
+    /// The store stays open: a new pump may be built on it, and a SQLite file is let go when
+    /// the store is closed or its last handle dropped.
     ///
     /// # Example
     ///
@@ -96,14 +96,7 @@ impl PumpHandle {
         }
         // Spans and metrics still batched go out before the process may exit.
         shared.telemetry.flush().await;
-        // Nothing more is written: the store lets its file go (another store may open it now,
-        // even while a task of this pump still holds this one).
-        let store = std::sync::Arc::clone(&shared.store);
-        match tokio::task::spawn_blocking(move || store.close_writes()).await {
-            Ok(Err(error)) => tracing::error!(%error, "could not close the history store"),
-            Err(error) => tracing::error!(%error, "closing the history store panicked"),
-            Ok(Ok(())) => {}
-        }
+
         ShutdownReport {
             drained,
             undelivered,

@@ -198,11 +198,18 @@ impl Telemetry {
 
     /// A wait for a person ended: a span `wait_for_person {kind}` in the thread's trace from
     /// when it was asked (the request's record) to now.
-    pub(crate) fn waited(&self, registry: &Registry, entry: &ThreadEntry, wait: &super::Waited<'_>) {
+    pub(crate) fn waited(
+        &self,
+        registry: &Registry,
+        entry: &ThreadEntry,
+        wait: &super::Waited<'_>,
+    ) {
         let Some(live) = &self.0 else {
             return;
         };
-        NEXT_TRACE.set(Some(TraceId::from_bytes(*root_of(registry, entry).as_uuid().as_bytes())));
+        NEXT_TRACE.set(Some(TraceId::from_bytes(
+            *root_of(registry, entry).as_uuid().as_bytes(),
+        )));
         live.scope.waited(entry, wait);
         NEXT_TRACE.set(None);
     }
