@@ -8,6 +8,7 @@
 //! | `inbox/policy.rs` | which calls wait for approval, the `questions` budget, waiting and the wall clock |
 //! | `inbox/record.rs` | the `<request>` and `<answer>` records |
 //! | `inbox/hold.rs` | a call held at delivery and the request recorded in its place |
+//! | `inbox/listing.rs` | a request listed once its record is durable, taken back when it is not |
 //! | `inbox/answer.rs` | an answer checked, recorded and applied with its effect in one commit |
 //! | `inbox/reopen.rs` | open requests read back from history after a restart; timeouts |
 //! | `inbox/ask.rs` | the `ask` tool's signature |
@@ -19,6 +20,7 @@ mod answer;
 mod ask;
 pub(crate) mod caller;
 pub(crate) mod hold;
+mod listing;
 mod part;
 mod policy;
 pub(crate) mod record;

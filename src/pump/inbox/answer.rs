@@ -18,11 +18,6 @@ use crate::tool::{Call, ErrorType, ToolError, ToolResult};
 use crate::value::Value;
 use crate::{Envelope, MessageId, Payload};
 
-/// How long an answer waits for the commit of a request it found listed but not yet stored.
-const COMMIT_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
-/// How often it looks meanwhile.
-const COMMIT_POLL: std::time::Duration = std::time::Duration::from_millis(5);
-
 /// What an answer does besides being recorded.
 enum Effect {
     /// The held call goes to its tool, from its caller.
@@ -40,7 +35,9 @@ impl Shared {
         reply: Reply,
     ) -> Result<AnswerRecord, InboxError> {
         let _one = self.inbox.answering.lock().await;
-        let asked = self.asked(id).await?;
+        // A request is listed only once its record is durable (`inbox/listing.rs`): a listed
+        // request is always found here.
+        let asked = self.store.record(id).await?;
         let (asked, request) = asked
             .and_then(|r| record::read::<Request>("request", &r).map(|q| (r, q)))
             .ok_or(InboxError::NotFound(id))?;
@@ -60,21 +57,6 @@ impl Shared {
             return Err(InboxError::Expired { id, expired_at_ms });
         }
         self.apply(&asked, &request, reply).await
-    }
-
-    /// The record of request `id`. A request is listed as soon as its delivery is applied, a
-    /// moment before its commit is durable: an answer (or a timeout) in that moment waits for
-    /// the commit, at most [`COMMIT_WAIT`], rather than calling a listed request unknown.
-    async fn asked(&self, id: MessageId) -> Result<Option<Record>, InboxError> {
-        let deadline = tokio::time::Instant::now() + COMMIT_WAIT;
-        loop {
-            let found = self.store.record(id).await?;
-            let in_flight = found.is_none() && self.inbox.open().contains_key(&id);
-            if !in_flight || tokio::time::Instant::now() >= deadline {
-                return Ok(found);
-            }
-            tokio::time::sleep(COMMIT_POLL).await;
-        }
     }
 
     /// The answer already recorded for the request `asked`, if any.

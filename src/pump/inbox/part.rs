@@ -32,6 +32,14 @@ impl Inbox {
         true
     }
 
+    /// Takes back a question of `thread` whose request did not commit.
+    pub(crate) fn uncount_question(&self, thread: ThreadId) {
+        let mut asked = self.asked.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = asked.get_mut(&thread) {
+            *n = n.saturating_sub(1);
+        }
+    }
+
     /// How many requests of `thread` are open.
     pub(crate) fn waiting_in(&self, thread: ThreadId) -> u32 {
         let open = self.open();
