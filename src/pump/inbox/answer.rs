@@ -7,6 +7,7 @@
 use std::sync::Arc;
 
 use super::caller::tool_payload;
+use super::changes::InboxChange;
 use super::hold::INBOX_SENDER;
 use super::record::{self, AnswerRecord, Decision, Request, RequestKind, now_ms};
 use super::timeout::timed_out;
@@ -121,6 +122,8 @@ impl Shared {
         };
         self.await_commit(thread, committed).await?;
         self.inbox.open().remove(&asked.id);
+        self.inbox
+            .changed(InboxChange::closed(thread, answer.clone()));
         Ok(answer)
     }
 

@@ -6,6 +6,7 @@
 use std::sync::Arc;
 
 use super::OpenRequest;
+use super::changes::InboxChange;
 use crate::history::Ticket;
 use crate::pump::Shared;
 use crate::thread::registry::{ThreadEntry, ThreadInner};
@@ -34,7 +35,8 @@ impl Shared {
     fn list(self: &Arc<Self>, opened: Vec<OpenRequest>) {
         for request in opened {
             let (id, expires) = (request.id, request.request.expires_at_ms);
-            self.inbox.open().insert(id, request);
+            self.inbox.open().insert(id, request.clone());
+            self.inbox.changed(InboxChange::Listed(request));
             if let Some(at) = expires {
                 self.arm_timeout(id, at);
             }
