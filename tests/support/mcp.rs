@@ -1,9 +1,10 @@
-//! The MCP project's reference server (`@modelcontextprotocol/server-everything`), as
-//! `.ci/run` installs it, pinned, under `AGENTPUMP_CI_CACHE`.
+//! The pinned MCP test programs (the MCP project's reference server
+//! `@modelcontextprotocol/server-everything`, the Python SDK), found where `.ci/run` installs
+//! them under `AGENTPUMP_CI_CACHE`.
 
 use std::path::{Path, PathBuf};
 
-/// The version `.ci/run` installs.
+/// The version of the reference server `.ci/run` installs.
 pub const EVERYTHING: &str = "server-everything-2026.8.31";
 
 /// A tool the test needs: the path in `var`, else where `.ci/run` caches it; `None` (the
