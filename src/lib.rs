@@ -66,8 +66,9 @@ pub use listener::{
     Context, Delivery, Listener, ListenerError, Registration, Role, Typed, TypedListener, Usage,
 };
 pub use pump::{
-    AgentServerConfig, Approval, BuildError, InboxFilter, InboxPolicy, IngressError, OpenRequest,
-    PumpBuilder, PumpConfig, PumpHandle, Receipt, Reply, TelemetryConfig, TelemetryError, ask_tool,
+    AgentServerConfig, Approval, BuildError, InboxChange, InboxFilter, InboxPolicy, IngressError,
+    OpenRequest, PumpBuilder, PumpConfig, PumpHandle, Receipt, Reply, TelemetryConfig,
+    TelemetryError, ask_tool,
 };
 pub use system::Spawn;
 pub use thread::{Counters, ThreadInfo, ThreadState};

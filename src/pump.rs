@@ -36,7 +36,9 @@ pub(crate) use builder::usable_namespace;
 pub use builder::{AgentServerConfig, BuildError, PumpBuilder, PumpConfig};
 pub use control::ControlError;
 pub use evict::Residency;
-pub use inbox::{Approval, InboxError, InboxFilter, InboxPolicy, OpenRequest, Reply, ask_tool};
+pub use inbox::{
+    Approval, InboxChange, InboxError, InboxFilter, InboxPolicy, OpenRequest, Reply, ask_tool,
+};
 pub use ingress::{IngressError, Receipt};
 pub use recover::RecoveryReport;
 pub use shutdown::ShutdownReport;

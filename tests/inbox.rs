@@ -388,9 +388,28 @@ async fn a_process_asks_with_use_ask_and_captures_the_answer() {
 }
 
 /// A store whose commits of a `<request>` become visible (and durable) only after a pause: the
-/// moment between a request's listing and its commit, widened.
+/// moment between a request being held and its commit, widened. The first `.1` of those
+/// commits fail after the pause (a disk that filled meanwhile).
 #[derive(Debug)]
-struct SlowRequests(Arc<agentpump::history::MemoryHistory>);
+struct SlowRequests(
+    Arc<agentpump::history::MemoryHistory>,
+    std::sync::atomic::AtomicUsize,
+);
+
+impl SlowRequests {
+    fn new(failing: usize) -> Arc<Self> {
+        let memory = Arc::new(agentpump::history::MemoryHistory::new());
+        Arc::new(Self(memory, failing.into()))
+    }
+
+    /// Whether this commit is one of those that fail.
+    fn fails(&self) -> bool {
+        use std::sync::atomic::Ordering;
+        self.1
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok()
+    }
+}
 
 #[async_trait::async_trait]
 impl HistoryStore for SlowRequests {
@@ -406,8 +425,15 @@ impl HistoryStore for SlowRequests {
             return self.0.append(batch);
         }
         let inner = Arc::clone(&self.0);
+        let fails = self.fails();
         Ok(agentpump::history::Ticket::pending(async move {
             tokio::time::sleep(Duration::from_millis(300)).await;
+            if fails {
+                return Err(agentpump::history::HistoryError::Unavailable {
+                    what: "test store: the request's commit failed".to_owned(),
+                    source: None,
+                });
+            }
             inner.append(batch)?.wait().await
         }))
     }
@@ -451,9 +477,7 @@ impl HistoryStore for SlowRequests {
 /// refused as unknown (seen as a 404 right after `GET /inbox` listed the request).
 #[tokio::test]
 async fn a_request_answered_the_moment_it_is_listed_is_applied() {
-    let store = Arc::new(SlowRequests(Arc::new(
-        agentpump::history::MemoryHistory::new(),
-    )));
+    let store = SlowRequests::new(0);
     let pump = builder(policy(&[("command", Approval::Every)]))
         .history(store)
         .build()
@@ -478,5 +502,55 @@ async fn a_request_answered_the_moment_it_is_listed_is_applied() {
     assert_eq!(
         result(&answers[0]).fields["stdout"],
         Value::Str("now\n".into())
+    );
+}
+
+/// "A request is listed only after its record commits" (the seed of issue 31's last items): a
+/// request whose commit fails is never listed nor counted; the thread does not wait on it, the
+/// delivery is made again once the store takes writes, and that request is the one listed.
+#[tokio::test]
+async fn a_request_whose_commit_fails_is_not_listed_and_is_asked_once_again() {
+    let store = SlowRequests::new(1);
+    let limited = InboxPolicy {
+        questions: Some(1),
+        ..policy(&[("command", Approval::Every)])
+    };
+    let pump = builder(limited).history(store).build().unwrap();
+    let thread = pump
+        .post(None, None, &echo(&["again"]))
+        .await
+        .unwrap()
+        .thread();
+    let mut listed = Vec::new();
+    for _ in 0..100 {
+        let open = pump.inbox(&InboxFilter::default()).await.unwrap();
+        for request in open {
+            if !listed
+                .iter()
+                .any(|r: &agentpump::OpenRequest| r.id == request.id)
+            {
+                let stored = pump.history(thread).await.unwrap();
+                let committed = stored.iter().any(|r| r.id == request.id);
+                assert!(committed, "request {} listed before its commit", request.id);
+                listed.push(request);
+            }
+        }
+        if !listed.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert_eq!(pump.thread(thread).unwrap().state, ThreadState::Waiting);
+    let answer = pump.answer(listed[0].id, reply(Decision::Approve, "ann"));
+    let answer = tokio::time::timeout(Duration::from_secs(2), answer).await;
+    assert!(matches!(answer, Ok(Ok(_))), "{answer:?}");
+    pump.settle(thread).await;
+    assert_ne!(pump.thread(thread).unwrap().state, ThreadState::Waiting);
+    let answers = answers(&pump, thread).await;
+    assert_eq!(answers.len(), 1, "{answers:?}");
+    assert_eq!(
+        result(&answers[0]).fields["stdout"],
+        Value::Str("again\n".into())
     );
 }

@@ -465,6 +465,100 @@ async fn the_inbox_lists_oldest_first_filters_and_streams_events() {
     assert_eq!(inbox[1]["answer"]["value"], "now");
 }
 
+/// Server-sent events read off a response as (name, JSON data), as they come.
+struct Events {
+    response: reqwest::Response,
+    text: String,
+}
+
+impl Events {
+    /// The next event, waiting at most 10 s for it.
+    async fn next(&mut self) -> (String, Json) {
+        loop {
+            if let Some(end) = self.text.find("\n\n") {
+                let event: String = self.text.drain(..end + 2).collect();
+                let field = |name: &str| {
+                    event
+                        .lines()
+                        .find_map(|l| l.strip_prefix(name))
+                        .map(str::to_owned)
+                };
+                let Some(name) = field("event: ") else {
+                    continue; // a keep-alive comment
+                };
+                let data = field("data: ").unwrap_or_default();
+                return (name, serde_json::from_str(&data).unwrap_or(Json::Null));
+            }
+            let chunk = tokio::time::timeout(Duration::from_secs(10), self.response.chunk());
+            let chunk = chunk.await.expect("an event within 10 s").unwrap();
+            let chunk = chunk.expect("the stream goes on");
+            self.text.push_str(&String::from_utf8_lossy(&chunk));
+        }
+    }
+}
+
+/// "A stream over every thread's inbox" (the seed of issue 31's last items): `GET
+/// /inbox/events` lists what is open, then says when a request is listed, answered or expired,
+/// for every thread, without polling; it is behind the API token like every route.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_inbox_stream_says_listed_answered_and_expired_for_every_thread() {
+    let dir = scratch("inbox-stream");
+    let host = Host::start(&dir.0);
+    let anonymous = host.client.get(format!("{}/inbox/events", host.base));
+    let r = anonymous.send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    let before = host.start_thread(&ask("Before?", &[])).await;
+    let open = host.open(&before, 1).await;
+    let response = host.get("/inbox/events").send().await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let mut events = Events {
+        response,
+        text: String::new(),
+    };
+    // What is open already comes first.
+    let (name, data) = events.next().await;
+    assert_eq!((name.as_str(), &data["id"]), ("listed", &open[0]["id"]));
+    // A new request in another thread, answered.
+    let thread = host.start_thread(&command("rm", &["-f", "gone"])).await;
+    let (name, listed) = events.next().await;
+    assert_eq!(
+        (name.as_str(), listed["thread"].as_str()),
+        ("listed", Some(thread.as_str()))
+    );
+    assert_eq!(listed["request"]["kind"], "approval");
+    let id = listed["id"].as_str().unwrap();
+    let deny = json!({"decision": "deny", "reason": "keep it", "by": "erin"});
+    assert_eq!(host.answer(id, deny).await.0, StatusCode::OK);
+    let (name, answered) = events.next().await;
+    assert_eq!(name, "answered");
+    assert_eq!(
+        (
+            answered["thread"].as_str(),
+            answered["answer"]["request"].as_str()
+        ),
+        (Some(thread.as_str()), Some(id))
+    );
+    assert_eq!(answered["answer"]["by"], "erin");
+    // A question that times out: listed, then expired with its default.
+    let quick = ask(
+        "Quick?",
+        &[
+            ("timeout_seconds", Value::Num(1.into())),
+            ("default", Value::Str("no".into())),
+        ],
+    );
+    let thread = host.start_thread(&quick).await;
+    let (name, listed) = events.next().await;
+    assert_eq!(
+        (name.as_str(), listed["thread"].as_str()),
+        ("listed", Some(thread.as_str()))
+    );
+    let (name, expired) = events.next().await;
+    assert_eq!(name, "expired");
+    assert_eq!(expired["answer"]["request"], listed["id"]);
+    assert_eq!(expired["answer"]["decision"], "timeout");
+}
+
 /// "`agentpump inbox` and `agentpump answer ID …` on the CLI (file or `--url`)" — with precise
 /// errors and a non-zero exit when an answer is refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

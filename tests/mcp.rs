@@ -18,44 +18,8 @@ use agentpump::tool::ErrorType;
 use agentpump::value::Value;
 use agentpump::{PumpHandle, ThreadId};
 use support::Scratch;
+use support::mcp::{everything, installed};
 use support::process::{failure, fields, go, run};
-
-/// The version `.ci/run` installs of each, under `AGENTPUMP_CI_CACHE`.
-const EVERYTHING: &str = "server-everything-2026.8.31";
-
-/// A tool the test needs: the path in `var`, else where `.ci/run` caches it; `None` (the
-/// test skips, saying so) when it is not installed, unless `AGENTPUMP_TESTS_NEED_MCP=1`.
-fn installed(var: &str, cached: &str) -> Option<PathBuf> {
-    let path = std::env::var_os(var).map(PathBuf::from).or_else(|| {
-        let cache = std::env::var_os("AGENTPUMP_CI_CACHE")
-            .map(PathBuf::from)
-            .or_else(|| {
-                std::env::var_os("HOME").map(|h| Path::new(&h).join(".cache/agentpump-ci"))
-            })?;
-        Some(cache.join(cached))
-    })?;
-    if path.exists() {
-        return Some(path);
-    }
-    assert!(
-        std::env::var_os("AGENTPUMP_TESTS_NEED_MCP").is_none(),
-        "{} is not installed (set {var} or run .ci/run)",
-        path.display()
-    );
-    println!(
-        "skipped: {} is not installed (.ci/run installs it)",
-        path.display()
-    );
-    None
-}
-
-/// The reference server's stdio command.
-fn everything() -> Option<PathBuf> {
-    installed(
-        "AGENTPUMP_MCP_EVERYTHING",
-        &format!("{EVERYTHING}/node_modules/.bin/mcp-server-everything"),
-    )
-}
 
 /// An organism in `dir` (`organism.toml`, its history in `history.db`) with `files` beside it.
 struct Host {

@@ -886,6 +886,8 @@ async fn a_loop_thread_shows_its_iterations_and_roles() {
 /// "the inbox in the viewer driven in Chromium (approve from the page, the thread continues
 /// live)": an approval and a question wait in the Inbox view; the page approves one and
 /// answers the other, each disappears, and the approved thread's result shows on its page.
+/// "the viewer's Inbox view uses [the inbox stream]" (the seed of issue 31's last items): a
+/// request made while the page is open appears on it, and goes when answered elsewhere.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_inbox_view_approves_and_answers_and_the_thread_goes_on() {
     use agentpump::listeners::{CommandConfig, CommandTool};
@@ -933,6 +935,29 @@ async fn the_inbox_view_approves_and_answers_and_the_thread_goes_on() {
     b.goto(&format!("{base}/?token={TOKEN}#/inbox")).await;
     b.until(
         "both requests in the inbox",
+        "document.querySelectorAll('#inbox-list .inbox-item').length === 2",
+    )
+    .await;
+    let later = Call::new("ask").id("q2").arg("question", "Later?").to_xml();
+    let later = pump.post(None, None, &later).await.unwrap().thread();
+    b.until(
+        "a request made while the page is open, shown last",
+        "[...document.querySelectorAll('#inbox-list .inbox-item')].pop()?.textContent.includes('Later?')",
+    )
+    .await;
+    let filter = InboxFilter {
+        thread: Some(later),
+        ..InboxFilter::default()
+    };
+    let open = pump.inbox(&filter).await.unwrap();
+    let value = agentpump::pump::inbox::Decision::Answer { value: "x".into() };
+    let reply = agentpump::Reply {
+        decision: value,
+        by: "elsewhere".into(),
+    };
+    pump.answer(open[0].id, reply).await.unwrap();
+    b.until(
+        "the request answered elsewhere gone from the page",
         "document.querySelectorAll('#inbox-list .inbox-item').length === 2",
     )
     .await;

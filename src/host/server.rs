@@ -7,6 +7,7 @@ pub(crate) mod bodies;
 mod events;
 pub mod hosts;
 mod inbox;
+mod inbox_events;
 mod params;
 mod problem;
 mod routes;
@@ -90,6 +91,7 @@ fn routes_for(api: Api) -> Router {
         .route("/tasks/events", get(task_events::follow))
         // A person in the loop (issue 31).
         .route("/inbox", get(inbox::list))
+        .route("/inbox/events", get(inbox_events::follow))
         .route("/inbox/{id}", post(inbox::answer))
         .route_layer(axum::middleware::from_fn(strict::known_query_keys))
         // MCP's Streamable HTTP (issue 30), behind the same token as every route here, for

@@ -8,6 +8,8 @@
 //! | `inbox/policy.rs` | which calls wait for approval, the `questions` budget, waiting and the wall clock |
 //! | `inbox/record.rs` | the `<request>` and `<answer>` records |
 //! | `inbox/hold.rs` | a call held at delivery and the request recorded in its place |
+//! | `inbox/listing.rs` | a request listed once its record is durable, taken back when it is not |
+//! | `inbox/changes.rs` | the inbox's changes (listed, answered, expired), for its followers |
 //! | `inbox/answer.rs` | an answer checked, recorded and applied with its effect in one commit |
 //! | `inbox/reopen.rs` | open requests read back from history after a restart; timeouts |
 //! | `inbox/ask.rs` | the `ask` tool's signature |
@@ -18,7 +20,9 @@
 mod answer;
 mod ask;
 pub(crate) mod caller;
+mod changes;
 pub(crate) mod hold;
+mod listing;
 mod part;
 mod policy;
 pub(crate) mod record;
@@ -32,6 +36,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 pub use ask::{ASK_TOOL, ask_tool};
+pub use changes::InboxChange;
 pub use policy::{Approval, InboxPolicy};
 pub use record::{AnswerRecord, Decision, INBOX_NS, Request, RequestKind};
 pub use reopen::open_requests;

@@ -10,6 +10,7 @@ use super::Shared;
 use crate::governor::HaltingReport;
 use crate::history::{Batch, Delivered, HistoryError, NewRecord, RecordKind, Ticket};
 use crate::listener::Usage;
+use crate::pump::inbox::OpenRequest;
 use crate::thread::registry::{Queued, ThreadEntry, ThreadInner};
 use crate::{Envelope, MessageId, ThreadId};
 
@@ -23,6 +24,7 @@ pub(crate) struct Tx {
     parent: SmallVec<[Queued; 1]>,
     children: Vec<Arc<ThreadEntry>>,
     queued_ids: SmallVec<[MessageId; 2]>,
+    opened: Vec<OpenRequest>,
 }
 
 /// Which locked thread a queued message goes to.
@@ -89,6 +91,11 @@ impl Tx {
             kind,
             pending: false,
         });
+    }
+
+    /// Lists `request` (recorded in this transaction) in the inbox once the commit is durable.
+    pub fn open(&mut self, request: OpenRequest) {
+        self.opened.push(request);
     }
 
     /// Records a message and queues it for `target` in the thread at `place`.
@@ -175,8 +182,10 @@ impl Tx {
     ///
     /// # Errors
     ///
-    /// [`HistoryError`] from the store; then nothing is queued, no child is registered, and the
-    /// record counts of `here` and `parent` are as before the transaction.
+    /// [`HistoryError`] from the store; then nothing is queued, no child is registered, no
+    /// request is listed, and the record and waiting counts of `here` and `parent` are as
+    /// before the transaction. Requests opened are listed when the returned ticket resolves
+    /// durable (and taken back when it fails).
     pub fn commit(
         self,
         shared: &Arc<Shared>,
@@ -208,8 +217,14 @@ impl Tx {
                 if let Some((_, parent_inner)) = parent {
                     parent_inner.records -= theirs;
                 }
+                shared.unopen(inner, &self.opened);
                 return Err(e);
             }
+        };
+        let ticket = if self.opened.is_empty() {
+            ticket
+        } else {
+            shared.list_when_durable(ticket, Arc::clone(entry), self.opened)
         };
         if !self.here.is_empty() {
             inner.queue.extend(self.here);

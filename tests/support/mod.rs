@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 #[cfg(feature = "host")]
+pub mod mcp;
 pub mod model;
 pub mod process;
 

@@ -135,7 +135,7 @@ pub(crate) async fn answer(
 }
 
 /// The problem for an inbox error: 404, 409 (naming who and when), 410, 422, or 503.
-fn problem(e: InboxError) -> Problem {
+pub(super) fn problem(e: InboxError) -> Problem {
     let detail = e.to_string();
     match e {
         InboxError::NotFound(_) => Problem::new(StatusCode::NOT_FOUND, "unknown-request", detail),

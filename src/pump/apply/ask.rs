@@ -1,5 +1,5 @@
 //! Applying a held call (`pump/inbox/hold.rs`): its request recorded in the delivery's commit
-//! and the thread marked waiting — or, when it may not ask (the questions budget is spent, the
+//! (and listed once that commit is durable) and the thread marked waiting — or, when it may not ask (the questions budget is spent, the
 //! question is malformed), its caller answered with the tool's error and nobody asked.
 
 use std::sync::Arc;
@@ -41,17 +41,12 @@ impl Applying<'_> {
         let waiting = self.inner.waiting + 1;
         self.inner.set_waiting(waiting);
         self.inner.ledger.began_waiting();
-        let expires = request.expires_at_ms;
-        let open = OpenRequest {
+        self.tx.open(OpenRequest {
             id,
             thread,
             asked_at_ms: now_ms(),
             request,
-        };
-        shared.inbox.open().insert(id, open);
-        if let Some(at) = expires {
-            shared.arm_timeout(id, at);
-        }
+        });
     }
 }
 

@@ -7,6 +7,7 @@
 use std::sync::Arc;
 
 use super::caller::tool_payload;
+use super::changes::InboxChange;
 use super::hold::INBOX_SENDER;
 use super::record::{self, AnswerRecord, Decision, Request, RequestKind, now_ms};
 use super::timeout::timed_out;
@@ -17,11 +18,6 @@ use crate::pump::tx::{Place, Tx};
 use crate::tool::{Call, ErrorType, ToolError, ToolResult};
 use crate::value::Value;
 use crate::{Envelope, MessageId, Payload};
-
-/// How long an answer waits for the commit of a request it found listed but not yet stored.
-const COMMIT_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
-/// How often it looks meanwhile.
-const COMMIT_POLL: std::time::Duration = std::time::Duration::from_millis(5);
 
 /// What an answer does besides being recorded.
 enum Effect {
@@ -40,7 +36,9 @@ impl Shared {
         reply: Reply,
     ) -> Result<AnswerRecord, InboxError> {
         let _one = self.inbox.answering.lock().await;
-        let asked = self.asked(id).await?;
+        // A request is listed only once its record is durable (`inbox/listing.rs`): a listed
+        // request is always found here.
+        let asked = self.store.record(id).await?;
         let (asked, request) = asked
             .and_then(|r| record::read::<Request>("request", &r).map(|q| (r, q)))
             .ok_or(InboxError::NotFound(id))?;
@@ -60,21 +58,6 @@ impl Shared {
             return Err(InboxError::Expired { id, expired_at_ms });
         }
         self.apply(&asked, &request, reply).await
-    }
-
-    /// The record of request `id`. A request is listed as soon as its delivery is applied, a
-    /// moment before its commit is durable: an answer (or a timeout) in that moment waits for
-    /// the commit, at most [`COMMIT_WAIT`], rather than calling a listed request unknown.
-    async fn asked(&self, id: MessageId) -> Result<Option<Record>, InboxError> {
-        let deadline = tokio::time::Instant::now() + COMMIT_WAIT;
-        loop {
-            let found = self.store.record(id).await?;
-            let in_flight = found.is_none() && self.inbox.open().contains_key(&id);
-            if !in_flight || tokio::time::Instant::now() >= deadline {
-                return Ok(found);
-            }
-            tokio::time::sleep(COMMIT_POLL).await;
-        }
     }
 
     /// The answer already recorded for the request `asked`, if any.
@@ -139,6 +122,8 @@ impl Shared {
         };
         self.await_commit(thread, committed).await?;
         self.inbox.open().remove(&asked.id);
+        self.inbox
+            .changed(InboxChange::closed(thread, answer.clone()));
         Ok(answer)
     }
 

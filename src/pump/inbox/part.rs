@@ -3,17 +3,34 @@
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
+use tokio::sync::broadcast;
+
 use super::OpenRequest;
+use super::changes::{FOLLOWERS_LAG, InboxChange};
 use crate::{MessageId, ThreadId};
 
 /// The inbox's part of the pump: the open requests (oldest first: ids are UUID v7) and how
-/// many each thread asked, rebuilt from history at a restart; one answer applied at a time.
-#[derive(Debug, Default)]
+/// many each thread asked, rebuilt from history at a restart; one answer applied at a time;
+/// its changes sent to its followers.
+#[derive(Debug)]
 pub(crate) struct Inbox {
     pub(super) open: Mutex<BTreeMap<MessageId, OpenRequest>>,
     pub(super) asked: Mutex<BTreeMap<ThreadId, u32>>,
     pub(super) answering: tokio::sync::Mutex<()>,
     pub(super) reopened: tokio::sync::OnceCell<()>,
+    pub(super) changes: broadcast::Sender<InboxChange>,
+}
+
+impl Default for Inbox {
+    fn default() -> Self {
+        Self {
+            open: Mutex::default(),
+            asked: Mutex::default(),
+            answering: tokio::sync::Mutex::default(),
+            reopened: tokio::sync::OnceCell::default(),
+            changes: broadcast::channel(FOLLOWERS_LAG).0,
+        }
+    }
 }
 
 impl Inbox {
@@ -30,6 +47,19 @@ impl Inbox {
         }
         *n += 1;
         true
+    }
+
+    /// Tells the inbox's followers of `change` (none may follow).
+    pub(crate) fn changed(&self, change: InboxChange) {
+        let _ = self.changes.send(change);
+    }
+
+    /// Takes back a question of `thread` whose request did not commit.
+    pub(crate) fn uncount_question(&self, thread: ThreadId) {
+        let mut asked = self.asked.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = asked.get_mut(&thread) {
+            *n = n.saturating_sub(1);
+        }
     }
 
     /// How many requests of `thread` are open.

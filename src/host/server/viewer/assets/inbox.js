@@ -2,12 +2,11 @@
 // in its thread's context (a link to the thread, who asks, what) with the forms its kind takes —
 // approve / deny / edit for a held tool call, an answer for a question. Answers go to
 // POST /inbox/{id}; a refusal (409 answered already, 410 expired, 422 invalid) is shown on the
-// request. Live on a running host: the list reloads every second while shown.
+// request. Live on a running host: it follows GET /inbox/events while shown (each open request
+// `listed` first, then `listed` / `answered` / `expired` as they happen), without polling.
 import { el, time } from "/dom.js";
 
-const POLL_MS = 1000;
-let timer = null;
-let shown = "";
+let events = null;
 
 async function send(id, body, item) {
   const r = await fetch(`/inbox/${id}`, {
@@ -65,31 +64,50 @@ function item(r) {
   return li;
 }
 
-async function load($) {
-  const r = await fetch("/inbox", { credentials: "same-origin", headers: { Accept: "application/json" } });
-  if (!r.ok) throw new Error(`/inbox: ${r.status}`);
-  const open = await r.json();
-  const ids = open.map((o) => o.id).join(" ");
-  if (ids === shown) return;
-  shown = ids;
-  $("inbox-list").replaceChildren(...open.map(item));
-  $("inbox-note").textContent = open.length ? `${open.length} open, oldest first` : "Nothing waits for a person.";
+// Shows request `r` in its place (oldest first: ids are UUID v7), unless it is shown already.
+function listed($, r) {
+  const list = $("inbox-list");
+  if (list.querySelector(`[data-request="${r.id}"]`)) return;
+  const later = [...list.children].find((li) => li.dataset.request > r.id);
+  list.insertBefore(item(r), later || null);
+  note($);
+}
+
+function closed($, id) {
+  const li = $("inbox-list").querySelector(`[data-request="${id}"]`);
+  if (li) li.remove();
+  note($);
+}
+
+function note($) {
+  const n = $("inbox-list").children.length;
+  $("inbox-note").textContent = n ? `${n} open, oldest first` : "Nothing waits for a person.";
 }
 
 // Shows the inbox; on a running host, follows it until stopInbox.
 export async function showInbox($, live, failed) {
   stopInbox();
-  shown = null;
+  $("inbox-list").replaceChildren();
   if (!live) {
-    $("inbox-list").replaceChildren();
     $("inbox-note").textContent = "The inbox needs a running host (agentpump run): a history file is read-only.";
     return;
   }
-  await load($);
-  timer = setInterval(() => load($).catch(failed), POLL_MS);
+  note($);
+  const es = new EventSource("/inbox/events", { withCredentials: true });
+  events = es;
+  // Each (re)connection lists every open request first: start from an empty list.
+  es.addEventListener("open", () => { $("inbox-list").replaceChildren(); note($); });
+  es.addEventListener("reset", () => { $("inbox-list").replaceChildren(); note($); });
+  es.addEventListener("listed", (e) => listed($, JSON.parse(e.data)));
+  for (const name of ["answered", "expired"]) {
+    es.addEventListener(name, (e) => closed($, JSON.parse(e.data).answer.request));
+  }
+  es.addEventListener("error", () => {
+    if (es.readyState === EventSource.CLOSED) failed(new Error("/inbox/events: the stream closed"));
+  });
 }
 
 export function stopInbox() {
-  if (timer) clearInterval(timer);
-  timer = null;
+  if (events) events.close();
+  events = null;
 }
