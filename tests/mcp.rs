@@ -7,6 +7,7 @@
 mod support;
 
 #[path = "support/otlp.rs"]
+#[allow(dead_code)] // its metrics readers are tests/telemetry.rs's
 mod otlp;
 
 use std::path::{Path, PathBuf};

@@ -792,3 +792,91 @@ async fn a_childs_span_links_to_its_spawner_a_stop_is_a_halt_span_and_the_queues
     );
     assert!(last("agentpump.deliveries").0 >= 3.0);
 }
+
+/// Issue 32: "waits for a person (once that exists) as spans": a call held for approval is a
+/// `wait_for_person approval` span in the thread's trace, from the request's record to the
+/// answer, naming the tool, the decision and who gave it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wait_for_a_person_is_a_span_from_the_request_to_the_answer() {
+    use agentpump::listeners::{CommandConfig, CommandTool};
+    use agentpump::pump::inbox::Decision;
+    use agentpump::{Approval, InboxFilter, InboxPolicy, Reply};
+    let receiver = otlp::Otlp::start().await;
+    let command = CommandTool::new(CommandConfig {
+        allow: vec!["echo".to_owned()],
+        ..CommandConfig::default()
+    });
+    let pump = PumpBuilder::new()
+        .config(PumpConfig {
+            telemetry: TelemetryConfig {
+                endpoint: Some(receiver.endpoint.clone()),
+                ..TelemetryConfig::default()
+            },
+            inbox: InboxPolicy {
+                approvals: [("command".to_owned(), Approval::Every)].into(),
+                ..InboxPolicy::default()
+            },
+            ..PumpConfig::default()
+        })
+        .register(command.registration())
+        .build()
+        .unwrap();
+    let call = agentpump::tool::Call::new("command")
+        .id("c1")
+        .arg("program", "echo")
+        .arg(
+            "args",
+            agentpump::value::Value::List(vec![agentpump::value::Value::Str("hi".into())]),
+        )
+        .to_xml();
+    let thread = pump.post(None, None, &call).await.unwrap().thread();
+    pump.settle(thread).await;
+    let request = pump.inbox(&InboxFilter::default()).await.unwrap().remove(0);
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let reply = Reply {
+        decision: Decision::Approve,
+        by: "alice".to_owned(),
+    };
+    pump.answer(request.id, reply).await.unwrap();
+    pump.settle(thread).await;
+    pump.shutdown(Duration::from_secs(1)).await;
+
+    let spans = receiver.spans();
+    let wait = spans
+        .iter()
+        .find(|s| s.name == "wait_for_person approval")
+        .unwrap_or_else(|| panic!("the wait's span: {spans:#?}"));
+    assert_eq!(
+        hex::encode(&wait.trace_id),
+        hex_id(thread),
+        "in the thread's trace"
+    );
+    let attribute = |key: &str| otlp::attribute(&wait.attributes, key);
+    assert_eq!(
+        attribute("agentpump.inbox.request"),
+        Some(request.id.to_string())
+    );
+    assert_eq!(attribute("gen_ai.tool.name").as_deref(), Some("command"));
+    assert_eq!(
+        attribute("agentpump.inbox.outcome").as_deref(),
+        Some("approve")
+    );
+    assert_eq!(
+        attribute("agentpump.inbox.answered_by").as_deref(),
+        Some("alice")
+    );
+    let records = pump.history(thread).await.unwrap();
+    let asked = records
+        .iter()
+        .find(|r| r.id == request.id)
+        .expect("the request's record");
+    assert_eq!(
+        wait.start_time_unix_nano,
+        u64::try_from(asked.time_us / 1000).unwrap() * 1_000_000,
+        "it starts when the request was recorded"
+    );
+    assert!(
+        wait.end_time_unix_nano >= wait.start_time_unix_nano + 50_000_000,
+        "and lasts until the answer"
+    );
+}

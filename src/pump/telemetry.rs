@@ -157,7 +157,7 @@ pub(crate) struct Waited<'a> {
     pub kind: &'a str,
     /// The tool whose call was held, for an approval.
     pub tool: Option<&'a str>,
-    /// How it ended: `approve`, `deny`, `edit`, `answer` or `expired`.
+    /// How it ended: `approve`, `deny`, `edit`, `answer` or `timeout`.
     pub outcome: &'a str,
     /// Who answered, as recorded.
     pub by: Option<&'a str>,

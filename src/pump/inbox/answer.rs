@@ -121,6 +121,19 @@ impl Shared {
             tx.commit(self, (&entry, &mut inner), None)
         };
         self.await_commit(thread, committed).await?;
+        let kind = match request.kind {
+            RequestKind::Ask => "question",
+            RequestKind::Approval => "approval",
+        };
+        let waited = crate::pump::telemetry::Waited {
+            request: asked.id,
+            kind,
+            tool: Some(request.tool.as_str()),
+            outcome: answer.decision.as_str(),
+            by: Some(answer.by.as_str()),
+            asked_at_ms: asked.time_us / 1000,
+        };
+        self.telemetry.waited(&self.registry, &entry, &waited);
         self.inbox.open().remove(&asked.id);
         self.inbox
             .changed(InboxChange::closed(thread, answer.clone()));
