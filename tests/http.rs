@@ -767,18 +767,8 @@ fn sigterm_under_load_exits_cleanly_and_loses_nothing_acknowledged() {
         .unwrap();
     let mut lines = std::io::BufRead::lines(std::io::BufReader::new(child.stdout.take().unwrap()));
     let ready = lines.next().unwrap().unwrap();
-    let base = ready
-        .split("listening on ")
-        .nth(1)
-        .unwrap()
-        .split(' ')
-        .next()
-        .unwrap()
-        .to_owned();
-    let token = std::fs::read_to_string(dir.join("agentpump.token"))
-        .unwrap()
-        .trim()
-        .to_owned();
+    let base = support::listening_on(&ready);
+    let token = support::token_in(&dir);
     let mode = std::os::unix::fs::PermissionsExt::mode(
         &std::fs::metadata(dir.join("agentpump.token"))
             .unwrap()
@@ -1418,9 +1408,8 @@ fn a_deep_calculator_expression_over_http_is_answered_and_the_host_keeps_serving
         .unwrap();
     let mut lines = std::io::BufRead::lines(std::io::BufReader::new(child.stdout.take().unwrap()));
     let ready = lines.next().unwrap().unwrap();
-    let base = ready.split("listening on ").nth(1).unwrap();
-    let base = base.split(' ').next().unwrap().to_owned();
-    let token = std::fs::read_to_string(dir.join("agentpump.token")).unwrap();
+    let base = support::listening_on(&ready);
+    let token = support::token_in(&dir);
     let deep = "(".repeat(16_000) + "1" + &")".repeat(16_000);
     let calc = |e: &str| format!(r#"<calc xmlns="urn:agentpump:calc:v1">{e}</calc>"#);
     let call = format!(
@@ -1433,7 +1422,7 @@ fn a_deep_calculator_expression_over_http_is_answered_and_the_host_keeps_serving
         for body in [calc(&deep), call, calc("6 * 7")] {
             let posted = client
                 .post(format!("{base}/threads?to=calculator"))
-                .bearer_auth(token.trim())
+                .bearer_auth(&token)
                 .body(body)
                 .send()
                 .await
@@ -1447,7 +1436,7 @@ fn a_deep_calculator_expression_over_http_is_answered_and_the_host_keeps_serving
             for _ in 0..100 {
                 let records: Vec<serde_json::Value> = client
                     .get(format!("{base}/threads/{thread}/history"))
-                    .bearer_auth(token.trim())
+                    .bearer_auth(&token)
                     .send()
                     .await
                     .expect("the host answers")

@@ -44,18 +44,10 @@ impl Host {
             .unwrap();
         let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
         let ready = lines.next().unwrap().unwrap();
-        let base = ready
-            .split("listening on ")
-            .nth(1)
-            .and_then(|r| r.split(' ').next())
-            .unwrap_or_else(|| panic!("no address in {ready}"))
-            .to_owned();
+        let base = support::listening_on(&ready);
         // Keep reading stdout so the host never blocks on a full pipe.
         std::thread::spawn(move || lines.for_each(drop));
-        let token = std::fs::read_to_string(dir.join("agentpump.token"))
-            .unwrap()
-            .trim()
-            .to_owned();
+        let token = support::token_in(dir);
         Self {
             child,
             base,

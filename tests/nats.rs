@@ -105,17 +105,8 @@ impl Pump {
             .unwrap();
         let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
         let ready = lines.next().unwrap().unwrap();
-        let base = ready
-            .split("listening on ")
-            .nth(1)
-            .and_then(|s| s.split(' ').next())
-            .unwrap_or_else(|| panic!("unexpected first line: {ready}"))
-            .to_owned();
-        let token_file = organism.parent().unwrap().join("agentpump.token");
-        let token = std::fs::read_to_string(token_file)
-            .unwrap()
-            .trim()
-            .to_owned();
+        let base = support::listening_on(&ready);
+        let token = support::token_in(organism.parent().unwrap());
         Self {
             _process: Process(child),
             base,

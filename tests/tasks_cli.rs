@@ -349,18 +349,8 @@ fn get_tasks_answers_the_latest_line_per_task() {
         .unwrap();
     let mut out = std::io::BufRead::lines(std::io::BufReader::new(child.stdout.take().unwrap()));
     let ready = out.next().unwrap().unwrap();
-    let base = ready
-        .split("listening on ")
-        .nth(1)
-        .unwrap()
-        .split(' ')
-        .next()
-        .unwrap()
-        .to_owned();
-    let token = std::fs::read_to_string(root.join("agentpump.token"))
-        .unwrap()
-        .trim()
-        .to_owned();
+    let base = support::listening_on(&ready);
+    let token = support::token_in(root);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

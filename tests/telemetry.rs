@@ -578,23 +578,16 @@ async fn a_remote_workers_span_joins_the_pumps_trace_as_the_deliverys_child() {
     );
     let path = organism.to_str().unwrap();
     let (_pump, ready) = traced(&phoenix, &["run", path, "--port", "0"]);
-    let base = ready
-        .split("listening on ")
-        .nth(1)
-        .unwrap()
-        .split(' ')
-        .next()
-        .unwrap()
-        .to_owned();
+    let base = support::listening_on(&ready);
     let (_worker, serving) = traced(
         &phoenix,
         &["worker", "--organism", path, "--concurrency", "1"],
     );
     assert!(serving.contains("worker serving"), "{serving}");
-    let token = std::fs::read_to_string(scratch.0.join("agentpump.token")).unwrap();
+    let token = support::token_in(&scratch.0);
     let response = support::http_client()
         .post(format!("{base}/threads"))
-        .bearer_auth(token.trim())
+        .bearer_auth(&token)
         .header("traceparent", format!("00-{CALLER_TRACE}-{CALLER_SPAN}-01"))
         .body(p("say", "hello"))
         .send()

@@ -359,3 +359,21 @@ pub async fn finished_and_open(db: &std::path::Path) -> (ThreadId, ThreadId, i64
     store.close().unwrap();
     (halted, open, cut)
 }
+
+/// The base URL in `agentpump run`'s first line (`… listening on http://ADDR …`).
+pub fn listening_on(ready: &str) -> String {
+    ready
+        .split("listening on ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .unwrap_or_else(|| panic!("no address in agentpump run's first line: {ready}"))
+        .to_owned()
+}
+
+/// The API token `agentpump run` wrote beside its organism in `dir`.
+pub fn token_in(dir: &std::path::Path) -> String {
+    std::fs::read_to_string(dir.join("agentpump.token"))
+        .unwrap()
+        .trim()
+        .to_owned()
+}
