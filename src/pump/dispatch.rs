@@ -14,7 +14,6 @@ use super::Shared;
 use super::apply::{Applying, Failure, FailureCode};
 use super::gate::Admission;
 use super::plan::{Step, Steps};
-use super::telemetry;
 use super::tx::Tx;
 use crate::governor::Signals;
 use crate::history::{HistoryError, Ticket};
@@ -157,7 +156,12 @@ impl Shared {
         for warning in done.warnings {
             a.tell_me(warning);
         }
-        let failure = done.failure.as_ref().map(|f| f.message.clone());
+        // Kept for the delivery's span only when telemetry is on (no copy otherwise).
+        let failure = self
+            .telemetry
+            .on()
+            .then(|| done.failure.as_ref().map(|f| f.message.clone()))
+            .flatten();
         if let Some(failure) = done.failure {
             a.fail(failure);
         }
@@ -167,7 +171,8 @@ impl Shared {
         let refused = a.tell_refusals();
         let turn = a.inner.counters.deliveries;
         if let Some(total) = a.tx.handled_usage() {
-            telemetry::hook::delivered(total, failure.as_deref(), refused, turn);
+            self.telemetry
+                .delivered(total, failure.as_deref(), refused, turn);
         }
         a.conclude(refused);
         let Applying {

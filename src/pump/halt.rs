@@ -50,7 +50,7 @@ impl Shared {
         inner: &mut ThreadInner,
         decision: &Decision,
     ) {
-        super::telemetry::hook::decision(decision);
+        self.telemetry.decision(decision);
         let xml = decision.to_xml();
         let payload = Payload::from_trusted(crate::QName::new(GOVERNOR_NS, "decision"), xml, true);
         let env = Envelope::new(Arc::clone(&self.names.governor), entry.id, payload);

@@ -4,9 +4,9 @@
 //!
 //! One trace per root thread (its id is the root thread's id), one span per delivery; the
 //! handler runs inside its span, so an LLM call (`chat {model}`), a process statement or a
-//! remote worker's span joins it. The hooks the pump calls are in this file and do nothing
-//! without the feature; the exporter is `telemetry/live.rs`, the spans `telemetry/spans.rs`,
-//! the `OTEL_*` variables `telemetry/env.rs`.
+//! remote worker's span joins it. The pump calls `Telemetry`'s methods (`telemetry/live.rs`;
+//! each returns at once when off, and without the feature they are empty, below); the spans
+//! are `telemetry/spans.rs`, the `OTEL_*` variables `telemetry/env.rs`.
 
 mod env;
 #[cfg(feature = "otel")]
@@ -126,27 +126,6 @@ impl TelemetryConfig {
     }
 }
 
-/// The hooks the pump calls. Without the `otel` feature they are empty and the compiler
-/// removes them; with it they act on the current delivery's span, if there is one.
-pub(crate) mod hook {
-    #[cfg(feature = "otel")]
-    pub(crate) use super::spans::{decision, delivered};
-
-    /// Without telemetry: nothing to note.
-    #[cfg(not(feature = "otel"))]
-    pub(crate) fn delivered(
-        _usage: &crate::listener::Usage,
-        _failure: Option<&str>,
-        _refused: usize,
-        _turn: u64,
-    ) {
-    }
-
-    /// Without telemetry: nothing to note.
-    #[cfg(not(feature = "otel"))]
-    pub(crate) fn decision(_decision: &crate::governor::Decision) {}
-}
-
 /// A wait for a person that ended: a request answered, or expired (for its span).
 #[derive(Debug)]
 #[cfg_attr(not(feature = "otel"), allow(dead_code))]
@@ -203,6 +182,21 @@ impl Telemetry {
     ) -> Traced {
         Traced
     }
+
+    pub(crate) fn on(&self) -> bool {
+        false
+    }
+
+    pub(crate) fn delivered(
+        &self,
+        _usage: &crate::listener::Usage,
+        _failure: Option<&str>,
+        _refused: usize,
+        _turn: u64,
+    ) {
+    }
+
+    pub(crate) fn decision(&self, _decision: &crate::governor::Decision) {}
 
     pub(crate) fn observe_queues(&self, _queued: impl Fn() -> (u64, u64, u64)) {}
 

@@ -131,6 +131,32 @@ impl Telemetry {
         }))))
     }
 
+    /// Whether spans and metrics are exported (an endpoint is set).
+    pub(crate) fn on(&self) -> bool {
+        self.0.is_some()
+    }
+
+    /// A delivery's usage, turn and outcome on its span and in the counters (nothing when off:
+    /// no look-up of the current context).
+    pub(crate) fn delivered(
+        &self,
+        usage: &crate::listener::Usage,
+        failure: Option<&str>,
+        refused: usize,
+        turn: u64,
+    ) {
+        if self.on() {
+            super::spans::delivered(usage, failure, refused, turn);
+        }
+    }
+
+    /// A governor decision as an event on the delivery's span (nothing when off).
+    pub(crate) fn decision(&self, decision: &crate::governor::Decision) {
+        if self.on() {
+            super::spans::decision(decision);
+        }
+    }
+
     /// Reports the pump's queues as gauges, read by `queued` (total queued deliveries, the
     /// deepest thread's queue, the threads in memory) at each metrics export.
     pub(crate) fn observe_queues(

@@ -206,7 +206,7 @@ fn on_current(f: impl FnOnce(&opentelemetry::trace::SpanRef<'_>, &Delivering)) {
 }
 
 /// The delivery's usage, turn and outcome, on its span and in the counters.
-pub(crate) fn delivered(usage: &Usage, failure: Option<&str>, refused: usize, turn: u64) {
+pub(super) fn delivered(usage: &Usage, failure: Option<&str>, refused: usize, turn: u64) {
     on_current(|span, delivering| {
         span.set_attributes([
             KeyValue::new("gen_ai.usage.input_tokens", usage.tokens_in as i64),
@@ -237,7 +237,7 @@ pub(crate) fn delivered(usage: &Usage, failure: Option<&str>, refused: usize, tu
 }
 
 /// A governor decision as an event on the delivery's span.
-pub(crate) fn decision(decision: &Decision) {
+pub(super) fn decision(decision: &Decision) {
     on_current(|span, _| {
         let kind = match decision {
             Decision::Goal { .. } => "goal",
