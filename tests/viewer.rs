@@ -100,6 +100,7 @@ async fn the_viewer_works_in_a_real_browser() {
         .eval("return fetch('/view/threads').then(r => r.status)")
         .await;
     assert_eq!(status, 401, "the API refuses the page without the cookie");
+    b.axe("sign-in").await;
     b.screenshot(&shots, "viewer-sign-in.png").await;
 
     // The token from the URL `agentpump run` prints: exchanged for the cookie, then dropped
@@ -117,6 +118,7 @@ async fn the_viewer_works_in_a_real_browser() {
     for root in &roots {
         assert_eq!(b.count(&format!("tr[data-thread='{root}']")).await, 1);
     }
+    b.axe("threads list").await;
     b.screenshot(&shots, "viewer-threads.png").await;
 
     // Filters and paging.
@@ -234,9 +236,11 @@ async fn the_viewer_works_in_a_real_browser() {
         .await;
     assert_eq!(linked, "CONVERGED", "the report's JSON link");
     b.eval("window.scrollTo(0, 0); return true").await;
+    b.axe("thread").await;
     b.screenshot(&shots, "viewer-thread.png").await;
     b.eval("document.getElementById('records-title').scrollIntoView(); return true")
         .await;
+    b.axe("transcript").await;
     b.screenshot(&shots, "viewer-transcript.png").await;
 
     // The planner process: its PAR children in the tree, PAR and JOIN in the transcript.
@@ -260,6 +264,7 @@ async fn the_viewer_works_in_a_real_browser() {
     .await;
     b.eval("document.querySelector('li.rec.proc-par').scrollIntoView(); return true")
         .await;
+    b.axe("process").await;
     b.screenshot(&shots, "viewer-process.png").await;
 
     // The search reads the records of the threads below a root: only the planner's children
@@ -326,6 +331,7 @@ async fn the_viewer_works_in_a_real_browser() {
         "[...document.querySelectorAll('li.rec.kind-egress pre.raw')].some(p => p.textContent.includes('>42<'))",
     )
     .await;
+    b.axe("tree").await;
     b.screenshot(&shots, "viewer-tree.png").await;
 
     // Stop and resume from the page.
@@ -398,6 +404,7 @@ async fn the_viewer_works_in_a_real_browser() {
         .eval("return getComputedStyle(document.body).backgroundColor")
         .await;
     assert_eq!(background, "rgb(13, 17, 23)", "the dark palette");
+    dark.axe("dark thread").await;
     dark.screenshot(&shots, "viewer-thread-dark.png").await;
     let errors = dark.eval("return window.viewerErrors").await;
     assert_eq!(errors, serde_json::json!([]), "console errors in dark mode");
@@ -620,6 +627,7 @@ async fn the_tasks_view_links_each_task_to_its_thread() {
         0,
         "never started: no thread"
     );
+    b.axe("tasks").await;
     b.screenshot(&shots, "viewer-tasks.png").await;
 
     // T-003 failed once and passed on its retry: its link opens the second attempt's thread.
@@ -810,6 +818,7 @@ async fn a_plan_shows_as_a_checklist() {
         2,
         "the plan record in the transcript reads as a checklist"
     );
+    b.axe("plan").await;
     b.screenshot(&shots(&scratch), "viewer-plan.png").await;
     pump.post(Some(root), Some("planner"), &support::p("work", "close"))
         .await
@@ -870,6 +879,7 @@ async fn a_loop_thread_shows_its_iterations_and_roles() {
     assert_eq!(linked, expected, "nine role threads, each linked once");
     b.eval("document.getElementById('t-loop').scrollIntoView(); return true")
         .await;
+    b.axe("loop").await;
     b.screenshot(&shots(&scratch), "viewer-loop.png").await;
     b.click("#t-loop tbody tr:last-child td[data-role='skeptic'] a")
         .await;
@@ -938,6 +948,7 @@ async fn the_inbox_view_approves_and_answers_and_the_thread_goes_on() {
         "document.querySelectorAll('#inbox-list .inbox-item').length === 2",
     )
     .await;
+    b.axe("inbox").await;
     let later = Call::new("ask").id("q2").arg("question", "Later?").to_xml();
     let later = pump.post(None, None, &later).await.unwrap().thread();
     b.until(

@@ -217,6 +217,36 @@ impl Browser {
         input.send_keys(text).await.unwrap();
     }
 
+    /// Runs axe-core (npm, pinned; `AGENTPUMP_AXE` names its `axe.min.js`, `.ci/run` installs
+    /// it) on the page as it is now and fails naming every serious or critical violation, with
+    /// the elements it found, for the view called `view`.
+    pub async fn axe(&self, view: &str) {
+        let path = std::env::var("AGENTPUMP_AXE").unwrap_or_else(|_| {
+            panic!(
+                "AGENTPUMP_AXE is not set: the viewer's accessibility checks need axe-core's \
+                 axe.min.js (npm install axe-core@4.14.1; .ci/run does and sets it)"
+            )
+        });
+        let source =
+            std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("AGENTPUMP_AXE={path}: {e}"));
+        if self.eval("return typeof window.axe").await != Value::from("object") {
+            self.eval(&format!("{source}\n;return true")).await;
+        }
+        let found = self
+            .eval(
+                "return axe.run(document, {resultTypes: ['violations']}).then(r => r.violations\
+                 .filter(v => v.impact === 'serious' || v.impact === 'critical')\
+                 .map(v => ({id: v.id, impact: v.impact, help: v.help,\
+                   nodes: v.nodes.slice(0, 5).map(n => n.target.join(' '))})))",
+            )
+            .await;
+        assert_eq!(
+            found,
+            json!([]),
+            "axe-core found serious or critical violations in the {view} view"
+        );
+    }
+
     /// Saves a PNG of the viewport as `dir/name`.
     pub async fn screenshot(&self, dir: &Path, name: &str) {
         let png = self.client.screenshot().await.unwrap();

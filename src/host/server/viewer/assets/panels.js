@@ -28,7 +28,7 @@ export function recordItem(r) {
       el("span", { class: "kind", text: label }),
       el("span", { text: root.local })),
     view, xml,
-    el("details", {}, el("summary", { text: "Exact bytes" }), el("pre", { class: "raw", text: r.payload })));
+    el("details", {}, el("summary", { text: "Exact bytes" }), el("pre", { class: "raw", tabindex: "0", "aria-label": "Exact bytes", text: r.payload })));
 }
 
 function residualsOf(records) {

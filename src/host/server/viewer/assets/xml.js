@@ -52,6 +52,8 @@ export function pretty(xml) {
   const tokens = (xml.match(TOKEN) || []).filter((t) => t.trim() !== "");
   const pre = document.createElement("pre");
   pre.className = "xml";
+  pre.tabIndex = 0; // a long payload scrolls: from the keyboard too
+  pre.setAttribute("aria-label", "XML payload");
   let depth = 0;
   const line = (parts, d) => {
     if (pre.childNodes.length) pre.append("\n");
