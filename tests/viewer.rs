@@ -493,6 +493,18 @@ async fn a_thread_of_100_000_records_stays_responsive() {
         "document.querySelectorAll('#t-records li.rec').length === 200 && !document.getElementById('rec-latest').hidden",
     )
     .await;
+    // "a long thread opens at its first record with “Latest ⇥” 17 000 px below" (issue 33): the
+    // way to the latest records is also at the top of the transcript, on the first screen of it.
+    b.eval("document.getElementById('records-title').scrollIntoView()")
+        .await;
+    let top = b
+        .eval("const r = document.getElementById('rec-latest-top').getBoundingClientRect(); return r.height > 0 && r.bottom <= innerHeight")
+        .await;
+    assert_eq!(
+        top,
+        serde_json::json!(true),
+        "Latest ⇥ at the top of a long transcript"
+    );
     // The crafted events among the first: a SNAP table with the redacted value shown as such,
     // and FAILED with its type and line.
     b.until(
@@ -999,4 +1011,283 @@ async fn the_inbox_view_approves_and_answers_and_the_thread_goes_on() {
     let errors = b.eval("return window.viewerErrors").await;
     assert_eq!(errors, serde_json::json!([]), "console errors");
     b.close().await;
+}
+
+/// What the issue found trying the page as a new user would (issue 33, "these hurt"), each
+/// checked where a user meets it: the wall clock among the budgets, a resumed thread that no
+/// longer looks halted, a child's way to its parent, the live list, the icon, an unknown thread,
+/// badges by halt class, the plot's axis against the report, and the list at 390 px.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_studio_fixes_what_a_new_user_tripped_on() {
+    let scratch = Scratch::new("viewer-studio");
+    let (pump, roots) = demo(&scratch).await;
+    let (newton, planner) = (roots[0], roots[1]);
+    let base = support::serve(&pump, TOKEN, 1024 * 1024).await;
+    let b = Browser::start(&scratch, false).await;
+    let http = support::http_client();
+
+    // "The wall-clock budget is invisible. … neither “Budgets (live)” nor
+    // `GET /threads/{id}/budget` shows a wall-clock line"
+    let started: serde_json::Value = http
+        .post(format!("{base}/threads?to=calculator"))
+        .bearer_auth(TOKEN)
+        .body(r#"<calc xmlns="urn:agentpump:calc:v1">6 * 7</calc>"#)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let calc: ThreadId = started["thread"].as_str().unwrap().parse().unwrap();
+    pump.settle(calc).await;
+    let budget: serde_json::Value = http
+        .get(format!("{base}/threads/{calc}/budget"))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let clock = &budget["max-wall-clock"];
+    assert_eq!(clock["limit"], "60000", "the demo's wall clock: {budget}");
+    let (spent, left): (u64, u64) = (
+        clock["spent"].as_str().unwrap().parse().unwrap(),
+        clock["remaining"].as_str().unwrap().parse().unwrap(),
+    );
+    assert!(spent < 60_000 && spent + left == 60_000, "{clock}");
+    b.goto(&format!("{base}/?token={TOKEN}#/thread/{calc}"))
+        .await;
+    b.until(
+        "the wall clock among the live budgets",
+        "document.getElementById('budget-title').textContent === 'Budgets (live)' && document.querySelector(\".budget-bar[data-budget='max-wall-clock']\")?.dataset.limit === '60000'",
+    )
+    .await;
+
+    // "After Resume the page still looks halted (old badges, old report, “Done.” never clears)"
+    b.click("#stop").await;
+    b.until(
+        "the stop",
+        "document.getElementById('halt-class')?.textContent === 'BACKPRESSURE' && document.getElementById('halt-class').classList.contains('warn')",
+    )
+    .await;
+    b.click("#resume-open").await;
+    b.type_into("#r-turns", "5").await;
+    b.click("#resume").await;
+    b.until(
+        "the resumed thread, not looking halted",
+        "!document.getElementById('stop').hidden && !document.getElementById('halt-class') && document.getElementById('report-title').textContent.includes('resumed since') && document.querySelector('#t-badges .badge').textContent === 'idle'",
+    )
+    .await;
+    b.until(
+        "“Done.” cleared",
+        "document.getElementById('status').textContent === ''",
+    )
+    .await;
+
+    // "a child thread has no link to its parent"
+    let child = pump.thread(planner).unwrap().children[0];
+    b.goto(&format!("{base}/#/thread/{child}")).await;
+    b.until(
+        "the link to the parent",
+        &format!(
+            "document.getElementById('parent-link')?.getAttribute('href') === '#/thread/{planner}'"
+        ),
+    )
+    .await;
+    b.click("#parent-link").await;
+    b.until(
+        "the parent, opened by the link",
+        &format!("location.hash === '#/thread/{planner}' && document.querySelectorAll('.tree-node[data-depth=\"1\"]').length === 3"),
+    )
+    .await;
+
+    // "an unknown thread shows an empty page"
+    let unknown = ThreadId::new();
+    b.goto(&format!("{base}/#/thread/{unknown}")).await;
+    b.until(
+        "the unknown thread said so",
+        &format!("!document.getElementById('t-missing').hidden && document.getElementById('t-title').textContent === 'No such thread' && document.getElementById('t-missing-detail').textContent.includes('{unknown}') && document.getElementById('t-body').hidden"),
+    )
+    .await;
+    b.axe("unknown thread").await;
+    b.goto(&format!("{base}/#/thread/{newton}")).await;
+    b.until(
+        "a known thread after the unknown one",
+        "!document.getElementById('t-body').hidden && document.getElementById('t-missing').hidden && document.getElementById('certificate')?.textContent === 'CONVERGED'",
+    )
+    .await;
+
+    // "TIMEOUT gets the same green badge as EXACT while a CONVERGED thread shows a red “halted”"
+    let tones = b
+        .eval("return import('/dom.js').then(m => ['EXACT', 'CONVERGED', 'TIMEOUT', 'BACKPRESSURE', 'DIVERGED', 'aborted', 'no-progress'].map(m.tone))")
+        .await;
+    assert_eq!(
+        tones,
+        serde_json::json!(["ok", "ok", "warn", "warn", "bad", "bad", "bad"])
+    );
+    let halted = b
+        .eval("const s = document.querySelector('#t-badges .state-halted'); return [s.classList.contains('ok'), getComputedStyle(s).color === getComputedStyle(document.getElementById('certificate')).color]")
+        .await;
+    assert_eq!(
+        halted,
+        serde_json::json!([true, true]),
+        "a CONVERGED thread's “halted” reads as good news"
+    );
+
+    // "the residual plot's x-axis (1–4) disagrees with the report's “Iterations 17”"
+    let plot = b
+        .eval("const f = {}; const dl = document.getElementById('report-fields'); for (const dt of dl.querySelectorAll('dt')) f[dt.textContent] = dt.nextElementSibling.textContent; return [f['Residuals reported'], String(document.querySelectorAll('#residual-plot circle.pt').length), 'Iterations' in f, !!f['Deliveries'], document.querySelector('#residual-plot').textContent.includes('n-th residual reported')]")
+        .await;
+    assert_eq!(
+        plot[0], plot[1],
+        "the report and the plot count residuals alike: {plot}"
+    );
+    assert_eq!(
+        plot.as_array().unwrap()[2..],
+        [serde_json::json!(false), true.into(), true.into()],
+        "{plot}"
+    );
+
+    // "every load logs a `favicon.ico` 404"
+    let icon = b
+        .eval("return Promise.all(['/favicon.ico', document.querySelector('link[rel=icon]').getAttribute('href')].map(u => fetch(u).then(r => r.status + ' ' + r.headers.get('content-type'))))")
+        .await;
+    assert_eq!(
+        icon,
+        serde_json::json!(["200 image/svg+xml", "200 image/svg+xml"])
+    );
+
+    // "the threads list of a live host never updates"
+    b.goto(&format!("{base}/#/")).await;
+    b.until(
+        "the list",
+        "document.querySelectorAll('#threads tbody tr').length >= 6",
+    )
+    .await;
+    let later = pump
+        .post(
+            None,
+            Some("calculator"),
+            r#"<calc xmlns="urn:agentpump:calc:v1">1 + 1</calc>"#,
+        )
+        .await
+        .unwrap()
+        .thread();
+    b.until(
+        "a thread started after the list was shown, without a reload",
+        &format!("!!document.querySelector(\"tr[data-thread='{later}']\")"),
+    )
+    .await;
+
+    // "at 390 px the list is 849 px wide"
+    b.resize(390, 844).await;
+    b.until(
+        "the list within 390 px",
+        "document.documentElement.scrollWidth <= innerWidth && innerWidth <= 390",
+    )
+    .await;
+    b.axe("threads list at 390 px").await;
+    b.goto(&format!("{base}/#/thread/{newton}")).await;
+    b.until(
+        "the thread at 390 px",
+        "document.getElementById('certificate')?.textContent === 'CONVERGED'",
+    )
+    .await;
+    let wide = b
+        .eval("return [...document.querySelectorAll('body *')].filter(e => e.getBoundingClientRect().right > innerWidth + 0.5 && !e.closest('pre, svg')).slice(0, 8).map(e => e.tagName + (e.id ? '#' + e.id : '') + '.' + e.className + ' ' + Math.round(e.getBoundingClientRect().right))")
+        .await;
+    assert_eq!(wide, serde_json::json!([]), "elements past 390 px");
+    b.axe("thread at 390 px").await;
+    let errors = b.eval("return window.viewerErrors").await;
+    assert_eq!(errors, serde_json::json!([]), "console errors");
+    b.close().await;
+
+    // "opening a halted thread then an idle one shows “Budgets (at the halt)” for the idle one"
+    // (read-only: no live lines, so only a report's lines show)
+    let view = browser::View::start(&scratch.db());
+    let b = Browser::start(&scratch, false).await;
+    b.goto(&view.url).await;
+    b.until(
+        "the read-only list",
+        "document.querySelectorAll('#threads tbody tr').length >= 6",
+    )
+    .await;
+    b.goto(&format!("{}#/thread/{newton}", view.base)).await;
+    b.until(
+        "the halted thread's budgets",
+        "document.getElementById('budget-title').textContent === 'Budgets (at the halt)'",
+    )
+    .await;
+    b.goto(&format!("{}#/thread/{later}", view.base)).await;
+    b.until(
+        "an idle thread's budgets, not “at the halt”",
+        "document.getElementById('budget-title').textContent === 'Budgets' && document.querySelector('#t-badges .badge')?.textContent === 'idle'",
+    )
+    .await;
+    b.close().await;
+}
+
+/// "assets are sent uncompressed and uncached" (issue 33): each file is gzip to a browser that
+/// accepts it, plain to one that does not, and a reload with its tag is a `304`; and "the page
+/// stays under 150 KB of assets".
+#[tokio::test]
+async fn the_pages_files_are_compressed_and_cacheable() {
+    use std::io::Read as _;
+    let scratch = Scratch::new("viewer-assets");
+    let (pump, _) = demo(&scratch).await;
+    let base = support::serve(&pump, TOKEN, 1024 * 1024).await;
+    let http = reqwest::Client::builder().no_gzip().build().unwrap();
+    let mut total = 0;
+    for path in [
+        "/",
+        "/viewer.css",
+        "/viewer.js",
+        "/panels.js",
+        "/dom.js",
+        "/xml.js",
+        "/plot.js",
+        "/process.js",
+        "/tasks.js",
+        "/plan.js",
+        "/loop.js",
+        "/inbox.js",
+        "/favicon.svg",
+    ] {
+        let plain = http.get(format!("{base}{path}")).send().await.unwrap();
+        assert_eq!(plain.status(), 200, "{path}");
+        assert!(plain.headers().get("content-encoding").is_none(), "{path}");
+        let etag = plain.headers()["etag"].clone();
+        assert_eq!(
+            plain.headers()["cache-control"],
+            "no-cache",
+            "{path}: revalidated, never stale"
+        );
+        assert_eq!(plain.headers()["vary"], "Accept-Encoding", "{path}");
+        let plain = plain.bytes().await.unwrap();
+        total += plain.len();
+        let zipped = http
+            .get(format!("{base}{path}"))
+            .header("accept-encoding", "gzip, deflate, br")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(zipped.headers()["content-encoding"], "gzip", "{path}");
+        let zipped = zipped.bytes().await.unwrap();
+        assert!(zipped.len() < plain.len(), "{path} compresses");
+        let mut unzipped = Vec::new();
+        flate2::read::GzDecoder::new(&zipped[..])
+            .read_to_end(&mut unzipped)
+            .unwrap();
+        assert_eq!(unzipped, plain, "{path}: the same bytes");
+        let again = http
+            .get(format!("{base}{path}"))
+            .header("if-none-match", etag.clone())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(again.status(), 304, "{path}: a reload costs a 304");
+        assert_eq!(again.headers()["etag"], etag);
+    }
+    assert!(total < 150 * 1024, "the page's files are {total} bytes");
 }

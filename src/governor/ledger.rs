@@ -50,6 +50,13 @@ pub(crate) struct Progress {
     pub learnings: Vec<(Lane, String, Arc<str>)>,
 }
 
+/// A thread's wall clock as a budget: see [`Ledger::wall_clock`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct WallClock {
+    pub limit: std::time::Duration,
+    pub remaining: std::time::Duration,
+}
+
 /// Per-thread governor state.
 #[derive(Debug)]
 pub(crate) struct Ledger {
@@ -186,6 +193,17 @@ impl Ledger {
             + self
                 .idle_since
                 .map_or(std::time::Duration::ZERO, |s| s.elapsed())
+    }
+
+    /// The wall clock at `now`, when the thread has a deadline: the allowance in effect
+    /// (`limit`: the budget, plus what resumes added and the waits for a person that do not
+    /// count) and what is left of it; the time since the thread started is the difference.
+    pub fn wall_clock(&self, now: Instant) -> Option<WallClock> {
+        let deadline = self.deadline?;
+        Some(WallClock {
+            limit: deadline.saturating_duration_since(self.started),
+            remaining: deadline.saturating_duration_since(now),
+        })
     }
 
     /// The goal the thread declared (tightened by later ones), if any.

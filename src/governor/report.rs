@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use super::Counters;
 use super::IterationBudget;
-use super::budget::{Account, BudgetName};
+use super::budget::BudgetName;
 use super::ledger::Ledger;
 use super::verdict::{HaltClass, Verdict, rising_run_start};
 use crate::{MessageId, ThreadId};
@@ -155,9 +155,11 @@ pub struct BudgetLine {
     pub remaining: Option<String>,
 }
 
-/// Every budget line of `account` now, by budget name, as the report writes them.
-pub(crate) fn budget_lines(account: &Account) -> BTreeMap<String, BudgetLine> {
-    account
+/// Every budget line of `ledger` now, by budget name, as the report writes them: its account's
+/// lines and, when the thread has a deadline, `max-wall-clock` in milliseconds.
+pub(crate) fn budget_lines(ledger: &Ledger) -> BTreeMap<String, BudgetLine> {
+    let mut lines: BTreeMap<String, BudgetLine> = ledger
+        .account
         .snapshot()
         .into_iter()
         .map(|line| {
@@ -169,7 +171,19 @@ pub(crate) fn budget_lines(account: &Account) -> BTreeMap<String, BudgetLine> {
             };
             (line.name.as_str().to_owned(), out)
         })
-        .collect()
+        .collect();
+    if let Some(clock) = ledger.wall_clock(tokio::time::Instant::now()) {
+        // Whole milliseconds that add up: spent + remaining = limit.
+        let (limit, remaining) = (clock.limit.as_millis(), clock.remaining.as_millis());
+        let line = BudgetLine {
+            limit: Some(limit.to_string()),
+            spent: (limit - remaining).to_string(),
+            reserved: "0".to_owned(),
+            remaining: Some(remaining.to_string()),
+        };
+        lines.insert(BudgetName::WallClock.as_str().to_owned(), line);
+    }
+    lines
 }
 
 /// One learning.
@@ -255,7 +269,7 @@ pub(crate) fn build(
         .filter(|_| diverged)
         .map(|p| rising_run_start(&p.residuals) as u64);
     let elapsed = ledger.started.elapsed();
-    let budget = budget_lines(&ledger.account);
+    let budget = budget_lines(ledger);
     HaltingReport {
         schema_version: "1.0".to_owned(),
         thread,

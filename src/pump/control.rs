@@ -183,7 +183,7 @@ impl PumpHandle {
     pub fn budget(&self, thread: ThreadId) -> Option<BTreeMap<String, BudgetLine>> {
         let entry = self.shared.registry.get(thread)?;
         let inner = entry.lock();
-        Some(budget_lines(&inner.ledger.account))
+        Some(budget_lines(&inner.ledger))
     }
 
     /// The halting reports of a thread, oldest first.

@@ -167,6 +167,11 @@ impl Browser {
         Self { client, session }
     }
 
+    /// Resizes the window to `width` × `height` CSS pixels.
+    pub async fn resize(&self, width: u32, height: u32) {
+        self.client.set_window_size(width, height).await.unwrap();
+    }
+
     /// Opens `url`.
     pub async fn goto(&self, url: &str) {
         self.client.goto(url).await.unwrap();
@@ -229,7 +234,7 @@ impl Browser {
         });
         let source =
             std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("AGENTPUMP_AXE={path}: {e}"));
-        if self.eval("return typeof window.axe").await != Value::from("object") {
+        if self.eval("return typeof window.axe").await != "object" {
             self.eval(&format!("{source}\n;return true")).await;
         }
         let found = self

@@ -58,19 +58,14 @@ pub(crate) fn routes(viewer: Viewer) -> Router {
             Arc::clone(&viewer.token),
             auth::require_token,
         ));
-    Router::new()
-        .route("/", get(assets::index))
-        .route("/viewer.css", get(assets::css))
-        .route("/viewer.js", get(assets::js))
-        .route("/xml.js", get(assets::xml_js))
-        .route("/plot.js", get(assets::plot_js))
-        .route("/dom.js", get(assets::dom_js))
-        .route("/panels.js", get(assets::panels_js))
-        .route("/process.js", get(assets::process_js))
-        .route("/tasks.js", get(assets::tasks_js))
-        .route("/plan.js", get(assets::plan_js))
-        .route("/loop.js", get(assets::loop_js))
-        .route("/inbox.js", get(assets::inbox_js))
+    let files = assets::FILES
+        .iter()
+        .map(|(path, _, _)| *path)
+        .chain(["/favicon.ico"])
+        .fold(Router::new(), |router, path| {
+            router.route(path, get(assets::file))
+        });
+    files
         .route("/session", post(session::open).delete(session::close))
         .merge(protected)
         .method_not_allowed_fallback(super::routes::method_not_allowed)

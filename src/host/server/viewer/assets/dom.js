@@ -24,4 +24,20 @@ export function time(us) {
   return el("time", { datetime: d.toISOString(), title: d.toISOString() }, d.toISOString().replace("T", " ").slice(0, 23));
 }
 
-export function stateBadge(s) { return el("span", { class: `badge state-${s}`, text: s }); }
+// How a halt class reads: a certified answer (EXACT, CONVERGED) is good news, a budget or
+// back-pressure stop (TIMEOUT, BACKPRESSURE, done-uncertified) a warning, the rest a failure.
+export function tone(cls) {
+  if (!cls) return "";
+  if (cls === "EXACT" || cls === "CONVERGED") return "ok";
+  if (cls === "TIMEOUT" || cls === "BACKPRESSURE" || cls === "done-uncertified") return "warn";
+  return "bad";
+}
+
+// A thread's state; a halted one takes the tone of its halt class (a CONVERGED halt is not red).
+export function stateBadge(s, cls) {
+  const t = s === "halted" && cls ? ` ${tone(cls)}` : "";
+  return el("span", { class: `badge state-${s}${t}`, text: s });
+}
+
+// A halt class or certificate type as a badge in its tone.
+export function classBadge(cls, attrs = {}) { return el("span", { ...attrs, class: `badge ${tone(cls)}`, text: cls }); }

@@ -1,6 +1,6 @@
 // The panels of one thread: a transcript entry, the residual plot, budgets, the halting report,
 // the latest plan and the tree of child threads.
-import { el, time, stateBadge, parseRoot, SYS, GOV } from "/dom.js";
+import { el, time, stateBadge, tone, parseRoot, SYS, GOV } from "/dom.js";
 import { pretty } from "/xml.js";
 import { residualPlot } from "/plot.js";
 import { eventView, callId, PROC, TOOL } from "/process.js";
@@ -50,8 +50,8 @@ export function drawPlot(report, records) {
 export function drawBudgets(report, live) {
   const box = $("t-budgets");
   const lines = live || (report && report.budget);
+  $("budget-title").textContent = live ? "Budgets (live)" : lines ? "Budgets (at the halt)" : "Budgets";
   if (!lines) { box.replaceChildren(el("p", { class: "muted", text: "Spend against limits is reported when the thread halts." })); return; }
-  $("budget-title").textContent = live ? "Budgets (live)" : "Budgets (at the halt)";
   box.replaceChildren(...Object.entries(lines).map(([name, b]) => {
     const spent = Number(b.spent), reserved = Number(b.reserved || 0), limit = b.limit === null ? null : Number(b.limit);
     const text = `${b.spent} spent${reserved ? `, ${b.reserved} reserved` : ""}${limit === null ? ", no limit" : ` of ${b.limit}, ${b.remaining} left`}`;
@@ -64,7 +64,8 @@ export function drawBudgets(report, live) {
       if (spent >= 0.8 * limit) used.classList.add("high");
       bar.append(used, held);
     } else bar.classList.add("unlimited");
-    return el("div", { class: "budget" }, el("span", { class: "budget-name", text: name }), bar, el("span", { text }));
+    const label = name === "max-wall-clock" || name === "max-wall-clock-per-iteration" ? `${name} (ms)` : name;
+    return el("div", { class: "budget" }, el("span", { class: "budget-name", text: label }), bar, el("span", { text }));
   }));
 }
 
@@ -75,7 +76,8 @@ export function drawReport(id, report) {
   const rows = [["Class", report.class], ["Status", report.status], ["Stop reason", report.stop_reason],
     ["Certificate", cert ? `${cert.type} (lane ${cert.lane})` : "none"], ["Goal", report.goal],
     ["Final residual", cert && cert.final_residual_decimal_string], ["r-p", cert && cert.R_p_decimal_string],
-    ["Iterations", String(report.iterations_completed)], ["Elapsed (s)", report.total_seconds_elapsed], ["Idle (s)", report.total_seconds_idle]];
+    ["Deliveries", String(report.iterations_completed)],
+    ["Residuals reported", cert && cert.residual_history_decimal_strings.length ? String(cert.residual_history_decimal_strings.length) : null], ["Elapsed (s)", report.total_seconds_elapsed], ["Idle (s)", report.total_seconds_idle]];
   const dl = el("dl", { class: "report", id: "report-fields" });
   for (const [k, v] of rows) if (v) dl.append(el("dt", { text: k }), el("dd", { text: v }));
   const criteria = cert ? cert.acceptance_criteria_checklist : [];
@@ -101,7 +103,7 @@ export function drawTree(tree, current) {
     const kids = byParent.get(t.id) || [];
     return el("li", { class: "tree-node", "data-depth": String(depth), "data-thread": t.id },
       t.id === current ? el("strong", { text: t.path }) : el("a", { href: `#/thread/${t.id}` }, t.path), " ",
-      stateBadge(t.state), halt ? el("span", { class: "badge", text: halt }) : null,
+      stateBadge(t.state, t.report && t.report.class), halt ? el("span", { class: `badge ${tone(t.report.class)}`, text: halt }) : null,
       el("span", { class: "muted", text: ` ${t.counters.deliveries} deliveries` }),
       t.carve_out ? el("span", { class: "carve", title: "budget carved out by the spawner", text: ` carve-out ${t.carve_out}` }) : null,
       kids.length ? el("ul", {}, ...kids.map((k) => item(k, depth + 1))) : null);

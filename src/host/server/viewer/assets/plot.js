@@ -32,7 +32,7 @@ export function residualPlot(values, rp) {
   }
   root.append(svg("line", { x1: L, x2: L, y1: T, y2: H - B, class: "axis" }));
   root.append(svg("line", { x1: L, x2: W - R, y1: H - B, y2: H - B, class: "axis" }));
-  root.append(svg("text", { x: (L + W - R) / 2, y: H - 6, "text-anchor": "middle" }, "iteration"));
+  root.append(svg("text", { x: (L + W - R) / 2, y: H - 6, "text-anchor": "middle" }, "iteration (n-th residual reported)"));
   if (threshold) {
     const yy = y(threshold);
     root.append(svg("line", { x1: L, x2: W - R, y1: yy, y2: yy, class: "rp" }));

@@ -1,7 +1,7 @@
 // agentpump history viewer: sign-in, the list of root threads, one thread (tree, transcript,
 // residuals, budgets, halting report, integrity, plan, process timeline; live records and stop/resume
 // on a running host), and the tasks view.
-import { el, time, stateBadge } from "/dom.js";
+import { el, time, stateBadge, classBadge } from "/dom.js";
 import { recordItem, drawPlot, drawBudgets, drawReport, drawTree, drawPlan } from "/panels.js";
 import { followCall, timelineItems } from "/process.js";
 import { drawTasks } from "/tasks.js";
@@ -16,11 +16,16 @@ window.addEventListener("error", (e) => window.viewerErrors.push(`error: ${e.mes
 window.addEventListener("unhandledrejection", (e) => window.viewerErrors.push(`unhandled: ${e.reason}`));
 
 const $ = (id) => document.getElementById(id);
-const state = { live: false, thread: null, last: 0, more: false, events: null, refresh: null, closed: false, tasks: null };
+const state = { live: false, thread: null, last: 0, more: false, events: null, refresh: null, closed: false, tasks: null, listPoll: null };
 
 class SignedOut extends Error {}
 
-function say(text) { $("status").textContent = text; }
+// The status line; a passing word (`fade`) clears itself after a few seconds.
+function say(text, fade = false) {
+  $("status").textContent = text;
+  clearTimeout(state.sayTimer);
+  if (fade) state.sayTimer = setTimeout(() => { if ($("status").textContent === text) $("status").textContent = ""; }, 4000);
+}
 
 // A JSON call; 401 shows the sign-in form, any other failure is thrown with the problem's detail.
 async function api(path, options = {}) {
@@ -31,7 +36,7 @@ async function api(path, options = {}) {
   if (!response.ok) {
     let detail = text;
     try { detail = JSON.parse(text).detail || text; } catch (_) { /* not problem JSON */ }
-    throw new Error(`${path}: ${response.status} ${detail}`);
+    throw Object.assign(new Error(`${path}: ${response.status} ${detail}`), { status: response.status, detail });
   }
   return text ? JSON.parse(text) : null;
 }
@@ -49,6 +54,7 @@ function showOnly(id) {
     if (view === id) $(nav).setAttribute("aria-current", "page"); else $(nav).removeAttribute("aria-current");
   }
   if (id !== "tasks") stopTaskEvents();
+  if (id !== "list") stopListPoll();
   if (id !== "inbox") stopInbox();
   if (id === "login") { stopEvents(); $("token").focus(); }
 }
@@ -73,16 +79,17 @@ async function showList() {
   $("f-q").value = q.get("q") || "";
   const page = await api(`/view/threads?${q}`);
   const body = $("threads").tBodies[0];
+  const cell = (label, attrs, ...children) => el("td", { "data-label": label, ...attrs }, ...children);
   body.replaceChildren(...page.threads.map((t) => el("tr", { "data-thread": t.id },
-    el("td", {}, el("a", { href: `#/thread/${t.id}` }, t.path)),
-    el("td", {}, stateBadge(t.state)),
-    el("td", { text: t.class || "" }),
-    el("td", {}, t.certificate ? el("span", { class: "badge ok", text: t.certificate }) : ""),
-    el("td", { class: "num", text: String(t.counters.deliveries) }),
-    el("td", { class: "num", text: String(t.counters.tokens_in + t.counters.tokens_out) }),
-    el("td", { class: "num", text: t.counters.cost }),
-    el("td", { class: "num", text: String(t.children.length) }),
-    el("td", {}, t.started_us ? time(t.started_us) : ""))));
+    cell("Thread", {}, el("a", { href: `#/thread/${t.id}` }, t.path)),
+    cell("State", {}, stateBadge(t.state, t.class)),
+    cell("Halt", {}, t.class ? classBadge(t.class) : ""),
+    cell("Certificate", {}, t.certificate ? classBadge(t.certificate) : ""),
+    cell("Deliveries", { class: "num", text: String(t.counters.deliveries) }),
+    cell("Tokens", { class: "num", text: String(t.counters.tokens_in + t.counters.tokens_out) }),
+    cell("Cost", { class: "num", text: t.counters.cost }),
+    cell("Children", { class: "num", text: String(t.children.length) }),
+    cell("Started", {}, t.started_us ? time(t.started_us) : ""))));
   $("threads-caption").textContent = page.threads.length ? `Root threads, newest first (${page.threads.length} on this page)` : "No thread matches";
   const older = new URLSearchParams(q);
   if (page.next) older.set("before", page.next);
@@ -92,6 +99,23 @@ async function showList() {
   $("first").href = `#/?${first}`;
   showOnly("list");
   say("");
+  if (state.live && !q.get("before")) startListPoll();
+}
+
+// On a live host the first page of the list follows the host: it is read again every few
+// seconds while it is shown (new threads appear, states and halts change).
+const LIST_POLL_MS = 3000;
+function startListPoll() {
+  if (state.listPoll) return;
+  state.listPoll = setInterval(() => {
+    if ($("list").hidden || document.activeElement?.closest?.("#filters")) return;
+    showList().catch(failed);
+  }, LIST_POLL_MS);
+}
+
+function stopListPoll() {
+  clearInterval(state.listPoll);
+  state.listPoll = null;
 }
 
 function applyFilters(event) {
@@ -114,11 +138,16 @@ async function loadDetail() {
   const integrity = d.integrity.verified
     ? el("span", { class: "badge ok", id: "integrity", title: "hash chain recomputed", text: `chain verified (${d.integrity.records} records)` })
     : el("span", { class: "badge bad", id: "integrity", title: d.integrity.detail, text: `chain broken at #${d.integrity.broken_at}` });
-  const cert = top.report && top.report.halting_certificate;
-  const badges = [stateBadge(top.state), integrity];
-  if (top.report) badges.splice(1, 0, el("span", { class: "badge", id: "halt-class", title: `halt class (${top.report.stop_reason})`, text: top.report.class }));
-  if (cert) badges.splice(2, 0, el("span", { class: "badge ok", id: "certificate", title: `certificate, lane ${cert.lane}`, text: cert.type }));
+  // A halt's class and certificate describe the thread only while it stays halted: after a
+  // resume the last report is history, said as such.
+  const halted = state.closed && top.report;
+  const cert = halted && top.report.halting_certificate;
+  const badges = [stateBadge(top.state, halted ? top.report.class : null), integrity];
+  if (halted) badges.splice(1, 0, classBadge(top.report.class, { id: "halt-class", title: `halt class (${top.report.stop_reason})` }));
+  if (cert) badges.splice(2, 0, classBadge(cert.type, { id: "certificate", title: `certificate, lane ${cert.lane}` }));
   $("t-badges").replaceChildren(...badges);
+  $("report-title").textContent = top.report && !state.closed ? "Last halting report (the thread was resumed since)" : "Halting report";
+  $("t-parent").replaceChildren(...(top.parent ? [el("a", { href: `#/thread/${top.parent}`, id: "parent-link" }, "↑ Parent thread"), ` (spawned this one)`] : []));
   $("t-actions").hidden = !d.live;
   $("stop").hidden = state.closed;
   $("resume-open").hidden = top.state !== "halted";
@@ -142,6 +171,7 @@ function setWindow() {
   state.records = state.records.filter((r) => r.seq >= state.first && r.seq <= state.last);
   $("more").hidden = !state.more;
   $("rec-latest").hidden = !state.more;
+  $("rec-latest-top").hidden = !state.more;
   $("rec-earlier").hidden = !state.earlier;
   $("rec-first").hidden = !state.earlier;
   const n = list.childElementCount;
@@ -197,11 +227,26 @@ async function jump(end) {
 
 async function showThread(id) {
   stopEvents();
+  $("t-missing").hidden = true;
   Object.assign(state, { thread: id, first: 0, last: 0, more: false, earlier: false, records: [], report: null, timeline: { last: 0, more: false, count: 0 } });
   $("t-records").replaceChildren();
   $("t-timeline").replaceChildren();
   $("t-title").textContent = "Thread";
   showOnly("thread");
+  try {
+    await api(`/view/threads/${id}`);
+  } catch (e) {
+    if (e.status !== 404) throw e;
+    // An unknown thread says so, instead of an empty page.
+    $("t-title").textContent = "No such thread";
+    $("t-missing").hidden = false;
+    $("t-missing-detail").textContent = e.detail;
+    for (const part of ["t-badges", "t-parent", "t-tree", "t-plot", "t-budgets", "t-report"]) $(part).replaceChildren();
+    $("t-body").hidden = true;
+    say("");
+    return;
+  }
+  $("t-body").hidden = false;
   await loadRecords();
   await loadTimeline();
   await loadDetail();
@@ -322,7 +367,7 @@ async function act(path, body) {
   stopEvents();
   await loadDetail();
   await loadRecords();
-  say("Done.");
+  say("Done.", true);
 }
 
 function resumeBudget() {
@@ -376,6 +421,7 @@ $("more").addEventListener("click", () => loadRecords().catch(failed));
 $("rec-earlier").addEventListener("click", () => loadEarlier().catch(failed));
 $("rec-first").addEventListener("click", () => jump("first").catch(failed));
 $("rec-latest").addEventListener("click", () => jump("latest").catch(failed));
+$("rec-latest-top").addEventListener("click", () => jump("latest").catch(failed));
 $("t-records").addEventListener("click", followCall);
 $("t-timeline").addEventListener("click", (e) => followTimeline(e).catch(failed));
 $("tl-more").addEventListener("click", () => loadTimeline().catch(failed));
