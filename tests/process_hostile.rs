@@ -550,6 +550,42 @@ fn process_run_names_the_line_of_a_missing_tool() {
     assert!(stderr.contains("nothing ran"), "{stderr}");
 }
 
+/// Found last stop: "`agentpump process run FILE --organism O` fails “registered twice” when O
+/// already registers that file's process". The organism's own process runs; a different
+/// process of that name is refused naming the clash.
+#[cfg(feature = "host")]
+#[test]
+fn process_run_with_the_organism_that_registers_its_process_runs_it() {
+    let dir = support::Scratch::new("process-run-own-organism");
+    let body =
+        "<processes>\n<process id=\"main\">\n  RETURN: done=true\n</process>\n</processes>\n";
+    let aps = dir.write("p.aps", body);
+    let other = dir.write("q.aps", body);
+    let organism = dir.write(
+        "organism.toml",
+        "[organism]\nname = \"o\"\n\n[[listener]]\nname = \"main\"\nkind = \"process\"\nfile = \"p.aps\"\n",
+    );
+    let run = |file: &std::path::Path| {
+        let args = [
+            "process",
+            "run",
+            file.to_str().unwrap(),
+            "--organism",
+            organism.to_str().unwrap(),
+        ];
+        support::agentpump_in(&dir.0, &args)
+    };
+    let (ok, stdout, stderr) = run(&aps);
+    assert!(ok, "{stdout}\n{stderr}");
+    assert!(stdout.contains("done"), "{stdout}");
+    let (ok, _, stderr) = run(&other);
+    assert!(!ok);
+    assert!(
+        stderr.contains("the process `main` has the name of the organism's listener `main`"),
+        "{stderr}"
+    );
+}
+
 /// The events of `main` recorded in `thread`.
 async fn events(pump: &PumpHandle, thread: ThreadId, local: &str) -> usize {
     let records = pump.history(thread).await.unwrap();

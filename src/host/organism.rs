@@ -868,6 +868,16 @@ impl Organism {
         }
     }
 
+    /// The file the `kind = "process"` listener `name` loads, resolved against the organism's
+    /// folder, if it has such a listener.
+    pub(crate) fn process_file(&self, name: &str) -> Option<PathBuf> {
+        self.listener.iter().map(Spanned::get_ref).find_map(|l| {
+            let file = l.file.as_ref()?;
+            (l.name.get_ref() == name && l.kind.get_ref() == "process")
+                .then(|| self.base.join(file.get_ref()))
+        })
+    }
+
     /// The warnings of the process files its `kind = "process"` listeners load, each file
     /// once, in listener order: what `agentpump run` and `agentpump demo` log and print when
     /// they load the organism. A file that cannot be read or has hard errors adds none: loading

@@ -116,12 +116,27 @@ fn run_into(args: &RunArgs, out: &mut String) -> Result<(), HostError> {
         },
     };
     let max_outputs = config.limits.max_outputs;
+    let registered: Vec<String> = registrations.iter().map(|r| r.name().to_owned()).collect();
     let mut builder = PumpBuilder::new().config(config);
     builder = registrations
         .into_iter()
         .fold(builder, PumpBuilder::register);
     let max_value_bytes = organism.as_ref().and_then(Organism::max_value_bytes);
     for pid in program.process_ids() {
+        if registered.iter().any(|r| r == pid) {
+            // The organism runs this file's process already; another process of that name is
+            // a clash to name, not a "registered twice" to leave unexplained.
+            let same = organism
+                .as_ref()
+                .and_then(|o| o.process_file(pid))
+                .is_some_and(|theirs| same_file(&theirs, &args.file));
+            if same {
+                continue;
+            }
+            return Err(HostError::Usage(format!(
+                "{name}: the process `{pid}` has the name of the organism's listener `{pid}`, which does not run this file's process; rename one of them"
+            )));
+        }
         let mut listener = ProcessListener::new(Arc::clone(&program), pid)
             .map_err(|e| HostError::Usage(e.to_string()))?
             .max_outputs(max_outputs);
@@ -146,6 +161,14 @@ fn run_into(args: &RunArgs, out: &mut String) -> Result<(), HostError> {
         transcript(&pump, thread, 0, out).await?;
         answer(&pump, thread, out).await
     })
+}
+
+/// Whether `a` and `b` name one file (compared resolved, so `./p.aps` is `p.aps`).
+fn same_file(a: &std::path::Path, b: &std::path::Path) -> bool {
+    match (a.canonicalize(), b.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => a == b,
+    }
 }
 
 /// One line per record of `thread`, children indented under the record that spawned them.
