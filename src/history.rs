@@ -11,6 +11,8 @@
 mod audit;
 mod chain;
 pub mod export;
+#[cfg(feature = "nats")]
+pub mod jetstream;
 mod memory;
 pub mod page;
 mod prune;
@@ -26,6 +28,8 @@ use async_trait::async_trait;
 
 pub use audit::{AuditError, audit, replay};
 pub use chain::{ChainBreak, verify_chain};
+#[cfg(feature = "nats")]
+pub use jetstream::{JetStreamHistory, JetStreamOptions};
 pub use memory::MemoryHistory;
 pub use page::{ThreadFilter, ThreadPage, ThreadSummary};
 pub use prune::{Anchor, AnchorBreak, Archive, Pruned, verify_anchors};

@@ -7,7 +7,7 @@ mod support;
 
 use std::io::BufRead as _;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -20,46 +20,16 @@ const BIN: &str = env!("CARGO_BIN_EXE_agentpump");
 /// How long a test waits for anything before failing.
 const PATIENCE: Duration = Duration::from_secs(40);
 
-/// A child process killed (SIGKILL) when dropped.
-struct Process(Child);
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+use support::nats::{Process, free_port};
 
 /// `nats-server -js` on a free port, its store in `dir/js`.
 fn nats_server(dir: &Path) -> (Process, String) {
-    nats_server_on(dir, free_port())
+    support::nats::server(dir)
 }
 
 /// `nats-server -js` on `port`, its store in `dir/js` (what a restart finds again).
 fn nats_server_on(dir: &Path, port: u16) -> (Process, String) {
-    let child = Command::new("nats-server")
-        .args(["-js", "-a", "127.0.0.1", "-p", &port.to_string(), "-sd"])
-        .arg(dir.join("js"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap_or_else(|e| {
-            panic!("cannot start nats-server ({e}): install it, `apt-get install nats-server` on Debian, or put a nats-server 2.9+ binary on the PATH")
-        });
-    let until = Instant::now() + PATIENCE;
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < until, "nats-server did not start");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    (Process(child), format!("nats://127.0.0.1:{port}"))
+    support::nats::server_on(dir, port)
 }
 
 /// An organism with one listener `name` (builtin `builtin`) served remotely.

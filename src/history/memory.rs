@@ -255,51 +255,7 @@ pub(crate) fn now_us() -> i64 {
 #[async_trait]
 impl HistoryStore for MemoryHistory {
     fn append(&self, batch: Batch) -> Result<Ticket, HistoryError> {
-        let time_us = now_us();
-        // A mark for a thread this store has never seen names no record: nothing to lock.
-        let delivered = batch.delivered.as_ref().filter(|d| {
-            let among_records = || {
-                batch
-                    .records
-                    .iter()
-                    .any(|r| r.envelope.thread() == d.thread)
-            };
-            among_records() || self.logs.contains_key(&d.thread)
-        });
-        let touched = || {
-            batch
-                .records
-                .iter()
-                .map(|r| r.envelope.thread())
-                .chain(delivered.map(|d| d.thread))
-        };
-        let first = touched().next();
-        if let Some(thread) = first.filter(|&t| touched().all(|other| other == t)) {
-            // The common case: one thread (a delivery and its outputs).
-            let log = self.log(thread);
-            self.write(&mut [(thread, lock(&log))], &batch, delivered, time_us);
-        } else if first.is_some() {
-            // Lock every thread the batch touches, in id order (no deadlock between batches),
-            // so each thread sees the batch whole.
-            let mut threads: Vec<ThreadId> = touched().collect();
-            threads.sort_unstable();
-            threads.dedup();
-            let logs: Vec<_> = threads.iter().map(|&t| (t, self.log(t))).collect();
-            let mut guards: Vec<_> = logs.iter().map(|(t, log)| (*t, lock(log))).collect();
-            self.write(&mut guards, &batch, delivered, time_us);
-        }
-        for info in batch.threads {
-            let order = || self.saved.fetch_add(1, Ordering::Relaxed);
-            match self.threads.entry(info.id) {
-                Entry::Occupied(mut e) => e.get_mut().1 = info,
-                Entry::Vacant(e) => {
-                    e.insert((order(), info));
-                }
-            }
-        }
-        for report in batch.reports {
-            self.reports.entry(report.thread).or_default().push(report);
-        }
+        self.append_at(batch, now_us(), None);
         Ok(Ticket::ready())
     }
 
@@ -421,12 +377,74 @@ impl HistoryStore for MemoryHistory {
 
 impl MemoryHistory {
     /// Writes a batch's delivered mark and records into the locked logs of its threads.
+    /// Appends `batch` as accepted at `time_us`: what [`HistoryStore::append`] does with the
+    /// time now. With `sealed`, each new record's sequence number and digest are pushed to it,
+    /// in the batch's order (a store that keeps this one as its index checks a replay by them).
+    pub(crate) fn append_at(
+        &self,
+        batch: Batch,
+        time_us: i64,
+        sealed: Option<&mut Vec<(u64, [u8; 32])>>,
+    ) {
+        // A mark for a thread this store has never seen names no record: nothing to lock.
+        let delivered = batch.delivered.as_ref().filter(|d| {
+            let among_records = || {
+                batch
+                    .records
+                    .iter()
+                    .any(|r| r.envelope.thread() == d.thread)
+            };
+            among_records() || self.logs.contains_key(&d.thread)
+        });
+        let touched = || {
+            batch
+                .records
+                .iter()
+                .map(|r| r.envelope.thread())
+                .chain(delivered.map(|d| d.thread))
+        };
+        let first = touched().next();
+        if let Some(thread) = first.filter(|&t| touched().all(|other| other == t)) {
+            // The common case: one thread (a delivery and its outputs).
+            let log = self.log(thread);
+            self.write(
+                &mut [(thread, lock(&log))],
+                &batch,
+                delivered,
+                time_us,
+                sealed,
+            );
+        } else if first.is_some() {
+            // Lock every thread the batch touches, in id order (no deadlock between batches),
+            // so each thread sees the batch whole.
+            let mut threads: Vec<ThreadId> = touched().collect();
+            threads.sort_unstable();
+            threads.dedup();
+            let logs: Vec<_> = threads.iter().map(|&t| (t, self.log(t))).collect();
+            let mut guards: Vec<_> = logs.iter().map(|(t, log)| (*t, lock(log))).collect();
+            self.write(&mut guards, &batch, delivered, time_us, sealed);
+        }
+        for info in batch.threads {
+            let order = || self.saved.fetch_add(1, Ordering::Relaxed);
+            match self.threads.entry(info.id) {
+                Entry::Occupied(mut e) => e.get_mut().1 = info,
+                Entry::Vacant(e) => {
+                    e.insert((order(), info));
+                }
+            }
+        }
+        for report in batch.reports {
+            self.reports.entry(report.thread).or_default().push(report);
+        }
+    }
+
     fn write(
         &self,
         logs: &mut [(ThreadId, MutexGuard<'_, ThreadLog>)],
         batch: &Batch,
         delivered: Option<&Delivered>,
         time_us: i64,
+        mut sealed: Option<&mut Vec<(u64, [u8; 32])>>,
     ) {
         if let Some(d) = delivered {
             let log = log_of(logs, d.thread);
@@ -452,6 +470,9 @@ impl MemoryHistory {
             let mut record = Record::from_new(new, seq, time_us);
             record.seal(&log.last_digest);
             log.last_digest = record.digest;
+            if let Some(sealed) = sealed.as_deref_mut() {
+                sealed.push((seq, record.digest));
+            }
             let index = log.records.len();
             if new.pending {
                 log.pending.push_back(index);

@@ -4,6 +4,7 @@
 #[cfg(feature = "host")]
 pub mod mcp;
 pub mod model;
+pub mod nats;
 pub mod process;
 
 use std::path::PathBuf;

@@ -1,0 +1,544 @@
+//! [`JetStreamHistory`]: history kept in a NATS JetStream stream — replicated by the NATS
+//! cluster — and read from an index in memory that is rebuilt from the stream when it opens.
+//!
+//! Each append is one stream message (split in parts past the server's largest message) on the
+//! store's subject, published with `Nats-Expected-Last-Sequence` (so a second writer on the
+//! stream is refused, never interleaved) and `Nats-Msg-Id` (so a publish retried across a
+//! leader change is kept once). The message carries the batch as the pump handed it, the time
+//! it was accepted and the sequence number and digest the index gave each record: replaying the
+//! stream rebuilds the same records, and a message whose records come out different (an
+//! altered stream) stops the open, naming its stream sequence.
+
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use async_nats::HeaderMap;
+use async_nats::jetstream::{self, stream};
+use async_trait::async_trait;
+use futures_util::StreamExt as _;
+use serde::{Deserialize, Serialize};
+use tokio::sync::{mpsc, oneshot};
+
+use super::memory::now_us;
+use super::{
+    Batch, Delivered, HistoryError, HistoryStore, MemoryHistory, NewRecord, Record, RecordKind,
+    Recovery, Ticket,
+};
+use crate::governor::HaltingReport;
+use crate::{Envelope, Limits, MessageId, Payload, ThreadId, ThreadInfo, ThreadState};
+
+/// Where the stream is and how it is kept.
+#[derive(Debug, Clone)]
+pub struct JetStreamOptions {
+    /// The NATS servers, comma-separated (`nats://127.0.0.1:4222,nats://127.0.0.1:4223`).
+    pub url: String,
+    /// The stream's name.
+    pub stream: String,
+    /// How many servers keep a copy (1, or 3 in a three-node cluster).
+    pub replicas: usize,
+    /// The limits the pump parses payloads with: a replayed payload is parsed again with them.
+    pub limits: Limits,
+    /// How long one publish may wait for its acknowledgement before it is retried, and how long
+    /// retries may go on (a leader change in the cluster takes a few seconds) before the store
+    /// stops taking writes.
+    pub patience: Duration,
+}
+
+impl JetStreamOptions {
+    /// Options for `stream` on the servers at `url`: one replica, default limits, 10 s patience.
+    pub fn new(url: impl Into<String>, stream: impl Into<String>) -> Self {
+        Self {
+            url: url.into(),
+            stream: stream.into(),
+            replicas: 1,
+            limits: Limits::default(),
+            patience: Duration::from_secs(10),
+        }
+    }
+
+    /// The subject the store appends to: `agentpump.history.STREAM`.
+    pub fn subject(&self) -> String {
+        format!("agentpump.history.{}", self.stream)
+    }
+}
+
+/// History in a JetStream stream; see the module's documentation.
+///
+/// Reads are answered from the index in memory; a write is durable once the stream (its
+/// replicas) acknowledged it. After a publish fails for good the store takes no more writes
+/// ([`HistoryStore::writable`] says why): the index may then hold records the stream does not,
+/// and a new store opened on the stream (a restart) is the way back.
+#[derive(Debug)]
+pub struct JetStreamHistory {
+    index: MemoryHistory,
+    /// Held while an append is ordered and queued, so the stream receives batches in the order
+    /// the index numbered them.
+    order: Mutex<()>,
+    queue: mpsc::UnboundedSender<Publish>,
+    failed: Arc<OnceLock<String>>,
+    stream: String,
+}
+
+/// One append on its way to the stream.
+struct Publish {
+    body: Vec<u8>,
+    done: oneshot::Sender<Result<(), HistoryError>>,
+}
+
+/// One append as the stream holds it.
+#[derive(Debug, Serialize, Deserialize)]
+struct Wire {
+    /// When the batch was accepted (every record of it carries this time).
+    time_us: i64,
+    records: Vec<WireRecord>,
+    threads: Vec<ThreadInfo>,
+    delivered: Option<WireDelivered>,
+    reports: Vec<HaltingReport>,
+    /// Each record's sequence number and digest (hex) as the index sealed it.
+    sealed: Sealed,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct WireRecord {
+    id: MessageId,
+    from: Arc<str>,
+    to: Option<Arc<str>>,
+    thread: ThreadId,
+    in_reply_to: Option<MessageId>,
+    kind: RecordKind,
+    pending: bool,
+    payload: Arc<str>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct WireDelivered {
+    thread: ThreadId,
+    id: MessageId,
+    handled: bool,
+    usage: crate::governor::Usage,
+    free: bool,
+    failed: bool,
+}
+
+/// Each record's sequence number and digest (hex), as sealed.
+type Sealed = Vec<(u64, String)>;
+
+/// The header naming a message's part of a split append: `I/N`.
+const PART: &str = "Agentpump-Part";
+
+impl Wire {
+    fn of(batch: &Batch, time_us: i64) -> Self {
+        let records = batch
+            .records
+            .iter()
+            .map(|r| {
+                let e = &r.envelope;
+                WireRecord {
+                    id: e.id(),
+                    from: Arc::clone(e.from_shared()),
+                    to: e.to_shared().cloned(),
+                    thread: e.thread(),
+                    in_reply_to: e.in_reply_to(),
+                    kind: r.kind,
+                    pending: r.pending,
+                    payload: e.payload().to_shared(),
+                }
+            })
+            .collect();
+        let delivered = batch.delivered.as_ref().map(|d| WireDelivered {
+            thread: d.thread,
+            id: d.id,
+            handled: d.handled,
+            usage: d.usage.clone(),
+            free: d.free,
+            failed: d.failed,
+        });
+        Self {
+            time_us,
+            records,
+            threads: batch.threads.clone(),
+            delivered,
+            reports: batch.reports.clone(),
+            sealed: Vec::new(),
+        }
+    }
+
+    /// The batch again, its payloads parsed with `limits`.
+    fn batch(self, limits: &Limits) -> Result<(Batch, i64, Sealed), String> {
+        let records = self
+            .records
+            .into_iter()
+            .map(|r| {
+                let payload = Payload::parse(&r.payload, limits)
+                    .map_err(|e| format!("record {} does not parse: {e}", r.id))?;
+                let envelope = Envelope::new(r.from, r.thread, payload)
+                    .with_id(r.id)
+                    .with_to(r.to)
+                    .with_in_reply_to(r.in_reply_to);
+                Ok(NewRecord {
+                    envelope,
+                    kind: r.kind,
+                    pending: r.pending,
+                })
+            })
+            .collect::<Result<_, String>>()?;
+        let delivered = self.delivered.map(|d| Delivered {
+            thread: d.thread,
+            id: d.id,
+            handled: d.handled,
+            usage: d.usage,
+            free: d.free,
+            failed: d.failed,
+        });
+        let batch = Batch {
+            records,
+            threads: self.threads,
+            delivered,
+            reports: self.reports,
+        };
+        Ok((batch, self.time_us, self.sealed))
+    }
+}
+
+fn unavailable(what: impl Into<String>) -> HistoryError {
+    HistoryError::unavailable(what)
+}
+
+/// The servers of a comma-separated URL list.
+fn servers(url: &str) -> Result<Vec<async_nats::ServerAddr>, HistoryError> {
+    url.split(',')
+        .map(str::trim)
+        .filter(|u| !u.is_empty())
+        .map(|u| {
+            u.parse()
+                .map_err(|e| unavailable(format!("the NATS URL `{u}` is not usable: {e}")))
+        })
+        .collect()
+}
+
+impl JetStreamHistory {
+    /// Connects to the servers, creates the stream when it does not exist (file storage,
+    /// `replicas` copies, every message kept), and rebuilds the index from every message in it.
+    ///
+    /// # Errors
+    ///
+    /// [`HistoryError::Unavailable`] when NATS cannot be reached or the stream cannot be made;
+    /// [`HistoryError::Query`] when a message of the stream cannot be read back or does not
+    /// rebuild the records it recorded (naming its stream sequence).
+    pub async fn open(options: JetStreamOptions) -> Result<Self, HistoryError> {
+        let client = async_nats::ConnectOptions::new()
+            .name("agentpump history")
+            .connection_timeout(Duration::from_secs(3))
+            .max_reconnects(None)
+            .connect(servers(&options.url)?)
+            .await
+            .map_err(|e| unavailable(format!("cannot connect to NATS at {}: {e}", options.url)))?;
+        let mut js = jetstream::new(client.clone());
+        js.set_timeout(options.patience.min(Duration::from_secs(5)));
+        let subject = options.subject();
+        let stream = Self::open_stream(&js, &options, &subject).await?;
+        let index = MemoryHistory::new();
+        let last = replay(&stream, &index, &options).await?;
+        let max = client
+            .server_info()
+            .max_payload
+            .saturating_sub(4096)
+            .max(4096);
+        let failed = Arc::new(OnceLock::new());
+        let (queue, pending) = mpsc::unbounded_channel();
+        let writer = Writer {
+            js,
+            subject,
+            last,
+            max,
+            patience: options.patience,
+            failed: Arc::clone(&failed),
+            stream: options.stream.clone(),
+        };
+        tokio::spawn(writer.run(pending));
+        Ok(Self {
+            index,
+            order: Mutex::new(()),
+            queue,
+            failed,
+            stream: options.stream,
+        })
+    }
+
+    /// The stream, created when missing; retried while the cluster elects its leaders.
+    async fn open_stream(
+        js: &jetstream::Context,
+        options: &JetStreamOptions,
+        subject: &str,
+    ) -> Result<stream::Stream, HistoryError> {
+        let config = stream::Config {
+            name: options.stream.clone(),
+            subjects: vec![subject.to_owned()],
+            storage: stream::StorageType::File,
+            num_replicas: options.replicas.max(1),
+            duplicate_window: Duration::from_secs(120),
+            ..stream::Config::default()
+        };
+        let until = Instant::now() + options.patience;
+        loop {
+            match js.get_or_create_stream(config.clone()).await {
+                Ok(stream) => return Ok(stream),
+                Err(e) if Instant::now() < until => {
+                    tracing::info!(error = %e, "the history stream is not ready; trying again");
+                    tokio::time::sleep(Duration::from_millis(250)).await;
+                }
+                Err(e) => {
+                    return Err(unavailable(format!(
+                        "cannot open the history stream `{}` ({} replica(s)): {e}",
+                        options.stream, config.num_replicas
+                    )));
+                }
+            }
+        }
+    }
+
+    /// The stream's name.
+    pub fn stream(&self) -> &str {
+        &self.stream
+    }
+}
+
+/// Applies every message of `stream` to `index`, in order; the stream's last sequence.
+async fn replay(
+    stream: &stream::Stream,
+    index: &MemoryHistory,
+    options: &JetStreamOptions,
+) -> Result<u64, HistoryError> {
+    let mut stream = stream.clone();
+    let info = stream
+        .info()
+        .await
+        .map_err(|e| HistoryError::query(format!("cannot read the history stream: {e}")))?;
+    let last = info.state.last_sequence;
+    if info.state.messages == 0 {
+        return Ok(last);
+    }
+    let consumer = stream
+        .create_consumer(jetstream::consumer::pull::OrderedConfig {
+            deliver_policy: jetstream::consumer::DeliverPolicy::All,
+            ..Default::default()
+        })
+        .await
+        .map_err(|e| HistoryError::query(format!("cannot read the history stream: {e}")))?;
+    let mut messages = consumer
+        .messages()
+        .await
+        .map_err(|e| HistoryError::query(format!("cannot read the history stream: {e}")))?;
+    let mut parts: Vec<u8> = Vec::new();
+    while let Some(message) = messages.next().await {
+        let message = message
+            .map_err(|e| HistoryError::query(format!("cannot read the history stream: {e}")))?;
+        let seq = message
+            .info()
+            .map_err(|e| HistoryError::query(format!("a history message without its place: {e}")))?
+            .stream_sequence;
+        let part = message
+            .headers
+            .as_ref()
+            .and_then(|h| h.get(PART))
+            .map(|v| v.as_str().to_owned());
+        parts.extend_from_slice(&message.payload);
+        let whole = part
+            .as_deref()
+            .and_then(|p| p.split_once('/'))
+            .is_none_or(|(i, n)| i == n);
+        if whole {
+            apply(index, &std::mem::take(&mut parts), &options.limits).map_err(|e| {
+                HistoryError::query(format!(
+                    "message {seq} of the history stream `{}`: {e}",
+                    options.stream
+                ))
+            })?;
+        }
+        if seq >= last {
+            break;
+        }
+    }
+    Ok(last)
+}
+
+/// Applies one append read back from the stream, checking it rebuilds what was recorded.
+fn apply(index: &MemoryHistory, body: &[u8], limits: &Limits) -> Result<(), String> {
+    let wire: Wire = serde_json::from_slice(body).map_err(|e| format!("not an append: {e}"))?;
+    let (batch, time_us, recorded) = wire.batch(limits)?;
+    let mut sealed = Vec::with_capacity(recorded.len());
+    index.append_at(batch, time_us, Some(&mut sealed));
+    let sealed: Sealed = sealed
+        .into_iter()
+        .map(|(seq, digest)| (seq, hex::encode(digest)))
+        .collect();
+    if sealed != recorded {
+        let at = sealed
+            .iter()
+            .zip(&recorded)
+            .position(|(a, b)| a != b)
+            .unwrap_or(sealed.len().min(recorded.len()));
+        return Err(format!(
+            "its records do not rebuild as recorded (record {} of it: rebuilt {:?}, recorded {:?}): the stream was altered",
+            at + 1,
+            sealed.get(at),
+            recorded.get(at)
+        ));
+    }
+    Ok(())
+}
+
+/// Publishes appends in order, each acknowledged before the next.
+struct Writer {
+    js: jetstream::Context,
+    subject: String,
+    /// The stream's last sequence as this writer knows it.
+    last: u64,
+    /// The largest message part.
+    max: usize,
+    patience: Duration,
+    failed: Arc<OnceLock<String>>,
+    stream: String,
+}
+
+impl Writer {
+    async fn run(mut self, mut queue: mpsc::UnboundedReceiver<Publish>) {
+        while let Some(publish) = queue.recv().await {
+            let outcome = match self.failed.get() {
+                Some(reason) => Err(unavailable(reason.clone())),
+                None => self.publish(&publish.body).await.map_err(|reason| {
+                    let reason = self.failed.get_or_init(|| reason).clone();
+                    tracing::error!(%reason, "the history stream stopped taking writes");
+                    unavailable(reason)
+                }),
+            };
+            let _ = publish.done.send(outcome);
+        }
+    }
+
+    /// Publishes one append (in parts if it is large), retrying a part whose acknowledgement
+    /// does not come while patience lasts.
+    async fn publish(&mut self, body: &[u8]) -> Result<(), String> {
+        let chunks: Vec<&[u8]> = body.chunks(self.max).collect();
+        let id = MessageId::new();
+        for (i, chunk) in chunks.iter().enumerate() {
+            let mut headers = HeaderMap::new();
+            headers.insert("Nats-Msg-Id", format!("{id}.{i}").as_str());
+            headers.insert(
+                "Nats-Expected-Last-Sequence",
+                self.last.to_string().as_str(),
+            );
+            if chunks.len() > 1 {
+                headers.insert(PART, format!("{}/{}", i + 1, chunks.len()).as_str());
+            }
+            self.last = self.part(headers, chunk).await?;
+        }
+        Ok(())
+    }
+
+    async fn part(&self, headers: HeaderMap, chunk: &[u8]) -> Result<u64, String> {
+        let until = Instant::now() + self.patience;
+        let mut pause = Duration::from_millis(50);
+        loop {
+            let sent = self
+                .js
+                .publish_with_headers(self.subject.clone(), headers.clone(), chunk.to_vec().into())
+                .await;
+            let acked = match sent {
+                Ok(ack) => ack.await.map_err(|e| {
+                    (
+                        e.kind() == jetstream::context::PublishErrorKind::WrongLastSequence,
+                        e.to_string(),
+                    )
+                }),
+                Err(e) => Err((false, e.to_string())),
+            };
+            match acked {
+                Ok(ack) => return Ok(ack.sequence),
+                Err((true, e)) => {
+                    return Err(format!(
+                        "another writer appended to the history stream `{}` (this store expected its last sequence to be {}): {e}; this store takes no more writes",
+                        self.stream, self.last
+                    ));
+                }
+                Err((false, e)) if Instant::now() < until => {
+                    tracing::warn!(error = %e, "a history append was not acknowledged; trying again");
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_secs(1));
+                }
+                Err((false, e)) => {
+                    return Err(format!(
+                        "the history stream `{}` did not acknowledge an append within {:?}: {e}; this store takes no more writes",
+                        self.stream, self.patience
+                    ));
+                }
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl HistoryStore for JetStreamHistory {
+    fn append(&self, batch: Batch) -> Result<Ticket, HistoryError> {
+        self.writable()?;
+        let order = self
+            .order
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let time_us = now_us();
+        let mut wire = Wire::of(&batch, time_us);
+        let mut sealed = Vec::with_capacity(wire.records.len());
+        self.index.append_at(batch, time_us, Some(&mut sealed));
+        wire.sealed = sealed
+            .into_iter()
+            .map(|(seq, digest)| (seq, hex::encode(digest)))
+            .collect();
+        let body = serde_json::to_vec(&wire)
+            .map_err(|e| unavailable(format!("an append does not encode: {e}")))?;
+        let (done, outcome) = oneshot::channel();
+        self.queue
+            .send(Publish { body, done })
+            .map_err(|_| unavailable("the history stream's writer stopped"))?;
+        drop(order);
+        Ok(Ticket::pending(async move {
+            outcome
+                .await
+                .unwrap_or_else(|_| Err(unavailable("the history stream's writer stopped")))
+        }))
+    }
+
+    fn writable(&self) -> Result<(), HistoryError> {
+        match self.failed.get() {
+            Some(reason) => Err(unavailable(reason.clone())),
+            None => Ok(()),
+        }
+    }
+
+    async fn thread(&self, thread: ThreadId, since: u64) -> Result<Vec<Record>, HistoryError> {
+        self.index.thread(thread, since).await
+    }
+
+    async fn record(&self, id: MessageId) -> Result<Option<Record>, HistoryError> {
+        self.index.record(id).await
+    }
+
+    async fn pending(&self) -> Result<Vec<Record>, HistoryError> {
+        self.index.pending().await
+    }
+
+    async fn reports(&self, thread: ThreadId) -> Result<Vec<HaltingReport>, HistoryError> {
+        self.index.reports(thread).await
+    }
+
+    async fn threads(&self, state: Option<ThreadState>) -> Result<Vec<ThreadInfo>, HistoryError> {
+        self.index.threads(state).await
+    }
+
+    fn recovery(&self) -> Result<Recovery, HistoryError> {
+        self.index.recovery()
+    }
+
+    async fn verify(&self) -> Result<u64, HistoryError> {
+        self.index.verify().await
+    }
+}

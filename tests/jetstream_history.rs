@@ -1,0 +1,257 @@
+//! History on NATS JetStream (issue 35, its first part): a pump whose history is a JetStream
+//! stream, against real `nats-server` processes — one server, and a three-node cluster keeping
+//! three replicas. Needs `nats-server` on the PATH (`.ci/run` installs it).
+
+#![cfg(feature = "nats")]
+
+mod support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use agentpump::history::{
+    Batch, HistoryStore, JetStreamHistory, JetStreamOptions, NewRecord, Record, RecordKind,
+};
+use agentpump::listeners::Echo;
+use agentpump::{
+    Envelope, Limits, Payload, PumpBuilder, PumpHandle, QName, Registration, ThreadId,
+};
+use support::Scratch;
+
+fn say(text: &str) -> String {
+    format!(r#"<say xmlns="urn:example:say:v1">{text}</say>"#)
+}
+
+async fn open(url: &str, stream: &str, replicas: usize) -> Arc<JetStreamHistory> {
+    let mut options = JetStreamOptions::new(url, stream);
+    options.replicas = replicas;
+    options.patience = Duration::from_secs(20);
+    Arc::new(JetStreamHistory::open(options).await.unwrap())
+}
+
+fn pump_on(store: &Arc<JetStreamHistory>) -> PumpHandle {
+    let store: Arc<dyn HistoryStore> = store.clone();
+    PumpBuilder::new()
+        .register(Registration::new("echo", Echo).accepts(QName::new("urn:example:say:v1", "say")))
+        .history(store)
+        .build()
+        .unwrap()
+}
+
+/// `n` threads started with one message each and settled; their ids.
+async fn converse(pump: &PumpHandle, n: usize, tag: &str) -> Vec<ThreadId> {
+    let mut threads = Vec::new();
+    for i in 0..n {
+        let receipt = pump
+            .post(None, Some("echo"), &say(&format!("{tag}-{i}")))
+            .await
+            .unwrap();
+        threads.push(receipt.thread());
+    }
+    for &t in &threads {
+        tokio::time::timeout(Duration::from_secs(30), pump.settle(t))
+            .await
+            .expect("a thread settles");
+    }
+    threads
+}
+
+async fn records(store: &dyn HistoryStore, threads: &[ThreadId]) -> Vec<Vec<Record>> {
+    let mut out = Vec::new();
+    for &t in threads {
+        out.push(store.thread(t, 0).await.unwrap());
+    }
+    out
+}
+
+/// Issue 35: "History on JetStream: a `HistoryStore` that appends each commit batch to a
+/// stream … `agentpump verify` … work against it" and "a restart of everything from the stream
+/// alone": a second store opened on the stream (nothing else kept) has every record, sequence
+/// number and digest, verifies, and a pump on it goes on where the first stopped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pump_restarts_from_the_history_stream_alone() {
+    let scratch = Scratch::new("js-history-restart");
+    let (_server, url) = support::nats::server(&scratch.0);
+    let store = open(&url, "restart", 1).await;
+    let pump = pump_on(&store);
+    let threads = converse(&pump, 20, "first").await;
+    let before = records(&*store, &threads).await;
+    assert!(
+        before.iter().all(|r| r.len() == 2),
+        "a message and its echo each"
+    );
+    pump.shutdown(Duration::from_secs(5)).await;
+    let checked = store.verify().await.unwrap();
+    drop(pump);
+    drop(store);
+
+    let again = open(&url, "restart", 1).await;
+    assert_eq!(
+        records(&*again, &threads).await,
+        before,
+        "the same records, seq and digests"
+    );
+    assert_eq!(again.verify().await.unwrap(), checked);
+    let pump = pump_on(&again);
+    let next = pump
+        .post(Some(threads[0]), Some("echo"), &say("again"))
+        .await
+        .unwrap();
+    pump.settle(next.thread()).await;
+    let thread = again.thread(threads[0], 0).await.unwrap();
+    assert_eq!(thread.len(), 4, "the thread goes on: {thread:#?}");
+    assert!(thread[2].seq > before.iter().flatten().map(|r| r.seq).max().unwrap());
+    assert!(again.verify().await.unwrap() > checked);
+    pump.shutdown(Duration::from_secs(5)).await;
+}
+
+/// Issue 35: "fencing … so two pumps never append to one thread": a second store on the same
+/// stream is refused at its first append once the first has appended since it opened (the
+/// stream's expected last sequence), names why and takes no more writes; the first goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_writer_on_one_stream_is_refused_and_the_first_goes_on() {
+    let scratch = Scratch::new("js-history-fence");
+    let (_server, url) = support::nats::server(&scratch.0);
+    let first = open(&url, "fence", 1).await;
+    let second = open(&url, "fence", 1).await;
+    let pump = pump_on(&first); // its boot record moves the stream on
+    converse(&pump, 2, "first").await;
+    let payload = Payload::parse(&say("x"), &Limits::default()).unwrap();
+    let record = NewRecord {
+        envelope: Envelope::new("client".into(), ThreadId::new(), payload),
+        kind: RecordKind::Message,
+        pending: false,
+    };
+    let batch = Batch {
+        records: vec![record],
+        ..Batch::default()
+    };
+    let error = second
+        .append(batch)
+        .unwrap()
+        .wait()
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("another writer appended to the history stream `fence`"),
+        "{error}"
+    );
+    assert_eq!(
+        second.writable().unwrap_err().to_string(),
+        error,
+        "no more writes"
+    );
+    converse(&pump, 2, "still").await;
+    assert!(first.writable().is_ok());
+    first.verify().await.unwrap();
+    pump.shutdown(Duration::from_secs(5)).await;
+}
+
+/// The hash chain holds on the stream too: an append published by hand whose records do not
+/// rebuild as it says (an altered stream) stops the next open, naming its stream sequence.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_altered_stream_is_refused_at_open_naming_the_message() {
+    let scratch = Scratch::new("js-history-altered");
+    let (_server, url) = support::nats::server(&scratch.0);
+    let store = open(&url, "altered", 1).await;
+    let pump = pump_on(&store);
+    let threads = converse(&pump, 1, "one").await;
+    pump.shutdown(Duration::from_secs(5)).await;
+    let record = &store.thread(threads[0], 0).await.unwrap()[0];
+    drop(pump);
+    drop(store);
+    // The first append again, its payload's text changed and its recorded digests kept.
+    let client = async_nats::connect(&url).await.unwrap();
+    let js = async_nats::jetstream::new(client);
+    let mut stream = js.get_stream("altered").await.unwrap();
+    let last = stream.info().await.unwrap().state.last_sequence;
+    let original = (1..=last)
+        .map(|seq| stream.get_raw_message(seq))
+        .collect::<futures_util::stream::FuturesOrdered<_>>();
+    let messages: Vec<_> = futures_util::StreamExt::collect::<Vec<_>>(original).await;
+    let carrying = messages
+        .into_iter()
+        .map(|m| m.unwrap())
+        .find(|m| String::from_utf8_lossy(&m.payload).contains(&record.id.to_string()))
+        .expect("the append carrying the first message");
+    let forged = String::from_utf8_lossy(&carrying.payload).replace("one-0", "one-X");
+    js.publish("agentpump.history.altered", forged.into_bytes().into())
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+    let mut options = JetStreamOptions::new(&url, "altered");
+    options.patience = Duration::from_secs(5);
+    let refused = JetStreamHistory::open(options)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        refused.contains(&format!(
+            "message {} of the history stream `altered`",
+            last + 1
+        )) && refused.contains("the stream was altered"),
+        "{refused}"
+    );
+}
+
+/// Issue 35: "kill -9 of one NATS node: no acknowledged record lost, the pumps continue" — a
+/// three-node cluster keeping three replicas; a node is killed between two rounds of
+/// conversations; the second round is acknowledged, and a store opened afterwards on the two
+/// nodes left has every record of both rounds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_three_replica_stream_loses_nothing_when_a_node_is_killed() {
+    let scratch = Scratch::new("js-history-cluster");
+    let mut cluster = support::nats::Cluster::start(&scratch.0);
+    let store = open(&cluster.url(), "replicated", 3).await;
+    let pump = pump_on(&store);
+    let mut threads = converse(&pump, 10, "before").await;
+    cluster.nodes[0].kill();
+    threads.extend(converse(&pump, 10, "after").await);
+    let acknowledged = records(&*store, &threads).await;
+    assert!(acknowledged.iter().all(|r| r.len() == 2));
+    pump.shutdown(Duration::from_secs(5)).await;
+    drop(pump);
+    drop(store);
+    let left = cluster.urls[1..].join(",");
+    let again = open(&left, "replicated", 3).await;
+    assert_eq!(records(&*again, &threads).await, acknowledged);
+    again.verify().await.unwrap();
+}
+
+/// An append larger than the server's largest message (1 MB by default) goes in parts and
+/// comes back whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_append_past_the_largest_message_goes_in_parts_and_comes_back_whole() {
+    let scratch = Scratch::new("js-history-parts");
+    let (_server, url) = support::nats::server(&scratch.0);
+    let store = open(&url, "parts", 1).await;
+    let thread = ThreadId::new();
+    let big = "a".repeat(700_000);
+    let records = (0..2)
+        .map(|i| {
+            let payload = Payload::parse(&say(&format!("{i}{big}")), &Limits::default()).unwrap();
+            NewRecord {
+                envelope: Envelope::new("client".into(), thread, payload),
+                kind: RecordKind::Message,
+                pending: false,
+            }
+        })
+        .collect();
+    let batch = Batch {
+        records,
+        ..Batch::default()
+    };
+    store.append(batch).unwrap().wait().await.unwrap();
+    let written = store.thread(thread, 0).await.unwrap();
+    drop(store);
+    let client = async_nats::connect(&url).await.unwrap();
+    let mut stream = async_nats::jetstream::new(client)
+        .get_stream("parts")
+        .await
+        .unwrap();
+    assert!(stream.info().await.unwrap().state.messages >= 2, "in parts");
+    let again = open(&url, "parts", 1).await;
+    assert_eq!(again.thread(thread, 0).await.unwrap(), written);
+}
