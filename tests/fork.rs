@@ -1,0 +1,217 @@
+//! Replay from any record (issue 33): `PumpHandle::fork` starts a new thread from a record of
+//! an old one, with the history before it as context (or the same first message), optionally
+//! another listener or budget; the fork's first record names what it was forked from.
+
+mod support;
+
+use std::sync::Arc;
+
+use agentpump::governor::{Budget, ForkMode};
+use agentpump::history::{HistoryStore, RecordKind, SqliteHistory};
+use agentpump::listeners::Echo;
+use agentpump::pump::{ForkError, ForkOptions};
+use agentpump::{PumpBuilder, PumpHandle, Registration, ThreadId};
+use support::{Script, p, q};
+
+/// `echo` answers a `say` with itself; `shout` answers it in capitals.
+fn pump_on(store: Option<Arc<dyn HistoryStore>>) -> PumpHandle {
+    let shout = Script::new(|msg, cx| {
+        cx.reply(p("say", &support::body(msg).to_uppercase()));
+        Ok(())
+    });
+    let mut builder = PumpBuilder::new()
+        .register(Registration::new("echo", Echo).accepts(q("say")))
+        .register(Registration::new("shout", shout).accepts(q("say")));
+    if let Some(store) = store {
+        builder = builder.history(store);
+    }
+    builder.build().unwrap()
+}
+
+/// A thread of two exchanges with `echo`: say one, its echo, say two, its echo. Returns it and
+/// the seq of "say two".
+async fn conversation(pump: &PumpHandle) -> (ThreadId, u64) {
+    let thread = pump
+        .post(None, Some("echo"), &p("say", "one"))
+        .await
+        .unwrap()
+        .thread();
+    pump.settle(thread).await;
+    pump.post(Some(thread), Some("echo"), &p("say", "two"))
+        .await
+        .unwrap();
+    pump.settle(thread).await;
+    let records = pump.history(thread).await.unwrap();
+    let two = records.iter().find(|r| r.payload.contains("two")).unwrap();
+    (thread, two.seq)
+}
+
+/// "Replay: start a new thread from any record of an old one — the history up to that record
+/// as its context … The hash chain makes the fork provable: the new thread records what it was
+/// forked from."
+#[tokio::test]
+async fn a_fork_in_context_mode_carries_the_history_and_delivers_the_record_again() {
+    let pump = pump_on(None);
+    let (old, at) = conversation(&pump).await;
+    let source = pump.history(old).await.unwrap();
+    let fork = pump.fork(old, at, ForkOptions::default()).await.unwrap();
+    pump.settle(fork).await;
+    let records = pump.history(fork).await.unwrap();
+    let chosen = source.iter().find(|r| r.seq == at).unwrap();
+    let decision = &records[0];
+    assert_eq!(decision.kind, RecordKind::Decision);
+    for named in [
+        format!("action=\"fork\" source=\"{old}\" at=\"{at}\""),
+        format!("digest=\"{}\"", hex::encode(chosen.digest)),
+        "mode=\"context\"".to_owned(),
+    ] {
+        assert!(
+            decision.payload.contains(&named),
+            "{named} in {}",
+            decision.payload
+        );
+    }
+    // Context: the first exchange, copied under new ids, its answer still answering it.
+    let before: Vec<_> = source.iter().filter(|r| r.seq < at).collect();
+    assert_eq!(before.len(), 2);
+    for (copy, original) in records[1..3].iter().zip(&before) {
+        assert_eq!(
+            (copy.kind, &copy.from, &copy.to, &copy.payload),
+            (
+                original.kind,
+                &original.from,
+                &original.to,
+                &original.payload
+            )
+        );
+        assert_ne!(copy.id, original.id);
+    }
+    assert_eq!(records[2].in_reply_to, Some(records[1].id));
+    // Not re-run: only "two" is delivered again, and echoed once.
+    assert_eq!(records[3].payload, chosen.payload);
+    assert_eq!(records[3].to.as_deref(), Some("echo"));
+    assert_eq!(records.len(), 5, "{records:#?}");
+    assert_eq!(records[4].payload, chosen.payload);
+    assert_eq!(pump.thread(fork).unwrap().counters.deliveries, 1);
+    pump.verify().await.unwrap();
+}
+
+/// "… optionally with a different listener or budget"
+#[tokio::test]
+async fn a_fork_goes_to_the_listener_and_budget_given() {
+    let pump = pump_on(None);
+    let (old, at) = conversation(&pump).await;
+    let options = ForkOptions {
+        listener: Some("shout".into()),
+        budget: Some(Budget {
+            turns: Some(7),
+            ..Budget::unlimited()
+        }),
+        ..ForkOptions::default()
+    };
+    let fork = pump.fork(old, at, options).await.unwrap();
+    pump.settle(fork).await;
+    let records = pump.history(fork).await.unwrap();
+    let answer = records.last().unwrap();
+    assert_eq!(
+        (&*answer.from, answer.payload.as_ref()),
+        ("shout", &*p("say", "TWO"))
+    );
+    let turns = &pump.budget(fork).unwrap()["max-turns"];
+    assert_eq!(turns.limit.as_deref(), Some("7"));
+    assert!(
+        records[0].payload.contains("turns=\"7\""),
+        "{}",
+        records[0].payload
+    );
+}
+
+/// "(or the same first message)"
+#[tokio::test]
+async fn a_fork_in_first_message_mode_posts_the_first_message_again_without_context() {
+    let pump = pump_on(None);
+    let (old, at) = conversation(&pump).await;
+    let options = ForkOptions {
+        mode: ForkMode::FirstMessage,
+        ..ForkOptions::default()
+    };
+    let fork = pump.fork(old, at, options).await.unwrap();
+    pump.settle(fork).await;
+    let records = pump.history(fork).await.unwrap();
+    assert!(records[0].payload.contains("mode=\"first-message\""));
+    assert!(!records[0].payload.contains("carried="));
+    let payloads: Vec<&str> = records[1..].iter().map(|r| &*r.payload).collect();
+    assert_eq!(payloads, [p("say", "one"), p("say", "one")]);
+}
+
+/// Errors: "unknown thread, unknown seq, a record that cannot be re-delivered …, an unknown
+/// listener — each a typed error".
+#[tokio::test]
+async fn a_fork_of_an_unknown_thread_seq_record_or_listener_is_a_typed_error() {
+    let pump = pump_on(None);
+    let (old, at) = conversation(&pump).await;
+    let egress = pump.history(old).await.unwrap()[1].seq;
+    let with = |listener: &str| ForkOptions {
+        listener: Some(listener.into()),
+        ..ForkOptions::default()
+    };
+    let nobody = ThreadId::new();
+    let cases = [
+        (
+            nobody,
+            at,
+            ForkOptions::default(),
+            format!("no thread {nobody}"),
+        ),
+        (
+            old,
+            999_999,
+            ForkOptions::default(),
+            format!("thread {old} has no record 999999"),
+        ),
+        (
+            old,
+            egress,
+            ForkOptions::default(),
+            format!(
+                "record {egress} is a egress record; only a message record can be delivered again"
+            ),
+        ),
+        (old, at, with("ghost"), "no listener ghost".to_owned()),
+    ];
+    for (thread, seq, options, message) in cases {
+        let err = pump.fork(thread, seq, options).await.unwrap_err();
+        assert_eq!(err.to_string(), message);
+    }
+    let system = pump.system_thread();
+    assert!(matches!(
+        pump.fork(system, 1, ForkOptions::default()).await,
+        Err(ForkError::UnknownThread(t)) if t == system
+    ));
+    assert_eq!(pump.threads().len(), 2, "no thread was started"); // the source and the system's
+}
+
+/// A restart gives a fork back its own budget, from its first record.
+#[tokio::test]
+async fn a_restarted_pump_gives_a_fork_its_budget_again() {
+    let dir = support::Scratch::new("fork-restart");
+    let store = Arc::new(SqliteHistory::open(dir.db()).unwrap());
+    let pump = pump_on(Some(Arc::clone(&store) as Arc<dyn HistoryStore>));
+    let (old, at) = conversation(&pump).await;
+    let options = ForkOptions {
+        budget: Some(Budget {
+            turns: Some(9),
+            ..Budget::unlimited()
+        }),
+        ..ForkOptions::default()
+    };
+    let fork = pump.fork(old, at, options).await.unwrap();
+    pump.settle(fork).await;
+    let before = pump.budget(fork).unwrap()["max-turns"].clone();
+    pump.shutdown(std::time::Duration::from_secs(5)).await;
+    store.close().unwrap();
+    let store: Arc<dyn HistoryStore> = Arc::new(SqliteHistory::open(dir.db()).unwrap());
+    let again = pump_on(Some(store));
+    let after = again.budget(fork).unwrap()["max-turns"].clone();
+    assert_eq!((after.limit, after.spent), (before.limit, before.spent));
+}
