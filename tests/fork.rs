@@ -215,3 +215,81 @@ async fn a_restarted_pump_gives_a_fork_its_budget_again() {
     let after = again.budget(fork).unwrap()["max-turns"].clone();
     assert_eq!((after.limit, after.spent), (before.limit, before.spent));
 }
+
+/// Rewrites `payload`'s first `from` into `to` in record `seq` of `db`, then re-seals that
+/// record's thread's chain as a forger would, so only the fork check can tell.
+async fn forge(db: &std::path::Path, thread: ThreadId, seq: u64, from: &str, to: &str) {
+    let conn = rusqlite::Connection::open(db).unwrap();
+    let payload: String = conn
+        .query_row(
+            "SELECT payload FROM records WHERE seq = ?1",
+            [seq as i64],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert!(payload.contains(from), "{payload}");
+    conn.execute(
+        "UPDATE records SET payload = ?1 WHERE seq = ?2",
+        rusqlite::params![payload.replacen(from, to, 1), seq as i64],
+    )
+    .unwrap();
+    let store = SqliteHistory::open(db).unwrap();
+    let records = store.thread(thread, 0).await.unwrap();
+    store.close().unwrap();
+    let mut previous = [0u8; 32];
+    for record in records {
+        previous = record.chained_digest(&previous);
+        conn.execute(
+            "UPDATE records SET digest = ?1 WHERE seq = ?2",
+            rusqlite::params![previous.to_vec(), record.seq as i64],
+        )
+        .unwrap();
+    }
+}
+
+/// A SQLite history in `dir` holding the conversation and a context fork of it at "say two":
+/// (source, its seq forked from, its first seq, the fork, the fork's copy of that first record).
+async fn forked_file(dir: &support::Scratch) -> (ThreadId, u64, u64, ThreadId, u64) {
+    let store = Arc::new(SqliteHistory::open(dir.db()).unwrap());
+    let pump = pump_on(Some(Arc::clone(&store) as Arc<dyn HistoryStore>));
+    let (old, at) = conversation(&pump).await;
+    let fork = pump.fork(old, at, ForkOptions::default()).await.unwrap();
+    pump.settle(fork).await;
+    let first = pump.history(old).await.unwrap()[0].seq;
+    let copied = pump.history(fork).await.unwrap()[1].seq;
+    pump.shutdown(std::time::Duration::from_secs(5)).await;
+    store.close().unwrap();
+    (old, at, first, fork, copied)
+}
+
+/// "`agentpump verify` … checks every fork decision against the source: the named record exists
+/// with that digest, and in Context mode the carried records match the source's; a tampered
+/// source or fork fails verify naming the record."
+#[tokio::test]
+async fn verify_proves_a_fork_and_names_the_record_of_a_forged_source_or_fork() {
+    let dir = support::Scratch::new("fork-verify");
+    forked_file(&dir).await;
+    let (ok, out, err) = support::agentpump_in(&dir.0, &["verify", "--db", "history.db"]);
+    assert!(ok, "{err}");
+    assert!(out.contains("1 forks verified"), "{out}");
+    // The record forked from, a record the fork carried (re-sealing the source moves the
+    // digest the fork names), and the fork's copy of it.
+    for forged in 0..3 {
+        let dir = support::Scratch::new("fork-forged");
+        let (old, at, first, fork, copied) = forked_file(&dir).await;
+        let (thread, seq, named) = match forged {
+            0 => (old, at, format!("record {at} of {old} has digest")),
+            1 => (old, first, format!("record {at} of {old} has digest")),
+            _ => (
+                fork,
+                copied,
+                format!("record {copied} is not record {first} of {old}"),
+            ),
+        };
+        forge(&dir.db(), thread, seq, ">", "> forged").await;
+        let (ok, _, err) = support::agentpump_in(&dir.0, &["verify", "--db", "history.db"]);
+        assert!(!ok, "a forgery of record {seq} passed verify");
+        assert!(err.contains(&format!("fork {fork}: ")), "{err}");
+        assert!(err.contains(&named), "{named} in {err}");
+    }
+}
