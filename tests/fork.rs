@@ -293,3 +293,106 @@ async fn verify_proves_a_fork_and_names_the_record_of_a_forged_source_or_fork() 
         assert!(err.contains(&named), "{named} in {err}");
     }
 }
+
+const TOKEN: &str = "fork-token";
+
+/// POSTs `body` to `/threads/{thread}/fork` at `base` with the token.
+async fn post_fork(base: &str, thread: ThreadId, body: &str) -> reqwest::Response {
+    support::http_client()
+        .post(format!("{base}/threads/{thread}/fork"))
+        .bearer_auth(TOKEN)
+        .header("content-type", "application/json")
+        .body(body.to_owned())
+        .send()
+        .await
+        .unwrap()
+}
+
+/// "`POST /threads/{id}/fork` (JSON body: at, mode, listener?, budget?) on the API …"; errors
+/// are "each a typed error, problem JSON over HTTP".
+#[tokio::test]
+async fn post_fork_starts_the_thread_and_answers_bad_input_with_problem_json() {
+    let pump = pump_on(None);
+    let (old, at) = conversation(&pump).await;
+    let egress = pump.history(old).await.unwrap()[1].seq;
+    let base = support::serve(&pump, TOKEN, 64 * 1024).await;
+    let body = format!(
+        r#"{{"at": {at}, "mode": "context", "listener": "shout", "budget": {{"turns": 4}}}}"#
+    );
+    let answer = post_fork(&base, old, &body).await;
+    assert_eq!(answer.status(), 201);
+    let answer: serde_json::Value = answer.json().await.unwrap();
+    let fork: ThreadId = answer["thread"].as_str().unwrap().parse().unwrap();
+    assert_eq!(answer["forked_from"], old.to_string());
+    pump.settle(fork).await;
+    let records = pump.history(fork).await.unwrap();
+    assert_eq!(&*records.last().unwrap().from, "shout");
+    assert_eq!(
+        pump.budget(fork).unwrap()["max-turns"].limit.as_deref(),
+        Some("4")
+    );
+
+    let nobody = ThreadId::new();
+    let cases = [
+        (nobody, format!(r#"{{"at": {at}}}"#), 404, "unknown-thread"),
+        (old, r#"{"at": 999999}"#.to_owned(), 404, "unknown-record"),
+        (
+            old,
+            format!(r#"{{"at": {egress}}}"#),
+            422,
+            "not-redeliverable",
+        ),
+        (
+            old,
+            format!(r#"{{"at": {at}, "listener": "ghost"}}"#),
+            422,
+            "unknown-listener",
+        ),
+        (
+            old,
+            format!(r#"{{"at": {at}, "mode": "sideways"}}"#),
+            400,
+            "bad-fork",
+        ),
+        (
+            old,
+            format!(r#"{{"at": {at}, "budget": {{"turns": -1}}}}"#),
+            400,
+            "bad-fork",
+        ),
+        (old, format!(r#"{{"seq": {at}}}"#), 400, "unknown-key"),
+        (old, "{}".to_owned(), 400, "bad-fork"),
+        (old, "not json".to_owned(), 400, "bad-fork"),
+    ];
+    for (thread, body, status, code) in cases {
+        let (got, problem) = support::problem(post_fork(&base, thread, &body).await).await;
+        assert_eq!(
+            (got.as_u16(), problem["code"].as_str()),
+            (status, Some(code)),
+            "{body}: {problem}"
+        );
+    }
+    let unauthorised = support::http_client()
+        .post(format!("{base}/threads/{old}/fork"))
+        .body(format!(r#"{{"at": {at}}}"#))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(unauthorised.status(), 401);
+}
+
+/// "Read-only viewer: no control." — and the route says why.
+#[tokio::test]
+async fn a_read_only_viewer_refuses_a_fork_with_a_problem() {
+    let store: Arc<dyn HistoryStore> = Arc::new(agentpump::history::MemoryHistory::new());
+    let app = agentpump::host::server::viewer::read_only(store, TOKEN, None);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let (status, problem) =
+        support::problem(post_fork(&base, ThreadId::new(), r#"{"at": 1}"#).await).await;
+    assert_eq!(
+        (status.as_u16(), problem["code"].as_str()),
+        (405, Some("read-only"))
+    );
+}

@@ -11,9 +11,11 @@
 //! its latest plan),
 //! `/view/threads/{id}/records`, `/view/threads/{id}/process` (its process events, paged),
 //! `/view/threads/{id}/report` and `/view/tasks` (the task ledger, each task with its threads).
+//! Replay from a record is the API's `POST /threads/{id}/fork` ([`fork`]); read-only, 405.
 
 mod api;
 mod assets;
+pub(super) mod fork;
 mod session;
 mod tasks;
 
@@ -91,5 +93,6 @@ pub fn read_only(
         token: Arc::from(token),
         tasks: tasks.map(Arc::new),
     })
+    .route("/threads/{id}/fork", post(fork::read_only))
     .fallback(super::routes::not_found)
 }
