@@ -117,14 +117,20 @@ impl PumpHandle {
         let listener = match (&options.listener, &plan.message.to) {
             (Some(name), _) => name.clone(),
             (None, Some(to)) => to.to_string(),
-            (None, None) => return Err(ForkError::UnknownListener(String::new())),
+            (None, None) => {
+                return Err(ForkError::Refused {
+                    seq: plan.message.seq,
+                    listener: String::new(),
+                    why: "the record names no listener; give one".to_owned(),
+                });
+            }
         };
-        let target = self.target(&plan.message, &listener)?;
+        let target = self.target(plan.message, &listener)?;
         let budget = overlay(&self.shared.config.governor.budget, options.budget);
         let decision = Decision::Fork(Fork {
             source: thread,
             at,
-            digest: hex::encode(records_at(&records, at).digest),
+            digest: hex::encode(plan.chosen.digest),
             mode: options.mode,
             carried: plan.carried.iter().map(|r| r.seq).collect(),
             budget: budget.clone(),
@@ -202,7 +208,11 @@ impl PumpHandle {
 
 /// What a fork takes from the source: the records carried and the message delivered again.
 struct Plan<'r> {
+    /// The record forked from.
+    chosen: &'r Record,
+    /// The records copied as context.
     carried: Vec<&'r Record>,
+    /// The message delivered again.
     message: &'r Record,
 }
 
@@ -225,6 +235,7 @@ fn plan(
     }
     Ok(match mode {
         ForkMode::Context => Plan {
+            chosen,
             carried: records
                 .iter()
                 .filter(|r| r.seq < at && is_context(r.kind))
@@ -232,6 +243,7 @@ fn plan(
             message: chosen,
         },
         ForkMode::FirstMessage => Plan {
+            chosen,
             carried: Vec::new(),
             message: records
                 .iter()
@@ -246,11 +258,6 @@ fn plan(
 /// belong to its own budget).
 fn is_context(kind: RecordKind) -> bool {
     kind != RecordKind::Decision
-}
-
-/// The record at `at` (known to exist).
-fn records_at(records: &[Record], at: u64) -> &Record {
-    records.iter().find(|r| r.seq == at).expect("planned")
 }
 
 /// A copy of `record` in `thread` under a new id, its answer-to mapped to the copies' ids.
