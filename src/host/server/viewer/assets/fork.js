@@ -85,8 +85,7 @@ function attr(payload, name) { return (new RegExp(`\\s${name}="([^"]*)"`).exec(p
 const sameness = (r) => r && `${r.to}\u0000${r.root}\u0000${r.payload}`;
 
 export async function showCompare(fork) {
-  const records = await ctx.api(`/view/threads/${fork}/records?after=0&limit=${LIMIT}`);
-  const decision = records[0];
+  const [decision] = await ctx.api(`/view/threads/${fork}/records?after=0&limit=1`);
   if (!decision || parseRoot(decision.root).ns !== GOV || attr(decision.payload, "action") !== "fork") {
     throw new Error(`thread ${fork} is not a fork`);
   }
@@ -97,21 +96,40 @@ export async function showCompare(fork) {
   // Context: both from the record replayed; first message: both from the start.
   const from = mode === "first-message" ? 0 : at - 1;
   const before = await ctx.api(`/view/threads/${source}/records?after=${from}&limit=${LIMIT}`);
-  const after = records.slice(1 + carried);
+  // The fork's decision and its carried records were committed at once, in consecutive seqs.
+  const after = await ctx.api(`/view/threads/${fork}/records?after=${decision.seq + carried}&limit=${LIMIT}`);
   $("c-title").textContent = `Replay of record #${at}`;
   $("c-summary").replaceChildren(
     el("a", { href: `#/thread/${source}`, text: `source ${source.slice(0, 8)}` }), " forked at ",
     el("span", { text: `#${at}` }), ` (${mode}, ${carried} records carried, digest ${attr(decision.payload, "digest").slice(0, 12)}…) into `,
     el("a", { href: `#/thread/${fork}`, text: `fork ${fork.slice(0, 8)}` }));
-  const rows = Math.max(before.length, after.length);
-  let differ = 0;
-  const col = (list, other) => list.map((r, i) => {
+  const rows = align(before, after);
+  const differ = rows.filter(([a, b]) => !a || !b || sameness(a) !== sameness(b)).length;
+  const cell = (r, other) => {
+    if (!r) return el("li", { class: "rec gap differs", text: "nothing here in this thread" });
     const li = recordItem(r);
-    if (sameness(r) !== sameness(other[i])) { li.classList.add("differs"); li.querySelector("header").append(el("strong", { class: "diff-mark", text: "differs" })); }
+    if (sameness(r) !== sameness(other)) { li.classList.add("differs"); li.querySelector("header").append(el("strong", { class: "diff-mark", text: "differs" })); }
     return li;
-  });
-  for (let i = 0; i < rows; i++) if (sameness(before[i]) !== sameness(after[i])) differ++;
-  $("c-source").replaceChildren(...col(before, after));
-  $("c-fork").replaceChildren(...col(after, before));
-  $("c-count").textContent = `${rows} records from the fork point; ${differ} differ`;
+  };
+  $("c-source").replaceChildren(...rows.map(([a, b]) => cell(a, b)));
+  $("c-fork").replaceChildren(...rows.map(([a, b]) => cell(b, a)));
+  $("c-count").textContent = `${rows.length} rows from the fork point; ${differ} differ`;
+}
+
+// The two lists aligned on their longest common run of same records (addressee, root, payload):
+// rows [a, b], a gap (null) where one thread has a record the other does not.
+function align(a, b) {
+  const n = a.length, m = b.length;
+  const keep = Array.from({ length: n + 1 }, () => new Uint16Array(m + 1));
+  for (let i = n - 1; i >= 0; i--) for (let j = m - 1; j >= 0; j--) {
+    keep[i][j] = sameness(a[i]) === sameness(b[j]) ? keep[i + 1][j + 1] + 1 : Math.max(keep[i + 1][j], keep[i][j + 1]);
+  }
+  const rows = [];
+  let i = 0, j = 0;
+  while (i < n || j < m) {
+    if (i < n && j < m && sameness(a[i]) === sameness(b[j])) rows.push([a[i++], b[j++]]);
+    else if (j < m && (i === n || keep[i][j + 1] >= keep[i + 1][j])) rows.push([null, b[j++]]);
+    else rows.push([a[i++], null]);
+  }
+  return rows;
 }
