@@ -24,7 +24,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-pub use audit::{AuditError, ForkBreak, audit, forked_from, replay, verify_fork};
+pub use audit::{AuditError, ForkBreak, audit, forked_from, is_carried, replay, verify_fork};
 pub use chain::{ChainBreak, verify_chain};
 pub use memory::MemoryHistory;
 pub use page::{ThreadFilter, ThreadPage, ThreadSummary};

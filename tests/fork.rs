@@ -396,3 +396,41 @@ async fn a_read_only_viewer_refuses_a_fork_with_a_problem() {
         (405, Some("read-only"))
     );
 }
+
+/// A fork carries the conversation, not the source's governor records: a residual the source's
+/// listener reported stays the source's, before and after a restart alike.
+#[tokio::test]
+async fn a_fork_leaves_the_sources_governor_records_behind_and_still_verifies() {
+    let measure = Script::new(|msg, cx| {
+        cx.residual(rust_decimal::Decimal::new(5, 1));
+        cx.reply(p("say", support::body(msg)));
+        Ok(())
+    });
+    let pump = PumpBuilder::new()
+        .register(Registration::new("measure", measure).accepts(q("say")))
+        .build()
+        .unwrap();
+    let old = support::start(&pump, &p("say", "one")).await;
+    pump.post(Some(old), None, &p("say", "two")).await.unwrap();
+    pump.settle(old).await;
+    let source = pump.history(old).await.unwrap();
+    let two = source
+        .iter()
+        .find(|r| r.kind == RecordKind::Message && r.payload.contains("two"));
+    let at = two.unwrap().seq;
+    assert!(
+        source
+            .iter()
+            .any(|r| r.seq < at && r.to.as_deref() == Some("governor"))
+    );
+    let fork = pump.fork(old, at, ForkOptions::default()).await.unwrap();
+    pump.settle(fork).await;
+    let records = pump.history(fork).await.unwrap();
+    let carried: Vec<_> = records[1..]
+        .iter()
+        .take_while(|r| !r.payload.contains("two"))
+        .collect();
+    assert_eq!(carried.len(), 2, "the say and its answer: {carried:#?}");
+    assert!(carried.iter().all(|r| r.to.as_deref() != Some("governor")));
+    agentpump::history::verify_fork(&records, &source).unwrap();
+}

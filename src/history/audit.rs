@@ -7,7 +7,7 @@ mod fork;
 
 use std::sync::Arc;
 
-pub use fork::{ForkBreak, forked_from, verify_fork};
+pub use fork::{ForkBreak, forked_from, is_carried, verify_fork};
 use rust_decimal::Decimal;
 use sha2::{Digest as _, Sha256};
 

@@ -11,7 +11,7 @@ use super::PumpHandle;
 use super::route::{Refusal, Route, Sender};
 use super::tx::{Place, Tx};
 use crate::governor::{Budget, Decision, Fork, ForkMode};
-use crate::history::{HistoryError, Record, RecordKind};
+use crate::history::{HistoryError, Record, RecordKind, is_carried};
 use crate::listener::Target;
 use crate::{Envelope, MessageId, ThreadId};
 
@@ -72,7 +72,7 @@ pub enum ForkError {
 impl PumpHandle {
     /// Forks `thread` at its record `at`: a new root thread whose first record is a `fork`
     /// decision naming the source, the seq and its chain digest. In [`ForkMode::Context`] the
-    /// source's message, egress and system records before `at` are copied into it as context
+    /// source's records before `at` that [`is_carried`] are copied into it as context
     /// (recorded under new ids, never delivered) and record `at` (a message) is delivered again;
     /// in [`ForkMode::FirstMessage`] the source's first message is (`at` must still name a
     /// message). Returns the new thread.
@@ -238,7 +238,7 @@ fn plan(
             chosen,
             carried: records
                 .iter()
-                .filter(|r| r.seq < at && is_context(r.kind))
+                .filter(|r| r.seq < at && is_carried(r))
                 .collect(),
             message: chosen,
         },
@@ -251,13 +251,6 @@ fn plan(
                 .unwrap_or(chosen),
         },
     })
-}
-
-/// Whether a record of this kind is carried as context: the conversation (messages, egress,
-/// the pump's notices), not the source's governor decisions (its goals, carve-outs and halts
-/// belong to its own budget).
-fn is_context(kind: RecordKind) -> bool {
-    kind != RecordKind::Decision
 }
 
 /// A copy of `record` in `thread` under a new id, its answer-to mapped to the copies' ids.

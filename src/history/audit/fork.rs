@@ -55,9 +55,18 @@ pub enum ForkBreak {
         origin: ThreadId,
         /// The seqs the decision names.
         carried: Vec<u64>,
-        /// The seqs of the source's records before the record, decisions left out.
+        /// The seqs of the source's records before the record that are carried ([`is_carried`]).
         context: Vec<u64>,
     },
+}
+
+/// Whether a source record before the fork point is carried into a fork as context: the
+/// conversation, not the governor's own records — its decisions and the messages addressed to it
+/// (goals, residuals, signals, plans) belong to the source's ledger. A restart replays a
+/// thread's governor records, so leaving them out keeps a fork's ledger as fresh after a
+/// restart as it was when it started.
+pub fn is_carried(record: &Record) -> bool {
+    record.kind != RecordKind::Decision && record.to.as_deref() != Some("governor")
 }
 
 /// The thread `records` (one thread's, in order) was forked from, if its first record is a
@@ -152,13 +161,13 @@ impl<'a> Check<'a> {
         }
     }
 
-    /// The records a context fork carries: the source's context before the record (its
-    /// decisions left out), each copied as it was (kind, sender, addressee, root, payload).
+    /// The records a context fork carries: the source's context before the record
+    /// ([`is_carried`]), each copied as it was (kind, sender, addressee, root, payload).
     fn context(&self) -> Result<(), ForkBreak> {
         let context: Vec<u64> = self
             .source
             .iter()
-            .filter(|r| r.seq < self.named.at && r.kind != RecordKind::Decision)
+            .filter(|r| r.seq < self.named.at && is_carried(r))
             .map(|r| r.seq)
             .collect();
         if context != self.named.carried {
