@@ -18,6 +18,8 @@ mod verdict;
 
 pub use budget::{Budget, BudgetName};
 pub(crate) use decision::Decision;
+pub(crate) use decision::Fork;
+pub use decision::ForkMode;
 pub(crate) use messages::decimal as messages_decimal;
 pub(crate) use messages::{BUDGET_ATTRIBUTES, budget_xml, parse_budget};
 pub use messages::{

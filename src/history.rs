@@ -26,7 +26,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-pub use audit::{AuditError, audit, replay};
+pub use audit::{AuditError, ForkBreak, audit, forked_from, is_carried, replay, verify_fork};
 pub use chain::{ChainBreak, verify_chain};
 #[cfg(feature = "nats")]
 pub use jetstream::{JetStreamHistory, JetStreamOptions};

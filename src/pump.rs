@@ -11,6 +11,7 @@ mod builder;
 mod control;
 mod dispatch;
 mod evict;
+mod fork;
 mod gate;
 mod halt;
 pub mod inbox;
@@ -36,6 +37,7 @@ pub(crate) use builder::usable_namespace;
 pub use builder::{AgentServerConfig, BuildError, PumpBuilder, PumpConfig};
 pub use control::ControlError;
 pub use evict::Residency;
+pub use fork::{ForkError, ForkOptions};
 pub use inbox::{
     Approval, InboxChange, InboxError, InboxFilter, InboxPolicy, OpenRequest, Reply, ask_tool,
 };

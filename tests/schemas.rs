@@ -56,7 +56,7 @@ const GOVERNOR_MESSAGES: [&str; 5] = ["goal", "loop", "residual", "criterion", "
 const TOOL_MESSAGES: [&str; 3] = ["call", "result", "error"];
 
 /// Every `action` of the pump's `decision` records (`DecisionAction` in governor.xsd).
-const DECISIONS: [&str; 4] = ["halt", "goal", "carve", "resume"];
+const DECISIONS: [&str; 5] = ["halt", "goal", "carve", "resume", "fork"];
 
 // ---------------------------------------------------------------------------------------------
 // xmllint and scratch files
@@ -1219,6 +1219,14 @@ async fn drive(pump: &PumpHandle) -> Vec<String> {
         .await
         .expect("resume the halted child");
     pump.settle(threads[5]).await;
+    // A fork of the first thread at its first record, with a budget (decision action="fork").
+    let first = pump.history(threads[0]).await.expect("history")[0].seq;
+    let options = agentpump::pump::ForkOptions {
+        budget: Some(more.clone()),
+        ..Default::default()
+    };
+    let fork = pump.fork(threads[0], first, options).await.expect("fork");
+    pump.settle(fork).await;
     // A halt with a certificate: stop an idle root thread (BACKPRESSURE).
     pump.stop(threads[3]).await.expect("stop the idle thread");
     let big = format!("<x xmlns='urn:none'>{}</x>", "a".repeat(5000));

@@ -1252,6 +1252,7 @@ async fn the_pages_files_are_compressed_and_cacheable() {
         "/plan.js",
         "/loop.js",
         "/inbox.js",
+        "/fork.js",
         "/favicon.svg",
     ] {
         let plain = http.get(format!("{base}{path}")).send().await.unwrap();
@@ -1290,4 +1291,89 @@ async fn the_pages_files_are_compressed_and_cacheable() {
         assert_eq!(again.headers()["etag"], etag);
     }
     assert!(total < 150 * 1024, "the page's files are {total} bytes");
+}
+/// Issue 33: "Replay: start a new thread from any record of an old one — the history up to that
+/// record as its context (or the same first message), optionally with a different listener or
+/// budget — and compare the two side by side."
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replay_from_a_middle_record_with_another_budget_and_compare_side_by_side() {
+    let scratch = Scratch::new("viewer-fork");
+    let (pump, roots) = demo(&scratch).await;
+    let runaway = roots[3]; // halted by its turn budget
+    let base = support::serve(&pump, TOKEN, 1024 * 1024).await;
+    let shots = shots(&scratch);
+    let b = Browser::start(&scratch, false).await;
+    b.goto(&format!("{base}/?token={TOKEN}#/thread/{runaway}"))
+        .await;
+    b.until(
+        "a replay control on each message record",
+        "document.querySelectorAll('li.rec.kind-message button.replay').length >= 6 && !document.querySelector('li.rec.kind-decision button.replay')",
+    )
+    .await;
+    let seq = b
+        .eval("const r = document.querySelectorAll('li.rec.kind-message')[4]; r.querySelector('button.replay').click(); return Number(r.dataset.seq)")
+        .await;
+    b.until(
+        "the replay form",
+        "document.querySelector('.replay-form select') === document.activeElement",
+    )
+    .await;
+    b.axe("replay form").await;
+    b.type_into(".replay-form input[name=turns]", "2").await;
+    b.click(".replay-form button[type=submit]").await;
+    b.until(
+        "the compare view",
+        "/^#\\/compare\\//.test(location.hash) && !document.getElementById('compare').hidden",
+    )
+    .await;
+    let hash = b.eval("return location.hash").await;
+    let fork: ThreadId = hash.as_str().unwrap()["#/compare/".len()..]
+        .parse()
+        .unwrap();
+    tokio::time::timeout(Duration::from_secs(30), pump.settle(fork))
+        .await
+        .expect("the fork settles");
+    assert_eq!(
+        pump.thread(fork).unwrap().state,
+        ThreadState::Halted,
+        "halted by its own budget of 2 turns"
+    );
+    let records = pump.history(fork).await.unwrap();
+    assert!(
+        records[0]
+            .payload
+            .contains(&format!("source=\"{runaway}\" at=\"{seq}\"")),
+        "{}",
+        records[0].payload
+    );
+    b.goto(&format!("{base}/#/compare/{fork}")).await;
+    b.until(
+        "both columns from the fork point, the same first record, later ones marked",
+        &format!("document.getElementById('c-title').textContent.includes('#{seq}') && document.querySelector('#c-source li.rec')?.dataset.seq === '{seq}' && !document.querySelector('#c-source li.rec').classList.contains('differs') && document.querySelectorAll('#c-fork li.rec.differs').length > 0 && document.getElementById('c-count').textContent.includes('differ')"),
+    )
+    .await;
+    b.axe("compare").await;
+    b.screenshot(&shots, "viewer-fork.png").await;
+    // The fork's decision links back to this view; a read-only viewer offers no control.
+    b.goto(&format!("{base}/#/thread/{fork}")).await;
+    b.until(
+        "the link to the comparison",
+        "document.querySelector('li.rec.kind-decision a.compare-link')",
+    )
+    .await;
+    let errors = b.eval("return window.viewerErrors").await;
+    assert_eq!(errors, serde_json::json!([]), "console errors");
+    let view = browser::View::start(&scratch.db());
+    b.goto(&format!("{}#/thread/{runaway}", view.url)).await;
+    b.until(
+        "the read-only transcript",
+        "document.querySelectorAll('li.rec.kind-message').length >= 6",
+    )
+    .await;
+    assert_eq!(
+        b.count("button.replay").await,
+        0,
+        "no replay control read-only"
+    );
+    b.close().await;
 }

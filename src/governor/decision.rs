@@ -30,6 +30,60 @@ pub(crate) enum Decision {
     Resume { added: Budget },
     /// The thread halted.
     Halt { class: String, reason: String },
+    /// The thread was forked from record `at` of `source` (its chain digest `digest`, the head
+    /// of the source's chain up to it): in `Context` mode the source records `carried` follow
+    /// this one, re-chained; the thread's budget is `budget`.
+    Fork(Fork),
+}
+
+/// What a fork decision names: the first record of a forked thread.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Fork {
+    /// The thread forked from.
+    pub source: ThreadId,
+    /// The seq of the record forked from (delivered again).
+    pub at: u64,
+    /// That record's chain digest, hex: the head of the source's chain up to it.
+    pub digest: String,
+    /// Context (the history carried) or first message.
+    pub mode: ForkMode,
+    /// The source seqs carried over as context, in order (none in first-message mode).
+    pub carried: Vec<u64>,
+    /// The new thread's budget.
+    pub budget: Budget,
+}
+
+/// What a fork starts from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ForkMode {
+    /// The source's records up to the chosen one are carried over as context (already
+    /// delivered, not re-run); the chosen message is delivered again.
+    #[default]
+    Context,
+    /// The source's first message is posted again into an empty thread.
+    FirstMessage,
+}
+
+impl ForkMode {
+    /// The mode as written in the decision and the API (`context`, `first-message`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Context => "context",
+            Self::FirstMessage => "first-message",
+        }
+    }
+}
+
+impl std::str::FromStr for ForkMode {
+    type Err = ();
+    fn from_str(s: &str) -> Result<Self, ()> {
+        match s {
+            "context" => Ok(Self::Context),
+            "first-message" => Ok(Self::FirstMessage),
+            _ => Err(()),
+        }
+    }
 }
 
 impl Decision {
@@ -64,6 +118,21 @@ impl Decision {
             Self::Resume { added } => {
                 x.push_str(" action=\"resume\"");
                 added
+            }
+            Self::Fork(f) => {
+                let _ = write!(
+                    x,
+                    " action=\"fork\" source=\"{}\" at=\"{}\" digest=\"{}\" mode=\"{}\"",
+                    f.source,
+                    f.at,
+                    f.digest,
+                    f.mode.as_str()
+                );
+                if !f.carried.is_empty() {
+                    let seqs: Vec<String> = f.carried.iter().map(u64::to_string).collect();
+                    let _ = write!(x, " carried=\"{}\"", seqs.join(" "));
+                }
+                &f.budget
             }
             Self::Halt { class, reason } => {
                 let reason = escape(reason.as_str());
@@ -120,6 +189,19 @@ impl Decision {
                 granted: budget,
             },
             "resume" => Self::Resume { added: budget },
+            "fork" => Self::Fork(Fork {
+                source: attribute("source")?.parse().ok()?,
+                at: attribute("at")?.parse().ok()?,
+                digest: attribute("digest")?,
+                mode: attribute("mode")?.parse().ok()?,
+                carried: attribute("carried")
+                    .unwrap_or_default()
+                    .split_whitespace()
+                    .map(str::parse)
+                    .collect::<Result<_, _>>()
+                    .ok()?,
+                budget,
+            }),
             "halt" => Self::Halt {
                 class: attribute("class")?,
                 reason: attribute("reason")?,
@@ -155,10 +237,28 @@ mod tests {
                 to: vec!["a".into(), "b.c".into()],
                 granted: Budget::default(),
             },
-            Decision::Resume { added: budget },
+            Decision::Resume {
+                added: budget.clone(),
+            },
             Decision::Resume {
                 added: Budget::default(),
             },
+            Decision::Fork(Fork {
+                source: ThreadId::new(),
+                at: 7,
+                digest: "ab".repeat(32),
+                mode: ForkMode::Context,
+                carried: vec![1, 2, 5],
+                budget: budget.clone(),
+            }),
+            Decision::Fork(Fork {
+                source: ThreadId::new(),
+                at: 1,
+                digest: "00".repeat(32),
+                mode: ForkMode::FirstMessage,
+                carried: Vec::new(),
+                budget: Budget::default(),
+            }),
             Decision::Halt {
                 class: "TIMEOUT".into(),
                 reason: "max-tokens max-cost & <more>".into(),

@@ -3,8 +3,11 @@
 //! goal, signals and budgets the governor saw are all in the hash-chained history, and the `halt`
 //! message there carries the sha256 of the report it left.
 
+mod fork;
+
 use std::sync::Arc;
 
+pub use fork::{ForkBreak, forked_from, is_carried, verify_fork};
 use rust_decimal::Decimal;
 use sha2::{Digest as _, Sha256};
 

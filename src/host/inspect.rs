@@ -334,20 +334,47 @@ pub fn verify_certificates(db: &Path) -> Result<String, HostError> {
     })
 }
 
-/// Recomputes every hash chain, and the chain of prune anchors; says where the history was cut.
+/// Checks every forked thread against its source ([`history::verify_fork`]); how many.
+///
+/// [`history::verify_fork`]: crate::history::verify_fork
+async fn verify_forks(store: &SqliteHistory) -> Result<usize, HostError> {
+    let mut forks = 0;
+    for thread in store.threads(None).await? {
+        let records = store.thread(thread.id, 0).await?;
+        let Some(source) = crate::history::forked_from(&records) else {
+            continue;
+        };
+        let source = store.thread(source, 0).await?;
+        crate::history::verify_fork(&records, &source)
+            .map_err(|e| HostError::Check(e.to_string()))?;
+        forks += 1;
+    }
+    Ok(forks)
+}
+
+/// Recomputes every hash chain, the chain of prune anchors and every fork against its source;
+/// says where the history was cut.
 ///
 /// # Errors
 ///
 /// The first record that does not verify (thread, seq, expected and found digests), the first
-/// anchor that does not, or the file cannot be read.
+/// anchor that does not, the first fork that does not agree with its source (naming the
+/// record), or the file cannot be read.
 pub fn verify(db: &Path) -> Result<String, HostError> {
     let store = open(db)?;
-    let (checked, anchors) =
-        block_on(async { Ok::<_, HostError>((store.verify().await?, store.anchors().await?)) })?;
+    let (checked, anchors, forks) = block_on(async {
+        let checked = store.verify().await?;
+        Ok::<_, HostError>((checked, store.anchors().await?, verify_forks(&store).await?))
+    })?;
     let mut text = format!(
         "{}: {checked} records verified, every chain intact\n",
         db.display()
     );
+    if forks > 0 {
+        text.push_str(&format!(
+            "{forks} forks verified against the records they name in their sources\n"
+        ));
+    }
     if !anchors.is_empty() {
         text.push_str(&format!(
             "{} anchors verified, for {} threads whose older records were pruned:\n",

@@ -85,6 +85,7 @@ fn routes_for(api: Api) -> Router {
         .route("/threads/{id}/budget", get(routes::budget))
         .route("/threads/{id}/stop", post(routes::stop))
         .route("/threads/{id}/resume", post(routes::resume))
+        .route("/threads/{id}/fork", post(viewer::fork::fork))
         .route("/threads/{id}/events", get(events::follow))
         .route("/history/prune", post(routes::prune))
         .route("/tasks", get(routes::tasks))

@@ -35,7 +35,10 @@ impl PumpHandle {
     /// The entry of a thread users may stop and resume: any but the system thread.
     /// An evicted thread is reloaded first; a store that cannot be read answers as for an
     /// unknown thread, and logs why.
-    async fn controllable(&self, thread: ThreadId) -> Result<Arc<ThreadEntry>, ControlError> {
+    pub(super) async fn controllable(
+        &self,
+        thread: ThreadId,
+    ) -> Result<Arc<ThreadEntry>, ControlError> {
         let loaded = self.shared.load(thread).await.unwrap_or_else(|e| {
             tracing::error!(thread = %thread, error = %e, "reloading an evicted thread");
             None

@@ -559,13 +559,13 @@ impl Shared {
         };
         let entry = match named {
             Named::Existing(entry) => entry,
-            Named::New => self.new_root(ThreadId::new(), dialect),
+            Named::New => self.new_root(ThreadId::new(), dialect, &self.config.governor.budget),
             Named::Adopt(id) => {
                 let _adopting = self.registry.adopting();
                 // Another message may have opened it meanwhile: then it goes in there.
                 let entry = match self.registry.get(id) {
                     Some(entry) => entry,
-                    None => self.new_root(id, dialect),
+                    None => self.new_root(id, dialect, &self.config.governor.budget),
                 };
                 return self.enqueue_outside(&entry, targets, payload, in_reply_to, dialect);
             }
@@ -573,10 +573,16 @@ impl Shared {
         self.enqueue_outside(&entry, targets, payload, in_reply_to, dialect)
     }
 
-    /// A root thread for outside input, not registered until its first message is recorded.
-    fn new_root(&self, id: ThreadId, dialect: Dialect) -> Arc<ThreadEntry> {
+    /// A root thread for outside input (or a fork) with `budget`, not registered until its
+    /// first record is committed.
+    pub(super) fn new_root(
+        &self,
+        id: ThreadId,
+        dialect: Dialect,
+        budget: &crate::governor::Budget,
+    ) -> Arc<ThreadEntry> {
         let path = Arc::from(&id.to_string()[..8]);
-        let ledger = Ledger::root(&self.config.governor.budget, tokio::time::Instant::now());
+        let ledger = Ledger::root(budget, tokio::time::Instant::now());
         Arc::new(ThreadEntry::new(id, None, None, path, dialect, ledger))
     }
 

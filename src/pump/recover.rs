@@ -77,6 +77,14 @@ impl Shared {
                 _ => None,
             })
             .collect();
+        // A fork's budget, as its first record says.
+        let forked: HashMap<ThreadId, Budget> = governor
+            .iter()
+            .filter_map(|r| match Decision::parse(&r.payload)? {
+                Decision::Fork(fork) => Some((r.thread, fork.budget)),
+                _ => None,
+            })
+            .collect();
         let mut restored: HashMap<ThreadId, Arc<ThreadEntry>> = HashMap::new();
         for info in &threads {
             if info.id == self.system_thread.id {
@@ -94,7 +102,11 @@ impl Shared {
                 None if &*info.path == "system" => {
                     Ledger::new(Account::root(&Budget::unlimited()), None, None)
                 }
-                None => Ledger::root(&self.config.governor.budget, start_of(&info.id)),
+                None => {
+                    let budget = forked.get(&info.id);
+                    let budget = budget.unwrap_or(&self.config.governor.budget);
+                    Ledger::root(budget, start_of(&info.id))
+                }
             };
             let mut entry = ThreadEntry::restore(info, ledger);
             self.rewait(&mut entry.lock(), info.id);

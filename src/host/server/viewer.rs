@@ -4,16 +4,18 @@
 //! `agentpump view --db FILE` serves it over a history file alone.
 //!
 //! Routes: `GET /`, `/viewer.css`, `/viewer.js`, `/dom.js`, `/panels.js`, `/process.js`,
-//! `/tasks.js`, `/plan.js`, `/loop.js`, `/inbox.js`, `/xml.js`, `/plot.js`
+//! `/tasks.js`, `/plan.js`, `/loop.js`, `/inbox.js`, `/fork.js`, `/xml.js`, `/plot.js`
 //! (no data, no token); `POST /session` exchanges
 //! the token for an HttpOnly, SameSite=Strict cookie and `DELETE /session` drops it; and, with
 //! the token (bearer or cookie), `GET /view/info`, `/view/threads`, `/view/threads/{id}` (with
 //! its latest plan),
 //! `/view/threads/{id}/records`, `/view/threads/{id}/process` (its process events, paged),
 //! `/view/threads/{id}/report` and `/view/tasks` (the task ledger, each task with its threads).
+//! Replay from a record is the API's `POST /threads/{id}/fork` ([`fork`]); read-only, 405.
 
 mod api;
 mod assets;
+pub(super) mod fork;
 mod session;
 mod tasks;
 
@@ -86,5 +88,6 @@ pub fn read_only(
         token: Arc::from(token),
         tasks: tasks.map(Arc::new),
     })
+    .route("/threads/{id}/fork", post(fork::read_only))
     .fallback(super::routes::not_found)
 }

@@ -244,6 +244,7 @@ pub(super) fn decision(decision: &Decision) {
             Decision::Carve { .. } => "carve",
             Decision::Resume { .. } => "resume",
             Decision::Halt { .. } => "halt",
+            Decision::Fork(_) => "fork",
         };
         span.add_event(
             "governor.decision",

@@ -36,6 +36,7 @@ pub(crate) const FILES: &[(&str, &str, &str)] = &[
     ("/plan.js", JS, include_str!("assets/plan.js")),
     ("/loop.js", JS, include_str!("assets/loop.js")),
     ("/inbox.js", JS, include_str!("assets/inbox.js")),
+    ("/fork.js", JS, include_str!("assets/fork.js")),
 ];
 
 /// Only this origin, no inline script, no frames.

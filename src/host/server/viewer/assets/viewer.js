@@ -7,6 +7,7 @@ import { followCall, timelineItems } from "/process.js";
 import { drawTasks } from "/tasks.js";
 import { drawLoop } from "/loop.js";
 import { showInbox, stopInbox } from "/inbox.js";
+import { initFork, onRecordsClick, showCompare } from "/fork.js";
 
 // Every error the page meets is kept here too, so a test (or a person in the console) can read it.
 window.viewerErrors = [];
@@ -48,7 +49,7 @@ function failed(e) {
 }
 
 function showOnly(id) {
-  for (const s of ["login", "list", "thread", "tasks", "inbox"]) $(s).hidden = s !== id;
+  for (const s of ["login", "list", "thread", "tasks", "inbox", "compare"]) $(s).hidden = s !== id;
   $("signout").hidden = id === "login";
   for (const [nav, view] of [["nav-threads", "list"], ["nav-tasks", "tasks"], ["nav-inbox", "inbox"]]) {
     if (view === id) $(nav).setAttribute("aria-current", "page"); else $(nav).removeAttribute("aria-current");
@@ -382,8 +383,10 @@ function resumeBudget() {
 
 async function route() {
   const m = /^#\/thread\/([0-9a-f-]{36})/.exec(location.hash);
+  const c = /^#\/compare\/([0-9a-f-]{36})/.exec(location.hash);
   try {
     if (m) await showThread(m[1]);
+    else if (c) { stopEvents(); state.thread = null; showOnly("compare"); await showCompare(c[1]); say(""); }
     else if (/^#\/tasks\b/.test(location.hash)) await showTasks();
     else if (/^#\/inbox\b/.test(location.hash)) { stopEvents(); showOnly("inbox"); await showInbox($, state.live, failed); }
     else { stopEvents(); state.thread = null; await showList(); }
@@ -402,6 +405,7 @@ async function start() {
   try {
     const info = await api("/view/info");
     state.live = info.live;
+    initFork({ api, live: info.live, thread: () => state.thread, failed });
     $("mode").textContent = info.live ? "live host" : "history file (read-only)";
     await route();
   } catch (e) { failed(e); }
@@ -423,6 +427,7 @@ $("rec-first").addEventListener("click", () => jump("first").catch(failed));
 $("rec-latest").addEventListener("click", () => jump("latest").catch(failed));
 $("rec-latest-top").addEventListener("click", () => jump("latest").catch(failed));
 $("t-records").addEventListener("click", followCall);
+$("t-records").addEventListener("click", onRecordsClick);
 $("t-timeline").addEventListener("click", (e) => followTimeline(e).catch(failed));
 $("tl-more").addEventListener("click", () => loadTimeline().catch(failed));
 $("tasks-refresh").addEventListener("click", () => api("/view/tasks").then((d) => drawTasks(d, $)).catch(failed));
