@@ -8,6 +8,8 @@
 //! computes (`digest`, SHA-256 rounds calibrated to about `AGENTPUMP_BENCH_CPU_MS` ms of one core
 //! a delivery, default 20), each with one worker and then two, one delivery at a time per worker.
 
+mod common;
+
 use std::io::BufRead as _;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
@@ -68,22 +70,7 @@ fn worker(organism: &std::path::Path, listener: &str, concurrency: usize) -> Kil
 /// Deliveries per second of `n` posts of `payload`, each into a new thread, `CONCURRENT` at a
 /// time.
 async fn deliveries(pump: &PumpHandle, n: usize, payload: &str) -> f64 {
-    let started = Instant::now();
-    let tasks: Vec<_> = (0..CONCURRENT)
-        .map(|_| {
-            let (pump, payload) = (pump.clone(), payload.to_owned());
-            tokio::spawn(async move {
-                for _ in 0..n / CONCURRENT {
-                    let thread = pump.post(None, None, &payload).await.unwrap().thread();
-                    pump.settle(thread).await;
-                }
-            })
-        })
-        .collect();
-    for task in tasks {
-        task.await.unwrap();
-    }
-    (n / CONCURRENT * CONCURRENT) as f64 / started.elapsed().as_secs_f64()
+    common::posting::deliveries(pump, n, CONCURRENT, payload).await
 }
 
 /// SHA-256 rounds that take about `ms` milliseconds of one core here (as `Digest` computes them).

@@ -255,3 +255,130 @@ async fn an_append_past_the_largest_message_goes_in_parts_and_comes_back_whole()
     let again = open(&url, "parts", 1).await;
     assert_eq!(again.thread(thread, 0).await.unwrap(), written);
 }
+
+/// `agentpump run` with `[store] kind = "jetstream"` on the organism's stream; its first line
+/// (the address) and the child.
+#[cfg(feature = "host")]
+fn run_host(dir: &std::path::Path) -> (std::process::Child, String) {
+    use std::io::BufRead as _;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_agentpump"))
+        .args(["run", "organism.toml", "--port", "0"])
+        .current_dir(dir)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let ready = match lines.next() {
+        Some(Ok(line)) => line,
+        _ => {
+            let mut err = String::new();
+            std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+            panic!("agentpump run did not start: {err}");
+        }
+    };
+    std::thread::spawn(move || lines.for_each(drop));
+    (child, support::listening_on(&ready))
+}
+
+/// Issue 35: "SQLite stays the default" and the history "on JetStream" for a host: `agentpump
+/// run` with `[store] kind = "jetstream"` keeps no history file; killed with SIGKILL and started
+/// again, it serves every acknowledged message from the stream alone, and each thread's chain
+/// verifies (the viewer's integrity check).
+#[cfg(feature = "host")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agentpump_run_keeps_its_history_on_the_stream_across_a_kill() {
+    let scratch = Scratch::new("js-history-run");
+    let (_server, url) = support::nats::server(&scratch.0);
+    let host_dir = scratch.0.join("host");
+    std::fs::create_dir_all(&host_dir).unwrap();
+    std::fs::write(
+        host_dir.join("organism.toml"),
+        format!(
+            "[organism]\nname = \"js\"\n\n[store]\nkind = \"jetstream\"\nurl = \"{url}\"\nstream = \"host\"\n\n[[listener]]\nname = \"echo\"\nkind = \"builtin\"\nbuiltin = \"echo\"\naccepts = [\"{{urn:example:say:v1}}say\"]\n"
+        ),
+    )
+    .unwrap();
+    let http = support::http_client();
+    let (mut child, base) = run_host(&host_dir);
+    let token = support::token_in(&host_dir);
+    let mut threads = Vec::new();
+    for i in 0..5 {
+        let answer: serde_json::Value = http
+            .post(format!("{base}/threads?to=echo"))
+            .bearer_auth(&token)
+            .body(say(&format!("kept-{i}")))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        threads.push(answer["thread"].as_str().unwrap().to_owned());
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(
+        !host_dir.join("agentpump.db").exists(),
+        "no history file: the stream is the history"
+    );
+    let (mut child, base) = run_host(&host_dir);
+    for (i, thread) in threads.iter().enumerate() {
+        let records: serde_json::Value = http
+            .get(format!("{base}/threads/{thread}/history"))
+            .bearer_auth(&token)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let text = records.to_string();
+        assert!(text.contains(&format!("kept-{i}")), "{thread}: {text}");
+    }
+    for thread in &threads {
+        let view: serde_json::Value = http
+            .get(format!("{base}/view/threads/{thread}"))
+            .bearer_auth(&token)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(view["integrity"]["verified"], true, "{view}");
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
+/// A JetStream store without its servers is a clear error at the start, not a hang.
+#[cfg(feature = "host")]
+#[test]
+fn agentpump_run_without_its_nats_servers_says_so() {
+    let scratch = Scratch::new("js-history-no-server");
+    let port = support::nats::free_port();
+    std::fs::write(
+        scratch.0.join("organism.toml"),
+        format!("[organism]\nname = \"js\"\n\n[store]\nkind = \"jetstream\"\nurl = \"nats://127.0.0.1:{port}\"\n"),
+    )
+    .unwrap();
+    let (ok, _, stderr) =
+        support::agentpump_in(&scratch.0, &["run", "organism.toml", "--port", "0"]);
+    assert!(!ok);
+    assert!(
+        stderr.contains(&format!(
+            "cannot connect to NATS at nats://127.0.0.1:{port}"
+        )),
+        "{stderr}"
+    );
+    std::fs::write(
+        scratch.0.join("organism.toml"),
+        "[organism]\nname = \"js\"\n\n[store]\nkind = \"jetstream\"\n",
+    )
+    .unwrap();
+    let (ok, _, stderr) =
+        support::agentpump_in(&scratch.0, &["run", "organism.toml", "--port", "0"]);
+    assert!(!ok);
+    assert!(stderr.contains("needs `url`"), "{stderr}");
+}

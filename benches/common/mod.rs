@@ -22,6 +22,7 @@ pub mod baseline;
 pub mod echo;
 pub mod iteration;
 pub mod memory;
+pub mod posting;
 pub mod report;
 #[cfg(feature = "host")] // figure 8 serves the HTTP API
 pub mod soak;

@@ -13,7 +13,10 @@ mod inbox;
 mod telemetry;
 
 use crate::governor::{Budget, GovernorPolicy, IterationBudget, messages_decimal};
-use crate::history::{Durability, SqliteHistory, SqliteOptions};
+use crate::history::{
+    Durability, HistoryError, HistoryStore, JetStreamHistory, JetStreamOptions, SqliteHistory,
+    SqliteOptions,
+};
 use crate::host::HostError;
 use crate::host::mcp::{McpTools, ServerConfig};
 use crate::listeners::llm::{ContextMode, LlmAgent, LlmConfig, PeerDoc};
@@ -127,12 +130,32 @@ pub struct Meta {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Store {
+    /// `sqlite` (default: a file beside the organism) or `jetstream` (a NATS JetStream stream).
+    #[serde(default)]
+    pub kind: StoreKind,
     /// The SQLite history file (default `agentpump.db`), relative to the organism file.
     #[serde(default = "Store::default_path")]
     pub path: PathBuf,
     /// `full` (default) or `normal`.
     #[serde(default)]
     pub durability: DurabilitySetting,
+    /// `kind = "jetstream"`: the NATS servers, comma-separated.
+    pub url: Option<String>,
+    /// `kind = "jetstream"`: the stream's name (default `agentpump-history`).
+    pub stream: Option<String>,
+    /// `kind = "jetstream"`: how many servers keep a copy (default 1; 3 in a 3-node cluster).
+    pub replicas: Option<usize>,
+}
+
+/// `store.kind`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StoreKind {
+    /// A SQLite file.
+    #[default]
+    Sqlite,
+    /// A NATS JetStream stream (docs/history.md, "On NATS JetStream").
+    Jetstream,
 }
 
 impl Store {
@@ -144,8 +167,12 @@ impl Store {
 impl Default for Store {
     fn default() -> Self {
         Self {
+            kind: StoreKind::Sqlite,
             path: Self::default_path(),
             durability: DurabilitySetting::Full,
+            url: None,
+            stream: None,
+            replicas: None,
         }
     }
 }
@@ -159,6 +186,38 @@ pub enum DurabilitySetting {
     Full,
     /// Survives a process crash.
     Normal,
+}
+
+/// An organism's history, opened where `[store]` keeps it.
+#[derive(Debug, Clone)]
+pub enum OpenHistory {
+    /// A SQLite file.
+    Sqlite(Arc<SqliteHistory>),
+    /// A NATS JetStream stream.
+    JetStream(Arc<JetStreamHistory>),
+}
+
+impl OpenHistory {
+    /// The store, for a pump or a hub.
+    pub fn shared(&self) -> Arc<dyn HistoryStore> {
+        match self {
+            Self::Sqlite(store) => store.clone(),
+            Self::JetStream(store) => store.clone(),
+        }
+    }
+
+    /// Closes a SQLite file (its last group committed, its lock released); a stream has
+    /// nothing to close: every append was acknowledged before the pump's shutdown ended.
+    ///
+    /// # Errors
+    ///
+    /// The file's last commit failed.
+    pub fn close(&self) -> Result<(), HistoryError> {
+        match self {
+            Self::Sqlite(store) => store.close(),
+            Self::JetStream(_) => Ok(()),
+        }
+    }
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -374,6 +433,17 @@ impl Organism {
         }
     }
 
+    /// `[limits]`: what the pump parses payloads with.
+    fn limits(&self) -> Limits {
+        let (l, d) = (&self.limits, Limits::default());
+        Limits {
+            max_bytes: l.max_bytes.unwrap_or(d.max_bytes),
+            max_depth: l.max_depth.unwrap_or(d.max_depth),
+            max_attributes: l.max_attributes.unwrap_or(d.max_attributes),
+            max_outputs: l.max_outputs.unwrap_or(d.max_outputs),
+        }
+    }
+
     /// The pump configuration: limits, queue capacity and governor policy.
     ///
     /// # Errors
@@ -382,13 +452,7 @@ impl Organism {
     pub fn config(&self, origin: &str) -> Result<PumpConfig, HostError> {
         let mut config = PumpConfig::default();
         let l = &self.limits;
-        let d = Limits::default();
-        config.limits = Limits {
-            max_bytes: l.max_bytes.unwrap_or(d.max_bytes),
-            max_depth: l.max_depth.unwrap_or(d.max_depth),
-            max_attributes: l.max_attributes.unwrap_or(d.max_attributes),
-            max_outputs: l.max_outputs.unwrap_or(d.max_outputs),
-        };
+        config.limits = self.limits();
         config.queue_capacity = l.queue_capacity.unwrap_or(config.queue_capacity);
         let command = self.tools.command.as_ref().map(Spanned::get_ref);
         config.inbox = self.inbox.policy(command.and_then(|c| c.approve.as_ref()));
@@ -818,7 +882,42 @@ impl Organism {
     ///
     /// The history file cannot be opened.
     pub fn open_store(&self, base: &Path) -> Result<SqliteHistory, HostError> {
+        if self.store.kind == StoreKind::Jetstream {
+            return Err(HostError::Usage(
+                "[store] kind = \"jetstream\": this command works on a SQLite history file; run the organism with `agentpump run` and reach its history over HTTP (`--url`)".into(),
+            ));
+        }
         self.open_store_at(&base.join(&self.store.path))
+    }
+
+    /// Opens the organism's history wherever `[store]` keeps it: its SQLite file (relative to
+    /// `base`), or its NATS JetStream stream.
+    ///
+    /// # Errors
+    ///
+    /// The file cannot be opened, `kind = "jetstream"` has no `url`, or the stream cannot be
+    /// reached or read back.
+    pub async fn open_history(&self, base: &Path) -> Result<OpenHistory, HostError> {
+        match self.store.kind {
+            StoreKind::Sqlite => Ok(OpenHistory::Sqlite(Arc::new(self.open_store(base)?))),
+            StoreKind::Jetstream => {
+                let url = self.store.url.clone().ok_or_else(|| {
+                    HostError::Usage(
+                        "[store] kind = \"jetstream\" needs `url` (the NATS servers, comma-separated)".into(),
+                    )
+                })?;
+                let stream = self
+                    .store
+                    .stream
+                    .clone()
+                    .unwrap_or_else(|| "agentpump-history".to_owned());
+                let mut options = JetStreamOptions::new(url, stream);
+                options.replicas = self.store.replicas.unwrap_or(1);
+                options.limits = self.limits();
+                let store = JetStreamHistory::open(options).await?;
+                Ok(OpenHistory::JetStream(Arc::new(store)))
+            }
+        }
     }
 
     /// Opens the history file at `path` with this organism's store settings.

@@ -7,10 +7,9 @@ use std::time::Duration;
 
 use super::cluster::hub::Hub;
 use super::mcp::server::{ListenerDoc, McpServer};
-use super::organism::Organism;
+use super::organism::{OpenHistory, Organism};
 use super::server;
 use crate::PumpHandle;
-use crate::history::SqliteHistory;
 use crate::host::HostError;
 
 /// How long shutdown lets queued messages drain.
@@ -43,8 +42,8 @@ pub fn run(path: &Path, bind: Option<String>, port: Option<u16>) -> Result<Strin
         .build()
         .map_err(HostError::System)?;
     runtime.block_on(async move {
-        let store = Arc::new(organism.open_store(&base)?);
-        let outcome = serve(&organism, &origin, &base, Arc::clone(&store)).await;
+        let store = organism.open_history(&base).await?;
+        let outcome = serve(&organism, &origin, &base, store.clone()).await;
         // Every exit path closes the store, so the history file alone holds the whole history.
         let closed = store.close().map_err(HostError::from);
         outcome.and_then(|text| closed.map(|()| text))
@@ -57,8 +56,9 @@ async fn serve(
     organism: &Organism,
     origin: &str,
     base: &Path,
-    store: Arc<SqliteHistory>,
+    store: OpenHistory,
 ) -> Result<String, HostError> {
+    let store = store.shared();
     let (builder, hub, listeners) = builder(organism, origin, base, &store).await?;
     let pump = builder.history(store).build()?;
     let served = listen(organism, base, &pump, hub, listeners).await;
@@ -77,14 +77,13 @@ async fn builder(
     organism: &Organism,
     origin: &str,
     base: &Path,
-    store: &Arc<SqliteHistory>,
+    store: &Arc<dyn crate::history::HistoryStore>,
 ) -> Result<(crate::PumpBuilder, Option<Arc<Hub>>, Vec<ListenerDoc>), HostError> {
     let remote = organism.remote_names();
     let mut registrations = organism.start_registrations(origin, &[]).await?;
     let mut connected = None;
     if let (Some(cluster), false) = (&organism.cluster, remote.is_empty()) {
-        let store: Arc<dyn crate::history::HistoryStore> = store.clone();
-        let hub = Hub::start(cluster, base, &organism.organism.name, store).await?;
+        let hub = Hub::start(cluster, base, &organism.organism.name, store.clone()).await?;
         registrations = registrations
             .into_iter()
             .map(|r| {
@@ -176,10 +175,11 @@ pub fn serve_mcp(path: &Path) -> Result<(), HostError> {
     // Standard input is read on a blocking thread that never returns once the client is gone;
     // the runtime is let go of without waiting for it.
     let served = runtime.block_on(async move {
-        let store = Arc::new(organism.open_store(&base)?);
+        let store = organism.open_history(&base).await?;
         let outcome = async {
-            let (builder, _hub, listeners) = builder(&organism, &origin, &base, &store).await?;
-            let pump = builder.history(store.clone()).build()?;
+            let shared = store.shared();
+            let (builder, _hub, listeners) = builder(&organism, &origin, &base, &shared).await?;
+            let pump = builder.history(shared).build()?;
             let server = McpServer::new(pump.clone(), listeners);
             let served = tokio::select! {
                 served = super::mcp::server::serve_stdio(server) => served.map_err(HostError::from),
