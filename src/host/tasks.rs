@@ -3,7 +3,6 @@
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use clap::{Subcommand, ValueEnum};
 
@@ -345,8 +344,8 @@ fn plan(at: &At, goal: &str) -> Result<String, HostError> {
     );
     let patience = std::time::Duration::from_millis(config.wall_clock_ms);
     let ids = runtime.block_on(async {
-        let store = Arc::new(organism.open_store(&base)?);
-        let pump = builder.history(store.clone()).build()?;
+        let store = organism.open_history(&base).await?;
+        let pump = builder.history(store.shared()).build()?;
         let planned = tasks::planner::plan(&pump, &config.planner, &layout, goal, patience).await;
         pump.shutdown(super::run::SHUTDOWN_GRACE).await;
         let closed = store.close().map_err(HostError::from);
@@ -428,8 +427,8 @@ fn orchestrate(at: &At, parallel: Option<usize>) -> Result<String, HostError> {
         .map_err(HostError::System)?;
     let builder = assemble(&organism, &origin, &layout, &config, &runtime)?;
     let report = runtime.block_on(async {
-        let store = Arc::new(organism.open_store(&base)?);
-        let pump = builder.history(store.clone()).build()?;
+        let store = organism.open_history(&base).await?;
+        let pump = builder.history(store.shared()).build()?;
         let work = tasks::orchestrator::run(&pump, ledger, checked, &layout, &config, parallel);
         let report = tokio::select! {
             report = work => report.map_err(HostError::from),
