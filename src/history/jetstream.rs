@@ -1,8 +1,8 @@
 //! [`JetStreamHistory`]: history kept in a NATS JetStream stream — replicated by the NATS
 //! cluster — and read from an index in memory that is rebuilt from the stream when it opens.
 //!
-//! Each append is one stream message (split in parts past the server's largest message) on the
-//! store's subject, published with `Nats-Expected-Last-Sequence` (so a second writer on the
+//! The appends waiting at once go as one stream message (a group, split in parts past the
+//! server's largest message) on the store's subject, published with `Nats-Expected-Last-Sequence` (so a second writer on the
 //! stream is refused, never interleaved) and `Nats-Msg-Id` (so a publish retried across a
 //! leader change is kept once). The message carries the batch as the pump handed it, the time
 //! it was accepted and the sequence number and digest the index gave each record: replaying the
@@ -364,7 +364,16 @@ async fn replay(
 
 /// Applies one append read back from the stream, checking it rebuilds what was recorded.
 fn apply(index: &MemoryHistory, body: &[u8], limits: &Limits) -> Result<(), String> {
-    let wire: Wire = serde_json::from_slice(body).map_err(|e| format!("not an append: {e}"))?;
+    let group: Vec<Wire> =
+        serde_json::from_slice(body).map_err(|e| format!("not a group of appends: {e}"))?;
+    for (i, wire) in group.into_iter().enumerate() {
+        apply_one(index, wire, limits).map_err(|e| format!("append {} of it: {e}", i + 1))?;
+    }
+    Ok(())
+}
+
+/// Applies one append of a group.
+fn apply_one(index: &MemoryHistory, wire: Wire, limits: &Limits) -> Result<(), String> {
     let (batch, time_us, recorded) = wire.batch(limits)?;
     let mut sealed = Vec::with_capacity(recorded.len());
     index.append_at(batch, time_us, Some(&mut sealed));
@@ -388,7 +397,25 @@ fn apply(index: &MemoryHistory, body: &[u8], limits: &Limits) -> Result<(), Stri
     Ok(())
 }
 
-/// Publishes appends in order, each acknowledged before the next.
+/// The most appends one stream message carries.
+const GROUP: usize = 256;
+
+/// One stream message's body: the group's appends as a JSON array, in order.
+fn body(group: &[Publish]) -> Vec<u8> {
+    let size = group.iter().map(|p| p.body.len() + 1).sum::<usize>() + 1;
+    let mut out = Vec::with_capacity(size);
+    out.push(b'[');
+    for (i, publish) in group.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(&publish.body);
+    }
+    out.push(b']');
+    out
+}
+
+/// Publishes groups of appends in order, each acknowledged before the next.
 struct Writer {
     js: jetstream::Context,
     subject: String,
@@ -402,17 +429,30 @@ struct Writer {
 }
 
 impl Writer {
+    /// Publishes what is queued as groups: every append waiting when the last group was
+    /// acknowledged goes in the next one (a JSON array of appends, in order), up to
+    /// [`GROUP`] appends — many deliveries wait for one acknowledgement, as SQLite's group
+    /// commit has many wait for one transaction.
     async fn run(mut self, mut queue: mpsc::UnboundedReceiver<Publish>) {
-        while let Some(publish) = queue.recv().await {
+        while let Some(first) = queue.recv().await {
+            let mut group = vec![first];
+            while group.len() < GROUP {
+                match queue.try_recv() {
+                    Ok(next) => group.push(next),
+                    Err(_) => break,
+                }
+            }
             let outcome = match self.failed.get() {
-                Some(reason) => Err(unavailable(reason.clone())),
-                None => self.publish(&publish.body).await.map_err(|reason| {
+                Some(reason) => Err(reason.clone()),
+                None => self.publish(&body(&group)).await.map_err(|reason| {
                     let reason = self.failed.get_or_init(|| reason).clone();
                     tracing::error!(%reason, "the history stream stopped taking writes");
-                    unavailable(reason)
+                    reason
                 }),
             };
-            let _ = publish.done.send(outcome);
+            for publish in group {
+                let _ = publish.done.send(outcome.clone().map_err(unavailable));
+            }
         }
     }
 
