@@ -37,6 +37,7 @@ use std::time::Duration;
 use agentpump::governor::{Budget, GovernorPolicy};
 use agentpump::{Limits, PumpConfig};
 
+#[allow(unused_imports)] // a bench binary that prints its own table (remote) has no report
 pub use report::Report;
 
 /// How a bench binary was started and how big to measure.

@@ -11,7 +11,7 @@
 //! its latest plan),
 //! `/view/threads/{id}/records`, `/view/threads/{id}/process` (its process events, paged),
 //! `/view/threads/{id}/report` and `/view/tasks` (the task ledger, each task with its threads).
-//! Replay from a record is the API's `POST /threads/{id}/fork` ([`fork`]); read-only, 405.
+//! Replay from a record is the API's `POST /threads/{id}/fork` (`viewer/fork.rs`); read-only, 405.
 
 mod api;
 mod assets;
