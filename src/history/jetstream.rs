@@ -237,8 +237,7 @@ impl JetStreamHistory {
         js.set_timeout(options.patience.min(Duration::from_secs(5)));
         let subject = options.subject();
         let stream = Self::open_stream(&js, &options, &subject).await?;
-        let index = MemoryHistory::new();
-        let last = replay(&stream, &index, &options).await?;
+        let (index, last) = rebuild(&stream, &options).await?;
         let max = client
             .server_info()
             .max_payload
@@ -303,17 +302,46 @@ impl JetStreamHistory {
     }
 }
 
+/// Why a replay stopped: the stream could not be read (worth another try while the cluster
+/// elects a leader), or a message of it is not what was written.
+enum Stopped {
+    Read(String),
+    Bad(HistoryError),
+}
+
+fn read_error(e: impl std::fmt::Display) -> Stopped {
+    Stopped::Read(format!("cannot read the history stream: {e}"))
+}
+
+/// The index rebuilt from every message of `stream`, and the stream's last sequence; a read
+/// that fails is tried again from the start while patience lasts.
+async fn rebuild(
+    stream: &stream::Stream,
+    options: &JetStreamOptions,
+) -> Result<(MemoryHistory, u64), HistoryError> {
+    let until = Instant::now() + options.patience;
+    loop {
+        let index = MemoryHistory::new();
+        match replay(stream, &index, options).await {
+            Ok(last) => return Ok((index, last)),
+            Err(Stopped::Bad(e)) => return Err(e),
+            Err(Stopped::Read(e)) if Instant::now() < until => {
+                tracing::info!(error = %e, "reading the history stream again");
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+            Err(Stopped::Read(e)) => return Err(HistoryError::query(e)),
+        }
+    }
+}
+
 /// Applies every message of `stream` to `index`, in order; the stream's last sequence.
 async fn replay(
     stream: &stream::Stream,
     index: &MemoryHistory,
     options: &JetStreamOptions,
-) -> Result<u64, HistoryError> {
+) -> Result<u64, Stopped> {
     let mut stream = stream.clone();
-    let info = stream
-        .info()
-        .await
-        .map_err(|e| HistoryError::query(format!("cannot read the history stream: {e}")))?;
+    let info = stream.info().await.map_err(read_error)?;
     let last = info.state.last_sequence;
     if info.state.messages == 0 {
         return Ok(last);
@@ -324,19 +352,13 @@ async fn replay(
             ..Default::default()
         })
         .await
-        .map_err(|e| HistoryError::query(format!("cannot read the history stream: {e}")))?;
-    let mut messages = consumer
-        .messages()
-        .await
-        .map_err(|e| HistoryError::query(format!("cannot read the history stream: {e}")))?;
+        .map_err(read_error)?;
+    let mut messages = consumer.messages().await.map_err(read_error)?;
     let mut parts: Vec<u8> = Vec::new();
+    let mut reached = 0;
     while let Some(message) = messages.next().await {
-        let message = message
-            .map_err(|e| HistoryError::query(format!("cannot read the history stream: {e}")))?;
-        let seq = message
-            .info()
-            .map_err(|e| HistoryError::query(format!("a history message without its place: {e}")))?
-            .stream_sequence;
+        let message = message.map_err(read_error)?;
+        let seq = message.info().map_err(read_error)?.stream_sequence;
         let part = message
             .headers
             .as_ref()
@@ -349,15 +371,21 @@ async fn replay(
             .is_none_or(|(i, n)| i == n);
         if whole {
             apply(index, &std::mem::take(&mut parts), &options.limits).map_err(|e| {
-                HistoryError::query(format!(
+                Stopped::Bad(HistoryError::query(format!(
                     "message {seq} of the history stream `{}`: {e}",
                     options.stream
-                ))
+                )))
             })?;
         }
+        reached = seq;
         if seq >= last {
             break;
         }
+    }
+    if reached < last || !parts.is_empty() {
+        return Err(read_error(format!(
+            "it ended at message {reached}, before its last, {last}"
+        )));
     }
     Ok(last)
 }
