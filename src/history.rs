@@ -10,6 +10,7 @@
 
 mod audit;
 mod chain;
+mod mark;
 pub mod export;
 mod memory;
 pub mod page;
@@ -26,6 +27,7 @@ use async_trait::async_trait;
 
 pub use audit::{AuditError, audit, replay};
 pub use chain::{ChainBreak, verify_chain};
+pub use mark::Mark;
 pub use memory::MemoryHistory;
 pub use page::{ThreadFilter, ThreadPage, ThreadSummary};
 pub use prune::{Anchor, AnchorBreak, Archive, Pruned, verify_anchors};
@@ -293,6 +295,17 @@ pub trait HistoryStore: Send + Sync + fmt::Debug + 'static {
 
     /// One record by message id.
     async fn record(&self, id: MessageId) -> Result<Option<Record>, HistoryError>;
+
+    /// The handled deliveries of one thread, in record order: what each handler reported
+    /// spending (what the viewer's totals sum).
+    ///
+    /// # Errors
+    ///
+    /// [`HistoryError::Unsupported`] from a store that keeps no per-delivery marks.
+    async fn marks(&self, thread: ThreadId) -> Result<Vec<Mark>, HistoryError> {
+        let _ = thread;
+        Err(HistoryError::Unsupported("keep per-delivery marks"))
+    }
 
     /// Records accepted for delivery and not yet delivered, in order (what a restart re-queues).
     async fn pending(&self) -> Result<Vec<Record>, HistoryError>;

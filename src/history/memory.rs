@@ -10,10 +10,11 @@ use dashmap::DashMap;
 use dashmap::mapref::entry::Entry;
 
 use super::{
-    Batch, ChainBreak, Delivered, HistoryError, HistoryStore, RECENT_DELIVERIES, Record,
+    Batch, ChainBreak, Delivered, HistoryError, HistoryStore, Mark, RECENT_DELIVERIES, Record,
     RecordKind, Recovery, Ticket, is_clear_context, verify_chain,
 };
 use crate::Counters;
+use crate::governor::Usage;
 use crate::governor::HaltingReport;
 use crate::{MessageId, ThreadId, ThreadInfo, ThreadState};
 
@@ -60,6 +61,8 @@ struct ThreadLog {
     /// Indexes of the last deliveries that cost a turn, oldest first (at most
     /// [`RECENT_DELIVERIES`]).
     delivered: VecDeque<usize>,
+    /// Every handled delivery: the index of its record and what its handler reported.
+    marks: Vec<(usize, Usage)>,
 }
 
 impl ThreadLog {
@@ -321,6 +324,24 @@ impl HistoryStore for MemoryHistory {
         Ok(found)
     }
 
+    async fn marks(&self, thread: ThreadId) -> Result<Vec<Mark>, HistoryError> {
+        let Some(log) = self.logs.get(&thread).map(|l| Arc::clone(&l)) else {
+            return Ok(Vec::new());
+        };
+        let log = lock(&log);
+        let marks = log.marks.iter().filter_map(|(index, usage)| {
+            let r = log.records.get(*index)?;
+            Some(Mark {
+                seq: r.seq,
+                id: r.id,
+                listener: r.to.clone(),
+                time_us: r.time_us,
+                usage: usage.clone(),
+            })
+        });
+        Ok(marks.collect())
+    }
+
     async fn pending(&self) -> Result<Vec<Record>, HistoryError> {
         Ok(self.pending_records())
     }
@@ -443,6 +464,7 @@ impl MemoryHistory {
                     log.mark_delivered(index);
                 }
                 log.counters.add_usage(&d.usage);
+                log.marks.push((index, d.usage.clone()));
                 log.counters.failures += u64::from(d.failed);
             }
         }

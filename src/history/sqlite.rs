@@ -11,6 +11,7 @@
 //! committed and takes writes again, without a restart.
 
 mod lock;
+mod marks;
 mod pages;
 mod prune;
 mod queries;
@@ -30,7 +31,7 @@ use rusqlite::Connection;
 
 use super::memory::now_us;
 use super::{
-    Anchor, Archive, Batch, HistoryError, HistoryStore, Pruned, Record, Recovery, ThreadFilter,
+    Anchor, Archive, Batch, HistoryError, HistoryStore, Mark, Pruned, Record, Recovery, ThreadFilter,
     ThreadPage, Ticket,
 };
 use crate::governor::HaltingReport;
@@ -653,6 +654,11 @@ impl HistoryStore for SqliteHistory {
     async fn record(&self, id: MessageId) -> Result<Option<Record>, HistoryError> {
         self.caught_up().await;
         queries::record(&self.read(), id).map_err(|e| self.query_error(e))
+    }
+
+    async fn marks(&self, thread: ThreadId) -> Result<Vec<Mark>, HistoryError> {
+        self.caught_up().await;
+        marks::marks(&self.read(), thread).map_err(|e| self.query_error(e))
     }
 
     async fn pending(&self) -> Result<Vec<Record>, HistoryError> {

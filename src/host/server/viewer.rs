@@ -10,12 +10,15 @@
 //! the token (bearer or cookie), `GET /view/info`, `/view/threads`, `/view/threads/{id}` (with
 //! its latest plan),
 //! `/view/threads/{id}/records`, `/view/threads/{id}/process` (its process events, paged),
-//! `/view/threads/{id}/report` and `/view/tasks` (the task ledger, each task with its threads).
+//! `/view/threads/{id}/report`, `/view/tasks` (the task ledger, each task with its threads),
+//! `/view/threads/{id}/totals` (the thread's and its tree's usage) and `/view/totals?by=&limit=`
+//! (usage across threads by listener or by day).
 
 mod api;
 mod assets;
 mod session;
 mod tasks;
+mod totals;
 
 use std::sync::Arc;
 
@@ -53,6 +56,8 @@ pub(crate) fn routes(viewer: Viewer) -> Router {
         .route("/view/threads/{id}/process", get(api::process))
         .route("/view/threads/{id}/report", get(api::report))
         .route("/view/tasks", get(tasks::tasks))
+        .route("/view/threads/{id}/totals", get(totals::thread))
+        .route("/view/totals", get(totals::across))
         .route_layer(axum::middleware::from_fn(super::strict::known_query_keys))
         .layer(axum::middleware::from_fn_with_state(
             Arc::clone(&viewer.token),

@@ -1,0 +1,25 @@
+//! [`Mark`]: one handled delivery as the store keeps it — the delivered record, the listener it
+//! went to, when it was accepted, and what its handler reported spending. The viewer's totals are
+//! sums of these, so they read the same over a live pump and over a history file.
+
+use std::sync::Arc;
+
+use serde::Serialize;
+
+use crate::governor::Usage;
+use crate::MessageId;
+
+/// A handled delivery: which record it delivered and what its handler reported.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Mark {
+    /// The delivered record's global sequence number.
+    pub seq: u64,
+    /// The delivered message.
+    pub id: MessageId,
+    /// The listener it was addressed to (none for a message without an addressee).
+    pub listener: Option<Arc<str>>,
+    /// When the delivered message was accepted, microseconds since the Unix epoch.
+    pub time_us: i64,
+    /// What the handler reported spending.
+    pub usage: Usage,
+}
