@@ -1000,3 +1000,228 @@ async fn the_inbox_view_approves_and_answers_and_the_thread_goes_on() {
     assert_eq!(errors, serde_json::json!([]), "console errors");
     b.close().await;
 }
+
+/// What the usage host's listeners report for a delivery of body `n`: `alpha` reads 10 tokens
+/// per unit, `beta` 100; each writes `n`, makes one tool call and costs `n` ten-thousandths.
+fn reported(listener: &str, n: u64) -> agentpump::Usage {
+    let per = if listener == "alpha" { 10 } else { 100 };
+    agentpump::Usage {
+        tokens_in: n * per,
+        tokens_out: n,
+        cost: rust_decimal::Decimal::new(i64::try_from(n).unwrap(), 4),
+        tool_calls: 1,
+        estimated: false,
+    }
+}
+
+/// A host whose `alpha` answers `<work>n</work>` by spawning a child thread with `<job>n</job>`
+/// for `beta`; both report [`reported`] usage (system messages report none). Three roots, on
+/// `store`. Both are agents: a tool's delivery would add the tool call the pump counts itself.
+async fn usage_host(store: Arc<dyn agentpump::history::HistoryStore>) -> (PumpHandle, Vec<ThreadId>) {
+    use agentpump::{PumpBuilder, Registration, Role, Spawn};
+    let listener = |name: &'static str| {
+        support::Script::new(move |msg, cx| {
+            if msg.is_system() {
+                return Ok(());
+            }
+            cx.usage(reported(name, support::number(msg)));
+            if name == "alpha" {
+                cx.spawn(Spawn::new(support::p("job", support::body(msg))).sub_id("job"));
+            }
+            Ok(())
+        })
+    };
+    let pump = PumpBuilder::new()
+        .history(store)
+        .register(
+            Registration::new("alpha", listener("alpha"))
+                .accepts(support::q("work"))
+                .peers(["beta"])
+                .role(Role::Agent),
+        )
+        .register(
+            Registration::new("beta", listener("beta"))
+                .accepts(support::q("job"))
+                .role(Role::Agent),
+        )
+        .build()
+        .unwrap();
+    let mut roots = Vec::new();
+    for n in [3, 5, 8] {
+        roots.push(support::start(&pump, &support::p("work", &n.to_string())).await);
+    }
+    for &root in &roots {
+        tokio::time::timeout(Duration::from_secs(10), pump.settle(root))
+            .await
+            .expect("usage host settles");
+    }
+    (pump, roots)
+}
+
+/// Totals computed from the history alone: every record addressed to a listener was delivered
+/// once, and its handler reported [`reported`] for its body (system messages, nothing).
+async fn expected_totals(
+    pump: &PumpHandle,
+    threads: &[ThreadId],
+) -> std::collections::BTreeMap<String, serde_json::Value> {
+    let mut sums: std::collections::BTreeMap<String, agentpump::Usage> = Default::default();
+    let mut count: std::collections::BTreeMap<String, u64> = Default::default();
+    for &t in threads {
+        for r in pump.history(t).await.unwrap() {
+            let Some(to) = r.to.as_deref().filter(|to| ["alpha", "beta"].contains(to)) else {
+                continue;
+            };
+            *count.entry(to.to_owned()).or_default() += 1;
+            let sum = sums.entry(to.to_owned()).or_default();
+            if ["work", "job"].contains(&r.root.local()) {
+                let body = r.payload.split('>').nth(1).unwrap().split('<').next().unwrap();
+                sum.add(&reported(to, body.parse().unwrap()));
+            }
+        }
+    }
+    sums.into_iter()
+        .map(|(listener, u)| {
+            let totals = serde_json::json!({
+                "deliveries": count[&listener], "tokens_in": u.tokens_in, "tokens_out": u.tokens_out,
+                "cost": u.cost.to_string(), "tool_calls": u.tool_calls, "estimated": 0,
+            });
+            (listener, totals)
+        })
+        .collect()
+}
+
+/// Every thread of the usage host's trees.
+fn all_threads(pump: &PumpHandle, roots: &[ThreadId]) -> Vec<ThreadId> {
+    roots
+        .iter()
+        .flat_map(|&r| pump.tree(r).into_iter().map(|t| t.id))
+        .collect()
+}
+
+/// Sums per-listener totals into one (what a tree or a day adds up to).
+fn summed(parts: impl IntoIterator<Item = serde_json::Value>) -> serde_json::Value {
+    let mut total = serde_json::json!({"deliveries": 0, "tokens_in": 0, "tokens_out": 0, "cost": "0", "tool_calls": 0, "estimated": 0});
+    let mut cost = rust_decimal::Decimal::ZERO;
+    for p in parts {
+        for k in ["deliveries", "tokens_in", "tokens_out", "tool_calls", "estimated"] {
+            total[k] = (total[k].as_u64().unwrap() + p[k].as_u64().unwrap()).into();
+        }
+        cost += p["cost"].as_str().unwrap().parse::<rust_decimal::Decimal>().unwrap();
+    }
+    total["cost"] = cost.to_string().into();
+    total
+}
+
+async fn get_json(base: &str, path: &str) -> serde_json::Value {
+    let response = support::http_client()
+        .get(format!("{base}{path}"))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200, "{path}");
+    response.json().await.unwrap()
+}
+
+/// Issue 33: "Totals: tokens, cost and tool calls per thread and per tree, and across threads
+/// (by listener, by day)" — the Totals page and a thread's totals equal the sums of the usage
+/// each delivery in the history reported (computed here from `pump.history` alone), on a SQLite
+/// history; costs are exact decimals.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn totals_add_up_the_history_by_thread_tree_listener_and_day() {
+    let scratch = Scratch::new("viewer-totals");
+    let store = agentpump::history::SqliteHistory::open(scratch.db()).unwrap();
+    let (pump, roots) = usage_host(Arc::new(store)).await;
+    let base = support::serve(&pump, TOKEN, 1024 * 1024).await;
+    let threads = all_threads(&pump, &roots);
+    let expected = expected_totals(&pump, &threads).await;
+    let by_listener = get_json(&base, "/view/totals?by=listener").await;
+    let groups: Vec<(String, serde_json::Value)> = by_listener["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| {
+            let mut totals = g.clone();
+            totals.as_object_mut().unwrap().remove("key");
+            (g["key"].as_str().unwrap().to_owned(), totals)
+        })
+        .collect();
+    assert_eq!(groups, expected.clone().into_iter().collect::<Vec<_>>());
+    assert_eq!(expected["beta"]["cost"], "0.0016", "exact decimals: 3 + 5 + 8 ten-thousandths");
+    let first_us = pump.history(roots[0]).await.unwrap()[0].time_us;
+    let day = std::process::Command::new("date")
+        .args(["-u", "-d", &format!("@{}", first_us / 1_000_000), "+%F"])
+        .output()
+        .unwrap();
+    let day = String::from_utf8(day.stdout).unwrap().trim().to_owned();
+    let by_day = get_json(&base, "/view/totals?by=day&limit=5").await;
+    let mut today = by_day["groups"][0].clone();
+    assert_eq!(today.as_object_mut().unwrap().remove("key").unwrap(), day.as_str());
+    assert_eq!(today, summed(expected.values().cloned()));
+    // A thread alone, and its tree (the root's alpha delivery and its child's beta delivery).
+    let tree = pump.tree(roots[1]).into_iter().map(|t| t.id).collect::<Vec<_>>();
+    let own = expected_totals(&pump, &roots[1..2]).await;
+    let all = expected_totals(&pump, &tree).await;
+    let totals = get_json(&base, &format!("/view/threads/{}/totals", roots[1])).await;
+    assert_eq!(totals["thread"], summed(own.into_values()));
+    assert_eq!(totals["tree"], summed(all.into_values()));
+    assert_eq!(totals["threads"], 2);
+    assert_eq!(totals["tree"]["tokens_in"], 50 + 500);
+
+    let b = Browser::start(&scratch, false).await;
+    b.goto(&format!("{base}/?token={TOKEN}#/totals")).await;
+    let cells = "return [...document.querySelectorAll('#totals-body tbody tr')].map(r => [...r.children].map(c => c.textContent))";
+    b.until("the totals by listener", "document.querySelectorAll('#totals-body tbody tr').length === 2").await;
+    let shown = b.eval(cells).await;
+    let beta = &expected["beta"];
+    assert_eq!(
+        shown[1],
+        serde_json::json!(["beta", beta["deliveries"].to_string(), beta["tokens_in"].to_string(), beta["tokens_out"].to_string(), beta["tool_calls"].to_string(), "0.0016"])
+    );
+    b.axe("totals").await;
+    b.screenshot(&shots(&scratch), "viewer-totals.png").await;
+    b.click("#totals-by-day").await;
+    b.until("the totals by day", &format!("document.querySelector('#totals-body tbody th')?.textContent === '{day}'")).await;
+    b.goto(&format!("{base}/?token={TOKEN}#/thread/{}", roots[1])).await;
+    b.until("the thread's totals", "document.querySelectorAll('#t-totals tbody tr').length === 2").await;
+    let tree_row = b.eval("return document.querySelector('#t-totals tbody tr:nth-child(2) [data-col=tokens_in]').textContent").await;
+    assert_eq!(tree_row, "550");
+    b.axe("thread totals").await;
+    let errors = b.eval("return window.viewerErrors").await;
+    assert_eq!(errors, serde_json::json!([]), "console errors");
+    b.close().await;
+}
+
+/// Issue 33 (Totals), bad input: an unknown thread is a 404 problem, a grouping other than
+/// `listener` or `day` a 400 naming both, a limit out of range a 400 naming the range — and over
+/// the in-memory history the sums are the history's too.
+#[tokio::test]
+async fn totals_routes_refuse_bad_input_with_problems() {
+    let (pump, roots) = usage_host(Arc::new(agentpump::history::MemoryHistory::new())).await;
+    let base = support::serve(&pump, TOKEN, 1024 * 1024).await;
+    let client = support::http_client();
+    let get = |path: String| client.get(format!("{base}{path}")).bearer_auth(TOKEN).send();
+    let (status, body) = support::problem(
+        get(format!("/view/threads/{}/totals", uuid::Uuid::new_v4())).await.unwrap(),
+    )
+    .await;
+    assert_eq!((status.as_u16(), body["code"].as_str()), (404, Some("unknown-thread")));
+    let (status, body) = support::problem(get("/view/totals?by=week".into()).await.unwrap()).await;
+    assert_eq!((status.as_u16(), body["code"].as_str()), (400, Some("bad-grouping")));
+    assert!(body["detail"].as_str().unwrap().contains("listener, day"), "{body}");
+    for limit in ["0", "367"] {
+        let (status, body) =
+            support::problem(get(format!("/view/totals?by=day&limit={limit}")).await.unwrap()).await;
+        assert_eq!((status.as_u16(), body["code"].as_str()), (400, Some("bad-limit")), "{body}");
+        assert!(body["detail"].as_str().unwrap().contains("1 to 366"), "{body}");
+    }
+    let (status, _) = support::problem(get("/view/totals?group=day".into()).await.unwrap()).await;
+    assert_eq!(status.as_u16(), 400, "an unknown query key");
+    let unauthorized = client.get(format!("{base}/view/totals")).send().await.unwrap();
+    assert_eq!(unauthorized.status(), 401);
+    let expected = expected_totals(&pump, &all_threads(&pump, &roots)).await;
+    let by_listener = get_json(&base, "/view/totals").await;
+    assert_eq!(by_listener["by"], "listener");
+    assert_eq!(by_listener["groups"][0]["tokens_in"], expected["alpha"]["tokens_in"]);
+    assert_eq!(by_listener["groups"][1]["cost"], expected["beta"]["cost"]);
+}

@@ -4,7 +4,7 @@
 //! `agentpump view --db FILE` serves it over a history file alone.
 //!
 //! Routes: `GET /`, `/viewer.css`, `/viewer.js`, `/dom.js`, `/panels.js`, `/process.js`,
-//! `/tasks.js`, `/plan.js`, `/loop.js`, `/inbox.js`, `/xml.js`, `/plot.js`
+//! `/tasks.js`, `/plan.js`, `/loop.js`, `/inbox.js`, `/totals.js`, `/xml.js`, `/plot.js`
 //! (no data, no token); `POST /session` exchanges
 //! the token for an HttpOnly, SameSite=Strict cookie and `DELETE /session` drops it; and, with
 //! the token (bearer or cookie), `GET /view/info`, `/view/threads`, `/view/threads/{id}` (with
@@ -76,6 +76,7 @@ pub(crate) fn routes(viewer: Viewer) -> Router {
         .route("/plan.js", get(assets::plan_js))
         .route("/loop.js", get(assets::loop_js))
         .route("/inbox.js", get(assets::inbox_js))
+        .route("/totals.js", get(assets::totals_js))
         .route("/session", post(session::open).delete(session::close))
         .merge(protected)
         .method_not_allowed_fallback(super::routes::method_not_allowed)

@@ -16,6 +16,7 @@ const TASKS_JS: &str = include_str!("assets/tasks.js");
 const PLAN_JS: &str = include_str!("assets/plan.js");
 const LOOP_JS: &str = include_str!("assets/loop.js");
 const INBOX_JS: &str = include_str!("assets/inbox.js");
+const TOTALS_JS: &str = include_str!("assets/totals.js");
 
 /// Only this origin, no inline script, no frames.
 const POLICY: &str = "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'; form-action 'self'";
@@ -92,4 +93,9 @@ pub(crate) async fn loop_js() -> Response {
 /// `GET /inbox.js`: the inbox view (a person in the loop).
 pub(crate) async fn inbox_js() -> Response {
     asset("text/javascript; charset=utf-8", INBOX_JS)
+}
+
+/// `GET /totals.js`: usage totals per thread and across threads.
+pub(crate) async fn totals_js() -> Response {
+    asset("text/javascript; charset=utf-8", TOTALS_JS)
 }

@@ -5,6 +5,7 @@ import { el, time, stateBadge } from "/dom.js";
 import { recordItem, drawPlot, drawBudgets, drawReport, drawTree, drawPlan } from "/panels.js";
 import { followCall, timelineItems } from "/process.js";
 import { drawTasks } from "/tasks.js";
+import { drawThreadTotals, drawTotals } from "/totals.js";
 import { drawLoop } from "/loop.js";
 import { showInbox, stopInbox } from "/inbox.js";
 
@@ -43,9 +44,9 @@ function failed(e) {
 }
 
 function showOnly(id) {
-  for (const s of ["login", "list", "thread", "tasks", "inbox"]) $(s).hidden = s !== id;
+  for (const s of ["login", "list", "thread", "tasks", "inbox", "totals"]) $(s).hidden = s !== id;
   $("signout").hidden = id === "login";
-  for (const [nav, view] of [["nav-threads", "list"], ["nav-tasks", "tasks"], ["nav-inbox", "inbox"]]) {
+  for (const [nav, view] of [["nav-threads", "list"], ["nav-tasks", "tasks"], ["nav-inbox", "inbox"], ["nav-totals", "totals"]]) {
     if (view === id) $(nav).setAttribute("aria-current", "page"); else $(nav).removeAttribute("aria-current");
   }
   if (id !== "tasks") stopTaskEvents();
@@ -205,6 +206,7 @@ async function showThread(id) {
   await loadRecords();
   await loadTimeline();
   await loadDetail();
+  drawThreadTotals(await api(`/view/threads/${id}/totals`), $);
   say("");
 }
 
@@ -340,6 +342,7 @@ async function route() {
   try {
     if (m) await showThread(m[1]);
     else if (/^#\/tasks\b/.test(location.hash)) await showTasks();
+    else if (/^#\/totals\b/.test(location.hash)) { stopEvents(); state.thread = null; const by = /^#\/totals\/day\b/.test(location.hash) ? "day" : "listener"; drawTotals(await api(`/view/totals?by=${by}`), $); showOnly("totals"); }
     else if (/^#\/inbox\b/.test(location.hash)) { stopEvents(); showOnly("inbox"); await showInbox($, state.live, failed); }
     else { stopEvents(); state.thread = null; await showList(); }
     const h = document.querySelector("section:not([hidden]) h1");
