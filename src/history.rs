@@ -10,8 +10,8 @@
 
 mod audit;
 mod chain;
-mod mark;
 pub mod export;
+mod mark;
 mod memory;
 pub mod page;
 mod prune;

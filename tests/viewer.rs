@@ -1017,7 +1017,9 @@ fn reported(listener: &str, n: u64) -> agentpump::Usage {
 /// A host whose `alpha` answers `<work>n</work>` by spawning a child thread with `<job>n</job>`
 /// for `beta`; both report [`reported`] usage (system messages report none). Three roots, on
 /// `store`. Both are agents: a tool's delivery would add the tool call the pump counts itself.
-async fn usage_host(store: Arc<dyn agentpump::history::HistoryStore>) -> (PumpHandle, Vec<ThreadId>) {
+async fn usage_host(
+    store: Arc<dyn agentpump::history::HistoryStore>,
+) -> (PumpHandle, Vec<ThreadId>) {
     use agentpump::{PumpBuilder, Registration, Role, Spawn};
     let listener = |name: &'static str| {
         support::Script::new(move |msg, cx| {
@@ -1074,7 +1076,14 @@ async fn expected_totals(
             *count.entry(to.to_owned()).or_default() += 1;
             let sum = sums.entry(to.to_owned()).or_default();
             if ["work", "job"].contains(&r.root.local()) {
-                let body = r.payload.split('>').nth(1).unwrap().split('<').next().unwrap();
+                let body = r
+                    .payload
+                    .split('>')
+                    .nth(1)
+                    .unwrap()
+                    .split('<')
+                    .next()
+                    .unwrap();
                 sum.add(&reported(to, body.parse().unwrap()));
             }
         }
@@ -1103,10 +1112,20 @@ fn summed(parts: impl IntoIterator<Item = serde_json::Value>) -> serde_json::Val
     let mut total = serde_json::json!({"deliveries": 0, "tokens_in": 0, "tokens_out": 0, "cost": "0", "tool_calls": 0, "estimated": 0});
     let mut cost = rust_decimal::Decimal::ZERO;
     for p in parts {
-        for k in ["deliveries", "tokens_in", "tokens_out", "tool_calls", "estimated"] {
+        for k in [
+            "deliveries",
+            "tokens_in",
+            "tokens_out",
+            "tool_calls",
+            "estimated",
+        ] {
             total[k] = (total[k].as_u64().unwrap() + p[k].as_u64().unwrap()).into();
         }
-        cost += p["cost"].as_str().unwrap().parse::<rust_decimal::Decimal>().unwrap();
+        cost += p["cost"]
+            .as_str()
+            .unwrap()
+            .parse::<rust_decimal::Decimal>()
+            .unwrap();
     }
     total["cost"] = cost.to_string().into();
     total
@@ -1147,7 +1166,10 @@ async fn totals_add_up_the_history_by_thread_tree_listener_and_day() {
         })
         .collect();
     assert_eq!(groups, expected.clone().into_iter().collect::<Vec<_>>());
-    assert_eq!(expected["beta"]["cost"], "0.0016", "exact decimals: 3 + 5 + 8 ten-thousandths");
+    assert_eq!(
+        expected["beta"]["cost"], "0.0016",
+        "exact decimals: 3 + 5 + 8 ten-thousandths"
+    );
     let first_us = pump.history(roots[0]).await.unwrap()[0].time_us;
     let day = std::process::Command::new("date")
         .args(["-u", "-d", &format!("@{}", first_us / 1_000_000), "+%F"])
@@ -1156,10 +1178,17 @@ async fn totals_add_up_the_history_by_thread_tree_listener_and_day() {
     let day = String::from_utf8(day.stdout).unwrap().trim().to_owned();
     let by_day = get_json(&base, "/view/totals?by=day&limit=5").await;
     let mut today = by_day["groups"][0].clone();
-    assert_eq!(today.as_object_mut().unwrap().remove("key").unwrap(), day.as_str());
+    assert_eq!(
+        today.as_object_mut().unwrap().remove("key").unwrap(),
+        day.as_str()
+    );
     assert_eq!(today, summed(expected.values().cloned()));
     // A thread alone, and its tree (the root's alpha delivery and its child's beta delivery).
-    let tree = pump.tree(roots[1]).into_iter().map(|t| t.id).collect::<Vec<_>>();
+    let tree = pump
+        .tree(roots[1])
+        .into_iter()
+        .map(|t| t.id)
+        .collect::<Vec<_>>();
     let own = expected_totals(&pump, &roots[1..2]).await;
     let all = expected_totals(&pump, &tree).await;
     let totals = get_json(&base, &format!("/view/threads/{}/totals", roots[1])).await;
@@ -1171,19 +1200,39 @@ async fn totals_add_up_the_history_by_thread_tree_listener_and_day() {
     let b = Browser::start(&scratch, false).await;
     b.goto(&format!("{base}/?token={TOKEN}#/totals")).await;
     let cells = "return [...document.querySelectorAll('#totals-body tbody tr')].map(r => [...r.children].map(c => c.textContent))";
-    b.until("the totals by listener", "document.querySelectorAll('#totals-body tbody tr').length === 2").await;
+    b.until(
+        "the totals by listener",
+        "document.querySelectorAll('#totals-body tbody tr').length === 2",
+    )
+    .await;
     let shown = b.eval(cells).await;
     let beta = &expected["beta"];
     assert_eq!(
         shown[1],
-        serde_json::json!(["beta", beta["deliveries"].to_string(), beta["tokens_in"].to_string(), beta["tokens_out"].to_string(), beta["tool_calls"].to_string(), "0.0016"])
+        serde_json::json!([
+            "beta",
+            beta["deliveries"].to_string(),
+            beta["tokens_in"].to_string(),
+            beta["tokens_out"].to_string(),
+            beta["tool_calls"].to_string(),
+            "0.0016"
+        ])
     );
     b.axe("totals").await;
     b.screenshot(&shots(&scratch), "viewer-totals.png").await;
     b.click("#totals-by-day").await;
-    b.until("the totals by day", &format!("document.querySelector('#totals-body tbody th')?.textContent === '{day}'")).await;
-    b.goto(&format!("{base}/?token={TOKEN}#/thread/{}", roots[1])).await;
-    b.until("the thread's totals", "document.querySelectorAll('#t-totals tbody tr').length === 2").await;
+    b.until(
+        "the totals by day",
+        &format!("document.querySelector('#totals-body tbody th')?.textContent === '{day}'"),
+    )
+    .await;
+    b.goto(&format!("{base}/?token={TOKEN}#/thread/{}", roots[1]))
+        .await;
+    b.until(
+        "the thread's totals",
+        "document.querySelectorAll('#t-totals tbody tr').length === 2",
+    )
+    .await;
     let tree_row = b.eval("return document.querySelector('#t-totals tbody tr:nth-child(2) [data-col=tokens_in]').textContent").await;
     assert_eq!(tree_row, "550");
     b.axe("thread totals").await;
@@ -1200,28 +1249,62 @@ async fn totals_routes_refuse_bad_input_with_problems() {
     let (pump, roots) = usage_host(Arc::new(agentpump::history::MemoryHistory::new())).await;
     let base = support::serve(&pump, TOKEN, 1024 * 1024).await;
     let client = support::http_client();
-    let get = |path: String| client.get(format!("{base}{path}")).bearer_auth(TOKEN).send();
+    let get = |path: String| {
+        client
+            .get(format!("{base}{path}"))
+            .bearer_auth(TOKEN)
+            .send()
+    };
     let (status, body) = support::problem(
-        get(format!("/view/threads/{}/totals", uuid::Uuid::new_v4())).await.unwrap(),
+        get(format!("/view/threads/{}/totals", uuid::Uuid::new_v4()))
+            .await
+            .unwrap(),
     )
     .await;
-    assert_eq!((status.as_u16(), body["code"].as_str()), (404, Some("unknown-thread")));
+    assert_eq!(
+        (status.as_u16(), body["code"].as_str()),
+        (404, Some("unknown-thread"))
+    );
     let (status, body) = support::problem(get("/view/totals?by=week".into()).await.unwrap()).await;
-    assert_eq!((status.as_u16(), body["code"].as_str()), (400, Some("bad-grouping")));
-    assert!(body["detail"].as_str().unwrap().contains("listener, day"), "{body}");
+    assert_eq!(
+        (status.as_u16(), body["code"].as_str()),
+        (400, Some("bad-grouping"))
+    );
+    assert!(
+        body["detail"].as_str().unwrap().contains("listener, day"),
+        "{body}"
+    );
     for limit in ["0", "367"] {
-        let (status, body) =
-            support::problem(get(format!("/view/totals?by=day&limit={limit}")).await.unwrap()).await;
-        assert_eq!((status.as_u16(), body["code"].as_str()), (400, Some("bad-limit")), "{body}");
-        assert!(body["detail"].as_str().unwrap().contains("1 to 366"), "{body}");
+        let (status, body) = support::problem(
+            get(format!("/view/totals?by=day&limit={limit}"))
+                .await
+                .unwrap(),
+        )
+        .await;
+        assert_eq!(
+            (status.as_u16(), body["code"].as_str()),
+            (400, Some("bad-limit")),
+            "{body}"
+        );
+        assert!(
+            body["detail"].as_str().unwrap().contains("1 to 366"),
+            "{body}"
+        );
     }
     let (status, _) = support::problem(get("/view/totals?group=day".into()).await.unwrap()).await;
     assert_eq!(status.as_u16(), 400, "an unknown query key");
-    let unauthorized = client.get(format!("{base}/view/totals")).send().await.unwrap();
+    let unauthorized = client
+        .get(format!("{base}/view/totals"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(unauthorized.status(), 401);
     let expected = expected_totals(&pump, &all_threads(&pump, &roots)).await;
     let by_listener = get_json(&base, "/view/totals").await;
     assert_eq!(by_listener["by"], "listener");
-    assert_eq!(by_listener["groups"][0]["tokens_in"], expected["alpha"]["tokens_in"]);
+    assert_eq!(
+        by_listener["groups"][0]["tokens_in"],
+        expected["alpha"]["tokens_in"]
+    );
     assert_eq!(by_listener["groups"][1]["cost"], expected["beta"]["cost"]);
 }

@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use crate::governor::Usage;
 use crate::MessageId;
+use crate::governor::Usage;
 
 /// A handled delivery: which record it delivered and what its handler reported.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -14,8 +14,8 @@ use super::{
     RecordKind, Recovery, Ticket, is_clear_context, verify_chain,
 };
 use crate::Counters;
-use crate::governor::Usage;
 use crate::governor::HaltingReport;
+use crate::governor::Usage;
 use crate::{MessageId, ThreadId, ThreadInfo, ThreadState};
 
 /// History in memory: complete and hash-chained like the durable store, gone when dropped.

@@ -31,8 +31,8 @@ use rusqlite::Connection;
 
 use super::memory::now_us;
 use super::{
-    Anchor, Archive, Batch, HistoryError, HistoryStore, Mark, Pruned, Record, Recovery, ThreadFilter,
-    ThreadPage, Ticket,
+    Anchor, Archive, Batch, HistoryError, HistoryStore, Mark, Pruned, Record, Recovery,
+    ThreadFilter, ThreadPage, Ticket,
 };
 use crate::governor::HaltingReport;
 use crate::{MessageId, QName, ThreadId, ThreadInfo, ThreadState};

@@ -229,7 +229,7 @@ impl Browser {
         });
         let source =
             std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("AGENTPUMP_AXE={path}: {e}"));
-        if self.eval("return typeof window.axe").await != Value::from("object") {
+        if self.eval("return typeof window.axe").await != "object" {
             self.eval(&format!("{source}\n;return true")).await;
         }
         let found = self
