@@ -27,8 +27,9 @@ use async_trait::async_trait;
 
 pub use audit::{AuditError, audit, replay};
 pub use chain::{ChainBreak, verify_chain};
-pub use mark::Mark;
+pub use mark::{Mark, Timing};
 pub use memory::MemoryHistory;
+pub(crate) use memory::now_us;
 pub use page::{ThreadFilter, ThreadPage, ThreadSummary};
 pub use prune::{Anchor, AnchorBreak, Archive, Pruned, verify_anchors};
 pub use record::{NewRecord, Record, RecordKind};
@@ -174,6 +175,8 @@ pub struct Delivered {
     /// The handler failed (an error, a panic, a timeout, an upstream failure): counted in
     /// [`Counters::failures`](crate::Counters::failures), so a restart restores the count.
     pub failed: bool,
+    /// When its handler ran (none for a delivery without a handler call, such as a refusal).
+    pub timing: Option<Timing>,
 }
 
 /// What a store knows about threads that lived before this process: what a restarted pump

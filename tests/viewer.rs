@@ -1241,7 +1241,8 @@ async fn totals_add_up_the_history_by_thread_tree_listener_and_day() {
     b.close().await;
 }
 
-/// Issue 33 (Totals), bad input: an unknown thread is a 404 problem, a grouping other than
+/// Issue 33 (Time and Totals), bad input: an unknown thread is a 404 problem (totals and
+/// timing), a grouping other than
 /// `listener` or `day` a 400 naming both, a limit out of range a 400 naming the range — and over
 /// the in-memory history the sums are the history's too.
 #[tokio::test]
@@ -1257,6 +1258,16 @@ async fn totals_routes_refuse_bad_input_with_problems() {
     };
     let (status, body) = support::problem(
         get(format!("/view/threads/{}/totals", uuid::Uuid::new_v4()))
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(
+        (status.as_u16(), body["code"].as_str()),
+        (404, Some("unknown-thread"))
+    );
+    let (status, body) = support::problem(
+        get(format!("/view/threads/{}/timing", uuid::Uuid::new_v4()))
             .await
             .unwrap(),
     )
@@ -1307,4 +1318,127 @@ async fn totals_routes_refuse_bad_input_with_problems() {
         expected["alpha"]["tokens_in"]
     );
     assert_eq!(by_listener["groups"][1]["cost"], expected["beta"]["cost"]);
+}
+
+/// Issue 33: "Time: a waterfall of a thread (and its children) with each delivery's queue wait,
+/// handler time, commit time and LLM latency, from what the history records (add what it
+/// lacks)" — every handled delivery of a thread and its child has its acceptance (the record's
+/// stamp), handler start and end, and commit instants, in that order; the waterfall's segments
+/// add up to each delivery's span; a delivery recorded without timings reads "not recorded".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_waterfall_shows_each_deliverys_queue_handler_and_commit_time() {
+    let scratch = Scratch::new("viewer-waterfall");
+    let store = agentpump::history::SqliteHistory::open(scratch.db()).unwrap();
+    let (pump, roots) = usage_host(Arc::new(store)).await;
+    let base = support::serve(&pump, TOKEN, 1024 * 1024).await;
+    let root = roots[2];
+    let timing = get_json(&base, &format!("/view/threads/{root}/timing")).await;
+    let lanes = timing["lanes"].as_array().unwrap();
+    assert_eq!(lanes.len(), 2, "the thread and its child: {timing}");
+    assert_eq!(
+        (lanes[0]["id"].as_str(), lanes[0]["depth"].as_u64()),
+        (Some(root.to_string().as_str()), Some(0))
+    );
+    assert_eq!(
+        (lanes[1]["parent"].as_str(), lanes[1]["depth"].as_u64()),
+        (Some(root.to_string().as_str()), Some(1))
+    );
+    let mut spans = Vec::new();
+    for lane in lanes {
+        let thread: ThreadId = lane["id"].as_str().unwrap().parse().unwrap();
+        let records = pump.history(thread).await.unwrap();
+        for d in lane["deliveries"].as_array().unwrap() {
+            let seq = d["seq"].as_u64().unwrap();
+            let record = records
+                .iter()
+                .find(|r| r.seq == seq)
+                .expect("a delivered record");
+            assert_eq!(d["accepted_us"].as_i64(), Some(record.time_us));
+            assert_eq!(d["listener"].as_str(), record.to.as_deref());
+            let at = |k: &str| d[k].as_i64().unwrap_or_else(|| panic!("{k} recorded: {d}"));
+            assert!(
+                at("accepted_us") <= at("started_us")
+                    && at("started_us") <= at("handled_us")
+                    && at("handled_us") <= at("committed_us"),
+                "instants in order: {d}"
+            );
+            spans.push((seq, at("committed_us") - at("accepted_us")));
+        }
+    }
+    assert_eq!(
+        spans.len(),
+        4,
+        "alpha's work and the two system messages about its child, beta's job"
+    );
+
+    let b = Browser::start(&scratch, false).await;
+    b.goto(&format!("{base}/?token={TOKEN}#/thread/{root}"))
+        .await;
+    b.until(
+        "the waterfall",
+        "document.querySelectorAll('#t-timing .wf-row').length === 4",
+    )
+    .await;
+    let drawn = b
+        .eval("return [...document.querySelectorAll('#t-timing .wf-row')].map(r => [Number(r.dataset.seq), [...r.querySelectorAll('rect')].reduce((s, x) => s + Number(x.dataset.us), 0), r.querySelectorAll('rect').length])")
+        .await;
+    for (seq, span) in &spans {
+        let row = drawn
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r[0] == *seq)
+            .expect("a drawn row");
+        assert_eq!(
+            (row[1].as_i64(), row[2].as_u64()),
+            (Some(*span), Some(3)),
+            "segments add up to the span of #{seq}"
+        );
+    }
+    assert_eq!(b.count("#t-timing .wf-legend li").await, 3);
+    assert_eq!(
+        b.count("#t-timing table tbody tr").await,
+        4,
+        "the text alternative"
+    );
+    b.axe("waterfall").await;
+    b.screenshot(&shots(&scratch), "viewer-waterfall.png").await;
+
+    // A delivery committed before timings were kept: its instants are NULL in the file.
+    let (first, _) = spans[0];
+    let conn = rusqlite::Connection::open(scratch.db()).unwrap();
+    conn.execute(
+        "UPDATE records SET started_us = NULL, handled_us = NULL, committed_us = NULL WHERE seq = ?1",
+        [first as i64],
+    )
+    .unwrap();
+    drop(conn);
+    let timing = get_json(&base, &format!("/view/threads/{root}/timing")).await;
+    let old = &timing["lanes"][0]["deliveries"][0];
+    assert_eq!(
+        (old["started_us"].is_null(), old["committed_us"].is_null()),
+        (true, true),
+        "{old}"
+    );
+    b.goto(&format!("{base}/?token={TOKEN}#/")).await;
+    b.goto(&format!("{base}/?token={TOKEN}#/thread/{root}"))
+        .await;
+    b.until(
+        "the old delivery not recorded",
+        &format!("document.querySelector('#t-timing .wf-row[data-seq=\"{first}\"] .wf-none')?.textContent === 'not recorded'"),
+    )
+    .await;
+    let cells = b.eval(&format!("return [...document.querySelectorAll('#t-timing tr[data-seq=\"{first}\"] td.num')].slice(1).map(c => c.textContent)")).await;
+    assert_eq!(
+        cells,
+        serde_json::json!([
+            "not recorded",
+            "not recorded",
+            "not recorded",
+            "not recorded"
+        ])
+    );
+    let errors = b.eval("return window.viewerErrors").await;
+    assert_eq!(errors, serde_json::json!([]), "console errors");
+    b.close().await;
 }

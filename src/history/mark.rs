@@ -9,6 +9,16 @@ use serde::Serialize;
 use crate::MessageId;
 use crate::governor::Usage;
 
+/// When a delivery's handler started and ended, wall clock, microseconds since the Unix epoch:
+/// measured by the pump, kept with the delivered mark (never in the hash chain).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Timing {
+    /// The handler was called.
+    pub started_us: i64,
+    /// The handler returned (or failed, or timed out).
+    pub handled_us: i64,
+}
+
 /// A handled delivery: which record it delivered and what its handler reported.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Mark {
@@ -22,4 +32,8 @@ pub struct Mark {
     pub time_us: i64,
     /// What the handler reported spending.
     pub usage: Usage,
+    /// When its handler ran; `None` for a delivery recorded before timings were kept.
+    pub timing: Option<Timing>,
+    /// When the store committed it; `None` for a delivery recorded before timings were kept.
+    pub committed_us: Option<i64>,
 }

@@ -11,7 +11,7 @@ use dashmap::mapref::entry::Entry;
 
 use super::{
     Batch, ChainBreak, Delivered, HistoryError, HistoryStore, Mark, RECENT_DELIVERIES, Record,
-    RecordKind, Recovery, Ticket, is_clear_context, verify_chain,
+    RecordKind, Recovery, Ticket, Timing, is_clear_context, verify_chain,
 };
 use crate::Counters;
 use crate::governor::HaltingReport;
@@ -61,8 +61,18 @@ struct ThreadLog {
     /// Indexes of the last deliveries that cost a turn, oldest first (at most
     /// [`RECENT_DELIVERIES`]).
     delivered: VecDeque<usize>,
-    /// Every handled delivery: the index of its record and what its handler reported.
-    marks: Vec<(usize, Usage)>,
+    /// Every handled delivery, in commit order.
+    marks: Vec<Kept>,
+}
+
+/// A handled delivery as this store keeps it (see [`Mark`]).
+#[derive(Debug)]
+struct Kept {
+    /// The index of the delivered record.
+    index: usize,
+    usage: Usage,
+    timing: Option<Timing>,
+    committed_us: i64,
 }
 
 impl ThreadLog {
@@ -329,14 +339,16 @@ impl HistoryStore for MemoryHistory {
             return Ok(Vec::new());
         };
         let log = lock(&log);
-        let marks = log.marks.iter().filter_map(|(index, usage)| {
-            let r = log.records.get(*index)?;
+        let marks = log.marks.iter().filter_map(|k| {
+            let r = log.records.get(k.index)?;
             Some(Mark {
                 seq: r.seq,
                 id: r.id,
                 listener: r.to.clone(),
                 time_us: r.time_us,
-                usage: usage.clone(),
+                usage: k.usage.clone(),
+                timing: k.timing,
+                committed_us: Some(k.committed_us),
             })
         });
         Ok(marks.collect())
@@ -464,7 +476,12 @@ impl MemoryHistory {
                     log.mark_delivered(index);
                 }
                 log.counters.add_usage(&d.usage);
-                log.marks.push((index, d.usage.clone()));
+                log.marks.push(Kept {
+                    index,
+                    usage: d.usage.clone(),
+                    timing: d.timing,
+                    committed_us: time_us,
+                });
                 log.counters.failures += u64::from(d.failed);
             }
         }
@@ -526,6 +543,7 @@ mod tests {
             },
             free: false,
             failed: false,
+            timing: None,
         };
         h.append(Batch {
             delivered: Some(delivered),

@@ -1,5 +1,11 @@
-//! The handled deliveries of a thread, read from the usage columns the delivery's commit wrote
-//! on its record (`handled` is 1 or 2 for a handled delivery, plus 4 when it failed).
+//! The handled deliveries of a thread, read from the usage and timing columns the delivery's
+//! commit wrote on its record (`handled` is 1 or 2 for a handled delivery, plus 4 when it
+//! failed).
+//!
+//! The timing columns (`started_us`, `handled_us`, `committed_us`) came after schema 4: a writer
+//! adds them to an older file when it opens it (nullable, so no version change: an older build
+//! writes on without filling them, and its deliveries read as not timed); a read-only open of a
+//! file without them reads every timing as `NULL`.
 
 use rusqlite::{Connection, params};
 use rust_decimal::Decimal;
@@ -7,14 +13,44 @@ use rust_decimal::Decimal;
 use super::queries::parse;
 use crate::ThreadId;
 use crate::governor::Usage;
-use crate::history::Mark;
+use crate::history::{Mark, Timing};
+
+/// The timing columns, in the order [`marks`] reads them.
+const TIMING: [&str; 3] = ["started_us", "handled_us", "committed_us"];
+
+/// Whether the records table has the timing columns.
+fn has_timing(conn: &Connection) -> rusqlite::Result<bool> {
+    conn.query_row(
+        "SELECT count(*) FROM pragma_table_info('records') WHERE name = 'committed_us'",
+        [],
+        |r| r.get::<_, i64>(0),
+    )
+    .map(|n| n > 0)
+}
+
+/// Adds the timing columns to a file without them (a writer's open).
+pub(crate) fn add_timing(conn: &Connection) -> rusqlite::Result<()> {
+    if has_timing(conn)? {
+        return Ok(());
+    }
+    let tx = conn.unchecked_transaction()?;
+    for column in TIMING {
+        tx.execute_batch(&format!("ALTER TABLE records ADD COLUMN {column} INTEGER"))?;
+    }
+    tx.commit()
+}
 
 /// The marks of `thread`, in record order.
 pub(crate) fn marks(conn: &Connection, thread: ThreadId) -> rusqlite::Result<Vec<Mark>> {
-    let mut stmt = conn.prepare_cached(
-        "SELECT seq, id, recipient, time_us, tokens_in, tokens_out, cost, tool_calls, usage_estimated
-         FROM records WHERE thread = ?1 AND handled % 4 != 0 ORDER BY seq",
-    )?;
+    let timing = if has_timing(conn)? {
+        TIMING.join(", ")
+    } else {
+        "NULL, NULL, NULL".to_owned()
+    };
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT seq, id, recipient, time_us, tokens_in, tokens_out, cost, tool_calls, usage_estimated, {timing}
+         FROM records WHERE thread = ?1 AND handled % 4 != 0 ORDER BY seq"
+    ))?;
     let rows = stmt.query_map(params![thread.to_string()], |row| {
         Ok(Mark {
             seq: row.get::<_, i64>(0)? as u64,
@@ -28,6 +64,14 @@ pub(crate) fn marks(conn: &Connection, thread: ThreadId) -> rusqlite::Result<Vec
                 tool_calls: row.get::<_, i64>(7)? as u64,
                 estimated: row.get(8)?,
             },
+            timing: match (row.get(9)?, row.get(10)?) {
+                (Some(started_us), Some(handled_us)) => Some(Timing {
+                    started_us,
+                    handled_us,
+                }),
+                _ => None,
+            },
+            committed_us: row.get(11)?,
         })
     })?;
     rows.collect()

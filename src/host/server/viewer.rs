@@ -4,20 +4,22 @@
 //! `agentpump view --db FILE` serves it over a history file alone.
 //!
 //! Routes: `GET /`, `/viewer.css`, `/viewer.js`, `/dom.js`, `/panels.js`, `/process.js`,
-//! `/tasks.js`, `/plan.js`, `/loop.js`, `/inbox.js`, `/totals.js`, `/xml.js`, `/plot.js`
+//! `/tasks.js`, `/plan.js`, `/loop.js`, `/inbox.js`, `/totals.js`, `/timing.js`, `/xml.js`, `/plot.js`
 //! (no data, no token); `POST /session` exchanges
 //! the token for an HttpOnly, SameSite=Strict cookie and `DELETE /session` drops it; and, with
 //! the token (bearer or cookie), `GET /view/info`, `/view/threads`, `/view/threads/{id}` (with
 //! its latest plan),
 //! `/view/threads/{id}/records`, `/view/threads/{id}/process` (its process events, paged),
 //! `/view/threads/{id}/report`, `/view/tasks` (the task ledger, each task with its threads),
-//! `/view/threads/{id}/totals` (the thread's and its tree's usage) and `/view/totals?by=&limit=`
+//! `/view/threads/{id}/totals` (the thread's and its tree's usage), `/view/threads/{id}/timing`
+//! (its tree's deliveries, timed, for the waterfall) and `/view/totals?by=&limit=`
 //! (usage across threads by listener or by day).
 
 mod api;
 mod assets;
 mod session;
 mod tasks;
+mod timing;
 mod totals;
 
 use std::sync::Arc;
@@ -57,6 +59,7 @@ pub(crate) fn routes(viewer: Viewer) -> Router {
         .route("/view/threads/{id}/report", get(api::report))
         .route("/view/tasks", get(tasks::tasks))
         .route("/view/threads/{id}/totals", get(totals::thread))
+        .route("/view/threads/{id}/timing", get(timing::timing))
         .route("/view/totals", get(totals::across))
         .route_layer(axum::middleware::from_fn(super::strict::known_query_keys))
         .layer(axum::middleware::from_fn_with_state(
@@ -77,6 +80,7 @@ pub(crate) fn routes(viewer: Viewer) -> Router {
         .route("/loop.js", get(assets::loop_js))
         .route("/inbox.js", get(assets::inbox_js))
         .route("/totals.js", get(assets::totals_js))
+        .route("/timing.js", get(assets::timing_js))
         .route("/session", post(session::open).delete(session::close))
         .merge(protected)
         .method_not_allowed_fallback(super::routes::method_not_allowed)

@@ -17,6 +17,7 @@ const PLAN_JS: &str = include_str!("assets/plan.js");
 const LOOP_JS: &str = include_str!("assets/loop.js");
 const INBOX_JS: &str = include_str!("assets/inbox.js");
 const TOTALS_JS: &str = include_str!("assets/totals.js");
+const TIMING_JS: &str = include_str!("assets/timing.js");
 
 /// Only this origin, no inline script, no frames.
 const POLICY: &str = "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'; form-action 'self'";
@@ -98,4 +99,9 @@ pub(crate) async fn inbox_js() -> Response {
 /// `GET /totals.js`: usage totals per thread and across threads.
 pub(crate) async fn totals_js() -> Response {
     asset("text/javascript; charset=utf-8", TOTALS_JS)
+}
+
+/// `GET /timing.js`: the waterfall of a thread's deliveries.
+pub(crate) async fn timing_js() -> Response {
+    asset("text/javascript; charset=utf-8", TIMING_JS)
 }

@@ -6,6 +6,7 @@ import { recordItem, drawPlot, drawBudgets, drawReport, drawTree, drawPlan } fro
 import { followCall, timelineItems } from "/process.js";
 import { drawTasks } from "/tasks.js";
 import { drawThreadTotals, drawTotals } from "/totals.js";
+import { drawTiming } from "/timing.js";
 import { drawLoop } from "/loop.js";
 import { showInbox, stopInbox } from "/inbox.js";
 
@@ -207,6 +208,7 @@ async function showThread(id) {
   await loadTimeline();
   await loadDetail();
   drawThreadTotals(await api(`/view/threads/${id}/totals`), $);
+  drawTiming(await api(`/view/threads/${id}/timing`), $);
   say("");
 }
 
