@@ -76,3 +76,41 @@ pub(crate) fn marks(conn: &Connection, thread: ThreadId) -> rusqlite::Result<Vec
     })?;
     rows.collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use rusqlite::Connection;
+
+    use super::{add_timing, has_timing, marks};
+    use crate::ThreadId;
+    use crate::history::sqlite::{Durability, schema};
+
+    /// Issue 33: "Old records without timings show as \"not recorded\", not zero" — a file from
+    /// before the timing columns reads its deliveries untimed, and a writer's open adds the
+    /// columns without touching what the file holds.
+    #[test]
+    fn a_file_without_timing_columns_reads_untimed_and_gains_them() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        schema::prepare(&mut conn, Durability::Normal).unwrap();
+        for column in super::TIMING {
+            conn.execute_batch(&format!("ALTER TABLE records DROP COLUMN {column}"))
+                .unwrap();
+        }
+        assert!(!has_timing(&conn).unwrap());
+        let thread = ThreadId::new();
+        conn.execute(
+            "INSERT INTO records (seq, thread, id, time_us, kind, sender, recipient, root, payload, digest, handled, tokens_in, cost)
+             VALUES (1, ?1, ?2, 42, 'message', 'client', 'alpha', 'x', '<x/>', zeroblob(32), 1, 7, '0.5')",
+            rusqlite::params![thread.to_string(), crate::MessageId::new().to_string()],
+        )
+        .unwrap();
+        let old = marks(&conn, thread).unwrap();
+        assert_eq!(old.len(), 1);
+        assert_eq!((old[0].timing, old[0].committed_us), (None, None));
+        assert_eq!((old[0].time_us, old[0].usage.tokens_in), (42, 7));
+        add_timing(&conn).unwrap();
+        add_timing(&conn).unwrap();
+        assert!(has_timing(&conn).unwrap());
+        assert_eq!(marks(&conn, thread).unwrap(), old);
+    }
+}
