@@ -1442,3 +1442,72 @@ async fn the_waterfall_shows_each_deliverys_queue_handler_and_commit_time() {
     assert_eq!(errors, serde_json::json!([]), "console errors");
     b.close().await;
 }
+
+/// Issue 33 (Time and Totals) on the demo: every handled delivery of every demo tree is timed,
+/// its instants in order from the record's acceptance; and each tree's totals equal the
+/// governor's counters of its threads (deliveries and notices, tokens, cost, tool calls) — the
+/// marks and the ledger agree.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_demo_trees_are_timed_and_their_totals_match_the_counters() {
+    let scratch = Scratch::new("viewer-demo-timing");
+    let (pump, roots) = demo(&scratch).await;
+    let base = support::serve(&pump, TOKEN, 1024 * 1024).await;
+    for root in roots {
+        let timing = get_json(&base, &format!("/view/threads/{root}/timing")).await;
+        let tree = pump.tree(root);
+        assert_eq!(
+            timing["lanes"].as_array().unwrap().len(),
+            tree.len(),
+            "{root}"
+        );
+        for lane in timing["lanes"].as_array().unwrap() {
+            let thread: ThreadId = lane["id"].as_str().unwrap().parse().unwrap();
+            let records = pump.history(thread).await.unwrap();
+            for d in lane["deliveries"].as_array().unwrap() {
+                let record = records
+                    .iter()
+                    .find(|r| Some(r.seq) == d["seq"].as_u64())
+                    .unwrap();
+                let at = |k: &str| d[k].as_i64().unwrap_or_else(|| panic!("{k} recorded: {d}"));
+                assert_eq!(at("accepted_us"), record.time_us);
+                assert!(
+                    at("accepted_us") <= at("started_us")
+                        && at("started_us") <= at("handled_us")
+                        && at("handled_us") <= at("committed_us"),
+                    "{d}"
+                );
+            }
+        }
+        let totals = get_json(&base, &format!("/view/threads/{root}/totals")).await;
+        let mut expected = agentpump::Counters::default();
+        for t in &tree {
+            let c = &t.counters;
+            expected.deliveries += c.deliveries + c.notices;
+            expected.tokens_in += c.tokens_in;
+            expected.tokens_out += c.tokens_out;
+            expected.tool_calls += c.tool_calls;
+            expected.cost += c.cost;
+        }
+        let got = &totals["tree"];
+        assert_eq!(
+            (
+                got["deliveries"].as_u64(),
+                got["tokens_in"].as_u64(),
+                got["tokens_out"].as_u64(),
+                got["tool_calls"].as_u64()
+            ),
+            (
+                Some(expected.deliveries),
+                Some(expected.tokens_in),
+                Some(expected.tokens_out),
+                Some(expected.tool_calls)
+            ),
+            "{root}: {totals}"
+        );
+        assert_eq!(
+            got["cost"].as_str(),
+            Some(expected.cost.to_string().as_str()),
+            "{root}"
+        );
+    }
+}
