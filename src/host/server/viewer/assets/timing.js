@@ -66,5 +66,5 @@ export function drawTiming(data, $) {
     return;
   }
   const legend = el("ul", { class: "wf-legend", "aria-label": "Legend" }, ...SEGMENTS.map(([name, label]) => el("li", {}, el("span", { class: `wf-swatch wf-${name}` }), label)));
-  $("t-timing").replaceChildren(legend, el("div", { class: "wf-scroll" }, chart(all)), el("details", {}, el("summary", { text: "As a table" }), table(all)));
+  $("t-timing").replaceChildren(legend, el("div", { class: "wf-scroll", tabindex: "0", role: "region", "aria-label": "Waterfall, scrollable" }, chart(all)), el("details", {}, el("summary", { text: "As a table" }), table(all)));
 }

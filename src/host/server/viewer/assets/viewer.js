@@ -128,6 +128,7 @@ async function loadDetail() {
   drawTree(d.tree, state.thread); drawReport(id, top.report); drawBudgets(top.report, d.budget); drawPlot(top.report, state.records);
   drawPlan(d.plan);
   drawLoop(id, d.tree, api, () => state.thread).catch(failed);
+  Promise.all([api(`/view/threads/${id}/totals`), api(`/view/threads/${id}/timing`)]).then(([t, w]) => { if (id === state.thread) { drawThreadTotals(t, $); drawTiming(w, $); } }).catch(failed);
   if (d.live && !state.closed) startEvents(); else if (state.closed) stopEvents();
 }
 
@@ -207,8 +208,6 @@ async function showThread(id) {
   await loadRecords();
   await loadTimeline();
   await loadDetail();
-  drawThreadTotals(await api(`/view/threads/${id}/totals`), $);
-  drawTiming(await api(`/view/threads/${id}/timing`), $);
   say("");
 }
 
