@@ -1010,7 +1010,7 @@ fn reported(listener: &str, n: u64) -> agentpump::Usage {
         tokens_out: n,
         cost: rust_decimal::Decimal::new(i64::try_from(n).unwrap(), 4),
         tool_calls: 1,
-        estimated: false,
+        ..agentpump::Usage::default()
     }
 }
 
@@ -1380,7 +1380,7 @@ async fn the_waterfall_shows_each_deliverys_queue_handler_and_commit_time() {
     )
     .await;
     let drawn = b
-        .eval("return [...document.querySelectorAll('#t-timing .wf-row')].map(r => [Number(r.dataset.seq), [...r.querySelectorAll('rect')].reduce((s, x) => s + Number(x.dataset.us), 0), r.querySelectorAll('rect').length])")
+        .eval("return [...document.querySelectorAll('#t-timing .wf-row')].map(r => [Number(r.dataset.seq), [...r.querySelectorAll('rect:not(.wf-llm)')].reduce((s, x) => s + Number(x.dataset.us), 0), r.querySelectorAll('rect:not(.wf-llm)').length])")
         .await;
     for (seq, span) in &spans {
         let row = drawn
@@ -1395,7 +1395,7 @@ async fn the_waterfall_shows_each_deliverys_queue_handler_and_commit_time() {
             "segments add up to the span of #{seq}"
         );
     }
-    assert_eq!(b.count("#t-timing .wf-legend li").await, 3);
+    assert_eq!(b.count("#t-timing .wf-legend li").await, 4);
     assert_eq!(
         b.count("#t-timing table tbody tr").await,
         4,
@@ -1432,6 +1432,7 @@ async fn the_waterfall_shows_each_deliverys_queue_handler_and_commit_time() {
     assert_eq!(
         cells,
         serde_json::json!([
+            "not recorded",
             "not recorded",
             "not recorded",
             "not recorded",

@@ -2,7 +2,8 @@
 //! commit wrote on its record (`handled` is 1 or 2 for a handled delivery, plus 4 when it
 //! failed).
 //!
-//! The timing columns (`started_us`, `handled_us`, `committed_us`) came after schema 4: a writer
+//! The timing columns (`started_us`, `handled_us`, `committed_us`, and `llm_us`, the time the
+//! handler waited for a model) came after schema 4: a writer
 //! adds them to an older file when it opens it (nullable, so no version change: an older build
 //! writes on without filling them, and its deliveries read as not timed); a read-only open of a
 //! file without them reads every timing as `NULL`.
@@ -16,26 +17,35 @@ use crate::governor::Usage;
 use crate::history::{Mark, Timing};
 
 /// The timing columns, in the order [`marks`] reads them.
-const TIMING: [&str; 3] = ["started_us", "handled_us", "committed_us"];
+const TIMING: [&str; 4] = ["started_us", "handled_us", "committed_us", "llm_us"];
 
-/// Whether the records table has the timing columns.
-fn has_timing(conn: &Connection) -> rusqlite::Result<bool> {
+/// Whether the records table has `column`.
+fn has_column(conn: &Connection, column: &str) -> rusqlite::Result<bool> {
     conn.query_row(
-        "SELECT count(*) FROM pragma_table_info('records') WHERE name = 'committed_us'",
-        [],
+        "SELECT count(*) FROM pragma_table_info('records') WHERE name = ?1",
+        [column],
         |r| r.get::<_, i64>(0),
     )
     .map(|n| n > 0)
 }
 
-/// Adds the timing columns to a file without them (a writer's open).
-pub(crate) fn add_timing(conn: &Connection) -> rusqlite::Result<()> {
-    if has_timing(conn)? {
-        return Ok(());
+/// Whether the records table has all the timing columns.
+fn has_timing(conn: &Connection) -> rusqlite::Result<bool> {
+    for column in TIMING {
+        if !has_column(conn, column)? {
+            return Ok(false);
+        }
     }
+    Ok(true)
+}
+
+/// Adds the timing columns a file lacks (a writer's open).
+pub(crate) fn add_timing(conn: &Connection) -> rusqlite::Result<()> {
     let tx = conn.unchecked_transaction()?;
     for column in TIMING {
-        tx.execute_batch(&format!("ALTER TABLE records ADD COLUMN {column} INTEGER"))?;
+        if !has_column(&tx, column)? {
+            tx.execute_batch(&format!("ALTER TABLE records ADD COLUMN {column} INTEGER"))?;
+        }
     }
     tx.commit()
 }
@@ -45,7 +55,7 @@ pub(crate) fn marks(conn: &Connection, thread: ThreadId) -> rusqlite::Result<Vec
     let timing = if has_timing(conn)? {
         TIMING.join(", ")
     } else {
-        "NULL, NULL, NULL".to_owned()
+        "NULL, NULL, NULL, NULL".to_owned()
     };
     let mut stmt = conn.prepare_cached(&format!(
         "SELECT seq, id, recipient, time_us, tokens_in, tokens_out, cost, tool_calls, usage_estimated, {timing}
@@ -63,6 +73,7 @@ pub(crate) fn marks(conn: &Connection, thread: ThreadId) -> rusqlite::Result<Vec
                 cost: parse::<Decimal>(6, row.get_ref(6)?.as_str()?)?,
                 tool_calls: row.get::<_, i64>(7)? as u64,
                 estimated: row.get(8)?,
+                llm_us: row.get::<_, Option<i64>>(12)?.unwrap_or(0) as u64,
             },
             timing: match (row.get(9)?, row.get(10)?) {
                 (Some(started_us), Some(handled_us)) => Some(Timing {

@@ -321,7 +321,7 @@ fn write(conn: &mut Connection, jobs: &[Job], terms: &mut Terms) -> rusqlite::Re
         )?;
         let mut deliver = tx.prepare_cached(
 "UPDATE records SET pending = 0, handled = ?2, tokens_in = ?3, tokens_out = ?4, cost = ?5, tool_calls = ?6, usage_estimated = ?7,
-             started_us = ?8, handled_us = ?9, committed_us = ?10 WHERE id = ?1",
+             started_us = ?8, handled_us = ?9, committed_us = ?10, llm_us = ?11 WHERE id = ?1",
         )?;
         let mut thread = tx.prepare_cached(
             "INSERT INTO threads (id, parent, state, info) VALUES (?1, ?2, ?3, ?4)
@@ -348,6 +348,7 @@ fn write(conn: &mut Connection, jobs: &[Job], terms: &mut Terms) -> rusqlite::Re
                     d.timing.map(|t| t.started_us),
                     d.timing.map(|t| t.handled_us),
                     committed_us,
+                    u.llm_us as i64,
                 ])?;
             }
             for (r, pending) in &job.records {

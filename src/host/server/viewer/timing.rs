@@ -1,6 +1,7 @@
 //! Time: each handled delivery of a thread and its descendants with the instants history keeps —
 //! accepted (the record's stamp), handler started and ended (measured by the pump), committed
-//! (measured by the store) — for the viewer's waterfall. A delivery recorded before timings were
+//! (measured by the store) — and how long the handler waited for a model, for the viewer's
+//! waterfall. A delivery recorded before timings were
 //! kept has `null` instants: "not recorded", never zero.
 
 use axum::Json;
@@ -23,6 +24,8 @@ pub(crate) struct Bar {
     started_us: Option<i64>,
     handled_us: Option<i64>,
     committed_us: Option<i64>,
+    /// Of the handler time, how long it waited for a model (`null` when not recorded).
+    llm_us: Option<u64>,
 }
 
 /// One thread of the tree, parents before their children.
@@ -55,6 +58,7 @@ pub(crate) async fn timing(
                 started_us: m.timing.map(|t| t.started_us),
                 handled_us: m.timing.map(|t| t.handled_us),
                 committed_us: m.committed_us,
+                llm_us: m.timing.map(|_| m.usage.llm_us),
             })
             .collect();
         lanes.push(Lane {

@@ -1,7 +1,8 @@
 // Time: a waterfall of a thread's and its descendants' handled deliveries (GET
 // /view/threads/{id}/timing). Each bar runs from the message's acceptance to its commit, in
 // three segments: queue wait (accepted → handler started), handler (started → ended), commit
-// (ended → committed). Children sit indented under their parent. A delivery recorded before
+// (ended → committed) — and, inside the handler, the time it waited for a model (LLM), from its
+// start. Children sit indented under their parent. A delivery recorded before
 // timings were kept says "not recorded" instead of a bar. A table below says the same in text.
 import { el } from "/dom.js";
 
@@ -41,6 +42,11 @@ function chart(all) {
         rect.append(svg("title", {}, `${label}: ${ms(d[to] - d[from])}`));
         row.append(rect);
       }
+      if (d.llm_us) {
+        const llm = svg("rect", { x: x(d.started_us), y: y + 7, width: Math.max(x(d.started_us + d.llm_us) - x(d.started_us), 1), height: ROW - 14, class: "wf-llm", "data-segment": "llm", "data-us": d.llm_us });
+        llm.append(svg("title", {}, `LLM: ${ms(d.llm_us)}`));
+        row.append(llm);
+      }
     }
     g.append(row);
   });
@@ -51,11 +57,11 @@ function chart(all) {
 function table(all) {
   const cell = (d, from, to) => el("td", { class: "num" }, timed(d) ? ms(d[to] - d[from]) : "not recorded");
   return el("table", { class: "totals wf-table" },
-    el("caption", { text: "Deliveries, timed (queue wait, handler, commit, accepted to committed)" }),
-    el("thead", {}, el("tr", {}, ...["Thread", "Listener", "Seq", ...SEGMENTS.map((s) => s[1]), "Total"].map((h) => el("th", { scope: "col", text: h })))),
+    el("caption", { text: "Deliveries, timed (queue wait, handler, commit, of the handler the LLM's part, accepted to committed)" }),
+    el("thead", {}, el("tr", {}, ...["Thread", "Listener", "Seq", ...SEGMENTS.map((s) => s[1]), "LLM", "Total"].map((h) => el("th", { scope: "col", text: h })))),
     el("tbody", {}, ...all.map(({ lane, d }) => el("tr", { "data-seq": d.seq },
       el("td", { text: lane.path }), el("th", { scope: "row", text: d.listener || "(none)" }), el("td", { class: "num", text: String(d.seq) }),
-      ...SEGMENTS.map(([, , from, to]) => cell(d, from, to)), cell(d, "accepted_us", "committed_us")))));
+      ...SEGMENTS.map(([, , from, to]) => cell(d, from, to)), el("td", { class: "num" }, timed(d) ? ms(d.llm_us) : "not recorded"), cell(d, "accepted_us", "committed_us")))));
 }
 
 // Draws `data` (GET /view/threads/{id}/timing) into #t-timing.
@@ -65,6 +71,6 @@ export function drawTiming(data, $) {
     $("t-timing").replaceChildren(el("p", { class: "muted", text: "No handled deliveries yet." }));
     return;
   }
-  const legend = el("ul", { class: "wf-legend", "aria-label": "Legend" }, ...SEGMENTS.map(([name, label]) => el("li", {}, el("span", { class: `wf-swatch wf-${name}` }), label)));
+  const legend = el("ul", { class: "wf-legend", "aria-label": "Legend" }, ...[...SEGMENTS, ["llm", "LLM (inside the handler)"]].map(([name, label]) => el("li", {}, el("span", { class: `wf-swatch wf-${name}` }), label)));
   $("t-timing").replaceChildren(legend, el("div", { class: "wf-scroll", tabindex: "0", role: "region", "aria-label": "Waterfall, scrollable" }, chart(all)), el("details", {}, el("summary", { text: "As a table" }), table(all)));
 }
