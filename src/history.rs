@@ -13,6 +13,7 @@ mod chain;
 pub mod export;
 #[cfg(feature = "nats")]
 pub mod jetstream;
+mod mark;
 mod memory;
 pub mod page;
 mod prune;
@@ -30,7 +31,9 @@ pub use audit::{AuditError, ForkBreak, audit, forked_from, is_carried, replay, v
 pub use chain::{ChainBreak, verify_chain};
 #[cfg(feature = "nats")]
 pub use jetstream::{JetStreamHistory, JetStreamOptions};
+pub use mark::{Mark, Timing};
 pub use memory::MemoryHistory;
+pub(crate) use memory::now_us;
 pub use page::{ThreadFilter, ThreadPage, ThreadSummary};
 pub use prune::{Anchor, AnchorBreak, Archive, Pruned, verify_anchors};
 pub use record::{NewRecord, Record, RecordKind};
@@ -176,6 +179,8 @@ pub struct Delivered {
     /// The handler failed (an error, a panic, a timeout, an upstream failure): counted in
     /// [`Counters::failures`](crate::Counters::failures), so a restart restores the count.
     pub failed: bool,
+    /// When its handler ran (none for a delivery without a handler call, such as a refusal).
+    pub timing: Option<Timing>,
 }
 
 /// What a store knows about threads that lived before this process: what a restarted pump
@@ -297,6 +302,17 @@ pub trait HistoryStore: Send + Sync + fmt::Debug + 'static {
 
     /// One record by message id.
     async fn record(&self, id: MessageId) -> Result<Option<Record>, HistoryError>;
+
+    /// The handled deliveries of one thread, in record order: what each handler reported
+    /// spending (what the viewer's totals sum).
+    ///
+    /// # Errors
+    ///
+    /// [`HistoryError::Unsupported`] from a store that keeps no per-delivery marks.
+    async fn marks(&self, thread: ThreadId) -> Result<Vec<Mark>, HistoryError> {
+        let _ = thread;
+        Err(HistoryError::Unsupported("keep per-delivery marks"))
+    }
 
     /// Records accepted for delivery and not yet delivered, in order (what a restart re-queues).
     async fn pending(&self) -> Result<Vec<Record>, HistoryError>;

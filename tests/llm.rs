@@ -844,3 +844,31 @@ async fn an_agent_asks_a_person_and_goes_on_with_the_answer() {
         "{second:?}"
     );
 }
+
+/// Issue 33: "each delivery's queue wait, handler time, commit time and LLM latency, from what
+/// the history records" — the agent's delivery records how long it waited for the model (here
+/// at least the model's 150 ms delay), inside its handler time, and the store keeps it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_llm_latency_is_recorded_inside_the_handler_time() {
+    let body = json!({ "choices": [{ "message": { "role": "assistant", "content": format!(r#"<loop xmlns="{GOV}" control="abort"/>"#) } }], "usage": { "prompt_tokens": 7, "completion_tokens": 3 } });
+    let reply = Reply {
+        status: 200,
+        body: body.to_string(),
+        retry_after: None,
+        delay: Duration::from_millis(150),
+    };
+    let (_, base) = serve_model(vec![reply], None).await;
+    let pump = pump(LlmConfig::new(base, "m"), GovernorPolicy::default_budget());
+    let thread = run(&pump, &p("ask", "go")).await;
+    let marks = pump.store().marks(thread).await.unwrap();
+    let asked = marks
+        .iter()
+        .find(|m| m.listener.as_deref() == Some("assistant") && m.usage.llm_us > 0)
+        .expect("the agent's delivery, with its LLM latency");
+    let timing = asked.timing.expect("timed");
+    assert!(asked.usage.llm_us >= 150_000, "{asked:?}");
+    assert!(
+        asked.usage.llm_us <= u64::try_from(timing.handled_us - timing.started_us).unwrap(),
+        "inside the handler time: {asked:?}"
+    );
+}

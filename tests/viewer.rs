@@ -1253,6 +1253,8 @@ async fn the_pages_files_are_compressed_and_cacheable() {
         "/loop.js",
         "/inbox.js",
         "/fork.js",
+        "/totals.js",
+        "/timing.js",
         "/favicon.svg",
     ] {
         let plain = http.get(format!("{base}{path}")).send().await.unwrap();
@@ -1376,4 +1378,515 @@ async fn replay_from_a_middle_record_with_another_budget_and_compare_side_by_sid
         "no replay control read-only"
     );
     b.close().await;
+}
+/// What the usage host's listeners report for a delivery of body `n`: `alpha` reads 10 tokens
+/// per unit, `beta` 100; each writes `n`, makes one tool call and costs `n` ten-thousandths.
+fn reported(listener: &str, n: u64) -> agentpump::Usage {
+    let per = if listener == "alpha" { 10 } else { 100 };
+    agentpump::Usage {
+        tokens_in: n * per,
+        tokens_out: n,
+        cost: rust_decimal::Decimal::new(i64::try_from(n).unwrap(), 4),
+        tool_calls: 1,
+        ..agentpump::Usage::default()
+    }
+}
+
+/// A host whose `alpha` answers `<work>n</work>` by spawning a child thread with `<job>n</job>`
+/// for `beta`; both report [`reported`] usage (system messages report none). Three roots, on
+/// `store`. Both are agents: a tool's delivery would add the tool call the pump counts itself.
+async fn usage_host(
+    store: Arc<dyn agentpump::history::HistoryStore>,
+) -> (PumpHandle, Vec<ThreadId>) {
+    use agentpump::{PumpBuilder, Registration, Role, Spawn};
+    let listener = |name: &'static str| {
+        support::Script::new(move |msg, cx| {
+            if msg.is_system() {
+                return Ok(());
+            }
+            cx.usage(reported(name, support::number(msg)));
+            if name == "alpha" {
+                cx.spawn(Spawn::new(support::p("job", support::body(msg))).sub_id("job"));
+            }
+            Ok(())
+        })
+    };
+    let pump = PumpBuilder::new()
+        .history(store)
+        .register(
+            Registration::new("alpha", listener("alpha"))
+                .accepts(support::q("work"))
+                .peers(["beta"])
+                .role(Role::Agent),
+        )
+        .register(
+            Registration::new("beta", listener("beta"))
+                .accepts(support::q("job"))
+                .role(Role::Agent),
+        )
+        .build()
+        .unwrap();
+    let mut roots = Vec::new();
+    for n in [3, 5, 8] {
+        roots.push(support::start(&pump, &support::p("work", &n.to_string())).await);
+    }
+    for &root in &roots {
+        tokio::time::timeout(Duration::from_secs(10), pump.settle(root))
+            .await
+            .expect("usage host settles");
+    }
+    (pump, roots)
+}
+
+/// Totals computed from the history alone: every record addressed to a listener was delivered
+/// once, and its handler reported [`reported`] for its body (system messages, nothing).
+async fn expected_totals(
+    pump: &PumpHandle,
+    threads: &[ThreadId],
+) -> std::collections::BTreeMap<String, serde_json::Value> {
+    let mut sums: std::collections::BTreeMap<String, agentpump::Usage> = Default::default();
+    let mut count: std::collections::BTreeMap<String, u64> = Default::default();
+    for &t in threads {
+        for r in pump.history(t).await.unwrap() {
+            let Some(to) = r.to.as_deref().filter(|to| ["alpha", "beta"].contains(to)) else {
+                continue;
+            };
+            *count.entry(to.to_owned()).or_default() += 1;
+            let sum = sums.entry(to.to_owned()).or_default();
+            if ["work", "job"].contains(&r.root.local()) {
+                let body = r
+                    .payload
+                    .split('>')
+                    .nth(1)
+                    .unwrap()
+                    .split('<')
+                    .next()
+                    .unwrap();
+                sum.add(&reported(to, body.parse().unwrap()));
+            }
+        }
+    }
+    sums.into_iter()
+        .map(|(listener, u)| {
+            let totals = serde_json::json!({
+                "deliveries": count[&listener], "tokens_in": u.tokens_in, "tokens_out": u.tokens_out,
+                "cost": u.cost.to_string(), "tool_calls": u.tool_calls, "estimated": 0,
+            });
+            (listener, totals)
+        })
+        .collect()
+}
+
+/// Every thread of the usage host's trees.
+fn all_threads(pump: &PumpHandle, roots: &[ThreadId]) -> Vec<ThreadId> {
+    roots
+        .iter()
+        .flat_map(|&r| pump.tree(r).into_iter().map(|t| t.id))
+        .collect()
+}
+
+/// Sums per-listener totals into one (what a tree or a day adds up to).
+fn summed(parts: impl IntoIterator<Item = serde_json::Value>) -> serde_json::Value {
+    let mut total = serde_json::json!({"deliveries": 0, "tokens_in": 0, "tokens_out": 0, "cost": "0", "tool_calls": 0, "estimated": 0});
+    let mut cost = rust_decimal::Decimal::ZERO;
+    for p in parts {
+        for k in [
+            "deliveries",
+            "tokens_in",
+            "tokens_out",
+            "tool_calls",
+            "estimated",
+        ] {
+            total[k] = (total[k].as_u64().unwrap() + p[k].as_u64().unwrap()).into();
+        }
+        cost += p["cost"]
+            .as_str()
+            .unwrap()
+            .parse::<rust_decimal::Decimal>()
+            .unwrap();
+    }
+    total["cost"] = cost.to_string().into();
+    total
+}
+
+async fn get_json(base: &str, path: &str) -> serde_json::Value {
+    let response = support::http_client()
+        .get(format!("{base}{path}"))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200, "{path}");
+    response.json().await.unwrap()
+}
+
+/// Issue 33: "Totals: tokens, cost and tool calls per thread and per tree, and across threads
+/// (by listener, by day)" — the Totals page and a thread's totals equal the sums of the usage
+/// each delivery in the history reported (computed here from `pump.history` alone), on a SQLite
+/// history; costs are exact decimals.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn totals_add_up_the_history_by_thread_tree_listener_and_day() {
+    let scratch = Scratch::new("viewer-totals");
+    let store = agentpump::history::SqliteHistory::open(scratch.db()).unwrap();
+    let (pump, roots) = usage_host(Arc::new(store)).await;
+    let base = support::serve(&pump, TOKEN, 1024 * 1024).await;
+    let threads = all_threads(&pump, &roots);
+    let expected = expected_totals(&pump, &threads).await;
+    let by_listener = get_json(&base, "/view/totals?by=listener").await;
+    let groups: Vec<(String, serde_json::Value)> = by_listener["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| {
+            let mut totals = g.clone();
+            totals.as_object_mut().unwrap().remove("key");
+            (g["key"].as_str().unwrap().to_owned(), totals)
+        })
+        .collect();
+    assert_eq!(groups, expected.clone().into_iter().collect::<Vec<_>>());
+    assert_eq!(
+        expected["beta"]["cost"], "0.0016",
+        "exact decimals: 3 + 5 + 8 ten-thousandths"
+    );
+    let first_us = pump.history(roots[0]).await.unwrap()[0].time_us;
+    let day = std::process::Command::new("date")
+        .args(["-u", "-d", &format!("@{}", first_us / 1_000_000), "+%F"])
+        .output()
+        .unwrap();
+    let day = String::from_utf8(day.stdout).unwrap().trim().to_owned();
+    let by_day = get_json(&base, "/view/totals?by=day&limit=5").await;
+    let mut today = by_day["groups"][0].clone();
+    assert_eq!(
+        today.as_object_mut().unwrap().remove("key").unwrap(),
+        day.as_str()
+    );
+    assert_eq!(today, summed(expected.values().cloned()));
+    // A thread alone, and its tree (the root's alpha delivery and its child's beta delivery).
+    let tree = pump
+        .tree(roots[1])
+        .into_iter()
+        .map(|t| t.id)
+        .collect::<Vec<_>>();
+    let own = expected_totals(&pump, &roots[1..2]).await;
+    let all = expected_totals(&pump, &tree).await;
+    let totals = get_json(&base, &format!("/view/threads/{}/totals", roots[1])).await;
+    assert_eq!(totals["thread"], summed(own.into_values()));
+    assert_eq!(totals["tree"], summed(all.into_values()));
+    assert_eq!(totals["threads"], 2);
+    assert_eq!(totals["tree"]["tokens_in"], 50 + 500);
+
+    let b = Browser::start(&scratch, false).await;
+    b.goto(&format!("{base}/?token={TOKEN}#/totals")).await;
+    let cells = "return [...document.querySelectorAll('#totals-body tbody tr')].map(r => [...r.children].map(c => c.textContent))";
+    b.until(
+        "the totals by listener",
+        "document.querySelectorAll('#totals-body tbody tr').length === 2",
+    )
+    .await;
+    let shown = b.eval(cells).await;
+    let beta = &expected["beta"];
+    assert_eq!(
+        shown[1],
+        serde_json::json!([
+            "beta",
+            beta["deliveries"].to_string(),
+            beta["tokens_in"].to_string(),
+            beta["tokens_out"].to_string(),
+            beta["tool_calls"].to_string(),
+            "0.0016"
+        ])
+    );
+    b.axe("totals").await;
+    b.screenshot(&shots(&scratch), "viewer-totals.png").await;
+    b.click("#totals-by-day").await;
+    b.until(
+        "the totals by day",
+        &format!("document.querySelector('#totals-body tbody th')?.textContent === '{day}'"),
+    )
+    .await;
+    b.goto(&format!("{base}/?token={TOKEN}#/thread/{}", roots[1]))
+        .await;
+    b.until(
+        "the thread's totals",
+        "document.querySelectorAll('#t-totals tbody tr').length === 2",
+    )
+    .await;
+    let tree_row = b.eval("return document.querySelector('#t-totals tbody tr:nth-child(2) [data-col=tokens_in]').textContent").await;
+    assert_eq!(tree_row, "550");
+    b.axe("thread totals").await;
+    let errors = b.eval("return window.viewerErrors").await;
+    assert_eq!(errors, serde_json::json!([]), "console errors");
+    b.close().await;
+}
+
+/// Issue 33 (Time and Totals), bad input: an unknown thread is a 404 problem (totals and
+/// timing), a grouping other than
+/// `listener` or `day` a 400 naming both, a limit out of range a 400 naming the range — and over
+/// the in-memory history the sums are the history's too.
+#[tokio::test]
+async fn totals_routes_refuse_bad_input_with_problems() {
+    let (pump, roots) = usage_host(Arc::new(agentpump::history::MemoryHistory::new())).await;
+    let base = support::serve(&pump, TOKEN, 1024 * 1024).await;
+    let client = support::http_client();
+    let get = |path: String| {
+        client
+            .get(format!("{base}{path}"))
+            .bearer_auth(TOKEN)
+            .send()
+    };
+    let (status, body) = support::problem(
+        get(format!("/view/threads/{}/totals", uuid::Uuid::new_v4()))
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(
+        (status.as_u16(), body["code"].as_str()),
+        (404, Some("unknown-thread"))
+    );
+    let (status, body) = support::problem(
+        get(format!("/view/threads/{}/timing", uuid::Uuid::new_v4()))
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(
+        (status.as_u16(), body["code"].as_str()),
+        (404, Some("unknown-thread"))
+    );
+    let (status, body) = support::problem(get("/view/totals?by=week".into()).await.unwrap()).await;
+    assert_eq!(
+        (status.as_u16(), body["code"].as_str()),
+        (400, Some("bad-grouping"))
+    );
+    assert!(
+        body["detail"].as_str().unwrap().contains("listener, day"),
+        "{body}"
+    );
+    for limit in ["0", "367"] {
+        let (status, body) = support::problem(
+            get(format!("/view/totals?by=day&limit={limit}"))
+                .await
+                .unwrap(),
+        )
+        .await;
+        assert_eq!(
+            (status.as_u16(), body["code"].as_str()),
+            (400, Some("bad-limit")),
+            "{body}"
+        );
+        assert!(
+            body["detail"].as_str().unwrap().contains("1 to 366"),
+            "{body}"
+        );
+    }
+    let (status, _) = support::problem(get("/view/totals?group=day".into()).await.unwrap()).await;
+    assert_eq!(status.as_u16(), 400, "an unknown query key");
+    let unauthorized = client
+        .get(format!("{base}/view/totals"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(unauthorized.status(), 401);
+    let expected = expected_totals(&pump, &all_threads(&pump, &roots)).await;
+    let by_listener = get_json(&base, "/view/totals").await;
+    assert_eq!(by_listener["by"], "listener");
+    assert_eq!(
+        by_listener["groups"][0]["tokens_in"],
+        expected["alpha"]["tokens_in"]
+    );
+    assert_eq!(by_listener["groups"][1]["cost"], expected["beta"]["cost"]);
+}
+
+/// Issue 33: "Time: a waterfall of a thread (and its children) with each delivery's queue wait,
+/// handler time, commit time and LLM latency, from what the history records (add what it
+/// lacks)" — every handled delivery of a thread and its child has its acceptance (the record's
+/// stamp), handler start and end, and commit instants, in that order; the waterfall's segments
+/// add up to each delivery's span; a delivery recorded without timings reads "not recorded".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_waterfall_shows_each_deliverys_queue_handler_and_commit_time() {
+    let scratch = Scratch::new("viewer-waterfall");
+    let store = agentpump::history::SqliteHistory::open(scratch.db()).unwrap();
+    let (pump, roots) = usage_host(Arc::new(store)).await;
+    let base = support::serve(&pump, TOKEN, 1024 * 1024).await;
+    let root = roots[2];
+    let timing = get_json(&base, &format!("/view/threads/{root}/timing")).await;
+    let lanes = timing["lanes"].as_array().unwrap();
+    assert_eq!(lanes.len(), 2, "the thread and its child: {timing}");
+    assert_eq!(
+        (lanes[0]["id"].as_str(), lanes[0]["depth"].as_u64()),
+        (Some(root.to_string().as_str()), Some(0))
+    );
+    assert_eq!(
+        (lanes[1]["parent"].as_str(), lanes[1]["depth"].as_u64()),
+        (Some(root.to_string().as_str()), Some(1))
+    );
+    let mut spans = Vec::new();
+    for lane in lanes {
+        let thread: ThreadId = lane["id"].as_str().unwrap().parse().unwrap();
+        let records = pump.history(thread).await.unwrap();
+        for d in lane["deliveries"].as_array().unwrap() {
+            let seq = d["seq"].as_u64().unwrap();
+            let record = records
+                .iter()
+                .find(|r| r.seq == seq)
+                .expect("a delivered record");
+            assert_eq!(d["accepted_us"].as_i64(), Some(record.time_us));
+            assert_eq!(d["listener"].as_str(), record.to.as_deref());
+            let at = |k: &str| d[k].as_i64().unwrap_or_else(|| panic!("{k} recorded: {d}"));
+            assert!(
+                at("accepted_us") <= at("started_us")
+                    && at("started_us") <= at("handled_us")
+                    && at("handled_us") <= at("committed_us"),
+                "instants in order: {d}"
+            );
+            spans.push((seq, at("committed_us") - at("accepted_us")));
+        }
+    }
+    assert_eq!(
+        spans.len(),
+        4,
+        "alpha's work and the two system messages about its child, beta's job"
+    );
+
+    let b = Browser::start(&scratch, false).await;
+    b.goto(&format!("{base}/?token={TOKEN}#/thread/{root}"))
+        .await;
+    b.until(
+        "the waterfall",
+        "document.querySelectorAll('#t-timing .wf-row').length === 4",
+    )
+    .await;
+    let drawn = b
+        .eval("return [...document.querySelectorAll('#t-timing .wf-row')].map(r => [Number(r.dataset.seq), [...r.querySelectorAll('rect:not(.wf-llm)')].reduce((s, x) => s + Number(x.dataset.us), 0), r.querySelectorAll('rect:not(.wf-llm)').length])")
+        .await;
+    for (seq, span) in &spans {
+        let row = drawn
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r[0] == *seq)
+            .expect("a drawn row");
+        assert_eq!(
+            (row[1].as_i64(), row[2].as_u64()),
+            (Some(*span), Some(3)),
+            "segments add up to the span of #{seq}"
+        );
+    }
+    assert_eq!(b.count("#t-timing .wf-legend li").await, 4);
+    assert_eq!(
+        b.count("#t-timing table tbody tr").await,
+        4,
+        "the text alternative"
+    );
+    b.axe("waterfall").await;
+    b.screenshot(&shots(&scratch), "viewer-waterfall.png").await;
+
+    // A delivery committed before timings were kept: its instants are NULL in the file.
+    let (first, _) = spans[0];
+    let conn = rusqlite::Connection::open(scratch.db()).unwrap();
+    conn.execute(
+        "UPDATE records SET started_us = NULL, handled_us = NULL, committed_us = NULL WHERE seq = ?1",
+        [first as i64],
+    )
+    .unwrap();
+    drop(conn);
+    let timing = get_json(&base, &format!("/view/threads/{root}/timing")).await;
+    let old = &timing["lanes"][0]["deliveries"][0];
+    assert_eq!(
+        (old["started_us"].is_null(), old["committed_us"].is_null()),
+        (true, true),
+        "{old}"
+    );
+    b.goto(&format!("{base}/?token={TOKEN}#/")).await;
+    b.goto(&format!("{base}/?token={TOKEN}#/thread/{root}"))
+        .await;
+    b.until(
+        "the old delivery not recorded",
+        &format!("document.querySelector('#t-timing .wf-row[data-seq=\"{first}\"] .wf-none')?.textContent === 'not recorded'"),
+    )
+    .await;
+    let cells = b.eval(&format!("return [...document.querySelectorAll('#t-timing tr[data-seq=\"{first}\"] td.num')].slice(1).map(c => c.textContent)")).await;
+    assert_eq!(
+        cells,
+        serde_json::json!([
+            "not recorded",
+            "not recorded",
+            "not recorded",
+            "not recorded",
+            "not recorded"
+        ])
+    );
+    let errors = b.eval("return window.viewerErrors").await;
+    assert_eq!(errors, serde_json::json!([]), "console errors");
+    b.close().await;
+}
+
+/// Issue 33 (Time and Totals) on the demo: every handled delivery of every demo tree is timed,
+/// its instants in order from the record's acceptance; and each tree's totals equal the
+/// governor's counters of its threads (deliveries and notices, tokens, cost, tool calls) — the
+/// marks and the ledger agree.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_demo_trees_are_timed_and_their_totals_match_the_counters() {
+    let scratch = Scratch::new("viewer-demo-timing");
+    let (pump, roots) = demo(&scratch).await;
+    let base = support::serve(&pump, TOKEN, 1024 * 1024).await;
+    for root in roots {
+        let timing = get_json(&base, &format!("/view/threads/{root}/timing")).await;
+        let tree = pump.tree(root);
+        assert_eq!(
+            timing["lanes"].as_array().unwrap().len(),
+            tree.len(),
+            "{root}"
+        );
+        for lane in timing["lanes"].as_array().unwrap() {
+            let thread: ThreadId = lane["id"].as_str().unwrap().parse().unwrap();
+            let records = pump.history(thread).await.unwrap();
+            for d in lane["deliveries"].as_array().unwrap() {
+                let record = records
+                    .iter()
+                    .find(|r| Some(r.seq) == d["seq"].as_u64())
+                    .unwrap();
+                let at = |k: &str| d[k].as_i64().unwrap_or_else(|| panic!("{k} recorded: {d}"));
+                assert_eq!(at("accepted_us"), record.time_us);
+                assert!(
+                    at("accepted_us") <= at("started_us")
+                        && at("started_us") <= at("handled_us")
+                        && at("handled_us") <= at("committed_us"),
+                    "{d}"
+                );
+            }
+        }
+        let totals = get_json(&base, &format!("/view/threads/{root}/totals")).await;
+        let mut expected = agentpump::Counters::default();
+        for t in &tree {
+            let c = &t.counters;
+            expected.deliveries += c.deliveries + c.notices;
+            expected.tokens_in += c.tokens_in;
+            expected.tokens_out += c.tokens_out;
+            expected.tool_calls += c.tool_calls;
+            expected.cost += c.cost;
+        }
+        let got = &totals["tree"];
+        assert_eq!(
+            (
+                got["deliveries"].as_u64(),
+                got["tokens_in"].as_u64(),
+                got["tokens_out"].as_u64(),
+                got["tool_calls"].as_u64()
+            ),
+            (
+                Some(expected.deliveries),
+                Some(expected.tokens_in),
+                Some(expected.tokens_out),
+                Some(expected.tool_calls)
+            ),
+            "{root}: {totals}"
+        );
+        assert_eq!(
+            got["cost"].as_str(),
+            Some(expected.cost.to_string().as_str()),
+            "{root}"
+        );
+    }
 }

@@ -29,6 +29,14 @@ pub struct Usage {
     pub tool_calls: u64,
     /// True when the numbers are an estimate (an endpoint that reported no usage).
     pub estimated: bool,
+    /// Microseconds spent waiting for a model's answers (`LlmAgent` measures it): shown in the
+    /// viewer's waterfall, not a budget.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub llm_us: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl Usage {
@@ -48,6 +56,7 @@ impl Usage {
         self.tokens_out += other.tokens_out;
         self.cost += other.cost;
         self.tool_calls += other.tool_calls;
+        self.llm_us += other.llm_us;
     }
 
     /// The amounts in the governor's spent dimensions.
@@ -104,7 +113,7 @@ impl Counters {
             tokens_out: self.tokens_out,
             cost: self.cost,
             tool_calls: self.tool_calls,
-            estimated: false,
+            ..Usage::default()
         }
         .amount();
         a.add(BudgetName::Turns, Decimal::from(self.deliveries));

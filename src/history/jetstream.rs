@@ -21,8 +21,8 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::memory::now_us;
 use super::{
-    Batch, Delivered, HistoryError, HistoryStore, MemoryHistory, NewRecord, Record, RecordKind,
-    Recovery, Ticket,
+    Batch, Delivered, HistoryError, HistoryStore, Mark, MemoryHistory, NewRecord, Record,
+    RecordKind, Recovery, Ticket, Timing,
 };
 use crate::governor::HaltingReport;
 use crate::{Envelope, Limits, MessageId, Payload, ThreadId, ThreadInfo, ThreadState};
@@ -118,6 +118,8 @@ struct WireDelivered {
     usage: crate::governor::Usage,
     free: bool,
     failed: bool,
+    #[serde(default)]
+    timing: Option<Timing>,
 }
 
 /// Each record's sequence number and digest (hex), as sealed.
@@ -152,6 +154,7 @@ impl Wire {
             usage: d.usage.clone(),
             free: d.free,
             failed: d.failed,
+            timing: d.timing,
         });
         Self {
             time_us,
@@ -189,6 +192,7 @@ impl Wire {
             usage: d.usage,
             free: d.free,
             failed: d.failed,
+            timing: d.timing,
         });
         let batch = Batch {
             records,
@@ -588,6 +592,10 @@ impl HistoryStore for JetStreamHistory {
 
     async fn record(&self, id: MessageId) -> Result<Option<Record>, HistoryError> {
         self.index.record(id).await
+    }
+
+    async fn marks(&self, thread: ThreadId) -> Result<Vec<Mark>, HistoryError> {
+        self.index.marks(thread).await
     }
 
     async fn pending(&self) -> Result<Vec<Record>, HistoryError> {

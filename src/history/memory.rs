@@ -10,11 +10,12 @@ use dashmap::DashMap;
 use dashmap::mapref::entry::Entry;
 
 use super::{
-    Batch, ChainBreak, Delivered, HistoryError, HistoryStore, RECENT_DELIVERIES, Record,
-    RecordKind, Recovery, Ticket, is_clear_context, verify_chain,
+    Batch, ChainBreak, Delivered, HistoryError, HistoryStore, Mark, RECENT_DELIVERIES, Record,
+    RecordKind, Recovery, Ticket, Timing, is_clear_context, verify_chain,
 };
 use crate::Counters;
 use crate::governor::HaltingReport;
+use crate::governor::Usage;
 use crate::{MessageId, ThreadId, ThreadInfo, ThreadState};
 
 /// History in memory: complete and hash-chained like the durable store, gone when dropped.
@@ -60,6 +61,18 @@ struct ThreadLog {
     /// Indexes of the last deliveries that cost a turn, oldest first (at most
     /// [`RECENT_DELIVERIES`]).
     delivered: VecDeque<usize>,
+    /// Every handled delivery, in commit order.
+    marks: Vec<Kept>,
+}
+
+/// A handled delivery as this store keeps it (see [`Mark`]).
+#[derive(Debug)]
+struct Kept {
+    /// The index of the delivered record.
+    index: usize,
+    usage: Usage,
+    timing: Option<Timing>,
+    committed_us: i64,
 }
 
 impl ThreadLog {
@@ -277,6 +290,26 @@ impl HistoryStore for MemoryHistory {
         Ok(found)
     }
 
+    async fn marks(&self, thread: ThreadId) -> Result<Vec<Mark>, HistoryError> {
+        let Some(log) = self.logs.get(&thread).map(|l| Arc::clone(&l)) else {
+            return Ok(Vec::new());
+        };
+        let log = lock(&log);
+        let marks = log.marks.iter().filter_map(|k| {
+            let r = log.records.get(k.index)?;
+            Some(Mark {
+                seq: r.seq,
+                id: r.id,
+                listener: r.to.clone(),
+                time_us: r.time_us,
+                usage: k.usage.clone(),
+                timing: k.timing,
+                committed_us: Some(k.committed_us),
+            })
+        });
+        Ok(marks.collect())
+    }
+
     async fn pending(&self) -> Result<Vec<Record>, HistoryError> {
         Ok(self.pending_records())
     }
@@ -461,6 +494,12 @@ impl MemoryHistory {
                     log.mark_delivered(index);
                 }
                 log.counters.add_usage(&d.usage);
+                log.marks.push(Kept {
+                    index,
+                    usage: d.usage.clone(),
+                    timing: d.timing,
+                    committed_us: time_us,
+                });
                 log.counters.failures += u64::from(d.failed);
             }
         }
@@ -525,6 +564,7 @@ mod tests {
             },
             free: false,
             failed: false,
+            timing: None,
         };
         h.append(Batch {
             delivered: Some(delivered),

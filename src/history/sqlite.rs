@@ -11,6 +11,7 @@
 //! committed and takes writes again, without a restart.
 
 mod lock;
+mod marks;
 mod pages;
 mod prune;
 mod queries;
@@ -30,8 +31,8 @@ use rusqlite::Connection;
 
 use super::memory::now_us;
 use super::{
-    Anchor, Archive, Batch, HistoryError, HistoryStore, Pruned, Record, Recovery, ThreadFilter,
-    ThreadPage, Ticket,
+    Anchor, Archive, Batch, HistoryError, HistoryStore, Mark, Pruned, Record, Recovery,
+    ThreadFilter, ThreadPage, Ticket,
 };
 use crate::governor::HaltingReport;
 use crate::{MessageId, QName, ThreadId, ThreadInfo, ThreadState};
@@ -653,6 +654,11 @@ impl HistoryStore for SqliteHistory {
     async fn record(&self, id: MessageId) -> Result<Option<Record>, HistoryError> {
         self.caught_up().await;
         queries::record(&self.read(), id).map_err(|e| self.query_error(e))
+    }
+
+    async fn marks(&self, thread: ThreadId) -> Result<Vec<Mark>, HistoryError> {
+        self.caught_up().await;
+        marks::marks(&self.read(), thread).map_err(|e| self.query_error(e))
     }
 
     async fn pending(&self) -> Result<Vec<Record>, HistoryError> {

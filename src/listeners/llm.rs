@@ -154,11 +154,14 @@ impl Listener for LlmAgent {
             cost: self.config.cost(prompt_tokens, max_out),
             tool_calls: 0,
             estimated: true,
+            llm_us: 0,
         };
         if let Err(e) = cx.can_spend(&worst) {
             return Err(ListenerError::OverBudget(e.budget));
         }
+        let asked = std::time::Instant::now();
         let answer = client::complete(&self.http, &self.config, &messages).await?;
+        let llm_us = u64::try_from(asked.elapsed().as_micros()).unwrap_or(u64::MAX);
         let estimated = answer.usage.0.is_none() || answer.usage.1.is_none();
         if estimated {
             tracing::warn!(listener = %cx.me(), "the endpoint did not report its usage in full; charging an estimate");
@@ -174,6 +177,7 @@ impl Listener for LlmAgent {
             cost: self.config.cost(tokens_in, tokens_out),
             tool_calls: 0,
             estimated,
+            llm_us,
         });
         cx.emit_text(answer.content);
         Ok(())

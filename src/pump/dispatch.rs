@@ -16,7 +16,7 @@ use super::gate::Admission;
 use super::plan::{Step, Steps};
 use super::tx::Tx;
 use crate::governor::Signals;
-use crate::history::{HistoryError, Ticket};
+use crate::history::{HistoryError, Ticket, Timing};
 use crate::listener::{Context, Delivery, ListenerError, Registration, Usage};
 use crate::system::{ErrorCode, SystemMessage};
 use crate::thread::registry::{Queued, ThreadEntry};
@@ -35,6 +35,8 @@ struct Done<'a> {
     took: Option<Duration>,
     /// A governor notice that cost no turn.
     free: bool,
+    /// When the handler ran, wall clock (kept with the delivered mark for the viewer's waterfall).
+    timing: Timing,
     warnings: Vec<SystemMessage>,
 }
 
@@ -74,11 +76,16 @@ impl Shared {
         let started = timed.then(Instant::now);
         // A call held for a person is not handed to its tool (`pump/inbox/hold.rs`).
         let held = self.held(registration, &delivery).await;
+        let started_us = crate::history::now_us();
         let outcome = match held {
             Some(_) => Ok(()),
             None => invoke(registration, &delivery, &mut cx, deadline).await,
         };
         let took = started.map(|s| s.elapsed());
+        let timing = Timing {
+            started_us,
+            handled_us: crate::history::now_us(),
+        };
         let (outputs, usage, mut spent, on_commit) = cx.into_parts();
         spent.add(&cost.usage());
         let (steps, failure) = match (outcome, held) {
@@ -110,6 +117,7 @@ impl Shared {
             spent,
             took,
             free: cost.free,
+            timing,
             warnings,
         };
         let committed = self.apply_done(entry, done);
@@ -153,6 +161,7 @@ impl Shared {
             a.check_iteration(total.tool_calls, took);
         }
         a.tx.handled(total, done.free);
+        a.tx.timed(done.timing);
         for warning in done.warnings {
             a.tell_me(warning);
         }

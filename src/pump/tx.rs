@@ -8,7 +8,7 @@ use smallvec::SmallVec;
 
 use super::Shared;
 use crate::governor::HaltingReport;
-use crate::history::{Batch, Delivered, HistoryError, NewRecord, RecordKind, Ticket};
+use crate::history::{Batch, Delivered, HistoryError, NewRecord, RecordKind, Ticket, Timing};
 use crate::listener::Usage;
 use crate::pump::inbox::OpenRequest;
 use crate::thread::registry::{Queued, ThreadEntry, ThreadInner};
@@ -51,6 +51,7 @@ impl Tx {
             usage: Usage::default(),
             free: false,
             failed: false,
+            timing: None,
         };
         Self {
             batch: Batch {
@@ -75,6 +76,13 @@ impl Tx {
             d.handled = true;
             d.usage = usage;
             d.free = free;
+        }
+    }
+
+    /// Keeps when the taken message's handler ran with its delivered mark.
+    pub fn timed(&mut self, timing: Timing) {
+        if let Some(d) = self.batch.delivered.as_mut() {
+            d.timing = Some(timing);
         }
     }
 

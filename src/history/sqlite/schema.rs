@@ -177,6 +177,7 @@ pub(crate) fn prepare(conn: &mut Connection, durability: Durability) -> Result<(
     )?;
     conn.execute_batch(&super::views::index())?;
     conn.execute_batch(super::prune::ANCHORS)?;
+    super::marks::add_timing(conn)?;
     Ok(())
 }
 

@@ -306,6 +306,8 @@ impl Terms {
 }
 
 fn write(conn: &mut Connection, jobs: &[Job], terms: &mut Terms) -> rusqlite::Result<()> {
+    // The commit's instant, kept with each delivered mark for the viewer's waterfall.
+    let committed_us = crate::history::now_us();
     let tx = conn.transaction()?;
     terms.check(&tx)?;
     let mut tallies = super::tallies::Deltas::default();
@@ -318,7 +320,8 @@ fn write(conn: &mut Connection, jobs: &[Job], terms: &mut Terms) -> rusqlite::Re
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
         )?;
         let mut deliver = tx.prepare_cached(
-            "UPDATE records SET pending = 0, handled = ?2, tokens_in = ?3, tokens_out = ?4, cost = ?5, tool_calls = ?6, usage_estimated = ?7 WHERE id = ?1",
+"UPDATE records SET pending = 0, handled = ?2, tokens_in = ?3, tokens_out = ?4, cost = ?5, tool_calls = ?6, usage_estimated = ?7,
+             started_us = ?8, handled_us = ?9, committed_us = ?10, llm_us = ?11 WHERE id = ?1",
         )?;
         let mut thread = tx.prepare_cached(
             "INSERT INTO threads (id, parent, state, info) VALUES (?1, ?2, ?3, ?4)
@@ -341,7 +344,11 @@ fn write(conn: &mut Connection, jobs: &[Job], terms: &mut Terms) -> rusqlite::Re
                     u.tokens_out as i64,
                     u.cost.to_string(),
                     u.tool_calls as i64,
-                    u.estimated
+                    u.estimated,
+                    d.timing.map(|t| t.started_us),
+                    d.timing.map(|t| t.handled_us),
+                    committed_us,
+                    u.llm_us as i64,
                 ])?;
             }
             for (r, pending) in &job.records {

@@ -100,12 +100,13 @@ impl IntoResponse for Problem {
 }
 
 impl From<HistoryError> for Problem {
-    /// The history store cannot be read: 503 `history-unavailable`.
+    /// The history store cannot be read: 503 `history-unavailable`; a store that does not do
+    /// what was asked (keep per-delivery marks): 501 `unsupported`.
     fn from(e: HistoryError) -> Self {
-        Self::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "history-unavailable",
-            e.to_string(),
-        )
+        let (status, code) = match e {
+            HistoryError::Unsupported(_) => (StatusCode::NOT_IMPLEMENTED, "unsupported"),
+            _ => (StatusCode::SERVICE_UNAVAILABLE, "history-unavailable"),
+        };
+        Self::new(status, code, e.to_string())
     }
 }

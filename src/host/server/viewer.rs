@@ -4,20 +4,26 @@
 //! `agentpump view --db FILE` serves it over a history file alone.
 //!
 //! Routes: `GET /`, `/viewer.css`, `/viewer.js`, `/dom.js`, `/panels.js`, `/process.js`,
-//! `/tasks.js`, `/plan.js`, `/loop.js`, `/inbox.js`, `/fork.js`, `/xml.js`, `/plot.js`
+//! `/tasks.js`, `/plan.js`, `/loop.js`, `/inbox.js`, `/fork.js`, `/totals.js`, `/timing.js`,
+//! `/xml.js`, `/plot.js`, `/favicon.svg`
 //! (no data, no token); `POST /session` exchanges
 //! the token for an HttpOnly, SameSite=Strict cookie and `DELETE /session` drops it; and, with
 //! the token (bearer or cookie), `GET /view/info`, `/view/threads`, `/view/threads/{id}` (with
 //! its latest plan),
 //! `/view/threads/{id}/records`, `/view/threads/{id}/process` (its process events, paged),
-//! `/view/threads/{id}/report` and `/view/tasks` (the task ledger, each task with its threads).
-//! Replay from a record is the API's `POST /threads/{id}/fork` (`viewer/fork.rs`); read-only, 405.
+//! `/view/threads/{id}/report`, `/view/tasks` (the task ledger, each task with its threads),
+//! `/view/threads/{id}/totals` (the thread's and its tree's usage), `/view/threads/{id}/timing`
+//! (its tree's deliveries, timed, for the waterfall) and `/view/totals?by=&limit=`
+//! (usage across threads by listener or by day). Replay from a record is the API's
+//! `POST /threads/{id}/fork` (`viewer/fork.rs`); read-only, 405.
 
 mod api;
 mod assets;
 pub(super) mod fork;
 mod session;
 mod tasks;
+mod timing;
+mod totals;
 
 use std::sync::Arc;
 
@@ -55,6 +61,9 @@ pub(crate) fn routes(viewer: Viewer) -> Router {
         .route("/view/threads/{id}/process", get(api::process))
         .route("/view/threads/{id}/report", get(api::report))
         .route("/view/tasks", get(tasks::tasks))
+        .route("/view/threads/{id}/totals", get(totals::thread))
+        .route("/view/threads/{id}/timing", get(timing::timing))
+        .route("/view/totals", get(totals::across))
         .route_layer(axum::middleware::from_fn(super::strict::known_query_keys))
         .layer(axum::middleware::from_fn_with_state(
             Arc::clone(&viewer.token),

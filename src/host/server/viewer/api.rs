@@ -106,7 +106,7 @@ pub(crate) async fn threads(
     Ok(Json(page).into_response())
 }
 
-async fn tree(viewer: &Viewer, id: ThreadId) -> Result<Vec<ThreadInfo>, Problem> {
+pub(super) async fn tree(viewer: &Viewer, id: ThreadId) -> Result<Vec<ThreadInfo>, Problem> {
     let tree = match &viewer.pump {
         Some(pump) => pump.tree(id),
         None => viewer.store.subtree(id).await?,

@@ -37,6 +37,8 @@ pub(crate) const FILES: &[(&str, &str, &str)] = &[
     ("/loop.js", JS, include_str!("assets/loop.js")),
     ("/inbox.js", JS, include_str!("assets/inbox.js")),
     ("/fork.js", JS, include_str!("assets/fork.js")),
+    ("/totals.js", JS, include_str!("assets/totals.js")),
+    ("/timing.js", JS, include_str!("assets/timing.js")),
 ];
 
 /// Only this origin, no inline script, no frames.

@@ -5,6 +5,8 @@ import { el, time, stateBadge, classBadge } from "/dom.js";
 import { recordItem, drawPlot, drawBudgets, drawReport, drawTree, drawPlan } from "/panels.js";
 import { followCall, timelineItems } from "/process.js";
 import { drawTasks } from "/tasks.js";
+import { drawThreadTotals, drawTotals } from "/totals.js";
+import { drawTiming } from "/timing.js";
 import { drawLoop } from "/loop.js";
 import { showInbox, stopInbox } from "/inbox.js";
 import { initFork, onRecordsClick, showCompare } from "/fork.js";
@@ -49,9 +51,9 @@ function failed(e) {
 }
 
 function showOnly(id) {
-  for (const s of ["login", "list", "thread", "tasks", "inbox", "compare"]) $(s).hidden = s !== id;
+  for (const s of ["login", "list", "thread", "tasks", "inbox", "compare", "totals"]) $(s).hidden = s !== id;
   $("signout").hidden = id === "login";
-  for (const [nav, view] of [["nav-threads", "list"], ["nav-tasks", "tasks"], ["nav-inbox", "inbox"]]) {
+  for (const [nav, view] of [["nav-threads", "list"], ["nav-tasks", "tasks"], ["nav-inbox", "inbox"], ["nav-totals", "totals"]]) {
     if (view === id) $(nav).setAttribute("aria-current", "page"); else $(nav).removeAttribute("aria-current");
   }
   if (id !== "tasks") stopTaskEvents();
@@ -156,6 +158,7 @@ async function loadDetail() {
   drawTree(d.tree, state.thread); drawReport(id, top.report); drawBudgets(top.report, d.budget); drawPlot(top.report, state.records);
   drawPlan(d.plan);
   drawLoop(id, d.tree, api, () => state.thread).catch(failed);
+  Promise.all([api(`/view/threads/${id}/totals`), api(`/view/threads/${id}/timing`)]).then(([t, w]) => { if (id === state.thread) { drawThreadTotals(t, $); drawTiming(w, $); } }).catch(failed);
   if (d.live && !state.closed) startEvents(); else if (state.closed) stopEvents();
 }
 
@@ -388,6 +391,7 @@ async function route() {
     if (m) await showThread(m[1]);
     else if (c) { stopEvents(); state.thread = null; showOnly("compare"); await showCompare(c[1]); say(""); }
     else if (/^#\/tasks\b/.test(location.hash)) await showTasks();
+    else if (/^#\/totals\b/.test(location.hash)) { stopEvents(); state.thread = null; const by = /^#\/totals\/day\b/.test(location.hash) ? "day" : "listener"; drawTotals(await api(`/view/totals?by=${by}`), $); showOnly("totals"); }
     else if (/^#\/inbox\b/.test(location.hash)) { stopEvents(); showOnly("inbox"); await showInbox($, state.live, failed); }
     else { stopEvents(); state.thread = null; await showList(); }
     const h = document.querySelector("section:not([hidden]) h1");

@@ -1,0 +1,186 @@
+//! Totals: tokens, cost and tool calls summed from the handled deliveries history keeps (its
+//! [`Mark`]s) — per thread and per tree, and across threads by listener or by day. Computed
+//! from the store, so they read the same over a live host and over a history file.
+
+use std::collections::BTreeMap;
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use rust_decimal::Decimal;
+use serde::{Deserialize, Serialize};
+
+use super::Viewer;
+use crate::history::Mark;
+use crate::host::server::Problem;
+use crate::host::server::params::Params;
+use crate::host::server::thread_path::ThreadPath;
+
+/// The groupings `GET /view/totals` takes.
+const GROUPINGS: &str = "listener, day";
+
+/// Most days `GET /view/totals?by=day` returns (and its default).
+const MAX_DAYS: usize = 366;
+
+/// Sums of handled deliveries; `cost` is exact (a decimal string, as the governor writes it).
+#[derive(Debug, Default, Clone, PartialEq, Serialize)]
+pub(crate) struct Totals {
+    deliveries: u64,
+    tokens_in: u64,
+    tokens_out: u64,
+    cost: Decimal,
+    tool_calls: u64,
+    /// Deliveries whose usage was an estimate (an endpoint that reported none).
+    estimated: u64,
+}
+
+impl Totals {
+    fn add(&mut self, mark: &Mark) {
+        let u = &mark.usage;
+        self.deliveries += 1;
+        self.tokens_in += u.tokens_in;
+        self.tokens_out += u.tokens_out;
+        self.cost += u.cost;
+        self.tool_calls += u.tool_calls;
+        self.estimated += u64::from(u.estimated);
+    }
+
+    fn of(marks: &[Mark]) -> Self {
+        let mut totals = Self::default();
+        marks.iter().for_each(|m| totals.add(m));
+        totals
+    }
+}
+
+/// `GET /view/threads/{id}/totals`.
+#[derive(Debug, Serialize)]
+pub(crate) struct ThreadTotals {
+    /// The thread alone.
+    thread: Totals,
+    /// The thread and all its descendants.
+    tree: Totals,
+    /// How many threads the tree has.
+    threads: usize,
+}
+
+/// `GET /view/threads/{id}/totals`: the thread's totals and its tree's.
+pub(crate) async fn thread(
+    State(viewer): State<Viewer>,
+    ThreadPath(id): ThreadPath,
+) -> Result<Response, Problem> {
+    let tree = super::api::tree(&viewer, id).await?;
+    let (mut thread, mut all) = (Totals::default(), Totals::default());
+    for info in &tree {
+        let marks = viewer.store.marks(info.id).await?;
+        marks.iter().for_each(|m| all.add(m));
+        if info.id == id {
+            thread = Totals::of(&marks);
+        }
+    }
+    let threads = tree.len();
+    Ok(Json(ThreadTotals {
+        thread,
+        tree: all,
+        threads,
+    })
+    .into_response())
+}
+
+/// Query of `GET /view/totals`.
+#[derive(Debug, Deserialize)]
+pub(crate) struct Grouping {
+    by: Option<String>,
+    limit: Option<usize>,
+}
+
+/// One group of `GET /view/totals`.
+#[derive(Debug, Serialize)]
+pub(crate) struct Group {
+    /// The listener (`(none)` for messages without an addressee) or the UTC day `YYYY-MM-DD`.
+    key: String,
+    #[serde(flatten)]
+    totals: Totals,
+}
+
+/// `GET /view/totals?by=listener|day&limit=`: every thread's handled deliveries, grouped by the
+/// listener they went to (by name) or by the UTC day they were accepted (newest first, at most
+/// `limit` days, 366 by default and at most).
+pub(crate) async fn across(
+    State(viewer): State<Viewer>,
+    Params(q): Params<Grouping>,
+) -> Result<Response, Problem> {
+    let by_day = match q.by.as_deref().unwrap_or("listener") {
+        "listener" => false,
+        "day" => true,
+        other => {
+            return Err(Problem::new(
+                StatusCode::BAD_REQUEST,
+                "bad-grouping",
+                format!("`by` is `{other}`; it takes one of: {GROUPINGS}"),
+            ));
+        }
+    };
+    let limit = match q.limit {
+        None => MAX_DAYS,
+        Some(n) if (1..=MAX_DAYS).contains(&n) => n,
+        Some(n) => {
+            return Err(Problem::new(
+                StatusCode::BAD_REQUEST,
+                "bad-limit",
+                format!("`limit` is {n}; it takes 1 to {MAX_DAYS}"),
+            ));
+        }
+    };
+    let mut groups: BTreeMap<String, Totals> = BTreeMap::new();
+    for info in viewer.store.threads(None).await? {
+        for mark in viewer.store.marks(info.id).await? {
+            let key = if by_day {
+                utc_day(mark.time_us)
+            } else {
+                mark.listener.as_deref().unwrap_or("(none)").to_owned()
+            };
+            groups.entry(key).or_default().add(&mark);
+        }
+    }
+    let groups: Vec<Group> = groups
+        .into_iter()
+        .map(|(key, totals)| Group { key, totals })
+        .collect();
+    let groups: Vec<Group> = if by_day {
+        groups.into_iter().rev().take(limit).collect()
+    } else {
+        groups
+    };
+    let by = if by_day { "day" } else { "listener" };
+    Ok(Json(serde_json::json!({ "by": by, "groups": groups })).into_response())
+}
+
+/// The UTC date `YYYY-MM-DD` of an instant in microseconds since the Unix epoch (Howard
+/// Hinnant's `civil_from_days`).
+fn utc_day(time_us: i64) -> String {
+    let z = time_us.div_euclid(86_400_000_000) + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::utc_day;
+
+    /// Days are UTC calendar dates, leap days and the epoch included.
+    #[test]
+    fn utc_days() {
+        assert_eq!(utc_day(0), "1970-01-01");
+        assert_eq!(utc_day(-1), "1969-12-31");
+        assert_eq!(utc_day(951_782_400_000_000), "2000-02-29");
+        assert_eq!(utc_day(1_796_083_199_999_999), "2026-11-30");
+    }
+}
