@@ -1195,7 +1195,7 @@ async fn the_studio_fixes_what_a_new_user_tripped_on() {
     )
     .await;
     let wide = b
-        .eval("return [...document.querySelectorAll('body *')].filter(e => e.getBoundingClientRect().right > innerWidth + 0.5 && !e.closest('pre, svg')).slice(0, 8).map(e => e.tagName + (e.id ? '#' + e.id : '') + '.' + e.className + ' ' + Math.round(e.getBoundingClientRect().right))")
+        .eval("return [...document.querySelectorAll('body *')].filter(e => e.getBoundingClientRect().right > innerWidth + 0.5 && !e.closest('pre, svg, .scroll, .wf-scroll')).slice(0, 8).map(e => e.tagName + (e.id ? '#' + e.id : '') + '.' + e.className + ' ' + Math.round(e.getBoundingClientRect().right))")
         .await;
     assert_eq!(wide, serde_json::json!([]), "elements past 390 px");
     b.axe("thread at 390 px").await;

@@ -41,3 +41,9 @@ export function stateBadge(s, cls) {
 
 // A halt class or certificate type as a badge in its tone.
 export function classBadge(cls, attrs = {}) { return el("span", { ...attrs, class: `badge ${tone(cls)}`, text: cls }); }
+
+// `child` in a region that scrolls sideways when it is wider than the page (a wide table on a
+// phone), reachable and scrollable from the keyboard, named `label`.
+export function scrollable(label, child) {
+  return el("div", { class: "scroll", tabindex: "0", role: "region", "aria-label": label }, child);
+}

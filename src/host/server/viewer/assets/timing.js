@@ -4,7 +4,7 @@
 // (ended → committed) — and, inside the handler, the time it waited for a model (LLM), from its
 // start. Children sit indented under their parent. A delivery recorded before
 // timings were kept says "not recorded" instead of a bar. A table below says the same in text.
-import { el } from "/dom.js";
+import { el, scrollable } from "/dom.js";
 
 const NS = "http://www.w3.org/2000/svg";
 const W = 760, LABEL = 230, RIGHT = 10, ROW = 20;
@@ -56,12 +56,12 @@ function chart(all) {
 
 function table(all) {
   const cell = (d, from, to) => el("td", { class: "num" }, timed(d) ? ms(d[to] - d[from]) : "not recorded");
-  return el("table", { class: "totals wf-table" },
+  return scrollable("Deliveries, timed", el("table", { class: "totals wf-table" },
     el("caption", { text: "Deliveries, timed (queue wait, handler, commit, of the handler the LLM's part, accepted to committed)" }),
     el("thead", {}, el("tr", {}, ...["Thread", "Listener", "Seq", ...SEGMENTS.map((s) => s[1]), "LLM", "Total"].map((h) => el("th", { scope: "col", text: h })))),
     el("tbody", {}, ...all.map(({ lane, d }) => el("tr", { "data-seq": d.seq },
       el("td", { text: lane.path }), el("th", { scope: "row", text: d.listener || "(none)" }), el("td", { class: "num", text: String(d.seq) }),
-      ...SEGMENTS.map(([, , from, to]) => cell(d, from, to)), el("td", { class: "num" }, timed(d) ? ms(d.llm_us) : "not recorded"), cell(d, "accepted_us", "committed_us")))));
+      ...SEGMENTS.map(([, , from, to]) => cell(d, from, to)), el("td", { class: "num" }, timed(d) ? ms(d.llm_us) : "not recorded"), cell(d, "accepted_us", "committed_us"))))));
 }
 
 // Draws `data` (GET /view/threads/{id}/timing) into #t-timing.

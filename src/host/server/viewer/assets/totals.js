@@ -2,17 +2,17 @@
 // thread's and its tree's on the thread page (GET /view/threads/{id}/totals), and across threads
 // by listener or by day on the Totals page (GET /view/totals?by=). Costs are the exact decimal
 // strings the server sends, shown as they are.
-import { el } from "/dom.js";
+import { el, scrollable } from "/dom.js";
 
 const COLUMNS = [["deliveries", "Deliveries"], ["tokens_in", "Tokens in"], ["tokens_out", "Tokens out"], ["tool_calls", "Tool calls"], ["cost", "Cost"]];
 
 function table(caption, keyHeader, rows) {
-  return el("table", { class: "totals" },
+  return scrollable(caption, el("table", { class: "totals" },
     el("caption", { text: caption }),
     el("thead", {}, el("tr", {}, el("th", { scope: "col", text: keyHeader }), ...COLUMNS.map(([, h]) => el("th", { scope: "col", class: "num", text: h })))),
     el("tbody", {}, ...rows.map(([key, t]) => el("tr", { "data-key": key },
       el("th", { scope: "row", text: key }),
-      ...COLUMNS.map(([k]) => el("td", { class: "num", "data-col": k, text: String(t[k]) + (k === "deliveries" && t.estimated ? ` (${t.estimated} estimated)` : "") }))))));
+      ...COLUMNS.map(([k]) => el("td", { class: "num", "data-col": k, text: String(t[k]) + (k === "deliveries" && t.estimated ? ` (${t.estimated} estimated)` : "") })))))));
 }
 
 // Draws a thread's totals (`data` from GET /view/threads/{id}/totals) into #t-totals.
