@@ -625,6 +625,25 @@ impl PumpHandle {
         self.shared.system_thread.id
     }
 
+    /// The registered listeners, in registration order: name, what it does and the roots it
+    /// accepts (what the viewer's organism view and compose form offer).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use agentpump::{PumpBuilder, Registration, QName, listeners::Echo};
+    /// let say = QName::new("urn:example:say:v1", "say");
+    /// let pump = PumpBuilder::new().register(Registration::new("echo", Echo).accepts(say.clone())).build()?;
+    /// let listed = pump.listeners();
+    /// assert_eq!((listed[0].name(), listed[0].roots()), ("echo", &[say][..]));
+    /// # Ok::<(), agentpump::BuildError>(())
+    /// ```
+    pub fn listeners(&self) -> Vec<crate::Registration> {
+        (0..self.shared.routes.len())
+            .map(|i| self.shared.routes[i].clone())
+            .collect()
+    }
+
     /// The history store, for reading (records by id, pending messages, threads by state,
     /// reports, verification). Do not `append` through it: records written around the pump
     /// bypass its thread locks and queues, so queue order and history order could differ.

@@ -1255,6 +1255,7 @@ async fn the_pages_files_are_compressed_and_cacheable() {
         "/fork.js",
         "/totals.js",
         "/timing.js",
+        "/organism.js",
         "/favicon.svg",
     ] {
         let plain = http.get(format!("{base}{path}")).send().await.unwrap();
@@ -1889,4 +1890,183 @@ async fn the_demo_trees_are_timed_and_their_totals_match_the_counters() {
             "{root}"
         );
     }
+}
+
+/// The routes of `thread`'s tree counted from its history, as `GET /view/organism` must count
+/// them: (from, to) → how many records, governor decisions left out.
+async fn routes_of(pump: &PumpHandle, thread: ThreadId) -> Vec<(String, String, u64)> {
+    use agentpump::history::RecordKind;
+    let mut counts = std::collections::BTreeMap::new();
+    let mut todo = vec![thread];
+    while let Some(t) = todo.pop() {
+        todo.extend(pump.thread(t).unwrap().children);
+        for r in pump.history(t).await.unwrap() {
+            if r.kind != RecordKind::Decision {
+                let to = r.to.as_deref().unwrap_or("(any)").to_owned();
+                *counts.entry((r.from.to_string(), to)).or_insert(0u64) += 1;
+            }
+        }
+    }
+    counts.into_iter().map(|((f, t), n)| (f, t, n)).collect()
+}
+
+/// Issue 33, "A way in: post a message into a thread (or start one) from the page, with the
+/// organism's listeners and their example payloads to pick from" and "The organism: a graph of
+/// listeners and the routes messages actually took".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thread_is_started_and_sent_into_from_the_page_and_the_organism_shows_its_routes() {
+    let scratch = Scratch::new("viewer-way-in");
+    let (pump, roots) = demo(&scratch).await;
+    let newton = roots[0];
+    let base = support::serve(&pump, TOKEN, 1024 * 1024).await;
+    let shots = shots(&scratch);
+    let b = Browser::start(&scratch, false).await;
+    b.goto(&format!("{base}/?token={TOKEN}#/")).await;
+    b.until(
+        "the start form",
+        "!document.getElementById('start').hidden && !!document.getElementById('start-to')",
+    )
+    .await;
+    b.click("#start > summary").await;
+    b.eval("const s = document.getElementById('start-to'); s.value = 'calculator'; s.dispatchEvent(new Event('change'))")
+        .await;
+    let example = b
+        .eval("return document.getElementById('start-payload').value")
+        .await;
+    // The newest payload the history sent the calculator (a process's tool call, here).
+    let example = example.as_str().unwrap();
+    assert!(
+        example.contains("tool=\"calculator\"") || example.contains("urn:agentpump:calc:v1"),
+        "the calculator's example, from history: {example}"
+    );
+    b.axe("threads list with the start form").await;
+    b.screenshot(&shots, "viewer-compose.png").await;
+    b.type_into(
+        "#start-payload",
+        r#"<calc xmlns="urn:agentpump:calc:v1">6 * 7</calc>"#,
+    )
+    .await;
+    b.click("#start-submit").await;
+    b.until(
+        "the started thread, with the calculator's answer",
+        "/^#\\/thread\\//.test(location.hash) && [...document.querySelectorAll('li.rec pre.raw')].some(p => p.textContent.includes('>42<'))",
+    )
+    .await;
+    let started: ThreadId = b
+        .eval("return location.hash.split('/')[2]")
+        .await
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(
+        pump.history(started).await.unwrap()[0].to.as_deref(),
+        Some("calculator")
+    );
+
+    // Into the thread now open: a message, then a refused one whose problem is shown.
+    b.until(
+        "the send form",
+        "!document.getElementById('send').hidden && !!document.getElementById('send-to')",
+    )
+    .await;
+    b.click("#send > summary").await;
+    b.eval("const s = document.getElementById('send-to'); s.value = 'calculator'; s.dispatchEvent(new Event('change'))")
+        .await;
+    b.type_into(
+        "#send-payload",
+        r#"<calc xmlns="urn:agentpump:calc:v1">40 + 2.5</calc>"#,
+    )
+    .await;
+    b.click("#send-submit").await;
+    b.until(
+        "the sent message's answer, live",
+        "[...document.querySelectorAll('li.rec pre.raw')].some(p => p.textContent.includes('>42.5<'))",
+    )
+    .await;
+    b.type_into("#send-payload", "<calc xmlns=\"urn:agentpump:calc:v1\">1 +")
+        .await;
+    b.click("#send-submit").await;
+    b.until(
+        "the refusal's problem next to the form",
+        "document.getElementById('send-error').textContent.length > 10",
+    )
+    .await;
+    let refusal = b
+        .eval("return document.getElementById('send-error').textContent")
+        .await;
+    assert!(
+        refusal.as_str().unwrap().contains("XML") || refusal.as_str().unwrap().contains("xml"),
+        "the problem's detail: {refusal}"
+    );
+    b.axe("thread with the send form").await;
+
+    // The organism: the routes of the √2 thread's tree, counted as the history says.
+    b.goto(&format!("{base}/#/organism/{newton}")).await;
+    b.until(
+        "the organism's graph",
+        "document.querySelectorAll('#org-svg .org-node').length > 2",
+    )
+    .await;
+    let shown = b
+        .eval("return [...document.querySelectorAll('#org-routes li')].map(li => [li.dataset.from, li.dataset.to, Number(li.dataset.count)])")
+        .await;
+    let expected: Vec<serde_json::Value> = routes_of(&pump, newton)
+        .await
+        .into_iter()
+        .map(|(f, t, n)| serde_json::json!([f, t, n]))
+        .collect();
+    assert_eq!(shown, serde_json::Value::Array(expected));
+    let edges = b.count("#org-svg .org-edge").await;
+    assert_eq!(edges, b.count("#org-routes li").await, "one edge per route");
+    assert!(
+        b.count("#org-listeners tbody tr[data-name='calculator']")
+            .await
+            == 1
+    );
+    b.axe("organism").await;
+    b.eval("window.scrollTo(0, 0)").await;
+    b.screenshot(&shots, "viewer-organism.png").await;
+    let errors = b.eval("return window.viewerErrors").await;
+    assert_eq!(errors, serde_json::json!([]), "console errors");
+    b.close().await;
+}
+
+/// Issue 33: "with the live thread's current listener highlighted" — a thread whose delivery to
+/// a slow listener is running shows that listener as the one holding its next delivery.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_organism_highlights_the_listener_a_live_thread_waits_on() {
+    use agentpump::listeners::Sleep;
+    use agentpump::{PumpBuilder, QName, Registration};
+    let scratch = Scratch::new("viewer-organism-live");
+    let nap = QName::new("urn:example:v1", "nap");
+    let pump = PumpBuilder::new()
+        .register(Registration::new("sleepy", Sleep).accepts(nap))
+        .register(
+            Registration::new("echo", agentpump::listeners::Echo)
+                .accepts(QName::new("urn:example:v1", "say")),
+        )
+        .build()
+        .unwrap();
+    let thread = pump
+        .post(
+            None,
+            Some("sleepy"),
+            r#"<nap xmlns="urn:example:v1" ms="20000"/>"#,
+        )
+        .await
+        .unwrap()
+        .thread();
+    let base = support::serve(&pump, TOKEN, 1024 * 1024).await;
+    let b = Browser::start(&scratch, false).await;
+    b.goto(&format!("{base}/?token={TOKEN}#/organism/{thread}"))
+        .await;
+    b.until(
+        "sleepy highlighted as holding the next delivery",
+        "!!document.querySelector(\"#org-svg .org-node.current[data-name='sleepy']\") && document.querySelectorAll('#org-svg .org-node.current').length === 1 && !!document.querySelector(\"#org-listeners tr.current[data-name='sleepy'] [aria-current]\")",
+    )
+    .await;
+    b.axe("organism, live").await;
+    b.close().await;
+    pump.shutdown(Duration::from_millis(100)).await;
 }

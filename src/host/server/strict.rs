@@ -27,6 +27,7 @@ fn query_keys(method: &Method, path: &str) -> &'static [&'static str] {
         ("/view/threads/{id}/records", _) => &["after", "before", "limit"],
         ("/view/threads/{id}/process", _) => &["after", "limit"],
         ("/view/totals", _) => &["by", "limit"],
+        ("/view/organism", _) => &["thread"],
         _ => &[],
     }
 }

@@ -14,12 +14,14 @@
 //! `/view/threads/{id}/report`, `/view/tasks` (the task ledger, each task with its threads),
 //! `/view/threads/{id}/totals` (the thread's and its tree's usage), `/view/threads/{id}/timing`
 //! (its tree's deliveries, timed, for the waterfall) and `/view/totals?by=&limit=`
-//! (usage across threads by listener or by day). Replay from a record is the API's
+//! (usage across threads by listener or by day), `/view/organism?thread=` (listeners, the routes
+//! messages took, the listener holding a live thread's next delivery). Replay from a record is the API's
 //! `POST /threads/{id}/fork` (`viewer/fork.rs`); read-only, 405.
 
 mod api;
 mod assets;
 pub(super) mod fork;
+mod organism;
 mod session;
 mod tasks;
 mod timing;
@@ -61,6 +63,7 @@ pub(crate) fn routes(viewer: Viewer) -> Router {
         .route("/view/threads/{id}/process", get(api::process))
         .route("/view/threads/{id}/report", get(api::report))
         .route("/view/tasks", get(tasks::tasks))
+        .route("/view/organism", get(organism::organism))
         .route("/view/threads/{id}/totals", get(totals::thread))
         .route("/view/threads/{id}/timing", get(timing::timing))
         .route("/view/totals", get(totals::across))

@@ -39,6 +39,7 @@ pub(crate) const FILES: &[(&str, &str, &str)] = &[
     ("/fork.js", JS, include_str!("assets/fork.js")),
     ("/totals.js", JS, include_str!("assets/totals.js")),
     ("/timing.js", JS, include_str!("assets/timing.js")),
+    ("/organism.js", JS, include_str!("assets/organism.js")),
 ];
 
 /// Only this origin, no inline script, no frames.

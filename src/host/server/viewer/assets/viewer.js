@@ -2,6 +2,7 @@
 // residuals, budgets, halting report, integrity, plan, process timeline; live records and stop/resume
 // on a running host), and the tasks view.
 import { el, time, stateBadge, classBadge } from "/dom.js";
+import { showOrganism, compose } from "/organism.js";
 import { recordItem, drawPlot, drawBudgets, drawReport, drawTree, drawPlan } from "/panels.js";
 import { followCall, timelineItems } from "/process.js";
 import { drawTasks } from "/tasks.js";
@@ -51,9 +52,9 @@ function failed(e) {
 }
 
 function showOnly(id) {
-  for (const s of ["login", "list", "thread", "tasks", "inbox", "compare", "totals"]) $(s).hidden = s !== id;
+  for (const s of ["login", "list", "thread", "tasks", "inbox", "compare", "totals", "organism"]) $(s).hidden = s !== id;
   $("signout").hidden = id === "login";
-  for (const [nav, view] of [["nav-threads", "list"], ["nav-tasks", "tasks"], ["nav-inbox", "inbox"], ["nav-totals", "totals"]]) {
+  for (const [nav, view] of [["nav-threads", "list"], ["nav-tasks", "tasks"], ["nav-inbox", "inbox"], ["nav-totals", "totals"], ["nav-organism", "organism"]]) {
     if (view === id) $(nav).setAttribute("aria-current", "page"); else $(nav).removeAttribute("aria-current");
   }
   if (id !== "tasks") stopTaskEvents();
@@ -102,6 +103,10 @@ async function showList() {
   $("first").href = `#/?${first}`;
   showOnly("list");
   say("");
+  // A way in: start a thread from the page (a running host only).
+  if (state.live && !$("start-box").firstChild) {
+    $("start").hidden = !(await compose($("start-box"), null, api, (a) => { location.hash = `#/thread/${a.thread}`; }));
+  }
   if (state.live && !q.get("before")) startListPoll();
 }
 
@@ -132,6 +137,7 @@ function applyFilters(event) {
 
 async function loadDetail() {
   const id = state.thread;
+  if (!id) return; // a refresh due after the page moved on to another view
   const d = await api(`/view/threads/${id}`);
   if (id !== state.thread) return;
   const top = d.tree[0];
@@ -251,6 +257,9 @@ async function showThread(id) {
     return;
   }
   $("t-body").hidden = false;
+  $("t-organism").href = `#/organism/${id}`;
+  $("send").hidden = !state.live;
+  if (state.live) await compose($("send-box"), id, api, () => { say("Sent.", true); startEvents(); });
   await loadRecords();
   await loadTimeline();
   await loadDetail();
@@ -391,6 +400,7 @@ async function route() {
     if (m) await showThread(m[1]);
     else if (c) { stopEvents(); state.thread = null; showOnly("compare"); await showCompare(c[1]); say(""); }
     else if (/^#\/tasks\b/.test(location.hash)) await showTasks();
+    else if (/^#\/organism\b/.test(location.hash)) { stopEvents(); state.thread = null; const t = /^#\/organism\/([0-9a-f-]{36})/.exec(location.hash); await showOrganism(t && t[1], api, $); showOnly("organism"); say(""); }
     else if (/^#\/totals\b/.test(location.hash)) { stopEvents(); state.thread = null; const by = /^#\/totals\/day\b/.test(location.hash) ? "day" : "listener"; drawTotals(await api(`/view/totals?by=${by}`), $); showOnly("totals"); }
     else if (/^#\/inbox\b/.test(location.hash)) { stopEvents(); showOnly("inbox"); await showInbox($, state.live, failed); }
     else { stopEvents(); state.thread = null; await showList(); }

@@ -1,0 +1,175 @@
+//! `GET /view/organism[?thread=ID]`: the organism as the page draws it — its listeners (name,
+//! role, what it does, the roots it accepts, an example payload), the routes messages actually
+//! took (from → to, counted over one thread's tree, or over the newest root threads), and on a
+//! live host the listener that holds the thread's next delivery.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde::{Deserialize, Serialize};
+
+use super::Viewer;
+use crate::history::{Record, RecordKind, ThreadFilter};
+use crate::host::server::Problem;
+use crate::host::server::params::Params;
+use crate::{QName, ThreadId};
+
+/// How many of the newest root threads the routes are counted over without `?thread=`.
+const ROOTS: usize = 20;
+
+/// Query of `GET /view/organism`.
+#[derive(Debug, Deserialize)]
+pub(crate) struct Which {
+    thread: Option<ThreadId>,
+}
+
+/// One listener as the page lists it.
+#[derive(Debug, Serialize)]
+struct Listed {
+    name: String,
+    role: String,
+    description: String,
+    accepts: Vec<String>,
+    /// The last payload of an accepted root this listener was sent in the history read, or a
+    /// skeleton of its first root.
+    example: String,
+}
+
+/// A route messages took, and how many did.
+#[derive(Debug, Serialize)]
+struct Route {
+    from: String,
+    to: String,
+    count: u64,
+}
+
+/// The answer.
+#[derive(Debug, Serialize)]
+struct Organism {
+    /// Whether the page may send (a running host; not `agentpump view`).
+    live: bool,
+    /// The thread the routes were counted over, if one was asked for.
+    thread: Option<ThreadId>,
+    listeners: Vec<Listed>,
+    routes: Vec<Route>,
+    /// The listener holding the thread's next (or running) delivery, on a live host.
+    current: Option<String>,
+}
+
+/// `GET /view/organism[?thread=ID]`.
+pub(crate) async fn organism(
+    State(viewer): State<Viewer>,
+    Params(which): Params<Which>,
+) -> Result<Response, Problem> {
+    let records = match which.thread {
+        Some(thread) => tree_records(&viewer, thread).await?,
+        None => newest_records(&viewer).await?,
+    };
+    let mut routes: BTreeMap<(String, String), u64> = BTreeMap::new();
+    for r in records.iter().filter(|r| r.kind != RecordKind::Decision) {
+        let to = r.to.as_deref().unwrap_or("(any)").to_owned();
+        *routes.entry((r.from.to_string(), to)).or_default() += 1;
+    }
+    let listeners = match &viewer.pump {
+        Some(pump) => pump
+            .listeners()
+            .iter()
+            .map(|l| Listed {
+                name: l.name().to_owned(),
+                role: l.listener_role().as_str().to_owned(),
+                description: l.about().to_owned(),
+                accepts: l.roots().iter().map(ToString::to_string).collect(),
+                example: example(&records, l.name(), l.roots()),
+            })
+            .collect(),
+        // Over a history file: the listeners the history names, without what only a running
+        // host knows.
+        None => {
+            let named: BTreeSet<&str> = records.iter().filter_map(|r| r.to.as_deref()).collect();
+            named
+                .into_iter()
+                .filter(|n| *n != "client")
+                .map(|n| Listed {
+                    name: n.to_owned(),
+                    role: String::new(),
+                    description: String::new(),
+                    accepts: Vec::new(),
+                    example: example(&records, n, &[]),
+                })
+                .collect()
+        }
+    };
+    let current = match (&viewer.pump, which.thread) {
+        (Some(_), Some(thread)) => viewer
+            .store
+            .pending()
+            .await?
+            .into_iter()
+            .find(|r| r.thread == thread)
+            .and_then(|r| r.to.as_deref().map(str::to_owned)),
+        _ => None,
+    };
+    let routes = routes
+        .into_iter()
+        .map(|((from, to), count)| Route { from, to, count })
+        .collect();
+    let answer = Organism {
+        live: viewer.pump.is_some(),
+        thread: which.thread,
+        listeners,
+        routes,
+        current,
+    };
+    Ok(Json(answer).into_response())
+}
+
+/// Every record of `thread`'s tree (the thread and everything below it).
+async fn tree_records(viewer: &Viewer, thread: ThreadId) -> Result<Vec<Record>, Problem> {
+    let tree = viewer.store.subtree(thread).await?;
+    if tree.is_empty() {
+        return Err(Problem::new(
+            StatusCode::NOT_FOUND,
+            "unknown-thread",
+            format!("no thread {thread} in the history"),
+        ));
+    }
+    let mut records = Vec::new();
+    for info in tree {
+        records.extend(viewer.store.thread(info.id, 0).await?);
+    }
+    Ok(records)
+}
+
+/// Every record of the trees of the newest root threads.
+async fn newest_records(viewer: &Viewer) -> Result<Vec<Record>, Problem> {
+    let filter = ThreadFilter {
+        limit: ROOTS,
+        ..ThreadFilter::default()
+    };
+    let mut records = Vec::new();
+    for root in viewer.store.roots(&filter).await?.threads {
+        records.extend(tree_records(viewer, root.info.id).await?);
+    }
+    Ok(records)
+}
+
+/// The newest payload sent to `listener` with one of `roots` (any root when none are known),
+/// else a skeleton of its first root.
+fn example(records: &[Record], listener: &str, roots: &[QName]) -> String {
+    records
+        .iter()
+        .rev()
+        .filter(|r| r.kind == RecordKind::Message && r.to.as_deref() == Some(listener))
+        .find(|r| roots.is_empty() || roots.contains(&r.root))
+        .map(|r| r.payload.to_string())
+        .or_else(|| {
+            roots.first().map(|q| match q.namespace() {
+                "" => format!("<{}/>", q.local()),
+                ns => format!(r#"<{} xmlns="{ns}"/>"#, q.local()),
+            })
+        })
+        .unwrap_or_default()
+}
