@@ -2070,3 +2070,50 @@ async fn the_organism_highlights_the_listener_a_live_thread_waits_on() {
     b.close().await;
     pump.shutdown(Duration::from_millis(100)).await;
 }
+
+/// `GET /view/organism`'s refusals are problems naming what is wrong.
+#[tokio::test]
+async fn the_organism_route_refuses_bad_input_with_problems() {
+    use agentpump::{PumpBuilder, QName, Registration};
+    let pump = PumpBuilder::new()
+        .register(
+            Registration::new("echo", agentpump::listeners::Echo)
+                .accepts(QName::new("urn:example:v1", "say")),
+        )
+        .build()
+        .unwrap();
+    let base = support::serve(&pump, TOKEN, 1024 * 1024).await;
+    let http = support::http_client();
+    let get = |query: String| {
+        http.get(format!("{base}/view/organism{query}"))
+            .bearer_auth(TOKEN)
+            .send()
+    };
+    let unknown = ThreadId::new();
+    let (status, body) = support::problem(get(format!("?thread={unknown}")).await.unwrap()).await;
+    assert_eq!(
+        (status.as_u16(), body["code"].as_str()),
+        (404, Some("unknown-thread"))
+    );
+    assert!(
+        body["detail"]
+            .as_str()
+            .unwrap()
+            .contains(&unknown.to_string())
+    );
+    let (status, body) = support::problem(get("?thread=x".into()).await.unwrap()).await;
+    assert_eq!(
+        (status.as_u16(), body["code"].as_str()),
+        (400, Some("bad-query")),
+        "{body}"
+    );
+    let (status, body) = support::problem(get("?who=x".into()).await.unwrap()).await;
+    assert_eq!(status.as_u16(), 400, "{body}");
+    assert!(body["detail"].as_str().unwrap().contains("who"), "{body}");
+    let listed: serde_json::Value = get(String::new()).await.unwrap().json().await.unwrap();
+    assert_eq!(listed["listeners"][0]["name"], "echo");
+    assert_eq!(
+        listed["listeners"][0]["example"], r#"<say xmlns="urn:example:v1"/>"#,
+        "a skeleton of its root when the history sent it nothing"
+    );
+}
