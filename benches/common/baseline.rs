@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use quick_xml::NsReader;
 use quick_xml::events::Event;
 use quick_xml::name::ResolveResult;
+use sha2::{Digest, Sha256};
 use tokio::sync::mpsc;
 
 /// Namespace of the echo benchmarks' payloads.
@@ -170,6 +171,39 @@ pub async fn self_hops(n: usize) -> Duration {
         let message = rx.recv().await.expect("open");
         black_box(parse(&message));
         tx.send(message).await.expect("open");
+    }
+    started.elapsed()
+}
+
+/// U6's ceiling: `tasks` tasks at once, each doing `rounds` self-hops: receive from its own
+/// bounded channel, parse the message, chain a SHA-256 over it, send it to itself again.
+/// Returns the time until every task is done (`tasks × rounds` hops).
+pub async fn many_selves(tasks: usize, rounds: usize) -> Duration {
+    let env = the_envelope();
+    let started = Instant::now();
+    let running: Vec<_> = (0..tasks)
+        .map(|_| {
+            let env = Arc::clone(&env);
+            tokio::spawn(async move {
+                let (tx, mut rx) = mpsc::channel::<Arc<str>>(16);
+                tx.send(env).await.expect("open");
+                let mut chain = [0u8; 32];
+                for _ in 0..rounds {
+                    let message = rx.recv().await.expect("open");
+                    black_box(parse(&message));
+                    chain = Sha256::new()
+                        .chain_update(chain)
+                        .chain_update(message.as_bytes())
+                        .finalize()
+                        .into();
+                    tx.send(message).await.expect("open");
+                }
+                black_box(chain)
+            })
+        })
+        .collect();
+    for task in running {
+        task.await.expect("a self-hopping task");
     }
     started.elapsed()
 }

@@ -21,6 +21,12 @@
 //!   with its defaults: WAL, `synchronous=FULL`, a fresh file per run), pipelined by U1p's window
 //!   and one at a time, against the same echo on `MemoryHistory` in the same run;
 //!   `AGENTPUMP_BENCH_DURABLE_ECHO_N` round trips per run (default 5 000).
+//! - **U6** many threads at once (issue 34): `AGENTPUMP_BENCH_SELF_THREADS` threads (default
+//!   200) × `AGENTPUMP_BENCH_SELF_ROUNDS` self-iterations each (default 500), all posted at
+//!   once, no client in the loop, on a multi-threaded runtime with 1 worker and with every
+//!   core, beside the bare ceiling of the same shape in the same run; calls/s and the ratio
+//!   all workers / 1 worker for both. **U6h**: U3's hop at 1 000 and at
+//!   `AGENTPUMP_BENCH_ITERATIONS` on 1 worker and on every core, and their ratio.
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
@@ -33,7 +39,7 @@ use tokio::runtime::Runtime;
 
 use super::baseline::{self, PING};
 use super::echo::{echo_pump, pipelined};
-use super::iteration::{Counter, counter_pump, iterate};
+use super::iteration::{Counter, count, counter_pump, iterate};
 use super::report::{Better, Figure, Report};
 use super::spawn::fan_out;
 use super::{Config, governed, median, secs};
@@ -41,6 +47,15 @@ use super::{Config, governed, median, secs};
 /// `#[tokio::main]`'s runtime: multi-threaded, one worker per core.
 fn main_runtime() -> Runtime {
     tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("a multi-threaded runtime")
+}
+
+/// A multi-threaded runtime with `workers` workers.
+fn workers_runtime(workers: usize) -> Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
         .enable_all()
         .build()
         .expect("a multi-threaded runtime")
@@ -92,6 +107,24 @@ async fn hops(n: u64) -> f64 {
     };
     let pump = counter_pump(Arc::new(MemoryHistory::new()), counter);
     secs(iterate(&pump, n).await) * 1e6 / n as f64
+}
+
+/// U6's client: `threads` counters of `rounds` iterations each, all posted at once; returns
+/// calls (deliveries) per second from the first post to the last thread settled.
+async fn many_selves(threads: usize, rounds: usize) -> f64 {
+    let counter = Counter {
+        stamps: Arc::new(Vec::<AtomicU64>::new()),
+        base: Instant::now(),
+    };
+    let pump = counter_pump(Arc::new(MemoryHistory::new()), counter);
+    let started = Instant::now();
+    let mut ids = Vec::with_capacity(threads);
+    for _ in 0..threads {
+        let posted = pump.post(None, None, &count(1, rounds as u64)).await;
+        ids.push(posted.expect("accepted").thread());
+    }
+    settle_all(&pump, &ids).await;
+    (threads * rounds) as f64 / secs(started.elapsed())
 }
 
 /// U5's client: `n` echo round trips in windows of `window` on a fresh store, durable (a new
@@ -274,6 +307,9 @@ pub fn figures(cfg: &Config, report: &mut Report) {
         let met = f.ratio_value().is_some_and(|r| r.0 >= 0.5);
         report.add(f.target("≥ 0.5 of the same-runtime baseline", met));
     }
+    if cfg.wants("U6") || cfg.wants("U6h") {
+        cores_figures(cfg, report, workers);
+    }
     if cfg.wants("U3") || cfg.wants("U4") {
         let n = cfg.size("AGENTPUMP_BENCH_ITERATIONS", 100_000, 100) as u64;
         let short = 1_000.min(n);
@@ -340,5 +376,88 @@ pub fn figures(cfg: &Config, report: &mut Report) {
                 per_hop <= 2.0,
             ));
         }
+    }
+}
+
+/// U6 and U6h (issue 34): the same work on 1 worker and on every core.
+fn cores_figures(cfg: &Config, report: &mut Report, workers: usize) {
+    let (one, all) = (workers_runtime(1), workers_runtime(workers));
+    let runs = cfg.runs;
+    if cfg.wants("U6") {
+        let threads = cfg.size("AGENTPUMP_BENCH_SELF_THREADS", 200, 20);
+        let rounds = cfg.size("AGENTPUMP_BENCH_SELF_ROUNDS", 500, 50);
+        let calls = (threads * rounds) as f64;
+        let pumped = || many_selves(threads, rounds);
+        let bare = || async move { calls / secs(baseline::many_selves(threads, rounds).await) };
+        let (mut p1, mut pn, mut b1, mut bn) = (vec![], vec![], vec![], vec![]);
+        once(&all, pumped);
+        for _ in 0..runs {
+            p1.push(once(&one, pumped));
+            pn.push(once(&all, pumped));
+            b1.push(once(&one, bare));
+            bn.push(once(&all, bare));
+        }
+        let (mp1, mpn, mb1, mbn) = (median(&p1), median(&pn), median(&b1), median(&bn));
+        let (pump_ratio, bare_ratio) = (mpn / mp1, mbn / mb1);
+        let f = Figure::new(
+            "U6",
+            &format!("{threads} threads × {rounds} self-iterations at once, {workers} workers"),
+            "calls/s",
+            Better::Higher,
+            pn,
+        )
+        .baseline(
+            "bare ceiling: a task per thread (parse, SHA-256 chain, send to itself)",
+            bn,
+        )
+        .ratio(
+            pump_ratio / bare_ratio,
+            "(pump all/1 worker) / (ceiling all/1 worker)",
+        )
+        .params(
+            json!({ "threads": threads, "rounds": rounds, "workers": workers,
+            "pump_one_worker_samples": p1, "bare_one_worker_samples": b1 }),
+        )
+        .note(&format!(
+            "all/1 worker: pump {pump_ratio:.2} ({:.0} → {:.0} calls/s), bare {bare_ratio:.2} \
+             ({:.0} → {:.0} calls/s)",
+            mp1, mpn, mb1, mbn
+        ));
+        report.add(f.target(
+            "ratio(pump) ≥ 0.95 × ratio(ceiling), all workers / 1 worker",
+            pump_ratio >= 0.95 * bare_ratio,
+        ));
+    }
+    if cfg.wants("U6h") {
+        let n = cfg.size("AGENTPUMP_BENCH_ITERATIONS", 100_000, 100) as u64;
+        let short = 1_000.min(n);
+        let (mut s1, mut sn, mut l1, mut ln) = (vec![], vec![], vec![], vec![]);
+        for _ in 0..runs {
+            s1.push(once(&one, || hops(short)));
+            sn.push(once(&all, || hops(short)));
+            l1.push(once(&one, || hops(n)));
+            ln.push(once(&all, || hops(n)));
+        }
+        let (short_ratio, long_ratio) = (median(&sn) / median(&s1), median(&ln) / median(&l1));
+        let f = Figure::new(
+            "U6h",
+            &format!("self-iteration hop over {n} iterations, {workers} workers"),
+            "µs/hop",
+            Better::Lower,
+            ln,
+        )
+        .baseline("the same hop on 1 worker, same run", l1)
+        .ratio(long_ratio, "hop on every core / hop on 1 worker")
+        .params(
+            json!({ "iterations": n, "short_run": short, "workers": workers,
+            "one_worker_short_samples": s1, "all_workers_short_samples": sn }),
+        )
+        .note(&format!(
+            "at {short} iterations: all/1 worker {short_ratio:.2}; at {n}: {long_ratio:.2}"
+        ));
+        report.add(f.target(
+            "≤ 1.1× the 1-worker hop at 1 000 and at 100 000",
+            short_ratio <= 1.1 && long_ratio <= 1.1,
+        ));
     }
 }
