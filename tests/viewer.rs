@@ -961,6 +961,20 @@ async fn the_inbox_view_approves_and_answers_and_the_thread_goes_on() {
     )
     .await;
     b.axe("inbox").await;
+    // Issue 33, "the inbox for a person's answers": a thread that waits for one says so and
+    // links to the Inbox.
+    b.goto(&format!("{base}/#/thread/{held}")).await;
+    b.until(
+        "the waiting thread's way to the inbox",
+        "!document.getElementById('t-waiting').hidden",
+    )
+    .await;
+    b.click("#t-inbox-link").await;
+    b.until(
+        "the inbox again, from the thread",
+        "location.hash === '#/inbox' && document.querySelectorAll('#inbox-list .inbox-item').length === 2",
+    )
+    .await;
     let later = Call::new("ask").id("q2").arg("question", "Later?").to_xml();
     let later = pump.post(None, None, &later).await.unwrap().thread();
     b.until(

@@ -155,6 +155,7 @@ async function loadDetail() {
   if (halted) badges.splice(1, 0, classBadge(top.report.class, { id: "halt-class", title: `halt class (${top.report.stop_reason})` }));
   if (cert) badges.splice(2, 0, classBadge(cert.type, { id: "certificate", title: `certificate, lane ${cert.lane}` }));
   $("t-badges").replaceChildren(...badges);
+  $("t-waiting").hidden = top.state !== "waiting";
   $("report-title").textContent = top.report && !state.closed ? "Last halting report (the thread was resumed since)" : "Halting report";
   $("t-parent").replaceChildren(...(top.parent ? [el("a", { href: `#/thread/${top.parent}`, id: "parent-link" }, "↑ Parent thread"), ` (spawned this one)`] : []));
   $("t-actions").hidden = !d.live;
@@ -238,6 +239,7 @@ async function jump(end) {
 async function showThread(id) {
   stopEvents();
   $("t-missing").hidden = true;
+  $("t-waiting").hidden = true;
   Object.assign(state, { thread: id, first: 0, last: 0, more: false, earlier: false, records: [], report: null, timeline: { last: 0, more: false, count: 0 } });
   $("t-records").replaceChildren();
   $("t-timeline").replaceChildren();
