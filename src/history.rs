@@ -162,7 +162,7 @@ pub struct Batch {
 type Commit = Pin<Box<dyn Future<Output = Result<(), HistoryError>> + Send>>;
 
 /// A queued message leaving its queue, committed with what came of it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Delivered {
     /// The thread the message is in.
     pub thread: ThreadId,

@@ -58,6 +58,26 @@ async fn converse(pump: &PumpHandle, n: usize, tag: &str) -> Vec<ThreadId> {
     threads
 }
 
+/// One batch of messages from the client into `thread`, appended by hand (not through a pump).
+fn client_batch(thread: ThreadId, payloads: &[String]) -> Batch {
+    let records = payloads
+        .iter()
+        .map(|xml| NewRecord {
+            envelope: Envelope::new(
+                "client".into(),
+                thread,
+                Payload::parse(xml, &Limits::default()).unwrap(),
+            ),
+            kind: RecordKind::Message,
+            pending: false,
+        })
+        .collect();
+    Batch {
+        records,
+        ..Batch::default()
+    }
+}
+
 async fn records(store: &dyn HistoryStore, threads: &[ThreadId]) -> Vec<Vec<Record>> {
     let mut out = Vec::new();
     for &t in threads {
@@ -128,16 +148,8 @@ async fn a_second_writer_on_one_stream_is_refused_and_the_first_goes_on() {
     let second = open(&url, "fence", 1).await;
     let pump = pump_on(&first); // its boot record moves the stream on
     converse(&pump, 2, "first").await;
-    let payload = Payload::parse(&say("x"), &Limits::default()).unwrap();
-    let record = NewRecord {
-        envelope: Envelope::new("client".into(), ThreadId::new(), payload),
-        kind: RecordKind::Message,
-        pending: false,
-    };
-    let batch = Batch {
-        records: vec![record],
-        ..Batch::default()
-    };
+    let batch = client_batch(ThreadId::new(), &[say("x")]);
+    let refused = batch.records[0].envelope.id();
     let error = second
         .append(batch)
         .unwrap()
@@ -148,6 +160,10 @@ async fn a_second_writer_on_one_stream_is_refused_and_the_first_goes_on() {
     assert!(
         error.contains("another writer appended to the history stream `fence`"),
         "{error}"
+    );
+    assert!(
+        second.was_refused(refused),
+        "a pump drops the unacknowledged message from its queue"
     );
     assert_eq!(
         second.writable().unwrap_err().to_string(),
@@ -241,20 +257,7 @@ async fn an_append_past_the_largest_message_goes_in_parts_and_comes_back_whole()
     let store = open(&url, "parts", 1).await;
     let thread = ThreadId::new();
     let big = "a".repeat(700_000);
-    let records = (0..2)
-        .map(|i| {
-            let payload = Payload::parse(&say(&format!("{i}{big}")), &Limits::default()).unwrap();
-            NewRecord {
-                envelope: Envelope::new("client".into(), thread, payload),
-                kind: RecordKind::Message,
-                pending: false,
-            }
-        })
-        .collect();
-    let batch = Batch {
-        records,
-        ..Batch::default()
-    };
+    let batch = client_batch(thread, &[say(&format!("0{big}")), say(&format!("1{big}"))]);
     store.append(batch).unwrap().wait().await.unwrap();
     let written = store.thread(thread, 0).await.unwrap();
     drop(store);

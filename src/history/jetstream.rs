@@ -9,6 +9,7 @@
 //! stream rebuilds the same records, and a message whose records come out different (an
 //! altered stream) stops the open, naming its stream sequence.
 
+use std::collections::HashSet;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -22,7 +23,7 @@ use tokio::sync::{mpsc, oneshot};
 use super::memory::now_us;
 use super::{
     Batch, Delivered, HistoryError, HistoryStore, Mark, MemoryHistory, NewRecord, Record,
-    RecordKind, Recovery, Ticket, Timing,
+    RecordKind, Recovery, Ticket,
 };
 use crate::governor::HaltingReport;
 use crate::{Envelope, Limits, MessageId, Payload, ThreadId, ThreadInfo, ThreadState};
@@ -76,12 +77,14 @@ pub struct JetStreamHistory {
     order: Mutex<()>,
     queue: mpsc::UnboundedSender<Publish>,
     failed: Arc<OnceLock<String>>,
+    /// The messages of appends the stream never acknowledged.
+    refused: Arc<Mutex<HashSet<MessageId>>>,
     stream: String,
 }
 
-/// One append on its way to the stream.
+/// One append on its way to the stream: encoded by the writer, off the pump's append path.
 struct Publish {
-    body: Vec<u8>,
+    wire: Wire,
     done: oneshot::Sender<Result<(), HistoryError>>,
 }
 
@@ -92,7 +95,7 @@ struct Wire {
     time_us: i64,
     records: Vec<WireRecord>,
     threads: Vec<ThreadInfo>,
-    delivered: Option<WireDelivered>,
+    delivered: Option<Delivered>,
     reports: Vec<HaltingReport>,
     /// Each record's sequence number and digest (hex) as the index sealed it.
     sealed: Sealed,
@@ -108,18 +111,6 @@ struct WireRecord {
     kind: RecordKind,
     pending: bool,
     payload: Arc<str>,
-}
-
-#[derive(Debug, Serialize, Deserialize)]
-struct WireDelivered {
-    thread: ThreadId,
-    id: MessageId,
-    handled: bool,
-    usage: crate::governor::Usage,
-    free: bool,
-    failed: bool,
-    #[serde(default)]
-    timing: Option<Timing>,
 }
 
 /// Each record's sequence number and digest (hex), as sealed.
@@ -147,20 +138,11 @@ impl Wire {
                 }
             })
             .collect();
-        let delivered = batch.delivered.as_ref().map(|d| WireDelivered {
-            thread: d.thread,
-            id: d.id,
-            handled: d.handled,
-            usage: d.usage.clone(),
-            free: d.free,
-            failed: d.failed,
-            timing: d.timing,
-        });
         Self {
             time_us,
             records,
             threads: batch.threads.clone(),
-            delivered,
+            delivered: batch.delivered.clone(),
             reports: batch.reports.clone(),
             sealed: Vec::new(),
         }
@@ -185,23 +167,18 @@ impl Wire {
                 })
             })
             .collect::<Result<_, String>>()?;
-        let delivered = self.delivered.map(|d| Delivered {
-            thread: d.thread,
-            id: d.id,
-            handled: d.handled,
-            usage: d.usage,
-            free: d.free,
-            failed: d.failed,
-            timing: d.timing,
-        });
         let batch = Batch {
             records,
             threads: self.threads,
-            delivered,
+            delivered: self.delivered,
             reports: self.reports,
         };
         Ok((batch, self.time_us, self.sealed))
     }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 fn unavailable(what: impl Into<String>) -> HistoryError {
@@ -248,6 +225,7 @@ impl JetStreamHistory {
             .saturating_sub(4096)
             .max(4096);
         let failed = Arc::new(OnceLock::new());
+        let refused = Arc::new(Mutex::new(HashSet::new()));
         let (queue, pending) = mpsc::unbounded_channel();
         let writer = Writer {
             js,
@@ -256,6 +234,7 @@ impl JetStreamHistory {
             max,
             patience: options.patience,
             failed: Arc::clone(&failed),
+            refused: Arc::clone(&refused),
             stream: options.stream.clone(),
         };
         tokio::spawn(writer.run(pending));
@@ -264,6 +243,7 @@ impl JetStreamHistory {
             order: Mutex::new(()),
             queue,
             failed,
+            refused,
             stream: options.stream,
         })
     }
@@ -433,18 +413,9 @@ fn apply_one(index: &MemoryHistory, wire: Wire, limits: &Limits) -> Result<(), S
 const GROUP: usize = 256;
 
 /// One stream message's body: the group's appends as a JSON array, in order.
-fn body(group: &[Publish]) -> Vec<u8> {
-    let size = group.iter().map(|p| p.body.len() + 1).sum::<usize>() + 1;
-    let mut out = Vec::with_capacity(size);
-    out.push(b'[');
-    for (i, publish) in group.iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        out.extend_from_slice(&publish.body);
-    }
-    out.push(b']');
-    out
+fn body(group: &[Publish]) -> Result<Vec<u8>, String> {
+    let wires: Vec<&Wire> = group.iter().map(|p| &p.wire).collect();
+    serde_json::to_vec(&wires).map_err(|e| format!("an append does not encode: {e}"))
 }
 
 /// Publishes groups of appends in order, each acknowledged before the next.
@@ -457,6 +428,7 @@ struct Writer {
     max: usize,
     patience: Duration,
     failed: Arc<OnceLock<String>>,
+    refused: Arc<Mutex<HashSet<MessageId>>>,
     stream: String,
 }
 
@@ -476,12 +448,23 @@ impl Writer {
             }
             let outcome = match self.failed.get() {
                 Some(reason) => Err(reason.clone()),
-                None => self.publish(&body(&group)).await.map_err(|reason| {
+                None => match body(&group) {
+                    Ok(body) => self.publish(&body).await,
+                    Err(reason) => Err(reason),
+                }
+                .map_err(|reason| {
                     let reason = self.failed.get_or_init(|| reason).clone();
                     tracing::error!(%reason, "the history stream stopped taking writes");
                     reason
                 }),
             };
+            if outcome.is_err() {
+                // Their messages were never acknowledged: a pump drops them from its queues.
+                let ids = group
+                    .iter()
+                    .flat_map(|p| p.wire.records.iter().map(|r| r.id));
+                lock(&self.refused).extend(ids);
+            }
             for publish in group {
                 let _ = publish.done.send(outcome.clone().map_err(unavailable));
             }
@@ -553,10 +536,7 @@ impl Writer {
 impl HistoryStore for JetStreamHistory {
     fn append(&self, batch: Batch) -> Result<Ticket, HistoryError> {
         self.writable()?;
-        let order = self
-            .order
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let order = lock(&self.order);
         let time_us = now_us();
         let mut wire = Wire::of(&batch, time_us);
         let mut sealed = Vec::with_capacity(wire.records.len());
@@ -565,11 +545,9 @@ impl HistoryStore for JetStreamHistory {
             .into_iter()
             .map(|(seq, digest)| (seq, hex::encode(digest)))
             .collect();
-        let body = serde_json::to_vec(&wire)
-            .map_err(|e| unavailable(format!("an append does not encode: {e}")))?;
         let (done, outcome) = oneshot::channel();
         self.queue
-            .send(Publish { body, done })
+            .send(Publish { wire, done })
             .map_err(|_| unavailable("the history stream's writer stopped"))?;
         drop(order);
         Ok(Ticket::pending(async move {
@@ -584,6 +562,10 @@ impl HistoryStore for JetStreamHistory {
             Some(reason) => Err(unavailable(reason.clone())),
             None => Ok(()),
         }
+    }
+
+    fn was_refused(&self, id: MessageId) -> bool {
+        self.failed.get().is_some() && lock(&self.refused).contains(&id)
     }
 
     async fn thread(&self, thread: ThreadId, since: u64) -> Result<Vec<Record>, HistoryError> {
