@@ -171,6 +171,20 @@ impl Budget {
         }
     }
 
+    /// This budget with every limit `given` sets put in its place (a fork's budget over the
+    /// policy's).
+    pub fn overridden(&self, given: &Budget) -> Budget {
+        Budget {
+            turns: given.turns.or(self.turns),
+            tokens: given.tokens.or(self.tokens),
+            cost: given.cost.or(self.cost),
+            tool_calls: given.tool_calls.or(self.tool_calls),
+            threads: given.threads.or(self.threads),
+            wall_clock: given.wall_clock.or(self.wall_clock),
+            depth: given.depth.or(self.depth),
+        }
+    }
+
     fn spent_limits(&self) -> [Option<Decimal>; 5] {
         [
             self.turns.map(Decimal::from),

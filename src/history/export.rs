@@ -101,9 +101,15 @@ pub fn pretty(xml: &str) -> String {
 pub fn rfc3339(time_us: i64) -> String {
     let secs = time_us.div_euclid(1_000_000);
     let micros = time_us.rem_euclid(1_000_000);
-    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    let rem = secs.rem_euclid(86_400);
+    let (h, m, s) = (rem / 3600, rem % 3600 / 60, rem % 60);
+    format!("{}T{h:02}:{m:02}:{s:02}.{micros:06}Z", utc_date(time_us))
+}
+
+/// The UTC calendar date (`YYYY-MM-DD`) of an instant in microseconds since the Unix epoch.
+pub fn utc_date(time_us: i64) -> String {
     // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-    let z = days + 719_468;
+    let z = time_us.div_euclid(86_400_000_000) + 719_468;
     let era = z.div_euclid(146_097);
     let doe = z.rem_euclid(146_097);
     let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
@@ -112,8 +118,7 @@ pub fn rfc3339(time_us: i64) -> String {
     let day = doy - (153 * mp + 2) / 5 + 1;
     let month = if mp < 10 { mp + 3 } else { mp - 9 };
     let year = yoe + era * 400 + i64::from(month <= 2);
-    let (h, m, s) = (rem / 3600, rem % 3600 / 60, rem % 60);
-    format!("{year:04}-{month:02}-{day:02}T{h:02}:{m:02}:{s:02}.{micros:06}Z")
+    format!("{year:04}-{month:02}-{day:02}")
 }
 
 /// A time that [`parse_rfc3339`] cannot read.
@@ -233,6 +238,16 @@ pub fn parse_rfc3339(text: &str) -> Result<i64, TimeError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Days are UTC calendar dates, leap days and the epoch included (the viewer's totals by
+    /// day and the loop's AGENTS.md read them).
+    #[test]
+    fn utc_days() {
+        assert_eq!(utc_date(0), "1970-01-01");
+        assert_eq!(utc_date(-1), "1969-12-31");
+        assert_eq!(utc_date(951_782_400_000_000), "2000-02-29");
+        assert_eq!(utc_date(1_796_083_199_999_999), "2026-11-30");
+    }
 
     #[test]
     fn times_parse_back() {

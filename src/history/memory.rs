@@ -409,7 +409,6 @@ impl HistoryStore for MemoryHistory {
 }
 
 impl MemoryHistory {
-    /// Writes a batch's delivered mark and records into the locked logs of its threads.
     /// Appends `batch` as accepted at `time_us`: what [`HistoryStore::append`] does with the
     /// time now. With `sealed`, each new record's sequence number and digest are pushed to it,
     /// in the batch's order (a store that keeps this one as its index checks a replay by them).
@@ -471,6 +470,7 @@ impl MemoryHistory {
         }
     }
 
+    /// Writes a batch's delivered mark and records into the locked logs of its threads.
     fn write(
         &self,
         logs: &mut [(ThreadId, MutexGuard<'_, ThreadLog>)],

@@ -160,8 +160,7 @@ impl Shared {
         if let Some(took) = done.took {
             a.check_iteration(total.tool_calls, took);
         }
-        a.tx.handled(total, done.free);
-        a.tx.timed(done.timing);
+        a.tx.handled(total, done.free, done.timing);
         for warning in done.warnings {
             a.tell_me(warning);
         }

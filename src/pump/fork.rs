@@ -126,7 +126,10 @@ impl PumpHandle {
             }
         };
         let target = self.target(plan.message, &listener)?;
-        let budget = overlay(&self.shared.config.governor.budget, options.budget);
+        let policy = &self.shared.config.governor.budget;
+        let budget = options
+            .budget
+            .map_or_else(|| policy.clone(), |given| policy.overridden(&given));
         let decision = Decision::Fork(Fork {
             source: thread,
             at,
@@ -274,20 +277,4 @@ fn copy(
             .with_to(record.to.clone())
             .with_in_reply_to(reply),
     )
-}
-
-/// The policy's budget with the limits `given` sets replaced.
-fn overlay(policy: &Budget, given: Option<Budget>) -> Budget {
-    let Some(g) = given else {
-        return policy.clone();
-    };
-    Budget {
-        turns: g.turns.or(policy.turns),
-        tokens: g.tokens.or(policy.tokens),
-        cost: g.cost.or(policy.cost),
-        tool_calls: g.tool_calls.or(policy.tool_calls),
-        threads: g.threads.or(policy.threads),
-        wall_clock: g.wall_clock.or(policy.wall_clock),
-        depth: g.depth.or(policy.depth),
-    }
 }

@@ -70,18 +70,12 @@ impl Tx {
     }
 
     /// Marks the taken message as handled by a listener that reported `usage`; `free` when
-    /// it was a governor notice that cost no turn.
-    pub fn handled(&mut self, usage: Usage, free: bool) {
+    /// it was a governor notice that cost no turn; `timing` when its handler ran.
+    pub fn handled(&mut self, usage: Usage, free: bool, timing: Timing) {
         if let Some(d) = self.batch.delivered.as_mut() {
             d.handled = true;
             d.usage = usage;
             d.free = free;
-        }
-    }
-
-    /// Keeps when the taken message's handler ran with its delivered mark.
-    pub fn timed(&mut self, timing: Timing) {
-        if let Some(d) = self.batch.delivered.as_mut() {
             d.timing = Some(timing);
         }
     }

@@ -164,17 +164,7 @@ fn witness(e: &Entry, metric: &str) -> String {
 
 /// The civil date (`YYYY-MM-DD`, UTC) of `micros` since the Unix epoch.
 pub fn iso_date(micros: i64) -> String {
-    // Howard Hinnant's days-to-civil.
-    let z = micros.div_euclid(86_400_000_000) + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!("{year:04}-{month:02}-{day:02}")
+    crate::history::export::utc_date(micros)
 }
 
 #[cfg(test)]

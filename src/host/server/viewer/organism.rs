@@ -7,7 +7,6 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use axum::Json;
 use axum::extract::State;
-use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 
@@ -126,16 +125,10 @@ pub(crate) async fn organism(
     Ok(Json(answer).into_response())
 }
 
-/// Every record of `thread`'s tree (the thread and everything below it).
+/// Every record of `thread`'s tree (the thread and everything below it); 404 for a thread
+/// the viewer does not know.
 async fn tree_records(viewer: &Viewer, thread: ThreadId) -> Result<Vec<Record>, Problem> {
-    let tree = viewer.store.subtree(thread).await?;
-    if tree.is_empty() {
-        return Err(Problem::new(
-            StatusCode::NOT_FOUND,
-            "unknown-thread",
-            format!("no thread {thread} in the history"),
-        ));
-    }
+    let tree = super::api::tree(viewer, thread).await?;
     let mut records = Vec::new();
     for info in tree {
         records.extend(viewer.store.thread(info.id, 0).await?);

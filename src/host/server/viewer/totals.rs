@@ -136,7 +136,7 @@ pub(crate) async fn across(
     for info in viewer.store.threads(None).await? {
         for mark in viewer.store.marks(info.id).await? {
             let key = if by_day {
-                utc_day(mark.time_us)
+                crate::history::export::utc_date(mark.time_us)
             } else {
                 mark.listener.as_deref().unwrap_or("(none)").to_owned()
             };
@@ -154,33 +154,4 @@ pub(crate) async fn across(
     };
     let by = if by_day { "day" } else { "listener" };
     Ok(Json(serde_json::json!({ "by": by, "groups": groups })).into_response())
-}
-
-/// The UTC date `YYYY-MM-DD` of an instant in microseconds since the Unix epoch (Howard
-/// Hinnant's `civil_from_days`).
-fn utc_day(time_us: i64) -> String {
-    let z = time_us.div_euclid(86_400_000_000) + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!("{year:04}-{month:02}-{day:02}")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::utc_day;
-
-    /// Days are UTC calendar dates, leap days and the epoch included.
-    #[test]
-    fn utc_days() {
-        assert_eq!(utc_day(0), "1970-01-01");
-        assert_eq!(utc_day(-1), "1969-12-31");
-        assert_eq!(utc_day(951_782_400_000_000), "2000-02-29");
-        assert_eq!(utc_day(1_796_083_199_999_999), "2026-11-30");
-    }
 }
