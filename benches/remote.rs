@@ -11,7 +11,7 @@
 mod common;
 
 use std::io::BufRead as _;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -20,26 +20,10 @@ use agentpump::host::cluster::ClusterSection;
 use agentpump::host::cluster::hub::Hub;
 use agentpump::listeners::{Digest, Echo, Sleep};
 use agentpump::{PumpBuilder, PumpHandle, QName, Registration};
+use common::nats::Process;
 
 /// Threads in flight at once.
 const CONCURRENT: usize = 32;
-
-struct Kill(Child);
-
-impl Drop for Kill {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 /// Round trips per second of the echo: `n` posts, each into a new thread, `CONCURRENT` at a time.
 async fn rate(pump: &PumpHandle, n: usize) -> f64 {
@@ -47,7 +31,7 @@ async fn rate(pump: &PumpHandle, n: usize) -> f64 {
 }
 
 /// `agentpump worker` for `listener`, once it serves.
-fn worker(organism: &std::path::Path, listener: &str, concurrency: usize) -> Kill {
+fn worker(organism: &std::path::Path, listener: &str, concurrency: usize) -> Process {
     let mut worker = Command::new(env!("CARGO_BIN_EXE_agentpump"))
         .args(["worker", "--organism", organism.to_str().unwrap()])
         .args([
@@ -64,7 +48,7 @@ fn worker(organism: &std::path::Path, listener: &str, concurrency: usize) -> Kil
         .lines()
         .next();
     assert!(ready.is_some_and(|l| l.is_ok_and(|l| l.contains("worker serving"))));
-    Kill(worker)
+    Process(worker)
 }
 
 /// Deliveries per second of `n` posts of `payload`, each into a new thread, `CONCURRENT` at a
@@ -132,20 +116,7 @@ fn main() {
         .unwrap_or(2000);
     let dir = std::env::temp_dir().join(format!("agentpump-bench-remote-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let port = free_port();
-    let url = format!("nats://127.0.0.1:{port}");
-    let _nats = Kill(
-        Command::new("nats-server")
-            .args(["-js", "-a", "127.0.0.1", "-p", &port.to_string(), "-sd"])
-            .arg(dir.join("js"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("cannot start nats-server: `apt-get install nats-server`"),
-    );
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let (_nats, url) = common::nats::server(&dir);
     let organism = dir.join("organism.toml");
     std::fs::write(
         &organism,

@@ -7,7 +7,6 @@
 
 mod common;
 
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -20,75 +19,6 @@ use serde_json::json;
 /// Threads in flight at once.
 const CONCURRENT: usize = 32;
 const PAYLOAD: &str = r#"<say xmlns="urn:bench:v1">ping</say>"#;
-
-struct Kill(Child);
-
-impl Drop for Kill {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn nats(args: &[String], port: u16) -> Kill {
-    let child = Command::new("nats-server")
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("cannot start nats-server: `apt-get install nats-server`");
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    Kill(child)
-}
-
-/// Three routed JetStream nodes in `dir`; their client URLs, comma-separated.
-fn cluster(dir: &std::path::Path) -> (Vec<Kill>, String) {
-    let ports: Vec<(u16, u16)> = (0..3).map(|_| (free_port(), free_port())).collect();
-    let routes: Vec<String> = ports
-        .iter()
-        .map(|(_, c)| format!("nats://127.0.0.1:{c}"))
-        .collect();
-    let nodes = ports
-        .iter()
-        .enumerate()
-        .map(|(i, (p, c))| {
-            let args = [
-                "-js",
-                "-a",
-                "127.0.0.1",
-                "-p",
-                &p.to_string(),
-                "-n",
-                &format!("n{i}"),
-                "--cluster_name",
-                "bench",
-                "--cluster",
-                &format!("nats://127.0.0.1:{c}"),
-                "--routes",
-                &routes.join(","),
-                "-sd",
-                &dir.join(format!("n{i}")).display().to_string(),
-            ]
-            .map(str::to_owned);
-            nats(&args, *p)
-        })
-        .collect();
-    let urls: Vec<String> = ports
-        .iter()
-        .map(|(p, _)| format!("nats://127.0.0.1:{p}"))
-        .collect();
-    (nodes, urls.join(","))
-}
 
 async fn rate(store: Arc<dyn HistoryStore>, n: usize) -> f64 {
     let pump = PumpBuilder::new()
@@ -107,20 +37,9 @@ fn main() {
     let mut report = common::Report::new("stream_history", &cfg);
     let dir = std::env::temp_dir().join(format!("agentpump-bench-stream-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let port = free_port();
-    let one = format!("nats://127.0.0.1:{port}");
-    let args = [
-        "-js",
-        "-a",
-        "127.0.0.1",
-        "-p",
-        &port.to_string(),
-        "-sd",
-        &dir.join("one").display().to_string(),
-    ]
-    .map(str::to_owned);
-    let _server = nats(&args, port);
-    let (_nodes, three) = cluster(&dir);
+    let (_server, one) = common::nats::server(&dir.join("one"));
+    let cluster = common::nats::Cluster::start(&dir);
+    let three = cluster.url();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

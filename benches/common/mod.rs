@@ -22,6 +22,9 @@ pub mod baseline;
 pub mod echo;
 pub mod iteration;
 pub mod memory;
+/// Real `nats-server` processes: the tests' own helper, shared.
+#[path = "../../tests/support/nats.rs"]
+pub mod nats;
 pub mod posting;
 pub mod report;
 #[cfg(feature = "host")] // figure 8 serves the HTTP API
