@@ -319,16 +319,8 @@ async fn agentpump_run_keeps_its_history_on_the_stream_across_a_kill() {
     let token = support::token_in(&host_dir);
     let mut threads = Vec::new();
     for i in 0..5 {
-        let answer: serde_json::Value = http
-            .post(format!("{base}/threads?to=echo"))
-            .bearer_auth(&token)
-            .body(say(&format!("kept-{i}")))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let post = http.post(format!("{base}/threads?to=echo"));
+        let answer = support::json(post.bearer_auth(&token).body(say(&format!("kept-{i}")))).await;
         threads.push(answer["thread"].as_str().unwrap().to_owned());
     }
     child.kill().unwrap();
@@ -339,28 +331,17 @@ async fn agentpump_run_keeps_its_history_on_the_stream_across_a_kill() {
     );
     let (mut child, base) = run_host(&host_dir);
     for (i, thread) in threads.iter().enumerate() {
-        let records: serde_json::Value = http
-            .get(format!("{base}/threads/{thread}/history"))
-            .bearer_auth(&token)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let history = http.get(format!("{base}/threads/{thread}/history"));
+        let records = support::json(history.bearer_auth(&token)).await;
         let text = records.to_string();
         assert!(text.contains(&format!("kept-{i}")), "{thread}: {text}");
     }
     for thread in &threads {
-        let view: serde_json::Value = http
-            .get(format!("{base}/view/threads/{thread}"))
-            .bearer_auth(&token)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let view = support::json(
+            http.get(format!("{base}/view/threads/{thread}"))
+                .bearer_auth(&token),
+        )
+        .await;
         assert_eq!(view["integrity"]["verified"], true, "{view}");
     }
     child.kill().unwrap();

@@ -1042,27 +1042,15 @@ async fn the_studio_fixes_what_a_new_user_tripped_on() {
 
     // "The wall-clock budget is invisible. … neither “Budgets (live)” nor
     // `GET /threads/{id}/budget` shows a wall-clock line"
-    let started: serde_json::Value = http
-        .post(format!("{base}/threads?to=calculator"))
-        .bearer_auth(TOKEN)
-        .body(r#"<calc xmlns="urn:agentpump:calc:v1">6 * 7</calc>"#)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let started = support::json(
+        http.post(format!("{base}/threads?to=calculator"))
+            .bearer_auth(TOKEN)
+            .body(r#"<calc xmlns="urn:agentpump:calc:v1">6 * 7</calc>"#),
+    )
+    .await;
     let calc: ThreadId = started["thread"].as_str().unwrap().parse().unwrap();
     pump.settle(calc).await;
-    let budget: serde_json::Value = http
-        .get(format!("{base}/threads/{calc}/budget"))
-        .bearer_auth(TOKEN)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let budget = get_json(&base, &format!("/threads/{calc}/budget")).await;
     let clock = &budget["max-wall-clock"];
     assert_eq!(clock["limit"], "60000", "the demo's wall clock: {budget}");
     let (spent, left): (u64, u64) = (
@@ -2124,7 +2112,7 @@ async fn the_organism_route_refuses_bad_input_with_problems() {
     let (status, body) = support::problem(get("?who=x".into()).await.unwrap()).await;
     assert_eq!(status.as_u16(), 400, "{body}");
     assert!(body["detail"].as_str().unwrap().contains("who"), "{body}");
-    let listed: serde_json::Value = get(String::new()).await.unwrap().json().await.unwrap();
+    let listed = get_json(&base, "/view/organism").await;
     assert_eq!(listed["listeners"][0]["name"], "echo");
     assert_eq!(
         listed["listeners"][0]["example"], r#"<say xmlns="urn:example:v1"/>"#,

@@ -246,6 +246,16 @@ pub fn http_client() -> reqwest::Client {
     reqwest::Client::new()
 }
 
+#[cfg(feature = "host")]
+/// The JSON answer to `request`; fails naming the status and body unless it is a success.
+pub async fn json(request: reqwest::RequestBuilder) -> serde_json::Value {
+    let response = request.send().await.unwrap();
+    let status = response.status();
+    let text = response.text().await.unwrap();
+    assert!(status.is_success(), "{status}: {text}");
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
+}
+
 /// A pump governed by the default policy with `budget` as the root budget, with these listeners.
 pub fn governed(
     budget: agentpump::governor::Budget,
