@@ -9,6 +9,7 @@ mod error;
 mod ids;
 mod incoming;
 mod limits;
+pub(crate) mod local;
 mod namespaces;
 mod payload;
 mod plain;

@@ -15,7 +15,7 @@ use async_trait::async_trait;
 
 pub use crate::governor::Usage;
 pub use context::{BudgetExhausted, Context};
-pub(crate) use context::{Output, Outputs, Target};
+pub(crate) use context::{Output, Outputs, RunStore, Target};
 pub use delivery::Delivery;
 pub use notices::{Huh, SystemError, ThreadResult, ThreadSpawned};
 pub use registration::{Registration, RegistrationError, Role};

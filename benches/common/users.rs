@@ -388,6 +388,15 @@ fn cores_figures(cfg: &Config, report: &mut Report, workers: usize) {
         let rounds = cfg.size("AGENTPUMP_BENCH_SELF_ROUNDS", 500, 50);
         let calls = (threads * rounds) as f64;
         let pumped = || many_selves(threads, rounds);
+        if super::profiling() {
+            // Only the pump's side, on `AGENTPUMP_BENCH_WORKERS` workers (default every core),
+            // for `perf record` / `perf stat` of one side at a time.
+            let rt = workers_runtime(super::env_usize("AGENTPUMP_BENCH_WORKERS", workers));
+            for _ in 0..runs {
+                eprintln!("U6 pump: {:.0} calls/s", once(&rt, pumped));
+            }
+            return;
+        }
         let bare = || async move { calls / secs(baseline::many_selves(threads, rounds).await) };
         let (mut p1, mut pn, mut b1, mut bn) = (vec![], vec![], vec![], vec![]);
         once(&all, pumped);

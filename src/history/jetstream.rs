@@ -305,7 +305,7 @@ async fn rebuild(
 ) -> Result<(MemoryHistory, u64), HistoryError> {
     let until = Instant::now() + options.patience;
     loop {
-        let index = MemoryHistory::new();
+        let index = MemoryHistory::serial();
         match replay(stream, &index, options).await {
             Ok(last) => return Ok((index, last)),
             Err(Stopped::Bad(e)) => return Err(e),

@@ -13,6 +13,8 @@ use super::{
     Batch, ChainBreak, Delivered, HistoryError, HistoryStore, Mark, RECENT_DELIVERIES, Record,
     RecordKind, Recovery, Ticket, Timing, is_clear_context, verify_chain,
 };
+mod seq_block;
+
 use crate::Counters;
 use crate::governor::HaltingReport;
 use crate::governor::Usage;
@@ -21,8 +23,11 @@ use crate::{MessageId, ThreadId, ThreadInfo, ThreadState};
 /// History in memory: complete and hash-chained like the durable store, gone when dropped.
 ///
 /// Each thread's records sit behind that thread's own lock, so threads append side by side;
-/// only sequence numbers (one atomic counter) and the map of threads (sharded) are shared.
-/// There is no index by message id: [`HistoryStore::record`] looks through every thread.
+/// the map of threads is sharded finely, and sequence numbers come to each OS thread in blocks
+/// of 64 (one shared write per block, not per record): unique in the store and
+/// rising within every thread, but across threads only roughly in acceptance order (exactly,
+/// on one OS thread). There is no index by message id: [`HistoryStore::record`] looks through
+/// every thread.
 ///
 /// # Example
 ///
@@ -37,9 +42,13 @@ use crate::{MessageId, ThreadId, ThreadInfo, ThreadState};
 /// # Ok(())
 /// # }
 /// ```
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct MemoryHistory {
-    /// The last sequence number handed out.
+    /// Which store this is, for the blocks of sequence numbers each OS thread holds.
+    id: u64,
+    /// How sequence numbers are handed out.
+    numbering: Numbering,
+    /// The last sequence number handed out (to a record or in a block).
     seq: AtomicU64,
     logs: DashMap<ThreadId, Arc<Mutex<ThreadLog>>>,
     /// Saved snapshots, each with the order in which its thread was first saved.
@@ -48,11 +57,32 @@ pub struct MemoryHistory {
     reports: DashMap<ThreadId, Vec<HaltingReport>>,
 }
 
+/// Shards of the maps by thread: many, so that two workers seldom write one shard's lock.
+const SHARDS: usize = 256;
+
+/// How a [`MemoryHistory`] numbers its records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Numbering {
+    /// From blocks held per OS thread (the default).
+    Blocks,
+    /// One after the other, in the order of appends (a store whose numbers must be replayed
+    /// exactly: the JetStream store's index).
+    Serial,
+}
+
+impl Default for MemoryHistory {
+    fn default() -> Self {
+        Self::numbered(Numbering::Blocks)
+    }
+}
+
 /// One thread's records.
 #[derive(Debug, Default)]
 struct ThreadLog {
     records: Chunks,
     last_digest: [u8; 32],
+    /// The sequence number of the last record.
+    last_seq: u64,
     /// Indexes of records still waiting for delivery, in order (deliveries take them from the
     /// front: a queue is delivered in history order).
     pending: VecDeque<usize>,
@@ -113,6 +143,33 @@ impl MemoryHistory {
     /// ```
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// An empty history that numbers its records one after the other in the order of appends,
+    /// whichever OS thread appends (what a store replaying its numbers needs).
+    pub(crate) fn serial() -> Self {
+        Self::numbered(Numbering::Serial)
+    }
+
+    fn numbered(numbering: Numbering) -> Self {
+        static STORES: AtomicU64 = AtomicU64::new(0);
+        Self {
+            id: STORES.fetch_add(1, Ordering::Relaxed),
+            numbering,
+            seq: AtomicU64::new(0),
+            logs: DashMap::with_shard_amount(SHARDS),
+            threads: DashMap::with_shard_amount(SHARDS),
+            saved: AtomicU64::new(0),
+            reports: DashMap::new(),
+        }
+    }
+
+    /// The next sequence number for a record of a thread whose last record has `after`.
+    fn next_seq(&self, after: u64) -> u64 {
+        match self.numbering {
+            Numbering::Serial => self.seq.fetch_add(1, Ordering::Relaxed) + 1,
+            Numbering::Blocks => seq_block::next(self.id, after, &self.seq),
+        }
     }
 
     /// The log of `thread`, created when it has none yet.
@@ -505,7 +562,8 @@ impl MemoryHistory {
         }
         for new in &batch.records {
             let log = log_of(logs, new.envelope.thread());
-            let seq = self.seq.fetch_add(1, Ordering::Relaxed) + 1;
+            let seq = self.next_seq(log.last_seq);
+            log.last_seq = seq;
             let mut record = Record::from_new(new, seq, time_us);
             record.seal(&log.last_digest);
             log.last_digest = record.digest;

@@ -133,11 +133,16 @@ pub struct Context {
 /// What runs once a delivery's outputs are committed (see [`Context::on_commit`]).
 pub(crate) type OnCommit = Box<dyn FnOnce() + Send + 'static>;
 
+/// A runner's own handle on the pump's store, made once per run and cloned per delivery: its
+/// reference count is written only by the worker running the thread, where a clone of the
+/// store itself would write the one count every worker shares.
+pub(crate) type RunStore = Arc<Arc<dyn HistoryStore>>;
+
 /// Where [`Context::history`] reads from.
 #[derive(Clone)]
 enum Source {
     /// The pump's history store.
-    Store(Arc<dyn HistoryStore>),
+    Store(RunStore),
     /// Records sent along with the delivery (a remote worker's bounded view).
     #[cfg_attr(not(feature = "nats"), allow(dead_code))]
     Given(Arc<[Record]>),
@@ -167,7 +172,7 @@ impl Context {
         thread: ThreadId,
         me: Arc<str>,
         delivery: MessageId,
-        store: Arc<dyn HistoryStore>,
+        store: RunStore,
         view: Option<(u64, usize)>,
         account: Arc<Account>,
     ) -> Self {

@@ -18,6 +18,7 @@ use super::notice::Recipient;
 use super::plan::Step;
 use super::route::Targets;
 use super::tx::{Place, Tx};
+use crate::envelope::local::local;
 use crate::governor::{Signals, Verdict};
 use crate::history::RecordKind;
 use crate::listener::{Delivery, Usage};
@@ -33,6 +34,9 @@ pub(crate) struct Applying<'a> {
     pub inner: &'a mut ThreadInner,
     pub parent: Option<(&'a Arc<ThreadEntry>, &'a mut ThreadInner)>,
     pub me: usize,
+    /// The listener's name: this worker's copy (`envelope/local.rs`), for the envelopes it
+    /// makes.
+    pub name: Arc<str>,
     pub delivery: &'a Delivery,
     pub signals: Signals,
     /// The refusals of this delivery's outputs, one per kind (element and code) with how many
@@ -42,7 +46,7 @@ pub(crate) struct Applying<'a> {
 
 impl Applying<'_> {
     fn me_name(&self) -> &Arc<str> {
-        &self.shared.routes[self.me].name
+        &self.name
     }
 
     /// A notice to the listener being delivered (or recorded, if the thread closed).
@@ -160,7 +164,7 @@ impl Applying<'_> {
                 self.remember_result(&payload);
                 let env = self
                     .envelope(payload)
-                    .with_to(Some(Arc::clone(&self.shared.names.client)))
+                    .with_to(Some(local(&self.shared.names.client)))
                     .with_in_reply_to(Some(self.delivery.id()));
                 self.tx.record(self.inner, env, RecordKind::Egress);
             }
@@ -248,13 +252,17 @@ impl Applying<'_> {
         }
         self.inner.ledger.queue_full_streak = 0;
         if targets.contains(&self.me) {
-            let me = Arc::clone(self.me_name());
-            self.inner.ledger.iterate(&me);
+            let me = &self.shared.routes[self.me].name;
+            self.inner.ledger.iterate(me);
         }
         self.remember_result(&payload);
         let in_reply_to = reply.then(|| self.delivery.id());
         for target in targets {
-            let to = Arc::clone(&self.shared.routes[target].name);
+            let to = if target == self.me {
+                Arc::clone(self.me_name())
+            } else {
+                local(&self.shared.routes[target].name)
+            };
             let env = self
                 .envelope(payload.clone())
                 .with_to(Some(to))

@@ -4,6 +4,7 @@
 use std::any::Any;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::Duration;
 
 use futures_util::FutureExt as _;
@@ -15,9 +16,10 @@ use super::apply::{Applying, Failure, FailureCode};
 use super::gate::Admission;
 use super::plan::{Step, Steps};
 use super::tx::Tx;
+use crate::envelope::local::local;
 use crate::governor::Signals;
 use crate::history::{HistoryError, Ticket, Timing};
-use crate::listener::{Context, Delivery, ListenerError, Registration, Usage};
+use crate::listener::{Context, Delivery, ListenerError, Registration, RunStore, Usage};
 use crate::system::{ErrorCode, SystemMessage};
 use crate::thread::registry::{Queued, ThreadEntry};
 use crate::tool::{Call, TOOL_NS};
@@ -26,6 +28,8 @@ use crate::tool::{Call, TOOL_NS};
 #[derive(Debug)]
 struct Done<'a> {
     me: usize,
+    /// The listener's name, this worker's copy.
+    name: Arc<str>,
     delivery: &'a Delivery,
     failure: Option<Failure>,
     steps: Steps,
@@ -43,15 +47,26 @@ struct Done<'a> {
 impl Shared {
     /// Delivers one queued message and commits what came of it, inside its telemetry span
     /// (`pump/telemetry.rs`; nothing when telemetry is off).
-    pub(crate) async fn deliver(self: &Arc<Self>, entry: &Arc<ThreadEntry>, item: Queued) {
+    /// `store` is the runner's own handle on the store (see [`RunStore`]).
+    pub(crate) async fn deliver(
+        self: &Arc<Self>,
+        entry: &Arc<ThreadEntry>,
+        item: Queued,
+        store: &RunStore,
+    ) {
         let registration = &self.routes[item.target];
         let traced = self
             .telemetry
             .delivery(&self.registry, entry, registration, &item);
-        traced.run(self.deliver_untraced(entry, item)).await;
+        traced.run(self.deliver_untraced(entry, item, store)).await;
     }
 
-    async fn deliver_untraced(self: &Arc<Self>, entry: &Arc<ThreadEntry>, item: Queued) {
+    async fn deliver_untraced(
+        self: &Arc<Self>,
+        entry: &Arc<ThreadEntry>,
+        item: Queued,
+        store: &RunStore,
+    ) {
         let (view, deadline, warnings, account, cost) = match self.gate(entry, &item) {
             Admission::Go {
                 view,
@@ -64,11 +79,12 @@ impl Shared {
         };
         let registration = &self.routes[item.target];
         let delivery = Delivery::new(item.envelope);
+        let name = local(&registration.name);
         let mut cx = Context::new(
             entry.id,
-            Arc::clone(&registration.name),
+            Arc::clone(&name),
             delivery.id(),
-            Arc::clone(&self.store),
+            Arc::clone(store),
             view,
             account,
         );
@@ -110,6 +126,7 @@ impl Shared {
         };
         let done = Done {
             me: item.target,
+            name,
             delivery: &delivery,
             failure,
             steps,
@@ -150,6 +167,7 @@ impl Shared {
             inner: &mut inner,
             parent: family.pair(&mut parent_inner),
             me: done.me,
+            name: done.name,
             delivery: done.delivery,
             signals: Signals::default(),
             refusals: SmallVec::new(),
@@ -211,8 +229,13 @@ async fn invoke(
         on_blocking_pool(registration, delivery, cx, until).await
     } else {
         let handling = AssertUnwindSafe(registration.listener.handle(delivery, cx)).catch_unwind();
-        let finished = async { (handling.await, Instant::now()) };
-        tokio::time::timeout_at(until, finished).await.ok()
+        let mut finished = std::pin::pin!(async { (handling.await, Instant::now()) });
+        // Polled once before any timer is set: most handlers finish on their first poll, and a
+        // timer reaches the runtime's shared handle (a reference count every worker writes).
+        match futures_util::poll!(finished.as_mut()) {
+            Poll::Ready(done) => Some(done),
+            Poll::Pending => tokio::time::timeout_at(until, finished).await.ok(),
+        }
     };
     let (code, message) = match handled.filter(|(_, at)| *at <= until).map(|(r, _)| r) {
         Some(Ok(Ok(()))) => return Ok(()),

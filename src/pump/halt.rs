@@ -8,6 +8,7 @@ use sha2::{Digest as _, Sha256};
 
 use super::Shared;
 use super::tx::Tx;
+use crate::envelope::local::local;
 use crate::governor::ledger::Ledger;
 use crate::governor::report;
 use crate::governor::{Decision, Verdict};
@@ -28,7 +29,7 @@ impl Shared {
         let committed = {
             let family = self.registry.family(entry);
             let (mut inner, mut parent_inner) = family.lock(entry);
-            let to = Arc::clone(&self.routes[item.target].name);
+            let to = local(&self.routes[item.target].name);
             inner.queue.push_front(item);
             if inner.state().is_closed() {
                 return;
@@ -53,7 +54,7 @@ impl Shared {
         self.telemetry.decision(decision);
         let xml = decision.to_xml();
         let payload = Payload::from_trusted(crate::QName::new(GOVERNOR_NS, "decision"), xml, true);
-        let env = Envelope::new(Arc::clone(&self.names.governor), entry.id, payload);
+        let env = Envelope::new(local(&self.names.governor), entry.id, payload);
         tx.record(inner, env, RecordKind::Decision);
     }
 
@@ -106,7 +107,7 @@ impl Shared {
             report_digest,
         };
 
-        let env = Envelope::new(Arc::clone(&self.names.system), entry.id, halt.to_payload())
+        let env = Envelope::new(local(&self.names.system), entry.id, halt.to_payload())
             .with_id(halt_id)
             .with_to(to.map(Arc::from));
         tx.record(inner, env, RecordKind::System);

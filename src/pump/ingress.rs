@@ -8,6 +8,7 @@ use super::notice::Recipient;
 use super::route::{Refusal, Route, Sender, Targets, smuggled, tool_checked};
 use super::tx::{Place, Tx};
 use super::{PumpHandle, Shared};
+use crate::envelope::local::local;
 use crate::governor::ledger::Ledger;
 use crate::history::{HistoryError, RecordKind, Ticket};
 use crate::listener::Target;
@@ -623,8 +624,8 @@ impl Shared {
         let mut tx = Tx::new();
         let is_new = inner.records == 0;
         for target in targets {
-            let to = Arc::clone(&self.routes[target].name);
-            let env = Envelope::new(Arc::clone(&self.names.client), entry.id, payload.clone())
+            let to = local(&self.routes[target].name);
+            let env = Envelope::new(local(&self.names.client), entry.id, payload.clone())
                 .with_to(Some(to))
                 .with_in_reply_to(in_reply_to);
             tx.queue(&mut inner, Place::Here, env, target, RecordKind::Message);

@@ -3,9 +3,54 @@
 //! alive and the tasks waiting in `settle` or shutdown for threads to go quiet.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{RwLock, RwLockReadGuard};
+use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use tokio::sync::Notify;
+
+/// The ingress gate as one read-write lock per slot, each on its own cache line: an admission
+/// locks its OS thread's slot for reading (a write to a line only that worker uses), closing
+/// locks every slot for writing, in order.
+#[derive(Debug)]
+struct IngressGate {
+    slots: Box<[Padded<RwLock<()>>]>,
+}
+
+/// A value alone on its cache line (128 bytes: two lines, as adjacent-line prefetching pairs
+/// them).
+#[derive(Debug, Default)]
+#[repr(align(128))]
+struct Padded<T>(T);
+
+impl Default for IngressGate {
+    fn default() -> Self {
+        Self {
+            slots: (0..Self::SLOTS).map(|_| Padded::default()).collect(),
+        }
+    }
+}
+
+impl IngressGate {
+    /// Slots: more than the cores of most machines; OS threads past it share.
+    const SLOTS: usize = 32;
+
+    fn read(&self) -> RwLockReadGuard<'_, ()> {
+        thread_local! {
+            static SLOT: usize = {
+                static NEXT: AtomicUsize = AtomicUsize::new(0);
+                NEXT.fetch_add(1, Ordering::Relaxed)
+            };
+        }
+        let slot = SLOT.try_with(|s| *s).unwrap_or(0) % Self::SLOTS;
+        self.slots[slot].0.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn write(&self) -> Vec<RwLockWriteGuard<'_, ()>> {
+        self.slots
+            .iter()
+            .map(|slot| slot.0.write().unwrap_or_else(|p| p.into_inner()))
+            .collect()
+    }
+}
 
 /// The pump's life and its waiters. Every method is a few atomics; none blocks except
 /// [`Lifecycle::close`], which waits for input being admitted.
@@ -13,9 +58,9 @@ use tokio::sync::Notify;
 pub(crate) struct Lifecycle {
     /// No new outside input.
     closing: AtomicBool,
-    /// Outside input holds it for reading while it is admitted; closing takes it for writing,
-    /// so no admitted message can miss the drain.
-    ingress_gate: RwLock<()>,
+    /// Outside input holds one of its locks for reading while it is admitted; closing takes
+    /// every one for writing, so no admitted message can miss the drain.
+    ingress_gate: IngressGate,
     /// No new deliveries.
     stopped: AtomicBool,
     /// Runner tasks alive.
@@ -32,7 +77,7 @@ impl Lifecycle {
     /// Admits one piece of outside input: a guard to hold until it is registered, or `None`
     /// once the pump is closing.
     pub(crate) fn admitting(&self) -> Option<RwLockReadGuard<'_, ()>> {
-        let gate = self.ingress_gate.read().unwrap_or_else(|p| p.into_inner());
+        let gate = self.ingress_gate.read();
         (!self.is_closing()).then_some(gate)
     }
 
@@ -43,7 +88,7 @@ impl Lifecycle {
 
     /// Refuses new outside input from now on, after the input being admitted is registered.
     pub(crate) fn close(&self) {
-        let _gate = self.ingress_gate.write().unwrap_or_else(|p| p.into_inner());
+        let _gate = self.ingress_gate.write();
         self.closing.store(true, Ordering::Release);
     }
 

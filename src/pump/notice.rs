@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use super::Shared;
 use super::tx::{Place, Tx};
+use crate::envelope::local::local;
 use crate::history::RecordKind;
 use crate::system::{CLIENT_SENDER, SYSTEM_SENDER, SystemMessage, ThreadStatus};
 use crate::thread::registry::{ThreadEntry, ThreadInner};
@@ -34,7 +35,7 @@ impl Shared {
         message: SystemMessage,
         in_reply_to: Option<MessageId>,
     ) {
-        let system = Arc::clone(&self.names.system);
+        let system = local(&self.names.system);
         let env =
             Envelope::new(system, entry.id, message.to_payload()).with_in_reply_to(in_reply_to);
         match to {
@@ -42,16 +43,16 @@ impl Shared {
                 if !inner.state().is_closed()
                     && inner.queue.len() + tx.queued_here() < self.config.queue_capacity =>
             {
-                let env = env.with_to(Some(Arc::clone(&self.routes[index].name)));
+                let env = env.with_to(Some(local(&self.routes[index].name)));
                 tx.queue(inner, Place::Here, env, index, RecordKind::System);
             }
             Recipient::Listener(index) => {
-                let env = env.with_to(Some(Arc::clone(&self.routes[index].name)));
+                let env = env.with_to(Some(local(&self.routes[index].name)));
                 tx.record(inner, env, RecordKind::System);
             }
             Recipient::Client => tx.record(
                 inner,
-                env.with_to(Some(Arc::clone(&self.names.client))),
+                env.with_to(Some(local(&self.names.client))),
                 RecordKind::System,
             ),
             Recipient::RecordOnly(name) => tx.record(
@@ -98,14 +99,10 @@ impl Shared {
             .spawner
             .as_deref()
             .and_then(|s| self.routes.index_of(s));
-        let env = Envelope::new(
-            Arc::clone(&self.names.system),
-            parent.id,
-            result.to_payload(),
-        );
+        let env = Envelope::new(local(&self.names.system), parent.id, result.to_payload());
         match spawner {
             Some(index) if !parent_inner.state().is_closed() => {
-                let env = env.with_to(Some(Arc::clone(&self.routes[index].name)));
+                let env = env.with_to(Some(local(&self.routes[index].name)));
                 tx.queue(parent_inner, Place::Parent, env, index, RecordKind::System);
             }
             _ => {

@@ -13,6 +13,7 @@ use super::stall::REVIVE_POLL;
 use super::tx::Tx;
 use crate::ThreadState;
 use crate::history::{HistoryError, Ticket};
+use crate::listener::RunStore;
 use crate::system::{ErrorCode, SystemMessage, ThreadStatus};
 use crate::thread::registry::{Queued, ThreadEntry, ThreadInner};
 
@@ -50,6 +51,7 @@ impl Shared {
     }
 
     async fn run(self: Arc<Self>, entry: Arc<ThreadEntry>) {
+        let store: RunStore = Arc::new(Arc::clone(&self.store));
         loop {
             for _ in 0..self.config.batch {
                 let next = {
@@ -71,7 +73,7 @@ impl Shared {
                     Some((item, false)) => {
                         // Boxed: the runner future stays small, so a wake does not copy a
                         // delivery's whole state machine into its new task.
-                        Box::pin(self.deliver_contained(&entry, item)).await;
+                        Box::pin(self.deliver_contained(&entry, item, &store)).await;
                         tokio::task::consume_budget().await;
                     }
                     Some((item, true)) => Box::pin(self.refuse_closed(&entry, item)).await,
@@ -146,13 +148,18 @@ impl Shared {
 
     /// Delivers, containing a panic of the pump's own code (handler panics are caught earlier):
     /// the delivery is resolved with a recorded notice and the thread keeps running.
-    async fn deliver_contained(self: &Arc<Self>, entry: &Arc<ThreadEntry>, item: Queued) {
+    async fn deliver_contained(
+        self: &Arc<Self>,
+        entry: &Arc<ThreadEntry>,
+        item: Queued,
+        store: &RunStore,
+    ) {
         let (id, from, target) = (
             item.envelope.id(),
             Arc::clone(item.envelope.from_shared()),
             item.target,
         );
-        let delivering = AssertUnwindSafe(self.deliver(entry, item)).catch_unwind();
+        let delivering = AssertUnwindSafe(self.deliver(entry, item, store)).catch_unwind();
         if delivering.await.is_ok() {
             return;
         }

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use super::Applying;
+use crate::envelope::local::local;
 use crate::governor::ledger::Absorbed;
 use crate::governor::{Control, Decision, GovernorMessage, HaltClass, Verdict};
 use crate::history::RecordKind;
@@ -23,12 +24,8 @@ impl Applying<'_> {
             self.refuse(refusal.into_notice(payload.as_str().to_owned()), 1);
             return;
         }
-        let env = Envelope::new(
-            Arc::clone(&self.shared.routes[self.me].name),
-            self.entry.id,
-            payload.clone(),
-        )
-        .with_to(Some(Arc::clone(&self.shared.names.governor)));
+        let env = Envelope::new(Arc::clone(self.me_name()), self.entry.id, payload.clone())
+            .with_to(Some(local(&self.shared.names.governor)));
         self.tx.record(self.inner, env, RecordKind::Message);
         let me = Arc::clone(&self.shared.routes[self.me].name);
         let window = self.shared.config.governor.no_progress_window;

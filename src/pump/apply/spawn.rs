@@ -7,6 +7,7 @@ use std::sync::Arc;
 use rust_decimal::Decimal;
 
 use super::Applying;
+use crate::envelope::local::local;
 use crate::governor::Decision;
 use crate::governor::Verdict;
 use crate::governor::budget::{Amount, BudgetName, CarveRefused};
@@ -73,7 +74,7 @@ impl Applying<'_> {
         self.shared.telemetry.spawned(child.id);
         let mut to = Vec::with_capacity(targets.len());
         for target in targets {
-            let name = Arc::clone(&self.shared.routes[target].name);
+            let name = local(&self.shared.routes[target].name);
             let env = Envelope::new(Arc::clone(self.me_name()), child.id, initial.clone())
                 .with_to(Some(Arc::clone(&name)));
             self.tx.queue_in_child(&child, env, target);

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use super::Applying;
+use crate::envelope::local::local;
 use crate::history::RecordKind;
 use crate::system::{ErrorCode, SystemMessage};
 use crate::{Envelope, Payload, todo};
@@ -12,12 +13,8 @@ impl Applying<'_> {
     /// Records the listener's plan, to the governor (which holds the thread to it), as the
     /// thread's latest.
     pub fn take_plan(&mut self, payload: Payload) {
-        let env = Envelope::new(
-            Arc::clone(&self.shared.routes[self.me].name),
-            self.entry.id,
-            payload.clone(),
-        )
-        .with_to(Some(Arc::clone(&self.shared.names.governor)));
+        let env = Envelope::new(Arc::clone(self.me_name()), self.entry.id, payload.clone())
+            .with_to(Some(local(&self.shared.names.governor)));
         self.tx.record(self.inner, env, RecordKind::Message);
         self.inner.plan = Some(payload);
     }
