@@ -30,7 +30,7 @@ use async_trait::async_trait;
 pub use audit::{AuditError, ForkBreak, audit, forked_from, is_carried, replay, verify_fork};
 pub use chain::{ChainBreak, verify_chain};
 #[cfg(feature = "nats")]
-pub use jetstream::{JetStreamHistory, JetStreamOptions};
+pub use jetstream::{JetStreamHistory, JetStreamOptions, LeaseOptions};
 pub use mark::{Mark, Timing};
 pub use memory::MemoryHistory;
 pub(crate) use memory::now_us;

@@ -275,6 +275,21 @@ async fn an_append_past_the_largest_message_goes_in_parts_and_comes_back_whole()
 /// (the address) and the child.
 #[cfg(feature = "host")]
 fn run_host(dir: &std::path::Path) -> (std::process::Child, String) {
+    let (mut child, ready) = start_host(dir);
+    match ready.recv() {
+        Ok(base) => (child, base),
+        Err(_) => {
+            let mut err = String::new();
+            std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+            panic!("agentpump run did not start: {err}");
+        }
+    }
+}
+
+/// `agentpump run` started in `dir`; its address arrives on the channel once it serves (a
+/// standby waiting for the lease sends nothing yet).
+#[cfg(feature = "host")]
+fn start_host(dir: &std::path::Path) -> (std::process::Child, std::sync::mpsc::Receiver<String>) {
     use std::io::BufRead as _;
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_agentpump"))
         .args(["run", "organism.toml", "--port", "0"])
@@ -283,17 +298,133 @@ fn run_host(dir: &std::path::Path) -> (std::process::Child, String) {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
-    let ready = match lines.next() {
-        Some(Ok(line)) => line,
-        _ => {
-            let mut err = String::new();
-            std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
-            panic!("agentpump run did not start: {err}");
+    let lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut lines = lines.map_while(Result::ok);
+        if let Some(first) = lines.next() {
+            let _ = tx.send(support::listening_on(&first));
         }
+        lines.for_each(drop);
+    });
+    (child, rx)
+}
+
+/// An organism in `dir` on stream `stream` of the server at `url`, with an echo listener and,
+/// when given, the writer's lease.
+#[cfg(feature = "host")]
+fn organism_on(dir: &std::path::Path, url: &str, stream: &str, lease_ms: Option<u64>) {
+    std::fs::create_dir_all(dir).unwrap();
+    let lease = lease_ms.map_or(String::new(), |ms| format!("lease_ms = {ms}\n"));
+    std::fs::write(
+        dir.join("organism.toml"),
+        format!(
+            "[organism]\nname = \"js\"\n\n[store]\nkind = \"jetstream\"\nurl = \"{url}\"\nstream = \"{stream}\"\n{lease}\n[[listener]]\nname = \"echo\"\nkind = \"builtin\"\nbuiltin = \"echo\"\naccepts = [\"{{urn:example:say:v1}}say\"]\n"
+        ),
+    )
+    .unwrap();
+}
+
+/// Issue 35, failover: "when a pump dies its leases lapse and the others take its partitions;
+/// a pump that lost its lease stops writing (fencing …)", tested as the issue asks — "a paused
+/// pump — SIGSTOP past its lease, then SIGCONT — must not append" — and "kill -9 of a pump":
+/// two `agentpump run` hosts on one stream with `lease_ms`; the second waits (standby) while
+/// the first writes; paused past its lease, the first is replaced by the second, which serves
+/// every acknowledged message; resumed, the first takes nothing more into the stream; killed
+/// with SIGKILL, the second is replaced by a third host started on the stream alone.
+#[cfg(feature = "host")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_standby_takes_over_a_lapsed_lease_and_the_old_writer_is_fenced() {
+    let scratch = Scratch::new("js-history-lease");
+    let (_server, url) = support::nats::server(&scratch.0);
+    let (a_dir, b_dir, c_dir) = (
+        scratch.0.join("a"),
+        scratch.0.join("b"),
+        scratch.0.join("c"),
+    );
+    for dir in [&a_dir, &b_dir, &c_dir] {
+        organism_on(dir, &url, "leased", Some(1_500));
+    }
+    let http = support::http_client();
+    let post = |base: &str, token: &str, text: &str| {
+        http.post(format!("{base}/threads?to=echo"))
+            .bearer_auth(token)
+            .timeout(Duration::from_secs(20))
+            .body(say(text))
     };
-    std::thread::spawn(move || lines.for_each(drop));
-    (child, support::listening_on(&ready))
+    let (mut a, a_base) = run_host(&a_dir);
+    let a_token = support::token_in(&a_dir);
+    let (mut b, b_ready) = start_host(&b_dir);
+    let mut threads = Vec::new();
+    for i in 0..3 {
+        let answer = support::json(post(&a_base, &a_token, &format!("first-{i}"))).await;
+        threads.push(answer["thread"].as_str().unwrap().to_owned());
+    }
+    assert!(
+        b_ready.recv_timeout(Duration::from_millis(2_000)).is_err(),
+        "a standby does not serve while the writer holds the lease"
+    );
+    // Paused past its lease: the standby takes over.
+    let pause = std::time::Instant::now();
+    let stop = |child: &std::process::Child, signal: &str| {
+        let status = std::process::Command::new("kill")
+            .args([signal, &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    };
+    stop(&a, "-STOP");
+    let b_base = b_ready
+        .recv_timeout(Duration::from_secs(30))
+        .expect("the standby serves once the paused writer's lease lapsed");
+    let b_token = support::token_in(&b_dir);
+    let answered = support::json(post(&b_base, &b_token, "second")).await;
+    eprintln!(
+        "failover (pause → first answer from the new writer): {:?}",
+        pause.elapsed()
+    );
+    threads.push(answered["thread"].as_str().unwrap().to_owned());
+    for (i, thread) in threads.iter().take(3).enumerate() {
+        let history = http.get(format!("{b_base}/threads/{thread}/history"));
+        let text = support::json(history.bearer_auth(&b_token))
+            .await
+            .to_string();
+        assert!(text.contains(&format!("first-{i}")), "{thread}: {text}");
+    }
+    // Resumed: the old writer is fenced — its post is refused, nothing of it reaches the stream.
+    stop(&a, "-CONT");
+    let refused = post(&a_base, &a_token, "stale").send().await.unwrap();
+    let status = refused.status();
+    let body = refused.text().await.unwrap();
+    assert!(!status.is_success(), "{status}: {body}");
+    eprintln!("the resumed writer answered {status}: {body}");
+    a.kill().unwrap();
+    a.wait().unwrap();
+    // SIGKILL of the writer: a third host, started on the stream alone, takes over.
+    b.kill().unwrap();
+    b.wait().unwrap();
+    let (mut c, c_base) = run_host(&c_dir);
+    let c_token = support::token_in(&c_dir);
+    for thread in &threads {
+        let view = support::json(
+            http.get(format!("{c_base}/view/threads/{thread}"))
+                .bearer_auth(&c_token),
+        )
+        .await;
+        assert_eq!(view["integrity"]["verified"], true, "{view}");
+    }
+    let all = open(&url, "leased", 1).await;
+    for thread in &threads {
+        let records = all.thread(thread.parse().unwrap(), 0).await.unwrap();
+        assert!(
+            records.iter().all(|r| !r.payload.contains("stale")),
+            "the fenced writer appended nothing"
+        );
+    }
+    let everything = all.verify().await.unwrap();
+    assert!(everything > 0);
+    c.kill().unwrap();
+    c.wait().unwrap();
 }
 
 /// Issue 35: "SQLite stays the default" and the history "on JetStream" for a host: `agentpump
@@ -377,4 +508,13 @@ fn agentpump_run_without_its_nats_servers_says_so() {
         support::agentpump_in(&scratch.0, &["run", "organism.toml", "--port", "0"]);
     assert!(!ok);
     assert!(stderr.contains("needs `url`"), "{stderr}");
+    std::fs::write(
+        scratch.0.join("organism.toml"),
+        format!("[organism]\nname = \"js\"\n\n[store]\nkind = \"jetstream\"\nurl = \"nats://127.0.0.1:{port}\"\nlease_ms = 0\n"),
+    )
+    .unwrap();
+    let (ok, _, stderr) =
+        support::agentpump_in(&scratch.0, &["run", "organism.toml", "--port", "0"]);
+    assert!(!ok);
+    assert!(stderr.contains("lease_ms must be above 0"), "{stderr}");
 }

@@ -28,6 +28,11 @@ use super::{
 use crate::governor::HaltingReport;
 use crate::{Envelope, Limits, MessageId, Payload, ThreadId, ThreadInfo, ThreadState};
 
+mod lease;
+
+use lease::Lease;
+pub use lease::LeaseOptions;
+
 /// Where the stream is and how it is kept.
 #[derive(Debug, Clone)]
 pub struct JetStreamOptions {
@@ -43,6 +48,10 @@ pub struct JetStreamOptions {
     /// retries may go on (a leader change in the cluster takes a few seconds) before the store
     /// stops taking writes.
     pub patience: Duration,
+    /// The writer's lease, when several stores may open the stream (one writes, the others
+    /// wait and take over when its lease lapses; see [`LeaseOptions`]). `None`: this store
+    /// writes at once, fenced only by the stream's expected last sequence.
+    pub lease: Option<LeaseOptions>,
 }
 
 impl JetStreamOptions {
@@ -54,6 +63,7 @@ impl JetStreamOptions {
             replicas: 1,
             limits: Limits::default(),
             patience: Duration::from_secs(10),
+            lease: None,
         }
     }
 
@@ -118,6 +128,9 @@ type Sealed = Vec<(u64, String)>;
 
 /// The header naming a message's part of a split append: `I/N`.
 const PART: &str = "Agentpump-Part";
+
+/// The header of a lease holder's fence: the lease's epoch.
+const LEASE_EPOCH: &str = "Agentpump-Lease-Epoch";
 
 impl Wire {
     fn of(batch: &Batch, time_us: i64) -> Self {
@@ -217,8 +230,12 @@ impl JetStreamHistory {
         let mut js = jetstream::new(client.clone());
         js.set_timeout(options.patience.min(Duration::from_secs(5)));
         let subject = options.subject();
+        let lease = match &options.lease {
+            Some(lease) => Some(Lease::take(&js, &options.stream, lease, options.replicas).await?),
+            None => None,
+        };
         let stream = Self::open_stream(&js, &options, &subject).await?;
-        let (index, last) = rebuild(&stream, &options).await?;
+        let (mut index, last) = rebuild(&stream, &options).await?;
         let max = client
             .server_info()
             .max_payload
@@ -227,7 +244,7 @@ impl JetStreamHistory {
         let failed = Arc::new(OnceLock::new());
         let refused = Arc::new(Mutex::new(HashSet::new()));
         let (queue, pending) = mpsc::unbounded_channel();
-        let writer = Writer {
+        let mut writer = Writer {
             js,
             subject,
             last,
@@ -237,6 +254,15 @@ impl JetStreamHistory {
             refused: Arc::clone(&refused),
             stream: options.stream.clone(),
         };
+        if let Some(lease) = lease {
+            // The fence: this holder's first message moves the stream on, so a store that lost
+            // the lease without knowing yet is refused at its next append. A message appended
+            // since the replay (by that store) means replaying again first.
+            while !writer.fence(lease.epoch()).await.map_err(unavailable)? {
+                (index, writer.last) = rebuild(&stream, &options).await?;
+            }
+            lease.keep(&failed);
+        }
         tokio::spawn(writer.run(pending));
         Ok(Self {
             index,
@@ -489,6 +515,36 @@ impl Writer {
             self.last = self.part(headers, chunk).await?;
         }
         Ok(())
+    }
+
+    /// Publishes the lease holder's fence: an empty group (nothing to replay) naming the
+    /// lease's epoch, expecting the stream's last sequence to be the one replayed. False when
+    /// the stream moved on since (another store appended): replay again, then fence.
+    async fn fence(&mut self, epoch: u64) -> Result<bool, String> {
+        let mut headers = HeaderMap::new();
+        headers.insert(LEASE_EPOCH, epoch.to_string().as_str());
+        headers.insert(
+            "Nats-Expected-Last-Sequence",
+            self.last.to_string().as_str(),
+        );
+        let sent = self
+            .js
+            .publish_with_headers(self.subject.clone(), headers, b"[]".to_vec().into())
+            .await
+            .map_err(|e| format!("cannot fence the history stream `{}`: {e}", self.stream))?;
+        match sent.await {
+            Ok(ack) => {
+                self.last = ack.sequence;
+                Ok(true)
+            }
+            Err(e) if e.kind() == jetstream::context::PublishErrorKind::WrongLastSequence => {
+                Ok(false)
+            }
+            Err(e) => Err(format!(
+                "cannot fence the history stream `{}`: {e}",
+                self.stream
+            )),
+        }
     }
 
     async fn part(&self, headers: HeaderMap, chunk: &[u8]) -> Result<u64, String> {

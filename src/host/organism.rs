@@ -14,8 +14,8 @@ mod telemetry;
 
 use crate::governor::{Budget, GovernorPolicy, IterationBudget, messages_decimal};
 use crate::history::{
-    Durability, HistoryError, HistoryStore, JetStreamHistory, JetStreamOptions, SqliteHistory,
-    SqliteOptions,
+    Durability, HistoryError, HistoryStore, JetStreamHistory, JetStreamOptions, LeaseOptions,
+    SqliteHistory, SqliteOptions,
 };
 use crate::host::HostError;
 use crate::host::mcp::{McpTools, ServerConfig};
@@ -145,6 +145,10 @@ pub struct Store {
     pub stream: Option<String>,
     /// `kind = "jetstream"`: how many servers keep a copy (default 1; 3 in a 3-node cluster).
     pub replicas: Option<usize>,
+    /// `kind = "jetstream"`: the writer's lease in milliseconds. Set, several hosts may run on
+    /// one stream: one writes and serves, the others wait (standby) and take over within about
+    /// this long after it dies. Unset: this host writes at once (one host per stream).
+    pub lease_ms: Option<u64>,
 }
 
 /// `store.kind`.
@@ -173,6 +177,7 @@ impl Default for Store {
             url: None,
             stream: None,
             replicas: None,
+            lease_ms: None,
         }
     }
 }
@@ -914,6 +919,15 @@ impl Organism {
                 let mut options = JetStreamOptions::new(url, stream);
                 options.replicas = self.store.replicas.unwrap_or(1);
                 options.limits = self.limits();
+                options.lease = match self.store.lease_ms {
+                    Some(0) => {
+                        return Err(HostError::Usage(
+                            "[store] lease_ms must be above 0 (the lease's time to live in milliseconds)".into(),
+                        ));
+                    }
+                    Some(ms) => Some(LeaseOptions::this_process(Duration::from_millis(ms))),
+                    None => None,
+                };
                 let store = JetStreamHistory::open(options).await?;
                 Ok(OpenHistory::JetStream(Arc::new(store)))
             }

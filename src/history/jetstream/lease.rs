@@ -1,0 +1,205 @@
+//! The writer's lease on a history stream: one key in a JetStream key-value bucket whose entries
+//! expire after the lease's time to live. A store takes the key (a create fails while it is
+//! alive), renews it every third of the time to live by a compare-and-set on its last revision,
+//! and stops writing when a renewal is refused (the key lapsed and another store took it) or
+//! when no renewal has succeeded for a whole time to live. A store waiting for the key (a
+//! standby) tries again until the holder's key lapses or is released.
+//!
+//! The lease says who should write; the fence says who can: the new holder's first message on
+//! the stream (`jetstream.rs`, `fence`) moves the stream's last sequence, so an append from a
+//! store that lost the lease without noticing yet (a paused process) carries an expected last
+//! sequence the stream refuses.
+
+use std::sync::{Arc, OnceLock, Weak};
+use std::time::{Duration, Instant};
+
+use async_nats::jetstream::{self, kv};
+
+use super::unavailable;
+use crate::history::HistoryError;
+
+/// Who may write a history stream, and for how long without renewing.
+#[derive(Debug, Clone)]
+pub struct LeaseOptions {
+    /// This store's name in the lease (shown to a store waiting for it): host and process.
+    pub owner: String,
+    /// How long the lease outlives its last renewal: a dead writer's stream passes to a
+    /// waiting store after about this long.
+    pub ttl: Duration,
+}
+
+impl LeaseOptions {
+    /// A lease for this process (`host:pid`) with time to live `ttl`.
+    pub fn this_process(ttl: Duration) -> Self {
+        let host = std::env::var("HOSTNAME")
+            .ok()
+            .filter(|h| !h.is_empty())
+            .or_else(|| {
+                std::fs::read_to_string("/etc/hostname")
+                    .ok()
+                    .map(|h| h.trim().to_owned())
+            })
+            .unwrap_or_else(|| "localhost".to_owned());
+        Self {
+            owner: format!("{host}:{}", std::process::id()),
+            ttl,
+        }
+    }
+}
+
+/// The key of the lease in its bucket.
+const KEY: &str = "writer";
+
+/// A lease held: the bucket, its revision, and the epoch (the revision it was taken at).
+pub(super) struct Lease {
+    kv: kv::Store,
+    revision: u64,
+    options: LeaseOptions,
+    stream: String,
+}
+
+impl Lease {
+    /// Takes the lease on `stream`, waiting while another store holds it.
+    pub(super) async fn take(
+        js: &jetstream::Context,
+        stream: &str,
+        options: &LeaseOptions,
+        replicas: usize,
+    ) -> Result<Self, HistoryError> {
+        let kv = bucket(js, stream, options.ttl, replicas).await?;
+        let mut told = None::<String>;
+        let pause = (options.ttl / 4).clamp(Duration::from_millis(50), Duration::from_secs(1));
+        loop {
+            match kv.create(KEY, options.owner.clone().into()).await {
+                Ok(revision) => {
+                    tracing::info!(stream, epoch = revision, "holding the writer's lease");
+                    return Ok(Self {
+                        kv,
+                        revision,
+                        options: options.clone(),
+                        stream: stream.to_owned(),
+                    });
+                }
+                Err(e) if e.kind() == kv::CreateErrorKind::AlreadyExists => {
+                    let holder = holder(&kv).await;
+                    if told.as_ref() != Some(&holder) {
+                        tracing::warn!(
+                            stream,
+                            %holder,
+                            "standby: another store writes the history stream; waiting for its lease to lapse"
+                        );
+                        told = Some(holder);
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(stream, error = %e, "cannot reach the lease bucket; trying again");
+                }
+            }
+            tokio::time::sleep(pause).await;
+        }
+    }
+
+    /// The lease's epoch: the bucket revision it was taken at (rises with every holder).
+    pub(super) fn epoch(&self) -> u64 {
+        self.revision
+    }
+
+    /// Renews the lease until the store is gone (then releases it) or the lease is lost (then
+    /// `failed` says why, and the store takes no more writes).
+    pub(super) fn keep(self, failed: &Arc<OnceLock<String>>) {
+        let failed = Arc::downgrade(failed);
+        tokio::spawn(self.renew(failed));
+    }
+
+    async fn renew(mut self, failed: Weak<OnceLock<String>>) {
+        let every = self.options.ttl / 3;
+        let mut renewed = Instant::now();
+        loop {
+            tokio::time::sleep(every).await;
+            if failed.upgrade().is_none() {
+                // The store was dropped: let a standby in at once rather than after the lapse.
+                let _ = self
+                    .kv
+                    .delete_expect_revision(KEY, Some(self.revision))
+                    .await;
+                return;
+            }
+            let why = match self
+                .kv
+                .update(KEY, self.options.owner.clone().into(), self.revision)
+                .await
+            {
+                Ok(revision) => {
+                    self.revision = revision;
+                    renewed = Instant::now();
+                    continue;
+                }
+                Err(e) if e.kind() == kv::UpdateErrorKind::WrongLastRevision => format!(
+                    "lost the writer's lease on the history stream `{}` (it lapsed and {} holds it); this store takes no more writes",
+                    self.stream,
+                    holder(&self.kv).await
+                ),
+                Err(e) if renewed.elapsed() < self.options.ttl => {
+                    tracing::warn!(stream = %self.stream, error = %e, "cannot renew the writer's lease; trying again");
+                    continue;
+                }
+                Err(e) => format!(
+                    "could not renew the writer's lease on the history stream `{}` for {:?}: {e}; this store takes no more writes",
+                    self.stream, self.options.ttl
+                ),
+            };
+            tracing::error!(reason = %why, "the history stream stopped taking writes");
+            if let Some(failed) = failed.upgrade() {
+                let _ = failed.set(why);
+            }
+            return;
+        }
+    }
+}
+
+/// Who holds the lease now, as it says.
+async fn holder(kv: &kv::Store) -> String {
+    match kv.get(KEY).await {
+        Ok(Some(owner)) => String::from_utf8_lossy(&owner).into_owned(),
+        Ok(None) => "nobody (it just lapsed)".to_owned(),
+        Err(e) => format!("an unknown holder ({e})"),
+    }
+}
+
+/// The lease bucket of `stream`, created when missing: entries expire `ttl` after their last
+/// write. The bucket's stream is made here, as the key-value convention lays it out
+/// (`KV_<bucket>`, subjects `$KV.<bucket>.>`, one message per key): the client's own bucket
+/// creation first asks for account details that the 2.9 servers of distributions do not give in
+/// the form it reads.
+async fn bucket(
+    js: &jetstream::Context,
+    stream: &str,
+    ttl: Duration,
+    replicas: usize,
+) -> Result<kv::Store, HistoryError> {
+    let name = format!("agentpump-lease-{stream}");
+    let failed = |e: &dyn std::fmt::Display| {
+        unavailable(format!("cannot open the lease bucket `{name}`: {e}"))
+    };
+    if let Ok(kv) = js.get_key_value(&name).await {
+        return Ok(kv);
+    }
+    let config = jetstream::stream::Config {
+        name: format!("KV_{name}"),
+        subjects: vec![format!("$KV.{name}.>")],
+        max_messages_per_subject: 1,
+        max_age: ttl,
+        duplicate_window: ttl,
+        allow_rollup: true,
+        deny_delete: true,
+        allow_direct: true,
+        discard: jetstream::stream::DiscardPolicy::New,
+        storage: jetstream::stream::StorageType::File,
+        num_replicas: replicas.max(1),
+        ..Default::default()
+    };
+    js.get_or_create_stream(config)
+        .await
+        .map_err(|e| failed(&e))?;
+    js.get_key_value(&name).await.map_err(|e| failed(&e))
+}
