@@ -193,7 +193,8 @@ pub struct Recovery {
     pub counters: HashMap<ThreadId, Counters>,
     /// Per thread: how many records it has.
     pub records: HashMap<ThreadId, u64>,
-    /// Accepted messages never delivered, in acceptance order.
+    /// Accepted messages never delivered, in sequence order (acceptance order within each
+    /// thread).
     pub pending: Vec<Record>,
     /// Messages listeners addressed to the governor (goals, residuals, criteria, …) and the
     /// governor's own decisions (carve-outs, resumes, halts), in order: replayed, they give

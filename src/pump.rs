@@ -392,8 +392,10 @@ impl PumpHandle {
         self.shared.store.thread(thread, 0).await
     }
 
-    /// The records of `root` and every thread spawned below it, in the order they were
-    /// accepted (global `seq`): a whole tree's history in one read.
+    /// The records of `root` and every thread spawned below it, in `seq` order: acceptance
+    /// order within each thread, and across the tree's threads too except, for the in-memory
+    /// store on several workers, within a window of 128 records (`docs/history.md`). A whole
+    /// tree's history in one read.
     ///
     /// # Errors
     ///
@@ -425,7 +427,7 @@ impl PumpHandle {
     /// pump.settle(root).await;
     /// let all = pump.tree_history(root).await?;
     /// assert!(all.len() > pump.history(root).await?.len()); // the child's records too
-    /// assert!(all.windows(2).all(|w| w[0].seq < w[1].seq)); // in acceptance order
+    /// assert!(all.windows(2).all(|w| w[0].seq < w[1].seq)); // in seq order
     /// # Ok(())
     /// # }
     /// ```

@@ -33,7 +33,7 @@ async fn busy_pump() -> (agentpump::PumpHandle, Vec<agentpump::ThreadId>) {
     (pump, threads)
 }
 
-/// Every record of every thread, in global order, as a JSON-lines export.
+/// Every record of every thread, in seq order, as a JSON-lines export.
 async fn export(pump: &agentpump::PumpHandle) -> Vec<String> {
     let mut all: Vec<Record> = Vec::new();
     for info in pump.threads() {
@@ -60,7 +60,8 @@ async fn every_chain_verifies_and_an_export_round_trips() {
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
     assert_eq!(verify_chain(&records), Ok(lines.len() as u64));
-    // Global order is acceptance order; each thread's history is that thread only, in order.
+    // In seq order (on one OS thread, as here, seq is acceptance order across threads too);
+    // each thread's history is that thread only, in order.
     assert!(records.windows(2).all(|w| w[0].seq < w[1].seq));
     for t in threads {
         let h = pump.history(t).await.unwrap();

@@ -427,6 +427,93 @@ async fn a_standby_takes_over_a_lapsed_lease_and_the_old_writer_is_fenced() {
     c.wait().unwrap();
 }
 
+/// Issue 35: "kill -9 of a pump under load: … every acknowledged message is delivered exactly
+/// once": four clients post to the writer while it is killed; the standby takes over, and in
+/// the stream every post the writer acknowledged has exactly one echo — the ones it had not
+/// answered yet are answered by the new writer, none twice.
+#[cfg(feature = "host")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_message_acknowledged_before_a_kill_is_answered_exactly_once() {
+    let scratch = Scratch::new("js-history-load");
+    let (_server, url) = support::nats::server(&scratch.0);
+    let (a_dir, b_dir) = (scratch.0.join("a"), scratch.0.join("b"));
+    for dir in [&a_dir, &b_dir] {
+        organism_on(dir, &url, "load", Some(1_500));
+    }
+    let (mut a, a_base) = run_host(&a_dir);
+    let a_token = support::token_in(&a_dir);
+    let (mut b, b_ready) = start_host(&b_dir);
+    let acknowledged = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let clients: Vec<_> = (0..4)
+        .map(|c| {
+            let (base, token) = (a_base.clone(), a_token.clone());
+            let acknowledged = Arc::clone(&acknowledged);
+            tokio::spawn(async move {
+                let http = support::http_client();
+                for i in 0.. {
+                    let sent = http
+                        .post(format!("{base}/threads?to=echo"))
+                        .bearer_auth(&token)
+                        .timeout(Duration::from_secs(5))
+                        .body(say(&format!("load-{c}-{i}")))
+                        .send()
+                        .await;
+                    let Ok(answer) = sent else { return };
+                    if !answer.status().is_success() {
+                        return;
+                    }
+                    let body: serde_json::Value = answer.json().await.unwrap();
+                    let thread = body["thread"].as_str().unwrap().to_owned();
+                    acknowledged.lock().unwrap().push(thread);
+                }
+            })
+        })
+        .collect();
+    while acknowledged.lock().unwrap().len() < 40 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    a.kill().unwrap(); // SIGKILL, under load
+    a.wait().unwrap();
+    for client in clients {
+        client.await.unwrap();
+    }
+    let acknowledged = acknowledged.lock().unwrap().clone();
+    let b_base = b_ready
+        .recv_timeout(Duration::from_secs(30))
+        .expect("the standby takes over");
+    let (http, b_token) = (support::http_client(), support::token_in(&b_dir));
+    // The new writer answers what was queued; wait until every acknowledged thread has settled.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    for thread in &acknowledged {
+        loop {
+            let history = http
+                .get(format!("{b_base}/threads/{thread}/history"))
+                .bearer_auth(&b_token);
+            let text = support::json(history).await.to_string();
+            if text.contains("\"egress\"") || std::time::Instant::now() > deadline {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    b.kill().unwrap();
+    b.wait().unwrap();
+    let stream = open(&url, "load", 1).await;
+    for thread in &acknowledged {
+        let records = stream.thread(thread.parse().unwrap(), 0).await.unwrap();
+        let echoes = records
+            .iter()
+            .filter(|r| r.kind == RecordKind::Egress && &*r.from == "echo")
+            .count();
+        assert_eq!(echoes, 1, "thread {thread}: {records:#?}");
+    }
+    assert!(stream.verify().await.unwrap() > 0);
+    eprintln!(
+        "{} posts acknowledged before the kill, each answered once",
+        acknowledged.len()
+    );
+}
+
 /// Issue 35: "SQLite stays the default" and the history "on JetStream" for a host: `agentpump
 /// run` with `[store] kind = "jetstream"` keeps no history file; killed with SIGKILL and started
 /// again, it serves every acknowledged message from the stream alone, and each thread's chain
@@ -437,14 +524,7 @@ async fn agentpump_run_keeps_its_history_on_the_stream_across_a_kill() {
     let scratch = Scratch::new("js-history-run");
     let (_server, url) = support::nats::server(&scratch.0);
     let host_dir = scratch.0.join("host");
-    std::fs::create_dir_all(&host_dir).unwrap();
-    std::fs::write(
-        host_dir.join("organism.toml"),
-        format!(
-            "[organism]\nname = \"js\"\n\n[store]\nkind = \"jetstream\"\nurl = \"{url}\"\nstream = \"host\"\n\n[[listener]]\nname = \"echo\"\nkind = \"builtin\"\nbuiltin = \"echo\"\naccepts = [\"{{urn:example:say:v1}}say\"]\n"
-        ),
-    )
-    .unwrap();
+    organism_on(&host_dir, &url, "host", None);
     let http = support::http_client();
     let (mut child, base) = run_host(&host_dir);
     let token = support::token_in(&host_dir);

@@ -9,56 +9,55 @@
 //! moved to another worker touches its old copies until it makes new envelopes there).
 
 use std::cell::RefCell;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
-/// This OS thread's copy of `name` (same text; a clone of a shared copy when the cache is in
-/// use or `name` is long).
+/// This OS thread's copy of `name` (same text), or a clone of `name` itself when it is long or
+/// this OS thread already keeps [`Copies::SIZE`] live names.
 pub(crate) fn local(name: &Arc<str>) -> Arc<str> {
     if name.len() > Copies::MAX_BYTES {
         return Arc::clone(name);
     }
-    let source = Arc::as_ptr(name).cast::<u8>() as usize;
     let copied = COPIES.try_with(|cell| {
         let Ok(mut copies) = cell.try_borrow_mut() else {
             return Arc::clone(name);
         };
-        copies.get(source, name)
+        copies.get(name)
     });
     // Only while this OS thread is being torn down is there no cache.
     copied.unwrap_or_else(|_| Arc::clone(name))
 }
 
-/// The copies of one OS thread: each with the address of the name it was copied from (a quick
-/// test; the text is compared too, since an address is reused once its name is freed).
+/// The copies of one OS thread, each beside a weak reference to the name it was copied from:
+/// found by address (no reference count written), valid while that name lives — a name freed
+/// (its pump gone) leaves an entry the next new name takes.
 #[derive(Default)]
 struct Copies {
-    names: Vec<(usize, Arc<str>)>,
-    /// Where the next copy goes once `names` is full.
-    next: usize,
+    names: Vec<(Weak<str>, Arc<str>)>,
 }
 
 impl Copies {
-    /// At most this many copies per OS thread (round robin past it).
-    const SIZE: usize = 32;
+    /// At most this many live names copied per OS thread; past it, names are shared as they
+    /// are (as before copies: correct, only slower on many cores).
+    const SIZE: usize = 64;
     /// Longer names are shared, not copied: at most `SIZE` × this many bytes per OS thread.
     const MAX_BYTES: usize = 256;
 
-    fn get(&mut self, source: usize, name: &Arc<str>) -> Arc<str> {
+    fn get(&mut self, name: &Arc<str>) -> Arc<str> {
         let found = self
             .names
             .iter()
-            .find(|(from, copy)| *from == source && **copy == **name);
-        if let Some((_, copy)) = found {
+            .find(|(from, _)| std::ptr::addr_eq(from.as_ptr(), Arc::as_ptr(name)));
+        if let Some((from, copy)) = found
+            && from.strong_count() > 0
+        {
             return Arc::clone(copy);
         }
-        let copy: Arc<str> = Arc::from(&**name);
-        let entry = (source, Arc::clone(&copy));
-        if self.names.len() < Self::SIZE {
-            self.names.push(entry);
-        } else {
-            self.names[self.next] = entry;
-            self.next = (self.next + 1) % Self::SIZE;
+        self.names.retain(|(from, _)| from.strong_count() > 0);
+        if self.names.len() >= Self::SIZE {
+            return Arc::clone(name);
         }
+        let copy: Arc<str> = Arc::from(&**name);
+        self.names.push((Arc::downgrade(name), Arc::clone(&copy)));
         copy
     }
 }
@@ -85,19 +84,23 @@ mod tests {
         };
         assert_eq!(&*there, "counter");
         assert!(!Arc::ptr_eq(&there, &a), "another OS thread has its own");
-        // More names than the cache holds: each comes back right, the cache stays bounded.
-        let many: Vec<Arc<str>> = (0..Copies::SIZE * 3)
+        // A name freed and another made (perhaps at its address): the new text, never the old.
+        drop(name);
+        for i in 0..100 {
+            let other: Arc<str> = Arc::from(format!("new-{i}"));
+            assert_eq!(&*local(&other), format!("new-{i}"));
+        }
+        // More live names than the cache keeps: each comes back right, shared past the limit
+        // (no copy made per call), and the cache stays bounded.
+        let many: Vec<Arc<str>> = (0..Copies::SIZE * 2)
             .map(|i| Arc::from(format!("n{i}")))
             .collect();
         for n in &many {
             assert_eq!(local(n), *n);
         }
+        let last = many.last().unwrap();
+        assert!(Arc::ptr_eq(&local(last), last), "past the limit: shared");
         COPIES.with(|c| assert_eq!(c.borrow().names.len(), Copies::SIZE));
-        // A freed name's address reused by another text is not taken for the old one.
-        let other: Arc<str> = Arc::from("new");
-        let reused = Arc::as_ptr(&other).cast::<u8>() as usize;
-        COPIES.with(|c| c.borrow_mut().names[0] = (reused, Arc::from("old")));
-        assert_eq!(&*local(&other), "new");
         // A long name is shared as it is, never kept.
         let long: Arc<str> = Arc::from("u".repeat(Copies::MAX_BYTES + 1));
         assert!(Arc::ptr_eq(&local(&long), &long));

@@ -22,7 +22,7 @@ pub struct Timing {
 /// A handled delivery: which record it delivered and what its handler reported.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Mark {
-    /// The delivered record's global sequence number.
+    /// The delivered record's sequence number.
     pub seq: u64,
     /// The delivered message.
     pub id: MessageId,

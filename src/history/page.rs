@@ -102,7 +102,8 @@ pub(crate) fn matches(filter: &ThreadFilter, summary: &ThreadSummary, records: &
 
 /// [`HistoryStore::roots`] for any store: reads every root thread and filters in memory. A
 /// thread's place (its cursor) is the seq of its first record, so creation order holds whatever
-/// order the store lists snapshots in; a thread with no record yet sorts last, cursor 0.
+/// order the store lists snapshots in (for the in-memory store on several workers, within its
+/// window of 128 records); a thread with no record yet sorts last, cursor 0.
 pub(crate) async fn roots_by_scan(
     store: &(impl HistoryStore + ?Sized),
     filter: &ThreadFilter,

@@ -77,8 +77,9 @@ pub struct NewRecord {
 pub struct Record {
     /// Sequence number: unique in the store, starting at 1, rising in acceptance order within
     /// the thread. Across threads the SQLite and JetStream stores number in their one commit
-    /// order; the in-memory store gives each OS thread blocks of numbers, so across threads its
-    /// order is only rough on a multi-threaded runtime (`docs/history.md`).
+    /// order; the in-memory store gives each OS thread blocks of numbers, so across threads on a
+    /// multi-threaded runtime its order is acceptance order within a window of 128 records
+    /// (`docs/history.md`).
     pub seq: u64,
     /// When it was accepted, microseconds since the Unix epoch.
     pub time_us: i64,

@@ -5,6 +5,7 @@
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
+use crossbeam_utils::CachePadded;
 use tokio::sync::Notify;
 
 /// The ingress gate as one read-write lock per slot, each on its own cache line: an admission
@@ -12,19 +13,13 @@ use tokio::sync::Notify;
 /// locks every slot for writing, in order.
 #[derive(Debug)]
 struct IngressGate {
-    slots: Box<[Padded<RwLock<()>>]>,
+    slots: Box<[CachePadded<RwLock<()>>]>,
 }
-
-/// A value alone on its cache line (128 bytes: two lines, as adjacent-line prefetching pairs
-/// them).
-#[derive(Debug, Default)]
-#[repr(align(128))]
-struct Padded<T>(T);
 
 impl Default for IngressGate {
     fn default() -> Self {
         Self {
-            slots: (0..Self::SLOTS).map(|_| Padded::default()).collect(),
+            slots: (0..Self::SLOTS).map(|_| CachePadded::default()).collect(),
         }
     }
 }
@@ -41,13 +36,13 @@ impl IngressGate {
             };
         }
         let slot = SLOT.try_with(|s| *s).unwrap_or(0) % Self::SLOTS;
-        self.slots[slot].0.read().unwrap_or_else(|p| p.into_inner())
+        self.slots[slot].read().unwrap_or_else(|p| p.into_inner())
     }
 
     fn write(&self) -> Vec<RwLockWriteGuard<'_, ()>> {
         self.slots
             .iter()
-            .map(|slot| slot.0.write().unwrap_or_else(|p| p.into_inner()))
+            .map(|slot| slot.write().unwrap_or_else(|p| p.into_inner()))
             .collect()
     }
 }

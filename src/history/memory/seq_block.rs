@@ -1,13 +1,17 @@
 //! Sequence numbers handed to each OS thread in blocks: a record takes the next number of its
 //! OS thread's block, and only a new block writes the store's shared counter. A thread whose
 //! last record already has a higher number (it ran on another OS thread since) takes a new
-//! block, so numbers still rise within every thread.
+//! block, so numbers still rise within every thread. A block left behind while other OS
+//! threads moved the counter on by more than a block is given up (the counter is read, not
+//! written, to see it), so a record's number is never more than two blocks below the highest
+//! number handed out when it was accepted: across threads, numbers follow acceptance within
+//! [`BLOCK`] × 2.
 
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// How many numbers an OS thread takes from a store at once.
-const BLOCK: u64 = 64;
+pub(super) const BLOCK: u64 = 64;
 
 /// The next number above `after` for store `store`, whose counter (the last number handed out
 /// in any block) is `counter`.
@@ -54,7 +58,8 @@ impl Blocks {
             }
         };
         let (_, next, end) = &mut self.held[at];
-        if *next >= *end || *next <= after {
+        let stale = || counter.load(Ordering::Relaxed) > *end + BLOCK;
+        if *next >= *end || *next <= after || stale() {
             // The counter is above every number handed out, so above `after` too.
             *next = counter.fetch_add(BLOCK, Ordering::Relaxed) + 1;
             *end = *next + BLOCK;
@@ -86,6 +91,16 @@ mod tests {
         // lower number from the old block, but a new block above it.
         let back = next(9_000, there, &counter);
         assert!(back > there, "{back} after {there}");
+        // A block left behind while others moved the counter far on is given up: an old
+        // block's numbers never land far below the newest ones.
+        let kept = next(9_000, back, &counter);
+        assert_eq!(kept, back + 1, "a fresh block is used on");
+        counter.fetch_add(10 * BLOCK, Ordering::Relaxed); // other OS threads' blocks
+        let later = next(9_000, 0, &counter);
+        assert!(
+            later + 2 * BLOCK > counter.load(Ordering::Relaxed),
+            "{later} is within two blocks of the newest"
+        );
         // Another store's numbers are its own.
         let other = AtomicU64::new(0);
         assert_eq!(next(9_001, 0, &other), 1);
