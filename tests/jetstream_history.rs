@@ -275,7 +275,7 @@ async fn an_append_past_the_largest_message_goes_in_parts_and_comes_back_whole()
 /// (the address) and the child.
 #[cfg(feature = "host")]
 fn run_host(dir: &std::path::Path) -> (std::process::Child, String) {
-    let (mut child, ready) = start_host(dir);
+    let (mut child, ready) = start_host(dir, 0);
     match ready.recv() {
         Ok(base) => (child, base),
         Err(_) => {
@@ -286,13 +286,16 @@ fn run_host(dir: &std::path::Path) -> (std::process::Child, String) {
     }
 }
 
-/// `agentpump run` started in `dir`; its address arrives on the channel once it serves (a
-/// standby waiting for the lease sends nothing yet).
+/// `agentpump run` started in `dir` on `port` (0: any); its address arrives on the channel once
+/// it serves as the writer (a standby waiting for the lease sends nothing yet).
 #[cfg(feature = "host")]
-fn start_host(dir: &std::path::Path) -> (std::process::Child, std::sync::mpsc::Receiver<String>) {
+fn start_host(
+    dir: &std::path::Path,
+    port: u16,
+) -> (std::process::Child, std::sync::mpsc::Receiver<String>) {
     use std::io::BufRead as _;
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_agentpump"))
-        .args(["run", "organism.toml", "--port", "0"])
+        .args(["run", "organism.toml", "--port", &port.to_string()])
         .current_dir(dir)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
@@ -354,7 +357,8 @@ async fn a_standby_takes_over_a_lapsed_lease_and_the_old_writer_is_fenced() {
     };
     let (mut a, a_base) = run_host(&a_dir);
     let a_token = support::token_in(&a_dir);
-    let (mut b, b_ready) = start_host(&b_dir);
+    let b_port = support::nats::free_port();
+    let (mut b, b_ready) = start_host(&b_dir, b_port);
     let mut threads = Vec::new();
     for i in 0..3 {
         let answer = support::json(post(&a_base, &a_token, &format!("first-{i}"))).await;
@@ -362,8 +366,29 @@ async fn a_standby_takes_over_a_lapsed_lease_and_the_old_writer_is_fenced() {
     }
     assert!(
         b_ready.recv_timeout(Duration::from_millis(2_000)).is_err(),
-        "a standby does not serve while the writer holds the lease"
+        "a standby does not write while the writer holds the lease"
     );
+    // "Ingress: any pump's HTTP API accepts a request for any thread and forwards it to the
+    // owner": the standby forwards a post and a read to the writer, answers as they are.
+    let standby = format!("http://127.0.0.1:{b_port}");
+    let forwarded = post(&standby, &a_token, "via-standby")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        forwarded.headers()["agentpump-forwarded-from"]
+            .to_str()
+            .unwrap(),
+        a_base,
+        "answered by the writer"
+    );
+    let answer: serde_json::Value = forwarded.json().await.unwrap();
+    threads.push(answer["thread"].as_str().unwrap().to_owned());
+    let read = http
+        .get(format!("{standby}/threads/{}/history", threads[3]))
+        .bearer_auth(&a_token);
+    let text = support::json(read).await.to_string();
+    assert!(text.contains("via-standby"), "{text}");
     // Paused past its lease: the standby takes over.
     let pause = std::time::Instant::now();
     let stop = |child: &std::process::Child, signal: &str| {
@@ -442,7 +467,7 @@ async fn every_message_acknowledged_before_a_kill_is_answered_exactly_once() {
     }
     let (mut a, a_base) = run_host(&a_dir);
     let a_token = support::token_in(&a_dir);
-    let (mut b, b_ready) = start_host(&b_dir);
+    let (mut b, b_ready) = start_host(&b_dir, 0);
     let acknowledged = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
     let clients: Vec<_> = (0..4)
         .map(|c| {
@@ -559,42 +584,73 @@ async fn agentpump_run_keeps_its_history_on_the_stream_across_a_kill() {
     child.wait().unwrap();
 }
 
-/// A JetStream store without its servers is a clear error at the start, not a hang.
+/// A JetStream store without its servers is a clear error at the start, not a hang; so are a
+/// store without `url` and a lease of 0 ms.
 #[cfg(feature = "host")]
 #[test]
 fn agentpump_run_without_its_nats_servers_says_so() {
     let scratch = Scratch::new("js-history-no-server");
     let port = support::nats::free_port();
-    std::fs::write(
-        scratch.0.join("organism.toml"),
-        format!("[organism]\nname = \"js\"\n\n[store]\nkind = \"jetstream\"\nurl = \"nats://127.0.0.1:{port}\"\n"),
-    )
-    .unwrap();
-    let (ok, _, stderr) =
-        support::agentpump_in(&scratch.0, &["run", "organism.toml", "--port", "0"]);
-    assert!(!ok);
-    assert!(
-        stderr.contains(&format!(
-            "cannot connect to NATS at nats://127.0.0.1:{port}"
-        )),
-        "{stderr}"
-    );
-    std::fs::write(
-        scratch.0.join("organism.toml"),
-        "[organism]\nname = \"js\"\n\n[store]\nkind = \"jetstream\"\n",
-    )
-    .unwrap();
-    let (ok, _, stderr) =
-        support::agentpump_in(&scratch.0, &["run", "organism.toml", "--port", "0"]);
-    assert!(!ok);
+    // `agentpump run` with this `[store]`: it fails; its standard error.
+    let refused = |store: &str| {
+        std::fs::write(
+            scratch.0.join("organism.toml"),
+            format!("[organism]\nname = \"js\"\n\n[store]\nkind = \"jetstream\"\n{store}"),
+        )
+        .unwrap();
+        let (ok, _, stderr) =
+            support::agentpump_in(&scratch.0, &["run", "organism.toml", "--port", "0"]);
+        assert!(!ok, "{stderr}");
+        stderr
+    };
+    let url = format!("url = \"nats://127.0.0.1:{port}\"\n");
+    let stderr = refused(&url);
+    let unreachable = format!("cannot connect to NATS at nats://127.0.0.1:{port}");
+    assert!(stderr.contains(&unreachable), "{stderr}");
+    let stderr = refused("");
     assert!(stderr.contains("needs `url`"), "{stderr}");
-    std::fs::write(
-        scratch.0.join("organism.toml"),
-        format!("[organism]\nname = \"js\"\n\n[store]\nkind = \"jetstream\"\nurl = \"nats://127.0.0.1:{port}\"\nlease_ms = 0\n"),
-    )
-    .unwrap();
-    let (ok, _, stderr) =
-        support::agentpump_in(&scratch.0, &["run", "organism.toml", "--port", "0"]);
-    assert!(!ok);
+    let stderr = refused(&format!("{url}lease_ms = 0\n"));
     assert!(stderr.contains("lease_ms must be above 0"), "{stderr}");
+}
+
+/// A standby that cannot forward says why: no writer known yet is `503 standby` with
+/// `Retry-After`; a writer that does not answer is `502 writer-unreachable`, naming it.
+#[cfg(feature = "host")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_standby_without_a_reachable_writer_answers_a_problem() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let (writer, known) = tokio::sync::watch::channel(None::<String>);
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let served = tokio::spawn(agentpump::host::server::standby::serve_standby(
+        listener,
+        known,
+        1 << 20,
+        async move {
+            let _ = stopped.await;
+        },
+    ));
+    let http = support::http_client();
+    let answer = http.get(format!("{base}/threads")).send().await.unwrap();
+    assert_eq!(answer.status(), 503);
+    assert_eq!(answer.headers()["retry-after"], "1");
+    let problem: serde_json::Value = answer.json().await.unwrap();
+    assert_eq!(problem["code"], "standby", "{problem}");
+    let gone = format!("http://127.0.0.1:{}", support::nats::free_port());
+    writer.send_replace(Some(gone.clone()));
+    let answer = http
+        .post(format!("{base}/threads?to=echo"))
+        .body(say("lost"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 502);
+    let problem: serde_json::Value = answer.json().await.unwrap();
+    assert_eq!(problem["code"], "writer-unreachable", "{problem}");
+    assert!(
+        problem["detail"].as_str().unwrap().contains(&gone),
+        "{problem}"
+    );
+    stop.send(()).unwrap();
+    served.await.unwrap().unwrap();
 }

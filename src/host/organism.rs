@@ -903,35 +903,57 @@ impl Organism {
     /// The file cannot be opened, `kind = "jetstream"` has no `url`, or the stream cannot be
     /// reached or read back.
     pub async fn open_history(&self, base: &Path) -> Result<OpenHistory, HostError> {
-        match self.store.kind {
-            StoreKind::Sqlite => Ok(OpenHistory::Sqlite(Arc::new(self.open_store(base)?))),
-            StoreKind::Jetstream => {
-                let url = self.store.url.clone().ok_or_else(|| {
-                    HostError::Usage(
-                        "[store] kind = \"jetstream\" needs `url` (the NATS servers, comma-separated)".into(),
-                    )
-                })?;
-                let stream = self
-                    .store
-                    .stream
-                    .clone()
-                    .unwrap_or_else(|| "agentpump-history".to_owned());
-                let mut options = JetStreamOptions::new(url, stream);
-                options.replicas = self.store.replicas.unwrap_or(1);
-                options.limits = self.limits();
-                options.lease = match self.store.lease_ms {
-                    Some(0) => {
-                        return Err(HostError::Usage(
-                            "[store] lease_ms must be above 0 (the lease's time to live in milliseconds)".into(),
-                        ));
-                    }
-                    Some(ms) => Some(LeaseOptions::this_process(Duration::from_millis(ms))),
-                    None => None,
-                };
-                let store = JetStreamHistory::open(options).await?;
-                Ok(OpenHistory::JetStream(Arc::new(store)))
-            }
+        match self.jetstream_options()? {
+            None => Ok(OpenHistory::Sqlite(Arc::new(self.open_store(base)?))),
+            Some(options) => Self::open_stream(options).await,
         }
+    }
+
+    /// The store's JetStream options (`None` for SQLite), with the lease of this process when
+    /// `lease_ms` is set.
+    ///
+    /// # Errors
+    ///
+    /// `kind = "jetstream"` without `url`, or `lease_ms = 0`.
+    pub fn jetstream_options(&self) -> Result<Option<JetStreamOptions>, HostError> {
+        if self.store.kind != StoreKind::Jetstream {
+            return Ok(None);
+        }
+        let url = self.store.url.clone().ok_or_else(|| {
+            HostError::Usage(
+                "[store] kind = \"jetstream\" needs `url` (the NATS servers, comma-separated)"
+                    .into(),
+            )
+        })?;
+        let stream = self
+            .store
+            .stream
+            .clone()
+            .unwrap_or_else(|| "agentpump-history".to_owned());
+        let mut options = JetStreamOptions::new(url, stream);
+        options.replicas = self.store.replicas.unwrap_or(1);
+        options.limits = self.limits();
+        options.lease = match self.store.lease_ms {
+            Some(0) => {
+                return Err(HostError::Usage(
+                    "[store] lease_ms must be above 0 (the lease's time to live in milliseconds)"
+                        .into(),
+                ));
+            }
+            Some(ms) => Some(LeaseOptions::this_process(Duration::from_millis(ms))),
+            None => None,
+        };
+        Ok(Some(options))
+    }
+
+    /// Opens the JetStream store with `options` (waiting for its lease, if it has one).
+    ///
+    /// # Errors
+    ///
+    /// The stream cannot be reached or read back.
+    pub async fn open_stream(options: JetStreamOptions) -> Result<OpenHistory, HostError> {
+        let store = JetStreamHistory::open(options).await?;
+        Ok(OpenHistory::JetStream(Arc::new(store)))
     }
 
     /// Opens the history file at `path` with this organism's store settings.

@@ -42,26 +42,81 @@ pub fn run(path: &Path, bind: Option<String>, port: Option<u16>) -> Result<Strin
         .build()
         .map_err(HostError::System)?;
     runtime.block_on(async move {
-        let store = organism.open_history(&base).await?;
-        let outcome = serve(&organism, &origin, &base, store.clone()).await;
+        let listener = std::net::TcpListener::bind(&organism.server.bind)
+            .and_then(|l| l.set_nonblocking(true).map(|()| l))
+            .map_err(|source| HostError::Listen {
+                addr: organism.server.bind.clone(),
+                source,
+            })?;
+        let store = open_history(&organism, &base, &listener).await?;
+        let listener = tokio::net::TcpListener::from_std(listener).map_err(HostError::System)?;
+        let outcome = serve(&organism, &origin, &base, store.clone(), listener).await;
         // Every exit path closes the store, so the history file alone holds the whole history.
         let closed = store.close().map_err(HostError::from);
         outcome.and_then(|text| closed.map(|()| text))
     })
 }
 
-/// Builds the pump on `store` and serves until a signal or a server error; the pump is shut
-/// down either way.
+/// The organism's history. A JetStream store with a lease waits for it as a standby: on the
+/// bound `listener` meanwhile, every request is forwarded to the writer (`server/standby.rs`);
+/// this host's address goes into its lease, for the standbys once it writes.
+async fn open_history(
+    organism: &Organism,
+    base: &Path,
+    listener: &std::net::TcpListener,
+) -> Result<OpenHistory, HostError> {
+    let Some(mut options) = organism.jetstream_options()? else {
+        return organism.open_history(base).await;
+    };
+    let Some(lease) = options.lease.as_mut() else {
+        return Organism::open_stream(options).await;
+    };
+    let address = listener.local_addr().map_err(HostError::System)?;
+    lease.address = Some(advertised(address));
+    let (writer, known) = tokio::sync::watch::channel(None);
+    lease.writer = Some(Arc::new(writer));
+    let standby =
+        tokio::net::TcpListener::from_std(listener.try_clone().map_err(HostError::System)?)
+            .map_err(HostError::System)?;
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let forwarding = tokio::spawn(server::standby::serve_standby(
+        standby,
+        known,
+        organism.server.max_body_bytes,
+        async move {
+            let _ = stopped.await;
+        },
+    ));
+    let opened = Organism::open_stream(options).await;
+    let _ = stop.send(());
+    let _ = forwarding.await;
+    opened
+}
+
+/// The address other hosts reach this one at: the bound address, with the host's name in
+/// place of an unspecified IP (`0.0.0.0`).
+fn advertised(address: std::net::SocketAddr) -> String {
+    if address.ip().is_unspecified() {
+        let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "localhost".to_owned());
+        format!("http://{host}:{}", address.port())
+    } else {
+        format!("http://{address}")
+    }
+}
+
+/// Builds the pump on `store` and serves on `listener` until a signal or a server error; the
+/// pump is shut down either way.
 async fn serve(
     organism: &Organism,
     origin: &str,
     base: &Path,
     store: OpenHistory,
+    listener: tokio::net::TcpListener,
 ) -> Result<String, HostError> {
     let store = store.shared();
     let (builder, hub, listeners) = builder(organism, origin, base, &store).await?;
     let pump = builder.history(store).build()?;
-    let served = listen(organism, base, &pump, hub, listeners).await;
+    let served = listen(organism, base, &pump, hub, listeners, listener).await;
     let report = pump.shutdown(SHUTDOWN_GRACE).await;
     served?;
     Ok(format!(
@@ -104,13 +159,14 @@ async fn builder(
     Ok((builder, connected, listeners))
 }
 
-/// Binds the address, prints where it listens and serves the HTTP API until a signal.
+/// Prints where it listens and serves the HTTP API on `listener` until a signal.
 async fn listen(
     organism: &Organism,
     base: &Path,
     pump: &PumpHandle,
     hub: Option<Arc<Hub>>,
     listeners: Vec<ListenerDoc>,
+    listener: tokio::net::TcpListener,
 ) -> Result<(), HostError> {
     let token_file = organism
         .server
@@ -118,12 +174,6 @@ async fn listen(
         .clone()
         .map_or_else(|| base.join("agentpump.token"), |f| base.join(f));
     let token = server::load_or_create_token(organism.server.token_env.as_deref(), &token_file)?;
-    let listener = tokio::net::TcpListener::bind(&organism.server.bind)
-        .await
-        .map_err(|source| HostError::Listen {
-            addr: organism.server.bind.clone(),
-            source,
-        })?;
     let address = listener.local_addr().map_err(HostError::System)?;
     let recovered = pump.recovered();
     println!(

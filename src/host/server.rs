@@ -11,6 +11,7 @@ mod inbox_events;
 mod params;
 mod problem;
 mod routes;
+pub mod standby;
 mod strict;
 mod task_events;
 mod thread_path;

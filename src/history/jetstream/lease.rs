@@ -14,6 +14,8 @@ use std::sync::{Arc, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use async_nats::jetstream::{self, kv};
+use serde::{Deserialize, Serialize};
+use tokio::sync::watch;
 
 use super::unavailable;
 use crate::history::HistoryError;
@@ -26,6 +28,38 @@ pub struct LeaseOptions {
     /// How long the lease outlives its last renewal: a dead writer's stream passes to a
     /// waiting store after about this long.
     pub ttl: Duration,
+    /// Where this store's host serves its HTTP API, written in the lease so that a standby can
+    /// forward requests to the writer (`http://10.0.0.1:7878`).
+    pub address: Option<String>,
+    /// While this store waits for the lease: the address the holder wrote (`None` while no
+    /// holder gave one), updated as the holder changes.
+    pub writer: Option<Arc<watch::Sender<Option<String>>>>,
+}
+
+/// What the lease's key holds: its holder and where that host serves.
+#[derive(Debug, Serialize, Deserialize)]
+struct Holder {
+    owner: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    address: Option<String>,
+}
+
+impl Holder {
+    fn of(options: &LeaseOptions) -> Vec<u8> {
+        let holder = Self {
+            owner: options.owner.clone(),
+            address: options.address.clone(),
+        };
+        serde_json::to_vec(&holder).unwrap_or_default()
+    }
+
+    /// The holder written in `value` (a value not in this form names itself as the owner).
+    fn read(value: &[u8]) -> Self {
+        serde_json::from_slice(value).unwrap_or_else(|_| Self {
+            owner: String::from_utf8_lossy(value).into_owned(),
+            address: None,
+        })
+    }
 }
 
 impl LeaseOptions {
@@ -43,6 +77,8 @@ impl LeaseOptions {
         Self {
             owner: format!("{host}:{}", std::process::id()),
             ttl,
+            address: None,
+            writer: None,
         }
     }
 }
@@ -70,7 +106,7 @@ impl Lease {
         let mut told = None::<String>;
         let pause = (options.ttl / 4).clamp(Duration::from_millis(50), Duration::from_secs(1));
         loop {
-            match kv.create(KEY, options.owner.clone().into()).await {
+            match kv.create(KEY, Holder::of(options).into()).await {
                 Ok(revision) => {
                     tracing::info!(stream, epoch = revision, "holding the writer's lease");
                     return Ok(Self {
@@ -81,7 +117,14 @@ impl Lease {
                     });
                 }
                 Err(e) if e.kind() == kv::CreateErrorKind::AlreadyExists => {
-                    let holder = holder(&kv).await;
+                    let (holder, address) = holder(&kv).await;
+                    if let Some(writer) = &options.writer {
+                        writer.send_if_modified(|known| {
+                            let changed = *known != address;
+                            known.clone_from(&address);
+                            changed
+                        });
+                    }
                     if told.as_ref() != Some(&holder) {
                         tracing::warn!(
                             stream,
@@ -126,7 +169,7 @@ impl Lease {
             }
             let why = match self
                 .kv
-                .update(KEY, self.options.owner.clone().into(), self.revision)
+                .update(KEY, Holder::of(&self.options).into(), self.revision)
                 .await
             {
                 Ok(revision) => {
@@ -137,7 +180,7 @@ impl Lease {
                 Err(e) if e.kind() == kv::UpdateErrorKind::WrongLastRevision => format!(
                     "lost the writer's lease on the history stream `{}` (it lapsed and {} holds it); this store takes no more writes",
                     self.stream,
-                    holder(&self.kv).await
+                    holder(&self.kv).await.0
                 ),
                 Err(e) if renewed.elapsed() < self.options.ttl => {
                     tracing::warn!(stream = %self.stream, error = %e, "cannot renew the writer's lease; trying again");
@@ -157,12 +200,15 @@ impl Lease {
     }
 }
 
-/// Who holds the lease now, as it says.
-async fn holder(kv: &kv::Store) -> String {
+/// Who holds the lease now, as it says, and where it serves.
+async fn holder(kv: &kv::Store) -> (String, Option<String>) {
     match kv.get(KEY).await {
-        Ok(Some(owner)) => String::from_utf8_lossy(&owner).into_owned(),
-        Ok(None) => "nobody (it just lapsed)".to_owned(),
-        Err(e) => format!("an unknown holder ({e})"),
+        Ok(Some(value)) => {
+            let holder = Holder::read(&value);
+            (holder.owner, holder.address)
+        }
+        Ok(None) => ("nobody (it just lapsed)".to_owned(), None),
+        Err(e) => (format!("an unknown holder ({e})"), None),
     }
 }
 
