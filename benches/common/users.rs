@@ -109,6 +109,21 @@ async fn hops(n: u64) -> f64 {
     secs(iterate(&pump, n).await) * 1e6 / n as f64
 }
 
+/// U3's hop at `short` and at `n` iterations on runtimes `a` and `b`, `runs` of each,
+/// interleaved: `[a short, b short, a long, b long]`, µs per hop.
+fn hop_samples((a, b): (&Runtime, &Runtime), short: u64, n: u64, runs: usize) -> [Vec<f64>; 4] {
+    let mut samples: [Vec<f64>; 4] = Default::default();
+    for _ in 0..runs {
+        for (i, (rt, length)) in [(a, short), (b, short), (a, n), (b, n)]
+            .into_iter()
+            .enumerate()
+        {
+            samples[i].push(once(rt, || hops(length)));
+        }
+    }
+    samples
+}
+
 /// U6's client: `threads` counters of `rounds` iterations each, all posted at once; returns
 /// calls (deliveries) per second from the first post to the last thread settled.
 async fn many_selves(threads: usize, rounds: usize) -> f64 {
@@ -313,14 +328,7 @@ pub fn figures(cfg: &Config, report: &mut Report) {
     if cfg.wants("U3") || cfg.wants("U4") {
         let n = cfg.size("AGENTPUMP_BENCH_ITERATIONS", 100_000, 100) as u64;
         let short = 1_000.min(n);
-        let (mut mt_short, mut mt_long, mut ct_short, mut ct_long) =
-            (vec![], vec![], vec![], vec![]);
-        for _ in 0..runs {
-            mt_short.push(once(&mt, || hops(short)));
-            ct_short.push(once(&ct, || hops(short)));
-            mt_long.push(once(&mt, || hops(n)));
-            ct_long.push(once(&ct, || hops(n)));
-        }
+        let [mt_short, ct_short, mt_long, ct_long] = hop_samples((&mt, &ct), short, n, runs);
         let ratio = median(&mt_long) / median(&ct_long);
         let flat = median(&mt_long) / median(&mt_short);
         let hop = median(&mt_long);
@@ -440,13 +448,7 @@ fn cores_figures(cfg: &Config, report: &mut Report, workers: usize) {
     if cfg.wants("U6h") {
         let n = cfg.size("AGENTPUMP_BENCH_ITERATIONS", 100_000, 100) as u64;
         let short = 1_000.min(n);
-        let (mut s1, mut sn, mut l1, mut ln) = (vec![], vec![], vec![], vec![]);
-        for _ in 0..runs {
-            s1.push(once(&one, || hops(short)));
-            sn.push(once(&all, || hops(short)));
-            l1.push(once(&one, || hops(n)));
-            ln.push(once(&all, || hops(n)));
-        }
+        let [s1, sn, l1, ln] = hop_samples((&one, &all), short, n, runs);
         // Issue 34: the hop stays flat — at n iterations ≤ 1.1 × at 1 000, on each runtime.
         let (flat_one, flat_all) = (median(&l1) / median(&s1), median(&ln) / median(&sn));
         let cores_ratio = median(&ln) / median(&l1);

@@ -31,7 +31,7 @@ use crate::{Envelope, Limits, MessageId, Payload, ThreadId, ThreadInfo, ThreadSt
 mod lease;
 
 use lease::Lease;
-pub use lease::LeaseOptions;
+pub use lease::{LeaseOptions, host_name};
 
 /// Where the stream is and how it is kept.
 #[derive(Debug, Clone)]

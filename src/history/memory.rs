@@ -25,9 +25,9 @@ use crate::{MessageId, ThreadId, ThreadInfo, ThreadState};
 ///
 /// Each thread's records sit behind that thread's own lock, so threads append side by side;
 /// the map of threads is sharded finely, and sequence numbers come to each OS thread in blocks
-/// of 64 (one shared write per block, not per record): unique in the store and
-/// rising within every thread; across threads in acceptance order within a window of 128
-/// records (exactly, on one OS thread). There is no index by message id: [`HistoryStore::record`] looks through
+/// of 64 (one shared write per block, not per record): unique in the store and rising within
+/// every thread; across threads in acceptance order within a window of 128 records (exactly,
+/// on one OS thread). There is no index by message id: [`HistoryStore::record`] looks through
 /// every thread.
 ///
 /// # Example

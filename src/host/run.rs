@@ -87,17 +87,39 @@ async fn open_history(
             let _ = stopped.await;
         },
     ));
-    let opened = Organism::open_stream(options).await;
+    let opened = Organism::open_stream(options);
+    tokio::pin!(opened);
+    let mut forwarding = forwarding;
+    let opened = tokio::select! {
+        opened = &mut opened => opened,
+        // The standby server ended while the store waits: its requests would hang unanswered.
+        ended = &mut forwarding => return Err(standby_ended(ended)),
+    };
     let _ = stop.send(());
-    let _ = forwarding.await;
+    if let ended @ (Ok(Err(_)) | Err(_)) = forwarding.await {
+        // This host writes now; its own server takes the port over.
+        tracing::warn!(error = %standby_ended(ended), "after the lease was taken");
+    }
     opened
+}
+
+/// Why the standby's server ended.
+fn standby_ended(ended: Result<std::io::Result<()>, tokio::task::JoinError>) -> HostError {
+    let why = match ended {
+        Ok(Ok(())) => "it stopped".to_owned(),
+        Ok(Err(e)) => e.to_string(),
+        Err(e) => e.to_string(),
+    };
+    HostError::System(std::io::Error::other(format!(
+        "the standby's HTTP server ended while this host waited for the history stream's lease: {why}"
+    )))
 }
 
 /// The address other hosts reach this one at: the bound address, with the host's name in
 /// place of an unspecified IP (`0.0.0.0`).
 fn advertised(address: std::net::SocketAddr) -> String {
     if address.ip().is_unspecified() {
-        let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "localhost".to_owned());
+        let host = crate::history::jetstream::host_name();
         format!("http://{host}:{}", address.port())
     } else {
         format!("http://{address}")

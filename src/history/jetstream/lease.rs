@@ -65,22 +65,27 @@ impl Holder {
 impl LeaseOptions {
     /// A lease for this process (`host:pid`) with time to live `ttl`.
     pub fn this_process(ttl: Duration) -> Self {
-        let host = std::env::var("HOSTNAME")
-            .ok()
-            .filter(|h| !h.is_empty())
-            .or_else(|| {
-                std::fs::read_to_string("/etc/hostname")
-                    .ok()
-                    .map(|h| h.trim().to_owned())
-            })
-            .unwrap_or_else(|| "localhost".to_owned());
         Self {
-            owner: format!("{host}:{}", std::process::id()),
+            owner: format!("{}:{}", host_name(), std::process::id()),
             ttl,
             address: None,
             writer: None,
         }
     }
+}
+
+/// This machine's name: `$HOSTNAME`, else `/etc/hostname`, else `localhost`.
+pub fn host_name() -> String {
+    std::env::var("HOSTNAME")
+        .ok()
+        .filter(|h| !h.is_empty())
+        .or_else(|| {
+            std::fs::read_to_string("/etc/hostname")
+                .ok()
+                .map(|h| h.trim().to_owned())
+                .filter(|h| !h.is_empty())
+        })
+        .unwrap_or_else(|| "localhost".to_owned())
 }
 
 /// The key of the lease in its bucket.
@@ -177,11 +182,25 @@ impl Lease {
                     renewed = Instant::now();
                     continue;
                 }
-                Err(e) if e.kind() == kv::UpdateErrorKind::WrongLastRevision => format!(
-                    "lost the writer's lease on the history stream `{}` (it lapsed and {} holds it); this store takes no more writes",
-                    self.stream,
-                    holder(&self.kv).await.0
-                ),
+                Err(e) if e.kind() == kv::UpdateErrorKind::WrongLastRevision => {
+                    // A renewal whose acknowledgement was lost still moved the revision on:
+                    // the key holding this store's own value at a newer revision is still ours.
+                    match self.kv.entry(KEY).await {
+                        Ok(Some(entry))
+                            if entry.operation == kv::Operation::Put
+                                && Holder::read(&entry.value).owner == self.options.owner =>
+                        {
+                            self.revision = entry.revision;
+                            renewed = Instant::now();
+                            continue;
+                        }
+                        _ => format!(
+                            "lost the writer's lease on the history stream `{}` (it lapsed and {} holds it); this store takes no more writes",
+                            self.stream,
+                            holder(&self.kv).await.0
+                        ),
+                    }
+                }
                 Err(e) if renewed.elapsed() < self.options.ttl => {
                     tracing::warn!(stream = %self.stream, error = %e, "cannot renew the writer's lease; trying again");
                     continue;
