@@ -558,9 +558,7 @@ async fn a_thread_of_100_000_records_stays_responsive() {
         "document.querySelector('#t-records li.rec')?.dataset.seq === String(Math.min(...[...document.querySelectorAll('#t-records li.rec')].map(l => Number(l.dataset.seq)))) && document.getElementById('rec-first').hidden && !!document.querySelector('li.rec.proc-snap')",
     )
     .await;
-    let errors = b.eval("return window.viewerErrors").await;
-    assert_eq!(errors, serde_json::json!([]), "console errors");
-    b.close().await;
+    b.close_clean().await;
 }
 
 /// Runs `agentpump tasks ARGS --root ROOT`; returns its output.
@@ -718,9 +716,7 @@ async fn the_tasks_view_links_each_task_to_its_thread() {
         "document.querySelector(\"tr[data-task='T-006'] .task-status\")?.textContent === 'blocked'",
     )
     .await;
-    let errors = b.eval("return window.viewerErrors").await;
-    assert_eq!(errors, serde_json::json!([]), "console errors");
-    b.close().await;
+    b.close_clean().await;
     pump.shutdown(Duration::from_secs(5)).await;
 }
 
@@ -771,9 +767,7 @@ async fn budget_bars_show_reservations_live() {
         &format!("{turns}.dataset.reserved === '0' && document.querySelectorAll('li.rec.sys-thread-result').length === 3"),
     )
     .await;
-    let errors = b.eval("return window.viewerErrors").await;
-    assert_eq!(errors, serde_json::json!([]), "console errors");
-    b.close().await;
+    b.close_clean().await;
 }
 
 /// Seed 003: `<todo-until>` "Enables self-reading, GUI rendering, explicit termination" — the
@@ -841,9 +835,7 @@ async fn a_plan_shows_as_a_checklist() {
     )
     .await;
     assert_eq!(b.count("li.rec.plan").await, 2);
-    let errors = b.eval("return window.viewerErrors").await;
-    assert_eq!(errors, serde_json::json!([]), "console errors");
-    b.close().await;
+    b.close_clean().await;
 }
 
 /// Issue 36, done when: "the viewer shows a loop's iterations, roles and plans" — the demo's
@@ -900,9 +892,7 @@ async fn a_loop_thread_shows_its_iterations_and_roles() {
         "document.getElementById('t-title').textContent.endsWith('iter2-skeptic') && document.getElementById('t-loop').hidden && !!document.querySelector(\"#t-records li[data-root='skeptic']\")",
     )
     .await;
-    let errors = b.eval("return window.viewerErrors").await;
-    assert_eq!(errors, serde_json::json!([]), "console errors");
-    b.close().await;
+    b.close_clean().await;
 }
 
 /// "the inbox in the viewer driven in Chromium (approve from the page, the thread continues
@@ -1022,9 +1012,7 @@ async fn the_inbox_view_approves_and_answers_and_the_thread_goes_on() {
             .any(|r| r.payload.contains("teal") && r.payload.contains("viewer")),
         "the answer reached the asker"
     );
-    let errors = b.eval("return window.viewerErrors").await;
-    assert_eq!(errors, serde_json::json!([]), "console errors");
-    b.close().await;
+    b.close_clean().await;
 }
 
 /// What the issue found trying the page as a new user would (issue 33, "these hurt"), each
@@ -1201,9 +1189,7 @@ async fn the_studio_fixes_what_a_new_user_tripped_on() {
         .await;
     assert_eq!(wide, serde_json::json!([]), "elements past 390 px");
     b.axe("thread at 390 px").await;
-    let errors = b.eval("return window.viewerErrors").await;
-    assert_eq!(errors, serde_json::json!([]), "console errors");
-    b.close().await;
+    b.close_clean().await;
 
     // "opening a halted thread then an idle one shows “Budgets (at the halt)” for the idle one"
     // (read-only: no live lines, so only a report's lines show)
@@ -1617,9 +1603,7 @@ async fn totals_add_up_the_history_by_thread_tree_listener_and_day() {
     let tree_row = b.eval("return document.querySelector('#t-totals tbody tr:nth-child(2) [data-col=tokens_in]').textContent").await;
     assert_eq!(tree_row, "550");
     b.axe("thread totals").await;
-    let errors = b.eval("return window.viewerErrors").await;
-    assert_eq!(errors, serde_json::json!([]), "console errors");
-    b.close().await;
+    b.close_clean().await;
 }
 
 /// Issue 33 (Time and Totals), bad input: an unknown thread is a 404 problem (totals and
@@ -1820,9 +1804,7 @@ async fn the_waterfall_shows_each_deliverys_queue_handler_and_commit_time() {
             "not recorded"
         ])
     );
-    let errors = b.eval("return window.viewerErrors").await;
-    assert_eq!(errors, serde_json::json!([]), "console errors");
-    b.close().await;
+    b.close_clean().await;
 }
 
 /// Issue 33 (Time and Totals) on the demo: every handled delivery of every demo tree is timed,
@@ -2029,9 +2011,7 @@ async fn a_thread_is_started_and_sent_into_from_the_page_and_the_organism_shows_
     b.axe("organism").await;
     b.eval("window.scrollTo(0, 0)").await;
     b.screenshot(&shots, "viewer-organism.png").await;
-    let errors = b.eval("return window.viewerErrors").await;
-    assert_eq!(errors, serde_json::json!([]), "console errors");
-    b.close().await;
+    b.close_clean().await;
 }
 
 /// Issue 33: "with the live thread's current listener highlighted" — a thread whose delivery to

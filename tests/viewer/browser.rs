@@ -260,6 +260,14 @@ impl Browser {
         std::fs::write(dir.join(name), png).unwrap();
     }
 
+    /// Checks that the page logged no console error (`window.viewerErrors`), then ends the
+    /// session.
+    pub async fn close_clean(self) {
+        let errors = self.eval("return window.viewerErrors").await;
+        assert_eq!(errors, serde_json::json!([]), "console errors");
+        self.close().await;
+    }
+
     /// Ends the session (the browser quits).
     pub async fn close(mut self) {
         self.client.clone().close().await.unwrap();
