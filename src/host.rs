@@ -10,6 +10,7 @@ pub mod inbox;
 pub mod inspect;
 pub mod mcp;
 pub mod organism;
+mod partitions;
 pub mod process_check;
 pub mod process_run;
 pub mod remote;

@@ -138,7 +138,8 @@ impl Shared {
         system_id: Option<ThreadId>,
         telemetry: telemetry::Telemetry,
     ) -> Self {
-        let system_thread = Arc::new(ThreadEntry::system(system_id.unwrap_or_default()));
+        let system_id = system_id.unwrap_or_else(|| config.new_thread());
+        let system_thread = Arc::new(ThreadEntry::system(system_id));
         let registry = Registry::default();
         registry.insert(Arc::clone(&system_thread));
         Self {

@@ -4,7 +4,10 @@
 //! A thread is one conversation, processed one delivery at a time. A root thread starts when a
 //! message arrives without `<thread>`; a child thread starts when a listener emits `spawn-thread`.
 
+mod partition;
 pub(crate) mod registry;
+
+pub use partition::Partition;
 
 use std::fmt;
 use std::str::FromStr;

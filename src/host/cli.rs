@@ -35,6 +35,11 @@ pub enum Command {
         /// Listen on this port (on the organism's host, 127.0.0.1 by default).
         #[arg(long, conflicts_with = "bind")]
         port: Option<u16>,
+        /// With `[store] partitions`: a partition this host writes when it is free (repeat, or
+        /// comma-separated). Without any, every partition; the others it takes over only once
+        /// they have had no writer for a lease's time.
+        #[arg(long = "partition", value_delimiter = ',')]
+        partitions: Vec<u32>,
     },
     /// Serve an organism's remote listeners (`remote = true`) for a pump elsewhere, over the
     /// NATS server of its `[cluster]` section, until SIGINT or SIGTERM.
@@ -390,7 +395,8 @@ fn dispatch(command: Command) -> Result<(), HostError> {
             organism,
             bind,
             port,
-        } => print(super::run::run(&organism, bind, port)),
+            partitions,
+        } => print(super::run::run(&organism, bind, port, &partitions)),
         Command::Mcp { organism } => super::run::serve_mcp(&organism),
         Command::McpUnits => super::run::serve_units(),
         Command::Check { files } => {

@@ -149,6 +149,10 @@ pub struct Store {
     /// one stream: one writes and serves, the others wait (standby) and take over within about
     /// this long after it dies. Unset: this host writes at once (one host per stream).
     pub lease_ms: Option<u64>,
+    /// `kind = "jetstream"` with `lease_ms`: the organism's threads in this many partitions,
+    /// each a stream of its own (`STREAM-p0`, `STREAM-p1`, …) written by whichever host holds
+    /// its lease (default 1: one stream, `STREAM`). See docs/history.md, "Partitions".
+    pub partitions: Option<u32>,
 }
 
 /// `store.kind`.
@@ -178,6 +182,7 @@ impl Default for Store {
             stream: None,
             replicas: None,
             lease_ms: None,
+            partitions: None,
         }
     }
 }
@@ -916,6 +921,39 @@ impl Organism {
     ///
     /// `kind = "jetstream"` without `url`, or `lease_ms = 0`.
     pub fn jetstream_options(&self) -> Result<Option<JetStreamOptions>, HostError> {
+        self.partition_options(None)
+    }
+
+    /// How many partitions the organism's threads are in (`[store] partitions`, default 1).
+    ///
+    /// # Errors
+    ///
+    /// `partitions = 0`, or partitions above 1 without `kind = "jetstream"` and `lease_ms`.
+    pub fn partitions(&self) -> Result<u32, HostError> {
+        match self.store.partitions {
+            None | Some(1) => Ok(1),
+            Some(0) => Err(HostError::Usage(
+                "[store] partitions must be 1 or more".into(),
+            )),
+            Some(n) if self.store.kind != StoreKind::Jetstream || self.store.lease_ms.is_none() => {
+                Err(HostError::Usage(format!(
+                    "[store] partitions = {n} needs kind = \"jetstream\" and lease_ms: a partition is a stream written by whichever host holds its lease"
+                )))
+            }
+            Some(n) => Ok(n),
+        }
+    }
+
+    /// The JetStream options of `partition`'s stream (`STREAM-pI`; `None`: the organism's one
+    /// stream), with the lease of this process when `lease_ms` is set.
+    ///
+    /// # Errors
+    ///
+    /// As [`Organism::jetstream_options`].
+    pub fn partition_options(
+        &self,
+        partition: Option<crate::thread::Partition>,
+    ) -> Result<Option<JetStreamOptions>, HostError> {
         if self.store.kind != StoreKind::Jetstream {
             return Ok(None);
         }
@@ -930,6 +968,10 @@ impl Organism {
             .stream
             .clone()
             .unwrap_or_else(|| "agentpump-history".to_owned());
+        let stream = match partition {
+            Some(p) if p.count() > 1 => format!("{stream}-p{}", p.index()),
+            _ => stream,
+        };
         let mut options = JetStreamOptions::new(url, stream);
         options.replicas = self.store.replicas.unwrap_or(1);
         options.limits = self.limits();

@@ -22,7 +22,14 @@ pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 /// The organism file, the store, the token or the address is unusable — one line saying which.
 ///
 /// `bind` (host:port) or `port` replace the organism's `[server] bind` (a port keeps its host).
-pub fn run(path: &Path, bind: Option<String>, port: Option<u16>) -> Result<String, HostError> {
+/// `first`: with `[store] partitions`, the partitions this host takes at once (empty: every
+/// one); it takes the others over only once they have had no writer for a lease's time.
+pub fn run(
+    path: &Path,
+    bind: Option<String>,
+    port: Option<u16>,
+    first: &[u32],
+) -> Result<String, HostError> {
     let mut organism = Organism::load(path)?;
     organism.report_process_warnings();
     if let Some(bind) = bind {
@@ -48,6 +55,14 @@ pub fn run(path: &Path, bind: Option<String>, port: Option<u16>) -> Result<Strin
                 addr: organism.server.bind.clone(),
                 source,
             })?;
+        if organism.partitions()? > 1 {
+            return super::partitions::run(&organism, &origin, &base, listener, first).await;
+        }
+        if let Some(index) = first.iter().find(|&&i| i > 0) {
+            return Err(HostError::Usage(format!(
+                "--partition {index}: the organism has one partition (0); set [store] partitions"
+            )));
+        }
         let store = open_history(&organism, &base, &listener).await?;
         let listener = tokio::net::TcpListener::from_std(listener).map_err(HostError::System)?;
         let outcome = serve(&organism, &origin, &base, store.clone(), listener).await;
@@ -58,7 +73,7 @@ pub fn run(path: &Path, bind: Option<String>, port: Option<u16>) -> Result<Strin
 }
 
 /// The organism's history. A JetStream store with a lease waits for it as a standby: on the
-/// bound `listener` meanwhile, every request is forwarded to the writer (`server/standby.rs`);
+/// bound `listener` meanwhile, every request is forwarded to the writer (`server/front.rs`);
 /// this host's address goes into its lease, for the standbys once it writes.
 async fn open_history(
     organism: &Organism,
@@ -79,9 +94,9 @@ async fn open_history(
         tokio::net::TcpListener::from_std(listener.try_clone().map_err(HostError::System)?)
             .map_err(HostError::System)?;
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let forwarding = tokio::spawn(server::standby::serve_standby(
+    let forwarding = tokio::spawn(server::front::serve_front(
         standby,
-        known,
+        vec![known],
         organism.server.max_body_bytes,
         async move {
             let _ = stopped.await;
@@ -117,7 +132,7 @@ fn standby_ended(ended: Result<std::io::Result<()>, tokio::task::JoinError>) -> 
 
 /// The address other hosts reach this one at: the bound address, with the host's name in
 /// place of an unspecified IP (`0.0.0.0`).
-fn advertised(address: std::net::SocketAddr) -> String {
+pub(super) fn advertised(address: std::net::SocketAddr) -> String {
     if address.ip().is_unspecified() {
         let host = crate::history::jetstream::host_name();
         format!("http://{host}:{}", address.port())
@@ -136,7 +151,7 @@ async fn serve(
     listener: tokio::net::TcpListener,
 ) -> Result<String, HostError> {
     let store = store.shared();
-    let (builder, hub, listeners) = builder(organism, origin, base, &store).await?;
+    let (builder, hub, listeners) = builder(organism, origin, base, &store, None).await?;
     let pump = builder.history(store).build()?;
     let served = listen(organism, base, &pump, hub, listeners, listener).await;
     let report = pump.shutdown(SHUTDOWN_GRACE).await;
@@ -150,11 +165,13 @@ async fn serve(
 /// The organism's pump builder, with the tools of its started `[[mcp]]` servers; with remote
 /// listeners, connected to its `[cluster]` and with each `remote = true` listener replaced by
 /// the proxy that hands its deliveries to workers. Also the listeners as MCP clients see them.
-async fn builder(
+/// `partition`: the one the pump holds, when the threads are partitioned.
+pub(super) async fn builder(
     organism: &Organism,
     origin: &str,
     base: &Path,
     store: &Arc<dyn crate::history::HistoryStore>,
+    partition: Option<crate::thread::Partition>,
 ) -> Result<(crate::PumpBuilder, Option<Arc<Hub>>, Vec<ListenerDoc>), HostError> {
     let remote = organism.remote_names();
     let mut registrations = organism.start_registrations(origin, &[]).await?;
@@ -174,8 +191,10 @@ async fn builder(
         connected = Some(hub);
     }
     let listeners = registrations.iter().map(ListenerDoc::of).collect();
+    let mut config = organism.config(origin)?;
+    config.partition = partition;
     let builder = registrations.into_iter().fold(
-        crate::PumpBuilder::new().config(organism.config(origin)?),
+        crate::PumpBuilder::new().config(config),
         crate::PumpBuilder::register,
     );
     Ok((builder, connected, listeners))
@@ -190,12 +209,7 @@ async fn listen(
     listeners: Vec<ListenerDoc>,
     listener: tokio::net::TcpListener,
 ) -> Result<(), HostError> {
-    let token_file = organism
-        .server
-        .token_file
-        .clone()
-        .map_or_else(|| base.join("agentpump.token"), |f| base.join(f));
-    let token = server::load_or_create_token(organism.server.token_env.as_deref(), &token_file)?;
+    let (token, token_file) = token(organism, base)?;
     let address = listener.local_addr().map_err(HostError::System)?;
     let recovered = pump.recovered();
     println!(
@@ -229,6 +243,17 @@ async fn listen(
     .map_err(HostError::System)
 }
 
+/// The organism's API token and the file it is kept in (made on first use).
+pub(super) fn token(organism: &Organism, base: &Path) -> Result<(String, PathBuf), HostError> {
+    let token_file = organism
+        .server
+        .token_file
+        .clone()
+        .map_or_else(|| base.join("agentpump.token"), |f| base.join(f));
+    let token = server::load_or_create_token(organism.server.token_env.as_deref(), &token_file)?;
+    Ok((token, token_file))
+}
+
 /// `agentpump mcp --organism FILE`: runs the organism and serves it as an MCP server on
 /// standard input and output until the client closes them (or a signal); then the pump shuts
 /// down gracefully. Nothing but MCP is written to standard output.
@@ -250,7 +275,8 @@ pub fn serve_mcp(path: &Path) -> Result<(), HostError> {
         let store = organism.open_history(&base).await?;
         let outcome = async {
             let shared = store.shared();
-            let (builder, _hub, listeners) = builder(&organism, &origin, &base, &shared).await?;
+            let (builder, _hub, listeners) =
+                builder(&organism, &origin, &base, &shared, None).await?;
             let pump = builder.history(shared).build()?;
             let server = McpServer::new(pump.clone(), listeners);
             let served = tokio::select! {

@@ -5,13 +5,13 @@
 mod auth;
 pub(crate) mod bodies;
 mod events;
+pub mod front;
 pub mod hosts;
 mod inbox;
 mod inbox_events;
 mod params;
 mod problem;
 mod routes;
-pub mod standby;
 mod strict;
 mod task_events;
 mod thread_path;

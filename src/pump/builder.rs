@@ -62,6 +62,10 @@ pub struct PumpConfig {
     /// OpenTelemetry export (see [`TelemetryConfig`]; off by default). The host applies the
     /// `OTEL_*` variables over it; an embedder calls [`TelemetryConfig::with_env`] to do so.
     pub telemetry: TelemetryConfig,
+    /// The partition this pump holds when several pumps share the organism's threads (see
+    /// [`Partition`](crate::thread::Partition)): every thread it makes gets an id in it, and a
+    /// client-named thread outside it is refused. `None` (the default): one pump, every thread.
+    pub partition: Option<crate::thread::Partition>,
 }
 
 /// AgentServer v2.1 interop. AgentServer payloads usually have no namespace, and no listener
@@ -96,6 +100,12 @@ pub struct AgentServerConfig {
 }
 
 impl PumpConfig {
+    /// A new thread id: in this pump's partition, if it holds one.
+    pub(crate) fn new_thread(&self) -> crate::ThreadId {
+        self.partition
+            .map_or_else(crate::ThreadId::new, crate::thread::Partition::new_thread)
+    }
+
     /// Default for [`PumpConfig::queue_capacity`].
     pub const DEFAULT_QUEUE_CAPACITY: usize = 1024;
     /// Default for [`PumpConfig::batch`].
@@ -116,6 +126,7 @@ impl Default for PumpConfig {
             evict_idle_after: None,
             inbox: InboxPolicy::default(),
             telemetry: TelemetryConfig::default(),
+            partition: None,
         }
     }
 }

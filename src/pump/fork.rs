@@ -181,7 +181,11 @@ impl PumpHandle {
             .lifecycle
             .admitting()
             .ok_or(ForkError::ShuttingDown)?;
-        let entry = shared.new_root(ThreadId::new(), crate::Dialect::default(), budget);
+        let entry = shared.new_root(
+            shared.config.new_thread(),
+            crate::Dialect::default(),
+            budget,
+        );
         let mut inner = entry.lock();
         let mut tx = Tx::new();
         shared.decide(&mut tx, &entry, &mut inner, decision);

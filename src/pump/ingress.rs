@@ -560,7 +560,11 @@ impl Shared {
         };
         let entry = match named {
             Named::Existing(entry) => entry,
-            Named::New => self.new_root(ThreadId::new(), dialect, &self.config.governor.budget),
+            Named::New => self.new_root(
+                self.config.new_thread(),
+                dialect,
+                &self.config.governor.budget,
+            ),
             Named::Adopt(id) => {
                 let _adopting = self.registry.adopting();
                 // Another message may have opened it meanwhile: then it goes in there.
@@ -691,6 +695,10 @@ impl Shared {
                     .to_owned(),
             })),
             Some(entry) => Ok(Named::Existing(entry)),
+            None if self.config.partition.is_some_and(|p| !p.holds(id)) => Err(unknown(
+                ThreadErrorCode::UnknownThread,
+                "no such thread here: its id belongs to another pump's partition; send it through the organism's address",
+            )),
             None if dialect == Dialect::AgentServer => Ok(Named::Adopt(id)),
             None => Err(unknown(
                 ThreadErrorCode::UnknownThread,

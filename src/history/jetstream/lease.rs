@@ -5,6 +5,9 @@
 //! when no renewal has succeeded for a whole time to live. A store waiting for the key (a
 //! standby) tries again until the holder's key lapses or is released.
 //!
+//! A store that defers (its host writes the stream only when the host that should is not
+//! there) hands the lease over when that host comes back and claims it.
+//!
 //! The lease says who should write; the fence says who can: the new holder's first message on
 //! the stream (`jetstream.rs`, `fence`) moves the stream's last sequence, so an append from a
 //! store that lost the lease without noticing yet (a paused process) carries an expected last
@@ -34,6 +37,12 @@ pub struct LeaseOptions {
     /// While this store waits for the lease: the address the holder wrote (`None` while no
     /// holder gave one), updated as the holder changes.
     pub writer: Option<Arc<watch::Sender<Option<String>>>>,
+    /// How long the lease must have been free — nobody holding it, seen again and again —
+    /// before this store takes it: zero for a store whose stream this host should write (it
+    /// takes a free lease at once), a time to live for a stream another host should write
+    /// (this store takes it only when that host is not there to). Once this store has seen
+    /// a holder, a quarter of it: the holder's lease lapsing was wait enough.
+    pub defer: Duration,
 }
 
 /// What the lease's key holds: its holder and where that host serves.
@@ -70,6 +79,7 @@ impl LeaseOptions {
             ttl,
             address: None,
             writer: None,
+            defer: Duration::ZERO,
         }
     }
 }
@@ -88,8 +98,16 @@ pub fn host_name() -> String {
         .unwrap_or_else(|| "localhost".to_owned())
 }
 
+/// The least a deferring store waits, once it has seen a holder, before taking a free lease.
+const DEFER_AFTER_HOLDER: Duration = Duration::from_millis(100);
+
 /// The key of the lease in its bucket.
 const KEY: &str = "writer";
+
+/// The key a store that writes the stream first (no `defer`) puts while another holds the
+/// lease: a holder that deferred hands the lease over at its next renewal. It expires with
+/// the bucket's time to live unless put again.
+const CLAIM: &str = "claim";
 
 /// A lease held: the bucket, its revision, and the epoch (the revision it was taken at).
 pub(super) struct Lease {
@@ -110,10 +128,28 @@ impl Lease {
         let kv = bucket(js, stream, options.ttl, replicas).await?;
         let mut told = None::<String>;
         let pause = (options.ttl / 4).clamp(Duration::from_millis(50), Duration::from_secs(1));
+        let mut free_since = None::<Instant>;
+        let mut defer = options.defer;
         loop {
+            if !defer.is_zero() && !free_for(&kv, &mut free_since, &mut defer, options.defer).await
+            {
+                // Nobody writes the stream now: no address to forward to.
+                if let Some(writer) = &options.writer {
+                    writer.send_if_modified(|known| known.take().is_some());
+                }
+                tokio::time::sleep(pause).await;
+                continue;
+            }
             match kv.create(KEY, Holder::of(options).into()).await {
                 Ok(revision) => {
                     tracing::info!(stream, epoch = revision, "holding the writer's lease");
+                    if options.defer.is_zero() {
+                        // Taken by the host that writes it first: no claim stands any more.
+                        let _ = kv.delete(CLAIM).await;
+                    }
+                    if let Some(writer) = &options.writer {
+                        writer.send_replace(options.address.clone());
+                    }
                     return Ok(Self {
                         kv,
                         revision,
@@ -122,6 +158,12 @@ impl Lease {
                     });
                 }
                 Err(e) if e.kind() == kv::CreateErrorKind::AlreadyExists => {
+                    if options.defer.is_zero() {
+                        // This host writes the stream first: a deferring holder hands it over.
+                        let _ = kv
+                            .put(CLAIM, options.owner.clone().into_bytes().into())
+                            .await;
+                    }
                     let (holder, address) = holder(&kv).await;
                     if let Some(writer) = &options.writer {
                         writer.send_if_modified(|known| {
@@ -152,6 +194,18 @@ impl Lease {
         self.revision
     }
 
+    /// The host waiting to write the stream first, when this store holds the lease only
+    /// because that host was not there (it deferred), and that host is back.
+    async fn claimed(&self) -> Option<String> {
+        if self.options.defer.is_zero() {
+            return None;
+        }
+        match self.kv.get(CLAIM).await {
+            Ok(Some(claimant)) => Some(String::from_utf8_lossy(&claimant).into_owned()),
+            _ => None,
+        }
+    }
+
     /// Renews the lease until the store is gone (then releases it) or the lease is lost (then
     /// `failed` says why, and the store takes no more writes).
     pub(super) fn keep(self, failed: &Arc<OnceLock<String>>) {
@@ -180,7 +234,13 @@ impl Lease {
                 Ok(revision) => {
                     self.revision = revision;
                     renewed = Instant::now();
-                    continue;
+                    match self.claimed().await {
+                        None => continue,
+                        Some(claimant) => format!(
+                            "handed the writer's lease on the history stream `{}` to {claimant}, which writes it first; this store takes no more writes",
+                            self.stream
+                        ),
+                    }
                 }
                 Err(e) if e.kind() == kv::UpdateErrorKind::WrongLastRevision => {
                     // A renewal whose acknowledgement was lost still moved the revision on:
@@ -210,11 +270,40 @@ impl Lease {
                     self.stream, self.options.ttl
                 ),
             };
-            tracing::error!(reason = %why, "the history stream stopped taking writes");
+            tracing::warn!(reason = %why, "the history stream stopped taking writes");
             if let Some(failed) = failed.upgrade() {
                 let _ = failed.set(why);
             }
+            // Handed over: let the claimant in at once (the store writes nothing more, and
+            // the claimant's fence stops an append already on its way).
+            let _ = self
+                .kv
+                .delete_expect_revision(KEY, Some(self.revision))
+                .await;
             return;
+        }
+    }
+}
+
+/// Whether the lease has been free for `defer`, as seen on successive looks (`since`: when
+/// it was first seen free in the current run of looks). Seen held, `defer` drops to a quarter
+/// and the answer is yes: the `create` that follows fails and learns the holder's address.
+async fn free_for(
+    kv: &kv::Store,
+    since: &mut Option<Instant>,
+    defer: &mut Duration,
+    first: Duration,
+) -> bool {
+    match kv.get(KEY).await {
+        Ok(None) => since.get_or_insert_with(Instant::now).elapsed() >= *defer,
+        Ok(Some(_)) => {
+            *since = None;
+            *defer = (first / 4).max(DEFER_AFTER_HOLDER).min(first);
+            true
+        }
+        Err(_) => {
+            *since = None;
+            false
         }
     }
 }

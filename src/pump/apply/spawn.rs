@@ -17,7 +17,7 @@ use crate::pump::Shared;
 use crate::pump::route::Targets;
 use crate::system::{ErrorCode, SystemMessage};
 use crate::thread::registry::{ThreadEntry, ThreadInner};
-use crate::{Envelope, Payload, ThreadId};
+use crate::{Envelope, Payload};
 
 impl Applying<'_> {
     pub(super) fn spawn(
@@ -181,7 +181,7 @@ impl Shared {
         let now = tokio::time::Instant::now();
         let ledger = Ledger::child(&inner.ledger, parent.depth, account, budget, now);
         let child = ThreadEntry::new(
-            ThreadId::new(),
+            self.config.new_thread(),
             Some(parent),
             Some(Arc::clone(spawner)),
             path,

@@ -1,0 +1,252 @@
+//! The front of a host whose history it does not write alone: every request is forwarded to
+//! the host that writes the thread it names, at the address that host wrote in its lease, and
+//! the answer comes back as it is — so a client, the CLI and the viewer can use any host.
+//!
+//! With one history stream (a standby waiting for the lease) every request goes to its writer.
+//! With the threads in partitions (`[store] partitions`, docs/history.md "Partitions") a
+//! request naming a thread goes to its partition's writer, a new thread to the partitions in
+//! turn, a list to every partition (the answers merged), and an answer to the inbox to each
+//! partition until one knows the request. A partition nobody writes yet answers
+//! `503 standby` (problem JSON, `Retry-After: 1`).
+
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use super::problem::Problem;
+use crate::ThreadId;
+use crate::thread::Partition;
+
+mod merge;
+
+/// The header a forwarded answer carries: the writer it came from.
+pub const FORWARDED_FROM: &str = "agentpump-forwarded-from";
+
+/// Headers that belong to one connection, never forwarded either way.
+const HOP_BY_HOP: [HeaderName; 5] = [
+    header::CONNECTION,
+    header::HOST,
+    header::TRANSFER_ENCODING,
+    header::UPGRADE,
+    header::CONTENT_LENGTH,
+];
+
+/// The writer of each partition (index = partition), as its lease says.
+pub type Writers = Vec<watch::Receiver<Option<String>>>;
+
+#[derive(Clone)]
+struct Front {
+    writers: Arc<Writers>,
+    client: reqwest::Client,
+    max_body: usize,
+    /// The partition the next new thread goes to.
+    turn: Arc<AtomicUsize>,
+}
+
+/// Serves the front on `listener` until `shutdown` completes (then lets requests in flight
+/// finish): every request forwarded to a writer in `writers` (one per partition).
+///
+/// # Errors
+///
+/// The server fails.
+pub async fn serve_front(
+    listener: TcpListener,
+    writers: Writers,
+    max_body: usize,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    crate::listeners::llm::install_tls_provider();
+    let client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .map_err(std::io::Error::other)?;
+    let state = Front {
+        writers: Arc::new(writers),
+        client,
+        max_body,
+        turn: Arc::new(AtomicUsize::new(0)),
+    };
+    let app = Router::new().fallback(route).with_state(state);
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown)
+        .await
+}
+
+/// Where a request goes.
+enum Destination {
+    /// The writer of this partition.
+    One(usize),
+    /// Every partition, the answers merged (a list).
+    Every(merge::List),
+    /// Each partition in turn until one answers other than 404.
+    Seek,
+}
+
+fn destination(front: &Front, method: &Method, path: &str) -> Destination {
+    let count = front.writers.len();
+    if count == 1 {
+        return Destination::One(0);
+    }
+    let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let thread = match segments.as_slice() {
+        ["threads", id, ..] | ["view", "threads", id, ..] => id.parse::<ThreadId>().ok(),
+        _ => None,
+    };
+    if let Some(thread) = thread {
+        return Destination::One(Partition::of(thread, count as u32) as usize);
+    }
+    match (method, segments.as_slice()) {
+        (&Method::POST, ["threads"]) => {
+            Destination::One(front.turn.fetch_add(1, Ordering::Relaxed) % count)
+        }
+        (&Method::GET, ["threads"]) => Destination::Every(merge::List::Threads),
+        (&Method::GET, ["inbox"]) => Destination::Every(merge::List::Inbox),
+        (&Method::GET, ["view", "threads"]) => Destination::Every(merge::List::Roots),
+        (&Method::POST, ["inbox", _]) => Destination::Seek,
+        // The rest (health, the viewer's files, the organism, tasks) is the same everywhere.
+        _ => Destination::One(0),
+    }
+}
+
+async fn route(State(front): State<Front>, request: Request) -> Response {
+    let (parts, body) = request.into_parts();
+    let body = match axum::body::to_bytes(body, front.max_body).await {
+        Ok(body) => body,
+        Err(_) => {
+            let detail = format!(
+                "the body is over this host's limit of {} bytes (max_body_bytes)",
+                front.max_body
+            );
+            return Problem::new(StatusCode::PAYLOAD_TOO_LARGE, "too-large", detail)
+                .into_response();
+        }
+    };
+    let path = parts
+        .uri
+        .path_and_query()
+        .map_or("/", axum::http::uri::PathAndQuery::as_str);
+    let sent = Sent {
+        method: &parts.method,
+        path,
+        headers: &parts.headers,
+        body,
+    };
+    let answer = match destination(&front, &parts.method, parts.uri.path()) {
+        Destination::One(partition) => front.forward(partition, &sent).await,
+        Destination::Every(list) => Ok(merge::every(&front, list, &sent).await),
+        Destination::Seek => front.seek(&sent).await,
+    };
+    answer.unwrap_or_else(IntoResponse::into_response)
+}
+
+/// A request as the client sent it, to forward.
+struct Sent<'a> {
+    method: &'a Method,
+    /// The path and query.
+    path: &'a str,
+    headers: &'a HeaderMap,
+    body: Bytes,
+}
+
+impl Front {
+    /// The writer of `partition`, or the `503 standby` answer.
+    fn writer(&self, partition: usize) -> Result<String, Problem> {
+        if let Some(writer) = self.writers[partition].borrow().clone() {
+            return Ok(writer);
+        }
+        let detail = if self.writers.len() == 1 {
+            "this host is a standby and no writer of the history stream is known yet; try again"
+                .to_owned()
+        } else {
+            format!(
+                "no host writes partition {partition} of {} yet (its lease is free or being taken over); try again",
+                self.writers.len()
+            )
+        };
+        Err(Problem::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "standby",
+            detail,
+        ))
+    }
+
+    /// Sends `sent` to the writer of `partition`.
+    async fn send(
+        &self,
+        partition: usize,
+        sent: &Sent<'_>,
+    ) -> Result<(String, reqwest::Response), Problem> {
+        let writer = self.writer(partition)?;
+        let url = format!("{}{}", writer.trim_end_matches('/'), sent.path);
+        self.client
+            .request(sent.method.clone(), &url)
+            .headers(end_to_end(sent.headers))
+            .body(sent.body.clone())
+            .send()
+            .await
+            .map(|answer| (writer.clone(), answer))
+            .map_err(|e| {
+                Problem::new(
+                    StatusCode::BAD_GATEWAY,
+                    "writer-unreachable",
+                    format!("the writer at {writer} did not answer: {e}"),
+                )
+            })
+    }
+
+    /// `sent` forwarded to the writer of `partition`, its answer streamed back.
+    async fn forward(&self, partition: usize, sent: &Sent<'_>) -> Result<Response, Problem> {
+        let (writer, answer) = self.send(partition, sent).await?;
+        Ok(streamed(&writer, answer))
+    }
+
+    /// `sent` to each partition in turn; the first answer that is not 404 (or the last 404).
+    async fn seek(&self, sent: &Sent<'_>) -> Result<Response, Problem> {
+        let mut last = None;
+        for partition in 0..self.writers.len() {
+            let (writer, answer) = self.send(partition, sent).await?;
+            if answer.status() != StatusCode::NOT_FOUND {
+                return Ok(streamed(&writer, answer));
+            }
+            last = Some((writer, answer));
+        }
+        Ok(last.map_or_else(
+            || StatusCode::NOT_FOUND.into_response(),
+            |(writer, answer)| streamed(&writer, answer),
+        ))
+    }
+}
+
+/// The writer's `answer` as this host's, its body streamed as it comes.
+fn streamed(writer: &str, answer: reqwest::Response) -> Response {
+    let mut response = Response::builder().status(answer.status());
+    if let Some(headers) = response.headers_mut() {
+        headers.extend(end_to_end(answer.headers()));
+        if let Ok(from) = HeaderValue::from_str(writer) {
+            headers.insert(FORWARDED_FROM, from);
+        }
+    }
+    response
+        .body(Body::from_stream(answer.bytes_stream()))
+        .unwrap_or_else(|e| {
+            Problem::new(StatusCode::BAD_GATEWAY, "writer-unreachable", e.to_string())
+                .into_response()
+        })
+}
+
+/// `headers` without those of one connection.
+fn end_to_end(headers: &HeaderMap) -> HeaderMap {
+    let mut out = headers.clone();
+    for name in &HOP_BY_HOP {
+        out.remove(name);
+    }
+    out
+}

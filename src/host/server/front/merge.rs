@@ -1,0 +1,158 @@
+//! Lists over every partition: each partition's answer fetched and the lists merged into one,
+//! as one host would have answered.
+//!
+//! `GET /threads` and `GET /inbox` are whole lists: concatenated (threads in path order).
+//! `GET /view/threads` is paged: the front reads every partition's pages, orders the roots
+//! oldest first by (start time, partition, the partition's own cursor), and numbers them 1, 2,
+//! 3 …; that number is the merged list's cursor, and a page is the newest roots numbered below
+//! `before`. A new root takes the next number, so paging on while roots arrive neither skips
+//! nor repeats one (a filter whose matches change meanwhile can shift the numbers).
+
+use axum::Json;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde_json::Value;
+
+use super::{Front, Sent, streamed};
+use crate::ThreadInfo;
+use crate::history::page::MAX_PAGE;
+use crate::history::{ThreadPage, ThreadSummary};
+use crate::host::server::problem::Problem;
+
+/// A list the front merges.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum List {
+    /// `GET /threads`: thread snapshots.
+    Threads,
+    /// `GET /inbox`: the open requests.
+    Inbox,
+    /// `GET /view/threads`: a page of root threads.
+    Roots,
+}
+
+/// `sent` answered from every partition, merged; or the first refusal, as it came.
+pub(super) async fn every(front: &Front, list: List, sent: &Sent<'_>) -> Response {
+    answered(front, list, sent)
+        .await
+        .unwrap_or_else(std::convert::identity)
+}
+
+async fn answered(front: &Front, list: List, sent: &Sent<'_>) -> Result<Response, Response> {
+    match list {
+        List::Threads => {
+            let mut threads: Vec<ThreadInfo> = Vec::new();
+            for partition in 0..front.writers.len() {
+                threads.extend(fetch::<Vec<ThreadInfo>>(front, partition, sent).await?);
+            }
+            threads.sort_by(|a, b| a.path.cmp(&b.path));
+            Ok(Json(threads).into_response())
+        }
+        List::Inbox => {
+            let mut open: Vec<Value> = Vec::new();
+            for partition in 0..front.writers.len() {
+                open.extend(fetch::<Vec<Value>>(front, partition, sent).await?);
+            }
+            Ok(Json(open).into_response())
+        }
+        List::Roots => roots(front, sent).await,
+    }
+}
+
+/// The partition's answer to `sent` read as `T`, or the answer to pass on instead (a refusal
+/// as it came, or the problem of reaching the partition).
+async fn fetch<T: serde::de::DeserializeOwned>(
+    front: &Front,
+    partition: usize,
+    sent: &Sent<'_>,
+) -> Result<T, Response> {
+    let (writer, answer) = front
+        .send(partition, sent)
+        .await
+        .map_err(IntoResponse::into_response)?;
+    if answer.status() != StatusCode::OK {
+        return Err(streamed(&writer, answer));
+    }
+    answer.json::<T>().await.map_err(|e| {
+        Problem::new(
+            StatusCode::BAD_GATEWAY,
+            "writer-unreachable",
+            format!("the writer at {writer} answered a list that does not read: {e}"),
+        )
+        .into_response()
+    })
+}
+
+/// The merged page of `GET /view/threads`.
+async fn roots(front: &Front, sent: &Sent<'_>) -> Result<Response, Response> {
+    let (path, query) = sent.path.split_once('?').unwrap_or((sent.path, ""));
+    let mut before = None;
+    let mut limit = 0usize;
+    let mut kept = Vec::new();
+    let pairs: Vec<(String, String)> = serde_urlencoded::from_str(query)
+        .map_err(|e| bad_query(format!("the query does not read: {e}")).into_response())?;
+    for (key, value) in pairs {
+        match key.as_str() {
+            "before" => {
+                before = Some(value.parse::<u64>().map_err(|_| {
+                    bad_query(format!(
+                        "`before={value}` is not a cursor (a whole number from a page's `next`)"
+                    ))
+                    .into_response()
+                })?);
+            }
+            "limit" => limit = value.parse().unwrap_or(0),
+            _ => kept.push((key, value)),
+        }
+    }
+    let mut all: Vec<((Option<i64>, usize, u64), ThreadSummary)> = Vec::new();
+    for partition in 0..front.writers.len() {
+        let mut cursor = None::<u64>;
+        loop {
+            let mut pairs = kept.clone();
+            pairs.push(("limit".to_owned(), MAX_PAGE.to_string()));
+            if let Some(cursor) = cursor {
+                pairs.push(("before".to_owned(), cursor.to_string()));
+            }
+            let query = serde_urlencoded::to_string(&pairs).unwrap_or_default();
+            let path = format!("{path}?{query}");
+            let page = Sent {
+                method: sent.method,
+                path: &path,
+                headers: sent.headers,
+                body: sent.body.clone(),
+            };
+            let page = fetch::<ThreadPage>(front, partition, &page).await?;
+            for root in page.threads {
+                all.push(((root.started_us, partition, root.cursor), root));
+            }
+            match page.next {
+                Some(next) if cursor != Some(next) => cursor = Some(next),
+                _ => break,
+            }
+        }
+    }
+    all.sort_by(|a, b| a.0.cmp(&b.0));
+    let size = match limit {
+        0 => 50,
+        n => n.min(MAX_PAGE),
+    };
+    let mut numbered: Vec<ThreadSummary> = all
+        .into_iter()
+        .zip(1u64..)
+        .map(|((_, mut root), number)| {
+            root.cursor = number;
+            root
+        })
+        .filter(|root| before.is_none_or(|b| root.cursor < b))
+        .collect();
+    let rest = numbered.len().saturating_sub(size);
+    let threads: Vec<ThreadSummary> = numbered.drain(rest..).rev().collect();
+    let next = (rest > 0)
+        .then(|| threads.last().map(|t| t.cursor))
+        .flatten();
+    Ok(Json(ThreadPage { threads, next }).into_response())
+}
+
+fn bad_query(detail: String) -> Problem {
+    Problem::new(StatusCode::BAD_REQUEST, "bad-query", detail)
+}

@@ -1,0 +1,565 @@
+//! Threads partitioned over pumps (issue 35): three `agentpump run` hosts on a three-node
+//! `nats-server` cluster, the organism's threads in three partitions, each a three-replica
+//! stream written by the host holding its lease. Needs `nats-server` on the PATH (`.ci/run`
+//! installs it).
+
+#![cfg(all(feature = "nats", feature = "host"))]
+
+mod support;
+
+use std::collections::{BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use agentpump::history::{HistoryStore, JetStreamHistory, JetStreamOptions, RecordKind};
+use agentpump::thread::Partition;
+use agentpump::{Limits, ThreadId};
+use support::Scratch;
+
+const LEASE_MS: u64 = 1_500;
+const TOKEN: &str = "partitions-test-token";
+
+fn say(text: &str) -> String {
+    format!(r#"<say xmlns="urn:example:say:v1">{text}</say>"#)
+}
+
+/// An organism in `dir` with its threads in three partitions on the cluster at `url`, an echo
+/// listener, and the token every host of it shares.
+fn organism_in(dir: &Path, url: &str) {
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::write(dir.join("agentpump.token"), TOKEN).unwrap();
+    std::fs::write(
+        dir.join("organism.toml"),
+        format!(
+            "[organism]\nname = \"parts\"\n\n[store]\nkind = \"jetstream\"\nurl = \"{url}\"\nstream = \"parts\"\nreplicas = 3\nlease_ms = {LEASE_MS}\npartitions = 3\n\n[[listener]]\nname = \"echo\"\nkind = \"builtin\"\nbuiltin = \"echo\"\naccepts = [\"{{urn:example:say:v1}}say\"]\n"
+        ),
+    )
+    .unwrap();
+}
+
+/// One `agentpump run` host: its process, its front's address, and its output lines as they
+/// come.
+struct Host {
+    child: std::process::Child,
+    base: String,
+    lines: std::sync::mpsc::Receiver<String>,
+    seen: Vec<String>,
+}
+
+impl Host {
+    /// `agentpump run` in `dir`, taking `partition` first.
+    fn start(dir: &Path, partition: u32) -> Self {
+        use std::io::BufRead as _;
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_agentpump"))
+            .args(["run", "organism.toml", "--port", "0"])
+            .args(["--partition", &partition.to_string()])
+            .current_dir(dir)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::fs::File::create(dir.join("stderr.log")).unwrap())
+            .spawn()
+            .unwrap();
+        let out = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in out.map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        let first = lines.recv_timeout(Duration::from_secs(30)).unwrap();
+        Self {
+            child,
+            base: support::listening_on(&first),
+            lines,
+            seen: Vec::new(),
+        }
+    }
+
+    /// Waits (up to `within`) for a line of output containing `text`; whether one came.
+    fn said(&mut self, text: &str, within: Duration) -> bool {
+        let deadline = Instant::now() + within;
+        loop {
+            if self.seen.iter().any(|l| l.contains(text)) {
+                return true;
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) => self.seen.push(line),
+                Err(_) => return false,
+            }
+        }
+    }
+
+    /// Forgets the output so far: [`Host::said`] then looks at what comes next only.
+    fn forget(&mut self) {
+        while self.lines.try_recv().is_ok() {}
+        self.seen.clear();
+    }
+
+    fn signal(&self, signal: &str) {
+        let status = std::process::Command::new("kill")
+            .args([signal, &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Host {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A new cluster at `url`, once its servers have elected their leaders: a three-replica
+/// stream opened on it (its creation retried while they elect). Hosts started before may
+/// take each other's partitions while the cluster answers slowly.
+async fn elected(url: &str) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let mut options = JetStreamOptions::new(url, "warm-up");
+        options.replicas = 3;
+        match JetStreamHistory::open(options).await {
+            Ok(_) => return,
+            Err(e) if Instant::now() < deadline => eprintln!("while the cluster elects: {e}"),
+            Err(e) => panic!("the cluster never elected its leaders: {e}"),
+        }
+    }
+}
+
+/// Three hosts in `root/host-N`, host N taking partition N first, each writing its own.
+fn three_hosts(root: &Path, url: &str, name: &str) -> Vec<Host> {
+    let mut hosts: Vec<Host> = (0..3)
+        .map(|i| {
+            let dir = root.join(format!("{name}-{i}"));
+            organism_in(&dir, url);
+            Host::start(&dir, i)
+        })
+        .collect();
+    for (i, host) in hosts.iter_mut().enumerate() {
+        let writing = format!("partition {i} of 3: writing");
+        assert!(
+            host.said(&writing, Duration::from_secs(60)),
+            "{:?}",
+            host.seen
+        );
+    }
+    hosts
+}
+
+/// Posts `text` to a new thread through `base`; the thread and the writer that took it.
+async fn post(
+    http: &reqwest::Client,
+    base: &str,
+    text: &str,
+) -> Result<(ThreadId, String), String> {
+    let answer = http
+        .post(format!("{base}/threads?to=echo"))
+        .bearer_auth(TOKEN)
+        .timeout(Duration::from_secs(5))
+        .body(say(text))
+        .send()
+        .await
+        .map_err(|e| e.to_string())?;
+    let status = answer.status();
+    let writer = answer
+        .headers()
+        .get("agentpump-forwarded-from")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    let body = answer.text().await.map_err(|e| e.to_string())?;
+    if !status.is_success() {
+        return Err(format!("{status}: {body}"));
+    }
+    let body: serde_json::Value = serde_json::from_str(&body).map_err(|e| e.to_string())?;
+    Ok((body["thread"].as_str().unwrap().parse().unwrap(), writer))
+}
+
+/// [`post`], again while the answer is `503 standby` (as its `Retry-After` asks): a front
+/// learns a partition's new writer at its next look at the lease.
+async fn post_retrying(http: &reqwest::Client, base: &str, text: &str) -> (ThreadId, String) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        match post(http, base, text).await {
+            Ok(posted) => return posted,
+            Err(e) if e.starts_with("503") && Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+            Err(e) => panic!("{text}: {e}"),
+        }
+    }
+}
+
+/// Waits until `thread`'s history, read through `base`, holds the echo's answer.
+async fn answered(http: &reqwest::Client, base: &str, thread: ThreadId) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let history = http
+            .get(format!("{base}/threads/{thread}/history"))
+            .bearer_auth(TOKEN)
+            .send()
+            .await;
+        if let Ok(history) = history
+            && history.status().is_success()
+            && history
+                .text()
+                .await
+                .unwrap_or_default()
+                .contains("\"egress\"")
+        {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "thread {thread} was never answered"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Each partition's stream, opened to read (after every host stopped).
+async fn streams(url: &str) -> Vec<JetStreamHistory> {
+    let mut streams = Vec::new();
+    for i in 0..3 {
+        let mut tries = 0;
+        loop {
+            let mut options = JetStreamOptions::new(url, format!("parts-p{i}"));
+            options.replicas = 3;
+            options.limits = Limits::default();
+            match JetStreamHistory::open(options).await {
+                Ok(stream) => break streams.push(stream),
+                // A cluster short of a node answers slowly at times.
+                Err(e) if tries < 5 => {
+                    tries += 1;
+                    eprintln!("opening parts-p{i} again: {e}");
+                }
+                Err(e) => panic!("parts-p{i}: {e}"),
+            }
+        }
+    }
+    streams
+}
+
+/// The echo's answers in `thread`, read from its partition's stream.
+async fn echoes(streams: &[JetStreamHistory], thread: ThreadId) -> usize {
+    let stream = &streams[Partition::of(thread, 3) as usize];
+    let records = stream.thread(thread, 0).await.unwrap();
+    records
+        .iter()
+        .filter(|r| r.kind == RecordKind::Egress && &*r.from == "echo")
+        .count()
+}
+
+/// Issue 35: "threads spread over the pumps, every message answered once, `verify` passes";
+/// "kill -9 of one NATS node: no acknowledged record lost, the pumps continue"; "a restart of
+/// everything from the stream alone"; and "any pump's HTTP API accepts a request for any
+/// thread and forwards it to the owner … the CLI and the viewer work against any pump".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn threads_spread_over_three_pumps_survive_a_nats_node_and_a_restart_from_the_streams() {
+    let scratch = Scratch::new("partitions-spread");
+    let mut cluster = support::nats::Cluster::start(&scratch.0);
+    let url = cluster.url();
+    elected(&url).await;
+    let mut hosts = three_hosts(&scratch.0, &url, "host");
+    let http = support::http_client();
+    let mut writers: HashMap<String, usize> = HashMap::new();
+    let mut threads = Vec::new();
+    for i in 0..30 {
+        let base = &hosts[i % 3].base;
+        let (thread, writer) = post_retrying(&http, base, &format!("spread-{i}")).await;
+        *writers.entry(writer).or_default() += 1;
+        threads.push(thread);
+    }
+    assert_eq!(
+        writers.len(),
+        3,
+        "every pump writes some threads: {writers:?}"
+    );
+    // Any host answers for any thread; the list of every host is the whole list.
+    for (i, &thread) in threads.iter().enumerate() {
+        answered(&http, &hosts[(i + 1) % 3].base, thread).await;
+    }
+    let listed = support::json(
+        http.get(format!("{}/threads", hosts[2].base))
+            .bearer_auth(TOKEN),
+    )
+    .await;
+    let listed = listed.as_array().unwrap();
+    // Each pump has a system thread of its own (its notices), in its partition.
+    let systems: Vec<&serde_json::Value> =
+        listed.iter().filter(|t| t["path"] == "system").collect();
+    assert_eq!(systems.len(), 3, "{systems:?}");
+    for system in systems {
+        let id: ThreadId = system["id"].as_str().unwrap().parse().unwrap();
+        support::json(
+            http.get(format!("{}/threads/{id}/history", hosts[0].base))
+                .bearer_auth(TOKEN),
+        )
+        .await;
+    }
+    let listed: BTreeSet<String> = listed
+        .iter()
+        .filter(|t| t["path"] != "system")
+        .map(|t| t["id"].as_str().unwrap().to_owned())
+        .collect();
+    let posted: BTreeSet<String> = threads.iter().map(ToString::to_string).collect();
+    assert_eq!(listed, posted);
+    // The viewer's list, paged 7 at a time through one host, shows every root once, newest
+    // first.
+    let mut paged = Vec::new();
+    let mut before = None::<u64>;
+    loop {
+        let cursor = before.map_or(String::new(), |b| format!("&before={b}"));
+        let page = support::json(
+            http.get(format!("{}/view/threads?limit=7{cursor}", hosts[1].base))
+                .bearer_auth(TOKEN),
+        )
+        .await;
+        for t in page["threads"].as_array().unwrap() {
+            if t["path"] == "system" {
+                continue;
+            }
+            paged.push((
+                t["started_us"].as_i64().unwrap(),
+                t["id"].as_str().unwrap().to_owned(),
+            ));
+        }
+        match page["next"].as_u64() {
+            Some(next) => before = Some(next),
+            None => break,
+        }
+    }
+    assert_eq!(paged.len(), 30, "{paged:?}");
+    assert!(paged.windows(2).all(|w| w[0].0 >= w[1].0), "newest first");
+    let seen: BTreeSet<String> = paged.into_iter().map(|(_, id)| id).collect();
+    assert_eq!(seen, posted);
+
+    // One NATS node killed: the pumps go on (each host was given all three servers).
+    cluster.nodes[0].kill();
+    for i in 0..9 {
+        let base = &hosts[i % 3].base;
+        let mut tries = 0;
+        let thread = loop {
+            match post(&http, base, &format!("after-node-{i}")).await {
+                Ok((thread, _)) => break thread,
+                // A stream whose leader was on the killed node elects another (a few seconds).
+                Err(e) if tries < 60 => {
+                    tries += 1;
+                    eprintln!("while the cluster elects: {e}");
+                    tokio::time::sleep(Duration::from_millis(250)).await;
+                }
+                Err(e) => panic!("the pumps did not go on without one NATS node: {e}"),
+            }
+        };
+        answered(&http, &hosts[(i + 2) % 3].base, thread).await;
+        threads.push(thread);
+    }
+
+    // Everything stopped, then started again in fresh folders: the streams alone bring every
+    // thread back.
+    for host in &mut hosts {
+        host.signal("-TERM");
+    }
+    for host in &mut hosts {
+        let _ = host.child.wait();
+    }
+    let left = cluster.urls[1..].join(",");
+    let again = three_hosts(&scratch.0, &left, "again");
+    for (i, &thread) in threads.iter().enumerate() {
+        answered(&http, &again[i % 3].base, thread).await;
+    }
+    drop(again);
+    let streams = streams(&left).await;
+    for &thread in &threads {
+        assert_eq!(echoes(&streams, thread).await, 1, "thread {thread}");
+    }
+    for stream in &streams {
+        assert!(stream.verify().await.unwrap() > 0);
+    }
+}
+
+/// Issue 35: "kill -9 of a pump under load: its partitions move within the lease TTL; every
+/// acknowledged message is delivered exactly once; no thread is written by two pumps (the
+/// fencing test: a paused pump — SIGSTOP past its lease, then SIGCONT — must not append)".
+/// Four clients post through host 0 all along; host 1 is killed, then host 2 paused past its
+/// lease and resumed: it gives its partition up and waits again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_or_paused_pump_s_partition_moves_and_every_acknowledged_message_is_answered_once()
+{
+    let scratch = Scratch::new("partitions-failover");
+    let cluster = support::nats::Cluster::start(&scratch.0);
+    let url = cluster.url();
+    elected(&url).await;
+    let mut hosts = three_hosts(&scratch.0, &url, "host");
+    let front = hosts[0].base.clone();
+    let acknowledged = Arc::new(Mutex::new(Vec::<ThreadId>::new()));
+    let running = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let clients: Vec<_> = (0..4)
+        .map(|c| {
+            let (front, acknowledged, running) = (
+                front.clone(),
+                Arc::clone(&acknowledged),
+                Arc::clone(&running),
+            );
+            tokio::spawn(async move {
+                let http = support::http_client();
+                let mut refused = 0usize;
+                for i in 0.. {
+                    if !running.load(std::sync::atomic::Ordering::Relaxed) {
+                        break;
+                    }
+                    match post(&http, &front, &format!("load-{c}-{i}")).await {
+                        Ok((thread, _)) => acknowledged.lock().unwrap().push(thread),
+                        // A partition between writers answers 503 or 502: not acknowledged.
+                        Err(_) => {
+                            refused += 1;
+                            tokio::time::sleep(Duration::from_millis(50)).await;
+                        }
+                    }
+                }
+                refused
+            })
+        })
+        .collect();
+    let count = |n: usize| {
+        let acknowledged = Arc::clone(&acknowledged);
+        async move {
+            while acknowledged.lock().unwrap().len() < n {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    };
+    count(40).await;
+    let http = support::http_client();
+    let in_one = acknowledged
+        .lock()
+        .unwrap()
+        .iter()
+        .copied()
+        .find(|&t| Partition::of(t, 3) == 1)
+        .unwrap();
+    for host in &mut hosts {
+        host.forget();
+    }
+    let killed = Instant::now();
+    hosts[1].kill(); // SIGKILL, under load
+    let moved = loop {
+        let read = http
+            .get(format!("{front}/threads/{in_one}"))
+            .bearer_auth(TOKEN)
+            .send()
+            .await;
+        if read.is_ok_and(|r| r.status().is_success()) {
+            break killed.elapsed();
+        }
+        assert!(
+            killed.elapsed() < Duration::from_secs(30),
+            "partition 1 never moved"
+        );
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    };
+    eprintln!("failover: partition 1 answered again {moved:?} after its pump was killed");
+    let taken = hosts
+        .iter_mut()
+        .map(|h| h.said("partition 1 of 3: writing", Duration::from_secs(5)))
+        .filter(|&took| took)
+        .count();
+    assert_eq!(taken, 1, "one other host writes it now");
+    let n = acknowledged.lock().unwrap().len();
+    count(n + 20).await;
+
+    // Host 2 paused past its lease: partition 2 moves to host 0; resumed, host 2 stops its pump.
+    for host in &mut hosts {
+        host.forget();
+    }
+    hosts[2].signal("-STOP");
+    assert!(
+        hosts[0].said("partition 2 of 3: writing", Duration::from_secs(20)),
+        "{:?}",
+        hosts[0].seen
+    );
+    hosts[2].signal("-CONT");
+    assert!(
+        hosts[2].said(
+            "partition 2 of 3: no longer written here",
+            Duration::from_secs(20)
+        ),
+        "{:?}",
+        hosts[2].seen
+    );
+    let n = acknowledged.lock().unwrap().len();
+    count(n + 20).await;
+    running.store(false, std::sync::atomic::Ordering::Relaxed);
+    let mut refused = 0;
+    for client in clients {
+        refused += client.await.unwrap();
+    }
+    let acknowledged = acknowledged.lock().unwrap().clone();
+    for &thread in &acknowledged {
+        answered(&http, &front, thread).await;
+    }
+    drop(hosts);
+    let streams = streams(&url).await;
+    for &thread in &acknowledged {
+        assert_eq!(echoes(&streams, thread).await, 1, "thread {thread}");
+    }
+    for stream in &streams {
+        assert!(stream.verify().await.unwrap() > 0);
+    }
+    eprintln!(
+        "{} posts acknowledged through the failovers, each answered once; {refused} refused while a partition had no writer",
+        acknowledged.len()
+    );
+}
+
+/// A partitioned organism's usage errors say what to change.
+#[test]
+fn partitions_without_a_leased_stream_or_past_the_count_are_refused() {
+    let scratch = Scratch::new("partitions-usage");
+    let cases = [
+        (
+            "[store]\npartitions = 3\n",
+            vec![],
+            "partitions = 3 needs kind = \"jetstream\" and lease_ms",
+        ),
+        (
+            "[store]\nkind = \"jetstream\"\nurl = \"nats://127.0.0.1:1\"\nlease_ms = 1000\npartitions = 0\n",
+            vec![],
+            "partitions must be 1 or more",
+        ),
+        (
+            "[store]\nkind = \"jetstream\"\nurl = \"nats://127.0.0.1:1\"\nlease_ms = 1000\npartitions = 2\n",
+            vec!["--partition", "2"],
+            "--partition 2: the organism has 2 partitions (0 to 1)",
+        ),
+        (
+            "",
+            vec!["--partition", "1"],
+            "--partition 1: the organism has one partition",
+        ),
+    ];
+    for (i, (store, args, expected)) in cases.into_iter().enumerate() {
+        let dir: PathBuf = scratch.0.join(format!("case-{i}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("organism.toml"),
+            format!("[organism]\nname = \"usage\"\n\n{store}"),
+        )
+        .unwrap();
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_agentpump"))
+            .args(["run", "organism.toml", "--port", "0"])
+            .args(&args)
+            .current_dir(&dir)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "case {i} ran");
+        assert!(stderr.contains(expected), "case {i}: {stderr}");
+    }
+}
