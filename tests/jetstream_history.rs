@@ -622,9 +622,9 @@ async fn a_standby_without_a_reachable_writer_answers_a_problem() {
     let base = format!("http://{}", listener.local_addr().unwrap());
     let (writer, known) = tokio::sync::watch::channel(None::<String>);
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let served = tokio::spawn(agentpump::host::server::standby::serve_standby(
+    let served = tokio::spawn(agentpump::host::server::front::serve_front(
         listener,
-        known,
+        vec![known],
         1 << 20,
         async move {
             let _ = stopped.await;
@@ -651,6 +651,48 @@ async fn a_standby_without_a_reachable_writer_answers_a_problem() {
         problem["detail"].as_str().unwrap().contains(&gone),
         "{problem}"
     );
+    stop.send(()).unwrap();
+    served.await.unwrap().unwrap();
+
+    // Two partitions, the second with no writer: a request for one of its threads, and a list
+    // (asked of every partition), say which partition has none.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let (_first, first) = tokio::sync::watch::channel(Some(gone.clone()));
+    let (_second, second) = tokio::sync::watch::channel(None::<String>);
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let served = tokio::spawn(agentpump::host::server::front::serve_front(
+        listener,
+        vec![first, second],
+        1 << 20,
+        async move {
+            let _ = stopped.await;
+        },
+    ));
+    let in_second = agentpump::thread::Partition::new(1, 2)
+        .unwrap()
+        .new_thread();
+    for path in [
+        format!("/threads/{in_second}/history"),
+        "/threads".to_owned(),
+    ] {
+        let answer = http.get(format!("{base}{path}")).send().await.unwrap();
+        let status = answer.status();
+        let problem: serde_json::Value = answer.json().await.unwrap();
+        if path == "/threads" {
+            // Partition 0 is asked first: its writer is gone.
+            assert_eq!(status, 502, "{problem}");
+            continue;
+        }
+        assert_eq!(status, 503, "{problem}");
+        assert!(
+            problem["detail"]
+                .as_str()
+                .unwrap()
+                .contains("no host writes partition 1 of 2"),
+            "{problem}"
+        );
+    }
     stop.send(()).unwrap();
     served.await.unwrap().unwrap();
 }

@@ -144,7 +144,7 @@ async fn route(State(front): State<Front>, request: Request) -> Response {
         Destination::Every(list) => Ok(merge::every(&front, list, &sent).await),
         Destination::Seek => front.seek(&sent).await,
     };
-    answer.unwrap_or_else(IntoResponse::into_response)
+    answer.unwrap_or_else(std::convert::identity)
 }
 
 /// A request as the client sent it, to forward.
@@ -157,8 +157,8 @@ struct Sent<'a> {
 }
 
 impl Front {
-    /// The writer of `partition`, or the `503 standby` answer.
-    fn writer(&self, partition: usize) -> Result<String, Problem> {
+    /// The writer of `partition`, or the `503 standby` answer (with `Retry-After: 1`).
+    fn writer(&self, partition: usize) -> Result<String, Response> {
         if let Some(writer) = self.writers[partition].borrow().clone() {
             return Ok(writer);
         }
@@ -171,11 +171,12 @@ impl Front {
                 self.writers.len()
             )
         };
-        Err(Problem::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "standby",
-            detail,
-        ))
+        let mut answer =
+            Problem::new(StatusCode::SERVICE_UNAVAILABLE, "standby", detail).into_response();
+        answer
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        Err(answer)
     }
 
     /// Sends `sent` to the writer of `partition`.
@@ -183,7 +184,7 @@ impl Front {
         &self,
         partition: usize,
         sent: &Sent<'_>,
-    ) -> Result<(String, reqwest::Response), Problem> {
+    ) -> Result<(String, reqwest::Response), Response> {
         let writer = self.writer(partition)?;
         let url = format!("{}{}", writer.trim_end_matches('/'), sent.path);
         self.client
@@ -199,17 +200,18 @@ impl Front {
                     "writer-unreachable",
                     format!("the writer at {writer} did not answer: {e}"),
                 )
+                .into_response()
             })
     }
 
     /// `sent` forwarded to the writer of `partition`, its answer streamed back.
-    async fn forward(&self, partition: usize, sent: &Sent<'_>) -> Result<Response, Problem> {
+    async fn forward(&self, partition: usize, sent: &Sent<'_>) -> Result<Response, Response> {
         let (writer, answer) = self.send(partition, sent).await?;
         Ok(streamed(&writer, answer))
     }
 
     /// `sent` to each partition in turn; the first answer that is not 404 (or the last 404).
-    async fn seek(&self, sent: &Sent<'_>) -> Result<Response, Problem> {
+    async fn seek(&self, sent: &Sent<'_>) -> Result<Response, Response> {
         let mut last = None;
         for partition in 0..self.writers.len() {
             let (writer, answer) = self.send(partition, sent).await?;

@@ -65,10 +65,7 @@ async fn fetch<T: serde::de::DeserializeOwned>(
     partition: usize,
     sent: &Sent<'_>,
 ) -> Result<T, Response> {
-    let (writer, answer) = front
-        .send(partition, sent)
-        .await
-        .map_err(IntoResponse::into_response)?;
+    let (writer, answer) = front.send(partition, sent).await?;
     if answer.status() != StatusCode::OK {
         return Err(streamed(&writer, answer));
     }
