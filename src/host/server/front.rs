@@ -158,7 +158,7 @@ struct Sent<'a> {
 
 impl Front {
     /// The writer of `partition`, or the `503 standby` answer (with `Retry-After: 1`).
-    fn writer(&self, partition: usize) -> Result<String, Response> {
+    fn writer(&self, partition: usize) -> Result<String, Problem> {
         if let Some(writer) = self.writers[partition].borrow().clone() {
             return Ok(writer);
         }
@@ -171,12 +171,11 @@ impl Front {
                 self.writers.len()
             )
         };
-        let mut answer =
-            Problem::new(StatusCode::SERVICE_UNAVAILABLE, "standby", detail).into_response();
-        answer
-            .headers_mut()
-            .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-        Err(answer)
+        Err(Problem::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "standby",
+            detail,
+        ))
     }
 
     /// Sends `sent` to the writer of `partition`.
@@ -185,7 +184,9 @@ impl Front {
         partition: usize,
         sent: &Sent<'_>,
     ) -> Result<(String, reqwest::Response), Response> {
-        let writer = self.writer(partition)?;
+        let writer = self
+            .writer(partition)
+            .map_err(IntoResponse::into_response)?;
         let url = format!("{}{}", writer.trim_end_matches('/'), sent.path);
         self.client
             .request(sent.method.clone(), &url)

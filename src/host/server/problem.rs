@@ -95,6 +95,12 @@ impl IntoResponse for Problem {
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/problem+json"),
         );
+        // A host that knows no writer yet is worth asking again shortly (docs/http-api.md).
+        if self.code == "standby" {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        }
         response
     }
 }

@@ -79,6 +79,9 @@ async fn fetch<T: serde::de::DeserializeOwned>(
     })
 }
 
+/// Where a root sits among every partition's: (start time, partition, its own cursor).
+type Place = (Option<i64>, usize, u64);
+
 /// The merged page of `GET /view/threads`.
 async fn roots(front: &Front, sent: &Sent<'_>) -> Result<Response, Response> {
     let (path, query) = sent.path.split_once('?').unwrap_or((sent.path, ""));
@@ -101,7 +104,8 @@ async fn roots(front: &Front, sent: &Sent<'_>) -> Result<Response, Response> {
             _ => kept.push((key, value)),
         }
     }
-    let mut all: Vec<((Option<i64>, usize, u64), ThreadSummary)> = Vec::new();
+    // Each root with its place: start time, partition, the partition's own cursor.
+    let mut all: Vec<(Place, ThreadSummary)> = Vec::new();
     for partition in 0..front.writers.len() {
         let mut cursor = None::<u64>;
         loop {
@@ -128,7 +132,7 @@ async fn roots(front: &Front, sent: &Sent<'_>) -> Result<Response, Response> {
             }
         }
     }
-    all.sort_by(|a, b| a.0.cmp(&b.0));
+    all.sort_by_key(|(place, _)| *place);
     let size = match limit {
         0 => 50,
         n => n.min(MAX_PAGE),
