@@ -625,6 +625,7 @@ async fn a_standby_without_a_reachable_writer_answers_a_problem() {
     let served = tokio::spawn(agentpump::host::server::front::serve_front(
         listener,
         vec![known],
+        Vec::new(),
         1 << 20,
         async move {
             let _ = stopped.await;
@@ -664,6 +665,7 @@ async fn a_standby_without_a_reachable_writer_answers_a_problem() {
     let served = tokio::spawn(agentpump::host::server::front::serve_front(
         listener,
         vec![first, second],
+        Vec::new(),
         1 << 20,
         async move {
             let _ = stopped.await;

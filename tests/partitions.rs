@@ -116,22 +116,6 @@ impl Drop for Host {
     }
 }
 
-/// A new cluster at `url`, once its servers have elected their leaders: a three-replica
-/// stream opened on it (its creation retried while they elect). Hosts started before may
-/// take each other's partitions while the cluster answers slowly.
-async fn elected(url: &str) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let mut options = JetStreamOptions::new(url, "warm-up");
-        options.replicas = 3;
-        match JetStreamHistory::open(options).await {
-            Ok(_) => return,
-            Err(e) if Instant::now() < deadline => eprintln!("while the cluster elects: {e}"),
-            Err(e) => panic!("the cluster never elected its leaders: {e}"),
-        }
-    }
-}
-
 /// Three hosts in `root/host-N`, host N taking partition N first, each writing its own.
 fn three_hosts(root: &Path, url: &str, name: &str) -> Vec<Host> {
     let mut hosts: Vec<Host> = (0..3)
@@ -265,7 +249,7 @@ async fn threads_spread_over_three_pumps_survive_a_nats_node_and_a_restart_from_
     let scratch = Scratch::new("partitions-spread");
     let mut cluster = support::nats::Cluster::start(&scratch.0);
     let url = cluster.url();
-    elected(&url).await;
+    cluster.elected().await;
     let mut hosts = three_hosts(&scratch.0, &url, "host");
     let http = support::http_client();
     let mut writers: HashMap<String, usize> = HashMap::new();
@@ -387,23 +371,26 @@ async fn threads_spread_over_three_pumps_survive_a_nats_node_and_a_restart_from_
 /// Issue 35: "kill -9 of a pump under load: its partitions move within the lease TTL; every
 /// acknowledged message is delivered exactly once; no thread is written by two pumps (the
 /// fencing test: a paused pump — SIGSTOP past its lease, then SIGCONT — must not append)".
-/// Four clients post through host 0 all along; host 1 is killed, then host 2 paused past its
-/// lease and resumed: it gives its partition up and waits again.
+/// Six clients post through the three hosts all along (those of a dead or paused host are
+/// refused meanwhile); host 1 is killed, then host 2 paused past its lease and resumed: it
+/// gives its partition up and waits again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_or_paused_pump_s_partition_moves_and_every_acknowledged_message_is_answered_once()
 {
     let scratch = Scratch::new("partitions-failover");
     let cluster = support::nats::Cluster::start(&scratch.0);
     let url = cluster.url();
-    elected(&url).await;
+    cluster.elected().await;
     let mut hosts = three_hosts(&scratch.0, &url, "host");
     let front = hosts[0].base.clone();
     let acknowledged = Arc::new(Mutex::new(Vec::<ThreadId>::new()));
     let running = Arc::new(std::sync::atomic::AtomicBool::new(true));
-    let clients: Vec<_> = (0..4)
+    // Two clients per host: a front makes new threads in the partitions its host writes.
+    let fronts: Vec<String> = hosts.iter().map(|h| h.base.clone()).collect();
+    let clients: Vec<_> = (0..6)
         .map(|c| {
             let (front, acknowledged, running) = (
-                front.clone(),
+                fronts[c % 3].clone(),
                 Arc::clone(&acknowledged),
                 Arc::clone(&running),
             );

@@ -54,6 +54,7 @@ pub(super) async fn run(
     let address = front.local_addr().map_err(HostError::System)?;
     let (stop, stopping) = watch::channel(false);
     let mut writers = Vec::new();
+    let mut locals = Vec::new();
     let mut holding = Vec::new();
     for index in 0..count {
         let partition = Partition::new(index, count).ok_or_else(|| {
@@ -61,6 +62,8 @@ pub(super) async fn run(
         })?;
         let (writer, known) = watch::channel(None);
         writers.push(known);
+        let (local, here) = watch::channel(None);
+        locals.push(here);
         let defer = if first.is_empty() || first.contains(&index) {
             Duration::ZERO
         } else {
@@ -73,6 +76,7 @@ pub(super) async fn run(
             ip: address.ip(),
             partition,
             writer: Arc::new(writer),
+            local,
             defer,
         };
         let (stop, stopping) = (&stop, stopping.clone());
@@ -94,6 +98,7 @@ pub(super) async fn run(
         let served = server::front::serve_front(
             front,
             writers,
+            locals,
             organism.server.max_body_bytes,
             async move {
                 let _ = front_stopping.wait_for(|s| *s).await;
@@ -132,6 +137,8 @@ struct Holder<'a> {
     partition: Partition,
     /// The partition's writer, for the front.
     writer: Arc<watch::Sender<Option<String>>>,
+    /// The partition's API in this process while this host writes it, for the front.
+    local: watch::Sender<Option<axum::Router>>,
     /// How long the lease must have been free before this host takes it.
     defer: Duration,
 }
@@ -191,21 +198,31 @@ impl Holder<'_> {
             let (token, _) = token(self.organism, self.base)?;
             let listener =
                 tokio::net::TcpListener::from_std(listener).map_err(HostError::System)?;
+            let extras = || server::Extras {
+                shutdown_timeout: Duration::from_millis(self.organism.server.shutdown_timeout_ms),
+                listeners: listeners.clone(),
+                allowed_hosts: self.organism.server.mcp_hosts(),
+                ..server::Extras::default()
+            };
+            // This host's front answers for the partition in the process; other hosts' fronts
+            // reach it on its own port.
+            let (ending, ended) = watch::channel(false);
+            let max_body = self.organism.server.max_body_bytes;
+            self.local.send_replace(Some(server::router_with(
+                pump.clone(),
+                &token,
+                max_body,
+                extras(),
+                ended,
+            )));
             let mut stop = stopping.clone();
             let watched = Arc::clone(&store);
             let served = server::serve_with(
                 listener,
                 pump.clone(),
                 &token,
-                self.organism.server.max_body_bytes,
-                server::Extras {
-                    shutdown_timeout: Duration::from_millis(
-                        self.organism.server.shutdown_timeout_ms,
-                    ),
-                    listeners,
-                    allowed_hosts: self.organism.server.mcp_hosts(),
-                    ..server::Extras::default()
-                },
+                max_body,
+                extras(),
                 async move {
                     tokio::select! {
                         _ = stop.wait_for(|s| *s) => {}
@@ -214,6 +231,8 @@ impl Holder<'_> {
                 },
             )
             .await;
+            self.local.send_replace(None);
+            ending.send_replace(true);
             undelivered += pump.shutdown(SHUTDOWN_GRACE).await.undelivered;
             served.map_err(HostError::System)?;
             if *stopping.borrow() {

@@ -97,6 +97,7 @@ async fn open_history(
     let forwarding = tokio::spawn(server::front::serve_front(
         standby,
         vec![known],
+        Vec::new(),
         organism.server.max_body_bytes,
         async move {
             let _ = stopped.await;

@@ -72,6 +72,28 @@ pub fn router(pump: PumpHandle, token: &str, max_body: usize) -> Router {
     })
 }
 
+/// The API's routes as [`serve_with`] serves them, to call in the process (a host's front
+/// answering for a partition it writes); open event streams end when `stopping` turns `true`.
+pub fn router_with(
+    pump: PumpHandle,
+    token: &str,
+    max_body: usize,
+    extras: Extras,
+    stopping: watch::Receiver<bool>,
+) -> Router {
+    routes_for(Api {
+        pump,
+        token: Arc::from(token),
+        stopping,
+        cut_off: watch::channel(false).1,
+        tasks: extras.tasks.map(Arc::new),
+        cluster: extras.cluster,
+        max_body,
+        listeners: extras.listeners,
+        mcp_hosts: hosts::AllowedHosts::new(&extras.allowed_hosts),
+    })
+}
+
 fn routes_for(api: Api) -> Router {
     Router::new()
         .route("/health", get(routes::health))

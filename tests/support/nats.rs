@@ -124,4 +124,21 @@ impl Cluster {
     pub fn url(&self) -> String {
         self.urls.join(",")
     }
+
+    /// Waits until the servers have elected their leaders: a three-replica stream opened on
+    /// them (its creation retried while they elect). Hosts started before may take each
+    /// other's partitions while the cluster answers slowly, or fail to open their stream.
+    #[cfg(feature = "nats")]
+    pub async fn elected(&self) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let mut options = agentpump::history::JetStreamOptions::new(self.url(), "warm-up");
+            options.replicas = 3;
+            match agentpump::history::JetStreamHistory::open(options).await {
+                Ok(_) => return,
+                Err(e) if Instant::now() < deadline => eprintln!("while the cluster elects: {e}"),
+                Err(e) => panic!("the cluster never elected its leaders: {e}"),
+            }
+        }
+    }
 }

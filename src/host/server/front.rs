@@ -20,6 +20,7 @@ use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, header}
 use axum::response::{IntoResponse, Response};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
+use tower::ServiceExt as _;
 
 use super::problem::Problem;
 use crate::ThreadId;
@@ -42,9 +43,14 @@ const HOP_BY_HOP: [HeaderName; 5] = [
 /// The writer of each partition (index = partition), as its lease says.
 pub type Writers = Vec<watch::Receiver<Option<String>>>;
 
+/// For each partition, its pump's API in this process while this host writes it (empty for
+/// a standby): a request for it is answered here, without a trip over the network.
+pub type Locals = Vec<watch::Receiver<Option<Router>>>;
+
 #[derive(Clone)]
 struct Front {
     writers: Arc<Writers>,
+    locals: Arc<Locals>,
     client: reqwest::Client,
     max_body: usize,
     /// The partition the next new thread goes to.
@@ -52,7 +58,8 @@ struct Front {
 }
 
 /// Serves the front on `listener` until `shutdown` completes (then lets requests in flight
-/// finish): every request forwarded to a writer in `writers` (one per partition).
+/// finish): every request forwarded to a writer in `writers` (one per partition), or answered
+/// by the partition's API in `locals` while this host writes it.
 ///
 /// # Errors
 ///
@@ -60,6 +67,7 @@ struct Front {
 pub async fn serve_front(
     listener: TcpListener,
     writers: Writers,
+    locals: Locals,
     max_body: usize,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
@@ -70,6 +78,7 @@ pub async fn serve_front(
         .map_err(std::io::Error::other)?;
     let state = Front {
         writers: Arc::new(writers),
+        locals: Arc::new(locals),
         client,
         max_body,
         turn: Arc::new(AtomicUsize::new(0)),
@@ -104,9 +113,7 @@ fn destination(front: &Front, method: &Method, path: &str) -> Destination {
         return Destination::One(Partition::of(thread, count as u32) as usize);
     }
     match (method, segments.as_slice()) {
-        (&Method::POST, ["threads"]) => {
-            Destination::One(front.turn.fetch_add(1, Ordering::Relaxed) % count)
-        }
+        (&Method::POST, ["threads"]) => Destination::One(front.next_new()),
         (&Method::GET, ["threads"]) => Destination::Every(merge::List::Threads),
         (&Method::GET, ["inbox"]) => Destination::Every(merge::List::Inbox),
         (&Method::GET, ["view", "threads"]) => Destination::Every(merge::List::Roots),
@@ -140,7 +147,7 @@ async fn route(State(front): State<Front>, request: Request) -> Response {
         body,
     };
     let answer = match destination(&front, &parts.method, parts.uri.path()) {
-        Destination::One(partition) => front.forward(partition, &sent).await,
+        Destination::One(partition) => front.exchange(partition, &sent).await,
         Destination::Every(list) => Ok(merge::every(&front, list, &sent).await),
         Destination::Seek => front.seek(&sent).await,
     };
@@ -178,23 +185,60 @@ impl Front {
         ))
     }
 
-    /// Sends `sent` to the writer of `partition`.
-    async fn send(
-        &self,
-        partition: usize,
-        sent: &Sent<'_>,
-    ) -> Result<(String, reqwest::Response), Response> {
+    /// The partition a new thread goes to: the partitions this host writes in turn, or, when
+    /// it writes none, every partition in turn.
+    fn next_new(&self) -> usize {
+        let turn = self.turn.fetch_add(1, Ordering::Relaxed);
+        let here: Vec<usize> = (0..self.locals.len())
+            .filter(|&p| self.locals[p].borrow().is_some())
+            .collect();
+        match here.len() {
+            0 => turn % self.writers.len(),
+            n => here[turn % n],
+        }
+    }
+
+    /// `sent` answered by the writer of `partition`: in this process when it is this host,
+    /// else over HTTP (the body streamed back as it comes); with the writer's address.
+    async fn exchange(&self, partition: usize, sent: &Sent<'_>) -> Result<Response, Response> {
         let writer = self
             .writer(partition)
             .map_err(IntoResponse::into_response)?;
+        let local = self.locals.get(partition).and_then(|l| l.borrow().clone());
+        let mut answer = match local {
+            Some(router) => {
+                let mut request = Request::builder()
+                    .method(sent.method.clone())
+                    .uri(sent.path)
+                    .body(Body::from(sent.body.clone()))
+                    .map_err(|e| {
+                        Problem::new(StatusCode::BAD_REQUEST, "bad-request", e.to_string())
+                            .into_response()
+                    })?;
+                *request.headers_mut() = end_to_end(sent.headers);
+                match router.oneshot(request).await {
+                    Ok(answer) => answer,
+                    Err(never) => match never {},
+                }
+            }
+            None => self.over_http(&writer, sent).await?,
+        };
+        if let Ok(from) = HeaderValue::from_str(&writer) {
+            answer.headers_mut().insert(FORWARDED_FROM, from);
+        }
+        Ok(answer)
+    }
+
+    /// `sent` to the writer at `writer`, its answer as this host's.
+    async fn over_http(&self, writer: &str, sent: &Sent<'_>) -> Result<Response, Response> {
         let url = format!("{}{}", writer.trim_end_matches('/'), sent.path);
-        self.client
+        let answer = self
+            .client
             .request(sent.method.clone(), &url)
             .headers(end_to_end(sent.headers))
             .body(sent.body.clone())
             .send()
             .await
-            .map(|answer| (writer.clone(), answer))
             .map_err(|e| {
                 Problem::new(
                     StatusCode::BAD_GATEWAY,
@@ -202,40 +246,29 @@ impl Front {
                     format!("the writer at {writer} did not answer: {e}"),
                 )
                 .into_response()
-            })
-    }
-
-    /// `sent` forwarded to the writer of `partition`, its answer streamed back.
-    async fn forward(&self, partition: usize, sent: &Sent<'_>) -> Result<Response, Response> {
-        let (writer, answer) = self.send(partition, sent).await?;
-        Ok(streamed(&writer, answer))
+            })?;
+        Ok(streamed(answer))
     }
 
     /// `sent` to each partition in turn; the first answer that is not 404 (or the last 404).
     async fn seek(&self, sent: &Sent<'_>) -> Result<Response, Response> {
-        let mut last = None;
+        let mut last = StatusCode::NOT_FOUND.into_response();
         for partition in 0..self.writers.len() {
-            let (writer, answer) = self.send(partition, sent).await?;
+            let answer = self.exchange(partition, sent).await?;
             if answer.status() != StatusCode::NOT_FOUND {
-                return Ok(streamed(&writer, answer));
+                return Ok(answer);
             }
-            last = Some((writer, answer));
+            last = answer;
         }
-        Ok(last.map_or_else(
-            || StatusCode::NOT_FOUND.into_response(),
-            |(writer, answer)| streamed(&writer, answer),
-        ))
+        Ok(last)
     }
 }
 
 /// The writer's `answer` as this host's, its body streamed as it comes.
-fn streamed(writer: &str, answer: reqwest::Response) -> Response {
+fn streamed(answer: reqwest::Response) -> Response {
     let mut response = Response::builder().status(answer.status());
     if let Some(headers) = response.headers_mut() {
         headers.extend(end_to_end(answer.headers()));
-        if let Ok(from) = HeaderValue::from_str(writer) {
-            headers.insert(FORWARDED_FROM, from);
-        }
     }
     response
         .body(Body::from_stream(answer.bytes_stream()))

@@ -13,7 +13,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 
-use super::{Front, Sent, streamed};
+use super::{Front, Sent};
 use crate::ThreadInfo;
 use crate::history::page::MAX_PAGE;
 use crate::history::{ThreadPage, ThreadSummary};
@@ -65,18 +65,22 @@ async fn fetch<T: serde::de::DeserializeOwned>(
     partition: usize,
     sent: &Sent<'_>,
 ) -> Result<T, Response> {
-    let (writer, answer) = front.send(partition, sent).await?;
+    let answer = front.exchange(partition, sent).await?;
     if answer.status() != StatusCode::OK {
-        return Err(streamed(&writer, answer));
+        return Err(answer);
     }
-    answer.json::<T>().await.map_err(|e| {
+    let unreadable = |e: &dyn std::fmt::Display| {
         Problem::new(
             StatusCode::BAD_GATEWAY,
             "writer-unreachable",
-            format!("the writer at {writer} answered a list that does not read: {e}"),
+            format!("partition {partition}'s writer answered a list that does not read: {e}"),
         )
         .into_response()
-    })
+    };
+    let body = axum::body::to_bytes(answer.into_body(), usize::MAX)
+        .await
+        .map_err(|e| unreadable(&e))?;
+    serde_json::from_slice(&body).map_err(|e| unreadable(&e))
 }
 
 /// Where a root sits among every partition's: (start time, partition, its own cursor).
