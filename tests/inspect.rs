@@ -394,3 +394,99 @@ async fn threads_are_named_by_a_unique_prefix_or_a_displayed_path() {
         "{err}"
     );
 }
+
+/// Issue 35: "`agentpump verify` … work[s] against" a history that is not a local file: `verify
+/// --url` reads every thread's records from a running host and recomputes each chain itself,
+/// so a record altered under the host is named, as `--db` names it.
+#[cfg(feature = "host")]
+#[test]
+fn verify_over_http_recomputes_every_chain_and_names_an_altered_record() {
+    let dir = Scratch::new("verify-url");
+    std::fs::write(
+        dir.0.join("organism.toml"),
+        "[[listener]]\nname = \"echo\"\nkind = \"builtin\"\nbuiltin = \"echo\"\naccepts = [\"{urn:example:say:v1}say\"]\n",
+    )
+    .unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_agentpump"))
+        .args(["run", "organism.toml", "--port", "0"])
+        .current_dir(&dir.0)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(child.stdout.take().unwrap()));
+    let base = support::listening_on(&lines.next().unwrap().unwrap());
+    let token = support::token_in(&dir.0);
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let thread: ThreadId = runtime.block_on(async {
+        let http = support::http_client();
+        let mut last = None;
+        for i in 0..3 {
+            let posted = support::json(
+                http.post(format!("{base}/threads?to=echo"))
+                    .bearer_auth(&token)
+                    .body(format!(r#"<say xmlns="urn:example:say:v1">{i}</say>"#)),
+            )
+            .await;
+            last = Some(posted["thread"].as_str().unwrap().parse().unwrap());
+        }
+        last.unwrap()
+    });
+    let verify = |extra: &[&str]| {
+        let mut args = vec!["verify", "--url", &base, "--token", &token];
+        args.extend_from_slice(extra);
+        run(&args)
+    };
+    let (ok, out, err) = verify(&[]);
+    assert!(ok, "{err}");
+    assert!(
+        out.contains(&format!("{base}: ")) && out.contains("threads verified, every chain intact"),
+        "{out}"
+    );
+    let (ok, _, err) = verify(&["--certificates"]);
+    assert!(!ok && err.contains("pass --db"), "{err}");
+
+    let conn = rusqlite::Connection::open(dir.0.join("agentpump.db")).unwrap();
+    let seq: i64 = conn
+        .query_row(
+            "SELECT min(seq) FROM records WHERE thread = ?1",
+            [thread.to_string()],
+            |r| r.get(0),
+        )
+        .unwrap();
+    let last: i64 = conn
+        .query_row(
+            "SELECT max(seq) FROM records WHERE thread = ?1",
+            [thread.to_string()],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert!(last > seq, "the echo answered");
+    conn.execute(
+        "UPDATE records SET sender = 'mallory' WHERE seq = ?1",
+        [last],
+    )
+    .unwrap();
+    let (ok, _, err) = verify(&[]);
+    assert!(
+        !ok && err.contains(&format!(
+            "hash chain of thread {thread} breaks at seq {last}"
+        )),
+        "{err}"
+    );
+    // A thread's first record altered looks, from outside, like a pruned thread's (it chains
+    // from something not served): the host's own check decides, and names the break.
+    conn.execute(
+        "UPDATE records SET sender = 'mallory' WHERE seq = ?1",
+        [seq],
+    )
+    .unwrap();
+    let (ok, _, err) = verify(&[]);
+    assert!(
+        !ok && err.contains(&format!("breaks at seq {seq}"))
+            && err.contains("the host's own check"),
+        "{err}"
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+}

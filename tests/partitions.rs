@@ -358,6 +358,14 @@ async fn threads_spread_over_three_pumps_survive_a_nats_node_and_a_restart_from_
     for (i, &thread) in threads.iter().enumerate() {
         answered(&http, &again[i % 3].base, thread).await;
     }
+    // `agentpump verify --url` against one host recomputes every partition's chains.
+    let verified = std::process::Command::new(env!("CARGO_BIN_EXE_agentpump"))
+        .args(["verify", "--url", &again[1].base, "--token", TOKEN])
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&verified.stdout);
+    assert!(verified.status.success(), "{out}");
+    assert!(out.contains("every chain intact"), "{out}");
     drop(again);
     let streams = streams(&left).await;
     for &thread in &threads {

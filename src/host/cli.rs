@@ -235,12 +235,16 @@ pub enum Command {
     },
     /// Recompute every hash chain; exit 1 naming the first record that does not match.
     ///
-    /// Reads the history file itself (needs --db): a running host's file can be verified while
-    /// it runs, since reading never blocks the writer.
+    /// With --db, reads the history file itself: a running host's file can be verified while
+    /// it runs, since reading never blocks the writer. With --url, reads every thread's records
+    /// from a running host (any host of a partitioned organism) and recomputes them here.
     Verify {
-        /// The history database.
-        #[arg(long)]
-        db: PathBuf,
+        /// The history file, or the running host.
+        #[command(flatten)]
+        source: Source,
+        /// How to authenticate (with --url).
+        #[command(flatten)]
+        auth: Auth,
         /// Also re-derive every halt from the recorded history (residuals, criteria, goal,
         /// signals, budgets) and check it against its stored halting report; exit 1 naming
         /// each thread whose report the history does not support.
@@ -462,13 +466,23 @@ fn dispatch(command: Command) -> Result<(), HostError> {
             by,
             host: h,
         } => print(host(&h.url, h.auth).and_then(|h| super::inbox::answer(&h, &id, decision, &by))),
-        Command::Verify { db, certificates } => {
-            print(inspect::verify(&db))?;
-            if certificates {
-                print(inspect::verify_certificates(&db))?;
+        Command::Verify {
+            source,
+            auth,
+            certificates,
+        } => match source.db {
+            Some(db) => {
+                print(inspect::verify(&db))?;
+                if certificates {
+                    print(inspect::verify_certificates(&db))?;
+                }
+                Ok(())
             }
-            Ok(())
-        }
+            None if certificates => print(Err(HostError::usage(
+                "verify --certificates re-derives halts from a history file: pass --db",
+            ))),
+            None => print(host(&source.url, auth).and_then(|h| h.verify())),
+        },
         Command::View { db, addr, tasks } => print(super::view::run(&db, &addr, tasks.as_deref())),
         Command::Tasks { command } => print(super::tasks::run(command)),
         Command::Process { command } => {
