@@ -655,8 +655,9 @@ async fn a_standby_without_a_reachable_writer_answers_a_problem() {
     stop.send(()).unwrap();
     served.await.unwrap().unwrap();
 
-    // Two partitions, the second with no writer: a request for one of its threads, and a list
-    // (asked of every partition), say which partition has none.
+    // Two partitions, the first's writer gone and the second with none: a request for a
+    // thread of the second says which partition has no writer (503, Retry-After); a list,
+    // asked of every partition in order, says the first's writer does not answer (502).
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     let (_first, first) = tokio::sync::watch::channel(Some(gone.clone()));
@@ -680,13 +681,17 @@ async fn a_standby_without_a_reachable_writer_answers_a_problem() {
     ] {
         let answer = http.get(format!("{base}{path}")).send().await.unwrap();
         let status = answer.status();
+        let retry = answer.headers().get("retry-after").cloned();
         let problem: serde_json::Value = answer.json().await.unwrap();
         if path == "/threads" {
             // Partition 0 is asked first: its writer is gone.
             assert_eq!(status, 502, "{problem}");
+            assert_eq!(problem["code"], "writer-unreachable", "{problem}");
             continue;
         }
+        assert_eq!(retry.as_ref().map(|v| v.to_str().unwrap()), Some("1"));
         assert_eq!(status, 503, "{problem}");
+        assert_eq!(problem["code"], "standby", "{problem}");
         assert!(
             problem["detail"]
                 .as_str()

@@ -320,6 +320,56 @@ async fn threads_spread_over_three_pumps_survive_a_nats_node_and_a_restart_from_
         }
     }
     assert_eq!(paged.len(), 30, "{paged:?}");
+    // What spans every thread and is not merged across partitions yet says so.
+    let totals = http
+        .get(format!("{}/view/totals", hosts[0].base))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(totals.status(), 501);
+    let problem: serde_json::Value = totals.json().await.unwrap();
+    assert_eq!(problem["code"], "not-partitioned", "{problem}");
+    // An envelope naming its thread goes to that thread's partition, through any host.
+    let named = threads[0];
+    let elsewhere = hosts[(Partition::of(named, 3) as usize + 1) % 3]
+        .base
+        .clone();
+    let envelope = format!(
+        r#"<message xmlns="urn:agentpump:envelope:v1"><meta><thread>{named}</thread></meta>{}</message>"#,
+        say("again")
+    );
+    let again = http
+        .post(format!("{elsewhere}/threads?to=echo"))
+        .bearer_auth(TOKEN)
+        .body(envelope)
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        again.status().is_success(),
+        "{}",
+        again.text().await.unwrap()
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let history = support::json(
+            http.get(format!("{elsewhere}/threads/{named}/history"))
+                .bearer_auth(TOKEN),
+        )
+        .await;
+        let echoes = history
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| r["kind"] == "egress" && r["from"] == "echo")
+            .count();
+        if echoes == 2 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{history}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     assert!(paged.windows(2).all(|w| w[0].0 >= w[1].0), "newest first");
     let seen: BTreeSet<String> = paged.into_iter().map(|(_, id)| id).collect();
     assert_eq!(seen, posted);
@@ -364,12 +414,14 @@ async fn threads_spread_over_three_pumps_survive_a_nats_node_and_a_restart_from_
         .output()
         .unwrap();
     let out = String::from_utf8_lossy(&verified.stdout);
-    assert!(verified.status.success(), "{out}");
+    let err = String::from_utf8_lossy(&verified.stderr);
+    assert!(verified.status.success(), "{out}{err}");
     assert!(out.contains("every chain intact"), "{out}");
     drop(again);
     let streams = streams(&left).await;
     for &thread in &threads {
-        assert_eq!(echoes(&streams, thread).await, 1, "thread {thread}");
+        let expected = if thread == named { 2 } else { 1 };
+        assert_eq!(echoes(&streams, thread).await, expected, "thread {thread}");
     }
     for stream in &streams {
         assert!(stream.verify().await.unwrap() > 0);
@@ -425,7 +477,12 @@ async fn a_killed_or_paused_pump_s_partition_moves_and_every_acknowledged_messag
     let count = |n: usize| {
         let acknowledged = Arc::clone(&acknowledged);
         async move {
+            let deadline = Instant::now() + Duration::from_secs(60);
             while acknowledged.lock().unwrap().len() < n {
+                assert!(
+                    Instant::now() < deadline,
+                    "the clients stalled before {n} posts"
+                );
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
         }
@@ -487,6 +544,28 @@ async fn a_killed_or_paused_pump_s_partition_moves_and_every_acknowledged_messag
         ),
         "{:?}",
         hosts[2].seen
+    );
+    // Back, host 2 claims its partition, and host 0 hands it over once its pump stopped.
+    assert!(
+        hosts[2].said("partition 2 of 3: writing", Duration::from_secs(30)),
+        "{:?}",
+        hosts[2].seen
+    );
+    assert!(
+        hosts[0].said(
+            "partition 2 of 3: no longer written here",
+            Duration::from_secs(5)
+        ),
+        "{:?}",
+        hosts[0].seen
+    );
+    assert!(
+        hosts[0]
+            .seen
+            .iter()
+            .any(|l| l.contains("handed the writer's lease")),
+        "{:?}",
+        hosts[0].seen
     );
     let n = acknowledged.lock().unwrap().len();
     count(n + 20).await;

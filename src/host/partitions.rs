@@ -76,7 +76,7 @@ pub(super) async fn run(
             ip: address.ip(),
             partition,
             writer: Arc::new(writer),
-            local,
+            local: Arc::new(local),
             defer,
         };
         let (stop, stopping) = (&stop, stopping.clone());
@@ -138,7 +138,7 @@ struct Holder<'a> {
     /// The partition's writer, for the front.
     writer: Arc<watch::Sender<Option<String>>>,
     /// The partition's API in this process while this host writes it, for the front.
-    local: watch::Sender<Option<axum::Router>>,
+    local: Arc<watch::Sender<Option<axum::Router>>>,
     /// How long the lease must have been free before this host takes it.
     defer: Duration,
 }
@@ -215,8 +215,10 @@ impl Holder<'_> {
                 extras(),
                 ended,
             )));
+            self.writer.send_replace(Some(address.clone()));
             let mut stop = stopping.clone();
             let watched = Arc::clone(&store);
+            let (local, writer) = (Arc::clone(&self.local), Arc::clone(&self.writer));
             let served = server::serve_with(
                 listener,
                 pump.clone(),
@@ -226,14 +228,27 @@ impl Holder<'_> {
                 async move {
                     tokio::select! {
                         _ = stop.wait_for(|s| *s) => {}
-                        () = lost(&*watched) => {}
+                        () = lost(&*watched) => {
+                            // Another host writes it now, or will: the front stops answering
+                            // for it here at once, and learns the new writer from the lease.
+                            local.send_replace(None);
+                            writer.send_replace(None);
+                        }
                     }
                 },
             )
             .await;
             self.local.send_replace(None);
             ending.send_replace(true);
-            undelivered += pump.shutdown(SHUTDOWN_GRACE).await.undelivered;
+            // A store that took its last write: nothing queued is delivered here any more (the
+            // next writer delivers it from the stream).
+            let grace = if store.writable().is_ok() {
+                SHUTDOWN_GRACE
+            } else {
+                Duration::ZERO
+            };
+            undelivered += pump.shutdown(grace).await.undelivered;
+            drop(pump);
             served.map_err(HostError::System)?;
             if *stopping.borrow() {
                 return Ok(undelivered);

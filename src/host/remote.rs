@@ -14,6 +14,18 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
 /// How often `send --wait` looks at the thread.
 const WAIT_POLL: Duration = Duration::from_millis(100);
+/// How often a request answered `503 standby` is sent again, and how long apart (its
+/// `Retry-After`): a host learns a partition's new writer within a second or so.
+const STANDBY_TRIES: usize = 10;
+const STANDBY_PAUSE: Duration = Duration::from_secs(1);
+
+/// Whether `response` is a standby's `503` with `Retry-After` (no writer known yet).
+fn standby(response: &reqwest::Response) -> bool {
+    response.status() == reqwest::StatusCode::SERVICE_UNAVAILABLE
+        && response
+            .headers()
+            .contains_key(reqwest::header::RETRY_AFTER)
+}
 
 /// `text` percent-encoded for a query value (everything but RFC 3986 unreserved characters).
 pub(super) fn encode(text: &str) -> String {
@@ -81,11 +93,25 @@ impl Host {
                 .timeout(REQUEST_TIMEOUT)
                 .build()
                 .map_err(|e| HostError::http(format!("cannot make an HTTP client: {e}"), e))?;
-            let mut request = client.request(method, &url).bearer_auth(&self.token);
-            if let Some(body) = body {
-                request = request.body(body);
-            }
-            let response = request.send().await.map_err(|e| {
+            let mut tries = 0;
+            let response = loop {
+                let mut request = client
+                    .request(method.clone(), &url)
+                    .bearer_auth(&self.token);
+                if let Some(body) = &body {
+                    request = request.body(body.clone());
+                }
+                let response = request.send().await;
+                // A host that does not know a partition's writer yet says when to ask again.
+                match response {
+                    Ok(r) if standby(&r) && tries < STANDBY_TRIES => {
+                        tries += 1;
+                        tokio::time::sleep(STANDBY_PAUSE).await;
+                    }
+                    other => break other,
+                }
+            };
+            let response = response.map_err(|e| {
                 let message = if e.is_connect() {
                     format!(
                         "no agentpump host answers at {} ({e}): start it with `agentpump run`, or pass --url to where it runs",

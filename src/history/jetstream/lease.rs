@@ -131,14 +131,23 @@ impl Lease {
         let mut free_since = None::<Instant>;
         let mut defer = options.defer;
         loop {
-            if !defer.is_zero() && !free_for(&kv, &mut free_since, &mut defer, options.defer).await
-            {
-                // Nobody writes the stream now: no address to forward to.
-                if let Some(writer) = &options.writer {
-                    writer.send_if_modified(|known| known.take().is_some());
+            if !defer.is_zero() {
+                match look(&kv, &mut free_since, &mut defer, options.defer).await {
+                    Look::Held | Look::Free { long_enough: true } => {}
+                    Look::Free { long_enough: false } => {
+                        // Nobody writes the stream now: no address to forward to.
+                        if let Some(writer) = &options.writer {
+                            writer.send_if_modified(|known| known.take().is_some());
+                        }
+                        tokio::time::sleep(pause).await;
+                        continue;
+                    }
+                    // Not read (a slow cluster): the writer last known stays the best guess.
+                    Look::Unread => {
+                        tokio::time::sleep(pause).await;
+                        continue;
+                    }
                 }
-                tokio::time::sleep(pause).await;
-                continue;
             }
             match kv.create(KEY, Holder::of(options).into()).await {
                 Ok(revision) => {
@@ -147,8 +156,10 @@ impl Lease {
                         // Taken by the host that writes it first: no claim stands any more.
                         let _ = kv.delete(CLAIM).await;
                     }
+                    // No writer serves until this host does (it replays first): it publishes
+                    // its own address then; forwarding to itself before would loop.
                     if let Some(writer) = &options.writer {
-                        writer.send_replace(options.address.clone());
+                        writer.send_replace(None);
                     }
                     return Ok(Self {
                         kv,
@@ -165,7 +176,7 @@ impl Lease {
                             .await;
                     }
                     let (holder, address) = holder(&kv).await;
-                    if let Some(writer) = &options.writer {
+                    if let (Some(writer), Some(address)) = (&options.writer, address) {
                         writer.send_if_modified(|known| {
                             let changed = *known != address;
                             known.clone_from(&address);
@@ -216,6 +227,7 @@ impl Lease {
     async fn renew(mut self, failed: Weak<OnceLock<String>>) {
         let every = self.options.ttl / 3;
         let mut renewed = Instant::now();
+        let mut handing_over = false;
         loop {
             tokio::time::sleep(every).await;
             if failed.upgrade().is_none() {
@@ -234,13 +246,25 @@ impl Lease {
                 Ok(revision) => {
                     self.revision = revision;
                     renewed = Instant::now();
-                    match self.claimed().await {
-                        None => continue,
-                        Some(claimant) => format!(
-                            "handed the writer's lease on the history stream `{}` to {claimant}, which writes it first; this store takes no more writes",
-                            self.stream
-                        ),
+                    if handing_over {
+                        continue;
                     }
+                    let Some(claimant) = self.claimed().await else {
+                        continue;
+                    };
+                    // Handed over: this store takes no more writes now, and keeps the lease
+                    // until it is dropped (its pump stopped), so that the claimant does not
+                    // deliver what this host's pump is still delivering.
+                    let why = format!(
+                        "handed the writer's lease on the history stream `{}` to {claimant}, which writes it first; this store takes no more writes",
+                        self.stream
+                    );
+                    tracing::warn!(reason = %why, "the history stream stopped taking writes");
+                    if let Some(failed) = failed.upgrade() {
+                        let _ = failed.set(why);
+                    }
+                    handing_over = true;
+                    continue;
                 }
                 Err(e) if e.kind() == kv::UpdateErrorKind::WrongLastRevision => {
                     // A renewal whose acknowledgement was lost still moved the revision on:
@@ -270,52 +294,59 @@ impl Lease {
                     self.stream, self.options.ttl
                 ),
             };
-            tracing::warn!(reason = %why, "the history stream stopped taking writes");
+            tracing::error!(reason = %why, "the history stream stopped taking writes");
             if let Some(failed) = failed.upgrade() {
                 let _ = failed.set(why);
             }
-            // Handed over: let the claimant in at once (the store writes nothing more, and
-            // the claimant's fence stops an append already on its way).
-            let _ = self
-                .kv
-                .delete_expect_revision(KEY, Some(self.revision))
-                .await;
             return;
         }
     }
 }
 
-/// Whether the lease has been free for `defer`, as seen on successive looks (`since`: when
+/// What a look at the lease found.
+enum Look {
+    /// Nobody holds it; `long_enough`: nobody has for the whole `defer`.
+    Free { long_enough: bool },
+    /// Someone holds it.
+    Held,
+    /// The bucket did not answer.
+    Unread,
+}
+
+/// Looks at the lease, counting how long it has been free on successive looks (`since`: when
 /// it was first seen free in the current run of looks). Seen held, `defer` drops to a quarter
-/// and the answer is yes: the `create` that follows fails and learns the holder's address.
-async fn free_for(
+/// of `first`: the holder's lease lapsing will have been wait enough.
+async fn look(
     kv: &kv::Store,
     since: &mut Option<Instant>,
     defer: &mut Duration,
     first: Duration,
-) -> bool {
+) -> Look {
     match kv.get(KEY).await {
-        Ok(None) => since.get_or_insert_with(Instant::now).elapsed() >= *defer,
+        Ok(None) => Look::Free {
+            long_enough: since.get_or_insert_with(Instant::now).elapsed() >= *defer,
+        },
         Ok(Some(_)) => {
             *since = None;
             *defer = (first / 4).max(DEFER_AFTER_HOLDER).min(first);
-            true
+            Look::Held
         }
         Err(_) => {
             *since = None;
-            false
+            Look::Unread
         }
     }
 }
 
-/// Who holds the lease now, as it says, and where it serves.
-async fn holder(kv: &kv::Store) -> (String, Option<String>) {
+/// Who holds the lease now, as it says, and where it serves (`None` when the bucket did not
+/// answer: where is then unknown, not nowhere).
+async fn holder(kv: &kv::Store) -> (String, Option<Option<String>>) {
     match kv.get(KEY).await {
         Ok(Some(value)) => {
             let holder = Holder::read(&value);
-            (holder.owner, holder.address)
+            (holder.owner, Some(holder.address))
         }
-        Ok(None) => ("nobody (it just lapsed)".to_owned(), None),
+        Ok(None) => ("nobody (it just lapsed)".to_owned(), Some(None)),
         Err(e) => (format!("an unknown holder ({e})"), None),
     }
 }

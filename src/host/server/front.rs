@@ -4,10 +4,11 @@
 //!
 //! With one history stream (a standby waiting for the lease) every request goes to its writer.
 //! With the threads in partitions (`[store] partitions`, docs/history.md "Partitions") a
-//! request naming a thread goes to its partition's writer, a new thread to the partitions in
-//! turn, a list to every partition (the answers merged), and an answer to the inbox to each
-//! partition until one knows the request. A partition nobody writes yet answers
-//! `503 standby` (problem JSON, `Retry-After: 1`).
+//! request naming a thread goes to its partition's writer (answered in the process when that
+//! is this host), a new thread to a partition this host writes, a list to every partition (the
+//! answers merged), an answer to the inbox to each partition until one knows the request, and
+//! a path that spans every thread and is not merged yet is refused (`501 not-partitioned`). A
+//! partition nobody writes yet answers `503 standby` (problem JSON, `Retry-After: 1`).
 
 use std::future::Future;
 use std::sync::Arc;
@@ -97,9 +98,21 @@ enum Destination {
     Every(merge::List),
     /// Each partition in turn until one answers other than 404.
     Seek,
+    /// Not answered across partitions yet: refused, naming the path.
+    Unpartitioned,
 }
 
-fn destination(front: &Front, method: &Method, path: &str) -> Destination {
+/// The paths whose answer spans every thread and is not merged across partitions yet: one
+/// partition's answer would be silently partial.
+const UNPARTITIONED: [&str; 5] = [
+    "inbox/events",
+    "view/totals",
+    "view/organism",
+    "mcp",
+    "history/prune",
+];
+
+fn destination(front: &Front, method: &Method, path: &str, body: &[u8]) -> Destination {
     let count = front.writers.len();
     if count == 1 {
         return Destination::One(0);
@@ -112,8 +125,15 @@ fn destination(front: &Front, method: &Method, path: &str) -> Destination {
     if let Some(thread) = thread {
         return Destination::One(Partition::of(thread, count as u32) as usize);
     }
+    if UNPARTITIONED.contains(&path.trim_matches('/')) {
+        return Destination::Unpartitioned;
+    }
     match (method, segments.as_slice()) {
-        (&Method::POST, ["threads"]) => Destination::One(front.next_new()),
+        // An envelope naming its thread goes where that thread is.
+        (&Method::POST, ["threads"]) => match named_thread(body, front.max_body) {
+            Some(thread) => Destination::One(Partition::of(thread, count as u32) as usize),
+            None => Destination::One(front.next_new()),
+        },
         (&Method::GET, ["threads"]) => Destination::Every(merge::List::Threads),
         (&Method::GET, ["inbox"]) => Destination::Every(merge::List::Inbox),
         (&Method::GET, ["view", "threads"]) => Destination::Every(merge::List::Roots),
@@ -121,6 +141,19 @@ fn destination(front: &Front, method: &Method, path: &str) -> Destination {
         // The rest (health, the viewer's files, the organism, tasks) is the same everywhere.
         _ => Destination::One(0),
     }
+}
+
+/// The thread an envelope in `body` names, if it is one and names one.
+fn named_thread(body: &[u8], max_body: usize) -> Option<ThreadId> {
+    let limits = crate::Limits {
+        max_bytes: max_body,
+        ..crate::Limits::default()
+    };
+    crate::Incoming::parse(body, &limits)
+        .ok()?
+        .thread()?
+        .parse()
+        .ok()
 }
 
 async fn route(State(front): State<Front>, request: Request) -> Response {
@@ -146,10 +179,20 @@ async fn route(State(front): State<Front>, request: Request) -> Response {
         headers: &parts.headers,
         body,
     };
-    let answer = match destination(&front, &parts.method, parts.uri.path()) {
+    let answer = match destination(&front, &parts.method, parts.uri.path(), &sent.body) {
         Destination::One(partition) => front.exchange(partition, &sent).await,
         Destination::Every(list) => Ok(merge::every(&front, list, &sent).await),
         Destination::Seek => front.seek(&sent).await,
+        Destination::Unpartitioned => Err(Problem::new(
+            StatusCode::NOT_IMPLEMENTED,
+            "not-partitioned",
+            format!(
+                "{} spans every thread and is not answered across the organism's {} partitions yet; ask a thread's own routes, or a single-partition organism",
+                parts.uri.path(),
+                front.writers.len()
+            ),
+        )
+        .into_response()),
     };
     answer.unwrap_or_else(std::convert::identity)
 }
@@ -192,9 +235,16 @@ impl Front {
         let here: Vec<usize> = (0..self.locals.len())
             .filter(|&p| self.locals[p].borrow().is_some())
             .collect();
-        match here.len() {
-            0 => turn % self.writers.len(),
-            n => here[turn % n],
+        if !here.is_empty() {
+            return here[turn % here.len()];
+        }
+        let written: Vec<usize> = (0..self.writers.len())
+            .filter(|&p| self.writers[p].borrow().is_some())
+            .collect();
+        match written.len() {
+            // None written: partition 0 answers `503 standby`.
+            0 => 0,
+            n => written[turn % n],
         }
     }
 
@@ -215,7 +265,17 @@ impl Front {
                         Problem::new(StatusCode::BAD_REQUEST, "bad-request", e.to_string())
                             .into_response()
                     })?;
-                *request.headers_mut() = end_to_end(sent.headers);
+                // The request as it came, `Host` included (`/mcp` checks it), less the
+                // framing of the connection it came on.
+                let mut headers = sent.headers.clone();
+                for name in [
+                    header::CONTENT_LENGTH,
+                    header::TRANSFER_ENCODING,
+                    header::CONNECTION,
+                ] {
+                    headers.remove(name);
+                }
+                *request.headers_mut() = headers;
                 match router.oneshot(request).await {
                     Ok(answer) => answer,
                     Err(never) => match never {},
@@ -250,17 +310,22 @@ impl Front {
         Ok(streamed(answer))
     }
 
-    /// `sent` to each partition in turn; the first answer that is not 404 (or the last 404).
+    /// `sent` to each partition in turn; the first answer that is not 404. When none knows
+    /// it: the first partition that could not be asked (the answer might be there), else the
+    /// last 404.
     async fn seek(&self, sent: &Sent<'_>) -> Result<Response, Response> {
+        let mut unreached = None;
         let mut last = StatusCode::NOT_FOUND.into_response();
         for partition in 0..self.writers.len() {
-            let answer = self.exchange(partition, sent).await?;
-            if answer.status() != StatusCode::NOT_FOUND {
-                return Ok(answer);
+            match self.exchange(partition, sent).await {
+                Ok(answer) if answer.status() != StatusCode::NOT_FOUND => return Ok(answer),
+                Ok(answer) => last = answer,
+                Err(refused) => {
+                    unreached.get_or_insert(refused);
+                }
             }
-            last = answer;
         }
-        Ok(last)
+        unreached.map_or(Ok(last), Err)
     }
 }
 

@@ -5,8 +5,10 @@
 //! `GET /view/threads` is paged: the front reads every partition's pages, orders the roots
 //! oldest first by (start time, partition, the partition's own cursor), and numbers them 1, 2,
 //! 3 …; that number is the merged list's cursor, and a page is the newest roots numbered below
-//! `before`. A new root takes the next number, so paging on while roots arrive neither skips
-//! nor repeats one (a filter whose matches change meanwhile can shift the numbers).
+//! `before`. A root that starts later usually takes the next number; one whose start time is
+//! earlier than roots already numbered (another host's clock, a slow commit), or a filter
+//! whose matches change meanwhile, shifts the numbers, and a later page repeats or skips one.
+//! Every page reads every partition's roots: fine for a viewer's list, not for millions.
 
 use axum::Json;
 use axum::http::StatusCode;
@@ -104,7 +106,14 @@ async fn roots(front: &Front, sent: &Sent<'_>) -> Result<Response, Response> {
                     .into_response()
                 })?);
             }
-            "limit" => limit = value.parse().unwrap_or(0),
+            "limit" => {
+                limit = value.parse().map_err(|_| {
+                    bad_query(format!(
+                        "`limit={value}` is not a page size (a whole number)"
+                    ))
+                    .into_response()
+                })?;
+            }
             _ => kept.push((key, value)),
         }
     }
