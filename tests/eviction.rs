@@ -447,7 +447,23 @@ async fn resumes_racing_the_sweeper_keep_trees_whole() {
             for child in children {
                 let (pump, child, one) = (pump.clone(), *child, one.clone());
                 tasks.push(tokio::spawn(async move {
-                    pump.resume(child, &one).await.unwrap();
+                    // A child still taking the turn the last round gave it (a loaded machine)
+                    // is not halted yet: ask again once it has. The race under test is with
+                    // the sweeper, which may have evicted the child's tree meanwhile.
+                    let mut tries = 0;
+                    loop {
+                        match pump.resume(child, &one).await {
+                            Ok(()) => break,
+                            Err(agentpump::pump::ControlError::WrongState {
+                                state: agentpump::ThreadState::Active,
+                                ..
+                            }) if tries < 500 => {
+                                tries += 1;
+                                tokio::time::sleep(Duration::from_millis(10)).await;
+                            }
+                            Err(e) => panic!("resume {child}: {e}"),
+                        }
+                    }
                 }));
             }
         }
