@@ -262,8 +262,9 @@ impl Front {
                     .uri(sent.path)
                     .body(Body::from(sent.body.clone()))
                     .map_err(|e| {
-                        Problem::new(StatusCode::BAD_REQUEST, "bad-request", e.to_string())
-                            .into_response()
+                        let detail =
+                            format!("the path and query cannot be passed on to the pump: {e}");
+                        Problem::new(StatusCode::BAD_REQUEST, "bad-query", detail).into_response()
                     })?;
                 // The request as it came, `Host` included (`/mcp` checks it), less the
                 // framing of the connection it came on.
