@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
-use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, header};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -112,14 +112,17 @@ const UNPARTITIONED: [&str; 5] = [
     "history/prune",
 ];
 
-fn destination(front: &Front, method: &Method, path: &str, body: &[u8]) -> Destination {
+fn destination(front: &Front, method: &Method, uri: &Uri, body: &[u8]) -> Destination {
     let count = front.writers.len();
     if count == 1 {
         return Destination::One(0);
     }
+    let path = uri.path();
     let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
     let thread = match segments.as_slice() {
         ["threads", id, ..] | ["view", "threads", id, ..] => id.parse::<ThreadId>().ok(),
+        // A thread's own organism view (`?thread=ID`) is that thread's partition's.
+        ["view", "organism"] => query_thread(uri),
         _ => None,
     };
     if let Some(thread) = thread {
@@ -141,6 +144,15 @@ fn destination(front: &Front, method: &Method, path: &str, body: &[u8]) -> Desti
         // The rest (health, the viewer's files, the organism, tasks) is the same everywhere.
         _ => Destination::One(0),
     }
+}
+
+/// The `thread` of `uri`'s query, if it names one.
+fn query_thread(uri: &Uri) -> Option<ThreadId> {
+    let pairs: Vec<(String, String)> = serde_urlencoded::from_str(uri.query()?).ok()?;
+    pairs
+        .into_iter()
+        .find(|(key, _)| key == "thread")
+        .and_then(|(_, value)| value.parse().ok())
 }
 
 /// The thread an envelope in `body` names, if it is one and names one.
@@ -179,7 +191,7 @@ async fn route(State(front): State<Front>, request: Request) -> Response {
         headers: &parts.headers,
         body,
     };
-    let answer = match destination(&front, &parts.method, parts.uri.path(), &sent.body) {
+    let answer = match destination(&front, &parts.method, &parts.uri, &sent.body) {
         Destination::One(partition) => front.exchange(partition, &sent).await,
         Destination::Every(list) => Ok(merge::every(&front, list, &sent).await),
         Destination::Seek => front.seek(&sent).await,
@@ -351,4 +363,69 @@ fn end_to_end(headers: &HeaderMap) -> HeaderMap {
         out.remove(name);
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A front of three partitions, the first two written (by no one reachable: only where
+    /// requests go is looked at), none of them in this process.
+    fn front() -> Front {
+        let writers = (0..3)
+            .map(|p| watch::channel((p < 2).then(|| format!("http://writer-{p}"))).1)
+            .collect();
+        Front {
+            writers: Arc::new(writers),
+            locals: Arc::new(Vec::new()),
+            client: reqwest::Client::builder().build().unwrap(),
+            max_body: 1 << 20,
+            turn: Arc::new(AtomicUsize::new(0)),
+        }
+    }
+
+    fn to(front: &Front, method: Method, uri: &str, body: &str) -> String {
+        let uri: Uri = uri.parse().unwrap();
+        match destination(front, &method, &uri, body.as_bytes()) {
+            Destination::One(p) => format!("one {p}"),
+            Destination::Every(list) => format!("every {list:?}"),
+            Destination::Seek => "seek".to_owned(),
+            Destination::Unpartitioned => "refused".to_owned(),
+        }
+    }
+
+    #[test]
+    fn each_request_goes_where_its_thread_or_its_list_is() {
+        crate::listeners::llm::install_tls_provider();
+        let front = front();
+        let in_two = Partition::new(2, 3).unwrap().new_thread();
+        let one = |m: Method, uri: &str| to(&front, m, uri, "");
+        assert_eq!(
+            one(Method::GET, &format!("/threads/{in_two}/history")),
+            "one 2"
+        );
+        assert_eq!(
+            one(Method::GET, &format!("/view/threads/{in_two}/records")),
+            "one 2"
+        );
+        assert_eq!(
+            one(Method::GET, &format!("/view/organism?thread={in_two}")),
+            "one 2"
+        );
+        assert_eq!(one(Method::GET, "/view/organism"), "refused");
+        assert_eq!(one(Method::GET, "/view/totals?by=day"), "refused");
+        assert_eq!(one(Method::GET, "/threads?state=idle"), "every Threads");
+        assert_eq!(one(Method::GET, "/view/threads?limit=5"), "every Roots");
+        assert_eq!(one(Method::GET, "/inbox"), "every Inbox");
+        assert_eq!(one(Method::POST, "/inbox/abc"), "seek");
+        assert_eq!(one(Method::GET, "/health"), "one 0");
+        // New threads go to written partitions only (partition 2 has no writer), in turn.
+        let new: Vec<String> = (0..4).map(|_| one(Method::POST, "/threads")).collect();
+        assert_eq!(new, ["one 0", "one 1", "one 0", "one 1"]);
+        // An envelope naming its thread goes to that thread's partition.
+        let envelope = format!(
+            r#"<message xmlns="urn:agentpump:envelope:v1"><meta><thread>{in_two}</thread></meta><say xmlns="urn:example:v1"/></message>"#
+        );
+        assert_eq!(to(&front, Method::POST, "/threads", &envelope), "one 2");
+    }
 }
