@@ -29,6 +29,25 @@ const REOPEN_PAUSE: Duration = Duration::from_secs(1);
 /// How often a holding pump checks that its store still takes writes.
 const LOST_CHECK: Duration = Duration::from_millis(200);
 
+/// `--partition` names only partitions the organism has.
+///
+/// # Errors
+///
+/// The first that it does not have, naming how many it has.
+pub(super) fn check_first(first: &[u32], count: u32) -> Result<(), HostError> {
+    let Some(index) = first.iter().find(|&&i| i >= count) else {
+        return Ok(());
+    };
+    Err(HostError::Usage(if count == 1 {
+        format!("--partition {index}: the organism has one partition (0); set [store] partitions")
+    } else {
+        format!(
+            "--partition {index}: the organism has {count} partitions (0 to {})",
+            count - 1
+        )
+    }))
+}
+
 /// Serves the partitioned organism until a signal: the front on `front`, a pump for each
 /// partition held. `first`: the partitions taken at once (empty: every one).
 pub(super) async fn run(
@@ -39,12 +58,6 @@ pub(super) async fn run(
     first: &[u32],
 ) -> Result<String, HostError> {
     let count = organism.partitions()?;
-    if let Some(index) = first.iter().find(|&&i| i >= count) {
-        return Err(HostError::Usage(format!(
-            "--partition {index}: the organism has {count} partitions (0 to {})",
-            count - 1
-        )));
-    }
     if !organism.remote_names().is_empty() {
         return Err(HostError::Usage(
             "[store] partitions with remote listeners (`remote = true`) is not supported yet: run one partition, or the listeners in the pump".into(),

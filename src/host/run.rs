@@ -55,13 +55,10 @@ pub fn run(
                 addr: organism.server.bind.clone(),
                 source,
             })?;
-        if organism.partitions()? > 1 {
+        let count = organism.partitions()?;
+        super::partitions::check_first(first, count)?;
+        if count > 1 {
             return super::partitions::run(&organism, &origin, &base, listener, first).await;
-        }
-        if let Some(index) = first.iter().find(|&&i| i > 0) {
-            return Err(HostError::Usage(format!(
-                "--partition {index}: the organism has one partition (0); set [store] partitions"
-            )));
         }
         let store = open_history(&organism, &base, &listener).await?;
         let listener = tokio::net::TcpListener::from_std(listener).map_err(HostError::System)?;

@@ -133,7 +133,19 @@ impl Lease {
         loop {
             if !defer.is_zero() {
                 match look(&kv, &mut free_since, &mut defer, options.defer).await {
-                    Look::Held | Look::Free { long_enough: true } => {}
+                    Look::Free { long_enough: true } => {}
+                    // Held: what the look read is who holds it; no `create` to learn that.
+                    Look::Held(holder) => {
+                        tell(
+                            options,
+                            &mut told,
+                            stream,
+                            holder.owner,
+                            Some(holder.address),
+                        );
+                        tokio::time::sleep(pause).await;
+                        continue;
+                    }
                     Look::Free { long_enough: false } => {
                         // Nobody writes the stream now: no address to forward to.
                         if let Some(writer) = &options.writer {
@@ -152,9 +164,12 @@ impl Lease {
             match kv.create(KEY, Holder::of(options).into()).await {
                 Ok(revision) => {
                     tracing::info!(stream, epoch = revision, "holding the writer's lease");
-                    if options.defer.is_zero() {
-                        // Taken by the host that writes it first: no claim stands any more.
-                        let _ = kv.delete(CLAIM).await;
+                    if options.defer.is_zero()
+                        && let Err(e) = kv.delete(CLAIM).await
+                    {
+                        // It expires with the bucket's time to live: a deferring holder may
+                        // then hand over to this host once more, which is harmless.
+                        tracing::warn!(stream, error = %e, "cannot withdraw the claim on the lease");
                     }
                     // No writer serves until this host does (it replays first): it publishes
                     // its own address then; forwarding to itself before would loop.
@@ -169,28 +184,15 @@ impl Lease {
                     });
                 }
                 Err(e) if e.kind() == kv::CreateErrorKind::AlreadyExists => {
-                    if options.defer.is_zero() {
-                        // This host writes the stream first: a deferring holder hands it over.
-                        let _ = kv
+                    if options.defer.is_zero()
+                        && let Err(e) = kv
                             .put(CLAIM, options.owner.clone().into_bytes().into())
-                            .await;
+                            .await
+                    {
+                        tracing::warn!(stream, error = %e, "cannot claim the lease from its holder; trying again");
                     }
                     let (holder, address) = holder(&kv).await;
-                    if let (Some(writer), Some(address)) = (&options.writer, address) {
-                        writer.send_if_modified(|known| {
-                            let changed = *known != address;
-                            known.clone_from(&address);
-                            changed
-                        });
-                    }
-                    if told.as_ref() != Some(&holder) {
-                        tracing::warn!(
-                            stream,
-                            %holder,
-                            "standby: another store writes the history stream; waiting for its lease to lapse"
-                        );
-                        told = Some(holder);
-                    }
+                    tell(options, &mut told, stream, holder, address);
                 }
                 Err(e) => {
                     tracing::warn!(stream, error = %e, "cannot reach the lease bucket; trying again");
@@ -303,12 +305,38 @@ impl Lease {
     }
 }
 
+/// A waiting store learnt who holds the lease: the holder's address (`None` when it could not
+/// be read) goes to `writer`, and the holder to the log when it changed.
+fn tell(
+    options: &LeaseOptions,
+    told: &mut Option<String>,
+    stream: &str,
+    holder: String,
+    address: Option<Option<String>>,
+) {
+    if let (Some(writer), Some(address)) = (&options.writer, address) {
+        writer.send_if_modified(|known| {
+            let changed = *known != address;
+            known.clone_from(&address);
+            changed
+        });
+    }
+    if told.as_ref() != Some(&holder) {
+        tracing::warn!(
+            stream,
+            %holder,
+            "standby: another store writes the history stream; waiting for its lease to lapse"
+        );
+        *told = Some(holder);
+    }
+}
+
 /// What a look at the lease found.
 enum Look {
     /// Nobody holds it; `long_enough`: nobody has for the whole `defer`.
     Free { long_enough: bool },
-    /// Someone holds it.
-    Held,
+    /// Someone holds it, as its key says.
+    Held(Holder),
     /// The bucket did not answer.
     Unread,
 }
@@ -326,10 +354,10 @@ async fn look(
         Ok(None) => Look::Free {
             long_enough: since.get_or_insert_with(Instant::now).elapsed() >= *defer,
         },
-        Ok(Some(_)) => {
+        Ok(Some(value)) => {
             *since = None;
             *defer = (first / 4).max(DEFER_AFTER_HOLDER).min(first);
-            Look::Held
+            Look::Held(Holder::read(&value))
         }
         Err(_) => {
             *since = None;

@@ -155,8 +155,13 @@ fn query_thread(uri: &Uri) -> Option<ThreadId> {
         .and_then(|(_, value)| value.parse().ok())
 }
 
-/// The thread an envelope in `body` names, if it is one and names one.
+/// The thread an envelope in `body` names, if it is one and names one. A body that has no
+/// `thread` in it anywhere (a bare payload, the usual new thread) is not parsed here: the pump
+/// parses it once.
 fn named_thread(body: &[u8], max_body: usize) -> Option<ThreadId> {
+    if !body.windows(6).any(|w| w == b"thread") {
+        return None;
+    }
     let limits = crate::Limits {
         max_bytes: max_body,
         ..crate::Limits::default()
@@ -244,20 +249,12 @@ impl Front {
     /// it writes none, every partition in turn.
     fn next_new(&self) -> usize {
         let turn = self.turn.fetch_add(1, Ordering::Relaxed);
-        let here: Vec<usize> = (0..self.locals.len())
-            .filter(|&p| self.locals[p].borrow().is_some())
-            .collect();
-        if !here.is_empty() {
-            return here[turn % here.len()];
-        }
-        let written: Vec<usize> = (0..self.writers.len())
-            .filter(|&p| self.writers[p].borrow().is_some())
-            .collect();
-        match written.len() {
-            // None written: partition 0 answers `503 standby`.
-            0 => 0,
-            n => written[turn % n],
-        }
+        let here = |p: &usize| self.locals.get(*p).is_some_and(|l| l.borrow().is_some());
+        let written = |p: &usize| self.writers[*p].borrow().is_some();
+        // None written: partition 0 answers `503 standby`.
+        in_turn(self.writers.len(), turn, here)
+            .or_else(|| in_turn(self.writers.len(), turn, written))
+            .unwrap_or(0)
     }
 
     /// `sent` answered by the writer of `partition`: in this process when it is this host,
@@ -340,6 +337,14 @@ impl Front {
         }
         unreached.map_or(Ok(last), Err)
     }
+}
+
+/// The `turn`-th (modulo how many there are) of the partitions below `count` that are `chosen`.
+fn in_turn(count: usize, turn: usize, chosen: impl Fn(&usize) -> bool) -> Option<usize> {
+    let n = (0..count).filter(&chosen).count();
+    (n > 0)
+        .then(|| (0..count).filter(&chosen).nth(turn % n))
+        .flatten()
 }
 
 /// The writer's `answer` as this host's, its body streamed as it comes.
