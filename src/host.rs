@@ -4,6 +4,7 @@
 pub mod check;
 pub mod cli;
 pub mod cluster;
+mod courier;
 pub mod demo;
 pub mod error;
 pub mod inbox;

@@ -24,6 +24,7 @@ mod refusals;
 mod route;
 mod runner;
 mod shutdown;
+pub mod spread;
 mod stall;
 mod telemetry;
 mod tx;
@@ -106,6 +107,8 @@ pub(crate) struct Shared {
     /// A failed commit: whether runners take work, and the threads parked meanwhile
     /// (`pump/stall.rs`).
     stall: stall::Stall,
+    /// Children on other pumps: the courier and the turn of partitions (`pump/spread.rs`).
+    spread: spread::Spread,
 }
 
 /// How the pump names itself: the names it writes as senders and recipients, `system` (its
@@ -137,6 +140,7 @@ impl Shared {
         config: PumpConfig,
         system_id: Option<ThreadId>,
         telemetry: telemetry::Telemetry,
+        courier: Option<Arc<dyn spread::Courier>>,
     ) -> Self {
         let system_id = system_id.unwrap_or_else(|| config.new_thread());
         let system_thread = Arc::new(ThreadEntry::system(system_id));
@@ -155,6 +159,7 @@ impl Shared {
             refusals: refusals::Refusals::default(),
             eviction: evict::Eviction::default(),
             stall: stall::Stall::default(),
+            spread: spread::Spread::new(courier),
         }
     }
 

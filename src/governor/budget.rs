@@ -84,7 +84,7 @@ impl BudgetName {
         }
     }
 
-    fn index(self) -> usize {
+    pub(crate) fn index(self) -> usize {
         match self {
             Self::Turns => 0,
             Self::Tokens => 1,
@@ -185,7 +185,8 @@ impl Budget {
         }
     }
 
-    fn spent_limits(&self) -> [Option<Decimal>; 5] {
+    /// The spent dimensions' limits, in [`SPENT`] order.
+    pub(crate) fn spent_limits(&self) -> [Option<Decimal>; 5] {
         [
             self.turns.map(Decimal::from),
             self.tokens.map(Decimal::from),
@@ -193,6 +194,23 @@ impl Budget {
             self.tool_calls.map(Decimal::from),
             self.threads.map(Decimal::from),
         ]
+    }
+}
+
+impl Budget {
+    /// A budget of these spent-dimension limits (in [`SPENT`] order), nothing else limited.
+    /// A count that is not a whole number below 2⁶⁴ is left unlimited (none comes from a
+    /// count).
+    pub(crate) fn from_spent(limits: [Option<Decimal>; 5]) -> Self {
+        let count = |d: Option<Decimal>| d.and_then(|d| u64::try_from(d).ok());
+        Self {
+            turns: count(limits[0]),
+            tokens: count(limits[1]),
+            cost: limits[2],
+            tool_calls: count(limits[3]),
+            threads: count(limits[4]),
+            ..Self::default()
+        }
     }
 }
 
@@ -429,6 +447,44 @@ impl Account {
     /// Reservations for children do not count: they are promises, not spend.
     pub fn breached(self: &Arc<Self>) -> Breaches {
         past_limit(&self.lock_chain())
+    }
+
+    /// What this account could still spend in each spent dimension, as a withdrawal would see
+    /// it: the least room (limit − spent − reserved) over every level it is checked at (itself,
+    /// and each ancestor up to the first carve-out covering it). `None` where nothing limits it.
+    pub fn available(self: &Arc<Self>) -> [Option<Decimal>; 5] {
+        let guards = self.lock_chain();
+        let mut room = [None; 5];
+        for (level, state) in guards.iter().enumerate() {
+            for (d, room) in room.iter_mut().enumerate() {
+                let covered = level > 0 && guards[level - 1].carved[d];
+                if covered {
+                    continue;
+                }
+                if let Some(limit) = state.limit[d] {
+                    let here = (limit - state.spent.0[d] - state.reserved.0[d]).max(Decimal::ZERO);
+                    *room = Some(room.map_or(here, |r: Decimal| r.min(here)));
+                }
+            }
+        }
+        room
+    }
+
+    /// Gives back `amount` withdrawn earlier (a grant held for a child on another pump, less
+    /// what it spent): the exact inverse of [`Account::withdraw`] at every level.
+    pub fn refund(self: &Arc<Self>, amount: Amount) {
+        let mut guards = self.lock_chain();
+        for level in 0..guards.len() {
+            let below = level.checked_sub(1).map(|b| guards[b].carved);
+            let state = &mut guards[level];
+            for (d, back) in amount.0.iter().enumerate().filter(|(_, a)| !a.is_zero()) {
+                let spent = state.spent.0[d];
+                state.spent.0[d] -= (*back).min(spent);
+                if below.is_some_and(|carved| carved[d]) {
+                    state.reserved.0[d] += back;
+                }
+            }
+        }
     }
 
     /// Opens a child account. Dimensions the child's `budget` names are carved out of this one
@@ -694,6 +750,37 @@ mod tests {
         let late = root.child(&tokens_only(500), 0).unwrap_err();
         assert_eq!(late.budget, BudgetName::Tokens);
         assert_eq!(root.snapshot()[1].reserved, Decimal::ZERO);
+    }
+
+    #[test]
+    fn a_refund_undoes_a_withdrawal_at_every_level_and_room_is_the_least_up_the_chain() {
+        let root = Account::root(&Budget {
+            tokens: Some(100),
+            ..Budget::default()
+        });
+        let carved = root
+            .child(
+                &Budget {
+                    tokens: Some(60),
+                    ..Budget::default()
+                },
+                0,
+            )
+            .unwrap();
+        let below = carved.child(&Budget::default(), 0).unwrap();
+        below.withdraw(tokens(10)).unwrap();
+        let tokens_at = |a: &Arc<Account>| a.available()[BudgetName::Tokens.index()];
+        // The root's 40 unreserved do not count for the carved child: its carve-out covers it.
+        assert_eq!(tokens_at(&below), Some(Decimal::from(50)));
+        assert_eq!(tokens_at(&root), Some(Decimal::from(40)));
+        let before = (root.snapshot(), carved.snapshot(), below.snapshot());
+        below.withdraw(tokens(30)).unwrap();
+        below.refund(tokens(30));
+        assert_eq!(
+            (root.snapshot(), carved.snapshot(), below.snapshot()),
+            before
+        );
+        assert_eq!(Account::root(&Budget::default()).available(), [None; 5]);
     }
 
     #[test]

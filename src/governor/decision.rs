@@ -34,6 +34,14 @@ pub(crate) enum Decision {
     /// of the source's chain up to it): in `Context` mode the source records `carried` follow
     /// this one, re-chained; the thread's budget is `budget`.
     Fork(Fork),
+    /// A parcel to or from a pump of another partition (`pump/spread.rs`), as JSON: `sent` in
+    /// the thread it leaves (a child handed to another pump, a child's result going back),
+    /// received in the thread it opens (an adopted child's first record).
+    Parcel { sent: bool, json: String },
+    /// A child on another pump returned: what it spent (the rest of its grant went back).
+    Returned { thread: ThreadId, spent: Budget },
+    /// This adopted child's result reached its parent's pump (`thread`: the parent).
+    Delivered { thread: ThreadId },
 }
 
 /// What a fork decision names: the first record of a forked thread.
@@ -134,6 +142,20 @@ impl Decision {
                 }
                 &f.budget
             }
+            Self::Returned { thread, spent } => {
+                let _ = write!(x, " action=\"returned\" thread=\"{thread}\"");
+                spent
+            }
+            Self::Parcel { sent, json } => {
+                let action = if *sent { "sent" } else { "received" };
+                let json = escape(json.as_str());
+                let _ = write!(x, " action=\"{action}\" parcel=\"{json}\"/>");
+                return x;
+            }
+            Self::Delivered { thread } => {
+                let _ = write!(x, " action=\"delivered\" thread=\"{thread}\"/>");
+                return x;
+            }
             Self::Halt { class, reason } => {
                 let reason = escape(reason.as_str());
                 let _ = write!(
@@ -206,6 +228,17 @@ impl Decision {
                 class: attribute("class")?,
                 reason: attribute("reason")?,
             },
+            "returned" => Self::Returned {
+                thread: attribute("thread")?.parse().ok()?,
+                spent: budget,
+            },
+            action @ ("sent" | "received") => Self::Parcel {
+                sent: action == "sent",
+                json: attribute("parcel")?,
+            },
+            "delivered" => Self::Delivered {
+                thread: attribute("thread")?.parse().ok()?,
+            },
             _ => return None,
         })
     }
@@ -262,6 +295,21 @@ mod tests {
             Decision::Halt {
                 class: "TIMEOUT".into(),
                 reason: "max-tokens max-cost & <more>".into(),
+            },
+            Decision::Returned {
+                thread: ThreadId::new(),
+                spent: budget.clone(),
+            },
+            Decision::Parcel {
+                sent: true,
+                json: r#"{"kind":"adopt","payload":"<a x=\"1\">\n&amp;</a>"}"#.into(),
+            },
+            Decision::Parcel {
+                sent: false,
+                json: "{}".into(),
+            },
+            Decision::Delivered {
+                thread: ThreadId::new(),
             },
         ];
         for decision in all {

@@ -77,8 +77,9 @@ pub(crate) struct Ledger {
     warned: Vec<BudgetName>,
     /// Queue-full refusals in a row.
     pub queue_full_streak: u32,
-    /// A stop was requested while a delivery ran.
-    pub stop_requested: bool,
+    /// A stop was requested while a delivery ran: the halt's reason (`stop-request`, or
+    /// `parent-halted` for a child whose parent on another pump halted).
+    pub stop_requested: Option<&'static str>,
     /// Idle time before the current idle spell.
     idle: std::time::Duration,
     /// When the thread last went idle, while it is idle.
@@ -90,6 +91,22 @@ pub(crate) struct Ledger {
     /// The children this thread spawned, each with the listeners its first message was
     /// addressed to (the carve decision records them): whom a `<criterion thread="…">` credits.
     spawned: Vec<(ThreadId, Box<[Arc<str>]>)>,
+    /// Children on other pumps not yet returned, each with the grant withdrawn for it
+    /// (`pump/spread.rs`).
+    pub remote_children: Vec<RemoteChild>,
+    /// For a child adopted from another pump: its parent there, which its result goes to.
+    pub remote_parent: Option<ThreadId>,
+}
+
+/// A child on another pump, and what its parent's account holds for it until it returns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct RemoteChild {
+    pub thread: ThreadId,
+    /// The grant, withdrawn from the parent's account (given back, less what the child
+    /// spent, when it returns).
+    pub held: super::budget::Amount,
+    /// Its path, which no sibling may take.
+    pub path: Arc<str>,
 }
 
 impl Ledger {
@@ -106,12 +123,14 @@ impl Ledger {
             last_control: (0, 0),
             warned: Vec::new(),
             queue_full_streak: 0,
-            stop_requested: false,
+            stop_requested: None,
             idle: std::time::Duration::ZERO,
             idle_since: None,
             waited: std::time::Duration::ZERO,
             waiting_since: None,
             spawned: Vec::new(),
+            remote_children: Vec::new(),
+            remote_parent: None,
         }
     }
 
@@ -267,7 +286,7 @@ impl Ledger {
             let from = self.deadline.map_or(at, |d| d.max(at));
             self.deadline = Some(from + w);
         }
-        self.stop_requested = false;
+        self.stop_requested = None;
         self.queue_full_streak = 0;
         self.recent.clear();
         self.last_control = (0, 0);

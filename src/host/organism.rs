@@ -153,6 +153,12 @@ pub struct Store {
     /// each a stream of its own (`STREAM-p0`, `STREAM-p1`, …) written by whichever host holds
     /// its lease (default 1: one stream, `STREAM`). See docs/history.md, "Partitions".
     pub partitions: Option<u32>,
+    /// With `partitions` above 1: a spawned child whose `<budget>` bounds it in every
+    /// dimension its parent's chain limits goes to the partitions in turn, run by their pumps,
+    /// its grant held in its parent's account until it returns (default false: every child
+    /// with its parent). See docs/history.md, "Children on other pumps".
+    #[serde(default)]
+    pub spread_children: bool,
 }
 
 /// `store.kind`.
@@ -183,6 +189,7 @@ impl Default for Store {
             replicas: None,
             lease_ms: None,
             partitions: None,
+            spread_children: false,
         }
     }
 }
@@ -928,8 +935,14 @@ impl Organism {
     ///
     /// # Errors
     ///
-    /// `partitions = 0`, or partitions above 1 without `kind = "jetstream"` and `lease_ms`.
+    /// `partitions = 0`, partitions above 1 without `kind = "jetstream"` and `lease_ms`, or
+    /// `spread_children` with fewer than 2 partitions.
     pub fn partitions(&self) -> Result<u32, HostError> {
+        if self.store.spread_children && self.store.partitions.unwrap_or(1) < 2 {
+            return Err(HostError::Usage(
+                "[store] spread_children needs partitions above 1: children are spread over the partitions".into(),
+            ));
+        }
         match self.store.partitions {
             None | Some(1) => Ok(1),
             Some(0) => Err(HostError::Usage(

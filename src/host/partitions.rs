@@ -17,6 +17,7 @@ use std::time::Duration;
 use futures_util::future::join_all;
 use tokio::sync::watch;
 
+use super::courier::FrontCourier;
 use super::organism::Organism;
 use super::run::{SHUTDOWN_GRACE, advertised, builder, signal, token};
 use super::server;
@@ -87,6 +88,7 @@ pub(super) async fn run(
             origin,
             base,
             ip: address.ip(),
+            front_port: address.port(),
             partition,
             writer: Arc::new(writer),
             local: Arc::new(local),
@@ -147,6 +149,8 @@ struct Holder<'a> {
     base: &'a Path,
     /// The IP the front listens on: each pump's API listens there too.
     ip: std::net::IpAddr,
+    /// The front's port: the courier of children for other partitions posts there.
+    front_port: u16,
     partition: Partition,
     /// The partition's writer, for the front.
     writer: Arc<watch::Sender<Option<String>>>,
@@ -202,13 +206,25 @@ impl Holder<'_> {
                 Some(self.partition),
             )
             .await?;
-            let pump = builder.history(Arc::clone(&store)).build()?;
+            let (token, _) = token(self.organism, self.base)?;
+            let mut builder = builder.history(Arc::clone(&store));
+            if self.organism.store.spread_children {
+                // Children for other partitions go through this host's own front, which finds
+                // their writer wherever the lease is.
+                let ip = if self.ip.is_unspecified() {
+                    std::net::IpAddr::from([127, 0, 0, 1])
+                } else {
+                    self.ip
+                };
+                let front = format!("http://{}", std::net::SocketAddr::new(ip, self.front_port));
+                builder = builder.courier(Arc::new(FrontCourier::new(front, token.clone())));
+            }
+            let pump = builder.build()?;
             let recovered = pump.recovered();
             println!(
                 "agentpump: {}: writing it at {address} ({} thread(s) recovered)",
                 self.partition, recovered.threads
             );
-            let (token, _) = token(self.organism, self.base)?;
             let listener =
                 tokio::net::TcpListener::from_std(listener).map_err(HostError::System)?;
             let extras = || server::Extras {

@@ -10,6 +10,7 @@ pub mod hosts;
 mod inbox;
 mod inbox_events;
 mod params;
+mod parcel;
 mod problem;
 mod routes;
 mod strict;
@@ -109,6 +110,8 @@ fn routes_for(api: Api) -> Router {
         .route("/threads/{id}/stop", post(routes::stop))
         .route("/threads/{id}/resume", post(routes::resume))
         .route("/threads/{id}/fork", post(viewer::fork::fork))
+        // Between the pumps of one organism: children on other partitions (`pump/spread.rs`).
+        .route("/threads/{id}/parcel", post(parcel::take))
         .route("/threads/{id}/events", get(events::follow))
         .route("/history/prune", post(routes::prune))
         .route("/tasks", get(routes::tasks))

@@ -5,6 +5,7 @@ mod ask;
 mod failure;
 mod govern;
 mod spawn;
+mod spawn_elsewhere;
 mod todo;
 
 pub(crate) use failure::{Failure, FailureCode};
@@ -209,7 +210,14 @@ impl Applying<'_> {
                             payload,
                         );
                     }
-                    None => self.inner.ledger.account.close(),
+                    None => self.shared.end_root(
+                        &mut self.tx,
+                        self.entry,
+                        self.inner,
+                        ThreadStatus::Done,
+                        None,
+                        payload,
+                    ),
                 }
             }
             Step::Govern { payload, message } => self.govern(payload, message),

@@ -173,6 +173,7 @@ pub struct PumpBuilder {
     registrations: Vec<Registration>,
     store: Option<Arc<dyn HistoryStore>>,
     config: PumpConfig,
+    courier: Option<Arc<dyn super::spread::Courier>>,
 }
 
 impl PumpBuilder {
@@ -251,6 +252,17 @@ impl PumpBuilder {
         self
     }
 
+    /// The courier that carries children to the pumps of other partitions, and their results
+    /// back (`agentpump run` sets it with `[store] spread_children`). With a
+    /// [`PumpConfig::partition`] of more than one, a spawned child that its carve-out bounds in
+    /// every dimension its parent's chain limits is placed in the partitions in turn; without
+    /// a courier (the default) every child stays with its parent.
+    #[must_use]
+    pub fn courier(mut self, courier: Arc<dyn super::spread::Courier>) -> Self {
+        self.courier = Some(courier);
+        self
+    }
+
     /// Validates the configuration and the registrations as [`build`](Self::build) does, and
     /// builds nothing: what a checker reports before anything runs.
     ///
@@ -322,6 +334,7 @@ impl PumpBuilder {
             self.config,
             system_id,
             telemetry,
+            self.courier,
         ));
         let observed = Arc::downgrade(&shared);
         shared.telemetry.observe_queues(move || {

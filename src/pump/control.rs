@@ -89,7 +89,7 @@ impl PumpHandle {
                 });
             }
             if inner.running {
-                inner.ledger.stop_requested = true;
+                inner.ledger.stop_requested = Some("stop-request");
                 return Ok(());
             }
             let mut tx = Tx::new();

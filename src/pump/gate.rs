@@ -49,8 +49,8 @@ impl Shared {
                 cost: Cost::default(),
             };
         }
-        if l.stop_requested {
-            return Admission::Halt(Verdict::backpressure("stop-request"));
+        if let Some(reason) = l.stop_requested {
+            return Admission::Halt(Verdict::backpressure(reason));
         }
         if policy
             .stop_file

@@ -131,6 +131,7 @@ impl Shared {
                 );
             }
         }
+        self.stop_remote_children(tx, entry, inner);
         let halt_info = Some((verdict.class.as_str().to_owned(), verdict.reason));
         let last = inner.last_payload.clone();
         match parent {
@@ -142,7 +143,7 @@ impl Shared {
                 halt_info,
                 last,
             ),
-            None => inner.ledger.account.close(),
+            None => self.end_root(tx, entry, inner, ThreadStatus::Halted, halt_info, last),
         }
     }
 

@@ -11,6 +11,16 @@ use crate::system::{CLIENT_SENDER, SYSTEM_SENDER, SystemMessage, ThreadStatus};
 use crate::thread::registry::{ThreadEntry, ThreadInner};
 use crate::{Envelope, MessageId, Payload};
 
+/// A child's ending, as its spawner is told: the child, its spawner, how it ended, the halt's
+/// class and reason, its last payload.
+pub(crate) type Told<'a> = (
+    crate::ThreadId,
+    Option<&'a Arc<str>>,
+    ThreadStatus,
+    Option<(String, String)>,
+    Option<Payload>,
+);
+
 /// Who a pump notice goes to.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Recipient<'a> {
@@ -89,24 +99,35 @@ impl Shared {
         let ((child, child_inner), (parent, parent_inner)) = (child, parent);
         child_inner.ledger.account.close();
         parent_inner.live_children = parent_inner.live_children.saturating_sub(1);
+        let told = (child.id, child.spawner.as_ref(), status, halt, payload);
+        self.tell_result(tx, (parent, parent_inner), Place::Parent, told);
+    }
+
+    /// Queues `thread-result` for a child's spawner in the parent (at `place` in `tx`), or
+    /// records it when the parent is closed or the spawner gone.
+    pub(crate) fn tell_result(
+        &self,
+        tx: &mut Tx,
+        parent: (&ThreadEntry, &mut ThreadInner),
+        place: Place,
+        (child, spawner, status, halt, payload): Told<'_>,
+    ) {
+        let (parent, parent_inner) = parent;
         let result = SystemMessage::ThreadResult {
-            thread: child.id,
+            thread: child,
             status,
             halt,
             payload,
         };
-        let spawner = child
-            .spawner
-            .as_deref()
-            .and_then(|s| self.routes.index_of(s));
+        let index = spawner.and_then(|s| self.routes.index_of(s));
         let env = Envelope::new(local(&self.names.system), parent.id, result.to_payload());
-        match spawner {
+        match index {
             Some(index) if !parent_inner.state().is_closed() => {
                 let env = env.with_to(Some(local(&self.routes[index].name)));
-                tx.queue(parent_inner, Place::Parent, env, index, RecordKind::System);
+                tx.queue(parent_inner, place, env, index, RecordKind::System);
             }
             _ => {
-                let env = env.with_to(child.spawner.clone());
+                let env = env.with_to(spawner.cloned());
                 tx.record(parent_inner, env, RecordKind::System);
             }
         }

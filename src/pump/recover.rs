@@ -11,6 +11,7 @@ use super::Shared;
 use super::builder::BuildError;
 use super::evict::{Clocks, set_clock};
 use super::notice::Recipient;
+use super::spread::{Adoption, Outbox, Parcel};
 use super::tx::Tx;
 use crate::envelope::CLIENT_SENDER;
 use crate::governor::budget::{Account, Amount, BudgetName};
@@ -85,6 +86,17 @@ impl Shared {
                 _ => None,
             })
             .collect();
+        // Children adopted from pumps of other partitions, as their first record says.
+        let adopted: HashMap<ThreadId, Adoption> = governor
+            .iter()
+            .filter_map(|r| match Decision::parse(&r.payload)? {
+                Decision::Parcel { sent: false, json } => match serde_json::from_str(&json) {
+                    Ok(Parcel::Adopt(a)) => Some((r.thread, a)),
+                    _ => None,
+                },
+                _ => None,
+            })
+            .collect();
         let mut restored: HashMap<ThreadId, Arc<ThreadEntry>> = HashMap::new();
         for info in &threads {
             if info.id == self.system_thread.id {
@@ -98,6 +110,9 @@ impl Shared {
                     let carve = granted.get(&info.id).cloned().unwrap_or_default();
                     let account = p.ledger.account.child_granted(&carve);
                     Ledger::child(&p.ledger, parent.depth, account, &carve, start_of(&info.id))
+                }
+                None if adopted.contains_key(&info.id) => {
+                    self.adopted_ledger(&adopted[&info.id], start_of(&info.id))
                 }
                 None if &*info.path == "system" => {
                     Ledger::new(Account::root(&Budget::unlimited()), None, None)
@@ -143,11 +158,18 @@ impl Shared {
         }
         // The last resume of each thread: the no-progress window starts after it.
         let mut resumed: HashMap<ThreadId, u64> = HashMap::new();
+        let mut outbox = Outbox::default();
         for record in governor {
-            if let Some(entry) = restored.get(&record.thread)
-                && self.replay(entry, &record, &clock)
-            {
+            let Some(entry) = restored.get(&record.thread) else {
+                continue;
+            };
+            if self.replay(entry, &record, &clock) {
                 resumed.insert(record.thread, record.seq);
+            }
+            if record.kind == RecordKind::Decision
+                && let Some(decision) = Decision::parse(&record.payload)
+            {
+                self.replay_parcel(entry, &mut entry.lock(), &decision, &mut outbox);
             }
         }
         for (record, position) in cleared {
@@ -200,6 +222,7 @@ impl Shared {
                 .values()
                 .for_each(|e| set_clock(e, clocks.get(&e.id)));
         }
+        self.resend(outbox, &restored);
         for entry in restored.into_values() {
             self.registry.insert(entry);
         }

@@ -115,12 +115,21 @@ impl Shared {
             return None;
         }
         let mut committed = None;
-        if let Some((parent, parent_inner)) = family.pair(&mut parent_inner)
-            && !stopped
+        let ends = !stopped
             && !parked
             && !inner.state().is_closed()
             && inner.live_children == 0
-            && inner.waiting == 0
+            && inner.waiting == 0;
+        if ends && inner.ledger.remote_parent.is_some() {
+            // A child adopted from another pump ends idle as a child here would.
+            let mut tx = Tx::new();
+            inner.finish();
+            tx.snapshot(entry, &inner);
+            let last = inner.last_payload.clone();
+            self.end_root(&mut tx, entry, &mut inner, ThreadStatus::Idle, None, last);
+            committed = Some(tx.commit(self, (entry, &mut inner), None));
+        } else if let Some((parent, parent_inner)) = family.pair(&mut parent_inner)
+            && ends
         {
             let mut tx = Tx::new();
             inner.finish();

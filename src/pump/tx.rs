@@ -11,6 +11,7 @@ use crate::governor::HaltingReport;
 use crate::history::{Batch, Delivered, HistoryError, NewRecord, RecordKind, Ticket, Timing};
 use crate::listener::Usage;
 use crate::pump::inbox::OpenRequest;
+use crate::pump::spread::Parcel;
 use crate::thread::registry::{Queued, ThreadEntry, ThreadInner};
 use crate::{Envelope, MessageId, ThreadId};
 
@@ -25,6 +26,8 @@ pub(crate) struct Tx {
     children: Vec<Arc<ThreadEntry>>,
     queued_ids: SmallVec<[MessageId; 2]>,
     opened: Vec<OpenRequest>,
+    /// Parcels for pumps of other partitions, sent once the commit is durable.
+    parcels: Vec<Parcel>,
 }
 
 /// Which locked thread a queued message goes to.
@@ -149,6 +152,12 @@ impl Tx {
         self.children.push(child);
     }
 
+    /// Sends `parcel` to the pump of another partition once this transaction is durable
+    /// (`pump/spread.rs`).
+    pub fn ship(&mut self, parcel: Parcel) {
+        self.parcels.push(parcel);
+    }
+
     /// Saves a halting report with this transaction.
     pub fn report(&mut self, report: HaltingReport) {
         self.batch.reports.push(report);
@@ -227,6 +236,11 @@ impl Tx {
             ticket
         } else {
             shared.list_when_durable(ticket, Arc::clone(entry), self.opened)
+        };
+        let ticket = if self.parcels.is_empty() {
+            ticket
+        } else {
+            shared.ship_when_durable(ticket, self.parcels)
         };
         if !self.here.is_empty() {
             inner.queue.extend(self.here);

@@ -122,10 +122,10 @@ impl Applying<'_> {
         {
             self.signals.control = None;
         }
-        if self.inner.ledger.stop_requested {
+        if let Some(reason) = self.inner.ledger.stop_requested {
             self.signals
                 .halt
-                .get_or_insert(Verdict::backpressure("stop-request"));
+                .get_or_insert(Verdict::backpressure(reason));
         }
         let r_p = self.shared.r_p(&self.inner.ledger);
         let window = self.shared.config.governor.divergence_window;

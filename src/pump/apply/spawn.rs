@@ -31,7 +31,14 @@ impl Applying<'_> {
         let env = self.envelope(request);
         self.tx.record(self.inner, env, RecordKind::Message);
         let depth = self.entry.depth + 1;
-        let child = if self.inner.ledger.max_depth.is_some_and(|max| depth > max) {
+        let too_deep = self.inner.ledger.max_depth.is_some_and(|max| depth > max);
+        if !too_deep
+            && let Some(partition) = self.shared.spread_to()
+            && self.spawn_elsewhere(partition, depth, sub_id, &initial, &targets, budget)
+        {
+            return;
+        }
+        let child = if too_deep {
             Err(format!(
                 "spawn refused: depth {depth} is over the max-depth budget"
             ))
@@ -111,15 +118,17 @@ impl Applying<'_> {
 
 impl Applying<'_> {
     /// The paths of this thread's children: registered, and spawned earlier in this delivery.
-    fn sibling_paths(&self) -> Vec<Arc<str>> {
+    pub(super) fn sibling_paths(&self) -> Vec<Arc<str>> {
         let registered = self
             .inner
             .children
             .iter()
             .filter_map(|id| self.shared.registry.get(*id));
+        let elsewhere = self.inner.ledger.remote_children.iter();
         registered
             .chain(self.tx.new_children().iter().cloned())
             .map(|child| Arc::clone(&child.path))
+            .chain(elsewhere.map(|child| Arc::clone(&child.path)))
             .collect()
     }
 }
@@ -171,11 +180,7 @@ impl Shared {
         siblings: &[Arc<str>],
         budget: &crate::governor::Budget,
     ) -> Result<Arc<ThreadEntry>, CarveRefused> {
-        let sub_id = sub_id
-            .map(sanitize_sub_id)
-            .filter(|s| !s.is_empty())
-            .unwrap_or_else(|| format!("child-{}", inner.children.len() + 1));
-        let path = unique_path(&parent.path, &sub_id, siblings);
+        let path = child_path(parent, inner, sub_id, siblings);
         let floor = 2 * (inner.live_children as u64 + 1);
         let account = inner.ledger.account.child(budget, floor)?;
         let now = tokio::time::Instant::now();
@@ -191,6 +196,21 @@ impl Shared {
         child.lock().activate();
         Ok(Arc::new(child))
     }
+}
+
+/// The path of a new child of `parent`: its sanitized `sub_id` (or `child-N`), made unique
+/// among `siblings`.
+pub(super) fn child_path(
+    parent: &ThreadEntry,
+    inner: &ThreadInner,
+    sub_id: Option<&str>,
+    siblings: &[Arc<str>],
+) -> Arc<str> {
+    let sub_id = sub_id
+        .map(sanitize_sub_id)
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| format!("child-{}", inner.children.len() + 1));
+    unique_path(&parent.path, &sub_id, siblings)
 }
 
 /// `parent.sub_id`, or — when a sibling already has that path — `parent.sub_id-N` with the

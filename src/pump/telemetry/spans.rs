@@ -245,6 +245,10 @@ pub(super) fn decision(decision: &Decision) {
             Decision::Resume { .. } => "resume",
             Decision::Halt { .. } => "halt",
             Decision::Fork(_) => "fork",
+            Decision::Parcel { sent: true, .. } => "sent",
+            Decision::Parcel { sent: false, .. } => "received",
+            Decision::Returned { .. } => "returned",
+            Decision::Delivered { .. } => "delivered",
         };
         span.add_event(
             "governor.decision",
