@@ -19,20 +19,23 @@ use support::Scratch;
 
 const LEASE_MS: u64 = 1_500;
 const TOKEN: &str = "partitions-test-token";
+/// The model of a test that asks none.
+const NO_MODEL: &str = "http://127.0.0.1:9/v1";
 
 fn say(text: &str) -> String {
     format!(r#"<say xmlns="urn:example:say:v1">{text}</say>"#)
 }
 
-/// An organism in `dir` with its threads in three partitions on the cluster at `url`, an echo
-/// listener, and the token every host of it shares.
-fn organism_in(dir: &Path, url: &str) {
+/// An organism in `dir` with its threads in three partitions on the cluster at `url`, children
+/// spread over them, an echo listener, a `planner` (an LLM agent whose model is at `model`),
+/// and the token every host of it shares.
+fn organism_in(dir: &Path, url: &str, model: &str) {
     std::fs::create_dir_all(dir).unwrap();
     std::fs::write(dir.join("agentpump.token"), TOKEN).unwrap();
     std::fs::write(
         dir.join("organism.toml"),
         format!(
-            "[organism]\nname = \"parts\"\n\n[store]\nkind = \"jetstream\"\nurl = \"{url}\"\nstream = \"parts\"\nreplicas = 3\nlease_ms = {LEASE_MS}\npartitions = 3\n\n[[listener]]\nname = \"echo\"\nkind = \"builtin\"\nbuiltin = \"echo\"\naccepts = [\"{{urn:example:say:v1}}say\"]\n"
+            "[organism]\nname = \"parts\"\n\n[store]\nkind = \"jetstream\"\nurl = \"{url}\"\nstream = \"parts\"\nreplicas = 3\nlease_ms = {LEASE_MS}\npartitions = 3\nspread_children = true\n\n[[listener]]\nname = \"echo\"\nkind = \"builtin\"\nbuiltin = \"echo\"\naccepts = [\"{{urn:example:say:v1}}say\"]\n\n[[listener]]\nname = \"planner\"\nkind = \"llm\"\nbase_url = \"{model}\"\nmodel = \"m\"\nprompt = \"You plan.\"\naccepts = [\"{{urn:example:plan:v1}}plan\", \"{{urn:example:say:v1}}say\"]\npeers = [\"echo\"]\n"
         ),
     )
     .unwrap();
@@ -117,11 +120,11 @@ impl Drop for Host {
 }
 
 /// Three hosts in `root/host-N`, host N taking partition N first, each writing its own.
-fn three_hosts(root: &Path, url: &str, name: &str) -> Vec<Host> {
+fn three_hosts(root: &Path, url: &str, name: &str, model: &str) -> Vec<Host> {
     let mut hosts: Vec<Host> = (0..3)
         .map(|i| {
             let dir = root.join(format!("{name}-{i}"));
-            organism_in(&dir, url);
+            organism_in(&dir, url, model);
             Host::start(&dir, i)
         })
         .collect();
@@ -207,6 +210,173 @@ async fn answered(http: &reqwest::Client, base: &str, thread: ThreadId) {
     }
 }
 
+/// The `planner`'s model, on loopback: to the client's `<plan>` it answers with a
+/// `spawn-thread` to `echo` carving 4 turns and no threads; in the child it bats `say` back to
+/// `echo` (a loop only the child's turns budget ends); the child's `thread-result` it reports
+/// to the client. Returns its base URL.
+async fn planner_model() -> String {
+    async fn complete(
+        axum::Json(body): axum::Json<serde_json::Value>,
+    ) -> axum::Json<serde_json::Value> {
+        let last = body["messages"]
+            .as_array()
+            .and_then(|m| m.last())
+            .and_then(|m| m["content"].as_str())
+            .unwrap_or_default()
+            .to_owned();
+        let text = if last.contains("thread-result") {
+            r#"<send to="client"><say xmlns="urn:example:say:v1">child back</say></send>"#
+        } else if last.contains("thread-spawned") {
+            r#"<send to="client"><say xmlns="urn:example:say:v1">spawned</say></send>"#
+        } else if last.contains("<plan") {
+            r#"<spawn-thread xmlns="urn:agentpump:system:v1" suggested-sub-id="batting" to="echo"><budget turns="4" threads="0"/><initial-payload><say xmlns="urn:example:say:v1">ping</say></initial-payload></spawn-thread>"#
+        } else {
+            r#"<reply><say xmlns="urn:example:say:v1">pong</say></reply>"#
+        };
+        axum::Json(serde_json::json!({
+            "choices": [{ "index": 0, "message": { "role": "assistant", "content": text }, "finish_reason": "stop" }],
+            "usage": { "prompt_tokens": 10, "completion_tokens": 5 }
+        }))
+    }
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}/v1", listener.local_addr().unwrap());
+    let app = axum::Router::new().route("/v1/chat/completions", axum::routing::post(complete));
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    base
+}
+
+/// GETs `path` through `base` as JSON, again while it fails (up to 60 s) or `until` does not
+/// hold of it.
+async fn read_until(
+    http: &reqwest::Client,
+    base: &str,
+    path: &str,
+    until: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let answer = http
+            .get(format!("{base}{path}"))
+            .bearer_auth(TOKEN)
+            .send()
+            .await;
+        if let Ok(answer) = answer
+            && answer.status().is_success()
+            && let Ok(value) = answer.json::<serde_json::Value>().await
+            && until(&value)
+        {
+            return value;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{path} never came to what was waited for"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Issue 35: "a parent on one pump spawning children owned by another, with a carved budget
+/// enforced". The planner's thread spawns a child carving 4 turns; the child is made in the next
+/// partition, run by that partition's pump (another host), held to its 4 turns there; its result
+/// comes back over the fronts and the parent's account is settled exactly. Returns the two
+/// threads.
+async fn a_child_runs_on_another_pump_to_its_grant(
+    http: &reqwest::Client,
+    hosts: &[Host],
+) -> [ThreadId; 2] {
+    let plan = r#"<plan xmlns="urn:example:plan:v1">go</plan>"#;
+    let posted = support::json(
+        http.post(format!("{}/threads?to=planner", hosts[0].base))
+            .bearer_auth(TOKEN)
+            .body(plan),
+    )
+    .await;
+    let root: ThreadId = posted["thread"].as_str().unwrap().parse().unwrap();
+    let has = |text: &'static str| move |v: &serde_json::Value| v.to_string().contains(text);
+    let history = read_until(
+        http,
+        &hosts[1].base,
+        &format!("/threads/{root}/history"),
+        has("child back"),
+    )
+    .await;
+    let records = history.as_array().unwrap();
+    let spawned = records
+        .iter()
+        .find(|r| {
+            r["root"]
+                .as_str()
+                .is_some_and(|root| root.ends_with("thread-spawned"))
+        })
+        .expect("a thread-spawned notice");
+    let payload = spawned["payload"].as_str().unwrap();
+    let at = payload.find("assigned-id=\"").unwrap() + "assigned-id=\"".len();
+    let child: ThreadId = payload[at..at + 36].parse().unwrap();
+    // The child is in the next partition: another host's pump runs it.
+    let parent_partition = Partition::of(root, 3);
+    assert_eq!(Partition::of(child, 3), (parent_partition + 1) % 3);
+    // Held to its grant there: four turns, then TIMEOUT max-turns.
+    let report = read_until(
+        http,
+        &hosts[2].base,
+        &format!("/threads/{child}/report"),
+        |_| true,
+    )
+    .await;
+    assert_eq!(report["stop_reason"], "max-turns", "{report}");
+    assert_eq!(report["budget"]["max-turns"]["limit"], "4", "{report}");
+    assert_eq!(report["budget"]["max-turns"]["spent"], "4", "{report}");
+    let child_history = read_until(
+        http,
+        &hosts[0].base,
+        &format!("/threads/{child}/history"),
+        has("delivered"),
+    )
+    .await;
+    assert!(
+        child_history
+            .to_string()
+            .contains("action=\\\"received\\\""),
+        "{child_history}"
+    );
+    // The parent: the result came back, what the child spent was recorded, nothing is held.
+    let result = records
+        .iter()
+        .find(|r| {
+            r["root"]
+                .as_str()
+                .is_some_and(|root| root.ends_with("thread-result"))
+        })
+        .expect("a thread-result");
+    assert!(
+        result["payload"].as_str().unwrap().contains("max-turns"),
+        "{result}"
+    );
+    assert!(
+        history.to_string().contains("action=\\\"returned\\\""),
+        "{history}"
+    );
+    let thread = support::json(
+        http.get(format!("{}/threads/{root}", hosts[2].base))
+            .bearer_auth(TOKEN),
+    )
+    .await;
+    let own = thread["counters"]["deliveries"].as_u64().unwrap();
+    let budget = support::json(
+        http.get(format!("{}/threads/{root}/budget", hosts[1].base))
+            .bearer_auth(TOKEN),
+    )
+    .await;
+    assert_eq!(
+        budget["max-turns"]["spent"],
+        (own + 4).to_string(),
+        "{budget}"
+    );
+    assert_eq!(budget["max-turns"]["reserved"], "0", "{budget}");
+    assert_eq!(budget["max-threads"]["spent"], "1", "{budget}");
+    [root, child]
+}
+
 /// Each partition's stream, opened to read (after every host stopped).
 async fn streams(url: &str) -> Vec<JetStreamHistory> {
     let mut streams = Vec::new();
@@ -250,7 +420,8 @@ async fn threads_spread_over_three_pumps_survive_a_nats_node_and_a_restart_from_
     let mut cluster = support::nats::Cluster::start(&scratch.0);
     let url = cluster.url();
     cluster.elected().await;
-    let mut hosts = three_hosts(&scratch.0, &url, "host");
+    let model = planner_model().await;
+    let mut hosts = three_hosts(&scratch.0, &url, "host", &model);
     let http = support::http_client();
     let mut writers: HashMap<String, usize> = HashMap::new();
     let mut threads = Vec::new();
@@ -374,6 +545,8 @@ async fn threads_spread_over_three_pumps_survive_a_nats_node_and_a_restart_from_
     let seen: BTreeSet<String> = paged.into_iter().map(|(_, id)| id).collect();
     assert_eq!(seen, posted);
 
+    let [planned, _] = a_child_runs_on_another_pump_to_its_grant(&http, &hosts).await;
+
     // One NATS node killed: the pumps go on (each host was given all three servers).
     cluster.nodes[0].kill();
     for i in 0..9 {
@@ -404,10 +577,11 @@ async fn threads_spread_over_three_pumps_survive_a_nats_node_and_a_restart_from_
         let _ = host.child.wait();
     }
     let left = cluster.urls[1..].join(",");
-    let again = three_hosts(&scratch.0, &left, "again");
+    let again = three_hosts(&scratch.0, &left, "again", NO_MODEL);
     for (i, &thread) in threads.iter().enumerate() {
         answered(&http, &again[i % 3].base, thread).await;
     }
+    answered(&http, &again[0].base, planned).await;
     // `agentpump verify --url` against one host recomputes every partition's chains.
     let verified = std::process::Command::new(env!("CARGO_BIN_EXE_agentpump"))
         .args(["verify", "--url", &again[1].base, "--token", TOKEN])
@@ -441,7 +615,7 @@ async fn a_killed_or_paused_pump_s_partition_moves_and_every_acknowledged_messag
     let cluster = support::nats::Cluster::start(&scratch.0);
     let url = cluster.url();
     cluster.elected().await;
-    let mut hosts = three_hosts(&scratch.0, &url, "host");
+    let mut hosts = three_hosts(&scratch.0, &url, "host", NO_MODEL);
     let front = hosts[0].base.clone();
     let acknowledged = Arc::new(Mutex::new(Vec::<ThreadId>::new()));
     let running = Arc::new(std::sync::atomic::AtomicBool::new(true));

@@ -8,8 +8,8 @@
 //!   spawn; once that is durable a [`Courier`] carries the parcel to the child's partition, again
 //!   until its pump has it durable (a second copy is a no-op: the child id names it);
 //! - the child's pump opens the child as a root of its own partition whose account has exactly
-//!   the grant, and records the parcel as the child's first record (so each stream alone shows
-//!   what the child was given);
+//!   the grant, and records the parcel with the child's first message (so each stream alone
+//!   shows what the child was given);
 //! - when the child ends (done, idle or halted) its pump records a `result` parcel with what the
 //!   child spent and carries it back; the parent's pump applies it once (keyed by the child id):
 //!   the unspent grant goes back to the parent's account (exact decimals), a `returned` decision
@@ -444,8 +444,8 @@ impl Shared {
             .map_err(|e| Undelivered::Later(e.to_string()))
     }
 
-    /// Opens the adopted child `a` and commits its first records (the received parcel, its
-    /// first message to each listener).
+    /// Opens the adopted child `a` and commits its first records (its first message to each
+    /// listener, then the received parcel).
     fn open_adopted(
         self: &Arc<Self>,
         a: Adoption,
@@ -470,12 +470,6 @@ impl Shared {
             let mut inner = entry.lock();
             inner.activate();
             let mut tx = Tx::new();
-            self.decide(
-                &mut tx,
-                &entry,
-                &mut inner,
-                &Decision::Parcel { sent: false, json },
-            );
             let spawner: Arc<str> = Arc::from(a.spawner.as_str());
             for target in targets {
                 let to = local(&self.routes[target].name);
@@ -483,6 +477,10 @@ impl Shared {
                     .with_to(Some(to));
                 tx.queue(&mut inner, Place::Here, env, target, RecordKind::Message);
             }
+            // After the first message, which stays the thread's first record (as in a child
+            // spawned here: listeners read a child's start there).
+            let received = Decision::Parcel { sent: false, json };
+            self.decide(&mut tx, &entry, &mut inner, &received);
             tx.snapshot(&entry, &inner);
             let committed = tx.commit(self, (&entry, &mut inner), None);
             if committed.is_ok() {
