@@ -791,6 +791,11 @@ fn partitions_without_a_leased_stream_or_past_the_count_are_refused() {
             vec!["--partition", "1"],
             "--partition 1: the organism has one partition",
         ),
+        (
+            "[store]\nspread_children = true\n",
+            vec![],
+            "spread_children needs partitions above 1",
+        ),
     ];
     for (i, (store, args, expected)) in cases.into_iter().enumerate() {
         let dir: PathBuf = scratch.0.join(format!("case-{i}"));

@@ -455,3 +455,121 @@ async fn a_restarted_child_pump_sends_the_result_again_and_keeps_the_child_to_it
     );
     again.verify().await.unwrap();
 }
+
+/// `POST /threads/ID/parcel`, the door between the pumps: a body that is not a parcel for the
+/// thread the URL names is `400 bad-parcel`; one the pump will never take `422
+/// parcel-refused`; one to send again `503 parcel-later`; a parcel taken twice opens one child.
+#[cfg(feature = "host")]
+#[tokio::test]
+async fn the_parcel_route_takes_a_parcel_once_and_says_why_it_does_not() {
+    use agentpump::pump::spread::{Adoption, ChildResult, StopChild};
+    let courier = Arc::new(Direct::default());
+    let (a, _b) = two(&courier);
+    let base = support::serve(&a, "tok", 1 << 20).await;
+    let http = support::http_client();
+    let here = Partition::new(0, 2).unwrap();
+    let there = Partition::new(1, 2).unwrap();
+    let adoption = |child: ThreadId| Adoption {
+        child,
+        parent: there.new_thread(),
+        path: "1a2b3c4d.far".into(),
+        spawner: "boss".into(),
+        depth: 1,
+        max_depth: Some(8),
+        granted: Budget {
+            turns: Some(3),
+            threads: Some(0),
+            ..Budget::default()
+        },
+        to: vec!["looper".into()],
+        payload: p("tick", "0"),
+    };
+    let send = |thread: ThreadId, body: String| {
+        http.post(format!("{base}/threads/{thread}/parcel"))
+            .bearer_auth("tok")
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+    };
+    let json = |parcel: &Parcel| serde_json::to_string(parcel).unwrap();
+    let mine = here.new_thread();
+    let (status, problem) = support::problem(send(mine, "nope".into()).await.unwrap()).await;
+    assert_eq!(
+        (status.as_u16(), problem["code"].as_str()),
+        (400, Some("bad-parcel"))
+    );
+    let other = Parcel::Stop(StopChild {
+        child: here.new_thread(),
+        parent: there.new_thread(),
+    });
+    let (status, problem) = support::problem(send(mine, json(&other)).await.unwrap()).await;
+    assert_eq!(
+        (status.as_u16(), problem["code"].as_str()),
+        (400, Some("bad-parcel")),
+        "{problem}"
+    );
+    // A child of the other partition is not this pump's to open.
+    let theirs = there.new_thread();
+    let misplaced = Parcel::Adopt(adoption(theirs));
+    let (status, problem) = support::problem(send(theirs, json(&misplaced)).await.unwrap()).await;
+    assert_eq!(
+        (status.as_u16(), problem["code"].as_str()),
+        (422, Some("parcel-refused")),
+        "{problem}"
+    );
+    // A stop for a child not opened yet: later (its adopt may still be on the way).
+    let (status, problem) = support::problem(
+        send(
+            mine,
+            json(&Parcel::Stop(StopChild {
+                child: mine,
+                parent: there.new_thread(),
+            })),
+        )
+        .await
+        .unwrap(),
+    )
+    .await;
+    assert_eq!(
+        (status.as_u16(), problem["code"].as_str()),
+        (503, Some("parcel-later")),
+        "{problem}"
+    );
+    // A result for a parent this pump does not have: never.
+    let orphan = Parcel::Result(ChildResult {
+        child: there.new_thread(),
+        parent: mine,
+        spawner: "boss".into(),
+        status: "done".into(),
+        halt: None,
+        payload: None,
+        spent: Budget::default(),
+    });
+    let (status, problem) = support::problem(send(mine, json(&orphan)).await.unwrap()).await;
+    assert_eq!(
+        (status.as_u16(), problem["code"].as_str()),
+        (422, Some("parcel-refused")),
+        "{problem}"
+    );
+    // Taken twice: one child, held to its grant.
+    let adopt = Parcel::Adopt(adoption(mine));
+    for _ in 0..2 {
+        let answer = send(mine, json(&adopt)).await.unwrap();
+        assert_eq!(answer.status().as_u16(), 204);
+    }
+    until(|| {
+        a.thread(mine)
+            .is_some_and(|t| t.state == ThreadState::Halted)
+    })
+    .await;
+    let history = a.history(mine).await.unwrap();
+    assert_eq!(
+        history
+            .iter()
+            .filter(|r| r.root.local() == "tick" && r.from.as_ref() == "boss")
+            .count(),
+        1
+    );
+    assert_eq!(decisions(&history, "received").len(), 1);
+    assert_eq!(a.reports(mine).await.unwrap()[0].stop_reason, "max-turns");
+}
