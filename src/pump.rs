@@ -140,7 +140,6 @@ impl Shared {
         config: PumpConfig,
         system_id: Option<ThreadId>,
         telemetry: telemetry::Telemetry,
-        courier: Option<Arc<dyn spread::Courier>>,
     ) -> Self {
         let system_id = system_id.unwrap_or_else(|| config.new_thread());
         let system_thread = Arc::new(ThreadEntry::system(system_id));
@@ -159,7 +158,7 @@ impl Shared {
             refusals: refusals::Refusals::default(),
             eviction: evict::Eviction::default(),
             stall: stall::Stall::default(),
-            spread: spread::Spread::new(courier),
+            spread: spread::Spread::default(),
         }
     }
 

@@ -326,7 +326,7 @@ impl PumpBuilder {
             .iter()
             .find(|t| t.parent.is_none() && &*t.path == "system")
             .map(|t| t.id);
-        let shared = Arc::new(Shared::new(
+        let mut shared = Shared::new(
             self.registrations,
             by_name,
             by_root,
@@ -334,8 +334,9 @@ impl PumpBuilder {
             self.config,
             system_id,
             telemetry,
-            self.courier,
-        ));
+        );
+        shared.spread = super::spread::Spread::new(self.courier);
+        let shared = Arc::new(shared);
         let observed = Arc::downgrade(&shared);
         shared.telemetry.observe_queues(move || {
             observed

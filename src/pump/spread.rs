@@ -619,8 +619,8 @@ impl Shared {
 pub(crate) fn settle(account: &Arc<Account>, held: Amount, spent: &Budget) {
     let spent = spent.spent_limits().map(Option::unwrap_or_default);
     let (mut back, mut more) = (Amount::default(), Amount::default());
-    for d in 0..SPENT.len() {
-        let diff = held.0[d] - spent[d];
+    for (d, (held, spent)) in held.0.iter().zip(spent).enumerate() {
+        let diff = held - spent;
         if diff.is_sign_positive() {
             back.0[d] = diff;
         } else {
