@@ -58,9 +58,10 @@ use crate::thread::registry::{Registry, ThreadEntry};
 use crate::{Envelope, QName, ThreadId, ThreadInfo};
 
 /// What the handle and the runner tasks share: the parts, each owning its fields with its
-/// methods beside them — [`route::Routes`] (the routing tables), [`Names`],
+/// methods beside them — [`route::Routes`] (the routing tables and the pump's [`Names`]),
 /// [`lifecycle::Lifecycle`] (closing, stopped, runners and their waiters),
-/// [`refusals::Refusals`], [`evict::Eviction`], [`stall::Stall`] — and the registry, the
+/// [`refusals::Refusals`], [`evict::Eviction`], [`stall::Stall`], [`spread::Spread`] (the
+/// courier to other partitions' pumps and the parcels waiting for it) — and the registry, the
 /// store and the configuration they work on.
 ///
 /// The steps of an envelope's path are `impl Shared` blocks, one per file, in the order an
@@ -76,23 +77,23 @@ use crate::{Envelope, QName, ThreadId, ThreadInfo};
 /// | `pump/dispatch.rs` | one delivery: gate, handler, apply, commit (`deliver`) |
 /// | `pump/plan.rs` | a handler's outputs checked and planned (`plan`) |
 /// | `pump/apply/spawn.rs` | a child thread opened (`new_child`) |
-/// | `pump/notice.rs` | notices into threads, results to a parent (`notice`, `report_to_parent`) |
+/// | `pump/notice.rs` | notices into threads, governor decisions recorded, results to a parent here or on another pump (`notice`, `decide`, `report_to_parent`, `end_root`) |
 /// | `pump/inbox/hold.rs` | a call held for a person (`held`, `Applying::ask`); answers in `inbox/answer.rs` |
-/// | `pump/halt.rs` | the governor's decision and a halt (`decide`, `halt_locked`, `halt_before`) |
+/// | `pump/halt.rs` | a halt, its report and its cascade (`halt_locked`, `halt_before`) |
+/// | `pump/spread.rs` | children on other pumps: where a child goes, its grant (`spread_to`, `place_remote`); parcels sent (`spread/send.rs`), taken (`spread/take.rs`) and sent again after a restart (`spread/replay.rs`) |
 /// | `pump/recover.rs` | a restart: pending work read back from history |
 /// | this file | construction and the system thread's records |
 ///
 /// (`docs/decisions/2026-11-26-layering.md` says why the type's methods are not in one file.)
 #[derive(Debug)]
 pub(crate) struct Shared {
-    /// Every listener's registration, by index, name and root (`pump/route.rs`).
+    /// Every listener's registration, by index, name and root, and the pump's own sender names
+    /// (`pump/route.rs`).
     routes: route::Routes,
     registry: Registry,
     store: Arc<dyn HistoryStore>,
     config: PumpConfig,
     system_thread: Arc<ThreadEntry>,
-    /// The pump's own sender names, shared by every record to or from them.
-    names: Names,
     /// What the pump tells an OpenTelemetry receiver; nothing when off (`pump/telemetry.rs`).
     telemetry: telemetry::Telemetry,
     /// Open requests to a person and the questions each thread asked (`pump/inbox.rs`).
@@ -151,7 +152,6 @@ impl Shared {
             store,
             config,
             system_thread,
-            names: Names::new(),
             telemetry,
             inbox: inbox::Inbox::default(),
             lifecycle: lifecycle::Lifecycle::default(),
@@ -171,7 +171,7 @@ impl Shared {
         let mut inner = entry.lock();
         inner.records += 1;
         let envelope = Envelope::new(
-            Arc::clone(&self.names.system),
+            Arc::clone(&self.routes.names.system),
             entry.id,
             message.to_payload(),
         );

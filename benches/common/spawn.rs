@@ -9,10 +9,13 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use agentpump::history::{HistoryStore, MemoryHistory};
+use agentpump::pump::spread::{Courier, Parcel, Undelivered};
 use agentpump::system::Spawn;
+use agentpump::thread::Partition;
 use agentpump::{
     Context, Delivery, Listener, ListenerError, PumpBuilder, PumpHandle, QName, Registration,
 };
+use futures_util::future::BoxFuture;
 use serde_json::json;
 use tokio::runtime::Runtime;
 use tokio::sync::mpsc;
@@ -73,14 +76,30 @@ fn fan_pump(
     store: Arc<dyn HistoryStore>,
     n: usize,
 ) -> (PumpHandle, mpsc::UnboundedReceiver<Instant>) {
+    fan_builder(store, n, None)
+}
+
+/// The fan-out pump, holding partition `index` of two when `spread` is given (with its
+/// courier).
+fn fan_builder(
+    store: Arc<dyn HistoryStore>,
+    n: usize,
+    spread: Option<(u32, Arc<Carrier>)>,
+) -> (PumpHandle, mpsc::UnboundedReceiver<Instant>) {
     let (tx, rx) = mpsc::unbounded_channel();
     let spawner = Spawner {
         n,
         results: AtomicUsize::new(0),
         last: tx,
     };
-    let pump = PumpBuilder::new()
-        .config(config_with_outputs(unlimited(), n))
+    let mut config = config_with_outputs(unlimited(), n);
+    let mut builder = PumpBuilder::new();
+    if let Some((index, courier)) = spread {
+        config.partition = Partition::new(index, 2);
+        builder = builder.courier(courier);
+    }
+    let pump = builder
+        .config(config)
         .history(store)
         .register(
             Registration::new("spawner", spawner)
@@ -91,6 +110,49 @@ fn fan_pump(
         .build()
         .expect("the fan-out pump builds");
     (pump, rx)
+}
+
+/// Carries parcels between two pumps in the process: each to the pump of its thread's
+/// partition (the host's courier posts them to its front, one HTTP hop more).
+#[derive(Debug, Default)]
+pub struct Carrier(std::sync::OnceLock<[PumpHandle; 2]>);
+
+impl Courier for Carrier {
+    fn carry<'a>(&'a self, parcel: &'a Parcel) -> BoxFuture<'a, Result<(), Undelivered>> {
+        Box::pin(async move {
+            let pumps = self.0.get().expect("both pumps are built");
+            let to = Partition::of(parcel.thread(), 2) as usize;
+            pumps[to].take_parcel(parcel.clone()).await
+        })
+    }
+}
+
+/// One fan-out of `n` children from a pump holding partition 0 of 2 whose children go to the
+/// partitions in turn: half run on the pump of partition 1 (`spread_children`); time to the
+/// last `thread-result`.
+pub async fn fan_out_spread(n: usize) -> Duration {
+    let carrier = Arc::new(Carrier::default());
+    let store = || -> Arc<dyn HistoryStore> { Arc::new(MemoryHistory::new()) };
+    let (pump, mut last) = fan_builder(store(), n, Some((0, Arc::clone(&carrier))));
+    let (other, _) = fan_builder(store(), n, Some((1, Arc::clone(&carrier))));
+    let _ = carrier.0.set([pump.clone(), other]);
+    let started = Instant::now();
+    let root = pump
+        .post(None, None, &format!(r#"<fan xmlns="{FAN_NS}"/>"#))
+        .await
+        .expect("accepted")
+        .thread();
+    let at = last.recv().await.expect("the last thread-result arrives");
+    let elapsed = at - started;
+    pump.settle(root).await;
+    let children = pump.thread(root).map_or(Vec::new(), |t| t.children);
+    assert_eq!(children.len(), n, "every child was spawned");
+    let elsewhere = children
+        .iter()
+        .filter(|c| Partition::of(**c, 2) == 1)
+        .count();
+    assert_eq!(elsewhere, n / 2, "every other child ran on the other pump");
+    elapsed
 }
 
 /// One fan-out of `n` children on a fresh pump; time to the last `thread-result`.
@@ -158,4 +220,27 @@ pub fn figures(cfg: &Config, rt: &Runtime, report: &mut Report, suffix: &str) {
         "{per_child_small:.2} µs per child; a per-child cost that grows from {small} to {n} \
          children means work that grows with the fan-out"
     )));
+    on_workers(rt, fan_out_spread(small));
+    let (mut here, mut spread) = (vec![], vec![]);
+    for _ in 0..cfg.runs {
+        here.push(secs(on_workers(rt, fan_out(small))) * 1e3);
+        spread.push(secs(on_workers(rt, fan_out_spread(small))) * 1e3);
+    }
+    let f = Figure::new(
+        &format!("4c{suffix}"),
+        &format!("spawn fan-out: {small} children, half on another pump (spread_children)"),
+        "ms",
+        Better::Lower,
+        spread,
+    )
+    .baseline(
+        "the same fan-out with every child on the spawner's pump",
+        here,
+    )
+    .params(json!({ "children": small, "pumps": 2, "courier": "in the process" }));
+    let ratio = f.value() / f.baseline_value().unwrap_or(f64::NAN);
+    report.add(f.ratio(ratio, "spread / on one pump").note(
+        "a remote child: its parcel recorded, carried, adopted with a record; its result \
+         recorded, carried back and applied with a record",
+    ));
 }

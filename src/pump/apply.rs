@@ -165,7 +165,7 @@ impl Applying<'_> {
                 self.remember_result(&payload);
                 let env = self
                     .envelope(payload)
-                    .with_to(Some(local(&self.shared.names.client)))
+                    .with_to(Some(local(&self.shared.routes.names.client)))
                     .with_in_reply_to(Some(self.delivery.id()));
                 self.tx.record(self.inner, env, RecordKind::Egress);
             }

@@ -337,6 +337,7 @@ impl PumpBuilder {
         );
         shared.spread = super::spread::Spread::new(self.courier);
         let shared = Arc::new(shared);
+        shared.start_sending();
         let observed = Arc::downgrade(&shared);
         shared.telemetry.observe_queues(move || {
             observed

@@ -196,7 +196,7 @@ impl PumpHandle {
         }
         let copied = copy(plan.message, entry.id, &mut ids, &shared.config.limits)?;
         let env = Envelope::new(
-            Arc::clone(&shared.names.client),
+            Arc::clone(&shared.routes.names.client),
             entry.id,
             copied.payload().clone(),
         )

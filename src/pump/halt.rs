@@ -1,5 +1,6 @@
 //! Halting a thread: the governor's decision and report, the `halt` message, the cascade to
-//! descendants and the result to the parent — from the gate, after a delivery, or on a stop.
+//! descendants (a `stop` to those on other pumps) and the result to the parent — from the gate,
+//! after a delivery, or on a stop.
 
 use std::sync::Arc;
 
@@ -8,14 +9,14 @@ use sha2::{Digest as _, Sha256};
 
 use super::Shared;
 use super::tx::Tx;
+use crate::Envelope;
 use crate::envelope::local::local;
 use crate::governor::ledger::Ledger;
 use crate::governor::report;
 use crate::governor::{Decision, Verdict};
 use crate::history::RecordKind;
-use crate::system::{GOVERNOR_NS, SystemMessage, ThreadStatus};
+use crate::system::{SystemMessage, ThreadStatus};
 use crate::thread::registry::{Queued, ThreadEntry, ThreadInner};
-use crate::{Envelope, Payload};
 
 impl Shared {
     /// Halts a thread at the gate: the message goes back to the front of the queue, so a resume
@@ -41,21 +42,6 @@ impl Shared {
             tx.commit(self, (entry, &mut inner), pair)
         };
         self.finish_commit(entry.id, committed).await;
-    }
-
-    /// Records a governor decision in the thread.
-    pub(crate) fn decide(
-        &self,
-        tx: &mut Tx,
-        entry: &ThreadEntry,
-        inner: &mut ThreadInner,
-        decision: &Decision,
-    ) {
-        self.telemetry.decision(decision);
-        let xml = decision.to_xml();
-        let payload = Payload::from_trusted(crate::QName::new(GOVERNOR_NS, "decision"), xml, true);
-        let env = Envelope::new(local(&self.names.governor), entry.id, payload);
-        tx.record(inner, env, RecordKind::Decision);
     }
 
     /// Halts a locked thread: report, decision, `halt` message, descendants, parent.
@@ -107,9 +93,13 @@ impl Shared {
             report_digest,
         };
 
-        let env = Envelope::new(local(&self.names.system), entry.id, halt.to_payload())
-            .with_id(halt_id)
-            .with_to(to.map(Arc::from));
+        let env = Envelope::new(
+            local(&self.routes.names.system),
+            entry.id,
+            halt.to_payload(),
+        )
+        .with_id(halt_id)
+        .with_to(to.map(Arc::from));
         tx.record(inner, env, RecordKind::System);
         tx.report(report);
         tracing::info!(thread = %entry.id, class = %verdict.class, reason = %verdict.reason, "thread halted");

@@ -629,7 +629,7 @@ impl Shared {
         let is_new = inner.records == 0;
         for target in targets {
             let to = local(&self.routes[target].name);
-            let env = Envelope::new(local(&self.names.client), entry.id, payload.clone())
+            let env = Envelope::new(local(&self.routes.names.client), entry.id, payload.clone())
                 .with_to(Some(to))
                 .with_in_reply_to(in_reply_to);
             tx.queue(&mut inner, Place::Here, env, target, RecordKind::Message);

@@ -1,13 +1,16 @@
 //! Pump notices: queuing or recording a system message for a listener, the outside sender, or
-//! nobody; and telling a spawner how its child ended.
+//! nobody; recording a governor decision; and telling a spawner how its child ended — in this
+//! pump, or on another (`pump/spread.rs`).
 
 use std::sync::Arc;
 
 use super::Shared;
+use super::spread::{ChildResult, Parcel, StopChild};
 use super::tx::{Place, Tx};
 use crate::envelope::local::local;
+use crate::governor::{Budget, Decision};
 use crate::history::RecordKind;
-use crate::system::{CLIENT_SENDER, SYSTEM_SENDER, SystemMessage, ThreadStatus};
+use crate::system::{CLIENT_SENDER, GOVERNOR_NS, SYSTEM_SENDER, SystemMessage, ThreadStatus};
 use crate::thread::registry::{ThreadEntry, ThreadInner};
 use crate::{Envelope, MessageId, Payload};
 
@@ -45,7 +48,7 @@ impl Shared {
         message: SystemMessage,
         in_reply_to: Option<MessageId>,
     ) {
-        let system = local(&self.names.system);
+        let system = local(&self.routes.names.system);
         let env =
             Envelope::new(system, entry.id, message.to_payload()).with_in_reply_to(in_reply_to);
         match to {
@@ -62,7 +65,7 @@ impl Shared {
             }
             Recipient::Client => tx.record(
                 inner,
-                env.with_to(Some(local(&self.names.client))),
+                env.with_to(Some(local(&self.routes.names.client))),
                 RecordKind::System,
             ),
             Recipient::RecordOnly(name) => tx.record(
@@ -120,7 +123,11 @@ impl Shared {
             payload,
         };
         let index = spawner.and_then(|s| self.routes.index_of(s));
-        let env = Envelope::new(local(&self.names.system), parent.id, result.to_payload());
+        let env = Envelope::new(
+            local(&self.routes.names.system),
+            parent.id,
+            result.to_payload(),
+        );
         match index {
             Some(index) if !parent_inner.state().is_closed() => {
                 let env = env.with_to(Some(local(&self.routes[index].name)));
@@ -130,6 +137,66 @@ impl Shared {
                 let env = env.with_to(spawner.cloned());
                 tx.record(parent_inner, env, RecordKind::System);
             }
+        }
+    }
+
+    /// Records a governor decision in the thread.
+    pub(crate) fn decide(
+        &self,
+        tx: &mut Tx,
+        entry: &ThreadEntry,
+        inner: &mut ThreadInner,
+        decision: &Decision,
+    ) {
+        self.telemetry.decision(decision);
+        let xml = decision.to_xml();
+        let payload = Payload::from_trusted(crate::QName::new(GOVERNOR_NS, "decision"), xml, true);
+        let env = Envelope::new(local(&self.routes.names.governor), entry.id, payload);
+        tx.record(inner, env, RecordKind::Decision);
+    }
+
+    /// Ends a thread that has no parent in this pump: closes its account and, for a child
+    /// adopted from another pump, records its result and sends it there once durable.
+    pub(crate) fn end_root(
+        &self,
+        tx: &mut Tx,
+        entry: &ThreadEntry,
+        inner: &mut ThreadInner,
+        status: ThreadStatus,
+        halt: Option<(String, String)>,
+        payload: Option<Payload>,
+    ) {
+        inner.ledger.account.close();
+        let Some(parent) = inner.ledger.remote_parent else {
+            return;
+        };
+        let spent = inner.ledger.account.snapshot().map(|line| Some(line.spent));
+        let result = Parcel::Result(ChildResult {
+            child: entry.id,
+            parent,
+            spawner: entry.spawner.as_deref().unwrap_or_default().to_owned(),
+            status: status.as_str().to_owned(),
+            halt,
+            payload: payload.map(|p| p.as_str().to_owned()),
+            spent: Budget::from_spent(spent),
+        });
+        let json = result.to_json();
+        self.decide(tx, entry, inner, &Decision::Parcel { sent: true, json });
+        tx.ship(result);
+    }
+
+    /// Sends every open child on another pump of a halting thread a `stop`.
+    pub(crate) fn stop_remote_children(
+        &self,
+        tx: &mut Tx,
+        entry: &ThreadEntry,
+        inner: &ThreadInner,
+    ) {
+        for child in &inner.ledger.remote_children {
+            tx.ship(Parcel::Stop(StopChild {
+                child: child.thread,
+                parent: entry.id,
+            }));
         }
     }
 }

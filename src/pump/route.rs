@@ -67,6 +67,9 @@ impl Refusal {
 /// listeners of each root in registration order. Built once by the builder; never changes.
 #[derive(Debug)]
 pub(crate) struct Routes {
+    /// The pump's own sender names (`system`, `governor`, `client`), shared by every record to
+    /// or from them: names no listener may take.
+    pub names: super::Names,
     listeners: Vec<Registration>,
     by_name: HashMap<Arc<str>, usize>,
     by_root: HashMap<QName, Vec<usize>>,
@@ -88,6 +91,7 @@ impl Routes {
         by_root: HashMap<QName, Vec<usize>>,
     ) -> Self {
         Self {
+            names: super::Names::new(),
             listeners,
             by_name,
             by_root,

@@ -240,7 +240,7 @@ impl Tx {
         let ticket = if self.parcels.is_empty() {
             ticket
         } else {
-            shared.ship_when_durable(ticket, self.parcels)
+            shared.spread.when_durable(ticket, self.parcels)
         };
         if !self.here.is_empty() {
             inner.queue.extend(self.here);

@@ -25,7 +25,7 @@ impl Applying<'_> {
             return;
         }
         let env = Envelope::new(Arc::clone(self.me_name()), self.entry.id, payload.clone())
-            .with_to(Some(local(&self.shared.names.governor)));
+            .with_to(Some(local(&self.shared.routes.names.governor)));
         self.tx.record(self.inner, env, RecordKind::Message);
         let me = Arc::clone(&self.shared.routes[self.me].name);
         let window = self.shared.config.governor.no_progress_window;

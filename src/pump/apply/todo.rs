@@ -14,7 +14,7 @@ impl Applying<'_> {
     /// thread's latest.
     pub fn take_plan(&mut self, payload: Payload) {
         let env = Envelope::new(Arc::clone(self.me_name()), self.entry.id, payload.clone())
-            .with_to(Some(local(&self.shared.names.governor)));
+            .with_to(Some(local(&self.shared.routes.names.governor)));
         self.tx.record(self.inner, env, RecordKind::Message);
         self.inner.plan = Some(payload);
     }
