@@ -418,9 +418,9 @@ fn verify_over_http_recomputes_every_chain_and_names_an_altered_record() {
     let base = support::listening_on(&lines.next().unwrap().unwrap());
     let token = support::token_in(&dir.0);
     let runtime = tokio::runtime::Runtime::new().unwrap();
-    let thread: ThreadId = runtime.block_on(async {
+    let (stopped, thread): (ThreadId, ThreadId) = runtime.block_on(async {
         let http = support::http_client();
-        let mut last = None;
+        let mut posted_ids = Vec::new();
         for i in 0..3 {
             let posted = support::json(
                 http.post(format!("{base}/threads?to=echo"))
@@ -428,9 +428,17 @@ fn verify_over_http_recomputes_every_chain_and_names_an_altered_record() {
                     .body(format!(r#"<say xmlns="urn:example:say:v1">{i}</say>"#)),
             )
             .await;
-            last = Some(posted["thread"].as_str().unwrap().parse().unwrap());
+            posted_ids.push(posted["thread"].as_str().unwrap().parse().unwrap());
         }
-        last.unwrap()
+        // One halt, for `--certificates` to re-derive.
+        let stop = http
+            .post(format!("{base}/threads/{}/stop", posted_ids[0]))
+            .bearer_auth(&token)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(stop.status().as_u16(), 202);
+        (posted_ids[0], posted_ids[2])
     });
     let verify = |extra: &[&str]| {
         let mut args = vec!["verify", "--url", &base, "--token", &token];
@@ -443,10 +451,27 @@ fn verify_over_http_recomputes_every_chain_and_names_an_altered_record() {
         out.contains(&format!("{base}: ")) && out.contains("threads verified, every chain intact"),
         "{out}"
     );
-    let (ok, _, err) = verify(&["--certificates"]);
-    assert!(!ok && err.contains("pass --db"), "{err}");
+    // `--certificates` re-derives every halt from the records the API serves, read twice.
+    let (ok, out, err) = verify(&["--certificates"]);
+    assert!(ok, "{err}");
+    assert!(
+        out.contains("1 halts re-derived from the history, every certificate agrees"),
+        "{out}"
+    );
 
     let conn = rusqlite::Connection::open(dir.0.join("agentpump.db")).unwrap();
+    // A report that claims another class than its records earn is named.
+    conn.execute(
+        "UPDATE reports SET json = replace(json, '\"class\":\"BACKPRESSURE\"', '\"class\":\"CONVERGED\"') WHERE thread = ?1",
+        [stopped.to_string()],
+    )
+    .unwrap();
+    let (ok, _, err) = verify(&["--certificates"]);
+    assert!(
+        !ok && err.contains(&format!("thread {stopped}"))
+            && err.contains("not what the history supports"),
+        "{err}"
+    );
     let seq: i64 = conn
         .query_row(
             "SELECT min(seq) FROM records WHERE thread = ?1",

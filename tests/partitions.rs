@@ -582,15 +582,26 @@ async fn threads_spread_over_three_pumps_survive_a_nats_node_and_a_restart_from_
         answered(&http, &again[i % 3].base, thread).await;
     }
     answered(&http, &again[0].base, planned).await;
-    // `agentpump verify --url` against one host recomputes every partition's chains.
+    // `agentpump verify --url --certificates` against one host recomputes every partition's
+    // chains and re-derives every halt.
     let verified = std::process::Command::new(env!("CARGO_BIN_EXE_agentpump"))
-        .args(["verify", "--url", &again[1].base, "--token", TOKEN])
+        .args([
+            "verify",
+            "--url",
+            &again[1].base,
+            "--token",
+            TOKEN,
+            "--certificates",
+        ])
         .output()
         .unwrap();
     let out = String::from_utf8_lossy(&verified.stdout);
     let err = String::from_utf8_lossy(&verified.stderr);
     assert!(verified.status.success(), "{out}{err}");
     assert!(out.contains("every chain intact"), "{out}");
+    // Every halt — the planner's child, halted on its own pump at its grant — re-derived from
+    // the records each partition serves.
+    assert!(out.contains("every certificate agrees"), "{out}");
     drop(again);
     let streams = streams(&left).await;
     for &thread in &threads {

@@ -478,10 +478,18 @@ fn dispatch(command: Command) -> Result<(), HostError> {
                 }
                 Ok(())
             }
-            None if certificates => print(Err(HostError::usage(
-                "verify --certificates re-derives halts from a history file: pass --db",
-            ))),
-            None => print(host(&source.url, auth).and_then(|h| h.verify())),
+            None => {
+                let host = host(&source.url, auth);
+                let host = match host {
+                    Ok(host) => host,
+                    Err(e) => return print(Err(e)),
+                };
+                print(host.verify())?;
+                if certificates {
+                    print(host.verify_certificates())?;
+                }
+                Ok(())
+            }
         },
         Command::View { db, addr, tasks } => print(super::view::run(&db, &addr, tasks.as_deref())),
         Command::Tasks { command } => print(super::tasks::run(command)),

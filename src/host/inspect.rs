@@ -295,8 +295,7 @@ pub fn report(db: &Path, thread: &str) -> Result<String, HostError> {
 pub fn verify_certificates(db: &Path) -> Result<String, HostError> {
     let store = open(db)?;
     block_on(async {
-        let (mut checked, mut replayed) = (0, 0);
-        let mut wrong = Vec::new();
+        let mut halted = Vec::new();
         for thread in store.threads(None).await? {
             let reports = store.reports(thread.id).await?;
             if reports.is_empty() {
@@ -306,32 +305,56 @@ pub fn verify_certificates(db: &Path) -> Result<String, HostError> {
                 store.thread(thread.id, 0).await?,
                 store.thread(thread.id, 0).await?,
             ];
-            for report in reports {
-                checked += 1;
-                match crate::history::replay(&reads, &report) {
-                    Ok(rung) => replayed += usize::from(rung == Some(RUNG_REPLAYED)),
-                    Err(why) => wrong.push(format!(
-                        "thread {} ({}), halt {}: {why}",
-                        thread.id, thread.path, report.halt_id
-                    )),
-                }
+            halted.push((thread, reports, reads));
+        }
+        certificates_agree(&db.display().to_string(), halted)
+    })
+}
+
+/// A thread that halted: its snapshot, its halting reports, and two reads of its records.
+pub(super) type Halted = (
+    crate::ThreadInfo,
+    Vec<crate::governor::HaltingReport>,
+    [Vec<crate::history::Record>; 2],
+);
+
+/// Re-derives every halt of `halted` (read from `source`) and says whether every certificate
+/// agrees with the records (see [`verify_certificates`]).
+///
+/// # Errors
+///
+/// Each halt the history does not support, naming its thread and halt.
+pub(super) fn certificates_agree(
+    source: &str,
+    halted: impl IntoIterator<Item = Halted>,
+) -> Result<String, HostError> {
+    let (mut checked, mut replayed) = (0, 0);
+    let mut wrong = Vec::new();
+    for (thread, reports, reads) in halted {
+        for report in reports {
+            checked += 1;
+            match crate::history::replay(&reads, &report) {
+                Ok(rung) => replayed += usize::from(rung == Some(RUNG_REPLAYED)),
+                Err(why) => wrong.push(format!(
+                    "thread {} ({}), halt {}: {why}",
+                    thread.id, thread.path, report.halt_id
+                )),
             }
         }
-        if wrong.is_empty() {
-            Ok(format!(
-                "{}: {checked} halts re-derived from the history, every certificate agrees; \
-                 {replayed} certified halts replayed twice to the same certificate \
-                 (verification rung {RUNG_REPLAYED} achieved)\n",
-                db.display()
-            ))
-        } else {
-            Err(HostError::Check(format!(
-                "{} of {checked} halts are not what the history supports:\n{}",
-                wrong.len(),
-                wrong.join("\n")
-            )))
-        }
-    })
+    }
+    if wrong.is_empty() {
+        Ok(format!(
+            "{source}: {checked} halts re-derived from the history, every certificate agrees; \
+             {replayed} certified halts replayed twice to the same certificate \
+             (verification rung {RUNG_REPLAYED} achieved)\n"
+        ))
+    } else {
+        Err(HostError::Check(format!(
+            "{} of {checked} halts are not what the history supports:\n{}",
+            wrong.len(),
+            wrong.join("\n")
+        )))
+    }
 }
 
 /// Checks every forked thread against its source ([`history::verify_fork`]); how many.

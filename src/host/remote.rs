@@ -381,6 +381,27 @@ impl Host {
         Ok(text)
     }
 
+    /// `verify --certificates` against the host: every halt re-derived from its thread's
+    /// records, read twice over the API, as from a file (`inspect::verify_certificates`).
+    ///
+    /// # Errors
+    ///
+    /// The host cannot be reached, or a halt the records do not support (each one named).
+    pub fn verify_certificates(&self) -> Result<String, HostError> {
+        let threads: Vec<crate::ThreadInfo> = self.json("/threads")?;
+        let mut halted = Vec::new();
+        for thread in threads {
+            let reports = self.reports(thread.id)?;
+            if reports.is_empty() {
+                continue;
+            }
+            let path = format!("/threads/{}/history?format=json", thread.id);
+            let reads = [self.json(&path)?, self.json(&path)?];
+            halted.push((thread, reports, reads));
+        }
+        super::inspect::certificates_agree(&self.url, halted)
+    }
+
     /// Every halting report of a thread, as a JSON array (oldest first), as from a file.
     ///
     /// # Errors
