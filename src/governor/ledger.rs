@@ -105,8 +105,6 @@ pub(crate) struct RemoteChild {
     /// The grant, withdrawn from the parent's account (given back, less what the child
     /// spent, when it returns).
     pub held: super::budget::Amount,
-    /// Its path, which no sibling may take.
-    pub path: Arc<str>,
 }
 
 impl Ledger {

@@ -132,7 +132,7 @@ impl Shared {
             let entry = Arc::new(entry);
             if let Some(parent) = parent {
                 let mut p = parent.lock();
-                p.children.push(entry.id);
+                p.add_child(entry.id, Arc::clone(&entry.path));
                 p.ledger
                     .account
                     .charge(Amount::of(BudgetName::Threads, Decimal::ONE));

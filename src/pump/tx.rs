@@ -139,11 +139,6 @@ impl Tx {
         inner.queue.push_back(Queued { envelope, target });
     }
 
-    /// The child threads added so far, not yet registered.
-    pub fn new_children(&self) -> &[Arc<ThreadEntry>] {
-        &self.children
-    }
-
     /// Adds a new child thread, registered at commit.
     pub fn add_child(&mut self, child: Arc<ThreadEntry>) {
         let inner = child.lock();

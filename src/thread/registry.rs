@@ -60,6 +60,9 @@ pub(crate) struct ThreadInner {
     /// A runner task owns the queue.
     pub running: bool,
     pub children: Vec<ThreadId>,
+    /// The children's paths, so that a new child's is unique without looking at each sibling
+    /// (allocated at the first child).
+    child_paths: Option<Box<std::collections::HashSet<Arc<str>>>>,
     /// Children that have not ended yet.
     pub live_children: usize,
     pub counters: Counters,
@@ -79,6 +82,17 @@ pub(crate) struct ThreadInner {
 }
 
 impl ThreadInner {
+    /// Whether a child of this thread has `path`.
+    pub fn has_child_path(&self, path: &str) -> bool {
+        self.child_paths.as_ref().is_some_and(|p| p.contains(path))
+    }
+
+    /// Adds child `id` at `path`.
+    pub fn add_child(&mut self, id: ThreadId, path: Arc<str>) {
+        self.children.push(id);
+        self.child_paths.get_or_insert_default().insert(path);
+    }
+
     /// Where the thread is in its life.
     pub fn state(&self) -> ThreadState {
         self.state
@@ -160,6 +174,7 @@ impl ThreadEntry {
                 queue: VecDeque::new(),
                 running: false,
                 children: Vec::new(),
+                child_paths: None,
                 live_children: 0,
                 counters: Counters::default(),
                 records: 0,

@@ -43,16 +43,8 @@ impl Applying<'_> {
                 "spawn refused: depth {depth} is over the max-depth budget"
             ))
         } else {
-            let siblings = self.sibling_paths();
             self.shared
-                .new_child(
-                    self.entry,
-                    self.inner,
-                    self.me_name(),
-                    sub_id,
-                    &siblings,
-                    budget,
-                )
+                .new_child(self.entry, self.inner, self.me_name(), sub_id, budget)
                 .map_err(|refused| refused.to_string())
         };
         let child = child.and_then(|child| {
@@ -108,7 +100,7 @@ impl Applying<'_> {
             suggested_sub_id: child.path.rsplit('.').next().unwrap_or_default().to_owned(),
             path: child.path.to_string(),
         };
-        self.inner.children.push(child.id);
+        self.inner.add_child(child.id, Arc::clone(&child.path));
         self.inner.live_children += 1;
         self.tx.add_child(child);
         self.tx.snapshot(self.entry, self.inner);
@@ -116,22 +108,7 @@ impl Applying<'_> {
     }
 }
 
-impl Applying<'_> {
-    /// The paths of this thread's children: registered, and spawned earlier in this delivery.
-    pub(super) fn sibling_paths(&self) -> Vec<Arc<str>> {
-        let registered = self
-            .inner
-            .children
-            .iter()
-            .filter_map(|id| self.shared.registry.get(*id));
-        let elsewhere = self.inner.ledger.remote_children.iter();
-        registered
-            .chain(self.tx.new_children().iter().cloned())
-            .map(|child| Arc::clone(&child.path))
-            .chain(elsewhere.map(|child| Arc::clone(&child.path)))
-            .collect()
-    }
-}
+impl Applying<'_> {}
 
 /// The limits a child actually got (its carve-out after clamping to what the parent had), with
 /// the wall clock and depth it asked for (which a restart needs to rebuild its deadline and
@@ -164,7 +141,7 @@ fn child_limits(child: &ThreadEntry, asked: &crate::governor::Budget) -> crate::
 
 impl Shared {
     /// Creates a child thread entry (not yet registered) with its carved account and deadline,
-    /// at a path none of its `siblings` has.
+    /// at a path none of its siblings has.
     /// The spawner keeps a floor of 2 turns per open child, this one included (its
     /// `thread-spawned` notice and its `thread-result`), out of any turns carve-out.
     ///
@@ -177,10 +154,9 @@ impl Shared {
         inner: &ThreadInner,
         spawner: &Arc<str>,
         sub_id: Option<&str>,
-        siblings: &[Arc<str>],
         budget: &crate::governor::Budget,
     ) -> Result<Arc<ThreadEntry>, CarveRefused> {
-        let path = child_path(parent, inner, sub_id, siblings);
+        let path = child_path(parent, inner, sub_id);
         let floor = 2 * (inner.live_children as u64 + 1);
         let account = inner.ledger.account.child(budget, floor)?;
         let now = tokio::time::Instant::now();
@@ -198,26 +174,25 @@ impl Shared {
     }
 }
 
-/// The path of a new child of `parent`: its sanitized `sub_id` (or `child-N`), made unique
-/// among `siblings`.
+/// The path of a new child of `parent` (whose state is `inner`): its sanitized `sub_id` (or
+/// `child-N`), made unique among its siblings.
 pub(super) fn child_path(
     parent: &ThreadEntry,
     inner: &ThreadInner,
     sub_id: Option<&str>,
-    siblings: &[Arc<str>],
 ) -> Arc<str> {
     let sub_id = sub_id
         .map(sanitize_sub_id)
         .filter(|s| !s.is_empty())
         .unwrap_or_else(|| format!("child-{}", inner.children.len() + 1));
-    unique_path(&parent.path, &sub_id, siblings)
+    unique_path(&parent.path, &sub_id, |path| inner.has_child_path(path))
 }
 
 /// `parent.sub_id`, or — when a sibling already has that path — `parent.sub_id-N` with the
 /// first free N from 2 (the sub-id shortened to keep 64 characters): seed 003's "Core confirms
 /// with assigned ID", so that a path names one thread.
-fn unique_path(parent: &str, sub_id: &str, taken: &[Arc<str>]) -> Arc<str> {
-    let free = |path: &str| !taken.iter().any(|t| &**t == path);
+fn unique_path(parent: &str, sub_id: &str, taken: impl Fn(&str) -> bool) -> Arc<str> {
+    let free = |path: &str| !taken(path);
     let path = format!("{parent}.{sub_id}");
     if free(&path) {
         return path.into();

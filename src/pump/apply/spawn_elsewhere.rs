@@ -44,8 +44,7 @@ impl Applying<'_> {
             }
         };
         let child = partition.new_thread();
-        let siblings = self.sibling_paths();
-        let path = child_path(self.entry, self.inner, sub_id, &siblings);
+        let path = child_path(self.entry, self.inner, sub_id);
         let to: Vec<Arc<str>> = targets
             .iter()
             .map(|&target| local(&self.shared.routes[target].name))
@@ -82,12 +81,11 @@ impl Applying<'_> {
             suggested_sub_id: path.rsplit('.').next().unwrap_or_default().to_owned(),
             path: path.to_string(),
         };
-        self.inner.children.push(child);
+        self.inner.add_child(child, path);
         self.inner.live_children += 1;
         self.inner.ledger.remote_children.push(RemoteChild {
             thread: child,
             held: placed.held,
-            path,
         });
         self.tx.snapshot(self.entry, self.inner);
         self.tell_me(notice);

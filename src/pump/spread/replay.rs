@@ -45,11 +45,10 @@ impl Shared {
                         .push(crate::governor::ledger::RemoteChild {
                             thread: a.child,
                             held,
-                            path: Arc::from(a.path.as_str()),
                         });
                     inner.live_children += 1;
                     if !inner.children.contains(&a.child) {
-                        inner.children.push(a.child);
+                        inner.add_child(a.child, Arc::from(a.path.as_str()));
                     }
                     outbox.adopts.insert(a.child, a);
                 }
