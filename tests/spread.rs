@@ -80,6 +80,14 @@ fn boss() -> Registration {
                             .budget(budget),
                     );
                 }
+                "split" => {
+                    let budget = Budget {
+                        turns: Some(6),
+                        threads: Some(1),
+                        ..Budget::default()
+                    };
+                    cx.spawn(Spawn::new(p("part", "")).to("splitter").budget(budget));
+                }
                 "open" => {
                     let budget = Budget {
                         turns: Some(5),
@@ -98,6 +106,29 @@ fn boss() -> Registration {
     )
     .accepts(q("go"))
     .accepts(q("open"))
+    .accepts(q("split"))
+}
+
+/// `splitter`: on `<part>` spawns a `looper` grandchild carving 2 turns and ends its own
+/// thread at once (`thread-done`), its grandchild still running.
+fn splitter() -> Registration {
+    Registration::new(
+        "splitter",
+        Script::new(|msg, cx| {
+            if msg.qname().local() == "part" {
+                let budget = Budget {
+                    turns: Some(2),
+                    threads: Some(0),
+                    ..Budget::default()
+                };
+                cx.spawn(Spawn::new(p("tick", "0")).to("looper").budget(budget));
+                cx.done(p("parted", ""));
+            }
+            Ok(())
+        }),
+    )
+    .accepts(q("part"))
+    .peers(["looper"])
 }
 
 fn pump(
@@ -106,8 +137,19 @@ fn pump(
     store: Option<&std::path::Path>,
     with_looper: bool,
 ) -> PumpHandle {
+    pump_evicting(index, courier, store, with_looper, None)
+}
+
+fn pump_evicting(
+    index: u32,
+    courier: &Arc<Direct>,
+    store: Option<&std::path::Path>,
+    with_looper: bool,
+    evict_idle_after: Option<Duration>,
+) -> PumpHandle {
     let config = PumpConfig {
         partition: Partition::new(index, 2),
+        evict_idle_after,
         ..PumpConfig::default()
     };
     let mut builder = PumpBuilder::new()
@@ -115,8 +157,9 @@ fn pump(
         .courier(Arc::clone(courier) as Arc<dyn Courier>);
     builder = if with_looper {
         builder
-            .register(boss().peers(["looper"]))
+            .register(boss().peers(["looper", "splitter"]))
             .register(looper())
+            .register(splitter())
     } else {
         builder.register(boss())
     };
@@ -572,4 +615,133 @@ async fn the_parcel_route_takes_a_parcel_once_and_says_why_it_does_not() {
     );
     assert_eq!(decisions(&history, "received").len(), 1);
     assert_eq!(a.reports(mine).await.unwrap()[0].stop_reason, "max-turns");
+}
+
+#[tokio::test]
+async fn a_child_that_ends_with_children_of_its_own_still_running_keeps_its_whole_grant_spent() {
+    let courier = Arc::new(Direct::default());
+    let (a, b) = two(&courier);
+    let root = a
+        .post(None, Some("boss"), &p("split", ""))
+        .await
+        .unwrap()
+        .thread();
+    let parent = until_recorded(&a, root, "thread-result").await;
+    let child = spawned_child(&parent);
+    assert_eq!(b.thread(child).unwrap().state, ThreadState::Done);
+    // What its grandchild will spend is not known when it ends: its whole grant (6 turns)
+    // counts as spent in the parent, never more than the parent gave.
+    let returned = decisions(&parent, "returned");
+    assert!(returned[0].contains("turns=\"6\""), "{}", returned[0]);
+    let own = a.thread(root).unwrap().counters.deliveries;
+    until(|| spent(&a, root, "max-turns") == ((own + 6).to_string(), "0".to_owned())).await;
+    // Its grandchild (fully carved too, so spread in turn: back to the first pump) ran on,
+    // within the 2 turns carved from that grant.
+    let grandchild = b.thread(child).unwrap().children[0];
+    let runs_it = if Partition::of(grandchild, 2) == 0 {
+        &a
+    } else {
+        &b
+    };
+    until(|| {
+        runs_it
+            .thread(grandchild)
+            .is_some_and(|t| t.state == ThreadState::Halted)
+    })
+    .await;
+    let report = &runs_it.reports(grandchild).await.unwrap()[0];
+    assert_eq!(report.budget["max-turns"].spent, "2");
+}
+
+#[tokio::test]
+async fn an_adopted_child_is_not_resumed_on_its_own_pump() {
+    let courier = Arc::new(Direct::default());
+    let (a, b) = two(&courier);
+    let root = a
+        .post(None, Some("boss"), &p("go", "3"))
+        .await
+        .unwrap()
+        .thread();
+    let parent = until_recorded(&a, root, "thread-result").await;
+    let child = spawned_child(&parent);
+    let refused = b
+        .resume(
+            child,
+            &Budget {
+                turns: Some(10),
+                ..Budget::default()
+            },
+        )
+        .await
+        .unwrap_err();
+    assert!(refused.to_string().contains("on another pump"), "{refused}");
+    assert_eq!(b.thread(child).unwrap().state, ThreadState::Halted);
+}
+
+#[tokio::test]
+async fn a_parent_halted_before_its_child_left_sends_it_and_then_stops_it_after_a_restart() {
+    let dir = support::Scratch::new("spread-halted-restart");
+    let db = dir.0.join("p0.db");
+    let courier = Arc::new(Direct::default());
+    courier.held.store(true, Ordering::SeqCst);
+    let first = pump(0, &courier, Some(&db), true);
+    let b = pump(1, &courier, None, true);
+    *courier.pumps.lock().unwrap() = vec![first.clone(), b.clone()];
+    let root = first
+        .post(None, Some("boss"), &p("go", "1000"))
+        .await
+        .unwrap()
+        .thread();
+    let parent = until_recorded(&first, root, "thread-spawned").await;
+    let child = spawned_child(&parent);
+    first.stop(root).await.unwrap();
+    first.shutdown(Duration::from_secs(1)).await;
+    courier.pumps.lock().unwrap().clear();
+    drop((first, b));
+    // Neither the adopt nor the stop ever left: after the restart the child is opened, then
+    // halted for its parent, and its result settles the grant.
+    let courier2 = Arc::new(Direct::default());
+    let again = pump(0, &courier2, Some(&db), true);
+    let b2 = pump(1, &courier2, None, true);
+    *courier2.pumps.lock().unwrap() = vec![again.clone(), b2.clone()];
+    let parent = until_recorded(&again, root, "thread-result").await;
+    assert_eq!(decisions(&parent, "returned").len(), 1);
+    assert_eq!(
+        b2.reports(child).await.unwrap()[0].stop_reason,
+        "parent-halted"
+    );
+    let own = again.thread(root).unwrap().counters.deliveries;
+    let child_turns: u64 = b2.reports(child).await.unwrap()[0].budget["max-turns"]
+        .spent
+        .parse()
+        .unwrap();
+    until(|| spent(&again, root, "max-turns") == ((own + child_turns).to_string(), "0".to_owned()))
+        .await;
+}
+
+#[tokio::test]
+async fn a_tree_whose_child_ran_on_another_pump_leaves_memory_once_it_is_back() {
+    let dir = support::Scratch::new("spread-evict");
+    let courier = Arc::new(Direct::default());
+    let ms = Some(Duration::from_millis(50));
+    let a = pump_evicting(0, &courier, Some(&dir.0.join("p0.db")), true, ms);
+    let b = pump(1, &courier, None, true);
+    *courier.pumps.lock().unwrap() = vec![a.clone(), b.clone()];
+    let root = a
+        .post(None, Some("boss"), &p("go", "3"))
+        .await
+        .unwrap()
+        .thread();
+    until_recorded(&a, root, "thread-result").await;
+    until(|| a.residency().evicted >= 1).await;
+    // Reloaded, it still knows its child and what the child spent.
+    assert!(a.thread(root).is_none(), "evicted");
+    assert!(a.load(root).await.unwrap());
+    let info = a.thread(root).unwrap();
+    assert_eq!(info.children.len(), 1);
+    let own = a.thread(root).unwrap().counters.deliveries;
+    assert_eq!(
+        spent(&a, root, "max-turns"),
+        ((own + 3).to_string(), "0".to_owned())
+    );
 }

@@ -449,25 +449,47 @@ impl Account {
         past_limit(&self.lock_chain())
     }
 
-    /// What this account could still spend in each spent dimension, as a withdrawal would see
-    /// it: the least room (limit − spent − reserved) over every level it is checked at (itself,
-    /// and each ancestor up to the first carve-out covering it). `None` where nothing limits it.
-    pub fn available(self: &Arc<Self>) -> [Option<Decimal>; 5] {
-        let guards = self.lock_chain();
-        let mut room = [None; 5];
-        for (level, state) in guards.iter().enumerate() {
-            for (d, room) in room.iter_mut().enumerate() {
-                let covered = level > 0 && guards[level - 1].carved[d];
-                if covered {
-                    continue;
-                }
-                if let Some(limit) = state.limit[d] {
-                    let here = (limit - state.spent.0[d] - state.reserved.0[d]).max(Decimal::ZERO);
-                    *room = Some(room.map_or(here, |r: Decimal| r.min(here)));
-                }
+    /// Withdraws what `choose` picks — a value and the amount to withdraw for it — given the
+    /// room in each spent dimension as a withdrawal sees it (the least limit − spent − reserved
+    /// over every level checked: this account, and each ancestor up to the first carve-out
+    /// covering it; `None` where nothing limits it), under one lock of the chain, so that
+    /// nothing is spent between the look and the withdrawal. `Ok(None)` when `choose` picks
+    /// nothing.
+    ///
+    /// # Errors
+    ///
+    /// `choose`'s refusal, or the budget the amount does not fit (nothing changes).
+    pub fn withdraw_chosen<T, E>(
+        self: &Arc<Self>,
+        choose: impl FnOnce([Option<Decimal>; 5]) -> Result<Option<(T, Amount)>, E>,
+    ) -> Result<Option<T>, Chosen<E>> {
+        let mut guards = self.lock_chain();
+        let Some((value, amount)) = choose(room(&guards)).map_err(Chosen::Refused)? else {
+            return Ok(None);
+        };
+        if let Some(exhausted) = overs(&guards, no_room_for(amount)).first().copied() {
+            return Err(Chosen::Exhausted(exhausted));
+        }
+        spend(&mut guards, amount);
+        Ok(Some(value))
+    }
+
+    /// Settles a grant `held` (withdrawn with [`Account::withdraw`]) for a child on another
+    /// pump that spent `spent`: what it did not spend goes back, what it spent past its grant
+    /// (a model's tokens counted after the call) is charged. Returns what was done, to undo.
+    pub fn settle(self: &Arc<Self>, held: Amount, spent: Amount) -> Settled {
+        let (mut back, mut more) = (Amount::default(), Amount::default());
+        for (d, (held, spent)) in held.0.iter().zip(spent.0).enumerate() {
+            let diff = held - spent;
+            if diff.is_sign_positive() {
+                back.0[d] = diff;
+            } else {
+                more.0[d] = -diff;
             }
         }
-        room
+        self.refund(back);
+        self.charge(more);
+        Settled { back, more }
     }
 
     /// Gives back `amount` withdrawn earlier (a grant held for a child on another pump, less
@@ -645,6 +667,49 @@ impl Line {
     }
 }
 
+/// Why [`Account::withdraw_chosen`] withdrew nothing.
+#[derive(Debug)]
+pub(crate) enum Chosen<E> {
+    /// The chooser refused.
+    Refused(E),
+    /// The chosen amount does not fit.
+    Exhausted(Exhausted),
+}
+
+/// The least room (limit − spent − reserved) per spent dimension over a locked chain, up to the
+/// first carve-out covering the spender; `None` where nothing limits it.
+fn room(guards: &[MutexGuard<'_, AccountState>]) -> [Option<Decimal>; 5] {
+    let mut room = [None; 5];
+    for (level, state) in guards.iter().enumerate() {
+        for (d, room) in room.iter_mut().enumerate() {
+            let covered = level > 0 && guards[level - 1].carved[d];
+            if covered {
+                continue;
+            }
+            if let Some(limit) = state.limit[d] {
+                let here = (limit - state.spent.0[d] - state.reserved.0[d]).max(Decimal::ZERO);
+                *room = Some(room.map_or(here, |r: Decimal| r.min(here)));
+            }
+        }
+    }
+    room
+}
+
+/// What [`Account::settle`] did: given back, charged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Settled {
+    back: Amount,
+    more: Amount,
+}
+
+impl Settled {
+    /// Undoes the settling on `account` (its record did not become durable).
+    pub fn undo(self, account: &Arc<Account>) {
+        account.charge(self.back);
+        account.refund(self.more);
+    }
+}
+
 /// The budgets breached by a charge (usually none or one: kept inline).
 pub(crate) type Breaches = SmallVec<[Exhausted; 1]>;
 
@@ -769,7 +834,11 @@ mod tests {
             .unwrap();
         let below = carved.child(&Budget::default(), 0).unwrap();
         below.withdraw(tokens(10)).unwrap();
-        let tokens_at = |a: &Arc<Account>| a.available()[BudgetName::Tokens.index()];
+        let room_of = |a: &Arc<Account>| {
+            let room = a.withdraw_chosen(|room| Ok::<_, ()>(Some((room, Amount::default()))));
+            room.unwrap().unwrap()
+        };
+        let tokens_at = |a: &Arc<Account>| room_of(a)[BudgetName::Tokens.index()];
         // The root's 40 unreserved do not count for the carved child: its carve-out covers it.
         assert_eq!(tokens_at(&below), Some(Decimal::from(50)));
         assert_eq!(tokens_at(&root), Some(Decimal::from(40)));
@@ -780,7 +849,7 @@ mod tests {
             (root.snapshot(), carved.snapshot(), below.snapshot()),
             before
         );
-        assert_eq!(Account::root(&Budget::default()).available(), [None; 5]);
+        assert_eq!(room_of(&Account::root(&Budget::default())), [None; 5]);
     }
 
     #[test]

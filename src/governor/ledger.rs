@@ -105,6 +105,9 @@ pub(crate) struct RemoteChild {
     /// The grant, withdrawn from the parent's account (given back, less what the child
     /// spent, when it returns).
     pub held: super::budget::Amount,
+    /// Its result, applied and being made durable: what settling it did, undone if the
+    /// commit fails.
+    pub returning: Option<super::budget::Settled>,
 }
 
 impl Ledger {

@@ -29,6 +29,17 @@ pub enum ControlError {
         /// What it needs (`running or idle`, `halted`).
         needed: &'static str,
     },
+    /// The thread is a child whose parent is on another pump: its budget is the grant that
+    /// pump gave and settled, so it is not resumed here (resume the parent's tree there).
+    #[error(
+        "thread {thread} is a child of thread {parent} on another pump, run on the grant that pump gave it; it is not resumed here"
+    )]
+    SpawnedElsewhere {
+        /// The thread.
+        thread: ThreadId,
+        /// Its parent, on another pump.
+        parent: ThreadId,
+    },
 }
 
 impl PumpHandle {
@@ -145,6 +156,9 @@ impl PumpHandle {
                     action: "resume",
                     needed: "halted",
                 });
+            }
+            if let Some(parent) = inner.ledger.remote_parent {
+                return Err(ControlError::SpawnedElsewhere { thread, parent });
             }
             inner.ledger.resume(extra);
             inner.resume();

@@ -185,7 +185,9 @@ impl Shared {
         let _gate = self.eviction.gate.lock().await;
         for (root, epoch) in due {
             let clocks = std::cell::RefCell::new(Vec::new());
-            let gone = self.registry.evict(root, |entry, inner| {
+            // A child run by another pump (`pump/spread.rs`) is not in this pump's tree.
+            let elsewhere = |c| self.config.partition.is_some_and(|p| !p.holds(c));
+            let gone = self.registry.evict(root, elsewhere, |entry, inner| {
                 let l = &inner.ledger;
                 if let Some(deadline) = l.deadline.filter(|d| *d > now) {
                     clocks.borrow_mut().push((entry.id, (l.started, deadline)));

@@ -170,7 +170,17 @@ impl Shared {
         let Some(parent) = inner.ledger.remote_parent else {
             return;
         };
-        let spent = inner.ledger.account.snapshot().map(|line| Some(line.spent));
+        // With children of its own still running, what they will spend is not known yet: the
+        // whole grant counts as spent (a limit is never exceeded; the parent gets nothing back).
+        let open = inner.live_children > 0;
+        let spent = inner
+            .ledger
+            .account
+            .snapshot()
+            .map(|line| match line.limit {
+                Some(limit) if open => Some(limit.max(line.spent)),
+                _ => Some(line.spent),
+            });
         let result = Parcel::Result(ChildResult {
             child: entry.id,
             parent,

@@ -38,7 +38,7 @@ use tokio::sync::mpsc;
 use super::Shared;
 use crate::ThreadId;
 use crate::governor::Budget;
-use crate::governor::budget::{Account, Amount, BudgetName, CarveRefused, SPENT};
+use crate::governor::budget::{Amount, BudgetName, CarveRefused, Chosen, SPENT};
 use crate::history::Ticket;
 use crate::thread::Partition;
 use crate::thread::registry::ThreadInner;
@@ -205,11 +205,10 @@ impl Spread {
 ///
 /// [`CarveRefused`] when a dimension asked for would be granted nothing.
 fn remote_grant(
-    account: &Arc<Account>,
+    room: [Option<Decimal>; 5],
     asked: &Budget,
     floor: u64,
 ) -> Result<Option<[Option<Decimal>; 5]>, CarveRefused> {
-    let room = account.available();
     let want = asked.spent_limits();
     let mut grant = [None; 5];
     for (d, name) in SPENT.iter().enumerate() {
@@ -280,19 +279,28 @@ impl Shared {
         asked: &Budget,
     ) -> Result<Option<Placed>, (String, Option<BudgetName>)> {
         let floor = 2 * (inner.live_children as u64 + 1);
-        let account = &inner.ledger.account;
-        let grant = match remote_grant(account, asked, floor) {
-            Ok(Some(grant)) => grant,
+        // The grant is chosen and withdrawn (with the one thread) under one lock of the chain.
+        let chosen = inner
+            .ledger
+            .account
+            .withdraw_chosen(|room| -> Result<_, CarveRefused> {
+                let grant: Option<_> = remote_grant(room, asked, floor)?;
+                Ok(grant.map(|grant| {
+                    let held = Amount(grant.map(Option::unwrap_or_default));
+                    let mut withdrawn = held;
+                    withdrawn.add(BudgetName::Threads, Decimal::ONE);
+                    ((grant, held), withdrawn)
+                }))
+            });
+        let (grant, held) = match chosen {
+            Ok(Some(chosen)) => chosen,
             Ok(None) => return Ok(None),
-            Err(refused) => return Err((refused.to_string(), None)),
+            Err(Chosen::Refused(refused)) => return Err((refused.to_string(), None)),
+            Err(Chosen::Exhausted(e)) => {
+                let message = format!("spawn refused: the {} budget is spent", e.budget);
+                return Err((message, Some(e.budget)));
+            }
         };
-        let held = Amount(grant.map(Option::unwrap_or_default));
-        let mut withdrawn = held;
-        withdrawn.add(BudgetName::Threads, Decimal::ONE);
-        if let Err(e) = account.withdraw(withdrawn) {
-            let message = format!("spawn refused: the {} budget is spent", e.budget);
-            return Err((message, Some(e.budget)));
-        }
         let now = tokio::time::Instant::now();
         let left = inner
             .ledger
@@ -317,21 +325,4 @@ impl Shared {
             held,
         }))
     }
-}
-
-/// Settles a returned child's grant in its parent's account: what it did not spend goes back,
-/// what it spent past its grant (a model's tokens counted after the call) is charged.
-pub(crate) fn settle(account: &Arc<Account>, held: Amount, spent: &Budget) {
-    let spent = spent.spent_limits().map(Option::unwrap_or_default);
-    let (mut back, mut more) = (Amount::default(), Amount::default());
-    for (d, (held, spent)) in held.0.iter().zip(spent).enumerate() {
-        let diff = held - spent;
-        if diff.is_sign_positive() {
-            back.0[d] = diff;
-        } else {
-            more.0[d] = -diff;
-        }
-    }
-    account.refund(back);
-    account.charge(more);
 }

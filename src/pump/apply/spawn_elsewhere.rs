@@ -86,6 +86,7 @@ impl Applying<'_> {
         self.inner.ledger.remote_children.push(RemoteChild {
             thread: child,
             held: placed.held,
+            returning: None,
         });
         self.tx.snapshot(self.entry, self.inner);
         self.tell_me(notice);

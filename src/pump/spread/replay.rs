@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use rust_decimal::Decimal;
 
-use super::{Adoption, ChildResult, Parcel, StopChild, settle};
+use super::{Adoption, ChildResult, Parcel, StopChild};
 use crate::ThreadId;
 use crate::governor::Decision;
 use crate::governor::budget::{Amount, BudgetName};
@@ -45,6 +45,7 @@ impl Shared {
                         .push(crate::governor::ledger::RemoteChild {
                             thread: a.child,
                             held,
+                            returning: None,
                         });
                     inner.live_children += 1;
                     if !inner.children.contains(&a.child) {
@@ -68,7 +69,8 @@ impl Shared {
                     .position(|c| c.thread == *thread)
                 {
                     let child = ledger.remote_children.remove(at);
-                    settle(&ledger.account, child.held, spent);
+                    let spent = Amount(spent.spent_limits().map(Option::unwrap_or_default));
+                    ledger.account.settle(child.held, spent);
                     inner.live_children = inner.live_children.saturating_sub(1);
                 }
                 outbox.adopts.remove(thread);
@@ -87,16 +89,19 @@ impl Shared {
         restored: &HashMap<ThreadId, Arc<ThreadEntry>>,
     ) {
         for a in outbox.adopts.into_values() {
-            let parent = restored
-                .get(&a.parent)
-                .map(|p| p.lock().state().is_closed());
-            match parent {
-                Some(true) => self.spread.send_again(Parcel::Stop(StopChild {
-                    child: a.child,
-                    parent: a.parent,
-                })),
-                Some(false) => self.spread.send_again(Parcel::Adopt(a)),
-                None => {}
+            let Some(parent) = restored.get(&a.parent) else {
+                continue;
+            };
+            // The child may never have been opened: its adopt first, then — for a parent
+            // that halted (not one that is done: its children run on) — its stop.
+            let halted = parent.lock().state() == crate::ThreadState::Halted;
+            let stop = StopChild {
+                child: a.child,
+                parent: a.parent,
+            };
+            self.spread.send_again(Parcel::Adopt(a));
+            if halted {
+                self.spread.send_again(Parcel::Stop(stop));
             }
         }
         for r in outbox.results.into_values() {

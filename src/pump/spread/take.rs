@@ -3,9 +3,10 @@
 
 use std::sync::Arc;
 
-use super::{Adoption, ChildResult, Parcel, StopChild, Undelivered, settle};
+use super::{Adoption, ChildResult, Parcel, StopChild, Undelivered};
 use crate::envelope::local::local;
 use crate::governor::budget::Account;
+use crate::governor::budget::Amount;
 use crate::governor::ledger::Ledger;
 use crate::governor::{Decision, Verdict};
 use crate::history::RecordKind;
@@ -29,9 +30,12 @@ impl Shared {
             return Ok(()); // a copy sent again
         }
         let committed = self.open_adopted(a)?;
-        self.await_commit(child, committed)
-            .await
-            .map_err(|e| Undelivered::Later(e.to_string()))
+        let durable = self.await_commit(child, committed).await;
+        if durable.is_err() {
+            // Not recorded: the child must not answer a copy sent again as opened.
+            self.registry.forget(child);
+        }
+        durable.map_err(|e| Undelivered::Later(e.to_string()))
     }
 
     /// Opens the adopted child `a` and commits its first records (its first message to each
@@ -152,8 +156,15 @@ impl Shared {
                 .iter()
                 .position(|c| c.thread == r.child)
             else {
-                return Ok(()); // returned already
+                return Ok(()); // returned already, durably
             };
+            if inner.ledger.remote_children[at].returning.is_some() {
+                // A copy while the first is being made durable: its answer decides.
+                return Err(Undelivered::Later(format!(
+                    "the result of thread {} is being recorded",
+                    r.child
+                )));
+            }
             let mut tx = Tx::new();
             let returned = Decision::Returned {
                 thread: r.child,
@@ -166,22 +177,45 @@ impl Shared {
             tx.snapshot(&entry, &inner);
             let committed = tx.commit(self, (&entry, &mut inner), None);
             if committed.is_ok() {
-                let child = inner.ledger.remote_children.remove(at);
-                settle(&inner.ledger.account, child.held, &r.spent);
+                let ledger = &mut inner.ledger;
+                let spent = Amount(r.spent.spent_limits().map(Option::unwrap_or_default));
+                let settled = ledger
+                    .account
+                    .settle(ledger.remote_children[at].held, spent);
+                ledger.remote_children[at].returning = Some(settled);
                 inner.live_children = inner.live_children.saturating_sub(1);
             }
             committed
         };
-        self.await_commit(r.parent, committed)
-            .await
-            .map_err(|e| Undelivered::Later(e.to_string()))
+        let durable = self.await_commit(r.parent, committed).await;
+        let mut inner = entry.lock();
+        let ledger = &mut inner.ledger;
+        if let Some(at) = ledger
+            .remote_children
+            .iter()
+            .position(|c| c.thread == r.child)
+            && let Some(settled) = ledger.remote_children[at].returning
+        {
+            if durable.is_ok() {
+                ledger.remote_children.remove(at);
+            } else {
+                // Not recorded: as if it never came (the sender tries again).
+                ledger.remote_children[at].returning = None;
+                settled.undo(&ledger.account);
+                inner.live_children += 1;
+            }
+        }
+        durable.map_err(|e| Undelivered::Later(e.to_string()))
     }
 
     /// Halts a child whose parent on another pump halted.
     async fn stop_child(self: &Arc<Self>, s: &StopChild) -> Result<(), Undelivered> {
         let entry = match self.registry.get(s.child) {
             Some(entry) => entry,
-            None if self.reload(s.child).await => return Ok(()), // evicted: it had ended
+            // Evicted while quiet (idle, or waiting for a person): halted all the same.
+            None if self.reload(s.child).await => self.registry.get(s.child).ok_or_else(|| {
+                Undelivered::Later(format!("thread {} is being reloaded", s.child))
+            })?,
             None => {
                 return Err(Undelivered::Later(format!(
                     "thread {} is not here yet",
