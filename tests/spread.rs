@@ -203,6 +203,17 @@ async fn until(mut done: impl FnMut() -> bool) {
     assert!(done(), "never came true");
 }
 
+/// Waits (up to 20 s) until `pump`'s thread `thread` has recorded one `action` decision.
+async fn until_decided(pump: &PumpHandle, thread: ThreadId, action: &str) {
+    for _ in 0..400 {
+        if decisions(&pump.history(thread).await.unwrap(), action).len() == 1 {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("thread {thread} never recorded one {action} decision");
+}
+
 /// The decisions of a history whose `action` is `action`.
 fn decisions<'r>(history: &'r [agentpump::history::Record], action: &str) -> Vec<&'r str> {
     let needle = format!("action=\"{action}\"");
@@ -227,6 +238,37 @@ fn spent(pump: &PumpHandle, thread: ThreadId, budget: &str) -> (String, String) 
     let lines = pump.budget(thread).expect("a known thread");
     let line = &lines[budget];
     (line.spent.clone(), line.reserved.clone())
+}
+
+/// Two pumps sharing `courier` (set as its pumps), the one of partition `durable` on the
+/// SQLite file `db`, the other in memory.
+fn pair_on_disk(courier: &Arc<Direct>, db: &std::path::Path, durable: u32) -> [PumpHandle; 2] {
+    let store = |i: u32| (i == durable).then_some(db);
+    let pumps = [
+        pump(0, courier, store(0), true),
+        pump(1, courier, store(1), true),
+    ];
+    *courier.pumps.lock().unwrap() = pumps.to_vec();
+    pumps
+}
+
+/// Posts `<go>turns</go>` to `boss` on `pump`: the new root, and the child it spawned.
+async fn spawn_one(pump: &PumpHandle, turns: &str) -> (ThreadId, ThreadId) {
+    let root = pump
+        .post(None, Some("boss"), &p("go", turns))
+        .await
+        .unwrap()
+        .thread();
+    let parent = until_recorded(pump, root, "thread-spawned").await;
+    (root, spawned_child(&parent))
+}
+
+/// Shuts `pumps` down, as a restart would, and takes them from `courier`.
+async fn shut_down(courier: &Direct, pumps: [PumpHandle; 2]) {
+    for pump in &pumps {
+        pump.shutdown(Duration::from_secs(1)).await;
+    }
+    courier.pumps.lock().unwrap().clear();
 }
 
 #[tokio::test]
@@ -296,16 +338,7 @@ async fn a_child_on_another_pump_is_held_to_its_grant_and_its_spend_comes_back_e
         ("1".to_owned(), "0".to_owned())
     );
     // The child's pump recorded that its result was delivered.
-    for _ in 0..400 {
-        if decisions(&b.history(child).await.unwrap(), "delivered").len() == 1 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert_eq!(
-        decisions(&b.history(child).await.unwrap(), "delivered").len(),
-        1
-    );
+    until_decided(&b, child, "delivered").await;
     assert_eq!(*courier.carried.lock().unwrap(), ["adopt", "result"]);
     a.verify().await.unwrap();
     b.verify().await.unwrap();
@@ -414,31 +447,19 @@ async fn a_restarted_parent_pump_sends_the_child_again_and_holds_its_grant_until
     let db = dir.0.join("p0.db");
     let courier = Arc::new(Direct::default());
     courier.held.store(true, Ordering::SeqCst);
-    let first = pump(0, &courier, Some(&db), true);
-    let b = pump(1, &courier, None, true);
-    *courier.pumps.lock().unwrap() = vec![first.clone(), b.clone()];
-    let root = first
-        .post(None, Some("boss"), &p("go", "5"))
-        .await
-        .unwrap()
-        .thread();
-    let parent = until_recorded(&first, root, "thread-spawned").await;
-    let child = spawned_child(&parent);
+    let [first, b] = pair_on_disk(&courier, &db, 0);
+    let (root, child) = spawn_one(&first, "5").await;
     until(|| courier.tries.load(Ordering::SeqCst) > 0).await;
     let own = first.thread(root).unwrap().counters.deliveries;
     assert_eq!(
         spent(&first, root, "max-turns"),
         ((own + 5).to_string(), "0".to_owned())
     );
-    first.shutdown(Duration::from_secs(1)).await;
-    courier.pumps.lock().unwrap().clear();
-    drop((first, b));
+    shut_down(&courier, [first, b]).await;
     // The parcel never left: the restarted pump finds it in the parent's records, holds the
     // grant again and sends it.
     let courier2 = Arc::new(Direct::default());
-    let again = pump(0, &courier2, Some(&db), true);
-    let b2 = pump(1, &courier2, None, true);
-    *courier2.pumps.lock().unwrap() = vec![again.clone(), b2.clone()];
+    let [again, b2] = pair_on_disk(&courier2, &db, 0);
     let info = again.thread(root).unwrap();
     assert_eq!(info.children, [child]);
     let parent = until_recorded(&again, root, "thread-result").await;
@@ -459,13 +480,7 @@ async fn a_restarted_child_pump_sends_the_result_again_and_keeps_the_child_to_it
     let a = pump(0, &courier, None, true);
     let first = pump(1, &courier, Some(&db), true);
     *courier.pumps.lock().unwrap() = vec![a.clone(), first.clone()];
-    let root = a
-        .post(None, Some("boss"), &p("go", "5"))
-        .await
-        .unwrap()
-        .thread();
-    let parent = until_recorded(&a, root, "thread-spawned").await;
-    let child = spawned_child(&parent);
+    let (root, child) = spawn_one(&a, "5").await;
     until(|| {
         first
             .thread(child)
@@ -486,16 +501,7 @@ async fn a_restarted_child_pump_sends_the_result_again_and_keeps_the_child_to_it
     assert_eq!(decisions(&parent, "returned").len(), 1);
     let own = a.thread(root).unwrap().counters.deliveries;
     until(|| spent(&a, root, "max-turns") == ((own + 5).to_string(), "0".to_owned())).await;
-    for _ in 0..400 {
-        if decisions(&again.history(child).await.unwrap(), "delivered").len() == 1 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert_eq!(
-        decisions(&again.history(child).await.unwrap(), "delivered").len(),
-        1
-    );
+    until_decided(&again, child, "delivered").await;
     again.verify().await.unwrap();
 }
 
@@ -684,26 +690,14 @@ async fn a_parent_halted_before_its_child_left_sends_it_and_then_stops_it_after_
     let db = dir.0.join("p0.db");
     let courier = Arc::new(Direct::default());
     courier.held.store(true, Ordering::SeqCst);
-    let first = pump(0, &courier, Some(&db), true);
-    let b = pump(1, &courier, None, true);
-    *courier.pumps.lock().unwrap() = vec![first.clone(), b.clone()];
-    let root = first
-        .post(None, Some("boss"), &p("go", "1000"))
-        .await
-        .unwrap()
-        .thread();
-    let parent = until_recorded(&first, root, "thread-spawned").await;
-    let child = spawned_child(&parent);
+    let [first, b] = pair_on_disk(&courier, &db, 0);
+    let (root, child) = spawn_one(&first, "1000").await;
     first.stop(root).await.unwrap();
-    first.shutdown(Duration::from_secs(1)).await;
-    courier.pumps.lock().unwrap().clear();
-    drop((first, b));
+    shut_down(&courier, [first, b]).await;
     // Neither the adopt nor the stop ever left: after the restart the child is opened, then
     // halted for its parent, and its result settles the grant.
     let courier2 = Arc::new(Direct::default());
-    let again = pump(0, &courier2, Some(&db), true);
-    let b2 = pump(1, &courier2, None, true);
-    *courier2.pumps.lock().unwrap() = vec![again.clone(), b2.clone()];
+    let [again, b2] = pair_on_disk(&courier2, &db, 0);
     let parent = until_recorded(&again, root, "thread-result").await;
     assert_eq!(decisions(&parent, "returned").len(), 1);
     assert_eq!(

@@ -136,17 +136,7 @@ pub async fn fan_out_spread(n: usize) -> Duration {
     let (pump, mut last) = fan_builder(store(), n, Some((0, Arc::clone(&carrier))));
     let (other, _) = fan_builder(store(), n, Some((1, Arc::clone(&carrier))));
     let _ = carrier.0.set([pump.clone(), other]);
-    let started = Instant::now();
-    let root = pump
-        .post(None, None, &format!(r#"<fan xmlns="{FAN_NS}"/>"#))
-        .await
-        .expect("accepted")
-        .thread();
-    let at = last.recv().await.expect("the last thread-result arrives");
-    let elapsed = at - started;
-    pump.settle(root).await;
-    let children = pump.thread(root).map_or(Vec::new(), |t| t.children);
-    assert_eq!(children.len(), n, "every child was spawned");
+    let (elapsed, children) = fan(&pump, &mut last, n).await;
     let elsewhere = children
         .iter()
         .filter(|c| Partition::of(**c, 2) == 1)
@@ -158,6 +148,16 @@ pub async fn fan_out_spread(n: usize) -> Duration {
 /// One fan-out of `n` children on a fresh pump; time to the last `thread-result`.
 pub async fn fan_out(n: usize) -> Duration {
     let (pump, mut last) = fan_pump(Arc::new(MemoryHistory::new()), n);
+    fan(&pump, &mut last, n).await.0
+}
+
+/// Posts `<fan>` to `pump`: the time to the last `thread-result` (`last` says when), and the
+/// `n` children.
+async fn fan(
+    pump: &PumpHandle,
+    last: &mut mpsc::UnboundedReceiver<Instant>,
+    n: usize,
+) -> (Duration, Vec<agentpump::ThreadId>) {
     let started = Instant::now();
     let root = pump
         .post(None, None, &format!(r#"<fan xmlns="{FAN_NS}"/>"#))
@@ -165,11 +165,10 @@ pub async fn fan_out(n: usize) -> Duration {
         .expect("accepted")
         .thread();
     let at = last.recv().await.expect("the last thread-result arrives");
-    let elapsed = at - started;
     pump.settle(root).await;
-    let children = pump.thread(root).map_or(0, |t| t.children.len());
-    assert_eq!(children, n, "every child was spawned");
-    elapsed
+    let children = pump.thread(root).map_or(Vec::new(), |t| t.children);
+    assert_eq!(children.len(), n, "every child was spawned");
+    (at - started, children)
 }
 
 /// Measures figure 4, if `cfg` selects it; `suffix` labels the ids.
