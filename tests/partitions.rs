@@ -168,6 +168,24 @@ async fn post(
     Ok((body["thread"].as_str().unwrap().parse().unwrap(), writer))
 }
 
+/// The JSON answer to `request`, asked again (up to 30 s) while it is `503 standby`: a
+/// partition changing hands, as a host's lease renewals can starve on a machine running two
+/// clusters and six hosts at once. The CLI retries the same way.
+async fn json_retrying(request: reqwest::RequestBuilder) -> serde_json::Value {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let answer = request.try_clone().unwrap().send().await.unwrap();
+        let status = answer.status();
+        let text = answer.text().await.unwrap();
+        if status == 503 && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(250)).await;
+            continue;
+        }
+        assert!(status.is_success(), "{status}: {text}");
+        return serde_json::from_str(&text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"));
+    }
+}
+
 /// [`post`], again while the answer is `503 standby` (as its `Retry-After` asks): a front
 /// learns a partition's new writer at its next look at the lease.
 async fn post_retrying(http: &reqwest::Client, base: &str, text: &str) -> (ThreadId, String) {
@@ -285,7 +303,7 @@ async fn a_child_runs_on_another_pump_to_its_grant(
     hosts: &[Host],
 ) -> [ThreadId; 2] {
     let plan = r#"<plan xmlns="urn:example:plan:v1">go</plan>"#;
-    let posted = support::json(
+    let posted = json_retrying(
         http.post(format!("{}/threads?to=planner", hosts[0].base))
             .bearer_auth(TOKEN)
             .body(plan),
@@ -356,13 +374,13 @@ async fn a_child_runs_on_another_pump_to_its_grant(
         history.to_string().contains("action=\\\"returned\\\""),
         "{history}"
     );
-    let thread = support::json(
+    let thread = json_retrying(
         http.get(format!("{}/threads/{root}", hosts[2].base))
             .bearer_auth(TOKEN),
     )
     .await;
     let own = thread["counters"]["deliveries"].as_u64().unwrap();
-    let budget = support::json(
+    let budget = json_retrying(
         http.get(format!("{}/threads/{root}/budget", hosts[1].base))
             .bearer_auth(TOKEN),
     )
@@ -440,7 +458,7 @@ async fn threads_spread_over_three_pumps_survive_a_nats_node_and_a_restart_from_
     for (i, &thread) in threads.iter().enumerate() {
         answered(&http, &hosts[(i + 1) % 3].base, thread).await;
     }
-    let listed = support::json(
+    let listed = json_retrying(
         http.get(format!("{}/threads", hosts[2].base))
             .bearer_auth(TOKEN),
     )
@@ -452,7 +470,7 @@ async fn threads_spread_over_three_pumps_survive_a_nats_node_and_a_restart_from_
     assert_eq!(systems.len(), 3, "{systems:?}");
     for system in systems {
         let id: ThreadId = system["id"].as_str().unwrap().parse().unwrap();
-        support::json(
+        json_retrying(
             http.get(format!("{}/threads/{id}/history", hosts[0].base))
                 .bearer_auth(TOKEN),
         )
@@ -471,7 +489,7 @@ async fn threads_spread_over_three_pumps_survive_a_nats_node_and_a_restart_from_
     let mut before = None::<u64>;
     loop {
         let cursor = before.map_or(String::new(), |b| format!("&before={b}"));
-        let page = support::json(
+        let page = json_retrying(
             http.get(format!("{}/view/threads?limit=7{cursor}", hosts[1].base))
                 .bearer_auth(TOKEN),
         )
@@ -524,7 +542,7 @@ async fn threads_spread_over_three_pumps_survive_a_nats_node_and_a_restart_from_
     );
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let history = support::json(
+        let history = json_retrying(
             http.get(format!("{elsewhere}/threads/{named}/history"))
                 .bearer_auth(TOKEN),
         )
