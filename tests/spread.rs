@@ -532,6 +532,7 @@ async fn the_parcel_route_takes_a_parcel_once_and_says_why_it_does_not() {
         },
         to: vec!["looper".into()],
         payload: p("tick", "0"),
+        halted: false,
     };
     let send = |thread: ThreadId, body: String| {
         http.post(format!("{base}/threads/{thread}/parcel"))

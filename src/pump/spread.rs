@@ -32,7 +32,6 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use futures_util::future::BoxFuture;
 use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
-
 use tokio::sync::mpsc;
 
 use super::Shared;
@@ -115,6 +114,10 @@ pub struct Adoption {
     pub to: Vec<String>,
     /// Its first message's payload (XML).
     pub payload: String,
+    /// Its parent halted before it left (a restart found it so): it is opened halted,
+    /// `parent-halted`, its first message recorded and not delivered.
+    #[serde(default)]
+    pub halted: bool,
 }
 
 /// How a child on another pump ended.

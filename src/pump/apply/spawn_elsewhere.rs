@@ -59,6 +59,7 @@ impl Applying<'_> {
             granted: placed.granted.clone(),
             to: to.iter().map(ToString::to_string).collect(),
             payload: initial.as_str().to_owned(),
+            halted: false,
         };
         self.shared.telemetry.spawned(child);
         self.inner.ledger.spawned(child, &to);

@@ -92,14 +92,17 @@ impl Shared {
             let Some(parent) = restored.get(&a.parent) else {
                 continue;
             };
-            // The child may never have been opened: its adopt first, then — for a parent
-            // that halted (not one that is done: its children run on) — its stop.
+            // The child may never have been opened: its adopt again, and — for a parent that
+            // halted (not one that is done: its children run on) — its stop.
             let halted = parent.lock().state() == crate::ThreadState::Halted;
             let stop = StopChild {
                 child: a.child,
                 parent: a.parent,
             };
-            self.spread.send_again(Parcel::Adopt(a));
+            // A halted parent's child opens halted if it was never opened, and is stopped if
+            // it was: whichever comes first, it ends `parent-halted`.
+            self.spread
+                .send_again(Parcel::Adopt(Adoption { halted, ..a }));
             if halted {
                 self.spread.send_again(Parcel::Stop(stop));
             }

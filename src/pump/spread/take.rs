@@ -25,6 +25,11 @@ impl Shared {
                 a.child
             )));
         }
+        if self.spread.courier.is_none() {
+            return Err(Undelivered::Refused(
+                "this pump has no courier to send the child's result back with".into(),
+            ));
+        }
         let child = a.child;
         if self.registry.get(a.child).is_some() || self.reload(a.child).await {
             return Ok(()); // a copy sent again
@@ -74,12 +79,21 @@ impl Shared {
                 let to = local(&self.routes[target].name);
                 let env = Envelope::new(Arc::clone(&spawner), entry.id, payload.clone())
                     .with_to(Some(to));
-                tx.queue(&mut inner, Place::Here, env, target, RecordKind::Message);
+                if a.halted {
+                    tx.record(&mut inner, env, RecordKind::Message);
+                } else {
+                    tx.queue(&mut inner, Place::Here, env, target, RecordKind::Message);
+                }
             }
             // After the first message, which stays the thread's first record (as in a child
             // spawned here: listeners read a child's start there).
             let received = Decision::Parcel { sent: false, json };
             self.decide(&mut tx, &entry, &mut inner, &received);
+            if a.halted {
+                // Its parent halted before it left: it opens halted, and its result goes back.
+                let verdict = Verdict::backpressure("parent-halted");
+                self.halt_locked(&mut tx, &entry, &mut inner, None, verdict, None);
+            }
             tx.snapshot(&entry, &inner);
             let committed = tx.commit(self, (&entry, &mut inner), None);
             if committed.is_ok() {
