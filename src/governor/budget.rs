@@ -777,21 +777,20 @@ mod tests {
         );
     }
 
+    /// A root of 100 tokens and a child carving `carve` of them.
+    fn root_and_carved(carve: u64) -> (Arc<Account>, Arc<Account>) {
+        let only = |n| Budget {
+            tokens: Some(n),
+            ..Budget::default()
+        };
+        let root = Account::root(&only(100));
+        let child = root.child(&only(carve), 0).unwrap();
+        (root, child)
+    }
+
     #[test]
     fn a_carve_out_is_reserved_against_siblings_and_returned_when_closed() {
-        let root = Account::root(&Budget {
-            tokens: Some(100),
-            ..Budget::default()
-        });
-        let carved = root
-            .child(
-                &Budget {
-                    tokens: Some(70),
-                    ..Budget::default()
-                },
-                0,
-            )
-            .unwrap();
+        let (root, carved) = root_and_carved(70);
         let greedy = root.child(&Budget::default(), 0).unwrap();
         assert!(
             greedy.withdraw(tokens(31)).is_err(),
@@ -819,19 +818,7 @@ mod tests {
 
     #[test]
     fn a_refund_undoes_a_withdrawal_at_every_level_and_room_is_the_least_up_the_chain() {
-        let root = Account::root(&Budget {
-            tokens: Some(100),
-            ..Budget::default()
-        });
-        let carved = root
-            .child(
-                &Budget {
-                    tokens: Some(60),
-                    ..Budget::default()
-                },
-                0,
-            )
-            .unwrap();
+        let (root, carved) = root_and_carved(60);
         let below = carved.child(&Budget::default(), 0).unwrap();
         below.withdraw(tokens(10)).unwrap();
         let room_of = |a: &Arc<Account>| {
