@@ -515,3 +515,52 @@ fn verify_over_http_recomputes_every_chain_and_names_an_altered_record() {
     let _ = child.kill();
     let _ = child.wait();
 }
+
+/// The CLI against a host whose partition is changing hands: a read answered `502` (the
+/// writer did not answer) is asked again, a write is not (it may have reached the writer).
+#[test]
+fn a_read_answered_502_is_asked_again_and_a_write_is_not() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let (gets, posts) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let base = runtime.block_on(async {
+        let (g, w) = (Arc::clone(&gets), Arc::clone(&posts));
+        let gateway = || {
+            (
+                axum::http::StatusCode::BAD_GATEWAY,
+                [("content-type", "application/problem+json")],
+                r#"{"type":"urn:agentpump:problem:writer-unreachable","status":502,"detail":"the writer did not answer","code":"writer-unreachable"}"#,
+            )
+        };
+        let app = axum::Router::new().route(
+            "/threads",
+            axum::routing::get(move || async move {
+                // The first read finds the partition changing hands; the next its new writer.
+                if g.fetch_add(1, Ordering::SeqCst) == 0 {
+                    axum::response::IntoResponse::into_response(gateway())
+                } else {
+                    axum::response::IntoResponse::into_response(axum::Json(serde_json::json!([])))
+                }
+            })
+            .post(move || async move {
+                w.fetch_add(1, Ordering::SeqCst);
+                gateway()
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        base
+    });
+    let (ok, out, err) = run(&["verify", "--url", &base, "--token", "t"]);
+    assert!(ok, "{err}");
+    assert!(out.contains("0 records of 0 threads verified"), "{out}");
+    assert_eq!(gets.load(Ordering::SeqCst), 2);
+    let dir = Scratch::new("cli-502");
+    let file = dir.write("say.xml", r#"<say xmlns="urn:example:say:v1">once</say>"#);
+    let file = file.to_str().unwrap();
+    let (ok, _, err) = run(&["send", file, "--url", &base, "--token", "t"]);
+    assert!(!ok && err.contains("writer-unreachable"), "{err}");
+    assert_eq!(posts.load(Ordering::SeqCst), 1, "a write is sent once");
+    drop(runtime);
+}

@@ -168,16 +168,19 @@ async fn post(
     Ok((body["thread"].as_str().unwrap().parse().unwrap(), writer))
 }
 
-/// The JSON answer to `request`, asked again (up to 30 s) while it is `503 standby`: a
-/// partition changing hands, as a host's lease renewals can starve on a machine running two
-/// clusters and six hosts at once. The CLI retries the same way.
+/// The JSON answer to `request`, asked again (up to 30 s) while it is `503 standby` (or, for a
+/// read, `502 writer-unreachable`): a partition changing hands, as a host's lease renewals can
+/// starve on a machine running two clusters and six hosts at once. The CLI retries the same
+/// way.
 async fn json_retrying(request: reqwest::RequestBuilder) -> serde_json::Value {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let answer = request.try_clone().unwrap().send().await.unwrap();
         let status = answer.status();
         let text = answer.text().await.unwrap();
-        if status == 503 && Instant::now() < deadline {
+        let read = request.try_clone().unwrap().build().unwrap().method() == reqwest::Method::GET;
+        let moving = status == 503 || (read && status == 502);
+        if moving && Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(250)).await;
             continue;
         }

@@ -14,8 +14,9 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
 /// How often `send --wait` looks at the thread.
 const WAIT_POLL: Duration = Duration::from_millis(100);
-/// How often a request answered `503 standby` is sent again, and how long apart (its
-/// `Retry-After`): a host learns a partition's new writer within a second or so.
+/// How often a request answered `503 standby` (or, for a read, `502`) is sent again, and how
+/// long apart (its `Retry-After`): a host learns a partition's new writer within a second or
+/// so.
 const STANDBY_TRIES: usize = 10;
 const STANDBY_PAUSE: Duration = Duration::from_secs(1);
 
@@ -102,9 +103,15 @@ impl Host {
                     request = request.body(body.clone());
                 }
                 let response = request.send().await;
-                // A host that does not know a partition's writer yet says when to ask again.
+                // A host that does not know a partition's writer yet says when to ask again; a
+                // read whose writer did not answer (`502`: its partition is changing hands) is
+                // asked again too (a write is not: it may have reached the writer).
+                let moving = |r: &reqwest::Response| {
+                    method == reqwest::Method::GET
+                        && r.status() == reqwest::StatusCode::BAD_GATEWAY
+                };
                 match response {
-                    Ok(r) if standby(&r) && tries < STANDBY_TRIES => {
+                    Ok(r) if (standby(&r) || moving(&r)) && tries < STANDBY_TRIES => {
                         tries += 1;
                         tokio::time::sleep(STANDBY_PAUSE).await;
                     }
