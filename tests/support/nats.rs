@@ -37,7 +37,15 @@ pub fn free_port() -> u16 {
 }
 
 fn spawn(args: &[String], port: u16) -> Process {
-    let child = Command::new("nats-server")
+    try_spawn(args, port).unwrap_or_else(|| {
+        panic!("nats-server exited at start on port {port} (is the port taken?)")
+    })
+}
+
+/// [`spawn`], or `None` when the server exits at start (its port was taken meanwhile by
+/// another test's server, which then answered in its place).
+fn try_spawn(args: &[String], port: u16) -> Option<Process> {
+    let mut child = Command::new("nats-server")
         .args(args)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -53,21 +61,37 @@ fn spawn(args: &[String], port: u16) -> Process {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
-    Process(child)
+    // The port answers: make sure it is this server that does.
+    std::thread::sleep(Duration::from_millis(100));
+    if child.try_wait().ok().flatten().is_some() {
+        return None;
+    }
+    Some(Process(child))
 }
 
 /// `nats-server -js` on a free port, its store in `dir/js`.
 pub fn server(dir: &Path) -> (Process, String) {
+    // A free port can be taken by another test's server before this one binds it: another.
+    for _ in 0..4 {
+        let port = free_port();
+        if let Some(process) = try_spawn(&server_args(dir, port), port) {
+            return (process, format!("nats://127.0.0.1:{port}"));
+        }
+    }
     server_on(dir, free_port())
+}
+
+fn server_args(dir: &Path, port: u16) -> Vec<String> {
+    ["-js", "-a", "127.0.0.1", "-p", &port.to_string(), "-sd"]
+        .map(str::to_owned)
+        .into_iter()
+        .chain([dir.join("js").display().to_string()])
+        .collect()
 }
 
 /// `nats-server -js` on `port`, its store in `dir/js` (what a restart finds again).
 pub fn server_on(dir: &Path, port: u16) -> (Process, String) {
-    let args = ["-js", "-a", "127.0.0.1", "-p", &port.to_string(), "-sd"]
-        .map(str::to_owned)
-        .into_iter()
-        .chain([dir.join("js").display().to_string()])
-        .collect::<Vec<_>>();
+    let args = server_args(dir, port);
     (spawn(&args, port), format!("nats://127.0.0.1:{port}"))
 }
 
