@@ -77,7 +77,7 @@ use crate::{Envelope, QName, ThreadId, ThreadInfo};
 /// | `pump/dispatch.rs` | one delivery: gate, handler, apply, commit (`deliver`) |
 /// | `pump/plan.rs` | a handler's outputs checked and planned (`plan`) |
 /// | `pump/apply/spawn.rs` | a child thread opened (`new_child`) |
-/// | `pump/notice.rs` | notices into threads, governor decisions recorded, results to a parent here or on another pump (`notice`, `decide`, `report_to_parent`, `end_root`) |
+/// | `pump/notice.rs` | notices into threads, governor decisions recorded, results to a parent here or on another pump (`notice`, `decide`, `tell_parent`) |
 /// | `pump/inbox/hold.rs` | a call held for a person (`held`, `Applying::ask`); answers in `inbox/answer.rs` |
 /// | `pump/halt.rs` | a halt, its report and its cascade (`halt_locked`, `halt_before`) |
 /// | `pump/spread.rs` | children on other pumps: where a child goes, its grant (`spread_to`, `place_remote`); parcels sent (`spread/send.rs`), taken (`spread/take.rs`) and sent again after a restart (`spread/replay.rs`) |

@@ -622,6 +622,28 @@ async fn the_parcel_route_takes_a_parcel_once_and_says_why_it_does_not() {
     );
     assert_eq!(decisions(&history, "received").len(), 1);
     assert_eq!(a.reports(mine).await.unwrap()[0].stop_reason, "max-turns");
+    // Its parent is on no pump: the result it sends back is refused for good, and that is in
+    // the child's history.
+    let mut refused = None;
+    for _ in 0..400 {
+        let history = a.history(mine).await.unwrap();
+        refused = history
+            .into_iter()
+            .find(|r| r.root.local() == "system-error" && r.payload.contains("for good"));
+        if refused.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let refused = refused.expect("the refused result is recorded");
+    assert!(
+        refused
+            .payload
+            .contains("refused the result of this thread for good")
+            && refused.payload.contains("no thread"),
+        "{}",
+        refused.payload
+    );
 }
 
 #[tokio::test]
@@ -694,6 +716,13 @@ async fn a_parent_halted_before_its_child_left_sends_it_and_then_stops_it_after_
     let [first, b] = pair_on_disk(&courier, &db, 0);
     let (root, child) = spawn_one(&first, "1000").await;
     first.stop(root).await.unwrap();
+    // A stop that finds the parent running halts it at the end of that delivery.
+    until(|| {
+        first
+            .thread(root)
+            .is_some_and(|t| t.state == ThreadState::Halted)
+    })
+    .await;
     shut_down(&courier, [first, b]).await;
     // Neither the adopt nor the stop ever left: after the restart the child is opened, then
     // halted for its parent, and its result settles the grant.

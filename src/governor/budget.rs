@@ -185,6 +185,12 @@ impl Budget {
         }
     }
 
+    /// The spent dimensions' limits as an amount (an unlimited one as zero): a grant held, or
+    /// a spend reported, written as a budget.
+    pub(crate) fn spent_amount(&self) -> Amount {
+        Amount(self.spent_limits().map(Option::unwrap_or_default))
+    }
+
     /// The spent dimensions' limits, in [`SPENT`] order.
     pub(crate) fn spent_limits(&self) -> [Option<Decimal>; 5] {
         [

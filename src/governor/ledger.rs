@@ -153,15 +153,27 @@ impl Ledger {
         budget: &Budget,
         started: Instant,
     ) -> Self {
-        let deadline = match (parent.deadline, budget.wall_clock) {
+        let (deadline, max_depth) = parent.child_limits(parent_depth, budget, started);
+        Self::new(account, deadline, max_depth).started_at(started)
+    }
+
+    /// A child's deadline and depth limit (see [`Ledger::child`]): this ledger's, or
+    /// `budget`'s from `started` and below the child, whichever comes first.
+    pub fn child_limits(
+        &self,
+        parent_depth: u32,
+        budget: &Budget,
+        started: Instant,
+    ) -> (Option<Instant>, Option<u32>) {
+        let deadline = match (self.deadline, budget.wall_clock) {
             (Some(d), Some(w)) => Some(d.min(started + w)),
             (d, w) => d.or(w.map(|w| started + w)),
         };
-        let max_depth = match (parent.max_depth, budget.depth) {
+        let max_depth = match (self.max_depth, budget.depth) {
             (Some(m), Some(d)) => Some(m.min(parent_depth + 1 + d)),
             (m, d) => m.or(d.map(|d| parent_depth + 1 + d)),
         };
-        Self::new(account, deadline, max_depth).started_at(started)
+        (deadline, max_depth)
     }
 
     /// This ledger, for a thread that started at `started` (its wall clock runs from then).

@@ -197,28 +197,10 @@ impl Applying<'_> {
                 self.tx.record(self.inner, env, RecordKind::Message);
                 self.inner.finish();
                 self.tx.snapshot(self.entry, self.inner);
-                match self.parent.as_mut() {
-                    Some((parent, parent_inner)) => {
-                        let child = (&**self.entry, &*self.inner);
-                        let parent = (&***parent, &mut **parent_inner);
-                        self.shared.report_to_parent(
-                            &mut self.tx,
-                            child,
-                            parent,
-                            ThreadStatus::Done,
-                            None,
-                            payload,
-                        );
-                    }
-                    None => self.shared.end_root(
-                        &mut self.tx,
-                        self.entry,
-                        self.inner,
-                        ThreadStatus::Done,
-                        None,
-                        payload,
-                    ),
-                }
+                let parent = self.parent.as_mut().map(|(p, pi)| (&***p, &mut **pi));
+                let ended = (ThreadStatus::Done, None, payload);
+                self.shared
+                    .tell_parent(&mut self.tx, (self.entry, self.inner), parent, ended);
             }
             Step::Govern { payload, message } => self.govern(payload, message),
             Step::Ask { held } => self.ask(*held),

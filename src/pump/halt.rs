@@ -124,17 +124,8 @@ impl Shared {
         self.stop_remote_children(tx, entry, inner);
         let halt_info = Some((verdict.class.as_str().to_owned(), verdict.reason));
         let last = inner.last_payload.clone();
-        match parent {
-            Some((parent, parent_inner)) => self.report_to_parent(
-                tx,
-                (entry, inner),
-                (parent, parent_inner),
-                ThreadStatus::Halted,
-                halt_info,
-                last,
-            ),
-            None => self.end_root(tx, entry, inner, ThreadStatus::Halted, halt_info, last),
-        }
+        let ended = (ThreadStatus::Halted, halt_info, last);
+        self.tell_parent(tx, (entry, inner), parent, ended);
     }
 
     pub(crate) fn r_p(&self, ledger: &Ledger) -> Decimal {

@@ -88,9 +88,27 @@ impl Shared {
         }
     }
 
+    /// Tells how a thread ended (`ended`: its status, the halt's class and reason, its last
+    /// payload) to its parent: here (`report_to_parent`), on another pump (`end_root` sends the
+    /// result), or nobody (a root: `end_root` closes its account).
+    pub(crate) fn tell_parent(
+        &self,
+        tx: &mut Tx,
+        (entry, inner): (&ThreadEntry, &mut ThreadInner),
+        parent: Option<(&ThreadEntry, &mut ThreadInner)>,
+        (status, halt, payload): (ThreadStatus, Option<(String, String)>, Option<Payload>),
+    ) {
+        match parent {
+            Some(parent) => {
+                self.report_to_parent(tx, (entry, inner), parent, status, halt, payload)
+            }
+            None => self.end_root(tx, entry, inner, status, halt, payload),
+        }
+    }
+
     /// Delivers `thread-result` to the child's spawner in the parent thread (locked by the
     /// caller), and returns the child's unspent carve-out to the parent.
-    pub(crate) fn report_to_parent(
+    fn report_to_parent(
         &self,
         tx: &mut Tx,
         child: (&ThreadEntry, &ThreadInner),
@@ -157,7 +175,7 @@ impl Shared {
 
     /// Ends a thread that has no parent in this pump: closes its account and, for a child
     /// adopted from another pump, records its result and sends it there once durable.
-    pub(crate) fn end_root(
+    fn end_root(
         &self,
         tx: &mut Tx,
         entry: &ThreadEntry,

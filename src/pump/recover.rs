@@ -163,13 +163,8 @@ impl Shared {
             let Some(entry) = restored.get(&record.thread) else {
                 continue;
             };
-            if self.replay(entry, &record, &clock) {
+            if self.replay(entry, &record, &clock, &mut outbox) {
                 resumed.insert(record.thread, record.seq);
-            }
-            if record.kind == RecordKind::Decision
-                && let Some(decision) = Decision::parse(&record.payload)
-            {
-                self.replay_parcel(entry, &mut entry.lock(), &decision, &mut outbox);
             }
         }
         for (record, position) in cleared {
@@ -245,8 +240,15 @@ impl Shared {
     /// thread's latest, a carve as the child and the listeners it serves (before any criterion
     /// naming it, in record order), a halt as the closing of the account, a resume as its extension at the
     /// time it was made — in record order, so a goal's tightening and a resume's addition
-    /// compose as they did. True for a resume.
-    fn replay(&self, entry: &ThreadEntry, record: &Record, clock: &Clock) -> bool {
+    /// compose as they did; a parcel to or from another partition's pump as the grant it holds
+    /// and what is left to send (`outbox`). True for a resume.
+    fn replay(
+        &self,
+        entry: &ThreadEntry,
+        record: &Record,
+        clock: &Clock,
+        outbox: &mut Outbox,
+    ) -> bool {
         let mut inner = entry.lock();
         if record.kind == RecordKind::Decision {
             let ledger = &mut inner.ledger;
@@ -257,7 +259,9 @@ impl Shared {
                     ledger.resume_at(&added, clock.at(record.time_us));
                     return true;
                 }
-                _ => {}
+                // Parcels to and from pumps of other partitions (`pump/spread/replay.rs`).
+                Some(decision) => self.replay_parcel(entry, &mut inner, &decision, outbox),
+                None => {}
             }
             return false;
         }

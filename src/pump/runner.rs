@@ -120,32 +120,16 @@ impl Shared {
             && !inner.state().is_closed()
             && inner.live_children == 0
             && inner.waiting == 0;
-        if ends && inner.ledger.remote_parent.is_some() {
-            // A child adopted from another pump ends idle as a child here would.
+        let mut pair = family.pair(&mut parent_inner);
+        // A child ends idle, whether its parent is here or on another pump; a root stays.
+        if ends && (pair.is_some() || inner.ledger.remote_parent.is_some()) {
             let mut tx = Tx::new();
             inner.finish();
             tx.snapshot(entry, &inner);
-            let last = inner.last_payload.clone();
-            self.end_root(&mut tx, entry, &mut inner, ThreadStatus::Idle, None, last);
-            committed = Some(tx.commit(self, (entry, &mut inner), None));
-        } else if let Some((parent, parent_inner)) = family.pair(&mut parent_inner)
-            && ends
-        {
-            let mut tx = Tx::new();
-            inner.finish();
-            tx.snapshot(entry, &inner);
-            let last = inner.last_payload.clone();
-            let child = (&**entry, &*inner);
-            let status = ThreadStatus::Idle;
-            self.report_to_parent(
-                &mut tx,
-                child,
-                (parent, &mut *parent_inner),
-                status,
-                None,
-                last,
-            );
-            committed = Some(tx.commit(self, (entry, &mut inner), Some((parent, parent_inner))));
+            let ended = (ThreadStatus::Idle, None, inner.last_payload.clone());
+            let parent = pair.as_mut().map(|(p, pi)| (&***p, &mut **pi));
+            self.tell_parent(&mut tx, (entry, &mut inner), parent, ended);
+            committed = Some(tx.commit(self, (entry, &mut inner), pair));
         }
         inner.running = false;
         inner.ledger.went_idle();

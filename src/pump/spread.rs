@@ -242,6 +242,14 @@ fn remote_grant(
     Ok(Some(grant))
 }
 
+/// What a spawn on another pump takes from its parent's account: the grant `held`, and the one
+/// thread the spawn itself is.
+pub(crate) fn with_the_thread(held: Amount) -> Amount {
+    let mut withdrawn = held;
+    withdrawn.add(BudgetName::Threads, Decimal::ONE);
+    withdrawn
+}
+
 /// What a spawn on another pump needs from the spawning thread.
 pub(crate) struct Placed {
     /// The grant: the spent dimensions, the wall clock left, the depth asked for.
@@ -290,9 +298,7 @@ impl Shared {
                 let grant: Option<_> = remote_grant(room, asked, floor)?;
                 Ok(grant.map(|grant| {
                     let held = Amount(grant.map(Option::unwrap_or_default));
-                    let mut withdrawn = held;
-                    withdrawn.add(BudgetName::Threads, Decimal::ONE);
-                    ((grant, held), withdrawn)
+                    ((grant, held), with_the_thread(held))
                 }))
             });
         let (grant, held) = match chosen {
@@ -305,18 +311,9 @@ impl Shared {
             }
         };
         let now = tokio::time::Instant::now();
-        let left = inner
-            .ledger
-            .deadline
-            .map(|d| d.saturating_duration_since(now));
-        let wall_clock = match (left, asked.wall_clock) {
-            (Some(l), Some(w)) => Some(l.min(w)),
-            (l, w) => l.or(w),
-        };
-        let max_depth = match (inner.ledger.max_depth, asked.depth) {
-            (Some(m), Some(d)) => Some(m.min(depth + d)),
-            (m, d) => m.or(d.map(|d| depth + d)),
-        };
+        // As a child here would have them: the deadline as a wall clock from now.
+        let (deadline, max_depth) = inner.ledger.child_limits(depth - 1, asked, now);
+        let wall_clock = deadline.map(|d| d.saturating_duration_since(now));
         let granted = Budget {
             wall_clock,
             depth: asked.depth,

@@ -4,12 +4,9 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use rust_decimal::Decimal;
-
-use super::{Adoption, ChildResult, Parcel, StopChild};
+use super::{Adoption, ChildResult, Parcel, StopChild, with_the_thread};
 use crate::ThreadId;
 use crate::governor::Decision;
-use crate::governor::budget::{Amount, BudgetName};
 use crate::pump::Shared;
 use crate::thread::registry::{ThreadEntry, ThreadInner};
 
@@ -35,10 +32,8 @@ impl Shared {
         match decision {
             Decision::Parcel { sent: true, json } => match serde_json::from_str(json) {
                 Ok(Parcel::Adopt(a)) => {
-                    let held = Amount(a.granted.spent_limits().map(Option::unwrap_or_default));
-                    let mut charged = held;
-                    charged.add(BudgetName::Threads, Decimal::ONE);
-                    inner.ledger.account.charge(charged);
+                    let held = a.granted.spent_amount();
+                    inner.ledger.account.charge(with_the_thread(held));
                     inner
                         .ledger
                         .remote_children
@@ -48,9 +43,7 @@ impl Shared {
                             returning: None,
                         });
                     inner.live_children += 1;
-                    if !inner.children.contains(&a.child) {
-                        inner.add_child(a.child, Arc::from(a.path.as_str()));
-                    }
+                    inner.add_child(a.child, Arc::from(a.path.as_str()));
                     outbox.adopts.insert(a.child, a);
                 }
                 Ok(Parcel::Result(r)) => {
@@ -69,8 +62,7 @@ impl Shared {
                     .position(|c| c.thread == *thread)
                 {
                     let child = ledger.remote_children.remove(at);
-                    let spent = Amount(spent.spent_limits().map(Option::unwrap_or_default));
-                    ledger.account.settle(child.held, spent);
+                    ledger.account.settle(child.held, spent.spent_amount());
                     inner.live_children = inner.live_children.saturating_sub(1);
                 }
                 outbox.adopts.remove(thread);

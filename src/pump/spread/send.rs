@@ -10,8 +10,9 @@ use rust_decimal::Decimal;
 use super::{ChildResult, Parcel, Undelivered};
 use crate::governor::{Budget, Decision};
 use crate::pump::Shared;
+use crate::pump::notice::Recipient;
 use crate::pump::tx::Tx;
-use crate::system::ThreadStatus;
+use crate::system::{ErrorCode, SystemMessage, ThreadStatus};
 
 impl Shared {
     /// Starts the task that sends the pump's parcels (nothing to do without a courier). Needs a
@@ -68,8 +69,8 @@ impl Shared {
         let Parcel::Result(result) = parcel else {
             return;
         };
-        let Some(entry) = self.registry.get(result.child) else {
-            return;
+        let Ok(Some(entry)) = self.load(result.child).await else {
+            return; // not recorded: the next start sends it again, a no-op there
         };
         let committed = {
             let mut inner = entry.lock();
@@ -84,9 +85,41 @@ impl Shared {
     }
 
     /// A parcel was refused for good: a child that could not be opened returns at once,
-    /// having spent nothing; anything else is logged.
+    /// having spent nothing; a result or a stop refused is recorded, as a `system-error`, in
+    /// the thread that sent it.
     async fn refused(self: &Arc<Self>, parcel: &Parcel, why: &str) {
         tracing::error!(thread = %parcel.thread(), %why, "another pump refused a parcel");
+        let (from, what) = match parcel {
+            Parcel::Adopt(_) => (None, ""),
+            Parcel::Result(r) => (Some(r.child), "the result of this thread"),
+            Parcel::Stop(s) => (Some(s.parent), "the stop of a child of this thread"),
+        };
+        if let Some(thread) = from
+            && let Ok(Some(entry)) = self.load(thread).await
+        {
+            let committed = {
+                let mut inner = entry.lock();
+                let mut tx = Tx::new();
+                let notice = SystemMessage::Error {
+                    code: ErrorCode::NoRoute,
+                    message: format!(
+                        "the pump of thread {} refused {what} for good: {why}",
+                        parcel.thread()
+                    ),
+                };
+                let system = Arc::clone(&self.routes.names.system);
+                self.notice(
+                    &mut tx,
+                    &entry,
+                    &mut inner,
+                    Recipient::RecordOnly(&system),
+                    notice,
+                    None,
+                );
+                tx.commit(self, (&entry, &mut inner), None)
+            };
+            self.finish_commit(thread, committed).await;
+        }
         if let Parcel::Adopt(a) = parcel {
             let result = ChildResult {
                 child: a.child,

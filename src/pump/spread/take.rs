@@ -6,7 +6,6 @@ use std::sync::Arc;
 use super::{Adoption, ChildResult, Parcel, StopChild, Undelivered};
 use crate::envelope::local::local;
 use crate::governor::budget::Account;
-use crate::governor::budget::Amount;
 use crate::governor::ledger::Ledger;
 use crate::governor::{Decision, Verdict};
 use crate::history::RecordKind;
@@ -31,7 +30,7 @@ impl Shared {
             ));
         }
         let child = a.child;
-        if self.registry.get(a.child).is_some() || self.reload(a.child).await {
+        if self.entry(child).await?.is_some() {
             return Ok(()); // a copy sent again
         }
         let committed = self.open_adopted(a)?;
@@ -131,28 +130,22 @@ impl Shared {
         entry
     }
 
-    /// Whether thread `id`, not in memory, was evicted and is back now.
-    async fn reload(self: &Arc<Self>, id: ThreadId) -> bool {
-        matches!(self.load(id).await, Ok(Some(_)))
+    /// Thread `id`, reloaded if it was evicted; a store that cannot be read is for later.
+    async fn entry(
+        self: &Arc<Self>,
+        id: ThreadId,
+    ) -> Result<Option<Arc<ThreadEntry>>, Undelivered> {
+        self.load(id)
+            .await
+            .map_err(|e| Undelivered::Later(format!("thread {id}: {e}")))
     }
 
     /// Applies a child's result in its parent, once: the grant settled, `returned` recorded,
     /// the spawner told.
     pub(super) async fn take_result(self: &Arc<Self>, r: ChildResult) -> Result<(), Undelivered> {
-        let entry = match self.registry.get(r.parent) {
-            Some(entry) => entry,
-            None if self.reload(r.parent).await => {
-                self.registry.get(r.parent).ok_or_else(|| {
-                    Undelivered::Later(format!("thread {} is being reloaded", r.parent))
-                })?
-            }
-            None => {
-                return Err(Undelivered::Refused(format!(
-                    "no thread {} here to return a child to",
-                    r.parent
-                )));
-            }
-        };
+        let entry = self.entry(r.parent).await?.ok_or_else(|| {
+            Undelivered::Refused(format!("no thread {} here to return a child to", r.parent))
+        })?;
         let status = match r.status.as_str() {
             "done" => ThreadStatus::Done,
             "idle" => ThreadStatus::Idle,
@@ -192,7 +185,7 @@ impl Shared {
             let committed = tx.commit(self, (&entry, &mut inner), None);
             if committed.is_ok() {
                 let ledger = &mut inner.ledger;
-                let spent = Amount(r.spent.spent_limits().map(Option::unwrap_or_default));
+                let spent = r.spent.spent_amount();
                 let settled = ledger
                     .account
                     .settle(ledger.remote_children[at].held, spent);
@@ -224,19 +217,12 @@ impl Shared {
 
     /// Halts a child whose parent on another pump halted.
     async fn stop_child(self: &Arc<Self>, s: &StopChild) -> Result<(), Undelivered> {
-        let entry = match self.registry.get(s.child) {
-            Some(entry) => entry,
-            // Evicted while quiet (idle, or waiting for a person): halted all the same.
-            None if self.reload(s.child).await => self.registry.get(s.child).ok_or_else(|| {
-                Undelivered::Later(format!("thread {} is being reloaded", s.child))
-            })?,
-            None => {
-                return Err(Undelivered::Later(format!(
-                    "thread {} is not here yet",
-                    s.child
-                )));
-            }
-        };
+        // An evicted child (quiet: idle, or waiting for a person) is reloaded and halted all
+        // the same; one not here yet may be on its way (its adopt).
+        let entry = self
+            .entry(s.child)
+            .await?
+            .ok_or_else(|| Undelivered::Later(format!("thread {} is not here yet", s.child)))?;
         let committed = {
             let mut inner = entry.lock();
             if inner.state().is_closed() {
