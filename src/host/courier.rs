@@ -6,6 +6,7 @@
 use futures_util::future::BoxFuture;
 use reqwest::StatusCode;
 
+use crate::host::HostError;
 use crate::pump::spread::{Courier, Parcel, Undelivered};
 
 /// Posts parcels to the organism's front at `front`, with the organism's API token.
@@ -17,13 +18,22 @@ pub(super) struct FrontCourier {
 }
 
 impl FrontCourier {
-    /// A courier to the front at `front` (`http://host:port`).
-    pub(super) fn new(front: String, token: String) -> Self {
-        Self {
-            client: reqwest::Client::new(),
+    /// A courier to the front at `front` (`http://host:port`). A request that takes longer
+    /// than 30 s is given up and tried again.
+    ///
+    /// # Errors
+    ///
+    /// The HTTP client cannot be made.
+    pub(super) fn new(front: String, token: String) -> Result<Self, HostError> {
+        let client = crate::listeners::llm::http_client()
+            .timeout(std::time::Duration::from_secs(30))
+            .build()
+            .map_err(|e| HostError::http(format!("cannot make an HTTP client: {e}"), e))?;
+        Ok(Self {
+            client,
             front,
             token,
-        }
+        })
     }
 }
 

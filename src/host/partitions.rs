@@ -217,7 +217,7 @@ impl Holder<'_> {
                     self.ip
                 };
                 let front = format!("http://{}", std::net::SocketAddr::new(ip, self.front_port));
-                builder = builder.courier(Arc::new(FrontCourier::new(front, token.clone())));
+                builder = builder.courier(Arc::new(FrontCourier::new(front, token.clone())?));
             }
             let pump = builder.build()?;
             let recovered = pump.recovered();
