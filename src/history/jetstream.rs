@@ -20,18 +20,20 @@ use futures_util::StreamExt as _;
 use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, oneshot};
 
-use super::memory::now_us;
+use super::memory::{Sealing, now_us};
 use super::{
-    Batch, Delivered, HistoryError, HistoryStore, Mark, MemoryHistory, NewRecord, Record,
-    RecordKind, Recovery, Ticket,
+    Anchor, Archive, Batch, Delivered, HistoryError, HistoryStore, Mark, MemoryHistory, NewRecord,
+    Pruned, Record, RecordKind, Recovery, Ticket,
 };
 use crate::governor::HaltingReport;
 use crate::{Envelope, Limits, MessageId, Payload, ThreadId, ThreadInfo, ThreadState};
 
 mod lease;
+mod retention;
 
 use lease::Lease;
 pub use lease::{LeaseOptions, host_name};
+use retention::{Kept, PruneMark};
 
 /// Where the stream is and how it is kept.
 #[derive(Debug, Clone)]
@@ -109,6 +111,13 @@ struct Wire {
     reports: Vec<HaltingReport>,
     /// Each record's sequence number and digest (hex) as the index sealed it.
     sealed: Sealed,
+    /// A prune (then nothing else is in this append): see `jetstream/retention.rs`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    prune: Option<PruneMark>,
+    /// The seq of the record the delivered mark names, as the index found it (not stored:
+    /// found again at a replay).
+    #[serde(skip)]
+    marked: Option<u64>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -158,6 +167,22 @@ impl Wire {
             delivered: batch.delivered.clone(),
             reports: batch.reports.clone(),
             sealed: Vec::new(),
+            prune: None,
+            marked: None,
+        }
+    }
+
+    /// A prune mark, accepted at `time_us`.
+    fn prune(mark: PruneMark, time_us: i64) -> Self {
+        Self {
+            time_us,
+            records: Vec::new(),
+            threads: Vec::new(),
+            delivered: None,
+            reports: Vec::new(),
+            sealed: Vec::new(),
+            prune: Some(mark),
+            marked: None,
         }
     }
 
@@ -235,7 +260,7 @@ impl JetStreamHistory {
             None => None,
         };
         let stream = Self::open_stream(&js, &options, &subject).await?;
-        let (mut index, last) = rebuild(&stream, &options).await?;
+        let (mut index, mut found) = rebuild(&stream, &options).await?;
         let max = client
             .server_info()
             .max_payload
@@ -247,7 +272,9 @@ impl JetStreamHistory {
         let mut writer = Writer {
             js,
             subject,
-            last,
+            last: found.last,
+            kept: std::mem::take(&mut found.kept),
+            deleting: retention::start_deleting(stream.clone()),
             max,
             patience: options.patience,
             failed: Arc::clone(&failed),
@@ -259,9 +286,14 @@ impl JetStreamHistory {
             // the lease without knowing yet is refused at its next append. A message appended
             // since the replay (by that store) means replaying again first.
             while !writer.fence(lease.epoch()).await.map_err(unavailable)? {
-                (index, writer.last) = rebuild(&stream, &options).await?;
+                (index, found) = rebuild(&stream, &options).await?;
+                (writer.last, writer.kept) = (found.last, std::mem::take(&mut found.kept));
             }
             lease.keep(&failed);
+        }
+        // Messages a prune left unneeded and a deletion missed (the writer stopped first).
+        if !found.gone.is_empty() {
+            let _ = writer.deleting.send(found.gone);
         }
         tokio::spawn(writer.run(pending));
         Ok(Self {
@@ -323,17 +355,28 @@ fn read_error(e: impl std::fmt::Display) -> Stopped {
     Stopped::Read(format!("cannot read the history stream: {e}"))
 }
 
-/// The index rebuilt from every message of `stream`, and the stream's last sequence; a read
+/// What a replay of the stream found besides the index.
+#[derive(Debug, Default)]
+struct Found {
+    /// The stream's last sequence.
+    last: u64,
+    /// What its messages hold, for the writer's next prunes.
+    kept: Kept,
+    /// Messages a prune mark left unneeded that are still there, to delete.
+    gone: Vec<u64>,
+}
+
+/// The index rebuilt from every message of `stream`, and what else the replay found; a read
 /// that fails is tried again from the start while patience lasts.
 async fn rebuild(
     stream: &stream::Stream,
     options: &JetStreamOptions,
-) -> Result<(MemoryHistory, u64), HistoryError> {
+) -> Result<(MemoryHistory, Found), HistoryError> {
     let until = Instant::now() + options.patience;
     loop {
         let index = MemoryHistory::serial();
         match replay(stream, &index, options).await {
-            Ok(last) => return Ok((index, last)),
+            Ok(found) => return Ok((index, found)),
             Err(Stopped::Bad(e)) => return Err(e),
             Err(Stopped::Read(e)) if Instant::now() < until => {
                 tracing::info!(error = %e, "reading the history stream again");
@@ -344,17 +387,22 @@ async fn rebuild(
     }
 }
 
-/// Applies every message of `stream` to `index`, in order; the stream's last sequence.
+/// Applies every message of `stream` to `index`, in order (a message a prune deleted is a gap
+/// in the sequence, skipped).
 async fn replay(
     stream: &stream::Stream,
     index: &MemoryHistory,
     options: &JetStreamOptions,
-) -> Result<u64, Stopped> {
+) -> Result<Found, Stopped> {
     let mut stream = stream.clone();
     let info = stream.info().await.map_err(read_error)?;
-    let last = info.state.last_sequence;
-    if info.state.messages == 0 {
-        return Ok(last);
+    let (last, expected) = (info.state.last_sequence, info.state.messages);
+    let mut found = Found {
+        last,
+        ..Found::default()
+    };
+    if expected == 0 {
+        return Ok(found);
     }
     let consumer = stream
         .create_consumer(jetstream::consumer::pull::OrderedConfig {
@@ -365,7 +413,10 @@ async fn replay(
         .map_err(read_error)?;
     let mut messages = consumer.messages().await.map_err(read_error)?;
     let mut parts: Vec<u8> = Vec::new();
-    let mut reached = 0;
+    let mut seqs: Vec<u64> = Vec::new();
+    // Every message there when the replay began, gaps (deleted messages) skipped; the last
+    // one may itself have been deleted, so the count says when all came.
+    let (mut reached, mut received) = (0, 0);
     while let Some(message) = messages.next().await {
         let message = message.map_err(read_error)?;
         let seq = message.info().map_err(read_error)?.stream_sequence;
@@ -375,47 +426,94 @@ async fn replay(
             .and_then(|h| h.get(PART))
             .map(|v| v.as_str().to_owned());
         parts.extend_from_slice(&message.payload);
+        seqs.push(seq);
         let whole = part
             .as_deref()
             .and_then(|p| p.split_once('/'))
             .is_none_or(|(i, n)| i == n);
         if whole {
-            apply(index, &std::mem::take(&mut parts), &options.limits).map_err(|e| {
-                Stopped::Bad(HistoryError::query(format!(
-                    "message {seq} of the history stream `{}`: {e}",
-                    options.stream
-                )))
-            })?;
+            let applied =
+                apply(index, &std::mem::take(&mut parts), &options.limits).map_err(|e| {
+                    Stopped::Bad(HistoryError::query(format!(
+                        "message {seq} of the history stream `{}`: {e}",
+                        options.stream
+                    )))
+                })?;
+            let seqs = std::mem::take(&mut seqs);
+            if applied.marks.is_empty() {
+                found.kept.message(seqs, applied.names);
+            }
+            for mark in &applied.marks {
+                let gone = found.kept.marked(seq, mark);
+                found.gone.extend(gone);
+            }
         }
         reached = seq;
-        if seq >= last {
+        received += 1;
+        if seq >= last || received >= expected {
             break;
         }
     }
-    if reached < last || !parts.is_empty() {
+    if received < expected || !parts.is_empty() {
         return Err(read_error(format!(
-            "it ended at message {reached}, before its last, {last}"
+            "it ended at message {reached} after {received} of its {expected} messages"
         )));
     }
-    Ok(last)
+    if let Some(missing) = index.unaccounted() {
+        return Err(Stopped::Bad(HistoryError::query(format!(
+            "the history stream `{}` lacks {missing} record(s) that no prune removed: a message was deleted from it",
+            options.stream
+        ))));
+    }
+    Ok(found)
 }
 
-/// Applies one append read back from the stream, checking it rebuilds what was recorded.
-fn apply(index: &MemoryHistory, body: &[u8], limits: &Limits) -> Result<(), String> {
+/// What one stream message held: what its appends name, and its prune marks.
+#[derive(Debug, Default)]
+struct Applied {
+    names: retention::Names,
+    marks: Vec<PruneMark>,
+}
+
+/// Applies one message read back from the stream, checking it rebuilds what was recorded.
+fn apply(index: &MemoryHistory, body: &[u8], limits: &Limits) -> Result<Applied, String> {
     let group: Vec<Wire> =
         serde_json::from_slice(body).map_err(|e| format!("not a group of appends: {e}"))?;
+    let mut applied = Applied::default();
     for (i, wire) in group.into_iter().enumerate() {
-        apply_one(index, wire, limits).map_err(|e| format!("append {} of it: {e}", i + 1))?;
+        apply_one(index, wire, limits, &mut applied)
+            .map_err(|e| format!("append {} of it: {e}", i + 1))?;
     }
-    Ok(())
+    Ok(applied)
 }
 
-/// Applies one append of a group.
-fn apply_one(index: &MemoryHistory, wire: Wire, limits: &Limits) -> Result<(), String> {
+/// Applies one append of a group: a prune mark as the index's removal (each anchor checked
+/// against what it removes), else its records.
+fn apply_one(
+    index: &MemoryHistory,
+    mut wire: Wire,
+    limits: &Limits,
+    applied: &mut Applied,
+) -> Result<(), String> {
+    if let Some(mark) = wire.prune.take() {
+        index.remove(&mark.anchors, mark.carried.clone())?;
+        applied.marks.push(mark);
+        return Ok(());
+    }
+    let names = retention::names(&wire, None);
+    let marks_thread = wire.delivered.as_ref().map(|d| d.thread);
     let (batch, time_us, recorded) = wire.batch(limits)?;
-    let mut sealed = Vec::with_capacity(recorded.len());
-    index.append_at(batch, time_us, Some(&mut sealed));
-    let sealed: Sealed = sealed
+    // Past messages a prune deleted, numbering goes on from the first recorded number (never
+    // back: a number below the next one is not what was written).
+    if let Some((first, _)) = recorded.first() {
+        index.skip_to(first.saturating_sub(1));
+    }
+    let mut sealing = Sealing::default();
+    index.append_at(batch, time_us, Some(&mut sealing));
+    applied.names.extend(names);
+    applied.names.extend(marks_thread.zip(sealing.marked));
+    let sealed: Sealed = sealing
+        .records
         .into_iter()
         .map(|(seq, digest)| (seq, hex::encode(digest)))
         .collect();
@@ -450,6 +548,10 @@ struct Writer {
     subject: String,
     /// The stream's last sequence as this writer knows it.
     last: u64,
+    /// What the stream's messages hold, for the prunes (`jetstream/retention.rs`).
+    kept: Kept,
+    /// Where the sequences of messages a prune left unneeded go to be deleted.
+    deleting: mpsc::UnboundedSender<Vec<u64>>,
     /// The largest message part.
     max: usize,
     patience: Duration,
@@ -475,7 +577,10 @@ impl Writer {
             let outcome = match self.failed.get() {
                 Some(reason) => Err(reason.clone()),
                 None => match body(&group) {
-                    Ok(body) => self.publish(&body).await,
+                    Ok(body) => self
+                        .publish(&body)
+                        .await
+                        .map(|parts| self.note(parts, &group)),
                     Err(reason) => Err(reason),
                 }
                 .map_err(|reason| {
@@ -497,10 +602,33 @@ impl Writer {
         }
     }
 
+    /// Notes what a published group holds (its parts' sequences given): a group of appends is
+    /// kept in mind until a prune leaves it unneeded; a prune mark's, those it leaves
+    /// unneeded are sent to be deleted.
+    fn note(&mut self, parts: Vec<u64>, group: &[Publish]) {
+        let last = parts.last().copied().unwrap_or(self.last);
+        let marks: Vec<&PruneMark> = group.iter().filter_map(|p| p.wire.prune.as_ref()).collect();
+        if marks.is_empty() {
+            let names = group
+                .iter()
+                .flat_map(|p| retention::names(&p.wire, p.wire.marked));
+            self.kept.message(parts, names);
+            return;
+        }
+        let gone: Vec<u64> = marks
+            .into_iter()
+            .flat_map(|mark| self.kept.marked(last, mark))
+            .collect();
+        if !gone.is_empty() {
+            let _ = self.deleting.send(gone);
+        }
+    }
+
     /// Publishes one append (in parts if it is large), retrying a part whose acknowledgement
-    /// does not come while patience lasts.
-    async fn publish(&mut self, body: &[u8]) -> Result<(), String> {
+    /// does not come while patience lasts; the parts' stream sequences.
+    async fn publish(&mut self, body: &[u8]) -> Result<Vec<u64>, String> {
         let chunks: Vec<&[u8]> = body.chunks(self.max).collect();
+        let mut parts = Vec::with_capacity(chunks.len());
         let id = MessageId::new();
         for (i, chunk) in chunks.iter().enumerate() {
             let mut headers = HeaderMap::new();
@@ -513,8 +641,9 @@ impl Writer {
                 headers.insert(PART, format!("{}/{}", i + 1, chunks.len()).as_str());
             }
             self.last = self.part(headers, chunk).await?;
+            parts.push(self.last);
         }
-        Ok(())
+        Ok(parts)
     }
 
     /// Publishes the lease holder's fence: an empty group (nothing to replay) naming the
@@ -595,22 +724,17 @@ impl HistoryStore for JetStreamHistory {
         let order = lock(&self.order);
         let time_us = now_us();
         let mut wire = Wire::of(&batch, time_us);
-        let mut sealed = Vec::with_capacity(wire.records.len());
-        self.index.append_at(batch, time_us, Some(&mut sealed));
-        wire.sealed = sealed
+        let mut sealing = Sealing::default();
+        self.index.append_at(batch, time_us, Some(&mut sealing));
+        wire.sealed = sealing
+            .records
             .into_iter()
             .map(|(seq, digest)| (seq, hex::encode(digest)))
             .collect();
-        let (done, outcome) = oneshot::channel();
-        self.queue
-            .send(Publish { wire, done })
-            .map_err(|_| unavailable("the history stream's writer stopped"))?;
+        wire.marked = sealing.marked;
+        let outcome = self.enqueue(wire)?;
         drop(order);
-        Ok(Ticket::pending(async move {
-            outcome
-                .await
-                .unwrap_or_else(|_| Err(unavailable("the history stream's writer stopped")))
-        }))
+        Ok(Ticket::pending(outcome))
     }
 
     fn writable(&self) -> Result<(), HistoryError> {
@@ -654,5 +778,72 @@ impl HistoryStore for JetStreamHistory {
 
     async fn verify(&self) -> Result<u64, HistoryError> {
         self.index.verify().await
+    }
+
+    async fn anchors(&self) -> Result<Vec<Anchor>, HistoryError> {
+        self.index.anchors().await
+    }
+
+    /// Chooses, checks and archives what goes under the lock that orders appends, applies it
+    /// to the index and appends a prune mark (`jetstream/retention.rs`) in the appends' order;
+    /// durable once the stream acknowledged the mark. The stream messages left unneeded are
+    /// deleted after, off the writer's path.
+    async fn prune(
+        &self,
+        before_us: i64,
+        archive: Option<Box<dyn Archive>>,
+    ) -> Result<Pruned, HistoryError> {
+        self.writable()?;
+        let pruned_us = now_us();
+        let mut pruned = Pruned {
+            before_us,
+            ..Pruned::default()
+        };
+        let outcome = {
+            let order = lock(&self.order);
+            let doomed = self.index.doomed(before_us);
+            if doomed.is_empty() {
+                return Ok(pruned);
+            }
+            let anchors = self.index.anchors_for(&doomed, before_us, pruned_us)?;
+            if let Some(mut archive) = archive {
+                let failed = |e: std::io::Error| unavailable(format!("archive: {e}"));
+                for record in doomed.iter().flatten() {
+                    archive.write(record).map_err(failed)?;
+                }
+                archive.finish().map_err(failed)?;
+            }
+            let threads: Vec<ThreadId> = anchors.iter().map(|a| a.thread).collect();
+            let carried = self.index.carried(&threads);
+            self.index
+                .remove(&anchors, carried.clone())
+                .map_err(HistoryError::query)?;
+            pruned.records = anchors.iter().map(|a| a.records).sum();
+            pruned.anchors = anchors.clone();
+            let outcome = self.enqueue(Wire::prune(PruneMark { anchors, carried }, pruned_us))?;
+            drop(order);
+            outcome
+        };
+        outcome.await?;
+        Ok(pruned)
+    }
+}
+
+impl JetStreamHistory {
+    /// Queues `wire` for the writer (the order lock held); resolves once the stream
+    /// acknowledged it.
+    fn enqueue(
+        &self,
+        wire: Wire,
+    ) -> Result<impl Future<Output = Result<(), HistoryError>> + Send + 'static, HistoryError> {
+        let (done, outcome) = oneshot::channel();
+        self.queue
+            .send(Publish { wire, done })
+            .map_err(|_| unavailable("the history stream's writer stopped"))?;
+        Ok(async move {
+            outcome
+                .await
+                .unwrap_or_else(|_| Err(unavailable("the history stream's writer stopped")))
+        })
     }
 }

@@ -10,10 +10,12 @@ use crossbeam_utils::CachePadded;
 use dashmap::DashMap;
 use dashmap::mapref::entry::Entry;
 
+use super::chain::verify_chain_from;
 use super::{
-    Batch, ChainBreak, Delivered, HistoryError, HistoryStore, Mark, RECENT_DELIVERIES, Record,
-    RecordKind, Recovery, Ticket, Timing, is_clear_context, verify_chain,
+    Anchor, Batch, ChainBreak, Delivered, HistoryError, HistoryStore, Mark, RECENT_DELIVERIES,
+    Record, RecordKind, Recovery, Ticket, Timing, is_clear_context, verify_anchors,
 };
+mod prune;
 mod seq_block;
 
 use crate::Counters;
@@ -57,6 +59,8 @@ pub struct MemoryHistory {
     threads: DashMap<ThreadId, (u64, ThreadInfo)>,
     saved: AtomicU64,
     reports: DashMap<ThreadId, Vec<HaltingReport>>,
+    /// The anchors of the prunes applied, in chain order (`memory/prune.rs`).
+    anchors: Mutex<Vec<Anchor>>,
 }
 
 /// Shards of the maps by thread: many, so that two workers seldom write one shard's lock.
@@ -96,6 +100,9 @@ struct ThreadLog {
     delivered: VecDeque<usize>,
     /// Every handled delivery, in commit order.
     marks: Vec<Kept>,
+    /// The digest the first record chains from when older ones were pruned: the last
+    /// anchor's (`None`: 32 zero bytes).
+    start: Option<[u8; 32]>,
 }
 
 /// A handled delivery as this store keeps it (see [`Mark`]).
@@ -165,6 +172,7 @@ impl MemoryHistory {
             threads: DashMap::with_shard_amount(SHARDS),
             saved: AtomicU64::new(0),
             reports: DashMap::new(),
+            anchors: Mutex::new(Vec::new()),
         }
     }
 
@@ -217,6 +225,15 @@ impl MemoryHistory {
         out.sort_by_key(|r| r.seq);
         out
     }
+}
+
+/// What appending a batch sealed, for a store that keeps a [`MemoryHistory`] as its index.
+#[derive(Debug, Default)]
+pub(crate) struct Sealing {
+    /// Each new record's sequence number and digest, in the batch's order.
+    pub records: Vec<(u64, [u8; 32])>,
+    /// The seq of the record the batch's delivered mark names, when it names one.
+    pub marked: Option<u64>,
 }
 
 /// Records in chunks that are never moved once allocated: a thread's first chunks hold 1, 2, 4,
@@ -317,6 +334,12 @@ fn log_of<'a>(
 
 fn lock(log: &Mutex<ThreadLog>) -> MutexGuard<'_, ThreadLog> {
     log.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn lock_anchors(anchors: &Mutex<Vec<Anchor>>) -> MutexGuard<'_, Vec<Anchor>> {
+    anchors
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// Microseconds since the Unix epoch, now.
@@ -452,13 +475,17 @@ impl HistoryStore for MemoryHistory {
     }
 
     async fn verify(&self) -> Result<u64, HistoryError> {
+        verify_anchors(lock_anchors(&self.anchors).iter())?;
         let mut checked = 0;
         let mut first_break: Option<ChainBreak> = None;
-        self.each_log(|_, log| match verify_chain(log.records.iter()) {
-            Ok(n) => checked += n,
-            Err(b) => {
-                if first_break.as_ref().is_none_or(|f| b.seq < f.seq) {
-                    first_break = Some(b);
+        self.each_log(|thread, log| {
+            let start = log.start.map(|d| (thread, d)).into_iter().collect();
+            match verify_chain_from(log.records.iter(), start) {
+                Ok(n) => checked += n,
+                Err(b) => {
+                    if first_break.as_ref().is_none_or(|f| b.seq < f.seq) {
+                        first_break = Some(b);
+                    }
                 }
             }
         });
@@ -467,18 +494,18 @@ impl HistoryStore for MemoryHistory {
             None => Ok(checked),
         }
     }
+
+    async fn anchors(&self) -> Result<Vec<Anchor>, HistoryError> {
+        Ok(lock_anchors(&self.anchors).clone())
+    }
 }
 
 impl MemoryHistory {
     /// Appends `batch` as accepted at `time_us`: what [`HistoryStore::append`] does with the
     /// time now. With `sealed`, each new record's sequence number and digest are pushed to it,
-    /// in the batch's order (a store that keeps this one as its index checks a replay by them).
-    pub(crate) fn append_at(
-        &self,
-        batch: Batch,
-        time_us: i64,
-        sealed: Option<&mut Vec<(u64, [u8; 32])>>,
-    ) {
+    /// in the batch's order (a store that keeps this one as its index checks a replay by them),
+    /// and the seq of the record the batch's delivered mark names is set there.
+    pub(crate) fn append_at(&self, batch: Batch, time_us: i64, sealed: Option<&mut Sealing>) {
         // A mark for a thread this store has never seen names no record: nothing to lock.
         let delivered = batch.delivered.as_ref().filter(|d| {
             let among_records = || {
@@ -538,7 +565,7 @@ impl MemoryHistory {
         batch: &Batch,
         delivered: Option<&Delivered>,
         time_us: i64,
-        mut sealed: Option<&mut Vec<(u64, [u8; 32])>>,
+        mut sealed: Option<&mut Sealing>,
     ) {
         if let Some(d) = delivered {
             let log = log_of(logs, d.thread);
@@ -547,6 +574,9 @@ impl MemoryHistory {
             let known = log
                 .take_pending(d.id)
                 .or_else(|| log.records.iter().position(|r| r.id == d.id));
+            if let (Some(sealed), Some(index)) = (sealed.as_deref_mut(), known) {
+                sealed.marked = log.records.get(index).map(|r| r.seq);
+            }
             if let Some(index) = known.filter(|_| d.handled) {
                 if d.free {
                     log.counters.notices += 1;
@@ -572,7 +602,7 @@ impl MemoryHistory {
             record.seal(&log.last_digest);
             log.last_digest = record.digest;
             if let Some(sealed) = sealed.as_deref_mut() {
-                sealed.push((seq, record.digest));
+                sealed.records.push((seq, record.digest));
             }
             let index = log.records.len();
             if new.pending {

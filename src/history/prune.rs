@@ -8,13 +8,16 @@
 //! own, `digest = sha256(previous anchor's digest ‖ canonical bytes)`, so a forged or edited
 //! anchor breaks it just as an edited record breaks its thread's chain.
 
+use std::collections::{HashMap, HashSet};
 use std::fmt;
+use std::hash::Hash;
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 
-use super::Record;
-use crate::ThreadId;
+use super::{Record, RecordKind};
+use crate::governor::{Decision, HaltingReport};
+use crate::{Counters, ThreadId, ThreadInfo};
 
 /// What one prune removed from one thread, and where the thread's chain now starts.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -170,4 +173,85 @@ pub struct Pruned {
     pub records: u64,
     /// One anchor per thread that lost records (none when there was nothing to remove).
     pub anchors: Vec<Anchor>,
+}
+
+/// Of `threads` (each with its parent and whether it is done or halted), those whose whole
+/// tree — the root and every thread below it — is closed with none of its threads in `busy`:
+/// the only threads a prune touches.
+pub(crate) fn finished_trees<K: Copy + Eq + Hash>(
+    threads: &[(K, Option<K>, bool)],
+    busy: &HashSet<K>,
+) -> HashSet<K> {
+    let parents: HashMap<K, Option<K>> = threads.iter().map(|&(id, p, _)| (id, p)).collect();
+    let open: HashSet<K> = threads
+        .iter()
+        .filter(|&&(id, _, closed)| !closed || busy.contains(&id))
+        .map(|&(id, _, _)| root_of(&parents, id))
+        .collect();
+    threads
+        .iter()
+        .map(|&(id, _, _)| id)
+        .filter(|&id| !open.contains(&root_of(&parents, id)))
+        .collect()
+}
+
+/// The root of `id`'s tree, following parent links.
+pub(crate) fn root_of<K: Copy + Eq + Hash>(parents: &HashMap<K, Option<K>>, mut id: K) -> K {
+    // Bounded by the number of threads, so a (corrupt) cycle cannot loop forever.
+    for _ in 0..=parents.len() {
+        match parents.get(&id).copied().flatten() {
+            Some(parent) if parents.contains_key(&parent) => id = parent,
+            _ => break,
+        }
+    }
+    id
+}
+
+/// Whether a thread's records leave a parcel to another pump open (`docs/history.md`,
+/// "Children on other pumps"): a child sent and not returned, or a result recorded and not
+/// delivered. Such a thread's tree is not finished: its pump sends those parcels again at a
+/// restart, from these very records.
+pub(crate) fn parcels_open<'a>(records: impl IntoIterator<Item = &'a Record>) -> bool {
+    /// The part of a parcel's JSON that says what it is.
+    #[derive(Deserialize)]
+    struct Kind {
+        kind: String,
+        child: ThreadId,
+    }
+    let (mut children, mut result) = (HashSet::new(), false);
+    for record in records {
+        if record.kind != RecordKind::Decision {
+            continue;
+        }
+        match Decision::parse(&record.payload) {
+            Some(Decision::Parcel { sent: true, json }) => {
+                match serde_json::from_str::<Kind>(&json) {
+                    Ok(k) if k.kind == "adopt" => {
+                        children.insert(k.child);
+                    }
+                    Ok(k) if k.kind == "result" => result = true,
+                    _ => {}
+                }
+            }
+            Some(Decision::Returned { thread, .. }) => {
+                children.remove(&thread);
+            }
+            Some(Decision::Delivered { .. }) => result = false,
+            _ => {}
+        }
+    }
+    result || !children.is_empty()
+}
+
+/// What a history that drops whole stored messages carries past a prune for each thread of a
+/// pruned tree: the thread's latest snapshot, its halting reports and what it has used, so
+/// that older messages naming it can go (see `docs/history.md`, "Retention on a stream").
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Carried {
+    /// The thread's latest snapshot.
+    pub info: ThreadInfo,
+    /// Every halting report of the thread, in order.
+    pub reports: Vec<HaltingReport>,
+    /// What the thread's deliveries used, summed (a prune keeps it: what was used was used).
+    pub counters: Counters,
 }

@@ -8,6 +8,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 use super::queries::{parse, records};
 use crate::ThreadId;
 use crate::history::chain::verify_chain_from;
+use crate::history::prune::finished_trees;
 use crate::history::{Anchor, Archive, ChainBreak, Pruned, Record};
 
 /// The anchors table, created in every file this build opens for writing (older files too).
@@ -105,33 +106,18 @@ fn finished(conn: &Connection) -> rusqlite::Result<HashSet<String>> {
     let busy: HashSet<String> = stmt
         .query_map([], |r| r.get(0))?
         .collect::<rusqlite::Result<_>>()?;
-    let parents: HashMap<&str, Option<&str>> = threads
+    let busy: HashSet<&str> = busy.iter().map(String::as_str).collect();
+    let rows: Vec<(&str, Option<&str>, bool)> = threads
         .iter()
-        .map(|(id, parent, _)| (id.as_str(), parent.as_deref()))
+        .map(|(id, parent, state)| {
+            let closed = matches!(state.as_str(), "done" | "halted");
+            (id.as_str(), parent.as_deref(), closed)
+        })
         .collect();
-    let mut open_trees = HashSet::new();
-    for (id, _, state) in &threads {
-        if !matches!(state.as_str(), "done" | "halted") || busy.contains(id) {
-            open_trees.insert(root(&parents, id));
-        }
-    }
-    Ok(threads
-        .iter()
-        .filter(|(id, _, _)| !open_trees.contains(root(&parents, id)))
-        .map(|(id, _, _)| id.clone())
+    Ok(finished_trees(&rows, &busy)
+        .into_iter()
+        .map(str::to_owned)
         .collect())
-}
-
-/// The root of `id`'s tree, following parent links.
-fn root<'a>(parents: &HashMap<&'a str, Option<&'a str>>, mut id: &'a str) -> &'a str {
-    // Bounded by the number of threads, so a (corrupt) cycle cannot loop forever.
-    for _ in 0..=parents.len() {
-        match parents.get(id).copied().flatten() {
-            Some(parent) if parents.contains_key(parent) => id = parent,
-            _ => break,
-        }
-    }
-    id
 }
 
 /// Threads with records accepted before `before_us` whose whole tree is finished, sorted: what

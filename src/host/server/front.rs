@@ -104,13 +104,7 @@ enum Destination {
 
 /// The paths whose answer spans every thread and is not merged across partitions yet: one
 /// partition's answer would be silently partial.
-const UNPARTITIONED: [&str; 5] = [
-    "inbox/events",
-    "view/totals",
-    "view/organism",
-    "mcp",
-    "history/prune",
-];
+const UNPARTITIONED: [&str; 4] = ["inbox/events", "view/totals", "view/organism", "mcp"];
 
 fn destination(front: &Front, method: &Method, uri: &Uri, body: &[u8]) -> Destination {
     let count = front.writers.len();
@@ -140,6 +134,7 @@ fn destination(front: &Front, method: &Method, uri: &Uri, body: &[u8]) -> Destin
         (&Method::GET, ["threads"]) => Destination::Every(merge::List::Threads),
         (&Method::GET, ["inbox"]) => Destination::Every(merge::List::Inbox),
         (&Method::GET, ["view", "threads"]) => Destination::Every(merge::List::Roots),
+        (&Method::POST, ["history", "prune"]) => Destination::Every(merge::List::Pruned),
         (&Method::POST, ["inbox", _]) => Destination::Seek,
         // The rest (health, the viewer's files, the organism, tasks) is the same everywhere.
         _ => Destination::One(0),

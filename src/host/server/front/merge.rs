@@ -2,6 +2,9 @@
 //! as one host would have answered.
 //!
 //! `GET /threads` and `GET /inbox` are whole lists: concatenated (threads in path order).
+//! `POST /history/prune` prunes every partition in turn with the same cut and sums what went
+//! (each partition's anchors chain on their own); a refusal stops it and is passed on, the
+//! partitions before it pruned (a prune run again removes nothing twice).
 //! `GET /view/threads` is paged: the front reads every partition's pages, orders the roots
 //! oldest first by (start time, partition, the partition's own cursor), and numbers them 1, 2,
 //! 3 …; that number is the merged list's cursor, and a page is the newest roots numbered below
@@ -18,7 +21,7 @@ use serde_json::Value;
 use super::{Front, Sent};
 use crate::ThreadInfo;
 use crate::history::page::MAX_PAGE;
-use crate::history::{ThreadPage, ThreadSummary};
+use crate::history::{Pruned, ThreadPage, ThreadSummary};
 use crate::host::server::problem::Problem;
 
 /// A list the front merges.
@@ -30,6 +33,8 @@ pub(super) enum List {
     Inbox,
     /// `GET /view/threads`: a page of root threads.
     Roots,
+    /// `POST /history/prune`: each partition pruned with the same cut, what went summed.
+    Pruned,
 }
 
 /// `sent` answered from every partition, merged; or the first refusal, as it came.
@@ -57,6 +62,16 @@ async fn answered(front: &Front, list: List, sent: &Sent<'_>) -> Result<Response
             Ok(Json(open).into_response())
         }
         List::Roots => roots(front, sent).await,
+        List::Pruned => {
+            let mut total = Pruned::default();
+            for partition in 0..front.writers.len() {
+                let pruned = fetch::<Pruned>(front, partition, sent).await?;
+                total.before_us = pruned.before_us;
+                total.records += pruned.records;
+                total.anchors.extend(pruned.anchors);
+            }
+            Ok(Json(total).into_response())
+        }
     }
 }
 
