@@ -11,10 +11,15 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use agentpump::governor::Budget;
-use agentpump::history::{HistoryStore, JetStreamHistory, JetStreamOptions, Record};
+use agentpump::history::{
+    Batch, HistoryStore, JetStreamHistory, JetStreamOptions, NewRecord, Record, RecordKind,
+};
 use agentpump::listeners::Echo;
-use agentpump::{PumpBuilder, PumpHandle, QName, Registration, ThreadId, ThreadInfo, ThreadState};
-use support::Scratch;
+use agentpump::{
+    Envelope, Limits, Payload, PumpBuilder, PumpHandle, QName, Registration, Spawn, ThreadId,
+    ThreadInfo, ThreadState,
+};
+use support::{Scratch, Script, p, q};
 
 fn say(text: &str) -> String {
     format!(r#"<say xmlns="urn:example:say:v1">{text}</say>"#)
@@ -261,8 +266,7 @@ async fn an_altered_prune_mark_is_refused_at_open_naming_the_message() {
 }
 
 /// A message of records deleted from the stream by hand (no prune covers it) is not a gap
-/// the open passes over: one holding a thread's last records (which no later record of that
-/// thread chains from) stops it, saying how many records are missing.
+/// the open passes over: it stops, saying what no prune removed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_message_deleted_without_a_prune_is_refused_at_open() {
     let scratch = Scratch::new("js-retention-deleted");
@@ -289,8 +293,223 @@ async fn a_message_deleted_without_a_prune_is_refused_at_open() {
     }
     assert!(stream.delete_message(echo.unwrap()).await.unwrap());
     let refused = open(&url, "deleted").await.unwrap_err();
+    // Missing numbers, or (when a later record of the thread chained from the deleted one) a
+    // record that does not rebuild: either way, what no prune removed.
     assert!(
-        refused.contains(" record(s) that no prune removed: a message was deleted from it"),
+        refused.contains(": a message was deleted from it that no prune removed")
+            || refused.contains("does not rebuild as recorded, and no prune removed it"),
+        "{refused}"
+    );
+}
+
+/// `boss`: on `<go>` spawns a `worker` child held to 3 turns; ends its thread when the child's
+/// result comes back.
+fn boss() -> Registration {
+    Registration::new(
+        "boss",
+        Script::new(|msg, cx| {
+            if msg.qname().local() == "go" {
+                let budget = Budget {
+                    turns: Some(3),
+                    threads: Some(0),
+                    ..Budget::default()
+                };
+                cx.spawn(Spawn::new(p("job", "")).to("worker").budget(budget));
+            } else if msg.thread_result().is_some() {
+                cx.done(p("back", ""));
+            }
+            Ok(())
+        }),
+    )
+    .accepts(q("go"))
+    .peers(["worker"])
+}
+
+/// `worker`: ends its thread on `<job>`.
+fn worker() -> Registration {
+    Registration::new(
+        "worker",
+        Script::new(|msg, cx| {
+            if msg.qname().local() == "job" {
+                cx.done(p("did", ""));
+            }
+            Ok(())
+        }),
+    )
+    .accepts(q("job"))
+}
+
+fn tree_pump(store: &Arc<JetStreamHistory>) -> PumpHandle {
+    let store: Arc<dyn HistoryStore> = store.clone();
+    PumpBuilder::new()
+        .register(boss())
+        .register(worker())
+        .history(store)
+        .build()
+        .unwrap()
+}
+
+/// A pruned tree is carried whole past its deleted messages, parents before children: a pump
+/// restarted from the stream alone (the prune its last act) restores the parent and its child
+/// (the child's snapshot alone would name a parent it has not restored yet), each as it ended.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pruned_tree_comes_back_whole_from_the_stream_alone() {
+    let scratch = Scratch::new("js-retention-tree");
+    let (_server, url) = support::nats::server(&scratch.0);
+    let store = open(&url, "tree").await.unwrap();
+    let pump = tree_pump(&store);
+    let root = pump
+        .post(None, Some("boss"), &p("go", ""))
+        .await
+        .unwrap()
+        .thread();
+    let done = async {
+        while pump.thread(root).map(|t| t.state) != Some(ThreadState::Done) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(30), done)
+        .await
+        .expect("the parent ends once its child's result is back");
+    let child = pump.thread(root).unwrap().children[0];
+    let (before, _) = messages_settled(&url, "tree").await;
+    let pruned = store.prune(now_us(), None).await.unwrap();
+    let anchored: Vec<ThreadId> = pruned.anchors.iter().map(|a| a.thread).collect();
+    assert!(
+        anchored.contains(&root) && anchored.contains(&child),
+        "{anchored:?}"
+    );
+    let (messages, _) = messages_settled(&url, "tree").await;
+    // No shutdown record after the mark: the records numbered last are all deleted, and the
+    // mark alone says where numbering goes on.
+    drop(pump);
+    drop(store);
+
+    let again = open(&url, "tree").await.unwrap();
+    let pump = tree_pump(&again);
+    let parent = pump.thread(root).expect("the parent is restored");
+    let restored = pump.thread(child).expect("the child is restored");
+    assert_eq!(parent.state, ThreadState::Done);
+    assert_eq!(
+        (restored.parent, restored.state),
+        (Some(root), ThreadState::Done)
+    );
+    assert_eq!(again.anchors().await.unwrap(), pruned.anchors);
+    again.verify().await.unwrap();
+    assert!(messages < before, "{messages} of {before} messages left");
+    pump.shutdown(Duration::from_secs(5)).await;
+}
+
+/// A client's message into `thread`, as one record of a batch appended by hand.
+fn message(thread: ThreadId, text: &str) -> NewRecord {
+    let payload = Payload::parse(&say(text), &Limits::default()).unwrap();
+    NewRecord {
+        envelope: Envelope::new("client".into(), thread, payload),
+        kind: RecordKind::Message,
+        pending: false,
+    }
+}
+
+/// A root thread's snapshot in `state`.
+fn snapshot(thread: ThreadId, state: &str) -> ThreadInfo {
+    serde_json::from_value(serde_json::json!({
+        "id": thread, "parent": null, "spawner": null, "depth": 0,
+        "path": thread.to_string()[..8], "state": state, "children": [],
+        "counters": {"deliveries": 0, "notices": 0, "failures": 0, "tokens_in": 0,
+            "tokens_out": 0, "tool_calls": 0, "cost": "0", "estimated_usage": 0},
+        "dialect": "agentpump"
+    }))
+    .unwrap()
+}
+
+/// A message kept because it also holds an open thread's record, after the message holding
+/// its pruned thread's first record was deleted: its pruned record no longer chains from
+/// anything the replay has. It is taken as recorded and removed by the prune mark after it,
+/// and the open thread's record is kept whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kept_message_s_pruned_record_whose_predecessor_was_deleted_replays() {
+    let scratch = Scratch::new("js-retention-partial");
+    let (_server, url) = support::nats::server(&scratch.0);
+    let store = open(&url, "partial").await.unwrap();
+    let (done, open_one) = (ThreadId::new(), ThreadId::new());
+    let first = Batch {
+        records: vec![message(done, "first")],
+        threads: vec![snapshot(done, "halted")],
+        ..Batch::default()
+    };
+    store.append(first).unwrap().wait().await.unwrap();
+    let shared = Batch {
+        records: vec![message(done, "second"), message(open_one, "kept")],
+        threads: vec![snapshot(open_one, "idle")],
+        ..Batch::default()
+    };
+    store.append(shared).unwrap().wait().await.unwrap();
+    let kept = store.thread(open_one, 0).await.unwrap();
+    let pruned = store.prune(now_us(), None).await.unwrap();
+    assert_eq!(
+        (
+            pruned.records,
+            pruned.anchors.len(),
+            pruned.anchors[0].thread
+        ),
+        (2, 1, done)
+    );
+    let (left, last) = messages_settled(&url, "partial").await;
+    assert_eq!(
+        (left, last),
+        (2, 3),
+        "the first message went; the shared one and the mark stay"
+    );
+    drop(store);
+
+    let again = open(&url, "partial").await.unwrap();
+    assert!(again.thread(done, 0).await.unwrap().is_empty());
+    assert_eq!(again.thread(open_one, 0).await.unwrap(), kept);
+    assert_eq!(again.anchors().await.unwrap(), pruned.anchors);
+    assert_eq!(again.verify().await.unwrap(), 1);
+    let infos = again.threads(None).await.unwrap();
+    assert_eq!(
+        infos.iter().find(|t| t.id == done).map(|t| t.state),
+        Some(ThreadState::Halted),
+        "the pruned thread's snapshot, carried by the mark"
+    );
+}
+
+/// A record altered in place (its message deleted and a copy with other text put at the end,
+/// its number and digest kept) is taken as recorded only until the replay ends: no prune
+/// removed it, so the open stops, naming its message, record and thread.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_altered_record_no_prune_removes_is_refused_at_open() {
+    let scratch = Scratch::new("js-retention-rewritten");
+    let (_server, url) = support::nats::server(&scratch.0);
+    let store = open(&url, "rewritten").await.unwrap();
+    let thread = ThreadId::new();
+    let batch = Batch {
+        records: vec![message(thread, "as written")],
+        threads: vec![snapshot(thread, "idle")],
+        ..Batch::default()
+    };
+    store.append(batch).unwrap().wait().await.unwrap();
+    let record = store.thread(thread, 0).await.unwrap()[0].clone();
+    drop(store);
+    let js = async_nats::jetstream::new(async_nats::connect(&url).await.unwrap());
+    let mut stream = js.get_stream("rewritten").await.unwrap();
+    let last = stream.info().await.unwrap().state.last_sequence;
+    let text = String::from_utf8_lossy(&stream.get_raw_message(last).await.unwrap().payload)
+        .replace("as written", "as forged");
+    assert!(stream.delete_message(last).await.unwrap());
+    js.publish("agentpump.history.rewritten", text.into_bytes().into())
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+    let refused = open(&url, "rewritten").await.unwrap_err();
+    assert!(
+        refused.contains(&format!(
+            "message {} of the history stream `rewritten`: record {} of thread {thread} does not rebuild as recorded, and no prune removed it",
+            last + 1,
+            record.seq
+        )),
         "{refused}"
     );
 }

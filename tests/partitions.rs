@@ -623,10 +623,46 @@ async fn threads_spread_over_three_pumps_survive_a_nats_node_and_a_restart_from_
     // Every halt — the planner's child, halted on its own pump at its grant — re-derived from
     // the records each partition serves.
     assert!(out.contains("every certificate agrees"), "{out}");
+    // Issue 35: "retention work[s] against it": a thread stopped through one host, then
+    // `history prune --url` through another with the cut at now prunes it in its own
+    // partition's stream (the front asks every partition), and every chain still verifies.
+    let pruned = threads[1];
+    assert_ne!(pruned, named);
+    let cli = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_agentpump"))
+            .args(args)
+            .args(["--token", TOKEN])
+            .output()
+            .unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (out.status.success(), text)
+    };
+    let (ok, out) = cli(&["stop", &pruned.to_string(), "--url", &again[2].base]);
+    assert!(ok, "{out}");
+    let (ok, out) = cli(&[
+        "history",
+        "prune",
+        "--keep-days",
+        "0",
+        "--url",
+        &again[0].base,
+    ]);
+    // The stopped thread at least (the planner's child may be finished too).
+    assert!(ok && out.contains(": pruned "), "{out}");
+    let (ok, out) = cli(&["verify", "--url", &again[1].base]);
+    assert!(ok && out.contains("every chain intact"), "{out}");
     drop(again);
     let streams = streams(&left).await;
     for &thread in &threads {
-        let expected = if thread == named { 2 } else { 1 };
+        let expected = match thread {
+            t if t == named => 2,
+            t if t == pruned => 0,
+            _ => 1,
+        };
         assert_eq!(echoes(&streams, thread).await, expected, "thread {thread}");
     }
     for stream in &streams {

@@ -364,6 +364,9 @@ struct Found {
     kept: Kept,
     /// Messages a prune mark left unneeded that are still there, to delete.
     gone: Vec<u64>,
+    /// Records that did not chain from what the replay had (their thread, seq, and stream
+    /// message), until a prune mark removes them.
+    unverified: Vec<(ThreadId, u64, u64)>,
 }
 
 /// The index rebuilt from every message of `stream`, and what else the replay found; a read
@@ -440,12 +443,21 @@ async fn replay(
                     )))
                 })?;
             let seqs = std::mem::take(&mut seqs);
+            found
+                .unverified
+                .extend(applied.unverified.iter().map(|&(t, s)| (t, s, seq)));
             if applied.marks.is_empty() {
                 found.kept.message(seqs, applied.names);
             }
             for mark in &applied.marks {
                 let gone = found.kept.marked(seq, mark);
                 found.gone.extend(gone);
+                found.unverified.retain(|&(thread, s, _)| {
+                    !mark
+                        .anchors
+                        .iter()
+                        .any(|a| a.thread == thread && s <= a.last_seq)
+                });
             }
         }
         reached = seq;
@@ -459,20 +471,28 @@ async fn replay(
             "it ended at message {reached} after {received} of its {expected} messages"
         )));
     }
-    if let Some(missing) = index.unaccounted() {
+    if let Some(&(thread, record, at)) = found.unverified.first() {
         return Err(Stopped::Bad(HistoryError::query(format!(
-            "the history stream `{}` lacks {missing} record(s) that no prune removed: a message was deleted from it",
+            "message {at} of the history stream `{}`: record {record} of thread {thread} does not rebuild as recorded, and no prune removed it: the stream was altered",
+            options.stream
+        ))));
+    }
+    if let Some((accounted, numbered)) = index.unaccounted() {
+        return Err(Stopped::Bad(HistoryError::query(format!(
+            "the history stream `{}` numbered {numbered} records, and holds or pruned {accounted}: a message was deleted from it that no prune removed",
             options.stream
         ))));
     }
     Ok(found)
 }
 
-/// What one stream message held: what its appends name, and its prune marks.
+/// What one stream message held: what its appends name, and its prune marks; and the records
+/// it holds that do not chain from what the replay has (thread and seq), unverified.
 #[derive(Debug, Default)]
 struct Applied {
     names: retention::Names,
     marks: Vec<PruneMark>,
+    unverified: Vec<(ThreadId, u64)>,
 }
 
 /// Applies one message read back from the stream, checking it rebuilds what was recorded.
@@ -497,10 +517,13 @@ fn apply_one(
 ) -> Result<(), String> {
     if let Some(mark) = wire.prune.take() {
         index.remove(&mark.anchors, mark.carried.clone())?;
+        // The records numbered before the mark may all have been deleted since.
+        index.skip_to(mark.numbered);
         applied.marks.push(mark);
         return Ok(());
     }
     let names = retention::names(&wire, None);
+    let threads: Vec<ThreadId> = wire.records.iter().map(|r| r.thread).collect();
     let marks_thread = wire.delivered.as_ref().map(|d| d.thread);
     let (batch, time_us, recorded) = wire.batch(limits)?;
     // Past messages a prune deleted, numbering goes on from the first recorded number (never
@@ -512,11 +535,23 @@ fn apply_one(
     index.append_at(batch, time_us, Some(&mut sealing));
     applied.names.extend(names);
     applied.names.extend(marks_thread.zip(sealing.marked));
-    let sealed: Sealed = sealing
+    let mut sealed: Sealed = sealing
         .records
         .into_iter()
         .map(|(seq, digest)| (seq, hex::encode(digest)))
         .collect();
+    // A record whose number is right and whose digest is not may chain from a record a prune
+    // deleted: it takes the digest recorded, unverified until a later prune mark removes it
+    // (else the replay fails at its end, naming it).
+    for (i, (rebuilt, written)) in sealed.iter_mut().zip(&recorded).enumerate() {
+        if rebuilt.0 == written.0 && rebuilt.1 != written.1 {
+            let digest = <[u8; 32]>::try_from(hex::decode(&written.1).unwrap_or_default())
+                .map_err(|_| format!("record {} of it has no digest", i + 1))?;
+            index.reseal(threads[i], written.0, digest);
+            applied.unverified.push((threads[i], written.0));
+            rebuilt.1.clone_from(&written.1);
+        }
+    }
     if sealed != recorded {
         let at = sealed
             .iter()
@@ -820,7 +855,12 @@ impl HistoryStore for JetStreamHistory {
                 .map_err(HistoryError::query)?;
             pruned.records = anchors.iter().map(|a| a.records).sum();
             pruned.anchors = anchors.clone();
-            let outcome = self.enqueue(Wire::prune(PruneMark { anchors, carried }, pruned_us))?;
+            let mark = PruneMark {
+                anchors,
+                carried,
+                numbered: self.index.last_number(),
+            };
+            let outcome = self.enqueue(Wire::prune(mark, pruned_us))?;
             drop(order);
             outcome
         };

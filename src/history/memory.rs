@@ -299,6 +299,11 @@ impl Chunks {
         self.0.get(chunk)?.get(at)
     }
 
+    fn get_mut(&mut self, index: usize) -> Option<&mut Record> {
+        let (chunk, at) = Self::locate(index);
+        self.0.get_mut(chunk)?.get_mut(at)
+    }
+
     fn iter(&self) -> impl Iterator<Item = &Record> {
         self.0.iter().flatten()
     }

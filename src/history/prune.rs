@@ -255,3 +255,76 @@ pub(crate) struct Carried {
     /// What the thread's deliveries used, summed (a prune keeps it: what was used was used).
     pub counters: Counters,
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::governor::Budget;
+    use crate::history::NewRecord;
+    use crate::{Envelope, Limits, Payload};
+
+    fn decided(thread: ThreadId, decision: &Decision) -> Record {
+        let payload = Payload::parse(&decision.to_xml(), &Limits::default()).unwrap();
+        let new = NewRecord {
+            envelope: Envelope::new(Arc::from("governor"), thread, payload),
+            kind: RecordKind::Decision,
+            pending: false,
+        };
+        Record::from_new(&new, 1, 0)
+    }
+
+    fn parcel(kind: &str, child: ThreadId) -> Decision {
+        Decision::Parcel {
+            sent: true,
+            json: format!(r#"{{"kind":"{kind}","child":"{child}"}}"#),
+        }
+    }
+
+    #[test]
+    fn a_parcel_is_open_until_its_answer_is_recorded() {
+        let (me, child) = (ThreadId::new(), ThreadId::new());
+        let sent = decided(me, &parcel("adopt", child));
+        let back = decided(
+            me,
+            &Decision::Returned {
+                thread: child,
+                spent: Budget::default(),
+            },
+        );
+        assert!(parcels_open([&sent]));
+        assert!(!parcels_open([&sent, &back]));
+        let result = decided(me, &parcel("result", me));
+        let delivered = decided(me, &Decision::Delivered { thread: me });
+        assert!(parcels_open([&result]));
+        assert!(!parcels_open([&result, &delivered]));
+        // A stop asks nothing back; a received parcel is the other side's.
+        assert!(!parcels_open([&decided(me, &parcel("stop", child))]));
+        let received = Decision::Parcel {
+            sent: false,
+            json: format!(r#"{{"kind":"adopt","child":"{me}"}}"#),
+        };
+        assert!(!parcels_open([&decided(me, &received)]));
+    }
+
+    #[test]
+    fn a_tree_is_finished_only_when_every_thread_in_it_is_closed_and_idle() {
+        // 1 ← 2 ← 3 (3 still running); 4 ← 5 (5 closed but busy); 6 ← 7 closed and quiet.
+        let rows = [
+            (1, None, true),
+            (2, Some(1), true),
+            (3, Some(2), false),
+            (4, None, true),
+            (5, Some(4), true),
+            (6, None, true),
+            (7, Some(6), true),
+            // A parent the store does not know: its own root.
+            (8, Some(99), true),
+        ];
+        let busy = HashSet::from([5]);
+        let mut finished: Vec<i32> = finished_trees(&rows, &busy).into_iter().collect();
+        finished.sort_unstable();
+        assert_eq!(finished, [6, 7, 8]);
+    }
+}

@@ -28,6 +28,9 @@ pub(super) struct PruneMark {
     pub anchors: Vec<Anchor>,
     /// Every thread of the pruned trees, parents first.
     pub carried: Vec<Carried>,
+    /// The last record number handed out when the prune ran: a replay numbers on from there
+    /// even when every record before it was deleted.
+    pub numbered: u64,
 }
 
 /// Per thread a message names, the highest seq of that thread's records it names (0: only a

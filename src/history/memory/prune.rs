@@ -43,18 +43,43 @@ impl MemoryHistory {
             .fetch_max(seq, std::sync::atomic::Ordering::Relaxed);
     }
 
-    /// In a store numbered one after the other: whether every number handed out is a record
-    /// kept or one an anchor says was pruned; if not, how many are missing (a message of
-    /// records deleted from a stream without a prune that covers them).
-    pub(crate) fn unaccounted(&self) -> Option<u64> {
+    /// Gives record `seq` of `thread` the digest its stream recorded (a replay whose record
+    /// chains from one a prune deleted); the thread's next record chains from it.
+    pub(crate) fn reseal(&self, thread: ThreadId, seq: u64, digest: [u8; 32]) {
+        let log = self.log(thread);
+        let mut log = lock(&log);
+        let Some(at) = (0..log.records.len())
+            .rev()
+            .find(|&i| log.records.get(i).is_some_and(|r| r.seq == seq))
+        else {
+            return;
+        };
+        if let Some(record) = log.records.get_mut(at) {
+            record.digest = digest;
+        }
+        if at + 1 == log.records.len() {
+            log.last_digest = digest;
+        }
+    }
+
+    /// The last number handed out.
+    pub(crate) fn last_number(&self) -> u64 {
+        self.seq.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// In a store numbered one after the other: every number handed out must be a record kept
+    /// or one an anchor says was pruned. When not (a message of records deleted from a stream
+    /// without a prune that covers them), how many records are accounted for, and how many
+    /// numbers were handed out.
+    pub(crate) fn unaccounted(&self) -> Option<(u64, u64)> {
         let mut held = 0u64;
         self.each_log(|_, log| held += log.records.len() as u64);
         let pruned: u64 = super::lock_anchors(&self.anchors)
             .iter()
             .map(|a| a.records)
             .sum();
-        let handed = self.seq.load(std::sync::atomic::Ordering::Relaxed);
-        (held + pruned != handed).then(|| handed.saturating_sub(held + pruned))
+        let handed = self.last_number();
+        (held + pruned != handed).then_some((held + pruned, handed))
     }
 
     /// Per thread of a finished tree (its root and every thread below it done or halted, none
