@@ -482,7 +482,7 @@ pub trait HistoryStore: Send + Sync + fmt::Debug + 'static {
     /// # Errors
     ///
     /// [`HistoryError::Unsupported`] when the store does not prune (the default: only
-    /// [`SqliteHistory`] does); [`HistoryError::Unavailable`] when it cannot be written or the
+    /// [`SqliteHistory`] and, with the `nats` feature, `JetStreamHistory` do); [`HistoryError::Unavailable`] when it cannot be written or the
     /// archive fails — nothing is removed then; [`HistoryError::Chain`] naming a break in what
     /// would be removed.
     async fn prune(

@@ -15,6 +15,7 @@ use super::{
     Anchor, Batch, ChainBreak, Delivered, HistoryError, HistoryStore, Mark, RECENT_DELIVERIES,
     Record, RecordKind, Recovery, Ticket, Timing, is_clear_context, verify_anchors,
 };
+#[cfg(feature = "nats")]
 mod prune;
 mod seq_block;
 
@@ -297,11 +298,6 @@ impl Chunks {
     fn get(&self, index: usize) -> Option<&Record> {
         let (chunk, at) = Self::locate(index);
         self.0.get(chunk)?.get(at)
-    }
-
-    fn get_mut(&mut self, index: usize) -> Option<&mut Record> {
-        let (chunk, at) = Self::locate(index);
-        self.0.get_mut(chunk)?.get_mut(at)
     }
 
     fn iter(&self) -> impl Iterator<Item = &Record> {

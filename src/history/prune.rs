@@ -15,9 +15,14 @@ use std::hash::Hash;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 
-use super::{Record, RecordKind};
-use crate::governor::{Decision, HaltingReport};
-use crate::{Counters, ThreadId, ThreadInfo};
+use super::Record;
+use crate::ThreadId;
+#[cfg(feature = "nats")]
+use {
+    super::RecordKind,
+    crate::governor::{Decision, HaltingReport},
+    crate::{Counters, ThreadInfo},
+};
 
 /// What one prune removed from one thread, and where the thread's chain now starts.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -211,6 +216,7 @@ pub(crate) fn root_of<K: Copy + Eq + Hash>(parents: &HashMap<K, Option<K>>, mut 
 /// "Children on other pumps"): a child sent and not returned, or a result recorded and not
 /// delivered. Such a thread's tree is not finished: its pump sends those parcels again at a
 /// restart, from these very records.
+#[cfg(feature = "nats")]
 pub(crate) fn parcels_open<'a>(records: impl IntoIterator<Item = &'a Record>) -> bool {
     /// The part of a parcel's JSON that says what it is.
     #[derive(Deserialize)]
@@ -246,6 +252,7 @@ pub(crate) fn parcels_open<'a>(records: impl IntoIterator<Item = &'a Record>) ->
 /// What a history that drops whole stored messages carries past a prune for each thread of a
 /// pruned tree: the thread's latest snapshot, its halting reports and what it has used, so
 /// that older messages naming it can go (see `docs/history.md`, "Retention on a stream").
+#[cfg(feature = "nats")]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub(crate) struct Carried {
     /// The thread's latest snapshot.
@@ -256,7 +263,7 @@ pub(crate) struct Carried {
     pub counters: Counters,
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "nats"))]
 mod tests {
     use std::sync::Arc;
 

@@ -1,7 +1,7 @@
-//! Retention in a [`MemoryHistory`]: which records a prune before a cut removes, the anchors
-//! that say what went, and the removal itself. The index of a history kept in a stream
-//! ([`JetStreamHistory`](crate::history::JetStreamHistory)) applies the same removal when it
-//! reads a prune back from its stream, checking every anchor against the records it removes.
+//! Retention in a [`MemoryHistory`] kept as the index of a history in a stream
+//! (`JetStreamHistory`): which records a prune before a cut removes, the anchors that say what
+//! went, and the removal itself, which the index applies again when it reads a prune back from
+//! its stream, checking every anchor against the records it removes.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -11,6 +11,13 @@ use crate::ThreadId;
 use crate::history::chain::verify_chain_from;
 use crate::history::prune::{Carried, finished_trees, parcels_open, root_of};
 use crate::history::{Anchor, ChainBreak, Record};
+
+impl Chunks {
+    fn get_mut(&mut self, index: usize) -> Option<&mut Record> {
+        let (chunk, at) = Self::locate(index);
+        self.0.get_mut(chunk)?.get_mut(at)
+    }
+}
 
 impl ThreadLog {
     /// Drops the first `n` records, and every delivery mark and queue place that named them.
