@@ -45,7 +45,12 @@ async fn prune_ms(store: Arc<dyn HistoryStore>, threads: usize) -> f64 {
         .unwrap();
     let mut ids = Vec::with_capacity(threads);
     for _ in 0..threads {
-        ids.push(pump.post(None, Some("echo"), PAYLOAD).await.unwrap().thread());
+        ids.push(
+            pump.post(None, Some("echo"), PAYLOAD)
+                .await
+                .unwrap()
+                .thread(),
+        );
     }
     for &id in &ids {
         pump.settle(id).await;

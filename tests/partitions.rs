@@ -512,15 +512,65 @@ async fn threads_spread_over_three_pumps_survive_a_nats_node_and_a_restart_from_
         }
     }
     assert_eq!(paged.len(), 30, "{paged:?}");
-    // What spans every thread and is not merged across partitions yet says so.
-    let totals = http
-        .get(format!("{}/view/totals", hosts[0].base))
+    // The viewer's totals and organism through any host are every partition's, summed: each
+    // echo thread had one delivery to `echo`, and the threads are in all three partitions.
+    let totals = json_retrying(
+        http.get(format!("{}/view/totals", hosts[1].base))
+            .bearer_auth(TOKEN),
+    )
+    .await;
+    let echo = totals["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["key"] == "echo")
+        .unwrap_or_else(|| panic!("{totals}"));
+    assert!(
+        echo["deliveries"].as_u64().unwrap() >= threads.len() as u64,
+        "{totals}"
+    );
+    let organism = json_retrying(
+        http.get(format!("{}/view/organism", hosts[2].base))
+            .bearer_auth(TOKEN),
+    )
+    .await;
+    let to_echo: u64 = organism["routes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["to"] == "echo")
+        .map(|r| r["count"].as_u64().unwrap())
+        .sum();
+    // About ten echo threads per partition: one partition's answer alone would have ten.
+    assert!(
+        to_echo >= 20,
+        "each partition's newest roots, summed: {organism}"
+    );
+    // The inbox's event stream is every partition's, merged (nothing open here: it stays open,
+    // an event stream).
+    let events = http
+        .get(format!("{}/inbox/events", hosts[0].base))
         .bearer_auth(TOKEN)
         .send()
         .await
         .unwrap();
-    assert_eq!(totals.status(), 501);
-    let problem: serde_json::Value = totals.json().await.unwrap();
+    assert_eq!(events.status(), 200);
+    assert_eq!(
+        events.headers()["content-type"],
+        "text/event-stream",
+        "{:?}",
+        events.headers()
+    );
+    drop(events);
+    // What spans every thread and is not merged across partitions yet says so.
+    let mcp = http
+        .post(format!("{}/mcp", hosts[0].base))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(mcp.status(), 501);
+    let problem: serde_json::Value = mcp.json().await.unwrap();
     assert_eq!(problem["code"], "not-partitioned", "{problem}");
     // An envelope naming its thread goes to that thread's partition, through any host.
     let named = threads[0];

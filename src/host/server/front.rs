@@ -6,8 +6,9 @@
 //! With the threads in partitions (`[store] partitions`, docs/history.md "Partitions") a
 //! request naming a thread goes to its partition's writer (answered in the process when that
 //! is this host), a new thread to a partition this host writes, a list to every partition (the
-//! answers merged), an answer to the inbox to each partition until one knows the request, and
-//! a path that spans every thread and is not merged yet is refused (`501 not-partitioned`). A
+//! answers merged), the inbox's event stream from every partition (merged event by event), an
+//! answer to the inbox to each partition until one knows the request, and a path that spans
+//! every thread and is not merged yet (`/mcp`) is refused (`501 not-partitioned`). A
 //! partition nobody writes yet answers `503 standby` (problem JSON, `Retry-After: 1`).
 
 use std::future::Future;
@@ -27,6 +28,7 @@ use super::problem::Problem;
 use crate::ThreadId;
 use crate::thread::Partition;
 
+mod events;
 mod merge;
 
 /// The header a forwarded answer carries: the writer it came from.
@@ -98,13 +100,15 @@ enum Destination {
     Every(merge::List),
     /// Each partition in turn until one answers other than 404.
     Seek,
+    /// Every partition's event stream, merged (`GET /inbox/events`).
+    Events,
     /// Not answered across partitions yet: refused, naming the path.
     Unpartitioned,
 }
 
 /// The paths whose answer spans every thread and is not merged across partitions yet: one
 /// partition's answer would be silently partial.
-const UNPARTITIONED: [&str; 4] = ["inbox/events", "view/totals", "view/organism", "mcp"];
+const UNPARTITIONED: [&str; 1] = ["mcp"];
 
 fn destination(front: &Front, method: &Method, uri: &Uri, body: &[u8]) -> Destination {
     let count = front.writers.len();
@@ -135,6 +139,9 @@ fn destination(front: &Front, method: &Method, uri: &Uri, body: &[u8]) -> Destin
         (&Method::GET, ["inbox"]) => Destination::Every(merge::List::Inbox),
         (&Method::GET, ["view", "threads"]) => Destination::Every(merge::List::Roots),
         (&Method::POST, ["history", "prune"]) => Destination::Every(merge::List::Pruned),
+        (&Method::GET, ["view", "totals"]) => Destination::Every(merge::List::Totals),
+        (&Method::GET, ["inbox", "events"]) => Destination::Events,
+        (&Method::GET, ["view", "organism"]) => Destination::Every(merge::List::Organism),
         (&Method::POST, ["inbox", _]) => Destination::Seek,
         // The rest (health, the viewer's files, the organism, tasks) is the same everywhere.
         _ => Destination::One(0),
@@ -195,6 +202,7 @@ async fn route(State(front): State<Front>, request: Request) -> Response {
         Destination::One(partition) => front.exchange(partition, &sent).await,
         Destination::Every(list) => Ok(merge::every(&front, list, &sent).await),
         Destination::Seek => front.seek(&sent).await,
+        Destination::Events => events::every(&front, &sent).await,
         Destination::Unpartitioned => Err(Problem::new(
             StatusCode::NOT_IMPLEMENTED,
             "not-partitioned",
@@ -390,6 +398,7 @@ mod tests {
             Destination::One(p) => format!("one {p}"),
             Destination::Every(list) => format!("every {list:?}"),
             Destination::Seek => "seek".to_owned(),
+            Destination::Events => "events".to_owned(),
             Destination::Unpartitioned => "refused".to_owned(),
         }
     }
@@ -412,8 +421,11 @@ mod tests {
             one(Method::GET, &format!("/view/organism?thread={in_two}")),
             "one 2"
         );
-        assert_eq!(one(Method::GET, "/view/organism"), "refused");
-        assert_eq!(one(Method::GET, "/view/totals?by=day"), "refused");
+        assert_eq!(one(Method::GET, "/view/organism"), "every Organism");
+        assert_eq!(one(Method::GET, "/view/totals?by=day"), "every Totals");
+        assert_eq!(one(Method::POST, "/history/prune"), "every Pruned");
+        assert_eq!(one(Method::GET, "/inbox/events"), "events");
+        assert_eq!(one(Method::POST, "/mcp"), "refused");
         assert_eq!(one(Method::GET, "/threads?state=idle"), "every Threads");
         assert_eq!(one(Method::GET, "/view/threads?limit=5"), "every Roots");
         assert_eq!(one(Method::GET, "/inbox"), "every Inbox");

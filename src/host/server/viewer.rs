@@ -21,11 +21,11 @@
 mod api;
 mod assets;
 pub(super) mod fork;
-mod organism;
+pub(super) mod organism;
 mod session;
 mod tasks;
 mod timing;
-mod totals;
+pub(super) mod totals;
 
 use std::sync::Arc;
 

@@ -2,6 +2,8 @@
 //! as one host would have answered.
 //!
 //! `GET /threads` and `GET /inbox` are whole lists: concatenated (threads in path order).
+//! `GET /view/totals` sums each partition's groups; `GET /view/organism` (without `?thread=`)
+//! sums each partition's routes, counted over its own newest roots.
 //! `POST /history/prune` prunes every partition in turn with the same cut and sums what went
 //! (each partition's anchors chain on their own); a refusal stops it and is passed on, the
 //! partitions before it pruned (a prune run again removes nothing twice).
@@ -23,6 +25,7 @@ use crate::ThreadInfo;
 use crate::history::page::MAX_PAGE;
 use crate::history::{Pruned, ThreadPage, ThreadSummary};
 use crate::host::server::problem::Problem;
+use crate::host::server::viewer::{organism, totals};
 
 /// A list the front merges.
 #[derive(Debug, Clone, Copy)]
@@ -35,6 +38,10 @@ pub(super) enum List {
     Roots,
     /// `POST /history/prune`: each partition pruned with the same cut, what went summed.
     Pruned,
+    /// `GET /view/totals`: each partition's sums, summed per listener or day.
+    Totals,
+    /// `GET /view/organism` without `?thread=`: each partition's routes, summed.
+    Organism,
 }
 
 /// `sent` answered from every partition, merged; or the first refusal, as it came.
@@ -72,7 +79,29 @@ async fn answered(front: &Front, list: List, sent: &Sent<'_>) -> Result<Response
             }
             Ok(Json(total).into_response())
         }
+        List::Totals => {
+            let mut answers = Vec::new();
+            for partition in 0..front.writers.len() {
+                answers.push(fetch::<totals::Across>(front, partition, sent).await?);
+            }
+            let limit = query_value(sent.path, "limit").and_then(|l| l.parse().ok());
+            Ok(Json(totals::merged(answers, limit)).into_response())
+        }
+        List::Organism => {
+            let mut answers = Vec::new();
+            for partition in 0..front.writers.len() {
+                answers.push(fetch::<organism::Organism>(front, partition, sent).await?);
+            }
+            Ok(Json(organism::merged(answers)).into_response())
+        }
     }
+}
+
+/// The value of `key` in `path`'s query, if it has one.
+fn query_value(path: &str, key: &str) -> Option<String> {
+    let (_, query) = path.split_once('?')?;
+    let pairs: Vec<(String, String)> = serde_urlencoded::from_str(query).ok()?;
+    pairs.into_iter().find(|(k, _)| k == key).map(|(_, v)| v)
 }
 
 /// The partition's answer to `sent` read as `T`, or the answer to pass on instead (a refusal

@@ -26,7 +26,7 @@ pub(crate) struct Which {
 }
 
 /// One listener as the page lists it.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, Deserialize)]
 struct Listed {
     name: String,
     role: String,
@@ -38,7 +38,7 @@ struct Listed {
 }
 
 /// A route messages took, and how many did.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, Deserialize)]
 struct Route {
     from: String,
     to: String,
@@ -46,8 +46,8 @@ struct Route {
 }
 
 /// The answer.
-#[derive(Debug, Serialize)]
-struct Organism {
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) struct Organism {
     /// Whether the page may send (a running host; not `agentpump view`).
     live: bool,
     /// The thread the routes were counted over, if one was asked for.
@@ -123,6 +123,29 @@ pub(crate) async fn organism(
         current,
     };
     Ok(Json(answer).into_response())
+}
+
+/// Every partition's `GET /view/organism` answer (without `?thread=`) as one: the routes
+/// counted over each partition's newest root threads, summed; the listeners (and their
+/// examples) as the first partition lists them: every host of an organism runs the same ones.
+pub(crate) fn merged(answers: Vec<Organism>) -> Option<Organism> {
+    let mut answers = answers.into_iter();
+    let mut first = answers.next()?;
+    let mut routes: BTreeMap<(String, String), u64> = first
+        .routes
+        .drain(..)
+        .map(|r| ((r.from, r.to), r.count))
+        .collect();
+    for other in answers {
+        for r in other.routes {
+            *routes.entry((r.from, r.to)).or_default() += r.count;
+        }
+    }
+    first.routes = routes
+        .into_iter()
+        .map(|((from, to), count)| Route { from, to, count })
+        .collect();
+    Some(first)
 }
 
 /// Every record of `thread`'s tree (the thread and everything below it); 404 for a thread

@@ -24,7 +24,7 @@ const GROUPINGS: &str = "listener, day";
 const MAX_DAYS: usize = 366;
 
 /// Sums of handled deliveries; `cost` is exact (a decimal string, as the governor writes it).
-#[derive(Debug, Default, Clone, PartialEq, Serialize)]
+#[derive(Debug, Default, Clone, PartialEq, Serialize, Deserialize)]
 pub(crate) struct Totals {
     deliveries: u64,
     tokens_in: u64,
@@ -44,6 +44,16 @@ impl Totals {
         self.cost += u.cost;
         self.tool_calls += u.tool_calls;
         self.estimated += u64::from(u.estimated);
+    }
+
+    /// Adds another set of sums (another partition's).
+    fn merge(&mut self, other: &Self) {
+        self.deliveries += other.deliveries;
+        self.tokens_in += other.tokens_in;
+        self.tokens_out += other.tokens_out;
+        self.cost += other.cost;
+        self.tool_calls += other.tool_calls;
+        self.estimated += other.estimated;
     }
 
     fn of(marks: &[Mark]) -> Self {
@@ -95,7 +105,7 @@ pub(crate) struct Grouping {
 }
 
 /// One group of `GET /view/totals`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, Deserialize)]
 pub(crate) struct Group {
     /// The listener (`(none)` for messages without an addressee) or the UTC day `YYYY-MM-DD`.
     key: String,
@@ -143,15 +153,113 @@ pub(crate) async fn across(
             groups.entry(key).or_default().add(&mark);
         }
     }
-    let groups: Vec<Group> = groups
+    Ok(Json(answer(groups, by_day, limit)).into_response())
+}
+
+/// The answer of `GET /view/totals`: by listener in name order, by day newest first (at most
+/// `limit` days).
+fn answer(groups: BTreeMap<String, Totals>, by_day: bool, limit: usize) -> Across {
+    let groups = groups
         .into_iter()
-        .map(|(key, totals)| Group { key, totals })
-        .collect();
+        .map(|(key, totals)| Group { key, totals });
     let groups: Vec<Group> = if by_day {
-        groups.into_iter().rev().take(limit).collect()
+        groups.rev().take(limit).collect()
     } else {
-        groups
+        groups.collect()
     };
     let by = if by_day { "day" } else { "listener" };
-    Ok(Json(serde_json::json!({ "by": by, "groups": groups })).into_response())
+    Across {
+        by: by.to_owned(),
+        groups,
+    }
+}
+
+/// `GET /view/totals`.
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) struct Across {
+    /// `listener` or `day`.
+    by: String,
+    groups: Vec<Group>,
+}
+
+/// Every partition's `GET /view/totals` answer summed into one, as one host would have
+/// answered (each partition answered at most `limit` days: the newest `limit` of them all are
+/// among those).
+pub(crate) fn merged(answers: Vec<Across>, limit: Option<usize>) -> Across {
+    let by_day = answers.first().is_some_and(|a| a.by == "day");
+    let mut groups: BTreeMap<String, Totals> = BTreeMap::new();
+    for group in answers.into_iter().flat_map(|a| a.groups) {
+        groups.entry(group.key).or_default().merge(&group.totals);
+    }
+    answer(groups, by_day, limit.unwrap_or(MAX_DAYS).min(MAX_DAYS))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn group(key: &str, deliveries: u64, cost: &str) -> Group {
+        let totals = Totals {
+            deliveries,
+            cost: cost.parse().unwrap(),
+            ..Totals::default()
+        };
+        Group {
+            key: key.to_owned(),
+            totals,
+        }
+    }
+
+    fn keys(across: &Across) -> Vec<(&str, u64, String)> {
+        let groups = across.groups.iter();
+        groups
+            .map(|g| {
+                (
+                    g.key.as_str(),
+                    g.totals.deliveries,
+                    g.totals.cost.to_string(),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn partitions_totals_are_summed_per_key_and_days_stay_the_newest() {
+        let by_day = |groups| Across {
+            by: "day".to_owned(),
+            groups,
+        };
+        let answers = vec![
+            by_day(vec![
+                group("2026-11-27", 2, "0.10"),
+                group("2026-11-25", 1, "0.01"),
+            ]),
+            by_day(vec![
+                group("2026-11-27", 3, "0.05"),
+                group("2026-11-26", 4, "0"),
+            ]),
+        ];
+        let days = merged(answers, Some(2));
+        assert_eq!(days.by, "day");
+        assert_eq!(
+            keys(&days),
+            [
+                ("2026-11-27", 5, "0.15".to_owned()),
+                ("2026-11-26", 4, "0".to_owned())
+            ]
+        );
+        let by_listener = |groups| Across {
+            by: "listener".to_owned(),
+            groups,
+        };
+        let answers = vec![
+            by_listener(vec![group("echo", 1, "0")]),
+            by_listener(vec![group("agent", 2, "1.5"), group("echo", 3, "0")]),
+        ];
+        let listeners = merged(answers, None);
+        assert_eq!(
+            keys(&listeners),
+            [("agent", 2, "1.5".to_owned()), ("echo", 4, "0".to_owned())]
+        );
+    }
 }

@@ -1,0 +1,121 @@
+//! `GET /inbox/events` over every partition: each partition's event stream, merged event by
+//! event into one. A `reset` from one partition (its client fell behind) ends the merged
+//! stream, and so does any partition's stream ending: the client's `EventSource` connects
+//! again and gets every partition's open requests listed afresh, so no partition's list is
+//! cleared by another's reset.
+
+use axum::body::{Body, Bytes};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use futures_util::{Stream, StreamExt as _};
+
+use super::{Front, Sent};
+use crate::host::server::problem::Problem;
+
+/// Every partition's `sent` (`GET /inbox/events`) as one event stream; the first refusal as
+/// it came.
+pub(super) async fn every(front: &Front, sent: &Sent<'_>) -> Result<Response, Response> {
+    let mut streams = Vec::with_capacity(front.writers.len());
+    for partition in 0..front.writers.len() {
+        let answer = front.exchange(partition, sent).await?;
+        if answer.status() != StatusCode::OK {
+            return Err(answer);
+        }
+        // A partition's stream that ends ends the merged one.
+        let ended = futures_util::stream::once(async { Err("ended".to_owned()) });
+        streams.push(
+            events(answer.into_body().into_data_stream())
+                .chain(ended)
+                .boxed(),
+        );
+    }
+    let merged = futures_util::stream::select_all(streams)
+        .take_while(|event| std::future::ready(event.is_ok()))
+        .scan(false, |ended, event| {
+            // The reset itself goes out: the client starts over at once.
+            let out = if *ended { None } else { Some(event) };
+            if let Some(Ok(bytes)) = &out {
+                *ended = is_reset(bytes);
+            }
+            std::future::ready(out)
+        });
+    Response::builder()
+        .header(header::CONTENT_TYPE, "text/event-stream")
+        .header(header::CACHE_CONTROL, "no-cache")
+        .body(Body::from_stream(merged))
+        .map_err(|e| {
+            Problem::new(StatusCode::BAD_GATEWAY, "writer-unreachable", e.to_string())
+                .into_response()
+        })
+}
+
+/// Whether an event is a `reset`.
+fn is_reset(event: &[u8]) -> bool {
+    event
+        .split(|&b| b == b'\n')
+        .any(|line| line == b"event: reset" || line == b"event:reset")
+}
+
+/// The whole events (each ending with its blank line) of a stream of body chunks, however
+/// the chunks cut them; a chunk that fails ends it with the error.
+fn events<E: std::fmt::Display>(
+    chunks: impl Stream<Item = Result<Bytes, E>> + Send + 'static,
+) -> impl Stream<Item = Result<Bytes, String>> + Send + 'static {
+    futures_util::stream::unfold(
+        (Box::pin(chunks), Vec::<u8>::new(), false),
+        |(mut chunks, mut held, done)| async move {
+            loop {
+                if let Some(end) = held.windows(2).position(|w| w == b"\n\n") {
+                    let event: Vec<u8> = held.drain(..end + 2).collect();
+                    return Some((Ok(Bytes::from(event)), (chunks, held, done)));
+                }
+                if done {
+                    return None;
+                }
+                match chunks.next().await {
+                    Some(Ok(chunk)) => held.extend_from_slice(&chunk),
+                    Some(Err(e)) => {
+                        return Some((Err(e.to_string()), (chunks, held, true)));
+                    }
+                    None => return None,
+                }
+            }
+        },
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chunks(parts: &[&'static str]) -> impl Stream<Item = Result<Bytes, String>> + Send {
+        let parts: Vec<Result<Bytes, String>> = parts
+            .iter()
+            .map(|p| Ok(Bytes::from_static(p.as_bytes())))
+            .collect();
+        futures_util::stream::iter(parts)
+    }
+
+    #[tokio::test]
+    async fn events_come_whole_however_the_chunks_cut_them() {
+        let split = chunks(&[
+            "event: listed\ndata: {\"a\"",
+            ":1}\n\nevent: ans",
+            "wered\ndata: 2\n\n: keep",
+        ]);
+        let got: Vec<String> = events(split)
+            .map(|e| String::from_utf8(e.unwrap().to_vec()).unwrap())
+            .collect()
+            .await;
+        assert_eq!(
+            got,
+            [
+                "event: listed\ndata: {\"a\":1}\n\n",
+                "event: answered\ndata: 2\n\n"
+            ],
+            "a partial event at the end is not passed on"
+        );
+        assert!(is_reset(b"event: reset\ndata: {}\n\n"));
+        assert!(!is_reset(b"event: listed\ndata: \"event: reset\"\n\n"));
+    }
+}
