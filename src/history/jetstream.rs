@@ -16,7 +16,6 @@ use std::time::{Duration, Instant};
 use async_nats::HeaderMap;
 use async_nats::jetstream::{self, stream};
 use async_trait::async_trait;
-use futures_util::StreamExt as _;
 use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, oneshot};
 
@@ -29,10 +28,12 @@ use crate::governor::HaltingReport;
 use crate::{Envelope, Limits, MessageId, Payload, ThreadId, ThreadInfo, ThreadState};
 
 mod lease;
+mod replay;
 mod retention;
 
 use lease::Lease;
 pub use lease::{LeaseOptions, host_name};
+use replay::rebuild;
 use retention::{Kept, PruneMark};
 
 /// Where the stream is and how it is kept.
@@ -344,230 +345,6 @@ impl JetStreamHistory {
     }
 }
 
-/// Why a replay stopped: the stream could not be read (worth another try while the cluster
-/// elects a leader), or a message of it is not what was written.
-enum Stopped {
-    Read(String),
-    Bad(HistoryError),
-}
-
-fn read_error(e: impl std::fmt::Display) -> Stopped {
-    Stopped::Read(format!("cannot read the history stream: {e}"))
-}
-
-/// What a replay of the stream found besides the index.
-#[derive(Debug, Default)]
-struct Found {
-    /// The stream's last sequence.
-    last: u64,
-    /// What its messages hold, for the writer's next prunes.
-    kept: Kept,
-    /// Messages a prune mark left unneeded that are still there, to delete.
-    gone: Vec<u64>,
-    /// Records that did not chain from what the replay had (their thread, seq, and stream
-    /// message), until a prune mark removes them.
-    unverified: Vec<(ThreadId, u64, u64)>,
-}
-
-/// The index rebuilt from every message of `stream`, and what else the replay found; a read
-/// that fails is tried again from the start while patience lasts.
-async fn rebuild(
-    stream: &stream::Stream,
-    options: &JetStreamOptions,
-) -> Result<(MemoryHistory, Found), HistoryError> {
-    let until = Instant::now() + options.patience;
-    loop {
-        let index = MemoryHistory::serial();
-        match replay(stream, &index, options).await {
-            Ok(found) => return Ok((index, found)),
-            Err(Stopped::Bad(e)) => return Err(e),
-            Err(Stopped::Read(e)) if Instant::now() < until => {
-                tracing::info!(error = %e, "reading the history stream again");
-                tokio::time::sleep(Duration::from_millis(250)).await;
-            }
-            Err(Stopped::Read(e)) => return Err(HistoryError::query(e)),
-        }
-    }
-}
-
-/// Applies every message of `stream` to `index`, in order (a message a prune deleted is a gap
-/// in the sequence, skipped).
-async fn replay(
-    stream: &stream::Stream,
-    index: &MemoryHistory,
-    options: &JetStreamOptions,
-) -> Result<Found, Stopped> {
-    let mut stream = stream.clone();
-    let info = stream.info().await.map_err(read_error)?;
-    let (last, expected) = (info.state.last_sequence, info.state.messages);
-    let mut found = Found {
-        last,
-        ..Found::default()
-    };
-    if expected == 0 {
-        return Ok(found);
-    }
-    let consumer = stream
-        .create_consumer(jetstream::consumer::pull::OrderedConfig {
-            deliver_policy: jetstream::consumer::DeliverPolicy::All,
-            ..Default::default()
-        })
-        .await
-        .map_err(read_error)?;
-    let mut messages = consumer.messages().await.map_err(read_error)?;
-    let mut parts: Vec<u8> = Vec::new();
-    let mut seqs: Vec<u64> = Vec::new();
-    // Every message there when the replay began, gaps (deleted messages) skipped; the last
-    // one may itself have been deleted, so the count says when all came.
-    let (mut reached, mut received) = (0, 0);
-    while let Some(message) = messages.next().await {
-        let message = message.map_err(read_error)?;
-        let seq = message.info().map_err(read_error)?.stream_sequence;
-        let part = message
-            .headers
-            .as_ref()
-            .and_then(|h| h.get(PART))
-            .map(|v| v.as_str().to_owned());
-        parts.extend_from_slice(&message.payload);
-        seqs.push(seq);
-        let whole = part
-            .as_deref()
-            .and_then(|p| p.split_once('/'))
-            .is_none_or(|(i, n)| i == n);
-        if whole {
-            let applied =
-                apply(index, &std::mem::take(&mut parts), &options.limits).map_err(|e| {
-                    Stopped::Bad(HistoryError::query(format!(
-                        "message {seq} of the history stream `{}`: {e}",
-                        options.stream
-                    )))
-                })?;
-            let seqs = std::mem::take(&mut seqs);
-            found
-                .unverified
-                .extend(applied.unverified.iter().map(|&(t, s)| (t, s, seq)));
-            if applied.marks.is_empty() {
-                found.kept.message(seqs, applied.names);
-            }
-            for mark in &applied.marks {
-                let gone = found.kept.marked(seq, mark);
-                found.gone.extend(gone);
-                found.unverified.retain(|&(thread, s, _)| {
-                    !mark
-                        .anchors
-                        .iter()
-                        .any(|a| a.thread == thread && s <= a.last_seq)
-                });
-            }
-        }
-        reached = seq;
-        received += 1;
-        if seq >= last || received >= expected {
-            break;
-        }
-    }
-    if received < expected || !parts.is_empty() {
-        return Err(read_error(format!(
-            "it ended at message {reached} after {received} of its {expected} messages"
-        )));
-    }
-    if let Some(&(thread, record, at)) = found.unverified.first() {
-        return Err(Stopped::Bad(HistoryError::query(format!(
-            "message {at} of the history stream `{}`: record {record} of thread {thread} does not rebuild as recorded, and no prune removed it: the stream was altered",
-            options.stream
-        ))));
-    }
-    if let Some((accounted, numbered)) = index.unaccounted() {
-        return Err(Stopped::Bad(HistoryError::query(format!(
-            "the history stream `{}` numbered {numbered} records, and holds or pruned {accounted}: a message was deleted from it that no prune removed",
-            options.stream
-        ))));
-    }
-    Ok(found)
-}
-
-/// What one stream message held: what its appends name, and its prune marks; and the records
-/// it holds that do not chain from what the replay has (thread and seq), unverified.
-#[derive(Debug, Default)]
-struct Applied {
-    names: retention::Names,
-    marks: Vec<PruneMark>,
-    unverified: Vec<(ThreadId, u64)>,
-}
-
-/// Applies one message read back from the stream, checking it rebuilds what was recorded.
-fn apply(index: &MemoryHistory, body: &[u8], limits: &Limits) -> Result<Applied, String> {
-    let group: Vec<Wire> =
-        serde_json::from_slice(body).map_err(|e| format!("not a group of appends: {e}"))?;
-    let mut applied = Applied::default();
-    for (i, wire) in group.into_iter().enumerate() {
-        apply_one(index, wire, limits, &mut applied)
-            .map_err(|e| format!("append {} of it: {e}", i + 1))?;
-    }
-    Ok(applied)
-}
-
-/// Applies one append of a group: a prune mark as the index's removal (each anchor checked
-/// against what it removes), else its records.
-fn apply_one(
-    index: &MemoryHistory,
-    mut wire: Wire,
-    limits: &Limits,
-    applied: &mut Applied,
-) -> Result<(), String> {
-    if let Some(mark) = wire.prune.take() {
-        index.remove(&mark.anchors, mark.carried.clone())?;
-        // The records numbered before the mark may all have been deleted since.
-        index.skip_to(mark.numbered);
-        applied.marks.push(mark);
-        return Ok(());
-    }
-    let names = retention::names(&wire, None);
-    let threads: Vec<ThreadId> = wire.records.iter().map(|r| r.thread).collect();
-    let marks_thread = wire.delivered.as_ref().map(|d| d.thread);
-    let (batch, time_us, recorded) = wire.batch(limits)?;
-    // Past messages a prune deleted, numbering goes on from the first recorded number (never
-    // back: a number below the next one is not what was written).
-    if let Some((first, _)) = recorded.first() {
-        index.skip_to(first.saturating_sub(1));
-    }
-    let mut sealing = Sealing::default();
-    index.append_at(batch, time_us, Some(&mut sealing));
-    applied.names.extend(names);
-    applied.names.extend(marks_thread.zip(sealing.marked));
-    let mut sealed: Sealed = sealing
-        .records
-        .into_iter()
-        .map(|(seq, digest)| (seq, hex::encode(digest)))
-        .collect();
-    // A record whose number is right and whose digest is not may chain from a record a prune
-    // deleted: it takes the digest recorded, unverified until a later prune mark removes it
-    // (else the replay fails at its end, naming it).
-    for (i, (rebuilt, written)) in sealed.iter_mut().zip(&recorded).enumerate() {
-        if rebuilt.0 == written.0 && rebuilt.1 != written.1 {
-            let digest = <[u8; 32]>::try_from(hex::decode(&written.1).unwrap_or_default())
-                .map_err(|_| format!("record {} of it has no digest", i + 1))?;
-            index.reseal(threads[i], written.0, digest);
-            applied.unverified.push((threads[i], written.0));
-            rebuilt.1.clone_from(&written.1);
-        }
-    }
-    if sealed != recorded {
-        let at = sealed
-            .iter()
-            .zip(&recorded)
-            .position(|(a, b)| a != b)
-            .unwrap_or(sealed.len().min(recorded.len()));
-        return Err(format!(
-            "its records do not rebuild as recorded (record {} of it: rebuilt {:?}, recorded {:?}): the stream was altered",
-            at + 1,
-            sealed.get(at),
-            recorded.get(at)
-        ));
-    }
-    Ok(())
-}
-
 /// The most appends one stream message carries.
 const GROUP: usize = 256;
 
@@ -601,13 +378,30 @@ impl Writer {
     /// [`GROUP`] appends — many deliveries wait for one acknowledgement, as SQLite's group
     /// commit has many wait for one transaction.
     async fn run(mut self, mut queue: mpsc::UnboundedReceiver<Publish>) {
-        while let Some(first) = queue.recv().await {
+        // A prune mark goes in a message of its own: what it leaves unneeded is decided just
+        // before it is published, after every message before it.
+        let mut held: Option<Publish> = None;
+        loop {
+            let first = match held.take() {
+                Some(first) => first,
+                None => match queue.recv().await {
+                    Some(first) => first,
+                    None => break,
+                },
+            };
             let mut group = vec![first];
-            while group.len() < GROUP {
+            while group.len() < GROUP && group[0].wire.prune.is_none() {
                 match queue.try_recv() {
+                    Ok(next) if next.wire.prune.is_some() => {
+                        held = Some(next);
+                        break;
+                    }
                     Ok(next) => group.push(next),
                     Err(_) => break,
                 }
+            }
+            if let Some(mark) = group[0].wire.prune.as_mut() {
+                mark.deleted = self.kept.unneeded(mark);
             }
             let outcome = match self.failed.get() {
                 Some(reason) => Err(reason.clone()),
@@ -638,25 +432,21 @@ impl Writer {
     }
 
     /// Notes what a published group holds (its parts' sequences given): a group of appends is
-    /// kept in mind until a prune leaves it unneeded; a prune mark's, those it leaves
-    /// unneeded are sent to be deleted.
+    /// kept in mind until a prune leaves it unneeded; a prune mark is placed, and the messages
+    /// it lists are sent to be deleted.
     fn note(&mut self, parts: Vec<u64>, group: &[Publish]) {
         let last = parts.last().copied().unwrap_or(self.last);
-        let marks: Vec<&PruneMark> = group.iter().filter_map(|p| p.wire.prune.as_ref()).collect();
-        if marks.is_empty() {
-            let names = group
-                .iter()
-                .flat_map(|p| retention::names(&p.wire, p.wire.marked));
-            self.kept.message(parts, names);
+        if let Some(mark) = group[0].wire.prune.as_ref() {
+            self.kept.placed(last, mark);
+            if !mark.deleted.is_empty() {
+                let _ = self.deleting.send(mark.deleted.clone());
+            }
             return;
         }
-        let gone: Vec<u64> = marks
-            .into_iter()
-            .flat_map(|mark| self.kept.marked(last, mark))
-            .collect();
-        if !gone.is_empty() {
-            let _ = self.deleting.send(gone);
-        }
+        let names = group
+            .iter()
+            .flat_map(|p| retention::names(&p.wire, p.wire.marked));
+        self.kept.message(parts, names);
     }
 
     /// Publishes one append (in parts if it is large), retrying a part whose acknowledgement
@@ -699,6 +489,8 @@ impl Writer {
         match sent.await {
             Ok(ack) => {
                 self.last = ack.sequence;
+                // Noted as a replay notes it: a message naming nothing.
+                self.kept.message(vec![ack.sequence], []);
                 Ok(true)
             }
             Err(e) if e.kind() == jetstream::context::PublishErrorKind::WrongLastSequence => {
@@ -850,15 +642,19 @@ impl HistoryStore for JetStreamHistory {
             }
             let threads: Vec<ThreadId> = anchors.iter().map(|a| a.thread).collect();
             let carried = self.index.carried(&threads);
-            self.index
-                .remove(&anchors, carried.clone())
-                .map_err(HistoryError::query)?;
+            self.index.remove(&anchors, carried.clone()).map_err(|e| {
+                // The index is pruned in part and the stream knows nothing of it.
+                let reason = format!("a prune could not be applied to the index: {e}");
+                let _ = self.failed.set(reason.clone());
+                unavailable(reason)
+            })?;
             pruned.records = anchors.iter().map(|a| a.records).sum();
             pruned.anchors = anchors.clone();
             let mark = PruneMark {
                 anchors,
                 carried,
                 numbered: self.index.last_number(),
+                deleted: Vec::new(),
             };
             let outcome = self.enqueue(Wire::prune(mark, pruned_us))?;
             drop(order);

@@ -69,6 +69,14 @@ impl MemoryHistory {
         }
     }
 
+    /// Verifies `thread`'s chain from its anchor (or from 32 zero bytes); how many records.
+    pub(crate) fn verify_log(&self, thread: ThreadId) -> Result<u64, ChainBreak> {
+        let log = self.log(thread);
+        let log = lock(&log);
+        let start = log.start.map(|d| (thread, d)).into_iter().collect();
+        verify_chain_from(log.records.iter(), start)
+    }
+
     /// The last number handed out.
     pub(crate) fn last_number(&self) -> u64 {
         self.seq.load(std::sync::atomic::Ordering::Relaxed)
@@ -97,7 +105,7 @@ impl MemoryHistory {
         let saved = self.saved_in_order();
         let mut busy = HashSet::new();
         self.each_log(|thread, log| {
-            if !log.pending.is_empty() || parcels_open(log.records.iter()) {
+            if !log.pending.is_empty() {
                 busy.insert(thread);
             }
         });
@@ -105,6 +113,15 @@ impl MemoryHistory {
             .iter()
             .map(|t| (t.id, t.parent, t.state.is_closed()))
             .collect();
+        // Open parcels are looked for only in the trees that are otherwise finished.
+        let closed = finished_trees(&rows, &busy);
+        for &thread in &closed {
+            if let Some(log) = self.logs.get(&thread).map(|l| Arc::clone(&l))
+                && parcels_open(lock(&log).records.iter())
+            {
+                busy.insert(thread);
+            }
+        }
         let finished = finished_trees(&rows, &busy);
         saved
             .iter()

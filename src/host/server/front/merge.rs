@@ -16,14 +16,17 @@
 //! Every page reads every partition's roots: fine for a viewer's list, not for millions.
 
 use axum::Json;
+use axum::body::Bytes;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 
 use super::{Front, Sent};
 use crate::ThreadInfo;
+use crate::history::export::rfc3339;
 use crate::history::page::MAX_PAGE;
 use crate::history::{Pruned, ThreadPage, ThreadSummary};
+use crate::host::server::bodies::PruneCut;
 use crate::host::server::problem::Problem;
 use crate::host::server::viewer::{organism, totals};
 
@@ -70,6 +73,14 @@ async fn answered(front: &Front, list: List, sent: &Sent<'_>) -> Result<Response
         }
         List::Roots => roots(front, sent).await,
         List::Pruned => {
+            // One cut for every partition: `keep_days` counted from now once, here.
+            let body = one_cut(&sent.body);
+            let sent = &Sent {
+                method: sent.method,
+                path: sent.path,
+                headers: sent.headers,
+                body,
+            };
             let mut total = Pruned::default();
             for partition in 0..front.writers.len() {
                 let pruned = fetch::<Pruned>(front, partition, sent).await?;
@@ -94,6 +105,23 @@ async fn answered(front: &Front, list: List, sent: &Sent<'_>) -> Result<Response
             }
             Ok(Json(organism::merged(answers)).into_response())
         }
+    }
+}
+
+/// A prune's body with `{"keep_days": N}` made the time it names now (`{"before": …}`), so
+/// every partition cuts at the same instant; any other body as it came (each partition
+/// refuses a bad one the same way).
+fn one_cut(body: &Bytes) -> Bytes {
+    use crate::host::retention::{keep_days, now_us};
+    let Ok(cut) = serde_json::from_slice::<PruneCut>(body) else {
+        return body.clone();
+    };
+    match (cut.before, cut.keep_days) {
+        (None, Some(days)) => {
+            let before = rfc3339(keep_days(now_us(), days));
+            Bytes::from(serde_json::json!({ "before": before }).to_string())
+        }
+        _ => body.clone(),
     }
 }
 
