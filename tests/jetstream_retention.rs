@@ -316,6 +316,16 @@ async fn a_message_deleted_without_a_prune_is_refused_at_open() {
         )),
         "{refused}"
     );
+    // The stream's last message too: the server keeps its last sequence, so that gap shows.
+    assert!(stream.delete_message(last).await.unwrap());
+    let refused = open(&url, "deleted").await.unwrap_err();
+    assert!(
+        refused.contains(&format!(
+            "messages [{}, {last}] of the history stream `deleted` are missing",
+            echo.unwrap()
+        )),
+        "{refused}"
+    );
 }
 
 /// `boss`: on `<go>` spawns a `worker` child held to 3 turns; ends its thread when the child's
