@@ -145,7 +145,7 @@ fn main() {
             .unwrap();
         let store = Arc::new(MemoryHistory::new());
         let cluster: ClusterSection = toml::from_str(&format!("url = \"{url}\"")).unwrap();
-        let hub = Hub::start(&cluster, &dir, "bench", store.clone())
+        let hub = Hub::start(&cluster, &dir, "bench", store.clone(), None)
             .await
             .unwrap();
         let nap = QName::new("urn:bench:v1", "nap");

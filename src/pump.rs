@@ -322,7 +322,8 @@ impl PumpHandle {
         Self { shared }
     }
 
-    /// Waits until `thread` and every thread below it have nothing queued and nothing running.
+    /// Waits until `thread` and every thread below it have nothing queued and nothing running,
+    /// and every child they sent to another pump (`[store] spread_children`) is back.
     /// A thread that never settles (a listener that loops forever) keeps this waiting; wrap it in
     /// a timeout when that can happen.
     /// Returns at once for an unknown thread.
@@ -356,11 +357,11 @@ impl PumpHandle {
                         // A thread without children (the usual case) is checked under one lock.
                         let inner = top.lock();
                         if inner.children.is_empty() {
-                            return inner.is_quiet();
+                            return inner.is_settled();
                         }
                     }
                     let subtree = shared.registry.subtree(thread);
-                    if !subtree.iter().all(|e| e.lock().is_quiet()) {
+                    if !subtree.iter().all(|e| e.lock().is_settled()) {
                         return false;
                     }
                     if top.tree_epoch.load(Ordering::SeqCst) == before {

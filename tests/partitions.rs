@@ -934,3 +934,89 @@ fn partitions_without_a_leased_stream_or_past_the_count_are_refused() {
         assert!(stderr.contains(expected), "case {i}: {stderr}");
     }
 }
+
+/// An organism in `dir` with its threads in two partitions on the server at `url`, and an
+/// `echo` served by workers (`remote = true`) through the same server.
+fn remote_organism_in(dir: &Path, url: &str) {
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::write(dir.join("agentpump.token"), TOKEN).unwrap();
+    std::fs::write(
+        dir.join("organism.toml"),
+        format!(
+            "[organism]\nname = \"far\"\n\n[store]\nkind = \"jetstream\"\nurl = \"{url}\"\nstream = \"far\"\nlease_ms = {LEASE_MS}\npartitions = 2\n\n[cluster]\nurl = \"{url}\"\nack_wait_ms = 1000\n\n[[listener]]\nname = \"echo\"\nkind = \"builtin\"\nbuiltin = \"echo\"\naccepts = [\"{{urn:example:say:v1}}say\"]\ntimeout_ms = 20000\nremote = true\n"
+        ),
+    )
+    .unwrap();
+}
+
+/// Issue 35 with issue 18's remote listeners: "Listeners already run on any host through NATS
+/// JetStream (`agentpump worker`)" — and now with the threads in partitions. Two hosts, each
+/// writing one partition, hand their `echo` deliveries to one worker; each partition's pump
+/// hears its own outcomes. When a host is killed, the other takes its partition, and the
+/// deliveries of that partition are answered through its new pump.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn remote_listeners_serve_every_partition_and_follow_a_partition_to_its_new_host() {
+    let scratch = Scratch::new("partitions-remote");
+    let (_server, url) = support::nats::server(&scratch.0);
+    let dirs: Vec<_> = (0..2).map(|i| scratch.0.join(format!("far-{i}"))).collect();
+    for dir in &dirs {
+        remote_organism_in(dir, &url);
+    }
+    let mut hosts: Vec<Host> = dirs
+        .iter()
+        .enumerate()
+        .map(|(i, dir)| Host::start(dir, i as u32))
+        .collect();
+    for (i, host) in hosts.iter_mut().enumerate() {
+        let writing = format!("partition {i} of 2: writing");
+        assert!(
+            host.said(&writing, Duration::from_secs(60)),
+            "{:?}",
+            host.seen
+        );
+    }
+    let mut worker = std::process::Command::new(env!("CARGO_BIN_EXE_agentpump"))
+        .args(["worker", "--organism", "organism.toml"])
+        .current_dir(&dirs[0])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::fs::File::create(dirs[0].join("worker.log")).unwrap())
+        .spawn()
+        .unwrap();
+    let http = support::http_client();
+    let mut writers = HashMap::new();
+    let mut threads = Vec::new();
+    for i in 0..6 {
+        let (thread, writer) = post_retrying(&http, &hosts[i % 2].base, &format!("far-{i}")).await;
+        *writers.entry(writer).or_insert(0) += 1;
+        threads.push(thread);
+    }
+    assert_eq!(
+        writers.len(),
+        2,
+        "both partitions took threads: {writers:?}"
+    );
+    for &thread in &threads {
+        answered(&http, &hosts[0].base, thread).await;
+    }
+    // Host 1 goes; host 0 takes partition 1, and its deliveries are answered there.
+    hosts[1].kill();
+    assert!(
+        hosts[0].said("partition 1 of 2: writing", Duration::from_secs(60)),
+        "{:?}",
+        hosts[0].seen
+    );
+    let mut later = Vec::new();
+    for i in 0..4 {
+        let (thread, _) = post_retrying(&http, &hosts[0].base, &format!("later-{i}")).await;
+        later.push(thread);
+    }
+    assert!(
+        later.iter().any(|&t| Partition::of(t, 2) == 1),
+        "host 0 writes partition 1 now"
+    );
+    for &thread in &later {
+        answered(&http, &hosts[0].base, thread).await;
+    }
+    let _ = worker.kill();
+    let _ = worker.wait();
+}

@@ -344,6 +344,31 @@ async fn a_child_on_another_pump_is_held_to_its_grant_and_its_spend_comes_back_e
     b.verify().await.unwrap();
 }
 
+/// `settle` (and so `send --wait`) on a parent waits for its child on another pump to come
+/// back, not only for the parent's own queue: the parent is idle while the child runs.
+#[tokio::test]
+async fn settle_waits_for_a_child_on_another_pump() {
+    let courier = Arc::new(Direct::default());
+    let (a, b) = two(&courier);
+    let root = a
+        .post(None, Some("boss"), &p("go", "20"))
+        .await
+        .unwrap()
+        .thread();
+    tokio::time::timeout(Duration::from_secs(30), a.settle(root))
+        .await
+        .expect("the child comes back");
+    let history = a.history(root).await.unwrap();
+    assert!(
+        history.iter().any(|r| r.root.local() == "thread-result"),
+        "settled only once the child's result is in: {history:#?}"
+    );
+    assert_eq!(decisions(&history, "returned").len(), 1);
+    let child = spawned_child(&history);
+    assert_eq!(b.thread(child).unwrap().state, ThreadState::Halted);
+    shut_down(&courier, [a, b]).await;
+}
+
 #[tokio::test]
 async fn a_child_left_open_in_a_limited_dimension_stays_with_its_parent() {
     let courier = Arc::new(Direct::default());

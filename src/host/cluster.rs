@@ -15,6 +15,7 @@ use async_nats::jetstream;
 use serde::Deserialize;
 
 use crate::host::HostError;
+use crate::thread::Partition;
 
 /// `[cluster]`: the NATS server remote listeners are reached through.
 #[derive(Debug, Clone, Deserialize)]
@@ -179,9 +180,22 @@ impl Names {
         format!("{}.work.{}", self.prefix, token(listener))
     }
 
-    /// Where the outputs of delivery `id` come back.
-    pub fn out(&self, id: impl std::fmt::Display) -> String {
-        format!("{}.out.{id}", self.prefix)
+    /// Where the outputs of delivery `id` come back: per partition when the threads are
+    /// partitioned (each partition's pump, on whichever host, hears its own).
+    pub fn out(&self, partition: Option<Partition>, id: impl std::fmt::Display) -> String {
+        match partition {
+            Some(p) => format!("{}.out.p{}.{id}", self.prefix, p.index()),
+            None => format!("{}.out.{id}", self.prefix),
+        }
+    }
+
+    /// Whether `subject` is one of this organism's outcome subjects (where a work item may
+    /// ask its outcome to go).
+    pub fn is_out(&self, subject: &str) -> bool {
+        subject
+            .strip_prefix(&self.prefix)
+            .and_then(|rest| rest.strip_prefix(".out."))
+            .is_some_and(|rest| !rest.is_empty() && !rest.contains(['*', '>', ' ']))
     }
 
     /// The durable consumer shared by every worker of `listener`.

@@ -59,11 +59,6 @@ pub(super) async fn run(
     first: &[u32],
 ) -> Result<String, HostError> {
     let count = organism.partitions()?;
-    if !organism.remote_names().is_empty() {
-        return Err(HostError::Usage(
-            "[store] partitions with remote listeners (`remote = true`) is not supported yet: run one partition, or the listeners in the pump".into(),
-        ));
-    }
     let ttl = Duration::from_millis(organism.store.lease_ms.unwrap_or_default());
     let address = front.local_addr().map_err(HostError::System)?;
     let (stop, stopping) = watch::channel(false);
@@ -198,7 +193,7 @@ impl Holder<'_> {
                 }
             };
             let store = opened.shared();
-            let (builder, _hub, listeners) = builder(
+            let (builder, hub, listeners) = builder(
                 self.organism,
                 self.origin,
                 self.base,
@@ -278,6 +273,10 @@ impl Holder<'_> {
             };
             undelivered += pump.shutdown(grace).await.undelivered;
             drop(pump);
+            // Outcomes of this partition's remote deliveries are the next holder's to hear.
+            if let Some(hub) = hub {
+                hub.stop();
+            }
             served.map_err(HostError::System)?;
             if *stopping.borrow() {
                 return Ok(undelivered);

@@ -175,7 +175,14 @@ pub(super) async fn builder(
     let mut registrations = organism.start_registrations(origin, &[]).await?;
     let mut connected = None;
     if let (Some(cluster), false) = (&organism.cluster, remote.is_empty()) {
-        let hub = Hub::start(cluster, base, &organism.organism.name, store.clone()).await?;
+        let hub = Hub::start(
+            cluster,
+            base,
+            &organism.organism.name,
+            store.clone(),
+            partition,
+        )
+        .await?;
         registrations = registrations
             .into_iter()
             .map(|r| {

@@ -261,6 +261,13 @@ impl ThreadInner {
         !self.running && (self.queue.is_empty() || self.state == ThreadState::Halted)
     }
 
+    /// Quiet, with no child on another pump still out: what [`PumpHandle::settle`] waits for.
+    ///
+    /// [`PumpHandle::settle`]: crate::PumpHandle::settle
+    pub fn is_settled(&self) -> bool {
+        self.is_quiet() && self.ledger.remote_children.is_empty()
+    }
+
     /// `listener` cleared its context: its view starts `keep` records (at most all of them)
     /// before position `cleared_at`, replacing any earlier view of its.
     pub fn clear_view(&mut self, listener: Arc<str>, cleared_at: u64, keep: usize) -> usize {

@@ -17,6 +17,7 @@ use super::wire::{ACK_HEADER, Outcome, WorkItem};
 use super::{ClusterSection, Names};
 use crate::history::HistoryStore;
 use crate::host::HostError;
+use crate::thread::Partition;
 use crate::{Context, Delivery, Listener, ListenerError, MessageId, Registration};
 
 /// How often a delivery waiting for NATS looks at the connection.
@@ -36,6 +37,10 @@ pub struct Hub {
     stream: OnceCell<()>,
     waiting: DashMap<MessageId, oneshot::Sender<Arrival>>,
     store: Arc<dyn HistoryStore>,
+    /// The partition whose pump this hub serves, when the threads are partitioned.
+    partition: Option<Partition>,
+    /// The task routing outcomes, stopped with [`Hub::stop`].
+    routing: std::sync::OnceLock<tokio::task::AbortHandle>,
 }
 
 impl std::fmt::Debug for Hub {
@@ -50,7 +55,8 @@ impl std::fmt::Debug for Hub {
 
 impl Hub {
     /// Connects (retrying in the background when the server is away) and starts routing
-    /// outcomes. `store` answers whether a stray outcome's delivery is already applied.
+    /// outcomes — of `partition`'s deliveries only, when the threads are partitioned. `store`
+    /// answers whether a stray outcome's delivery is already applied.
     ///
     /// # Errors
     ///
@@ -60,13 +66,14 @@ impl Hub {
         base: &std::path::Path,
         organism: &str,
         store: Arc<dyn HistoryStore>,
+        partition: Option<Partition>,
     ) -> Result<Arc<Self>, HostError> {
         let client = cluster.connect(base, "agentpump pump").await?;
         let mut js = jetstream::new(client.clone());
         js.set_timeout(std::time::Duration::from_secs(3));
         let names = cluster.names(organism);
         let outcomes = client
-            .subscribe(format!("{}.out.*", names.prefix))
+            .subscribe(names.out(partition, "*"))
             .await
             .map_err(|e| HostError::Cluster(format!("cannot subscribe to outcomes: {e}")))?;
         let hub = Arc::new(Self {
@@ -79,9 +86,20 @@ impl Hub {
             stream: OnceCell::new(),
             waiting: DashMap::new(),
             store,
+            partition,
+            routing: std::sync::OnceLock::new(),
         });
-        tokio::spawn(Arc::clone(&hub).route(outcomes));
+        let routing = tokio::spawn(Arc::clone(&hub).route(outcomes));
+        let _ = hub.routing.set(routing.abort_handle());
         Ok(hub)
+    }
+
+    /// Stops routing outcomes (the partition's pump stopped here: whoever holds it next has a
+    /// hub of its own). Deliveries still waiting give up as their handler calls time out.
+    pub fn stop(&self) {
+        if let Some(routing) = self.routing.get() {
+            routing.abort();
+        }
     }
 
     /// Whether the connection to NATS is up (for `/health`).
@@ -238,6 +256,7 @@ impl Listener for Remote {
             history,
             budget: cx.remaining(),
             traceparent: crate::pump::remote::traceparent(),
+            out: hub.partition.map(|p| hub.names.out(Some(p), msg.id())),
         };
         let (tx, rx) = oneshot::channel();
         hub.waiting.insert(item.delivery, tx);

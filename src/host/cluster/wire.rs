@@ -37,6 +37,11 @@ pub struct WorkItem {
     /// span joins the pump's trace as its child.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub traceparent: Option<String>,
+    /// Where the worker publishes the outcome: the subject of the pump's partition when the
+    /// threads are partitioned (`<prefix>.out.p<N>.<delivery>`, so that whichever host holds
+    /// the partition then gets it). Absent: `<prefix>.out.<delivery>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub out: Option<String>,
 }
 
 /// What a worker made of a [`WorkItem`].

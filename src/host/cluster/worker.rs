@@ -178,12 +178,14 @@ impl Shared {
                 return;
             }
         };
+        // The pump's partition's subject, when it names one of this organism's.
+        let asked = item.out.clone().filter(|s| self.names.is_out(s));
         let outcome = self.handle(registration, item, &message).await;
         let mut headers = HeaderMap::new();
         if let Some(reply) = &message.reply {
             headers.insert(ACK_HEADER, reply.as_str());
         }
-        let subject = self.names.out(outcome.delivery);
+        let subject = asked.unwrap_or_else(|| self.names.out(None, outcome.delivery));
         let body = serde_json::to_vec(&outcome).unwrap_or_default();
         if let Err(error) = self
             .client

@@ -205,6 +205,8 @@ impl Shared {
         {
             if durable.is_ok() {
                 ledger.remote_children.remove(at);
+                // `settle` waits for it (the parent may get no delivery: a halted one).
+                self.lifecycle.quiet_changed();
             } else {
                 // Not recorded: as if it never came (the sender tries again).
                 ledger.remote_children[at].returning = None;
