@@ -12,15 +12,8 @@ use std::time::Duration;
 use agentpump::history::{
     Batch, HistoryStore, JetStreamHistory, JetStreamOptions, NewRecord, Record, RecordKind,
 };
-use agentpump::listeners::Echo;
-use agentpump::{
-    Envelope, Limits, Payload, PumpBuilder, PumpHandle, QName, Registration, ThreadId,
-};
-use support::Scratch;
-
-fn say(text: &str) -> String {
-    format!(r#"<say xmlns="urn:example:say:v1">{text}</say>"#)
-}
+use agentpump::{Envelope, Limits, Payload, PumpHandle, ThreadId};
+use support::{Scratch, say_v1 as say};
 
 async fn open(url: &str, stream: &str, replicas: usize) -> Arc<JetStreamHistory> {
     // A cluster that lost a node elects new leaders first; on a loaded 2-core machine that
@@ -32,30 +25,7 @@ async fn open(url: &str, stream: &str, replicas: usize) -> Arc<JetStreamHistory>
 }
 
 fn pump_on(store: &Arc<JetStreamHistory>) -> PumpHandle {
-    let store: Arc<dyn HistoryStore> = store.clone();
-    PumpBuilder::new()
-        .register(Registration::new("echo", Echo).accepts(QName::new("urn:example:say:v1", "say")))
-        .history(store)
-        .build()
-        .unwrap()
-}
-
-/// `n` threads started with one message each and settled; their ids.
-async fn converse(pump: &PumpHandle, n: usize, tag: &str) -> Vec<ThreadId> {
-    let mut threads = Vec::new();
-    for i in 0..n {
-        let receipt = pump
-            .post(None, Some("echo"), &say(&format!("{tag}-{i}")))
-            .await
-            .unwrap();
-        threads.push(receipt.thread());
-    }
-    for &t in &threads {
-        tokio::time::timeout(Duration::from_secs(30), pump.settle(t))
-            .await
-            .expect("a thread settles");
-    }
-    threads
+    support::echo_pump(store.clone())
 }
 
 /// One batch of messages from the client into `thread`, appended by hand (not through a pump).
@@ -96,7 +66,7 @@ async fn a_pump_restarts_from_the_history_stream_alone() {
     let (_server, url) = support::nats::server(&scratch.0);
     let store = open(&url, "restart", 1).await;
     let pump = pump_on(&store);
-    let threads = converse(&pump, 20, "first").await;
+    let threads = support::converse(&pump, 20, "first").await;
     let before = records(&*store, &threads).await;
     assert!(
         before.iter().all(|r| r.len() == 2),
@@ -147,7 +117,7 @@ async fn a_second_writer_on_one_stream_is_refused_and_the_first_goes_on() {
     let first = open(&url, "fence", 1).await;
     let second = open(&url, "fence", 1).await;
     let pump = pump_on(&first); // its boot record moves the stream on
-    converse(&pump, 2, "first").await;
+    support::converse(&pump, 2, "first").await;
     let batch = client_batch(ThreadId::new(), &[say("x")]);
     let refused = batch.records[0].envelope.id();
     let error = second
@@ -170,7 +140,7 @@ async fn a_second_writer_on_one_stream_is_refused_and_the_first_goes_on() {
         error,
         "no more writes"
     );
-    converse(&pump, 2, "still").await;
+    support::converse(&pump, 2, "still").await;
     assert!(first.writable().is_ok());
     first.verify().await.unwrap();
     pump.shutdown(Duration::from_secs(5)).await;
@@ -184,7 +154,7 @@ async fn an_altered_stream_is_refused_at_open_naming_the_message() {
     let (_server, url) = support::nats::server(&scratch.0);
     let store = open(&url, "altered", 1).await;
     let pump = pump_on(&store);
-    let threads = converse(&pump, 1, "one").await;
+    let threads = support::converse(&pump, 1, "one").await;
     pump.shutdown(Duration::from_secs(5)).await;
     let record = &store.thread(threads[0], 0).await.unwrap()[0];
     drop(pump);
@@ -234,9 +204,9 @@ async fn a_three_replica_stream_loses_nothing_when_a_node_is_killed() {
     let mut cluster = support::nats::Cluster::start(&scratch.0);
     let store = open(&cluster.url(), "replicated", 3).await;
     let pump = pump_on(&store);
-    let mut threads = converse(&pump, 10, "before").await;
+    let mut threads = support::converse(&pump, 10, "before").await;
     cluster.nodes[0].kill();
-    threads.extend(converse(&pump, 10, "after").await);
+    threads.extend(support::converse(&pump, 10, "after").await);
     let acknowledged = records(&*store, &threads).await;
     assert!(acknowledged.iter().all(|r| r.len() == 2));
     pump.shutdown(Duration::from_secs(5)).await;

@@ -14,16 +14,11 @@ use agentpump::governor::Budget;
 use agentpump::history::{
     Batch, HistoryStore, JetStreamHistory, JetStreamOptions, NewRecord, Record, RecordKind,
 };
-use agentpump::listeners::Echo;
 use agentpump::{
-    Envelope, Limits, Payload, PumpBuilder, PumpHandle, QName, Registration, Spawn, ThreadId,
-    ThreadInfo, ThreadState,
+    Envelope, Limits, Payload, PumpBuilder, PumpHandle, Registration, Spawn, ThreadId, ThreadInfo,
+    ThreadState,
 };
-use support::{Scratch, Script, p, q};
-
-fn say(text: &str) -> String {
-    format!(r#"<say xmlns="urn:example:say:v1">{text}</say>"#)
-}
+use support::{Scratch, Script, p, q, say_v1 as say};
 
 fn now_us() -> i64 {
     SystemTime::now()
@@ -42,30 +37,7 @@ async fn open(url: &str, stream: &str) -> Result<Arc<JetStreamHistory>, String> 
 }
 
 fn pump_on(store: &Arc<JetStreamHistory>) -> PumpHandle {
-    let store: Arc<dyn HistoryStore> = store.clone();
-    PumpBuilder::new()
-        .register(Registration::new("echo", Echo).accepts(QName::new("urn:example:say:v1", "say")))
-        .history(store)
-        .build()
-        .unwrap()
-}
-
-/// `n` threads started with one message each and settled; their ids.
-async fn converse(pump: &PumpHandle, n: usize, tag: &str) -> Vec<ThreadId> {
-    let mut threads = Vec::new();
-    for i in 0..n {
-        let receipt = pump
-            .post(None, Some("echo"), &say(&format!("{tag}-{i}")))
-            .await
-            .unwrap();
-        threads.push(receipt.thread());
-    }
-    for &t in &threads {
-        tokio::time::timeout(Duration::from_secs(30), pump.settle(t))
-            .await
-            .expect("a thread settles");
-    }
-    threads
+    support::echo_pump(store.clone())
 }
 
 /// Everything a reader sees of `threads`: records, snapshots (with counters), reports, marks.
@@ -131,7 +103,7 @@ async fn a_prune_on_the_stream_deletes_what_it_leaves_unneeded_and_a_restart_agr
     let (_server, url) = support::nats::server(&scratch.0);
     let store = open(&url, "retention").await.unwrap();
     let pump = pump_on(&store);
-    let threads = converse(&pump, 8, "old").await;
+    let threads = support::converse(&pump, 8, "old").await;
     let (halted, open_ones) = threads.split_at(5);
     for &t in halted {
         pump.stop(t).await.unwrap();
@@ -232,7 +204,7 @@ async fn an_altered_prune_mark_is_refused_at_open_naming_the_message() {
     let (_server, url) = support::nats::server(&scratch.0);
     let store = open(&url, "pruned").await.unwrap();
     let pump = pump_on(&store);
-    let threads = converse(&pump, 2, "one").await;
+    let threads = support::converse(&pump, 2, "one").await;
     for &t in &threads {
         pump.stop(t).await.unwrap();
     }
@@ -290,8 +262,8 @@ async fn a_message_deleted_without_a_prune_is_refused_at_open() {
     let store = open(&url, "deleted").await.unwrap();
     let pump = pump_on(&store);
     // One thread after the other, so the first's echo is in a message of its own.
-    converse(&pump, 1, "first").await;
-    converse(&pump, 1, "second").await;
+    support::converse(&pump, 1, "first").await;
+    support::converse(&pump, 1, "second").await;
     pump.shutdown(Duration::from_secs(5)).await;
     drop(pump);
     drop(store);

@@ -388,3 +388,42 @@ pub fn token_in(dir: &std::path::Path) -> String {
         .trim()
         .to_owned()
 }
+
+/// `<say xmlns="urn:example:say:v1">text</say>`, what [`echo_pump`]'s echo accepts.
+pub fn say_v1(text: &str) -> String {
+    format!(r#"<say xmlns="urn:example:say:v1">{text}</say>"#)
+}
+
+/// A pump on `store` with one `echo` accepting `{urn:example:say:v1}say`.
+pub fn echo_pump(store: Arc<dyn agentpump::history::HistoryStore>) -> agentpump::PumpHandle {
+    agentpump::PumpBuilder::new()
+        .register(
+            agentpump::Registration::new("echo", agentpump::listeners::Echo)
+                .accepts(agentpump::QName::new("urn:example:say:v1", "say")),
+        )
+        .history(store)
+        .build()
+        .unwrap()
+}
+
+/// `n` threads started through `pump` with one message each to `echo` and settled; their ids.
+pub async fn converse(
+    pump: &agentpump::PumpHandle,
+    n: usize,
+    tag: &str,
+) -> Vec<agentpump::ThreadId> {
+    let mut threads = Vec::new();
+    for i in 0..n {
+        let receipt = pump
+            .post(None, Some("echo"), &say_v1(&format!("{tag}-{i}")))
+            .await
+            .unwrap();
+        threads.push(receipt.thread());
+    }
+    for &t in &threads {
+        tokio::time::timeout(std::time::Duration::from_secs(30), pump.settle(t))
+            .await
+            .expect("a thread settles");
+    }
+    threads
+}
