@@ -54,7 +54,7 @@ pub(crate) use telemetry::{
 use crate::history::{Batch, HistoryError, HistoryStore, NewRecord, Record, RecordKind};
 use crate::listener::Registration;
 use crate::system::{SYSTEM_SENDER, SystemMessage};
-use crate::thread::registry::{Registry, ThreadEntry};
+use crate::thread::registry::{Registry, ThreadEntry, ThreadInner};
 use crate::{Envelope, QName, ThreadId, ThreadInfo};
 
 /// What the handle and the runner tasks share: the parts, each owning its fields with its
@@ -343,6 +343,17 @@ impl PumpHandle {
     /// # }
     /// ```
     pub async fn settle(&self, thread: ThreadId) {
+        self.settle_where(thread, ThreadInner::is_settled).await;
+    }
+
+    /// As [`PumpHandle::settle`], without waiting for children on other pumps: what this pump
+    /// alone still has to do (a shutdown drains that; a parcel cannot come back then).
+    pub(crate) async fn settle_here(&self, thread: ThreadId) {
+        self.settle_where(thread, ThreadInner::is_quiet).await;
+    }
+
+    /// Waits until `thread` and every thread below it here are `done`.
+    async fn settle_where(&self, thread: ThreadId, done: fn(&ThreadInner) -> bool) {
         let shared = &self.shared;
         let Some(top) = shared.registry.get(thread) else {
             return;
@@ -357,11 +368,11 @@ impl PumpHandle {
                         // A thread without children (the usual case) is checked under one lock.
                         let inner = top.lock();
                         if inner.children.is_empty() {
-                            return inner.is_settled();
+                            return done(&inner);
                         }
                     }
                     let subtree = shared.registry.subtree(thread);
-                    if !subtree.iter().all(|e| e.lock().is_settled()) {
+                    if !subtree.iter().all(|e| done(&e.lock())) {
                         return false;
                     }
                     if top.tree_epoch.load(Ordering::SeqCst) == before {

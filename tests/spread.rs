@@ -344,8 +344,8 @@ async fn a_child_on_another_pump_is_held_to_its_grant_and_its_spend_comes_back_e
     b.verify().await.unwrap();
 }
 
-/// `settle` (and so `send --wait`) on a parent waits for its child on another pump to come
-/// back, not only for the parent's own queue: the parent is idle while the child runs.
+/// `settle` on a parent waits for its child on another pump to come back, not only for the
+/// parent's own queue: the parent is idle while the child runs.
 #[tokio::test]
 async fn settle_waits_for_a_child_on_another_pump() {
     let courier = Arc::new(Direct::default());

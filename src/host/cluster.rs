@@ -189,13 +189,18 @@ impl Names {
         }
     }
 
-    /// Whether `subject` is one of this organism's outcome subjects (where a work item may
-    /// ask its outcome to go).
-    pub fn is_out(&self, subject: &str) -> bool {
+    /// Whether `subject` is exactly the outcome subject of `delivery` in some partition
+    /// (`<prefix>.out.p<N>.<delivery>`): where a work item may ask its outcome to go.
+    pub fn is_out(&self, subject: &str, delivery: impl std::fmt::Display) -> bool {
+        let delivery = delivery.to_string();
         subject
             .strip_prefix(&self.prefix)
-            .and_then(|rest| rest.strip_prefix(".out."))
-            .is_some_and(|rest| !rest.is_empty() && !rest.contains(['*', '>', ' ']))
+            .and_then(|rest| rest.strip_prefix(".out.p"))
+            .and_then(|rest| rest.strip_suffix(delivery.as_str()))
+            .and_then(|rest| rest.strip_suffix('.'))
+            .is_some_and(|n| {
+                !n.is_empty() && n.len() <= 10 && n.bytes().all(|b| b.is_ascii_digit())
+            })
     }
 
     /// The durable consumer shared by every worker of `listener`.
@@ -241,4 +246,30 @@ fn token(name: &str) -> String {
             }
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_work_item_may_name_only_its_own_partition_outcome_subject() {
+        let cluster: ClusterSection = toml::from_str("url = \"nats://127.0.0.1:4222\"").unwrap();
+        let names = cluster.names("far");
+        let delivery = crate::MessageId::new();
+        let p1 = Partition::new(1, 3).unwrap();
+        assert!(names.is_out(&names.out(Some(p1), delivery), delivery));
+        let forged = [
+            names.out(None, delivery),
+            names.out(Some(p1), crate::MessageId::new()),
+            format!("{}.out.p.{delivery}", names.prefix),
+            format!("{}.out.p1x.{delivery}", names.prefix),
+            format!("{}.out.p1.{delivery}\r\nPUB x 1", names.prefix),
+            format!("{}.out.p1..{delivery}", names.prefix),
+            format!("elsewhere.out.p1.{delivery}"),
+        ];
+        for subject in forged {
+            assert!(!names.is_out(&subject, delivery), "{subject:?}");
+        }
+    }
 }

@@ -114,7 +114,7 @@ impl PumpHandle {
             .map(|e| e.id)
             .collect();
         for root in roots {
-            self.settle(root).await;
+            self.settle_here(root).await;
         }
     }
 

@@ -178,8 +178,14 @@ impl Shared {
                 return;
             }
         };
-        // The pump's partition's subject, when it names one of this organism's.
-        let asked = item.out.clone().filter(|s| self.names.is_out(s));
+        // The pump's partition's subject, when it is exactly one for this delivery.
+        let asked = item.out.clone().filter(|s| {
+            let ok = self.names.is_out(s, item.delivery);
+            if !ok {
+                tracing::warn!(subject = %s, delivery = %item.delivery, "a work item asked for its outcome on a subject that is not its partition's; sent on the unpartitioned one");
+            }
+            ok
+        });
         let outcome = self.handle(registration, item, &message).await;
         let mut headers = HeaderMap::new();
         if let Some(reply) = &message.reply {

@@ -170,7 +170,7 @@ impl Follow {
             let state = self.api.pump.thread(self.thread).map(|t| t.state);
             let closed = state.is_none_or(ThreadState::is_closed);
             if closed {
-                self.api.pump.settle(self.thread).await;
+                self.api.pump.settle_here(self.thread).await;
                 self.finished = true;
             }
             let records = match self.api.pump.store().thread(self.thread, self.next).await {

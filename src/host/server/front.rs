@@ -58,6 +58,8 @@ struct Front {
     max_body: usize,
     /// The partition the next new thread goes to.
     turn: Arc<AtomicUsize>,
+    /// True once the front shuts down: merged event streams end then.
+    stopping: watch::Receiver<bool>,
 }
 
 /// Serves the front on `listener` until `shutdown` completes (then lets requests in flight
@@ -79,16 +81,22 @@ pub async fn serve_front(
         .redirect(reqwest::redirect::Policy::none())
         .build()
         .map_err(std::io::Error::other)?;
+    let (stop, stopping) = watch::channel(false);
     let state = Front {
         writers: Arc::new(writers),
         locals: Arc::new(locals),
         client,
         max_body,
         turn: Arc::new(AtomicUsize::new(0)),
+        stopping,
     };
     let app = Router::new().fallback(route).with_state(state);
     axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown)
+        .with_graceful_shutdown(async move {
+            shutdown.await;
+            // A merged event stream would hold the graceful shutdown open for good.
+            stop.send_replace(true);
+        })
         .await
 }
 
@@ -389,6 +397,7 @@ mod tests {
             client: reqwest::Client::builder().build().unwrap(),
             max_body: 1 << 20,
             turn: Arc::new(AtomicUsize::new(0)),
+            stopping: watch::channel(false).1,
         }
     }
 

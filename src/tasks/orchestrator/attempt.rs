@@ -61,7 +61,7 @@ async fn run(
         let _ = pump.stop(thread).await;
         // Never two attempts at once: a delivery still running (a command under way) ends by
         // its delivery timeout, which kills the command's process group, before a retry starts.
-        pump.settle(thread).await;
+        pump.settle_here(thread).await;
         return Err(format!("thread {thread} did not settle in time; stopped"));
     }
     outcome(pump, thread).await

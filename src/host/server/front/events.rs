@@ -29,7 +29,12 @@ pub(super) async fn every(front: &Front, sent: &Sent<'_>) -> Result<Response, Re
                 .boxed(),
         );
     }
+    let mut stopping = front.stopping.clone();
+    let stopped = async move {
+        let _ = stopping.wait_for(|s| *s).await;
+    };
     let merged = futures_util::stream::select_all(streams)
+        .take_until(stopped)
         .take_while(|event| std::future::ready(event.is_ok()))
         .scan(false, |ended, event| {
             // The reset itself goes out: the client starts over at once.
@@ -56,26 +61,30 @@ fn is_reset(event: &[u8]) -> bool {
         .any(|line| line == b"event: reset" || line == b"event:reset")
 }
 
-/// The whole events (each ending with its blank line) of a stream of body chunks, however
-/// the chunks cut them; a chunk that fails ends it with the error.
+/// The whole events (each ending with its blank line, `\n\n`: the partitions' streams are
+/// this project's, which ends lines with `\n`) of a stream of body chunks, however the chunks
+/// cut them; a chunk that fails ends it with the error.
 fn events<E: std::fmt::Display>(
     chunks: impl Stream<Item = Result<Bytes, E>> + Send + 'static,
 ) -> impl Stream<Item = Result<Bytes, String>> + Send + 'static {
+    // What is held, and how far it was searched for an event's end (not searched again).
     futures_util::stream::unfold(
-        (Box::pin(chunks), Vec::<u8>::new(), false),
-        |(mut chunks, mut held, done)| async move {
+        (Box::pin(chunks), Vec::<u8>::new(), 0usize, false),
+        |(mut chunks, mut held, mut searched, done)| async move {
             loop {
-                if let Some(end) = held.windows(2).position(|w| w == b"\n\n") {
-                    let event: Vec<u8> = held.drain(..end + 2).collect();
-                    return Some((Ok(Bytes::from(event)), (chunks, held, done)));
+                let from = searched.saturating_sub(1);
+                if let Some(end) = held[from..].windows(2).position(|w| w == b"\n\n") {
+                    let event: Vec<u8> = held.drain(..from + end + 2).collect();
+                    return Some((Ok(Bytes::from(event)), (chunks, held, 0, done)));
                 }
+                searched = held.len();
                 if done {
                     return None;
                 }
                 match chunks.next().await {
                     Some(Ok(chunk)) => held.extend_from_slice(&chunk),
                     Some(Err(e)) => {
-                        return Some((Err(e.to_string()), (chunks, held, true)));
+                        return Some((Err(e.to_string()), (chunks, held, searched, true)));
                     }
                     None => return None,
                 }

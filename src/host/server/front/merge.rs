@@ -118,7 +118,8 @@ fn one_cut(body: &Bytes) -> Bytes {
     };
     match (cut.before, cut.keep_days) {
         (None, Some(days)) => {
-            let before = rfc3339(keep_days(now_us(), days));
+            // Never before 1970 (the route's dates have four-digit years); nothing is older.
+            let before = rfc3339(keep_days(now_us(), days).max(0));
             Bytes::from(serde_json::json!({ "before": before }).to_string())
         }
         _ => body.clone(),
@@ -241,4 +242,34 @@ async fn roots(front: &Front, sent: &Sent<'_>) -> Result<Response, Response> {
 
 fn bad_query(detail: String) -> Problem {
     Problem::new(StatusCode::BAD_REQUEST, "bad-query", detail)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::history::export::parse_rfc3339;
+    use crate::host::retention::{keep_days, now_us};
+
+    fn cut_of(body: &'static str) -> (Option<String>, Option<u32>) {
+        let cut: PruneCut = serde_json::from_slice(&one_cut(&Bytes::from(body))).unwrap();
+        (cut.before, cut.keep_days)
+    }
+
+    #[test]
+    fn a_prune_by_days_is_one_cut_for_every_partition() {
+        let (before, days) = cut_of(r#"{"keep_days": 3}"#);
+        assert_eq!(days, None);
+        let before = parse_rfc3339(&before.unwrap()).unwrap();
+        assert!((keep_days(now_us(), 3) - before).abs() < 60_000_000);
+        // More days than there are since 1970: the epoch, which every partition reads.
+        let (before, _) = cut_of(r#"{"keep_days": 4294967295}"#);
+        assert_eq!(parse_rfc3339(&before.unwrap()).unwrap(), 0);
+        // Anything else goes as it came, for each partition to answer.
+        assert_eq!(
+            cut_of(r#"{"before": "2026-10-01"}"#),
+            (Some("2026-10-01".to_owned()), None)
+        );
+        let bad = Bytes::from_static(b"{\"keep_days\": -1}");
+        assert_eq!(one_cut(&bad), bad);
+    }
 }

@@ -102,8 +102,12 @@ export async function showInbox($, live, failed) {
   for (const name of ["answered", "expired"]) {
     es.addEventListener(name, (e) => closed($, JSON.parse(e.data).answer.request));
   }
+  // A refused (re)connection closes the stream for good (a partition changing hands answers
+  // 503 for a moment): say so, and follow again a little later while the inbox is shown.
   es.addEventListener("error", () => {
-    if (es.readyState === EventSource.CLOSED) failed(new Error("/inbox/events: the stream closed"));
+    if (es.readyState !== EventSource.CLOSED) return;
+    failed(new Error("/inbox/events: the stream closed; trying again in 3 s"));
+    setTimeout(() => { if (events === es) showInbox($, live, failed); }, 3000);
   });
 }
 
