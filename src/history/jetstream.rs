@@ -20,6 +20,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, oneshot};
 
 use super::memory::{Sealing, now_us};
+use super::prune::archive_all;
 use super::{
     Anchor, Archive, Batch, Delivered, HistoryError, HistoryStore, Mark, MemoryHistory, NewRecord,
     Pruned, Record, RecordKind, Recovery, Ticket,
@@ -102,7 +103,7 @@ struct Publish {
 }
 
 /// One append as the stream holds it.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Default, Serialize, Deserialize)]
 struct Wire {
     /// When the batch was accepted (every record of it carries this time).
     time_us: i64,
@@ -167,9 +168,7 @@ impl Wire {
             threads: batch.threads.clone(),
             delivered: batch.delivered.clone(),
             reports: batch.reports.clone(),
-            sealed: Vec::new(),
-            prune: None,
-            marked: None,
+            ..Self::default()
         }
     }
 
@@ -177,13 +176,8 @@ impl Wire {
     fn prune(mark: PruneMark, time_us: i64) -> Self {
         Self {
             time_us,
-            records: Vec::new(),
-            threads: Vec::new(),
-            delivered: None,
-            reports: Vec::new(),
-            sealed: Vec::new(),
             prune: Some(mark),
-            marked: None,
+            ..Self::default()
         }
     }
 
@@ -443,9 +437,7 @@ impl Writer {
             }
             return;
         }
-        let names = group
-            .iter()
-            .flat_map(|p| retention::names(&p.wire, p.wire.marked));
+        let names = group.iter().flat_map(|p| retention::names(&p.wire));
         self.kept.message(parts, names);
     }
 
@@ -633,16 +625,12 @@ impl HistoryStore for JetStreamHistory {
                 return Ok(pruned);
             }
             let anchors = self.index.anchors_for(&doomed, before_us, pruned_us)?;
-            if let Some(mut archive) = archive {
-                let failed = |e: std::io::Error| unavailable(format!("archive: {e}"));
-                for record in doomed.iter().flatten() {
-                    archive.write(record).map_err(failed)?;
-                }
-                archive.finish().map_err(failed)?;
+            if let Some(archive) = archive {
+                archive_all(archive, &doomed).map_err(|e| unavailable(format!("archive: {e}")))?;
             }
             let threads: Vec<ThreadId> = anchors.iter().map(|a| a.thread).collect();
             let carried = self.index.carried(&threads);
-            self.index.remove(&anchors, carried.clone()).map_err(|e| {
+            self.index.remove(&anchors, &carried).map_err(|e| {
                 // The index is pruned in part and the stream knows nothing of it.
                 let reason = format!("a prune could not be applied to the index: {e}");
                 let _ = self.failed.set(reason.clone());

@@ -127,6 +127,13 @@ impl ThreadLog {
         at.and_then(|at| self.pending.remove(at))
     }
 
+    /// Verifies this log (thread `thread`'s) from its anchor, or from 32 zero bytes; how many
+    /// records.
+    fn verify(&self, thread: ThreadId) -> Result<u64, ChainBreak> {
+        let start = self.start.map(|d| (thread, d)).into_iter().collect();
+        verify_chain_from(self.records.iter(), start)
+    }
+
     /// Remembers that the record at `index` was delivered and cost a turn.
     fn mark_delivered(&mut self, index: usize) {
         if self.delivered.len() == RECENT_DELIVERIES {
@@ -479,14 +486,11 @@ impl HistoryStore for MemoryHistory {
         verify_anchors(lock_anchors(&self.anchors).iter())?;
         let mut checked = 0;
         let mut first_break: Option<ChainBreak> = None;
-        self.each_log(|thread, log| {
-            let start = log.start.map(|d| (thread, d)).into_iter().collect();
-            match verify_chain_from(log.records.iter(), start) {
-                Ok(n) => checked += n,
-                Err(b) => {
-                    if first_break.as_ref().is_none_or(|f| b.seq < f.seq) {
-                        first_break = Some(b);
-                    }
+        self.each_log(|thread, log| match log.verify(thread) {
+            Ok(n) => checked += n,
+            Err(b) => {
+                if first_break.as_ref().is_none_or(|f| b.seq < f.seq) {
+                    first_break = Some(b);
                 }
             }
         });

@@ -15,7 +15,8 @@ use std::hash::Hash;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 
-use super::Record;
+use super::chain::verify_chain_from;
+use super::{ChainBreak, Record};
 use crate::ThreadId;
 #[cfg(feature = "nats")]
 use {
@@ -178,6 +179,54 @@ pub struct Pruned {
     pub records: u64,
     /// One anchor per thread that lost records (none when there was nothing to remove).
     pub anchors: Vec<Anchor>,
+}
+
+/// The anchors of removing `doomed` (per thread, a non-empty prefix of its chain, in seq
+/// order) before `before_us` at `pruned_us`, chained after `after` (the store's last anchor);
+/// each thread's records are first checked against its chain, from `start` (its last anchor's
+/// digest) when it was pruned before, so a prune never hides a break.
+///
+/// # Errors
+///
+/// The [`ChainBreak`] of the first record that does not verify.
+pub(crate) fn anchor_chain(
+    doomed: &[Vec<Record>],
+    after: Option<&Anchor>,
+    start: impl Fn(ThreadId) -> Option<[u8; 32]>,
+    before_us: i64,
+    pruned_us: i64,
+) -> Result<Vec<Anchor>, ChainBreak> {
+    let mut tip = after.map_or([0; 32], |a| a.digest);
+    let mut n = after.map_or(0, |a| a.n);
+    let mut out = Vec::with_capacity(doomed.len());
+    for removed in doomed {
+        let thread = removed[0].thread;
+        verify_chain_from(
+            removed,
+            start(thread).map(|d| (thread, d)).into_iter().collect(),
+        )?;
+        n += 1;
+        let anchor = Anchor::new(n, removed, before_us, pruned_us, &tip);
+        tip = anchor.digest;
+        out.push(anchor);
+    }
+    Ok(out)
+}
+
+/// Writes every record of `doomed` to `archive` and finishes it: what a prune removes, kept
+/// before it goes.
+///
+/// # Errors
+///
+/// The archive cannot be written or finished: the prune removes nothing.
+pub(crate) fn archive_all(
+    mut archive: Box<dyn Archive>,
+    doomed: &[Vec<Record>],
+) -> std::io::Result<()> {
+    for record in doomed.iter().flatten() {
+        archive.write(record)?;
+    }
+    archive.finish()
 }
 
 /// Of `threads` (each with its parent and whether it is done or halted), those whose whole

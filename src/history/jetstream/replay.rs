@@ -229,19 +229,15 @@ impl Replay {
                 )));
             }
         }
+        // The sequences between those read (and after the last read) that no mark lists: the
+        // first five.
+        let mut unlisted = Vec::new();
         let mut previous = 0;
-        let mut gaps = Vec::new();
-        for &seq in &self.seen {
-            gaps.extend(previous + 1..seq);
+        for seq in self.seen.iter().copied().chain([self.found.last + 1]) {
+            let gap = (previous + 1..seq).filter(|s| !self.listed.contains(s));
+            unlisted.extend(gap.take(5 - unlisted.len()));
             previous = seq;
         }
-        gaps.extend(previous + 1..=self.found.last);
-        let unlisted: Vec<u64> = gaps
-            .iter()
-            .copied()
-            .filter(|s| !self.listed.contains(s))
-            .take(5)
-            .collect();
         if !unlisted.is_empty() {
             return Err(bad(format!(
                 "messages {unlisted:?} of the history stream `{name}` are missing, and no prune mark lists them: a message was deleted from it"
@@ -268,7 +264,7 @@ impl Replay {
 /// its records that did not chain from what the replay had.
 #[derive(Debug, Default)]
 struct Applied {
-    names: retention::Names,
+    names: Vec<(ThreadId, u64)>,
     marks: Vec<PruneMark>,
     resealed: Vec<ThreadId>,
 }
@@ -294,13 +290,13 @@ fn apply_one(
     applied: &mut Applied,
 ) -> Result<(), String> {
     if let Some(mark) = wire.prune.take() {
-        index.remove(&mark.anchors, mark.carried.clone())?;
+        index.remove(&mark.anchors, &mark.carried)?;
         // The records numbered before the mark may all have been deleted since.
         index.skip_to(mark.numbered);
         applied.marks.push(mark);
         return Ok(());
     }
-    let names = retention::names(&wire, None);
+    let names = retention::names(&wire);
     let threads: Vec<ThreadId> = wire.records.iter().map(|r| r.thread).collect();
     let marks_thread = wire.delivered.as_ref().map(|d| d.thread);
     let (batch, time_us, recorded) = wire.batch(limits)?;

@@ -40,11 +40,11 @@ pub(super) struct PruneMark {
 
 /// Per thread a message names, the highest seq of that thread's records it names (0: only a
 /// snapshot or a report).
-pub(super) type Names = Vec<(ThreadId, u64)>;
+pub(super) type Names = [(ThreadId, u64)];
 
-/// What one append (one [`Wire`]) names; `marked` is the seq of the record its delivered mark
-/// names, as the index found it.
-pub(super) fn names(wire: &Wire, marked: Option<u64>) -> Names {
+/// What one append (one [`Wire`]) names (its delivered mark by the seq of the record it names,
+/// as the index found it: 0 when not known yet).
+pub(super) fn names(wire: &Wire) -> Vec<(ThreadId, u64)> {
     let records = wire
         .records
         .iter()
@@ -53,7 +53,7 @@ pub(super) fn names(wire: &Wire, marked: Option<u64>) -> Names {
     let mark = wire
         .delivered
         .as_ref()
-        .map(|d| (d.thread, marked.unwrap_or(0)));
+        .map(|d| (d.thread, wire.marked.unwrap_or(0)));
     let snapshots = wire.threads.iter().map(|t| (t.id, 0));
     let reports = wire.reports.iter().map(|r| (r.thread, 0));
     records
@@ -67,8 +67,9 @@ pub(super) fn names(wire: &Wire, marked: Option<u64>) -> Names {
 #[derive(Debug, Default)]
 pub(super) struct Kept {
     /// Per stream message not yet deleted (by its last part's sequence): its parts' sequences
-    /// and what it names, the highest seq per thread. Prune marks are not here: they stay.
-    messages: BTreeMap<u64, (Vec<u64>, HashMap<ThreadId, u64>)>,
+    /// and what it names, the highest seq per thread (by thread). Prune marks are not here:
+    /// they stay.
+    messages: BTreeMap<u64, (Vec<u64>, Box<Names>)>,
     /// Per pruned thread, the seq of its last pruned record.
     pruned: HashMap<ThreadId, u64>,
     /// Per carried thread, the stream sequence of the last prune mark that carried it.
@@ -81,12 +82,13 @@ impl Kept {
         let Some(&last) = parts.last() else {
             return;
         };
-        let mut highest: HashMap<ThreadId, u64> = HashMap::new();
-        for (thread, seq) in names {
-            let h = highest.entry(thread).or_default();
-            *h = (*h).max(seq);
-        }
-        self.messages.insert(last, (parts, highest));
+        // One entry per thread, its highest seq (sorted by thread, then seq: the last wins).
+        let mut highest: Vec<(ThreadId, u64)> = names.into_iter().collect();
+        highest.sort_unstable();
+        highest.reverse();
+        highest.dedup_by_key(|(thread, _)| *thread);
+        self.messages
+            .insert(last, (parts, highest.into_boxed_slice()));
     }
 
     /// The sequences (every part, in order) of the messages `mark` leaves unneeded, were it
@@ -106,7 +108,7 @@ impl Kept {
         };
         self.messages
             .iter()
-            .filter(|&(&seq, (_, names))| names.iter().all(|(t, &h)| gone(seq, t, h)))
+            .filter(|&(&seq, (_, names))| names.iter().all(|&(t, h)| gone(seq, &t, h)))
             .flat_map(|(_, (parts, _))| parts.iter().copied())
             .collect()
     }

@@ -8,8 +8,7 @@ use std::sync::Arc;
 
 use super::{Chunks, MemoryHistory, ThreadLog, lock};
 use crate::ThreadId;
-use crate::history::chain::verify_chain_from;
-use crate::history::prune::{Carried, finished_trees, parcels_open, root_of};
+use crate::history::prune::{Carried, anchor_chain, finished_trees, parcels_open, root_of};
 use crate::history::{Anchor, ChainBreak, Record};
 
 impl Chunks {
@@ -53,7 +52,9 @@ impl MemoryHistory {
     /// Gives record `seq` of `thread` the digest its stream recorded (a replay whose record
     /// chains from one a prune deleted); the thread's next record chains from it.
     pub(crate) fn reseal(&self, thread: ThreadId, seq: u64, digest: [u8; 32]) {
-        let log = self.log(thread);
+        let Some(log) = self.logs.get(&thread).map(|l| Arc::clone(&l)) else {
+            return;
+        };
         let mut log = lock(&log);
         let Some(at) = (0..log.records.len())
             .rev()
@@ -71,10 +72,10 @@ impl MemoryHistory {
 
     /// Verifies `thread`'s chain from its anchor (or from 32 zero bytes); how many records.
     pub(crate) fn verify_log(&self, thread: ThreadId) -> Result<u64, ChainBreak> {
-        let log = self.log(thread);
-        let log = lock(&log);
-        let start = log.start.map(|d| (thread, d)).into_iter().collect();
-        verify_chain_from(log.records.iter(), start)
+        let Some(log) = self.logs.get(&thread).map(|l| Arc::clone(&l)) else {
+            return Ok(0);
+        };
+        lock(&log).verify(thread)
     }
 
     /// The last number handed out.
@@ -141,29 +142,17 @@ impl MemoryHistory {
     }
 
     /// The anchors of removing `doomed` (from [`Self::doomed`]) before `before_us` at
-    /// `pruned_us`, chained after this store's last anchor; each thread's removed records are
-    /// checked against its chain first, so a prune never hides a break.
+    /// `pruned_us`, chained after this store's last anchor, each thread checked against its
+    /// chain first ([`anchor_chain`]).
     pub(crate) fn anchors_for(
         &self,
         doomed: &[Vec<Record>],
         before_us: i64,
         pruned_us: i64,
     ) -> Result<Vec<Anchor>, ChainBreak> {
-        let anchors = super::lock_anchors(&self.anchors);
-        let mut tip = anchors.last().map_or([0; 32], |a| a.digest);
-        let mut n = anchors.last().map_or(0, |a| a.n);
-        drop(anchors);
-        let mut out = Vec::with_capacity(doomed.len());
-        for removed in doomed {
-            let thread = removed[0].thread;
-            let start = self.logs.get(&thread).and_then(|l| lock(&l).start);
-            verify_chain_from(removed, start.map(|d| (thread, d)).into_iter().collect())?;
-            n += 1;
-            let anchor = Anchor::new(n, removed, before_us, pruned_us, &tip);
-            tip = anchor.digest;
-            out.push(anchor);
-        }
-        Ok(out)
+        let last = super::lock_anchors(&self.anchors).last().cloned();
+        let start = |thread| self.logs.get(&thread).and_then(|l| lock(&l).start);
+        anchor_chain(doomed, last.as_ref(), start, before_us, pruned_us)
     }
 
     /// What a prune of `pruned` threads carries for every thread of their trees, parents
@@ -206,7 +195,7 @@ impl MemoryHistory {
     /// # Errors
     ///
     /// Names the first anchor that does not check (nothing after it is applied).
-    pub(crate) fn remove(&self, anchors: &[Anchor], carried: Vec<Carried>) -> Result<(), String> {
+    pub(crate) fn remove(&self, anchors: &[Anchor], carried: &[Carried]) -> Result<(), String> {
         let mut kept = super::lock_anchors(&self.anchors);
         for anchor in anchors {
             let tip = kept.last().map_or([0; 32], |a| a.digest);
@@ -256,10 +245,10 @@ impl MemoryHistory {
             let order = self
                 .saved
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            self.threads.insert(id, (order, c.info));
-            self.reports.insert(id, c.reports);
+            self.threads.insert(id, (order, c.info.clone()));
+            self.reports.insert(id, c.reports.clone());
             if let Some(log) = self.logs.get(&id) {
-                lock(&log).counters = c.counters;
+                lock(&log).counters = c.counters.clone();
             }
         }
         Ok(())

@@ -7,8 +7,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use super::queries::{parse, records};
 use crate::ThreadId;
-use crate::history::chain::verify_chain_from;
-use crate::history::prune::finished_trees;
+use crate::history::prune::{anchor_chain, archive_all, finished_trees};
 use crate::history::{Anchor, Archive, ChainBreak, Pruned, Record};
 
 /// The anchors table, created in every file this build opens for writing (older files too).
@@ -181,15 +180,18 @@ pub(crate) struct Step {
 pub(crate) fn prune(
     conn: &mut Connection,
     step: &Step,
-    mut archive: Option<Box<dyn Archive>>,
+    archive: Option<Box<dyn Archive>>,
 ) -> Result<Pruned, PruneError> {
     let (before_us, now) = (step.before_us, step.pruned_us);
     let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
     let doomed = doomed(&tx, before_us, step.threads.as_deref())?;
     let existing = anchors(&tx)?;
     let starts = starts(&existing);
-    let mut tip = existing.last().map_or([0; 32], |a| a.digest);
-    let mut n = existing.last().map_or(0, |a| a.n);
+    let start = |thread| starts.get(&thread).copied();
+    let anchors = anchor_chain(&doomed, existing.last(), start, before_us, now)?;
+    if let Some(archive) = archive {
+        archive_all(archive, &doomed).map_err(PruneError::Archive)?;
+    }
     let mut pruned = Pruned {
         before_us,
         ..Pruned::default()
@@ -202,18 +204,8 @@ pub(crate) fn prune(
         // Plain DELETEs, so triggers of other tables over records (a search index) see them.
         let mut delete =
             tx.prepare_cached("DELETE FROM records WHERE thread = ?1 AND seq <= ?2")?;
-        for removed in doomed {
-            let thread = removed[0].thread;
-            let start = starts.get(&thread).map(|d| (thread, *d));
-            verify_chain_from(&removed, start.into_iter().collect())?;
-            if let Some(archive) = archive.as_mut() {
-                for r in &removed {
-                    archive.write(r).map_err(PruneError::Archive)?;
-                }
-            }
-            n += 1;
-            let anchor = Anchor::new(n, &removed, before_us, now, &tip);
-            tip = anchor.digest;
+        for anchor in anchors {
+            let thread = anchor.thread;
             insert.execute(params![
                 anchor.n as i64,
                 thread.to_string(),
@@ -238,9 +230,6 @@ pub(crate) fn prune(
             "UPDATE meta SET value = ?1 WHERE key = 'schema_version' AND CAST(value AS INTEGER) < ?2",
             params![PRUNED_VERSION.to_string(), PRUNED_VERSION],
         )?;
-    }
-    if let Some(archive) = archive {
-        archive.finish().map_err(PruneError::Archive)?;
     }
     tx.commit()?;
     Ok(pruned)

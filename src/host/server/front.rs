@@ -156,13 +156,15 @@ fn destination(front: &Front, method: &Method, uri: &Uri, body: &[u8]) -> Destin
     }
 }
 
+/// The value of `key` in `query`, if it has one.
+fn query_value(query: Option<&str>, key: &str) -> Option<String> {
+    let pairs: Vec<(String, String)> = serde_urlencoded::from_str(query?).ok()?;
+    pairs.into_iter().find(|(k, _)| k == key).map(|(_, v)| v)
+}
+
 /// The `thread` of `uri`'s query, if it names one.
 fn query_thread(uri: &Uri) -> Option<ThreadId> {
-    let pairs: Vec<(String, String)> = serde_urlencoded::from_str(uri.query()?).ok()?;
-    pairs
-        .into_iter()
-        .find(|(key, _)| key == "thread")
-        .and_then(|(_, value)| value.parse().ok())
+    query_value(uri.query(), "thread")?.parse().ok()
 }
 
 /// The thread an envelope in `body` names, if it is one and names one. A body that has no

@@ -108,8 +108,6 @@ impl Applying<'_> {
     }
 }
 
-impl Applying<'_> {}
-
 /// The limits a child actually got (its carve-out after clamping to what the parent had), with
 /// the wall clock and depth it asked for (which a restart needs to rebuild its deadline and
 /// depth limit).

@@ -57,33 +57,31 @@ pub(super) async fn every(front: &Front, list: List, sent: &Sent<'_>) -> Respons
 async fn answered(front: &Front, list: List, sent: &Sent<'_>) -> Result<Response, Response> {
     match list {
         List::Threads => {
-            let mut threads: Vec<ThreadInfo> = Vec::new();
-            for partition in 0..front.writers.len() {
-                threads.extend(fetch::<Vec<ThreadInfo>>(front, partition, sent).await?);
-            }
+            let mut threads: Vec<ThreadInfo> = fetch_all::<Vec<ThreadInfo>>(front, sent)
+                .await?
+                .into_iter()
+                .flatten()
+                .collect();
             threads.sort_by(|a, b| a.path.cmp(&b.path));
             Ok(Json(threads).into_response())
         }
         List::Inbox => {
-            let mut open: Vec<Value> = Vec::new();
-            for partition in 0..front.writers.len() {
-                open.extend(fetch::<Vec<Value>>(front, partition, sent).await?);
-            }
+            let open: Vec<Value> = fetch_all::<Vec<Value>>(front, sent)
+                .await?
+                .into_iter()
+                .flatten()
+                .collect();
             Ok(Json(open).into_response())
         }
         List::Roots => roots(front, sent).await,
         List::Pruned => {
             // One cut for every partition: `keep_days` counted from now once, here.
-            let body = one_cut(&sent.body);
             let sent = &Sent {
-                method: sent.method,
-                path: sent.path,
-                headers: sent.headers,
-                body,
+                body: one_cut(&sent.body),
+                ..*sent
             };
             let mut total = Pruned::default();
-            for partition in 0..front.writers.len() {
-                let pruned = fetch::<Pruned>(front, partition, sent).await?;
+            for pruned in fetch_all::<Pruned>(front, sent).await? {
                 total.before_us = pruned.before_us;
                 total.records += pruned.records;
                 total.anchors.extend(pruned.anchors);
@@ -91,21 +89,29 @@ async fn answered(front: &Front, list: List, sent: &Sent<'_>) -> Result<Response
             Ok(Json(total).into_response())
         }
         List::Totals => {
-            let mut answers = Vec::new();
-            for partition in 0..front.writers.len() {
-                answers.push(fetch::<totals::Across>(front, partition, sent).await?);
-            }
-            let limit = query_value(sent.path, "limit").and_then(|l| l.parse().ok());
+            let answers = fetch_all::<totals::Across>(front, sent).await?;
+            let query = sent.path.split_once('?').map(|(_, q)| q);
+            let limit = super::query_value(query, "limit").and_then(|l| l.parse().ok());
             Ok(Json(totals::merged(answers, limit)).into_response())
         }
         List::Organism => {
-            let mut answers = Vec::new();
-            for partition in 0..front.writers.len() {
-                answers.push(fetch::<organism::Organism>(front, partition, sent).await?);
-            }
+            let answers = fetch_all::<organism::Organism>(front, sent).await?;
             Ok(Json(organism::merged(answers)).into_response())
         }
     }
+}
+
+/// Every partition's answer to `sent` read as `T`, in partition order; or the first answer to
+/// pass on instead (see [`fetch`]).
+async fn fetch_all<T: serde::de::DeserializeOwned>(
+    front: &Front,
+    sent: &Sent<'_>,
+) -> Result<Vec<T>, Response> {
+    let mut answers = Vec::with_capacity(front.writers.len());
+    for partition in 0..front.writers.len() {
+        answers.push(fetch::<T>(front, partition, sent).await?);
+    }
+    Ok(answers)
 }
 
 /// A prune's body with `{"keep_days": N}` made the time it names now (`{"before": …}`), so
@@ -124,13 +130,6 @@ fn one_cut(body: &Bytes) -> Bytes {
         }
         _ => body.clone(),
     }
-}
-
-/// The value of `key` in `path`'s query, if it has one.
-fn query_value(path: &str, key: &str) -> Option<String> {
-    let (_, query) = path.split_once('?')?;
-    let pairs: Vec<(String, String)> = serde_urlencoded::from_str(query).ok()?;
-    pairs.into_iter().find(|(k, _)| k == key).map(|(_, v)| v)
 }
 
 /// The partition's answer to `sent` read as `T`, or the answer to pass on instead (a refusal
