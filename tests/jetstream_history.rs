@@ -10,7 +10,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agentpump::history::{
-    Batch, HistoryStore, JetStreamHistory, JetStreamOptions, NewRecord, Record, RecordKind,
+    Batch, HistoryStore, JetStreamHistory, JetStreamOptions, LeaseOptions, NewRecord, Record,
+    RecordKind,
 };
 use agentpump::{Envelope, Limits, Payload, PumpHandle, ThreadId};
 use support::{Scratch, say_v1 as say};
@@ -296,6 +297,62 @@ fn organism_on(dir: &std::path::Path, url: &str, stream: &str, lease_ms: Option<
         ),
     )
     .unwrap();
+}
+
+/// Issue 35, failover: "when a pump dies its leases lapse and the others take its partitions"
+/// — and when the pump that should write a partition comes back, it gets it back without
+/// waiting for a lapse: a store that took the lease only because its home host was away
+/// (`defer`) hands it over when that host claims it. It stops taking writes at once, keeps
+/// the lease until it is dropped (its pump stopped, so the two never deliver at once), and
+/// the claimant opens only then.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deferring_writer_hands_the_lease_to_the_home_store_when_it_claims_it() {
+    let scratch = Scratch::new("js-history-handover");
+    let (_server, url) = support::nats::server(&scratch.0);
+    let ttl = Duration::from_secs(3);
+    let leased = |owner: &str, defer: Duration| {
+        let mut options = JetStreamOptions::new(&url, "handover");
+        options.patience = Duration::from_secs(60);
+        let mut lease = LeaseOptions::this_process(ttl);
+        lease.owner = owner.to_owned();
+        lease.defer = defer;
+        options.lease = Some(lease);
+        options
+    };
+    // The home store is away: the deferring one waits a whole time to live, then writes.
+    let standing_in = JetStreamHistory::open(leased("stand-in", ttl))
+        .await
+        .unwrap();
+    standing_in.writable().unwrap();
+    let home = tokio::spawn(JetStreamHistory::open(leased("home", Duration::ZERO)));
+    let deadline = tokio::time::Instant::now() + ttl * 4;
+    let handed = loop {
+        if let Err(e) = standing_in.writable() {
+            break e.to_string();
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the stand-in never heard the claim"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(
+        handed.contains("handed the writer's lease on the history stream `handover` to home"),
+        "{handed}"
+    );
+    // Still held while the stand-in lives, renewed: the home store waits past a time to live.
+    tokio::time::sleep(ttl + ttl / 2).await;
+    assert!(
+        !home.is_finished(),
+        "the home store opened while the stand-in held the lease"
+    );
+    drop(standing_in);
+    let home = tokio::time::timeout(ttl, home)
+        .await
+        .expect("released at the drop, not lapsed: the home store opens within a time to live")
+        .unwrap()
+        .unwrap();
+    home.writable().unwrap();
 }
 
 /// Issue 35, failover: "when a pump dies its leases lapse and the others take its partitions;

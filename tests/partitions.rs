@@ -837,7 +837,10 @@ async fn a_killed_or_paused_pump_s_partition_moves_and_every_acknowledged_messag
         "{:?}",
         hosts[2].seen
     );
-    // Back, host 2 claims its partition, and host 0 hands it over once its pump stopped.
+    // Back, host 2 claims its partition, and host 0 gives it up: it hands the lease over once
+    // its pump stopped, or, when a loaded machine held its renewal back past the lease, the
+    // lease lapsed and host 2 took it (the fence stops host 0 either way). The hand-over alone
+    // is tested in tests/jetstream_history.rs, where nothing else loads the machine.
     assert!(
         hosts[2].said("partition 2 of 3: writing", Duration::from_secs(30)),
         "{:?}",
@@ -851,14 +854,17 @@ async fn a_killed_or_paused_pump_s_partition_moves_and_every_acknowledged_messag
         "{:?}",
         hosts[0].seen
     );
+    let gave_up = hosts[0]
+        .seen
+        .iter()
+        .find(|l| l.contains("partition 2 of 3: no longer written here"))
+        .cloned()
+        .unwrap_or_default();
     assert!(
-        hosts[0]
-            .seen
-            .iter()
-            .any(|l| l.contains("handed the writer's lease")),
-        "{:?}",
-        hosts[0].seen
+        gave_up.contains("handed the writer's lease") || gave_up.contains("it lapsed and"),
+        "{gave_up}"
     );
+    eprintln!("host 0 gave partition 2 back: {gave_up}");
     let n = acknowledged.lock().unwrap().len();
     count(n + 20).await;
     running.store(false, std::sync::atomic::Ordering::Relaxed);

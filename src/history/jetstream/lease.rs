@@ -227,11 +227,16 @@ impl Lease {
     }
 
     async fn renew(mut self, failed: Weak<OnceLock<String>>) {
-        let every = self.options.ttl / 3;
+        // Every third of the time to live from the last renewal's start, not from its end: a
+        // slow answer (a loaded host, a busy cluster) must not stretch the period towards the
+        // lapse. A tick missed while a renewal was slow is not made up in a burst.
+        let mut ticks = tokio::time::interval(self.options.ttl / 3);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        ticks.tick().await;
         let mut renewed = Instant::now();
         let mut handing_over = false;
         loop {
-            tokio::time::sleep(every).await;
+            ticks.tick().await;
             if failed.upgrade().is_none() {
                 // The store was dropped: let a standby in at once rather than after the lapse.
                 let _ = self
@@ -240,18 +245,23 @@ impl Lease {
                     .await;
                 return;
             }
-            let why = match self
-                .kv
-                .update(KEY, Holder::of(&self.options).into(), self.revision)
-                .await
-            {
+            // The claim is read alongside the renewal, not after it: one round trip a period.
+            let (updated, claimant) = tokio::join!(
+                self.kv
+                    .update(KEY, Holder::of(&self.options).into(), self.revision),
+                async {
+                    if handing_over {
+                        None
+                    } else {
+                        self.claimed().await
+                    }
+                }
+            );
+            let why = match updated {
                 Ok(revision) => {
                     self.revision = revision;
                     renewed = Instant::now();
-                    if handing_over {
-                        continue;
-                    }
-                    let Some(claimant) = self.claimed().await else {
+                    let Some(claimant) = claimant else {
                         continue;
                     };
                     // Handed over: this store takes no more writes now, and keeps the lease
