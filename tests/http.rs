@@ -1805,3 +1805,50 @@ async fn body_query_path_and_method_refusals_name_what_was_expected() {
         );
     }
 }
+
+/// `GET /threads/{id}/settled?wait_ms=N` (what `/mcp`'s `post` waits with through a
+/// partitioned organism's front): it waits for the thread to settle and says its state; a wait
+/// over the limit, an unknown thread and a misspelt key are refused by name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn settled_waits_for_a_thread_and_refuses_what_it_cannot_wait_for() {
+    let api = Api::start().await;
+    // The looper iterates until its turn budget halts the thread.
+    let created: serde_json::Value = api
+        .post("/threads", p("tick", "0"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let thread = created["thread"].as_str().unwrap().to_owned();
+    let settled: serde_json::Value = api
+        .get(&format!("/threads/{thread}/settled?wait_ms=20000"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        settled,
+        serde_json::json!({"thread": thread, "settled": true, "state": "halted"})
+    );
+    let refused = |path: String| {
+        let request = api.get(&path);
+        async move { problem(request.send().await.unwrap()).await }
+    };
+    let (status, body) = refused(format!("/threads/{thread}/settled?wait_ms=600001")).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(body["code"], "bad-wait");
+    assert_eq!(
+        body["detail"],
+        "`wait_ms` 600001 is over the limit of 600000"
+    );
+    let (status, body) = refused(format!("/threads/{}/settled", ThreadId::new())).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_eq!(body["code"], "unknown-thread");
+    let (status, body) = refused(format!("/threads/{thread}/settled?wait=5")).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(body["code"], "unknown-key", "{body}");
+}

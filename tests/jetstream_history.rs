@@ -653,6 +653,7 @@ async fn a_standby_without_a_reachable_writer_answers_a_problem() {
         listener,
         vec![known],
         Vec::new(),
+        None,
         1 << 20,
         async move {
             let _ = stopped.await;
@@ -694,6 +695,7 @@ async fn a_standby_without_a_reachable_writer_answers_a_problem() {
         listener,
         vec![first, second],
         Vec::new(),
+        None,
         1 << 20,
         async move {
             let _ = stopped.await;

@@ -562,16 +562,7 @@ async fn threads_spread_over_three_pumps_survive_a_nats_node_and_a_restart_from_
         events.headers()
     );
     drop(events);
-    // What spans every thread and is not merged across partitions yet says so.
-    let mcp = http
-        .post(format!("{}/mcp", hosts[0].base))
-        .bearer_auth(TOKEN)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(mcp.status(), 501);
-    let problem: serde_json::Value = mcp.json().await.unwrap();
-    assert_eq!(problem["code"], "not-partitioned", "{problem}");
+    let through_mcp = mcp_through_one_host(&hosts[0].base, &threads).await;
     // An envelope naming its thread goes to that thread's partition, through any host.
     let named = threads[0];
     let elsewhere = hosts[(Partition::of(named, 3) as usize + 1) % 3]
@@ -709,15 +700,165 @@ async fn threads_spread_over_three_pumps_survive_a_nats_node_and_a_restart_from_
     let streams = streams(&left).await;
     for &thread in &threads {
         let expected = match thread {
-            t if t == named => 2,
             t if t == pruned => 0,
-            _ => 1,
+            t if t == named => 2 + usize::from(t == through_mcp),
+            t => 1 + usize::from(t == through_mcp),
         };
         assert_eq!(echoes(&streams, thread).await, expected, "thread {thread}");
     }
     for stream in &streams {
         assert!(stream.verify().await.unwrap() > 0);
     }
+}
+
+/// Calls `tool` with `args` over `client`: the structured answer, or the tool error's text.
+async fn call_tool(
+    client: &rmcp::service::RunningService<rmcp::RoleClient, ()>,
+    tool: &str,
+    args: serde_json::Value,
+) -> Result<serde_json::Value, String> {
+    let params = rmcp::model::CallToolRequestParams::new(tool.to_owned())
+        .with_arguments(args.as_object().unwrap().clone());
+    let answer = client.call_tool(params).await.unwrap();
+    if answer.is_error == Some(true) {
+        let content = serde_json::to_value(&answer.content).unwrap();
+        return Err(content[0]["text"].as_str().unwrap_or_default().to_owned());
+    }
+    Ok(answer.structured_content.unwrap_or_default())
+}
+
+/// `/mcp` through one host of a partitioned organism sees every partition (issue 35: "the
+/// CLI and the viewer work against any pump"; issue 30's `/mcp` "behind the same token"): the
+/// `threads` tool lists the threads of all three, `history` reads a thread written by another
+/// host, `post` into such a thread waits for its answer, `stop`, `report` and `resume` reach
+/// it, the resources name every thread and the listeners; a wrong token is refused. Returns
+/// the thread it posted into (one echo more).
+async fn mcp_through_one_host(base: &str, threads: &[ThreadId]) -> ThreadId {
+    use rmcp::ServiceExt as _;
+    use rmcp::transport::StreamableHttpClientTransport;
+    use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+    let url = format!("{base}/mcp");
+    let config = StreamableHttpClientTransportConfig::with_uri(url.clone()).auth_header(TOKEN);
+    let transport = StreamableHttpClientTransport::with_client(support::http_client(), config);
+    let client = ().serve(transport).await.expect("an MCP session through the front");
+    let listed = call_tool(&client, "threads", serde_json::json!({}))
+        .await
+        .unwrap();
+    let listed: BTreeSet<String> = listed["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["id"].as_str().unwrap().to_owned())
+        .collect();
+    for thread in threads {
+        assert!(
+            listed.contains(&thread.to_string()),
+            "{thread} in {listed:?}"
+        );
+    }
+    // Threads of the partitions another host writes (host 0 writes partition 0).
+    let far: Vec<ThreadId> = [1, 2]
+        .iter()
+        .map(|&p| *threads.iter().find(|&&t| Partition::of(t, 3) == p).unwrap())
+        .collect();
+    let history = call_tool(
+        &client,
+        "history",
+        serde_json::json!({"thread": far[0].to_string(), "limit": 1}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(history["records"].as_array().unwrap().len(), 1, "{history}");
+    assert!(history["total"].as_u64().unwrap() >= 2, "{history}");
+    let posted = call_tool(
+        &client,
+        "post",
+        serde_json::json!({"payload": say("through mcp"), "thread": far[1].to_string(), "to": "echo", "wait_ms": 30000}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(posted["thread"], far[1].to_string(), "{posted}");
+    assert_eq!(posted["settled"], true, "{posted}");
+    assert!(
+        posted["answers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a.as_str().unwrap().contains("through mcp")),
+        "{posted}"
+    );
+    let report = call_tool(
+        &client,
+        "report",
+        serde_json::json!({"thread": far[0].to_string()}),
+    )
+    .await
+    .unwrap_err();
+    assert!(report.contains("has not halted"), "{report}");
+    let stopped = call_tool(
+        &client,
+        "stop",
+        serde_json::json!({"thread": far[0].to_string()}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(stopped["stopped"], true, "{stopped}");
+    let report = call_tool(
+        &client,
+        "report",
+        serde_json::json!({"thread": far[0].to_string()}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(report["report"]["stop_reason"], "stop-request", "{report}");
+    let resumed = call_tool(
+        &client,
+        "resume",
+        serde_json::json!({"thread": far[0].to_string(), "turns": 5}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(resumed["resumed"], true, "{resumed}");
+    // A tool's refusal through the front names the thread's own problem.
+    let unknown = ThreadId::new();
+    let refused = call_tool(
+        &client,
+        "history",
+        serde_json::json!({"thread": unknown.to_string()}),
+    )
+    .await
+    .unwrap_err();
+    assert!(refused.contains(&unknown.to_string()), "{refused}");
+    let resources = client.list_resources(None).await.unwrap();
+    let uris: Vec<String> = resources.resources.iter().map(|r| r.uri.clone()).collect();
+    for thread in &far {
+        let uri = format!("agentpump://threads/{thread}/history");
+        assert!(uris.contains(&uri), "{uri} in {uris:?}");
+    }
+    let read = client
+        .read_resource(rmcp::model::ReadResourceRequestParams::new(
+            "agentpump://listeners",
+        ))
+        .await
+        .unwrap();
+    let text = serde_json::to_value(&read.contents).unwrap()[0]["text"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(text.contains("\"echo\""), "{text}");
+    client.cancel().await.unwrap();
+    // Behind the organism's token, as on a pump.
+    let refused = support::http_client()
+        .post(&url)
+        .bearer_auth("wrong")
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    let (status, problem) = support::problem(refused).await;
+    assert_eq!(status, reqwest::StatusCode::UNAUTHORIZED);
+    assert_eq!(problem["detail"], "wrong bearer token");
+    far[1]
 }
 
 /// Issue 35: "kill -9 of a pump under load: its partitions move within the lease TTL; every

@@ -12,6 +12,7 @@
 //! - `content`: an MCP answer → a `<result>`'s fields or an `<error>`.
 //! - `connection`: one server: start, list, call, restart with backoff, `list_changed`.
 //! - `http`: the Streamable HTTP client transport.
+//! - `server`: the host as an MCP server, over `served`: one pump, or a partitioned organism.
 //! - `tool`: one MCP tool as a listener.
 //! - `units`: `agentpump mcp-units`, a small MCP server of agentpump's own (the demo's).
 
@@ -21,6 +22,7 @@ mod content;
 mod error;
 mod http;
 mod schema;
+pub mod served;
 pub mod server;
 mod tool;
 pub mod units;

@@ -62,6 +62,9 @@ pub(super) async fn run(
     let ttl = Duration::from_millis(organism.store.lease_ms.unwrap_or_default());
     let address = front.local_addr().map_err(HostError::System)?;
     let (stop, stopping) = watch::channel(false);
+    // The listeners as the front's `/mcp` lists them: the pumps built here say them.
+    let (docs, listeners) = watch::channel(Vec::new());
+    let docs = Arc::new(docs);
     let mut writers = Vec::new();
     let mut locals = Vec::new();
     let mut holding = Vec::new();
@@ -87,6 +90,7 @@ pub(super) async fn run(
             partition,
             writer: Arc::new(writer),
             local: Arc::new(local),
+            docs: Arc::clone(&docs),
             defer,
         };
         let (stop, stopping) = (&stop, stopping.clone());
@@ -104,11 +108,17 @@ pub(super) async fn run(
         "agentpump: listening on http://{address} ({count} partitions; every request goes to its thread's partition, wherever it is written)"
     );
     let mut front_stopping = stopping.clone();
+    let mcp = server::front::FrontMcp {
+        token: token(organism, base)?.0.into(),
+        allowed_hosts: organism.server.mcp_hosts(),
+        listeners,
+    };
     let serving = async {
         let served = server::front::serve_front(
             front,
             writers,
             locals,
+            Some(mcp),
             organism.server.max_body_bytes,
             async move {
                 let _ = front_stopping.wait_for(|s| *s).await;
@@ -151,6 +161,8 @@ struct Holder<'a> {
     writer: Arc<watch::Sender<Option<String>>>,
     /// The partition's API in this process while this host writes it, for the front.
     local: Arc<watch::Sender<Option<axum::Router>>>,
+    /// The listeners for the front's `/mcp`, told once a pump is built here.
+    docs: Arc<watch::Sender<Vec<crate::host::mcp::server::ListenerDoc>>>,
     /// How long the lease must have been free before this host takes it.
     defer: Duration,
 }
@@ -201,6 +213,7 @@ impl Holder<'_> {
                 Some(self.partition),
             )
             .await?;
+            self.docs.send_replace(listeners.clone());
             let (token, _) = token(self.organism, self.base)?;
             let mut builder = builder.history(Arc::clone(&store));
             if self.organism.store.spread_children {

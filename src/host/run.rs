@@ -95,6 +95,7 @@ async fn open_history(
         standby,
         vec![known],
         Vec::new(),
+        None,
         organism.server.max_body_bytes,
         async move {
             let _ = stopped.await;

@@ -107,6 +107,7 @@ fn routes_for(api: Api) -> Router {
         .route("/threads/{id}/report", get(routes::report))
         .route("/threads/{id}/reports", get(routes::reports))
         .route("/threads/{id}/budget", get(routes::budget))
+        .route("/threads/{id}/settled", get(routes::settled))
         .route("/threads/{id}/stop", post(routes::stop))
         .route("/threads/{id}/resume", post(routes::resume))
         .route("/threads/{id}/fork", post(viewer::fork::fork))

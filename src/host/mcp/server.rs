@@ -1,8 +1,9 @@
-//! [`McpServer`]: the host as an MCP server, a thin face over [`PumpHandle`]: tools to post
-//! into a thread (optionally waiting for the answer), list threads, read a thread's history a
-//! page at a time, read its halting report, stop and resume; resources for thread histories
-//! and the organism's listeners. Served over stdio (`agentpump mcp`) and Streamable HTTP
-//! (`/mcp` on `agentpump run`, behind the API's token).
+//! [`McpServer`]: the host as an MCP server, a thin face over what it serves ([`Served`]: one
+//! pump, or every partition through a host's front): tools to post into a thread (optionally
+//! waiting for the answer), list threads, read a thread's history a page at a time, read its
+//! halting report, stop and resume; resources for thread histories and the organism's
+//! listeners. Served over stdio (`agentpump mcp`) and Streamable HTTP (`/mcp` on `agentpump
+//! run`, behind the API's token).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,6 +17,7 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Value as Json, json};
 
+use super::served::{OnePump, Served};
 use crate::governor::Budget;
 use crate::{PumpHandle, ThreadId};
 
@@ -51,47 +53,45 @@ impl ListenerDoc {
     }
 }
 
-/// The MCP face of a running pump.
+/// The MCP face of a running pump, or of a partitioned organism.
 #[derive(Debug, Clone)]
 pub struct McpServer {
-    pump: PumpHandle,
-    listeners: Arc<[ListenerDoc]>,
+    served: Arc<dyn Served>,
 }
 
 impl McpServer {
     /// Serves `pump`, whose listeners are `listeners`.
     pub fn new(pump: PumpHandle, listeners: Vec<ListenerDoc>) -> Self {
-        Self {
-            pump,
-            listeners: listeners.into(),
-        }
+        Self::over(Arc::new(OnePump::new(pump, listeners)))
+    }
+
+    /// Serves what `served` gives.
+    pub fn over(served: Arc<dyn Served>) -> Self {
+        Self { served }
     }
 
     async fn call(&self, name: &str, args: &serde_json::Map<String, Json>) -> Result<Json, String> {
         match name {
             "post" => self.post(args).await,
-            "threads" => Ok(json!({ "threads": self.pump.threads() })),
+            "threads" => Ok(json!({ "threads": self.served.threads().await? })),
             "history" => self.history(args).await,
             "report" => {
                 let thread = thread(args)?;
-                let reports = self.pump.reports(thread).await.map_err(|e| e.to_string())?;
+                let mut reports = self.served.reports(thread).await?;
                 let report = reports
-                    .last()
+                    .pop()
                     .ok_or_else(|| format!("thread {thread} has not halted"))?;
                 Ok(json!({ "report": report }))
             }
             "stop" => {
                 let thread = thread(args)?;
-                self.pump.stop(thread).await.map_err(|e| e.to_string())?;
+                self.served.stop(thread).await?;
                 Ok(json!({ "thread": thread, "stopped": true }))
             }
             "resume" => {
                 let thread = thread(args)?;
                 let budget = budget(args)?;
-                self.pump
-                    .resume(thread, &budget)
-                    .await
-                    .map_err(|e| e.to_string())?;
+                self.served.resume(thread, budget).await?;
                 Ok(json!({ "thread": thread, "resumed": true }))
             }
             other => Err(format!(
@@ -111,21 +111,25 @@ impl McpServer {
                 "`wait_ms` {wait} is over the limit of {MAX_WAIT_MS}"
             ));
         }
-        let receipt = self
-            .pump
-            .receive(payload.as_bytes(), into, to.as_deref())
-            .await
-            .map_err(|e| e.to_string())?;
-        let thread = receipt.thread();
-        let mut out = json!({ "thread": thread, "ids": receipt.ids() });
+        let mut out = self
+            .served
+            .post(payload.as_bytes(), into, to.as_deref())
+            .await?;
         if wait > 0 {
-            let settled =
-                tokio::time::timeout(Duration::from_millis(wait), self.pump.settle(thread))
-                    .await
-                    .is_ok();
-            out["settled"] = Json::from(settled);
-            out["state"] = json!(self.pump.thread(thread).map(|t| t.state));
-            out["answers"] = json!(self.pump.answers(thread).await.map_err(|e| e.to_string())?);
+            let thread = out
+                .get("thread")
+                .and_then(Json::as_str)
+                .and_then(|t| t.parse::<ThreadId>().ok())
+                .ok_or_else(|| {
+                    format!("the post was taken, but its answer names no thread: {out}")
+                })?;
+            let settled = self
+                .served
+                .settle(thread, Duration::from_millis(wait))
+                .await?;
+            out["settled"] = Json::from(settled.settled);
+            out["state"] = settled.state;
+            out["answers"] = self.served.answers(thread).await?;
         }
         Ok(out)
     }
@@ -137,7 +141,7 @@ impl McpServer {
         if limit == 0 || limit > MAX_PAGE {
             return Err(format!("`limit` must be 1 to {MAX_PAGE}; got {limit}"));
         }
-        let records = self.pump.history(thread).await.map_err(|e| e.to_string())?;
+        let records = self.served.history(thread).await?;
         let total = records.len();
         let page: Vec<_> = records.iter().skip(offset).take(limit).collect();
         let next = (offset + page.len() < total).then_some(offset + page.len());
@@ -286,8 +290,13 @@ impl ServerHandler for McpServer {
         let mut resources = vec![
             json!({"uri": "agentpump://listeners", "name": "listeners", "description": "the organism's listeners", "mimeType": "application/json"}),
         ];
-        resources.extend(self.pump.threads().iter().map(|t| {
-            json!({"uri": format!("agentpump://threads/{}/history", t.id), "name": format!("history of {}", t.id), "mimeType": "application/json"})
+        let threads = self
+            .served
+            .threads()
+            .await
+            .map_err(|e| ErrorData::internal_error(e, None))?;
+        resources.extend(threads.iter().filter_map(|t| t.get("id")?.as_str()).map(|id| {
+            json!({"uri": format!("agentpump://threads/{id}/history"), "name": format!("history of {id}"), "mimeType": "application/json"})
         }));
         parse(json!({ "resources": resources }))
     }
@@ -299,7 +308,7 @@ impl ServerHandler for McpServer {
     ) -> Result<ReadResourceResponse, ErrorData> {
         let uri = request.uri.as_str();
         let text = if uri == "agentpump://listeners" {
-            serde_json::to_string(&*self.listeners)
+            serde_json::to_string(&self.served.listeners())
         } else if let Some(id) = uri
             .strip_prefix("agentpump://threads/")
             .and_then(|rest| rest.strip_suffix("/history"))
@@ -308,10 +317,10 @@ impl ServerHandler for McpServer {
                 ErrorData::resource_not_found(format!("`{id}` is not a thread id"), None)
             })?;
             let records = self
-                .pump
+                .served
                 .history(thread)
                 .await
-                .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+                .map_err(|e| ErrorData::internal_error(e, None))?;
             serde_json::to_string(&records)
         } else {
             return Err(ErrorData::resource_not_found(

@@ -7,8 +7,8 @@
 //! request naming a thread goes to its partition's writer (answered in the process when that
 //! is this host), a new thread to a partition this host writes, a list to every partition (the
 //! answers merged), the inbox's event stream from every partition (merged event by event), an
-//! answer to the inbox to each partition until one knows the request, and a path that spans
-//! every thread and is not merged yet (`/mcp`) is refused (`501 not-partitioned`). A
+//! answer to the inbox to each partition until one knows the request. `/mcp` is the host's own
+//! MCP server there, its tool calls going through these same routes (`front/mcp.rs`). A
 //! partition nobody writes yet answers `503 standby` (problem JSON, `Retry-After: 1`).
 
 use std::future::Future;
@@ -29,6 +29,7 @@ use crate::ThreadId;
 use crate::thread::Partition;
 
 mod events;
+mod mcp;
 mod merge;
 
 /// The header a forwarded answer carries: the writer it came from.
@@ -42,6 +43,18 @@ const HOP_BY_HOP: [HeaderName; 5] = [
     header::UPGRADE,
     header::CONTENT_LENGTH,
 ];
+
+/// What a front needs to serve `/mcp` itself (a partitioned organism; with one stream `/mcp`
+/// is forwarded to the writer like any route).
+#[derive(Debug)]
+pub struct FrontMcp {
+    /// The organism's API token: required on `/mcp`, and given to the partitions it asks.
+    pub token: Arc<str>,
+    /// The `Host` names `/mcp` takes besides loopback (`[server] allowed_hosts`).
+    pub allowed_hosts: Vec<String>,
+    /// The organism's listeners, as the pumps built on this host last said them.
+    pub listeners: watch::Receiver<Vec<crate::host::mcp::server::ListenerDoc>>,
+}
 
 /// The writer of each partition (index = partition), as its lease says.
 pub type Writers = Vec<watch::Receiver<Option<String>>>;
@@ -64,7 +77,8 @@ struct Front {
 
 /// Serves the front on `listener` until `shutdown` completes (then lets requests in flight
 /// finish): every request forwarded to a writer in `writers` (one per partition), or answered
-/// by the partition's API in `locals` while this host writes it.
+/// by the partition's API in `locals` while this host writes it; with several partitions and
+/// `mcp`, `/mcp` served here over them all.
 ///
 /// # Errors
 ///
@@ -73,6 +87,7 @@ pub async fn serve_front(
     listener: TcpListener,
     writers: Writers,
     locals: Locals,
+    mcp: Option<FrontMcp>,
     max_body: usize,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
@@ -90,7 +105,30 @@ pub async fn serve_front(
         turn: Arc::new(AtomicUsize::new(0)),
         stopping,
     };
-    let app = Router::new().fallback(route).with_state(state);
+    let mut app = Router::new();
+    if let Some(mcp) = mcp.filter(|_| state.writers.len() > 1) {
+        let served = mcp::FrontServed {
+            front: state.clone(),
+            token: Arc::clone(&mcp.token),
+            listeners: mcp.listeners,
+        };
+        let server = crate::host::mcp::server::McpServer::over(Arc::new(served));
+        let service = crate::host::mcp::server::http_service(server, max_body);
+        // Behind the token and the `Host` check, as `/mcp` on a pump is; the rest of the
+        // front checks nothing itself: the pumps it forwards to do.
+        let served = Router::new()
+            .nest_service("/mcp", service)
+            .layer(axum::middleware::from_fn_with_state(
+                super::hosts::AllowedHosts::new(&mcp.allowed_hosts),
+                super::hosts::check,
+            ))
+            .layer(axum::middleware::from_fn_with_state(
+                mcp.token,
+                super::auth::require_token,
+            ));
+        app = app.merge(served);
+    }
+    let app = app.fallback(route).with_state(state);
     axum::serve(listener, app)
         .with_graceful_shutdown(async move {
             shutdown.await;
@@ -110,13 +148,7 @@ enum Destination {
     Seek,
     /// Every partition's event stream, merged (`GET /inbox/events`).
     Events,
-    /// Not answered across partitions yet: refused, naming the path.
-    Unpartitioned,
 }
-
-/// The paths whose answer spans every thread and is not merged across partitions yet: one
-/// partition's answer would be silently partial.
-const UNPARTITIONED: [&str; 1] = ["mcp"];
 
 fn destination(front: &Front, method: &Method, uri: &Uri, body: &[u8]) -> Destination {
     let count = front.writers.len();
@@ -133,9 +165,6 @@ fn destination(front: &Front, method: &Method, uri: &Uri, body: &[u8]) -> Destin
     };
     if let Some(thread) = thread {
         return Destination::One(Partition::of(thread, count as u32) as usize);
-    }
-    if UNPARTITIONED.contains(&path.trim_matches('/')) {
-        return Destination::Unpartitioned;
     }
     match (method, segments.as_slice()) {
         // An envelope naming its thread goes where that thread is.
@@ -213,16 +242,6 @@ async fn route(State(front): State<Front>, request: Request) -> Response {
         Destination::Every(list) => Ok(merge::every(&front, list, &sent).await),
         Destination::Seek => front.seek(&sent).await,
         Destination::Events => events::every(&front, &sent).await,
-        Destination::Unpartitioned => Err(Problem::new(
-            StatusCode::NOT_IMPLEMENTED,
-            "not-partitioned",
-            format!(
-                "{} spans every thread and is not answered across the organism's {} partitions yet; ask a thread's own routes, or a single-partition organism",
-                parts.uri.path(),
-                front.writers.len()
-            ),
-        )
-        .into_response()),
     };
     answer.unwrap_or_else(std::convert::identity)
 }
@@ -410,7 +429,6 @@ mod tests {
             Destination::Every(list) => format!("every {list:?}"),
             Destination::Seek => "seek".to_owned(),
             Destination::Events => "events".to_owned(),
-            Destination::Unpartitioned => "refused".to_owned(),
         }
     }
 
@@ -436,7 +454,6 @@ mod tests {
         assert_eq!(one(Method::GET, "/view/totals?by=day"), "every Totals");
         assert_eq!(one(Method::POST, "/history/prune"), "every Pruned");
         assert_eq!(one(Method::GET, "/inbox/events"), "events");
-        assert_eq!(one(Method::POST, "/mcp"), "refused");
         assert_eq!(one(Method::GET, "/threads?state=idle"), "every Threads");
         assert_eq!(one(Method::GET, "/view/threads?limit=5"), "every Roots");
         assert_eq!(one(Method::GET, "/inbox"), "every Inbox");

@@ -189,6 +189,42 @@ pub(crate) async fn history(
     }
 }
 
+/// Query of `GET /threads/{id}/settled`.
+#[derive(Debug, Deserialize)]
+pub(crate) struct Wait {
+    wait_ms: Option<u64>,
+}
+
+/// `GET /threads/{id}/settled[?wait_ms=N]`: waits up to `N` ms (0 without it, at most
+/// [`MAX_WAIT_MS`](crate::host::mcp::server::MAX_WAIT_MS)) for the thread to settle — idle or
+/// closed, with nothing left to deliver here or on another pump — then
+/// `{"thread": …, "settled": true|false, "state": …}`. 400 `bad-wait` over the limit.
+pub(crate) async fn settled(
+    State(api): State<Api>,
+    id: ThreadPath,
+    Params(q): Params<Wait>,
+) -> Result<Response, Problem> {
+    let id = known(&api, id).await?;
+    let wait = q.wait_ms.unwrap_or(0);
+    let most = crate::host::mcp::server::MAX_WAIT_MS;
+    if wait > most {
+        return Err(Problem::new(
+            StatusCode::BAD_REQUEST,
+            "bad-wait",
+            format!("`wait_ms` {wait} is over the limit of {most}"),
+        ));
+    }
+    let settle = api.pump.settle(id);
+    let settled = tokio::time::timeout(std::time::Duration::from_millis(wait), settle)
+        .await
+        .is_ok();
+    let state = api.pump.thread(id).map(|t| t.state);
+    Ok(
+        Json(serde_json::json!({ "thread": id, "settled": settled, "state": state }))
+            .into_response(),
+    )
+}
+
 /// `GET /threads/{id}/answers`: what went out to the outside sender, as a JSON array of
 /// envelopes in the dialect that started the thread (AgentServer clients get theirs).
 pub(crate) async fn answers(State(api): State<Api>, id: ThreadPath) -> Result<Response, Problem> {

@@ -22,6 +22,7 @@ fn query_keys(method: &Method, path: &str) -> &'static [&'static str] {
         ("/threads", _) => &["state"],
         ("/threads/{id}/history", _) => &["format"],
         ("/threads/{id}/events", _) => &["after"],
+        ("/threads/{id}/settled", _) => &["wait_ms"],
         ("/inbox", _) => &["thread", "listener"],
         ("/view/threads", _) => &["state", "class", "q", "before", "limit"],
         ("/view/threads/{id}/records", _) => &["after", "before", "limit"],
