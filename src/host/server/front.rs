@@ -408,7 +408,7 @@ mod tests {
 
     /// A front of three partitions, the first two written (by no one reachable: only where
     /// requests go is looked at), none of them in this process.
-    fn front() -> Front {
+    pub(super) fn front() -> Front {
         let writers = (0..3)
             .map(|p| watch::channel((p < 2).then(|| format!("http://writer-{p}"))).1)
             .collect();

@@ -200,4 +200,25 @@ mod tests {
         );
         assert_eq!(with_to("/threads".into(), None), "/threads");
     }
+
+    /// A tool call for a thread whose partition nobody writes is a tool error saying so, with
+    /// the route and the status, not an empty answer.
+    #[tokio::test]
+    async fn a_call_for_a_partition_without_a_writer_says_so() {
+        crate::listeners::llm::install_tls_provider();
+        let served = FrontServed {
+            front: super::super::tests::front(),
+            token: Arc::from("t"),
+            listeners: watch::channel(Vec::new()).1,
+        };
+        let unwritten = crate::thread::Partition::new(2, 3).unwrap().new_thread();
+        let refused = served.history(unwritten).await.unwrap_err();
+        assert_eq!(
+            refused,
+            format!(
+                "/threads/{unwritten}/history: 503 Service Unavailable: no host writes partition 2 of 3 yet (its lease is free or being taken over); try again"
+            )
+        );
+        assert!(served.listeners().is_empty());
+    }
 }
