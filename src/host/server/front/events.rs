@@ -2,7 +2,10 @@
 //! event into one. A `reset` from one partition (its client fell behind) ends the merged
 //! stream, and so does any partition's stream ending: the client's `EventSource` connects
 //! again and gets every partition's open requests listed afresh, so no partition's list is
-//! cleared by another's reset.
+//! cleared by another's reset. A partition's stream silent for [`UPSTREAM_IDLE`] — not even a
+//! keep-alive: its host or the network between went away without closing — ends it too.
+
+use std::time::Duration;
 
 use axum::body::{Body, Bytes};
 use axum::http::{StatusCode, header};
@@ -11,6 +14,10 @@ use futures_util::{Stream, StreamExt as _};
 
 use super::{Front, Sent};
 use crate::host::server::problem::Problem;
+
+/// How long a partition's event stream may send nothing, not even a keep-alive (every 15 s),
+/// before the merged stream ends.
+pub(super) const UPSTREAM_IDLE: Duration = Duration::from_secs(45);
 
 /// Every partition's `sent` (`GET /inbox/events`) as one event stream; the first refusal as
 /// it came.
@@ -63,7 +70,7 @@ fn is_reset(event: &[u8]) -> bool {
 
 /// The whole events (each ending with its blank line, `\n\n`: the partitions' streams are
 /// this project's, which ends lines with `\n`) of a stream of body chunks, however the chunks
-/// cut them; a chunk that fails ends it with the error.
+/// cut them; a chunk that fails, or none for [`UPSTREAM_IDLE`], ends it with the error.
 fn events<E: std::fmt::Display>(
     chunks: impl Stream<Item = Result<Bytes, E>> + Send + 'static,
 ) -> impl Stream<Item = Result<Bytes, String>> + Send + 'static {
@@ -81,12 +88,16 @@ fn events<E: std::fmt::Display>(
                 if done {
                     return None;
                 }
-                match chunks.next().await {
-                    Some(Ok(chunk)) => held.extend_from_slice(&chunk),
-                    Some(Err(e)) => {
+                match tokio::time::timeout(UPSTREAM_IDLE, chunks.next()).await {
+                    Ok(Some(Ok(chunk))) => held.extend_from_slice(&chunk),
+                    Ok(Some(Err(e))) => {
                         return Some((Err(e.to_string()), (chunks, held, searched, true)));
                     }
-                    None => return None,
+                    Ok(None) => return None,
+                    Err(_) => {
+                        let silent = format!("no event for {UPSTREAM_IDLE:?}");
+                        return Some((Err(silent), (chunks, held, searched, true)));
+                    }
                 }
             }
         },
@@ -125,6 +136,20 @@ mod tests {
             "a partial event at the end is not passed on"
         );
         assert!(is_reset(b"event: reset\ndata: {}\n\n"));
+    }
+
+    /// A partition's stream that goes silent (its host gone without closing) ends, so the
+    /// merged stream ends and the client connects again.
+    #[tokio::test(start_paused = true)]
+    async fn a_silent_partition_stream_ends_after_the_idle_time() {
+        let silent = chunks(&["event: listed\ndata: 1\n\n"]).chain(futures_util::stream::pending());
+        let mut got = Box::pin(events(silent));
+        assert!(got.next().await.unwrap().is_ok());
+        let started = tokio::time::Instant::now();
+        let ended = got.next().await.unwrap().unwrap_err();
+        assert_eq!(ended, "no event for 45s");
+        assert_eq!(started.elapsed(), UPSTREAM_IDLE);
+        assert!(got.next().await.is_none());
         assert!(!is_reset(b"event: listed\ndata: \"event: reset\"\n\n"));
     }
 }
