@@ -692,8 +692,13 @@ async fn threads_spread_over_three_pumps_survive_a_nats_node_and_a_restart_from_
         "--url",
         &again[0].base,
     ]);
-    // The stopped thread at least (the planner's child may be finished too).
-    assert!(ok && out.contains(": pruned "), "{out}");
+    // The stopped thread at least (the planner's child may be finished too), each partition
+    // numbering its own.
+    assert!(
+        ok && out.contains(": pruned ")
+            && out.contains(" in 3 partitions (each its own seq numbers and anchor chain)"),
+        "{out}"
+    );
     let (ok, out) = cli(&["verify", "--url", &again[1].base]);
     assert!(ok && out.contains("every chain intact"), "{out}");
     drop(again);

@@ -179,6 +179,15 @@ pub struct Pruned {
     pub records: u64,
     /// One anchor per thread that lost records (none when there was nothing to remove).
     pub anchors: Vec<Anchor>,
+    /// Through a front of a partitioned organism: how many partitions were pruned, each with
+    /// its own record numbering and anchor chain (their anchors are listed one partition after
+    /// another). 0 (and left out) for one store.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub partitions: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// The anchors of removing `doomed` (per thread, a non-empty prefix of its chain, in seq

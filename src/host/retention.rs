@@ -139,6 +139,17 @@ pub(crate) fn render(origin: &str, pruned: &Pruned) -> String {
             rfc3339(pruned.before_us)
         );
     }
+    if pruned.partitions > 1 {
+        // Each partition numbers its records and chains its anchors alone: one range of each
+        // across them would read as one chain.
+        return format!(
+            "{origin}: pruned {} records of {} threads before {} in {} partitions (each its own seq numbers and anchor chain)\n",
+            pruned.records,
+            pruned.anchors.len(),
+            rfc3339(pruned.before_us),
+            pruned.partitions,
+        );
+    }
     let seqs = (
         pruned.anchors.iter().map(|a| a.first_seq).min(),
         pruned.anchors.iter().map(|a| a.last_seq).max(),

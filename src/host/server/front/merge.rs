@@ -85,6 +85,7 @@ async fn answered(front: &Front, list: List, sent: &Sent<'_>) -> Result<Response
                 total.before_us = pruned.before_us;
                 total.records += pruned.records;
                 total.anchors.extend(pruned.anchors);
+                total.partitions += 1;
             }
             Ok(Json(total).into_response())
         }
