@@ -309,7 +309,9 @@ fn organism_on(dir: &std::path::Path, url: &str, stream: &str, lease_ms: Option<
 async fn a_deferring_writer_hands_the_lease_to_the_home_store_when_it_claims_it() {
     let scratch = Scratch::new("js-history-handover");
     let (_server, url) = support::nats::server(&scratch.0);
-    let ttl = Duration::from_secs(3);
+    // Long enough that a test beside it on a loaded machine does not hold a renewal back
+    // past it (the partitions test lets such a lapse through; this one is about the hand-over).
+    let ttl = Duration::from_secs(6);
     let leased = |owner: &str, defer: Duration| {
         let mut options = JetStreamOptions::new(&url, "handover");
         options.patience = Duration::from_secs(60);
@@ -653,8 +655,11 @@ async fn a_standby_without_a_reachable_writer_answers_a_problem() {
         listener,
         vec![known],
         Vec::new(),
-        None,
-        1 << 20,
+        agentpump::host::server::front::FrontOptions {
+            max_body: 1 << 20,
+            shutdown_timeout: Duration::from_secs(5),
+            mcp: None,
+        },
         async move {
             let _ = stopped.await;
         },
@@ -695,8 +700,11 @@ async fn a_standby_without_a_reachable_writer_answers_a_problem() {
         listener,
         vec![first, second],
         Vec::new(),
-        None,
-        1 << 20,
+        agentpump::host::server::front::FrontOptions {
+            max_body: 1 << 20,
+            shutdown_timeout: Duration::from_secs(5),
+            mcp: None,
+        },
         async move {
             let _ = stopped.await;
         },

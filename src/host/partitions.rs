@@ -118,8 +118,11 @@ pub(super) async fn run(
             front,
             writers,
             locals,
-            Some(mcp),
-            organism.server.max_body_bytes,
+            server::front::FrontOptions {
+                max_body: organism.server.max_body_bytes,
+                shutdown_timeout: Duration::from_millis(organism.server.shutdown_timeout_ms),
+                mcp: Some(mcp),
+            },
             async move {
                 let _ = front_stopping.wait_for(|s| *s).await;
             },

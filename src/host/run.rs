@@ -95,8 +95,11 @@ async fn open_history(
         standby,
         vec![known],
         Vec::new(),
-        None,
-        organism.server.max_body_bytes,
+        server::front::FrontOptions {
+            max_body: organism.server.max_body_bytes,
+            shutdown_timeout: Duration::from_millis(organism.server.shutdown_timeout_ms),
+            mcp: None,
+        },
         async move {
             let _ = stopped.await;
         },

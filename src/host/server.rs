@@ -12,7 +12,7 @@ mod inbox_events;
 mod params;
 mod parcel;
 mod problem;
-mod routes;
+pub(crate) mod routes;
 mod strict;
 mod task_events;
 mod thread_path;
@@ -214,7 +214,7 @@ pub async fn serve_with(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let (stop, stopping) = watch::channel(false);
-    let mut began = stop.subscribe();
+    let began = stop.subscribe();
     let (cut_off, cutting) = watch::channel(false);
     let api = Api {
         pump,
@@ -231,8 +231,25 @@ pub async fn serve_with(
         shutdown.await;
         stop.send_replace(true);
     });
-    let limit = extras.shutdown_timeout;
-    let server = server.into_future();
+    within_limit(
+        server.into_future(),
+        began,
+        extras.shutdown_timeout,
+        &cut_off,
+    )
+    .await
+}
+
+/// Runs `server` until it returns, or, once its graceful shutdown began (`began` turned
+/// `true`), for `limit` more: then requests still running are told to stop (`cut_off`, answered
+/// 503 `shutting-down` where the routes watch it) and get [`CUT_OFF_GRACE`] to finish before
+/// the server is let go of with what it still holds.
+pub(super) async fn within_limit(
+    server: impl Future<Output = std::io::Result<()>>,
+    mut began: watch::Receiver<bool>,
+    limit: Duration,
+    cut_off: &watch::Sender<bool>,
+) -> std::io::Result<()> {
     tokio::pin!(server);
     tokio::select! {
         served = &mut server => return served,

@@ -246,6 +246,9 @@ impl Lease {
                 return;
             }
             // The claim is read alongside the renewal, not after it: one round trip a period.
+            // The lease counts from before the renewal was sent: the server may renew it any
+            // time after.
+            let sent = Instant::now();
             let (updated, claimant) = tokio::join!(
                 self.kv
                     .update(KEY, Holder::of(&self.options).into(), self.revision),
@@ -260,7 +263,7 @@ impl Lease {
             let why = match updated {
                 Ok(revision) => {
                     self.revision = revision;
-                    renewed = Instant::now();
+                    renewed = sent;
                     let Some(claimant) = claimant else {
                         continue;
                     };
@@ -287,7 +290,7 @@ impl Lease {
                                 && Holder::read(&entry.value).owner == self.options.owner =>
                         {
                             self.revision = entry.revision;
-                            renewed = Instant::now();
+                            renewed = sent;
                             continue;
                         }
                         _ => format!(

@@ -113,11 +113,18 @@ impl Served for OnePump {
     }
 
     fn threads(&self) -> BoxFuture<'_, Result<Vec<Json>, String>> {
-        Box::pin(async move { each_to_json(self.pump.threads()) })
+        Box::pin(async move {
+            let threads = crate::host::server::routes::every_thread(&self.pump).await;
+            each_to_json(threads.map_err(|e| e.to_string())?)
+        })
     }
 
     fn history(&self, thread: ThreadId) -> BoxFuture<'_, Result<Vec<Json>, String>> {
         Box::pin(async move {
+            // A thread nobody knows is said so, not shown as an empty history.
+            if !self.pump.load(thread).await.map_err(|e| e.to_string())? {
+                return Err(format!("no thread {thread}"));
+            }
             each_to_json(self.pump.history(thread).await.map_err(|e| e.to_string())?)
         })
     }

@@ -343,13 +343,15 @@ impl ServerHandler for McpServer {
 pub fn http_service(
     server: McpServer,
     max_body: usize,
+    sessions: tokio_util::sync::CancellationToken,
 ) -> rmcp::transport::StreamableHttpService<
     McpServer,
     rmcp::transport::streamable_http_server::session::local::LocalSessionManager,
 > {
     let config = rmcp::transport::StreamableHttpServerConfig::default()
         .disable_allowed_hosts()
-        .with_max_request_body_bytes(max_body);
+        .with_max_request_body_bytes(max_body)
+        .with_cancellation_token(sessions);
     rmcp::transport::StreamableHttpService::new(
         move || Ok(server.clone()),
         Default::default(),

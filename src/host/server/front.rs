@@ -56,6 +56,18 @@ pub struct FrontMcp {
     pub listeners: watch::Receiver<Vec<crate::host::mcp::server::ListenerDoc>>,
 }
 
+/// How a front serves.
+#[derive(Debug)]
+pub struct FrontOptions {
+    /// The largest request body it takes (`[server] max_body_bytes`).
+    pub max_body: usize,
+    /// How long requests in flight get once the front shuts down (`[server]
+    /// shutdown_timeout_ms`); then they are dropped.
+    pub shutdown_timeout: std::time::Duration,
+    /// `/mcp` served here (a partitioned organism), or forwarded like any route (`None`).
+    pub mcp: Option<FrontMcp>,
+}
+
 /// The writer of each partition (index = partition), as its lease says.
 pub type Writers = Vec<watch::Receiver<Option<String>>>;
 
@@ -76,9 +88,10 @@ struct Front {
 }
 
 /// Serves the front on `listener` until `shutdown` completes (then lets requests in flight
-/// finish): every request forwarded to a writer in `writers` (one per partition), or answered
-/// by the partition's API in `locals` while this host writes it; with several partitions and
-/// `mcp`, `/mcp` served here over them all.
+/// finish, for `shutdown_timeout` at most): every request forwarded to a writer in `writers`
+/// (one per partition), or answered by the partition's API in `locals` while this host writes
+/// it; with several partitions and `mcp`, `/mcp` served here over them all (its sessions end
+/// when the shutdown begins).
 ///
 /// # Errors
 ///
@@ -87,16 +100,24 @@ pub async fn serve_front(
     listener: TcpListener,
     writers: Writers,
     locals: Locals,
-    mcp: Option<FrontMcp>,
-    max_body: usize,
+    options: FrontOptions,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    let FrontOptions {
+        max_body,
+        shutdown_timeout,
+        mcp,
+    } = options;
     crate::listeners::llm::install_tls_provider();
     let client = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .build()
         .map_err(std::io::Error::other)?;
     let (stop, stopping) = watch::channel(false);
+    let began = stop.subscribe();
+    // MCP sessions hold an event stream open (rmcp's GET /mcp): they end when the shutdown
+    // begins, or they would hold it open until the limit.
+    let sessions = tokio_util::sync::CancellationToken::new();
     let state = Front {
         writers: Arc::new(writers),
         locals: Arc::new(locals),
@@ -113,7 +134,8 @@ pub async fn serve_front(
             listeners: mcp.listeners,
         };
         let server = crate::host::mcp::server::McpServer::over(Arc::new(served));
-        let service = crate::host::mcp::server::http_service(server, max_body);
+        let service =
+            crate::host::mcp::server::http_service(server, max_body, sessions.child_token());
         // Behind the token and the `Host` check, as `/mcp` on a pump is; the rest of the
         // front checks nothing itself: the pumps it forwards to do.
         let served = Router::new()
@@ -129,13 +151,21 @@ pub async fn serve_front(
         app = app.merge(served);
     }
     let app = app.fallback(route).with_state(state);
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async move {
-            shutdown.await;
-            // A merged event stream would hold the graceful shutdown open for good.
-            stop.send_replace(true);
-        })
-        .await
+    let server = axum::serve(listener, app).with_graceful_shutdown(async move {
+        shutdown.await;
+        sessions.cancel();
+        // A merged event stream would hold the graceful shutdown open for good.
+        stop.send_replace(true);
+    });
+    // No route of the front itself watches a cut-off: past the limit, what is left is dropped.
+    let (cut_off, _) = watch::channel(false);
+    super::within_limit(
+        std::future::IntoFuture::into_future(server),
+        began,
+        shutdown_timeout,
+        &cut_off,
+    )
+    .await
 }
 
 /// Where a request goes.

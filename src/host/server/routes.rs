@@ -144,15 +144,24 @@ pub(crate) async fn list(
                 .map_err(|e| Problem::new(StatusCode::BAD_REQUEST, "bad-state", e.to_string()))?,
         ),
     };
-    let mut threads = api.pump.threads();
-    if api.pump.residency().evicted > 0 {
+    let mut threads = every_thread(&api.pump).await?;
+    threads.retain(|t| state.is_none_or(|s| t.state == s));
+    Ok(Json(threads).into_response())
+}
+
+/// The threads in memory with their live state, and, once the pump has evicted any, the
+/// others as the store has them (sorted by path then), as `GET /threads` and MCP list them.
+pub(crate) async fn every_thread(
+    pump: &crate::PumpHandle,
+) -> Result<Vec<crate::ThreadInfo>, HistoryError> {
+    let mut threads = pump.threads();
+    if pump.residency().evicted > 0 {
         let resident: std::collections::HashSet<_> = threads.iter().map(|t| t.id).collect();
-        let stored = api.pump.store().threads(None).await?;
+        let stored = pump.store().threads(None).await?;
         threads.extend(stored.into_iter().filter(|t| !resident.contains(&t.id)));
         threads.sort_by(|a, b| a.path.cmp(&b.path));
     }
-    threads.retain(|t| state.is_none_or(|s| t.state == s));
-    Ok(Json(threads).into_response())
+    Ok(threads)
 }
 
 /// `GET /threads/{id}`.
@@ -198,7 +207,8 @@ pub(crate) struct Wait {
 /// `GET /threads/{id}/settled[?wait_ms=N]`: waits up to `N` ms (0 without it, at most
 /// [`MAX_WAIT_MS`](crate::host::mcp::server::MAX_WAIT_MS)) for the thread to settle — idle or
 /// closed, with nothing left to deliver here or on another pump — then
-/// `{"thread": …, "settled": true|false, "state": …}`. 400 `bad-wait` over the limit.
+/// `{"thread": …, "settled": true|false, "state": …}` (`false` at once when the server begins
+/// to shut down). 400 `bad-wait` over the limit.
 pub(crate) async fn settled(
     State(api): State<Api>,
     id: ThreadPath,
@@ -214,10 +224,13 @@ pub(crate) async fn settled(
             format!("`wait_ms` {wait} is over the limit of {most}"),
         ));
     }
-    let settle = api.pump.settle(id);
-    let settled = tokio::time::timeout(std::time::Duration::from_millis(wait), settle)
-        .await
-        .is_ok();
+    let settle = tokio::time::timeout(std::time::Duration::from_millis(wait), api.pump.settle(id));
+    // A shutdown answers at once, unsettled: a child on another pump may never come back here.
+    let mut stopping = api.stopping.clone();
+    let settled = tokio::select! {
+        waited = settle => waited.is_ok(),
+        Ok(_) = stopping.wait_for(|s| *s) => false,
+    };
     let state = api.pump.thread(id).map(|t| t.state);
     Ok(
         Json(serde_json::json!({ "thread": id, "settled": settled, "state": state }))
@@ -364,7 +377,18 @@ pub(crate) fn mcp(
     rmcp::transport::streamable_http_server::session::local::LocalSessionManager,
 > {
     let server = crate::host::mcp::server::McpServer::new(api.pump.clone(), api.listeners.clone());
-    crate::host::mcp::server::http_service(server, api.max_body)
+    // Sessions hold an event stream open (rmcp's GET /mcp): they end when the server begins
+    // to shut down, not at its time limit. A router served without a shutdown has no sender.
+    let sessions = tokio_util::sync::CancellationToken::new();
+    if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+        let (mut stopping, ending) = (api.stopping.clone(), sessions.clone());
+        runtime.spawn(async move {
+            if stopping.wait_for(|s| *s).await.is_ok() {
+                ending.cancel();
+            }
+        });
+    }
+    crate::host::mcp::server::http_service(server, api.max_body, sessions)
 }
 
 /// `GET /tasks`: the latest ledger line of each task (seed 004), read from the ledger's end.
