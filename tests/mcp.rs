@@ -595,16 +595,7 @@ async fn the_python_sdk_client_drives_slash_mcp_behind_the_token() {
         "a wrong token is refused: {steps:?}"
     );
     // The refusal is the API's own, before MCP reads anything.
-    let refused = support::http_client()
-        .post(&url)
-        .bearer_auth("wrong")
-        .body("{}")
-        .send()
-        .await
-        .unwrap();
-    let (status, problem) = support::problem(refused).await;
-    assert_eq!(status, reqwest::StatusCode::UNAUTHORIZED);
-    assert_eq!(problem["detail"], "wrong bearer token");
+    support::mcp::refuses_a_wrong_token(&url).await;
     assert!(pump.verify().await.is_ok());
 }
 

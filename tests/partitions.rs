@@ -853,16 +853,7 @@ async fn mcp_through_one_host(base: &str, threads: &[ThreadId]) -> ThreadId {
     assert!(text.contains("\"echo\""), "{text}");
     client.cancel().await.unwrap();
     // Behind the organism's token, as on a pump.
-    let refused = support::http_client()
-        .post(&url)
-        .bearer_auth("wrong")
-        .body("{}")
-        .send()
-        .await
-        .unwrap();
-    let (status, problem) = support::problem(refused).await;
-    assert_eq!(status, reqwest::StatusCode::UNAUTHORIZED);
-    assert_eq!(problem["detail"], "wrong bearer token");
+    support::mcp::refuses_a_wrong_token(&url).await;
     far[1]
 }
 

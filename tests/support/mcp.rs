@@ -40,3 +40,18 @@ pub fn everything() -> Option<PathBuf> {
         &format!("{EVERYTHING}/node_modules/.bin/mcp-server-everything"),
     )
 }
+
+/// `/mcp` at `url` refuses a wrong bearer token with the API's own `401` problem, before MCP
+/// reads the body.
+pub async fn refuses_a_wrong_token(url: &str) {
+    let refused = super::http_client()
+        .post(url)
+        .bearer_auth("wrong")
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    let (status, problem) = super::problem(refused).await;
+    assert_eq!(status, reqwest::StatusCode::UNAUTHORIZED);
+    assert_eq!(problem["detail"], "wrong bearer token");
+}
