@@ -395,6 +395,22 @@ async fn a_child_runs_on_another_pump_to_its_grant(
     );
     assert_eq!(budget["max-turns"]["reserved"], "0", "{budget}");
     assert_eq!(budget["max-threads"]["spent"], "1", "{budget}");
+    // The viewer's tree through any host shows the child where it ran, under its parent, with
+    // its state and halting report read from its own partition.
+    let detail = json_retrying(
+        http.get(format!("{}/view/threads/{root}", hosts[2].base))
+            .bearer_auth(TOKEN),
+    )
+    .await;
+    let tree = detail["tree"].as_array().unwrap();
+    let node = tree
+        .iter()
+        .find(|n| n["id"] == child.to_string())
+        .unwrap_or_else(|| panic!("the child in the tree: {detail}"));
+    assert_eq!(node["parent"], root.to_string(), "{node}");
+    assert_eq!(node["state"], "halted", "{node}");
+    assert_eq!(node["report"]["class"], "TIMEOUT", "{node}");
+    assert!(detail.get("unreached").is_none(), "{detail}");
     [root, child]
 }
 

@@ -5,7 +5,8 @@
 //! With one history stream (a standby waiting for the lease) every request goes to its writer.
 //! With the threads in partitions (`[store] partitions`, docs/history.md "Partitions") a
 //! request naming a thread goes to its partition's writer (answered in the process when that
-//! is this host), a new thread to a partition this host writes, a list to every partition (the
+//! is this host; the viewer's tree of a thread gets its descendants on other partitions added,
+//! `front/tree.rs`), a new thread to a partition this host writes, a list to every partition (the
 //! answers merged), the inbox's event stream from every partition (merged event by event), an
 //! answer to the inbox to each partition until one knows the request. `/mcp` is the host's own
 //! MCP server there, its tool calls going through these same routes (`front/mcp.rs`). A
@@ -31,6 +32,7 @@ use crate::thread::Partition;
 mod events;
 mod mcp;
 mod merge;
+mod tree;
 
 /// The header a forwarded answer carries: the writer it came from.
 pub const FORWARDED_FROM: &str = "agentpump-forwarded-from";
@@ -178,6 +180,9 @@ enum Destination {
     Seek,
     /// Every partition's event stream, merged (`GET /inbox/events`).
     Events,
+    /// The viewer's tree of a thread (`GET /view/threads/{id}`): its partition's, with its
+    /// descendants on other partitions added.
+    Tree(usize),
 }
 
 fn destination(front: &Front, method: &Method, uri: &Uri, body: &[u8]) -> Destination {
@@ -194,7 +199,11 @@ fn destination(front: &Front, method: &Method, uri: &Uri, body: &[u8]) -> Destin
         _ => None,
     };
     if let Some(thread) = thread {
-        return Destination::One(Partition::of(thread, count as u32) as usize);
+        let partition = Partition::of(thread, count as u32) as usize;
+        return match (method, segments.as_slice()) {
+            (&Method::GET, ["view", "threads", _]) => Destination::Tree(partition),
+            _ => Destination::One(partition),
+        };
     }
     match (method, segments.as_slice()) {
         // An envelope naming its thread goes where that thread is.
@@ -272,6 +281,7 @@ async fn route(State(front): State<Front>, request: Request) -> Response {
         Destination::Every(list) => Ok(merge::every(&front, list, &sent).await),
         Destination::Seek => front.seek(&sent).await,
         Destination::Events => events::every(&front, &sent).await,
+        Destination::Tree(partition) => tree::whole(&front, partition, &sent).await,
     };
     answer.unwrap_or_else(std::convert::identity)
 }
@@ -459,6 +469,7 @@ mod tests {
             Destination::Every(list) => format!("every {list:?}"),
             Destination::Seek => "seek".to_owned(),
             Destination::Events => "events".to_owned(),
+            Destination::Tree(p) => format!("tree {p}"),
         }
     }
 
@@ -475,6 +486,10 @@ mod tests {
         assert_eq!(
             one(Method::GET, &format!("/view/threads/{in_two}/records")),
             "one 2"
+        );
+        assert_eq!(
+            one(Method::GET, &format!("/view/threads/{in_two}")),
+            "tree 2"
         );
         assert_eq!(
             one(Method::GET, &format!("/view/organism?thread={in_two}")),

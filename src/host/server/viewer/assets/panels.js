@@ -97,16 +97,22 @@ export function drawPlan(record) {
 export function drawTree(tree, current) {
   const byParent = new Map();
   for (const t of tree) { const k = t.parent || "root"; if (!byParent.has(k)) byParent.set(k, []); byParent.get(k).push(t); }
+  const drawn = new Set(tree.map((t) => t.id));
+  // A child on another pump that could not be read now (its partition has no writer): named, linked.
+  const away = (id, depth) => el("li", { class: "tree-node", "data-depth": String(depth), "data-thread": id },
+    el("a", { href: `#/thread/${id}` }, id.slice(0, 8)), el("span", { class: "muted", text: " on another pump, not readable now" }));
   const item = (t, depth) => {
     const cert = t.report && t.report.halting_certificate;
     const halt = t.report ? `${t.report.class}${cert && cert.type !== t.report.class ? ` · ${cert.type}` : ""}` : "";
     const kids = byParent.get(t.id) || [];
+    const elsewhere = (t.children || []).filter((c) => !drawn.has(c));
     return el("li", { class: "tree-node", "data-depth": String(depth), "data-thread": t.id },
       t.id === current ? el("strong", { text: t.path }) : el("a", { href: `#/thread/${t.id}` }, t.path), " ",
       stateBadge(t.state, t.report && t.report.class), halt ? el("span", { class: `badge ${tone(t.report.class)}`, text: halt }) : null,
       el("span", { class: "muted", text: ` ${t.counters.deliveries} deliveries` }),
       t.carve_out ? el("span", { class: "carve", title: "budget carved out by the spawner", text: ` carve-out ${t.carve_out}` }) : null,
-      kids.length ? el("ul", {}, ...kids.map((k) => item(k, depth + 1))) : null);
+      kids.length || elsewhere.length
+        ? el("ul", {}, ...kids.map((k) => item(k, depth + 1)), ...elsewhere.map((c) => away(c, depth + 1))) : null);
   };
   $("t-tree").replaceChildren(item(tree[0], 0));
 }
