@@ -1852,3 +1852,48 @@ async fn settled_waits_for_a_thread_and_refuses_what_it_cannot_wait_for() {
     assert_eq!(status, StatusCode::BAD_REQUEST);
     assert_eq!(body["code"], "unknown-key", "{body}");
 }
+
+/// `agentpump send --wait` waits through `GET /threads/{id}/settled`: a thread whose listener
+/// is still working when the wait is over is a failure naming the thread and the wait (the
+/// message was accepted: the host keeps it and goes on).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn send_wait_says_when_the_thread_has_not_settled_in_time() {
+    let gate = support::Gate::new();
+    let pump = PumpBuilder::new()
+        .register(Registration::new("gate", gate.clone()).accepts(q("held")))
+        .build()
+        .unwrap();
+    let base = support::serve(&pump, TOKEN, 1 << 20).await;
+    let scratch = support::Scratch::new("cli-send-wait");
+    let file = scratch.write("held.xml", &p("held", "hold on"));
+    let send = {
+        let file = file.clone();
+        move || {
+            std::process::Command::new(env!("CARGO_BIN_EXE_agentpump"))
+                .args(["send", file.to_str().unwrap(), "--wait", "--wait-secs", "1"])
+                .args(["--url", &base, "--token", TOKEN])
+                .output()
+                .unwrap()
+        }
+    };
+    let out = tokio::task::spawn_blocking(send.clone()).await.unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("has not settled after 1 s (it, or a thread below it, still has work)"),
+        "{err}"
+    );
+    let threads = pump.threads();
+    let thread = threads.iter().find(|t| &*t.path != "system").unwrap().id;
+    assert!(err.contains(&thread.to_string()), "{err}");
+    // Let through, the thread settles with the answer.
+    gate.open(2);
+    let out = tokio::task::spawn_blocking(send).await.unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("hold on"), "{text}");
+}

@@ -12,8 +12,9 @@ use crate::host::inspect::{self, HistoryFormat, ThreadsFormat};
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long one request may take, answer included.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
-/// How often `send --wait` looks at the thread.
-const WAIT_POLL: Duration = Duration::from_millis(100);
+/// The longest one wait of `send --wait` asks the host for (`GET /threads/{id}/settled`),
+/// well inside [`REQUEST_TIMEOUT`]; a longer `--wait` asks again.
+const WAIT_CHUNK: Duration = Duration::from_secs(60);
 /// How often a request answered `503 standby` (or, for a read, `502`) is sent again, and how
 /// long apart (its `Retry-After`): a host learns a partition's new writer within a second or
 /// so.
@@ -425,8 +426,9 @@ impl Host {
         Ok(serde_json::to_string_pretty(&reports).expect("reports serialize") + "\n")
     }
 
-    /// Waits until `thread` has nothing left to do (idle, done or halted), up to `patience`,
-    /// then returns its records after `after` (the sent message) as a transcript.
+    /// Waits until `thread` has settled — it and every thread below it have nothing left to do,
+    /// children on other pumps included — up to `patience`, then returns its records after
+    /// `after` (the sent message) as a transcript.
     ///
     /// # Errors
     ///
@@ -439,17 +441,19 @@ impl Host {
     ) -> Result<String, HostError> {
         let deadline = std::time::Instant::now() + patience;
         loop {
-            let info: crate::ThreadInfo = self.json(&format!("/threads/{thread}"))?;
-            if info.state != crate::ThreadState::Active {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            let ms = left.min(WAIT_CHUNK).as_millis();
+            let waited: serde_json::Value =
+                self.json(&format!("/threads/{thread}/settled?wait_ms={ms}"))?;
+            if waited["settled"] == true {
                 break;
             }
             if std::time::Instant::now() >= deadline {
                 return Err(HostError::Unsettled(format!(
-                    "thread {thread} is still active after {} s; follow it with `agentpump history {thread}`",
+                    "thread {thread} has not settled after {} s (it, or a thread below it, still has work); follow it with `agentpump history {thread}`",
                     patience.as_secs()
                 )));
             }
-            std::thread::sleep(WAIT_POLL);
         }
         let records: Vec<crate::history::Record> =
             self.json(&format!("/threads/{thread}/history?format=json"))?;
