@@ -1866,17 +1866,23 @@ async fn send_wait_says_when_the_thread_has_not_settled_in_time() {
     let base = support::serve(&pump, TOKEN, 1 << 20).await;
     let scratch = support::Scratch::new("cli-send-wait");
     let file = scratch.write("held.xml", &p("held", "hold on"));
-    let send = {
-        let file = file.clone();
+    let send = move |secs: &'static str| {
+        let (file, base) = (file.clone(), base.clone());
         move || {
             std::process::Command::new(env!("CARGO_BIN_EXE_agentpump"))
-                .args(["send", file.to_str().unwrap(), "--wait", "--wait-secs", "1"])
+                .args([
+                    "send",
+                    file.to_str().unwrap(),
+                    "--wait",
+                    "--wait-secs",
+                    secs,
+                ])
                 .args(["--url", &base, "--token", TOKEN])
                 .output()
                 .unwrap()
         }
     };
-    let out = tokio::task::spawn_blocking(send.clone()).await.unwrap();
+    let out = tokio::task::spawn_blocking(send("1")).await.unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{err}");
     assert!(
@@ -1886,14 +1892,14 @@ async fn send_wait_says_when_the_thread_has_not_settled_in_time() {
     let threads = pump.threads();
     let thread = threads.iter().find(|t| &*t.path != "system").unwrap().id;
     assert!(err.contains(&thread.to_string()), "{err}");
-    // Let through, the thread settles with the answer.
+    // Let through, the thread settles with the answer: the message sent and the gate's reply.
     gate.open(2);
-    let out = tokio::task::spawn_blocking(send).await.unwrap();
+    let out = tokio::task::spawn_blocking(send("60")).await.unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(text.contains("hold on"), "{text}");
+    assert!(text.contains("gate -> client"), "{text}");
 }

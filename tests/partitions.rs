@@ -397,11 +397,19 @@ async fn a_child_runs_on_another_pump_to_its_grant(
     assert_eq!(budget["max-threads"]["spent"], "1", "{budget}");
     // The viewer's tree through any host shows the child where it ran, under its parent, with
     // its state and halting report read from its own partition.
-    let detail = json_retrying(
-        http.get(format!("{}/view/threads/{root}", hosts[2].base))
-            .bearer_auth(TOKEN),
-    )
-    .await;
+    // (A partition changing hands meanwhile lists the child `unreached`: asked again.)
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let detail = loop {
+        let detail = json_retrying(
+            http.get(format!("{}/view/threads/{root}", hosts[2].base))
+                .bearer_auth(TOKEN),
+        )
+        .await;
+        if detail.get("unreached").is_none() || Instant::now() > deadline {
+            break detail;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
     let tree = detail["tree"].as_array().unwrap();
     let node = tree
         .iter()

@@ -205,7 +205,9 @@ impl Host {
                 message: format!("{}: the receipt names no thread: {receipt}", self.url),
                 source: None,
             })?;
-        let transcript = self.wait(thread, answer["ids"][0].as_str(), patience)?;
+        let transcript = self
+            .wait(thread, answer["ids"][0].as_str(), patience)
+            .map_err(|e| accepted_but(e, receipt.trim()))?;
         Ok(format!("{receipt}\n{transcript}"))
     }
 
@@ -464,9 +466,45 @@ impl Host {
     }
 }
 
+/// A wait that failed after the host accepted the message: the receipt said with the failure
+/// (the thread goes on), and a host without `GET /threads/{id}/settled` named as older.
+fn accepted_but(failed: HostError, receipt: &str) -> HostError {
+    let said = |why: &str| {
+        let why = if why.contains("(unknown-url, HTTP 404)") {
+            format!("the host is an agentpump older than this command and cannot wait ({why})")
+        } else {
+            why.to_owned()
+        };
+        format!("the message was accepted ({receipt}), but waiting for it failed: {why}")
+    };
+    match failed {
+        HostError::Remote(why) => HostError::Remote(said(&why)),
+        HostError::Http { message, source } => HostError::Http {
+            message: said(&message),
+            source,
+        },
+        other => other,
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::encode;
+    use super::{HostError, accepted_but, encode};
+
+    #[test]
+    fn a_failed_wait_keeps_the_receipt_and_names_an_older_host() {
+        let receipt = r#"{"thread":"t","ids":["m"]}"#;
+        let older = HostError::Remote(
+            "no such URL `/threads/t/settled`; the routes are in docs/http-api.md (unknown-url, HTTP 404)".into(),
+        );
+        let said = accepted_but(older, receipt).to_string();
+        assert!(said.starts_with(&format!("the message was accepted ({receipt}), but waiting for it failed: the host is an agentpump older than this command and cannot wait")), "{said}");
+        let unsettled = HostError::Unsettled("thread t has not settled".into());
+        assert_eq!(
+            accepted_but(unsettled, receipt).to_string(),
+            "thread t has not settled"
+        );
+    }
 
     #[test]
     fn query_values_are_percent_encoded() {

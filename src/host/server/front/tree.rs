@@ -5,19 +5,30 @@
 //! whole tree wherever its threads run. A child that cannot be read now (its partition has no
 //! writer) is listed in `unreached`.
 
+use std::collections::HashSet;
+use std::time::Duration;
+
 use axum::Json;
 use axum::body::Bytes;
 use axum::http::{Method, StatusCode};
 use axum::response::{IntoResponse, Response};
+use futures_util::StreamExt as _;
 use serde_json::Value;
 
-use super::{Front, Sent};
+use super::{FORWARDED_FROM, Front, Sent};
 use crate::ThreadId;
 use crate::thread::Partition;
 
 /// The most subtrees one answer gathers from other partitions (a tree spread wider is shown
 /// to this many, the rest listed in `unreached`).
 const MOST_SUBTREES: usize = 256;
+
+/// How long one child's partition may take to answer before the child is listed unreached
+/// (a host gone without closing must not hold the whole tree).
+const CHILD_PATIENCE: Duration = Duration::from_secs(5);
+
+/// How many children's partitions are asked at once.
+const AT_ONCE: usize = 8;
 
 /// The answer of `partition` (the thread's) to `sent`, with the trees of its descendants on
 /// other partitions added; any answer but `200` as it came.
@@ -26,105 +37,136 @@ pub(super) async fn whole(
     partition: usize,
     sent: &Sent<'_>,
 ) -> Result<Response, Response> {
-    let mut detail = read(front, partition, sent).await?;
+    let (from, mut detail) = read(front, partition, sent).await?;
     let count = front.writers.len() as u32;
-    let mut known: std::collections::HashSet<String> = ids(&detail).collect();
-    let mut missing = absent(&detail, &known);
+    // Every id in the tree, and every child asked for: none is asked twice.
+    let mut seen: HashSet<String> = ids(nodes(&detail)).collect();
+    let mut wanted = absent(nodes(&detail), &seen);
     let mut unreached = Vec::new();
-    let mut gathered = 0;
-    while let Some((child, parent)) = missing.pop() {
-        let Ok(id) = child.parse::<ThreadId>() else {
-            continue;
-        };
-        if gathered == MOST_SUBTREES {
-            unreached.push(child);
-            continue;
+    let mut asked = 0;
+    while !wanted.is_empty() {
+        seen.extend(wanted.iter().map(|(child, _)| child.clone()));
+        let room = MOST_SUBTREES - asked;
+        if wanted.len() > room {
+            unreached.extend(wanted.drain(room..).map(|(child, _)| child));
         }
-        gathered += 1;
-        let path = format!("/view/threads/{id}");
-        let asked = Sent {
-            method: &Method::GET,
-            path: &path,
-            headers: sent.headers,
-            body: Bytes::new(),
-        };
-        let partition = Partition::of(id, count) as usize;
-        let Ok(subtree) = read(front, partition, &asked).await else {
-            unreached.push(child);
-            continue;
-        };
-        let Some(Value::Array(nodes)) = subtree.get("tree").cloned() else {
-            unreached.push(child);
-            continue;
-        };
-        let mut added: Vec<Value> = nodes
-            .into_iter()
-            .filter(|n| n["id"].as_str().is_some_and(|i| !known.contains(i)))
-            .collect();
-        // Its own pump holds the child without its parent (the parent is not there): the
-        // node that names it is its parent here.
-        for node in added.iter_mut().filter(|n| n["id"] == child.as_str()) {
-            if node["parent"].is_null() {
-                node["parent"] = Value::from(parent.clone());
+        asked += wanted.len();
+        // One level of the tree at a time, its children's partitions asked together.
+        let answers: Vec<(String, String, Option<Vec<Value>>)> =
+            futures_util::stream::iter(wanted.drain(..))
+                .map(|(child, parent)| async move {
+                    let subtree = subtree(front, count, sent, &child).await;
+                    (child, parent, subtree)
+                })
+                .buffer_unordered(AT_ONCE)
+                .collect()
+                .await;
+        let mut added = Vec::new();
+        for (child, parent, subtree) in answers {
+            let Some(subtree) = subtree else {
+                unreached.push(child);
+                continue;
+            };
+            for mut node in subtree {
+                let Some(id) = node["id"].as_str().map(str::to_owned) else {
+                    continue;
+                };
+                if id != child && !seen.insert(id.clone()) {
+                    continue;
+                }
+                // Its own pump holds the child without its parent (the parent is not there):
+                // the node that names it is its parent here.
+                if id == child && node["parent"].is_null() {
+                    node["parent"] = Value::from(parent.clone());
+                }
+                added.push(node);
             }
         }
-        known.extend(
-            added
-                .iter()
-                .filter_map(|n| n["id"].as_str().map(str::to_owned)),
-        );
+        // Only the nodes just added can name children not asked for yet.
+        wanted = absent(&added, &seen);
         if let Some(Value::Array(tree)) = detail.get_mut("tree") {
             tree.extend(added);
         }
-        missing = absent(&detail, &known);
     }
     if !unreached.is_empty() {
+        unreached.sort();
+        unreached.dedup();
         detail["unreached"] = Value::from(unreached);
     }
-    Ok(Json(detail).into_response())
+    let mut answer = Json(detail).into_response();
+    if let Some(from) = from {
+        answer.headers_mut().insert(FORWARDED_FROM, from);
+    }
+    Ok(answer)
 }
 
-/// The ids of the nodes of a `/view/threads/{id}` answer's tree.
-fn ids(detail: &Value) -> impl Iterator<Item = String> + '_ {
-    detail["tree"]
-        .as_array()
-        .into_iter()
-        .flatten()
+/// The nodes of `child`'s tree as its own partition has it, or `None` when that partition
+/// cannot answer it now (no writer, a refusal, no answer within [`CHILD_PATIENCE`]).
+async fn subtree(front: &Front, count: u32, sent: &Sent<'_>, child: &str) -> Option<Vec<Value>> {
+    let id = child.parse::<ThreadId>().ok()?;
+    let path = format!("/view/threads/{id}");
+    let asked = Sent {
+        method: &Method::GET,
+        path: &path,
+        headers: sent.headers,
+        body: Bytes::new(),
+    };
+    let partition = Partition::of(id, count) as usize;
+    let read = tokio::time::timeout(CHILD_PATIENCE, read(front, partition, &asked));
+    let (_, mut answer) = read.await.ok()?.ok()?;
+    match answer.get_mut("tree").map(Value::take) {
+        Some(Value::Array(nodes)) => Some(nodes),
+        _ => None,
+    }
+}
+
+/// The nodes of a `/view/threads/{id}` answer's tree.
+fn nodes(detail: &Value) -> &[Value] {
+    detail["tree"].as_array().map_or(&[], Vec::as_slice)
+}
+
+/// The ids of `nodes`.
+fn ids(nodes: &[Value]) -> impl Iterator<Item = String> + '_ {
+    nodes
+        .iter()
         .filter_map(|n| n["id"].as_str().map(str::to_owned))
 }
 
-/// The children its tree's nodes name that are not nodes of it (not `known`), each with the
-/// node that names it.
-fn absent(detail: &Value, known: &std::collections::HashSet<String>) -> Vec<(String, String)> {
-    let mut missing: Vec<(String, String)> = detail["tree"]
-        .as_array()
-        .into_iter()
-        .flatten()
+/// The children `nodes` name that are not `seen`, each with the node that names it.
+fn absent(nodes: &[Value], seen: &HashSet<String>) -> Vec<(String, String)> {
+    let mut missing: Vec<(String, String)> = nodes
+        .iter()
         .filter_map(|n| Some((n["id"].as_str()?, n["children"].as_array()?)))
         .flat_map(|(parent, children)| {
             children
                 .iter()
                 .filter_map(Value::as_str)
-                .filter(|c| !known.contains(*c))
+                .filter(|c| !seen.contains(*c))
                 .map(move |c| (c.to_owned(), parent.to_owned()))
         })
         .collect();
     missing.sort();
-    missing.dedup();
+    missing.dedup_by(|a, b| a.0 == b.0);
     missing
 }
 
-/// The JSON of `partition`'s `200` answer to `sent`; any other answer as it came, or the
-/// problem of reaching or reading it.
-async fn read(front: &Front, partition: usize, sent: &Sent<'_>) -> Result<Value, Response> {
+/// The JSON of `partition`'s `200` answer to `sent`, with the writer it came from; any other
+/// answer as it came, or the problem of reaching or reading it.
+async fn read(
+    front: &Front,
+    partition: usize,
+    sent: &Sent<'_>,
+) -> Result<(Option<axum::http::HeaderValue>, Value), Response> {
     let answer = front.exchange(partition, sent).await?;
     if answer.status() != StatusCode::OK {
         return Err(answer);
     }
+    let from = answer.headers().get(FORWARDED_FROM).cloned();
     let bytes = axum::body::to_bytes(answer.into_body(), usize::MAX)
         .await
         .map_err(|e| unreadable(&e))?;
-    serde_json::from_slice(&bytes).map_err(|e| unreadable(&e))
+    let json = serde_json::from_slice(&bytes).map_err(|e| unreadable(&e))?;
+    Ok((from, json))
 }
 
 fn unreadable(e: &dyn std::fmt::Display) -> Response {
@@ -146,20 +188,32 @@ mod tests {
 
     use super::*;
 
-    /// A tree whose child runs on a partition nobody writes now: the tree comes whole as its
-    /// own partition has it, and the child is listed in `unreached`, not left out silently.
+    /// A tree with one child readable on another pump and one on a partition nobody writes
+    /// now: the first is added under its parent, the second listed in `unreached` once, not
+    /// left out silently.
     #[tokio::test]
-    async fn a_child_on_a_partition_without_a_writer_is_listed_unreached() {
+    async fn a_child_on_a_partition_without_a_writer_is_listed_unreached_once() {
         crate::listeners::llm::install_tls_provider();
-        let root = Partition::new(0, 3).unwrap().new_thread();
-        let child = Partition::new(2, 3).unwrap().new_thread();
-        let answer = serde_json::json!({
-            "tree": [{"id": root.to_string(), "parent": null, "children": [child.to_string()]}],
-            "live": true,
-        });
+        let (root, near) = (
+            Partition::new(0, 3).unwrap().new_thread(),
+            Partition::new(0, 3).unwrap().new_thread(),
+        );
+        let far = Partition::new(2, 3).unwrap().new_thread();
+        let answers = move |id: ThreadId| {
+            if id == root {
+                let children = [near.to_string(), far.to_string()];
+                serde_json::json!({"tree": [{"id": root.to_string(), "parent": null, "children": children}], "live": true})
+            } else {
+                serde_json::json!({"tree": [{"id": id.to_string(), "parent": null, "children": []}]})
+            }
+        };
         let local = Router::new().route(
             "/view/threads/{id}",
-            axum::routing::get(move || std::future::ready(Json(answer.clone()))),
+            axum::routing::get(
+                move |axum::extract::Path(id): axum::extract::Path<ThreadId>| {
+                    std::future::ready(Json(answers(id)))
+                },
+            ),
         );
         let mut front = super::super::tests::front();
         front.locals = Arc::new(vec![watch::channel(Some(local)).1]);
@@ -171,11 +225,15 @@ mod tests {
             body: Bytes::new(),
         };
         let whole = whole(&front, 0, &sent).await.unwrap();
+        assert!(whole.headers().contains_key(FORWARDED_FROM));
         let bytes = axum::body::to_bytes(whole.into_body(), usize::MAX)
             .await
             .unwrap();
         let detail: Value = serde_json::from_slice(&bytes).unwrap();
-        assert_eq!(detail["tree"].as_array().unwrap().len(), 1, "{detail}");
-        assert_eq!(detail["unreached"], serde_json::json!([child.to_string()]));
+        let tree = detail["tree"].as_array().unwrap();
+        assert_eq!(tree.len(), 2, "{detail}");
+        assert_eq!(tree[1]["id"], near.to_string());
+        assert_eq!(tree[1]["parent"], root.to_string(), "its parent set here");
+        assert_eq!(detail["unreached"], serde_json::json!([far.to_string()]));
     }
 }
