@@ -418,6 +418,12 @@ async fn a_child_runs_on_another_pump_to_its_grant(
     assert_eq!(node["parent"], root.to_string(), "{node}");
     assert_eq!(node["state"], "halted", "{node}");
     assert_eq!(node["report"]["class"], "TIMEOUT", "{node}");
+    assert!(
+        node["carve_out"]
+            .as_str()
+            .is_some_and(|c| c.starts_with("<budget")),
+        "its carve-out, from its parent's partition: {node}"
+    );
     assert!(detail.get("unreached").is_none(), "{detail}");
     [root, child]
 }

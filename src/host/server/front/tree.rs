@@ -41,6 +41,8 @@ pub(super) async fn whole(
     let count = front.writers.len() as u32;
     // Every id in the tree, and every child asked for: none is asked twice.
     let mut seen: HashSet<String> = ids(nodes(&detail)).collect();
+    // Each child's carve-out, as its parent's partition read it from the parent's records.
+    let mut carved = carve_outs(&mut detail);
     let mut wanted = absent(nodes(&detail), &seen);
     let mut unreached = Vec::new();
     let mut asked = 0;
@@ -52,18 +54,18 @@ pub(super) async fn whole(
         }
         asked += wanted.len();
         // One level of the tree at a time, its children's partitions asked together.
-        let answers: Vec<(String, String, Option<Vec<Value>>)> =
-            futures_util::stream::iter(wanted.drain(..))
-                .map(|(child, parent)| async move {
-                    let subtree = subtree(front, count, sent, &child).await;
-                    (child, parent, subtree)
-                })
-                .buffer_unordered(AT_ONCE)
-                .collect()
-                .await;
+        type Answer = Option<(Vec<Value>, serde_json::Map<String, Value>)>;
+        let answers: Vec<(String, String, Answer)> = futures_util::stream::iter(wanted.drain(..))
+            .map(|(child, parent)| async move {
+                let subtree = subtree(front, count, sent, &child).await;
+                (child, parent, subtree)
+            })
+            .buffer_unordered(AT_ONCE)
+            .collect()
+            .await;
         let mut added = Vec::new();
         for (child, parent, subtree) in answers {
-            let Some(subtree) = subtree else {
+            let Some((subtree, more)) = subtree else {
                 unreached.push(child);
                 continue;
             };
@@ -79,8 +81,12 @@ pub(super) async fn whole(
                 if id == child && node["parent"].is_null() {
                     node["parent"] = Value::from(parent.clone());
                 }
+                if id == child && node["carve_out"].is_null() {
+                    node["carve_out"] = carved.remove(&child).unwrap_or(Value::Null);
+                }
                 added.push(node);
             }
+            carved.extend(more);
         }
         // Only the nodes just added can name children not asked for yet.
         wanted = absent(&added, &seen);
@@ -100,9 +106,26 @@ pub(super) async fn whole(
     Ok(answer)
 }
 
-/// The nodes of `child`'s tree as its own partition has it, or `None` when that partition
-/// cannot answer it now (no writer, a refusal, no answer within [`CHILD_PATIENCE`]).
-async fn subtree(front: &Front, count: u32, sent: &Sent<'_>, child: &str) -> Option<Vec<Value>> {
+/// What `carved_elsewhere` of a `/view/threads/{id}` answer holds, taken out of it.
+fn carve_outs(detail: &mut Value) -> serde_json::Map<String, Value> {
+    match detail
+        .as_object_mut()
+        .and_then(|d| d.remove("carved_elsewhere"))
+    {
+        Some(Value::Object(carved)) => carved,
+        _ => serde_json::Map::new(),
+    }
+}
+
+/// The nodes of `child`'s tree as its own partition has it, with the carve-outs of its own
+/// children elsewhere; `None` when that partition cannot answer it now (no writer, a refusal,
+/// no answer within [`CHILD_PATIENCE`]).
+async fn subtree(
+    front: &Front,
+    count: u32,
+    sent: &Sent<'_>,
+    child: &str,
+) -> Option<(Vec<Value>, serde_json::Map<String, Value>)> {
     let id = child.parse::<ThreadId>().ok()?;
     let path = format!("/view/threads/{id}");
     let asked = Sent {
@@ -114,8 +137,9 @@ async fn subtree(front: &Front, count: u32, sent: &Sent<'_>, child: &str) -> Opt
     let partition = Partition::of(id, count) as usize;
     let read = tokio::time::timeout(CHILD_PATIENCE, read(front, partition, &asked));
     let (_, mut answer) = read.await.ok()?.ok()?;
+    let carved = carve_outs(&mut answer);
     match answer.get_mut("tree").map(Value::take) {
-        Some(Value::Array(nodes)) => Some(nodes),
+        Some(Value::Array(nodes)) => Some((nodes, carved)),
         _ => None,
     }
 }
@@ -202,7 +226,8 @@ mod tests {
         let answers = move |id: ThreadId| {
             if id == root {
                 let children = [near.to_string(), far.to_string()];
-                serde_json::json!({"tree": [{"id": root.to_string(), "parent": null, "children": children}], "live": true})
+                let carved = serde_json::json!({ near.to_string(): "<budget turns=\"4\"/>" });
+                serde_json::json!({"tree": [{"id": root.to_string(), "parent": null, "children": children}], "live": true, "carved_elsewhere": carved})
             } else {
                 serde_json::json!({"tree": [{"id": id.to_string(), "parent": null, "children": []}]})
             }
@@ -234,6 +259,11 @@ mod tests {
         assert_eq!(tree.len(), 2, "{detail}");
         assert_eq!(tree[1]["id"], near.to_string());
         assert_eq!(tree[1]["parent"], root.to_string(), "its parent set here");
+        assert_eq!(
+            tree[1]["carve_out"], "<budget turns=\"4\"/>",
+            "as its parent's partition read it"
+        );
+        assert!(detail.get("carved_elsewhere").is_none(), "{detail}");
         assert_eq!(detail["unreached"], serde_json::json!([far.to_string()]));
     }
 }

@@ -68,6 +68,10 @@ pub(crate) struct Detail {
     budget: Option<BTreeMap<String, BudgetLine>>,
     /// The thread's latest plan (`<todo-until>`), the record as kept.
     plan: Option<Record>,
+    /// The carve-outs of children that are not in `tree` (they run on another partition's
+    /// pump): by child id, for the front that adds those children (`front/tree.rs`).
+    #[serde(skip_serializing_if = "HashMap::is_empty")]
+    carved_elsewhere: HashMap<ThreadId, String>,
 }
 
 /// `GET /view/info`: whether a pump runs behind the page.
@@ -166,6 +170,7 @@ pub(crate) async fn thread(
         live: viewer.pump.is_some(),
         budget: viewer.pump.as_ref().and_then(|p| p.budget(id)),
         plan: latest_plan(&viewer, id).await?,
+        carved_elsewhere: spawns,
     })
     .into_response())
 }
