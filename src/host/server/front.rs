@@ -371,6 +371,27 @@ impl Front {
         Ok(answer)
     }
 
+    /// The `200` answer of `partition`'s writer to `sent`, read as `T`; any other answer as it
+    /// came, or the problem of reaching it or reading its answer.
+    async fn fetch<T: serde::de::DeserializeOwned>(
+        &self,
+        partition: usize,
+        sent: &Sent<'_>,
+    ) -> Result<T, Response> {
+        let answer = self.exchange(partition, sent).await?;
+        if answer.status() != StatusCode::OK {
+            return Err(answer);
+        }
+        let unreadable = |e: &dyn std::fmt::Display| {
+            let detail = format!("partition {partition}'s writer answered what does not read: {e}");
+            Problem::new(StatusCode::BAD_GATEWAY, "writer-unreachable", detail).into_response()
+        };
+        let body = axum::body::to_bytes(answer.into_body(), usize::MAX)
+            .await
+            .map_err(|e| unreadable(&e))?;
+        serde_json::from_slice(&body).map_err(|e| unreadable(&e))
+    }
+
     /// `sent` to the writer at `writer`, its answer as this host's.
     async fn over_http(&self, writer: &str, sent: &Sent<'_>) -> Result<Response, Response> {
         let url = format!("{}{}", writer.trim_end_matches('/'), sent.path);

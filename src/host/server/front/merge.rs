@@ -110,7 +110,7 @@ async fn fetch_all<T: serde::de::DeserializeOwned>(
 ) -> Result<Vec<T>, Response> {
     let mut answers = Vec::with_capacity(front.writers.len());
     for partition in 0..front.writers.len() {
-        answers.push(fetch::<T>(front, partition, sent).await?);
+        answers.push(front.fetch::<T>(partition, sent).await?);
     }
     Ok(answers)
 }
@@ -131,31 +131,6 @@ fn one_cut(body: &Bytes) -> Bytes {
         }
         _ => body.clone(),
     }
-}
-
-/// The partition's answer to `sent` read as `T`, or the answer to pass on instead (a refusal
-/// as it came, or the problem of reaching the partition).
-async fn fetch<T: serde::de::DeserializeOwned>(
-    front: &Front,
-    partition: usize,
-    sent: &Sent<'_>,
-) -> Result<T, Response> {
-    let answer = front.exchange(partition, sent).await?;
-    if answer.status() != StatusCode::OK {
-        return Err(answer);
-    }
-    let unreadable = |e: &dyn std::fmt::Display| {
-        Problem::new(
-            StatusCode::BAD_GATEWAY,
-            "writer-unreachable",
-            format!("partition {partition}'s writer answered a list that does not read: {e}"),
-        )
-        .into_response()
-    };
-    let body = axum::body::to_bytes(answer.into_body(), usize::MAX)
-        .await
-        .map_err(|e| unreadable(&e))?;
-    serde_json::from_slice(&body).map_err(|e| unreadable(&e))
 }
 
 /// Where a root sits among every partition's: (start time, partition, its own cursor).
@@ -208,7 +183,7 @@ async fn roots(front: &Front, sent: &Sent<'_>) -> Result<Response, Response> {
                 headers: sent.headers,
                 body: sent.body.clone(),
             };
-            let page = fetch::<ThreadPage>(front, partition, &page).await?;
+            let page = front.fetch::<ThreadPage>(partition, &page).await?;
             for root in page.threads {
                 all.push(((root.started_us, partition, root.cursor), root));
             }

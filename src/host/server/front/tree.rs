@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use axum::Json;
 use axum::body::Bytes;
-use axum::http::{Method, StatusCode};
+use axum::http::Method;
 use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt as _;
 use serde_json::Value;
@@ -37,7 +37,7 @@ pub(super) async fn whole(
     partition: usize,
     sent: &Sent<'_>,
 ) -> Result<Response, Response> {
-    let (from, mut detail) = read(front, partition, sent).await?;
+    let mut detail: Value = front.fetch(partition, sent).await?;
     let count = front.writers.len() as u32;
     // Every id in the tree, and every child asked for: none is asked twice.
     let mut seen: HashSet<String> = ids(nodes(&detail)).collect();
@@ -100,7 +100,8 @@ pub(super) async fn whole(
         detail["unreached"] = Value::from(unreached);
     }
     let mut answer = Json(detail).into_response();
-    if let Some(from) = from {
+    let from = front.writer(partition).ok();
+    if let Some(from) = from.and_then(|w| axum::http::HeaderValue::from_str(&w).ok()) {
         answer.headers_mut().insert(FORWARDED_FROM, from);
     }
     Ok(answer)
@@ -135,8 +136,8 @@ async fn subtree(
         body: Bytes::new(),
     };
     let partition = Partition::of(id, count) as usize;
-    let read = tokio::time::timeout(CHILD_PATIENCE, read(front, partition, &asked));
-    let (_, mut answer) = read.await.ok()?.ok()?;
+    let read = tokio::time::timeout(CHILD_PATIENCE, front.fetch::<Value>(partition, &asked));
+    let mut answer = read.await.ok()?.ok()?;
     let carved = carve_outs(&mut answer);
     match answer.get_mut("tree").map(Value::take) {
         Some(Value::Array(nodes)) => Some((nodes, carved)),
@@ -172,34 +173,6 @@ fn absent(nodes: &[Value], seen: &HashSet<String>) -> Vec<(String, String)> {
     missing.sort();
     missing.dedup_by(|a, b| a.0 == b.0);
     missing
-}
-
-/// The JSON of `partition`'s `200` answer to `sent`, with the writer it came from; any other
-/// answer as it came, or the problem of reaching or reading it.
-async fn read(
-    front: &Front,
-    partition: usize,
-    sent: &Sent<'_>,
-) -> Result<(Option<axum::http::HeaderValue>, Value), Response> {
-    let answer = front.exchange(partition, sent).await?;
-    if answer.status() != StatusCode::OK {
-        return Err(answer);
-    }
-    let from = answer.headers().get(FORWARDED_FROM).cloned();
-    let bytes = axum::body::to_bytes(answer.into_body(), usize::MAX)
-        .await
-        .map_err(|e| unreadable(&e))?;
-    let json = serde_json::from_slice(&bytes).map_err(|e| unreadable(&e))?;
-    Ok((from, json))
-}
-
-fn unreadable(e: &dyn std::fmt::Display) -> Response {
-    crate::host::server::problem::Problem::new(
-        StatusCode::BAD_GATEWAY,
-        "writer-unreachable",
-        format!("a partition's answer could not be read: {e}"),
-    )
-    .into_response()
 }
 
 #[cfg(test)]
