@@ -28,11 +28,18 @@ pub(super) async fn every(front: &Front, sent: &Sent<'_>) -> Result<Response, Re
         if answer.status() != StatusCode::OK {
             return Err(answer);
         }
-        // A partition's stream that ends ends the merged one.
+        // A partition's stream that ends ends the merged one; why is logged (the client only
+        // sees the end, and connects again).
         let ended = futures_util::stream::once(async { Err("ended".to_owned()) });
+        let said = move |event: &Result<Bytes, String>| {
+            if let Err(why) = event {
+                tracing::info!(partition, why = %why, "a partition's inbox event stream ended; the merged stream ends");
+            }
+        };
         streams.push(
             events(answer.into_body().into_data_stream())
                 .chain(ended)
+                .inspect(said)
                 .boxed(),
         );
     }
