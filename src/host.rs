@@ -9,6 +9,7 @@ pub mod demo;
 pub mod error;
 pub mod inbox;
 pub mod inspect;
+pub mod known_hosts;
 pub mod mcp;
 pub mod organism;
 mod partitions;

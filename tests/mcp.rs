@@ -693,7 +693,7 @@ fn a_worker_starts_the_organisms_mcp_servers() {
     let (ok, _, err) = support::agentpump_in(&dir.0, &["worker", "--organism", "organism.toml"]);
     assert!(!ok);
     assert!(
-        err.contains("MCP server `units`: cannot start `/nonexistent/units-server`"),
+        err.contains("MCP server `units`: cannot start `/nonexistent/units-server`: /nonexistent/units-server does not exist"),
         "{err}"
     );
 }

@@ -321,10 +321,12 @@ pub struct HostArgs {
 /// How to authenticate to a running host.
 #[derive(Debug, clap::Args)]
 pub struct Auth {
-    /// The bearer token (default: AGENTPUMP_TOKEN, then --token-file).
+    /// The bearer token (default: AGENTPUMP_TOKEN, then --token-file, then ./agentpump.token,
+    /// then the token the host at --url recorded in ~/.local/state/agentpump/hosts/).
     #[arg(long)]
     pub token: Option<String>,
-    /// File holding the token (default: agentpump.token).
+    /// File holding the token (default: ./agentpump.token if it exists, then the host's
+    /// recorded token).
     #[arg(long)]
     pub token_file: Option<PathBuf>,
 }

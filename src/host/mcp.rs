@@ -10,6 +10,7 @@
 //! - `config`: the `[[mcp]]` table and its checks.
 //! - `schema`: JSON Schema → signature, refusals naming the tool and the keyword.
 //! - `content`: an MCP answer → a `<result>`'s fields or an `<error>`.
+//! - `launch`: a stdio server's program, found on the host's `PATH`, and its environment.
 //! - `connection`: one server: start, list, call, restart with backoff, `list_changed`.
 //! - `http`: the Streamable HTTP client transport.
 //! - `server`: the host as an MCP server, over `served`: one pump, or a partitioned organism.
@@ -21,6 +22,7 @@ mod connection;
 mod content;
 mod error;
 mod http;
+mod launch;
 mod schema;
 pub mod served;
 pub mod server;

@@ -108,8 +108,10 @@ pub(super) async fn run(
         "agentpump: listening on http://{address} ({count} partitions; every request goes to its thread's partition, wherever it is written)"
     );
     let mut front_stopping = stopping.clone();
+    let front_token = token(organism, base)?.0;
+    super::run::remember(address, &front_token);
     let mcp = server::front::FrontMcp {
-        token: token(organism, base)?.0.into(),
+        token: front_token.into(),
         allowed_hosts: organism.server.mcp_hosts(),
         listeners,
     };

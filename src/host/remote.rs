@@ -41,6 +41,34 @@ pub(super) fn encode(text: &str) -> String {
         .collect()
 }
 
+/// The token in `token_file` when given (its error if it cannot be read), else in the first
+/// of `agentpump.token` here and the files the host at `url` may have recorded.
+fn token_from_files(url: &str, token_file: Option<PathBuf>) -> Result<String, HostError> {
+    let read = |file: &std::path::Path| {
+        std::fs::read_to_string(file)
+            .map(|t| t.trim().to_owned())
+            .map_err(|e| format!("{}: {e}", file.display()))
+    };
+    if let Some(file) = token_file {
+        return read(&file)
+            .map_err(|e| HostError::usage(format!("no token: cannot read --token-file ({e})")));
+    }
+    let mut looked = Vec::new();
+    let files = std::iter::once(PathBuf::from("agentpump.token"))
+        .chain(super::known_hosts::candidates(url));
+    for file in files {
+        match read(&file) {
+            Ok(token) if !token.is_empty() => return Ok(token),
+            Ok(_) => looked.push(format!("{} (empty)", file.display())),
+            Err(_) => looked.push(file.display().to_string()),
+        }
+    }
+    Err(HostError::usage(format!(
+        "no token for {url}: pass --token, set AGENTPUMP_TOKEN, or point --token-file at the host's token (agentpump run prints where it is); looked in {}",
+        looked.join(", ")
+    )))
+}
+
 /// Where a running host is and how to authenticate.
 #[derive(Debug, Clone)]
 pub struct Host {
@@ -49,12 +77,13 @@ pub struct Host {
 }
 
 impl Host {
-    /// The host at `url`; the token from `token`, else `AGENTPUMP_TOKEN`, else `token_file`
-    /// (default `agentpump.token` in the current directory).
+    /// The host at `url`; the token from `token`, else `AGENTPUMP_TOKEN`, else `token_file`,
+    /// else `agentpump.token` in the current directory, else the token the host at `url`
+    /// recorded in the user's state directory ([`known_hosts`](super::known_hosts)).
     ///
     /// # Errors
     ///
-    /// No token can be found.
+    /// No token can be found: the message names every place looked in.
     pub fn new(
         url: &str,
         token: Option<String>,
@@ -65,12 +94,7 @@ impl Host {
             .filter(|t| !t.is_empty())
         {
             Some(t) => t,
-            None => {
-                let file = token_file.unwrap_or_else(|| PathBuf::from("agentpump.token"));
-                std::fs::read_to_string(&file)
-                    .map(|t| t.trim().to_owned())
-                    .map_err(|e| HostError::usage(format!("no token: pass --token, set AGENTPUMP_TOKEN, or point --token-file at the host's token ({}: {e})", file.display())))?
-            }
+            None => token_from_files(url, token_file)?,
         };
         Ok(Self {
             url: url.trim_end_matches('/').to_owned(),

@@ -221,6 +221,7 @@ async fn listen(
     let (token, token_file) = token(organism, base)?;
     let address = listener.local_addr().map_err(HostError::System)?;
     let recovered = pump.recovered();
+    remember(address, &token);
     println!(
         "agentpump: listening on http://{address} (token in {}); the history viewer is at http://{address}/",
         token_file.display()
@@ -250,6 +251,17 @@ async fn listen(
     )
     .await
     .map_err(HostError::System)
+}
+
+/// Records `token` for the CLI's commands run from any folder ([`super::known_hosts`]); a
+/// host that cannot record it says so in the log and goes on (the token file still works).
+pub(super) fn remember(address: std::net::SocketAddr, token: &str) {
+    match super::known_hosts::record(address, token) {
+        Ok(file) => tracing::debug!(file = %file.display(), "recorded the token for the CLI"),
+        Err(e) => {
+            tracing::warn!("cannot record the token for the CLI (commands need --token-file): {e}")
+        }
+    }
 }
 
 /// The organism's API token and the file it is kept in (made on first use).

@@ -2,10 +2,12 @@
 //! process group of its own that ends with the call ([`group`](kill_all)).
 
 mod group;
+mod program;
 
 pub use group::kill_all;
+pub use program::locate;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
@@ -238,7 +240,7 @@ impl CommandTool {
         ))
     }
 
-    fn command(&self, program: &str, args: &[String], stdin: bool) -> tokio::process::Command {
+    fn command(&self, program: &Path, args: &[String], stdin: bool) -> tokio::process::Command {
         let mut cmd = tokio::process::Command::new(program);
         cmd.args(args)
             .current_dir(&self.config.cwd)
@@ -307,9 +309,13 @@ impl Tool for CommandTool {
         if let Some(refusal) = self.denied(call, args.iter().chain(&stdin)) {
             return Err(refusal);
         }
+        // Found on the host's PATH: the child's own environment may have none (`env`).
+        let path = std::env::var_os("PATH");
+        let located = locate(&program, &self.config.cwd, path.as_deref())
+            .map_err(|e| call.error(ErrorType::Failed, format!("cannot run `{program}`: {e}")))?;
         let started = Instant::now();
         let mut child = self
-            .command(&program, &args, stdin.is_some())
+            .command(&located, &args, stdin.is_some())
             .spawn()
             .map_err(|e| call.error(ErrorType::Failed, format!("cannot run `{program}`: {e}")))?;
         let (feed, out, err) = (child.stdin.take(), child.stdout.take(), child.stderr.take());

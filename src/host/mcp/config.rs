@@ -28,7 +28,9 @@ pub struct McpSection {
     pub tools: Option<Vec<String>>,
     /// How long one call may take, in milliseconds (default 30 000).
     pub timeout_ms: Option<u64>,
-    /// Environment variables passed to a stdio server (default: none).
+    /// Environment variables passed to a stdio server, beside those every stdio server
+    /// inherits ([`INHERITED`](super::launch::INHERITED): `HOME`, `LOGNAME`, `PATH`, `SHELL`,
+    /// `TERM`, `USER`); default: none more.
     #[serde(default)]
     pub env: Vec<String>,
     /// The stdio server's working directory, relative to the organism file (default: its
@@ -127,11 +129,7 @@ impl McpSection {
                 "[[mcp]] `{name}`: `headers` and `token_env` are for `url` servers; pass a stdio server what it needs with `env`"
             ));
         }
-        let env = self
-            .env
-            .iter()
-            .filter_map(|var| std::env::var(var).ok().map(|value| (var.clone(), value)))
-            .collect();
+        let env = super::launch::environment(&self.env, |var| std::env::var(var).ok());
         Ok(Transport::Stdio {
             program: program.clone(),
             args: args.to_vec(),
@@ -217,8 +215,8 @@ mod tests {
     }
 
     #[test]
-    fn a_stdio_server_gets_only_the_variables_it_names() {
-        let config = section("name = \"fs\"\ncommand = [\"srv\", \"-v\"]\nenv = [\"PATH\", \"AGENTPUMP_TEST_UNSET_VAR\"]")
+    fn a_stdio_server_gets_the_inherited_few_and_the_variables_it_names() {
+        let config = section("name = \"fs\"\ncommand = [\"srv\", \"-v\"]\nenv = [\"PATH\", \"CARGO\", \"AGENTPUMP_TEST_UNSET_VAR\"]")
             .unwrap();
         let Transport::Stdio {
             program,
@@ -230,8 +228,12 @@ mod tests {
             panic!("stdio");
         };
         assert_eq!((program.as_str(), args), ("srv", vec!["-v".to_owned()]));
-        assert_eq!(env.len(), 1);
-        assert_eq!(env[0].0, "PATH");
+        let names: Vec<&str> = env.iter().map(|(k, _)| k.as_str()).collect();
+        let inherited = super::super::launch::INHERITED
+            .into_iter()
+            .filter(|v| std::env::var(v).is_ok());
+        let expected: Vec<&str> = inherited.chain(["CARGO"]).collect();
+        assert_eq!(names, expected, "cargo sets CARGO for its tests");
         assert_eq!(cwd, Path::new("/o/."));
         assert_eq!(config.timeout, DEFAULT_TIMEOUT);
     }

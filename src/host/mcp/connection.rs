@@ -354,7 +354,10 @@ async fn connect(config: &ServerConfig, relist: &Arc<Notify>) -> Result<Service,
             env,
             cwd,
         } => {
-            let mut command = tokio::process::Command::new(program);
+            let path = std::env::var_os("PATH");
+            let located = crate::listeners::command::locate(program, cwd, path.as_deref())
+                .map_err(|e| failed(format!("cannot start `{program}`: {e}")))?;
+            let mut command = tokio::process::Command::new(&located);
             command
                 .args(args)
                 .env_clear()
@@ -364,7 +367,7 @@ async fn connect(config: &ServerConfig, relist: &Arc<Notify>) -> Result<Service,
             let (transport, stderr) = rmcp::transport::TokioChildProcess::builder(command)
                 .stderr(std::process::Stdio::piped())
                 .spawn()
-                .map_err(|e| failed(format!("cannot start `{program}`: {e}")))?;
+                .map_err(|e| failed(format!("cannot start `{}`: {e}", located.display())))?;
             if let Some(stderr) = stderr {
                 tokio::spawn(log_stderr(name.clone(), stderr));
             }
