@@ -91,7 +91,7 @@ impl User {
         String::from_utf8(out.stdout).unwrap()
     }
 
-    /// Starts `agentpump ARGS` in `dir` as a host and waits for its "listening on" line.
+    /// Starts `agentpump ARGS` in `dir` as a host and waits for the line giving its URL.
     fn host(&self, dir: &Path, args: &[&str]) -> Host {
         let log = self
             .scratch
@@ -114,7 +114,11 @@ impl User {
                     std::fs::read_to_string(&log).unwrap_or_default()
                 );
             };
-            if let Some(rest) = line.strip_prefix("agentpump: listening on ") {
+            // `run`: "listening on http://…"; `view`: "viewing FILE read-only at http://…/?token=…".
+            let at = line
+                .strip_prefix("agentpump: listening on ")
+                .or_else(|| line.split_once(" read-only at ").map(|(_, url)| url));
+            if let Some(rest) = at {
                 break rest.split_whitespace().next().unwrap().to_owned();
             }
             assert!(Instant::now() < deadline, "no listening line");
@@ -408,4 +412,117 @@ fn the_llm_worker_task_project_initialises_and_checks() {
     user.ok(&project, &["tasks", "init", "--root", "."]);
     let checked = user.ok(&project, &["tasks", "check", "--root", "."]);
     assert!(!checked.is_empty());
+}
+
+/// The README's journey, in its order: `agentpump demo` in an empty folder (what it lists, what
+/// it leaves), `agentpump view` over its file, `agentpump run` of the demo organism, a command
+/// call that waits for a person, `agentpump inbox` and `agentpump answer` from another folder,
+/// the thread going on, and an MCP client posting and reading over HTTP with the token the host
+/// recorded for the user.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_readme_journey_from_demo_to_an_approval_and_an_mcp_client() {
+    let user = User::new("readme");
+    let work = user.home().join("work");
+    std::fs::create_dir_all(&work).unwrap();
+
+    // `agentpump demo`: eight root threads listed, only the database (and the loop's
+    // workspace) left beside it.
+    let shown = user.ok(&work, &["demo"]);
+    let ran: Vec<&str> = shown
+        .lines()
+        .skip_while(|l| !l.starts_with("What ran"))
+        .skip(1)
+        .take_while(|l| !l.is_empty())
+        .collect();
+    assert_eq!(ran.len(), 8, "{shown}");
+    let mut left: Vec<String> = std::fs::read_dir(&work)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    left.sort();
+    assert_eq!(left, ["agentpump-demo-loop", "agentpump-demo.db"]);
+
+    // `agentpump view --db agentpump-demo.db`: the URL it prints opens the history.
+    let view = user.host(
+        &work,
+        &["view", "--db", "agentpump-demo.db", "--addr", "127.0.0.1:0"],
+    );
+    let (base, token) = view.url.split_once("/?token=").unwrap();
+    let client = support::http_client();
+    let threads = client
+        .get(format!("{base}/view/threads"))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(threads.status(), 200);
+    assert!(threads.text().await.unwrap().contains("halted"));
+    view.stop();
+
+    // `agentpump run`, then a call that waits for a person, answered from another folder.
+    let repo = user.repo();
+    let host = user.host(
+        &repo,
+        &["run", "listeners/demo/organism.toml", "--port", "0"],
+    );
+    let call = r#"<call xmlns="urn:agentpump:tool:v1" tool="command" id="d1"><arg name="program">echo</arg><arg name="args" type="json">["deploying", "v1.2"]</arg></call>"#;
+    std::fs::write(work.join("deploy.xml"), call).unwrap();
+    let receipt = user.ok(&work, &["send", "deploy.xml", "--url", &host.url]);
+    let receipt: serde_json::Value = serde_json::from_str(receipt.lines().next().unwrap()).unwrap();
+    let thread = receipt["thread"].as_str().unwrap().to_owned();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let request = loop {
+        let listed = user.ok(&work, &["inbox", "--url", &host.url, "--format", "json"]);
+        let listed: serde_json::Value = serde_json::from_str(&listed).unwrap();
+        if let Some(first) = listed.as_array().and_then(|a| a.first()) {
+            break first["id"].as_str().unwrap().to_owned();
+        }
+        assert!(Instant::now() < deadline, "no request in the inbox");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    user.ok(
+        &work,
+        &[
+            "answer",
+            &request,
+            "--approve",
+            "--by",
+            "alice",
+            "--url",
+            &host.url,
+        ],
+    );
+    let second = user.agentpump(
+        &work,
+        &["answer", &request, "--approve", "--url", &host.url],
+    );
+    assert!(!second.status.success(), "a second answer is refused");
+    let settled = user.ok(&work, &["history", &thread, "--url", &host.url]);
+    assert!(
+        settled.contains("deploying v1.2"),
+        "the command ran: {settled}"
+    );
+
+    // An MCP client over HTTP with the token the host recorded for the user.
+    if let Some(python) = mcp_python() {
+        let port = host.url.rsplit(':').next().unwrap();
+        let recorded = user.home().join(format!(
+            ".local/state/agentpump/hosts/127.0.0.1_{port}.token"
+        ));
+        let token = std::fs::read_to_string(recorded).unwrap();
+        let mcp = format!("{}/mcp", host.url);
+        let steps = mcp_client(
+            &user,
+            &python,
+            &[
+                "http",
+                &mcp,
+                token.trim(),
+                r#"<sqrt xmlns="urn:agentpump:demo:v1" target="2"/>"#,
+            ],
+        );
+        let history = &steps.iter().find(|s| s["step"] == "history").unwrap()["result"];
+        assert!(history.to_string().contains("1.41421356"), "{history}");
+    }
+    host.stop();
 }

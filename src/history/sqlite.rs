@@ -561,10 +561,43 @@ fn unavailable(path: &Path, e: rusqlite::Error) -> HistoryError {
 }
 
 impl Drop for SqliteHistory {
-    /// Closes the store (see [`SqliteHistory::close`]); a failure is logged.
+    /// Closes the store (see [`SqliteHistory::close`]); a failure is logged. A store that
+    /// wrote the file then leaves it alone, without the `-wal` and `-shm` files beside it.
     fn drop(&mut self) {
-        if let Err(e) = self.close() {
-            tracing::error!(error = %e, "closing the history store");
+        // Only a store opened to write has a lookup connection, closed or not.
+        let wrote = self
+            .order
+            .get_mut()
+            .unwrap_or_else(|p| p.into_inner())
+            .lookup
+            .is_some();
+        match self.close() {
+            Ok(()) if wrote => self.remove_wal_files(),
+            Ok(()) => {}
+            Err(e) => tracing::error!(error = %e, "closing the history store"),
+        }
+    }
+}
+
+impl SqliteHistory {
+    /// SQLite removes the `-wal` and `-shm` files when the last connection to the file closes,
+    /// but only a connection that may write can: the read-only ones close first, then one that
+    /// may write reads the file and closes last. Another process reading the file keeps them.
+    fn remove_wal_files(&mut self) {
+        if let Ok(memory) = Connection::open_in_memory() {
+            let reader = self.reader.get_mut().unwrap_or_else(|p| p.into_inner());
+            drop(std::mem::replace(reader, memory));
+        }
+        let order = self.order.get_mut().unwrap_or_else(|p| p.into_inner());
+        drop(order.lookup.take());
+        let Ok(last) = Connection::open(&self.path) else {
+            return;
+        };
+        let closed = last
+            .query_row("PRAGMA user_version", [], |row| row.get::<_, i64>(0))
+            .and_then(move |_| last.close().map_err(|(_, e)| e));
+        if let Err(e) = closed {
+            tracing::debug!(error = %e, "the history's -wal and -shm files stay");
         }
     }
 }

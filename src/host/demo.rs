@@ -148,7 +148,9 @@ async fn drive(
     };
     // Then a person in the loop: a call held for approval, answered by the demo itself.
     let waited = match started {
-        Ok(roots) => approval::run(&pump).await.map(|(_, text)| (roots, text)),
+        Ok(roots) => approval::run(&pump)
+            .await
+            .map(|(held, text)| (roots, held, text)),
         Err(e) => Err(e),
     };
     // Shown after the shutdown, which drains every thread and waits for every runner and
@@ -156,12 +158,12 @@ async fn drive(
     // its answer not yet in history. The count below includes the shutdown records, so it is
     // the count `verify` prints.
     pump.shutdown(Duration::from_secs(5)).await;
-    let (roots, approval) = waited?;
+    let (roots, held, approval) = waited?;
     let mut text = format!(
         "agentpump demo — every message below is in {}\n\n",
         db.display()
     );
-    text.push_str(&show(&pump, &roots).await?);
+    text.push_str(&show(&pump, &roots, held).await?);
     text.push_str(&show_loop(&pump, roots[5], &loop_workspace(db)).await?);
     text.push_str(&approval);
     let verified = pump.verify().await?;
@@ -259,14 +261,21 @@ fn remove_database(db: &Path) -> Result<(), HostError> {
     Ok(())
 }
 
-async fn show(pump: &PumpHandle, roots: &[ThreadId]) -> Result<String, HostError> {
+/// What ran: the root threads of [`STARTS`], then `held`, the thread whose call waited for a
+/// person; each with its tree.
+async fn show(pump: &PumpHandle, roots: &[ThreadId], held: ThreadId) -> Result<String, HostError> {
     let mut out = String::new();
     let _ = writeln!(out, "What ran (one root thread each):");
-    for ((what, _, _), root) in STARTS.iter().zip(roots) {
+    let what = STARTS
+        .iter()
+        .map(|(what, _, _)| *what)
+        .chain([approval::WHAT]);
+    let every: Vec<ThreadId> = roots.iter().copied().chain([held]).collect();
+    for (what, root) in what.zip(&every) {
         let _ = writeln!(out, "  {}  {what}", &root.to_string()[..8]);
     }
     let _ = writeln!(out, "\nThread tree:");
-    for &root in roots {
+    for &root in &every {
         for t in pump.tree(root) {
             let indent = "  ".repeat(t.depth as usize + 1);
             let why = if t.depth == 0 && t.state == crate::ThreadState::Idle {
