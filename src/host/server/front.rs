@@ -174,6 +174,8 @@ pub async fn serve_front(
 enum Destination {
     /// The writer of this partition.
     One(usize),
+    /// A new thread: this partition first, then any other that takes it.
+    New(usize),
     /// Every partition, the answers merged (a list).
     Every(merge::List),
     /// Each partition in turn until one answers other than 404.
@@ -209,7 +211,7 @@ fn destination(front: &Front, method: &Method, uri: &Uri, body: &[u8]) -> Destin
         // An envelope naming its thread goes where that thread is.
         (&Method::POST, ["threads"]) => match named_thread(body, front.max_body) {
             Some(thread) => Destination::One(Partition::of(thread, count as u32) as usize),
-            None => Destination::One(front.next_new()),
+            None => Destination::New(front.next_new()),
         },
         (&Method::GET, ["threads"]) => Destination::Every(merge::List::Threads),
         (&Method::GET, ["inbox"]) => Destination::Every(merge::List::Inbox),
@@ -278,6 +280,7 @@ async fn route(State(front): State<Front>, request: Request) -> Response {
     };
     let answer = match destination(&front, &parts.method, &parts.uri, &sent.body) {
         Destination::One(partition) => front.exchange(partition, &sent).await,
+        Destination::New(first) => front.create(first, &sent).await,
         Destination::Every(list) => Ok(merge::every(&front, list, &sent).await),
         Destination::Seek => front.seek(&sent).await,
         Destination::Events => events::every(&front, &sent).await,
@@ -329,12 +332,51 @@ impl Front {
             .unwrap_or(0)
     }
 
+    /// A new thread, to `first` and, while a partition refuses it having accepted nothing —
+    /// no writer, its writer not reached, or its `503` (a hand-back, a failing disk, a
+    /// shutdown) — to each other written partition in turn: a new thread is refused only when
+    /// no partition takes it, with the last refusal. An answer that may mean the thread was
+    /// started (any other, or a writer that stopped answering mid-way) is returned as it is.
+    async fn create(&self, first: usize, sent: &Sent<'_>) -> Result<Response, Response> {
+        let count = self.writers.len();
+        let mut refused = None;
+        for partition in (0..count).map(|i| (first + i) % count) {
+            if partition != first && self.writers[partition].borrow().is_none() {
+                continue;
+            }
+            let why = match self.forward(partition, sent).await {
+                Ok(answer) if answer.status() != StatusCode::SERVICE_UNAVAILABLE => {
+                    return Ok(answer);
+                }
+                Ok(answer) => answer,
+                Err(Refused::Untouched(answer)) => answer,
+                Err(Refused::Unknown(answer)) => return Err(answer),
+            };
+            tracing::info!(
+                partition,
+                status = why.status().as_u16(),
+                "a new thread goes to another partition: this one did not take it"
+            );
+            refused = Some(why);
+        }
+        // `first` is always asked: there is a refusal.
+        Err(refused.unwrap_or_else(|| StatusCode::SERVICE_UNAVAILABLE.into_response()))
+    }
+
     /// `sent` answered by the writer of `partition`: in this process when it is this host,
     /// else over HTTP (the body streamed back as it comes); with the writer's address.
     async fn exchange(&self, partition: usize, sent: &Sent<'_>) -> Result<Response, Response> {
+        self.forward(partition, sent)
+            .await
+            .map_err(Refused::into_response)
+    }
+
+    /// [`Front::exchange`], its refusals told apart by whether the request may have reached
+    /// a pump.
+    async fn forward(&self, partition: usize, sent: &Sent<'_>) -> Result<Response, Refused> {
         let writer = self
             .writer(partition)
-            .map_err(IntoResponse::into_response)?;
+            .map_err(|p| Refused::Untouched(p.into_response()))?;
         let local = self.locals.get(partition).and_then(|l| l.borrow().clone());
         let mut answer = match local {
             Some(router) => {
@@ -345,7 +387,8 @@ impl Front {
                     .map_err(|e| {
                         let detail =
                             format!("the path and query cannot be passed on to the pump: {e}");
-                        Problem::new(StatusCode::BAD_REQUEST, "bad-query", detail).into_response()
+                        let problem = Problem::new(StatusCode::BAD_REQUEST, "bad-query", detail);
+                        Refused::Unknown(problem.into_response())
                     })?;
                 // The request as it came, `Host` included (`/mcp` checks it), less the
                 // framing of the connection it came on.
@@ -393,7 +436,7 @@ impl Front {
     }
 
     /// `sent` to the writer at `writer`, its answer as this host's.
-    async fn over_http(&self, writer: &str, sent: &Sent<'_>) -> Result<Response, Response> {
+    async fn over_http(&self, writer: &str, sent: &Sent<'_>) -> Result<Response, Refused> {
         let url = format!("{}{}", writer.trim_end_matches('/'), sent.path);
         let answer = self
             .client
@@ -403,12 +446,18 @@ impl Front {
             .send()
             .await
             .map_err(|e| {
-                Problem::new(
+                let answer = Problem::new(
                     StatusCode::BAD_GATEWAY,
                     "writer-unreachable",
                     format!("the writer at {writer} did not answer: {e}"),
                 )
-                .into_response()
+                .into_response();
+                // Not connected: the request never left this host.
+                if e.is_connect() {
+                    Refused::Untouched(answer)
+                } else {
+                    Refused::Unknown(answer)
+                }
             })?;
         Ok(streamed(answer))
     }
@@ -429,6 +478,22 @@ impl Front {
             }
         }
         unreached.map_or(Ok(last), Err)
+    }
+}
+
+/// Why a forwarded request got no answer from a pump.
+enum Refused {
+    /// It reached no pump: no writer is known, or its writer could not be connected to.
+    Untouched(Response),
+    /// It may have reached one (the writer stopped answering mid-way).
+    Unknown(Response),
+}
+
+impl Refused {
+    fn into_response(self) -> Response {
+        match self {
+            Self::Untouched(answer) | Self::Unknown(answer) => answer,
+        }
     }
 }
 
@@ -487,11 +552,78 @@ mod tests {
         let uri: Uri = uri.parse().unwrap();
         match destination(front, &method, &uri, body.as_bytes()) {
             Destination::One(p) => format!("one {p}"),
+            Destination::New(p) => format!("new {p}"),
             Destination::Every(list) => format!("every {list:?}"),
             Destination::Seek => "seek".to_owned(),
             Destination::Events => "events".to_owned(),
             Destination::Tree(p) => format!("tree {p}"),
         }
+    }
+
+    /// A writer on loopback that answers every request with `status`; its address.
+    async fn writer_answering(status: StatusCode) -> String {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = format!("http://{}", listener.local_addr().unwrap());
+        let app = Router::new().fallback(move || async move { status.into_response() });
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        address
+    }
+
+    /// An address nothing listens on.
+    async fn closed_address() -> String {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        format!("http://{}", listener.local_addr().unwrap())
+    }
+
+    fn front_of(writers: Vec<Option<String>>) -> Front {
+        let writers = writers.into_iter().map(|w| watch::channel(w).1).collect();
+        Front {
+            writers: Arc::new(writers),
+            ..front()
+        }
+    }
+
+    async fn new_thread(front: &Front) -> Response {
+        let request = Request::post("/threads")
+            .body(Body::from(r#"<say xmlns="urn:example:v1"/>"#))
+            .unwrap();
+        route(State(front.clone()), request).await
+    }
+
+    /// Issue 48: "new threads are refused while other partitions are healthy". A partition
+    /// whose writer cannot be connected to, one that answers 503 and one without a writer are
+    /// passed over; the thread goes to the partition that takes it, whichever comes first.
+    #[tokio::test]
+    async fn a_new_thread_goes_to_a_partition_that_takes_it() {
+        crate::listeners::llm::install_tls_provider();
+        let taking = writer_answering(StatusCode::CREATED).await;
+        let writers = vec![
+            Some(closed_address().await),
+            Some(writer_answering(StatusCode::SERVICE_UNAVAILABLE).await),
+            None,
+            Some(taking.clone()),
+        ];
+        let front = front_of(writers);
+        for _ in 0..4 {
+            let answer = new_thread(&front).await;
+            assert_eq!(answer.status(), StatusCode::CREATED);
+            assert_eq!(answer.headers()[FORWARDED_FROM], taking.as_str());
+        }
+        // None takes it: the last refusal, as it came.
+        let front = front_of(vec![
+            Some(closed_address().await),
+            Some(writer_answering(StatusCode::SERVICE_UNAVAILABLE).await),
+        ]);
+        let answer = new_thread(&front).await;
+        assert!(
+            [StatusCode::BAD_GATEWAY, StatusCode::SERVICE_UNAVAILABLE].contains(&answer.status())
+        );
+        // An answer that may mean the thread was started is not asked again elsewhere.
+        let failing = writer_answering(StatusCode::INTERNAL_SERVER_ERROR).await;
+        let front = front_of(vec![Some(failing.clone()), Some(taking)]);
+        let answer = new_thread(&front).await;
+        assert_eq!(answer.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        assert_eq!(answer.headers()[FORWARDED_FROM], failing.as_str());
     }
 
     #[test]
@@ -527,7 +659,7 @@ mod tests {
         assert_eq!(one(Method::GET, "/health"), "one 0");
         // New threads go to written partitions only (partition 2 has no writer), in turn.
         let new: Vec<String> = (0..4).map(|_| one(Method::POST, "/threads")).collect();
-        assert_eq!(new, ["one 0", "one 1", "one 0", "one 1"]);
+        assert_eq!(new, ["new 0", "new 1", "new 0", "new 1"]);
         // An envelope naming its thread goes to that thread's partition.
         let envelope = format!(
             r#"<message xmlns="urn:agentpump:envelope:v1"><meta><thread>{in_two}</thread></meta><say xmlns="urn:example:v1"/></message>"#
