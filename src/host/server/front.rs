@@ -15,6 +15,7 @@
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 use axum::Router;
 use axum::body::{Body, Bytes};
@@ -36,6 +37,14 @@ mod tree;
 
 /// The header a forwarded answer carries: the writer it came from.
 pub const FORWARDED_FROM: &str = "agentpump-forwarded-from";
+
+/// How long a writer may take to accept a forwarded request's connection: past it, the
+/// request was not sent (a new thread goes to another partition).
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// How long a writer may take to begin its answer to a forwarded request (beyond the
+/// `wait_ms` the request asks for): past it, `504 writer-timeout`.
+pub const ANSWER_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Headers that belong to one connection, never forwarded either way.
 const HOP_BY_HOP: [HeaderName; 5] = [
@@ -85,6 +94,8 @@ struct Front {
     max_body: usize,
     /// The partition the next new thread goes to.
     turn: Arc<AtomicUsize>,
+    /// How long a writer may take to begin an answer ([`ANSWER_TIMEOUT`]).
+    answer_timeout: Duration,
     /// True once the front shuts down: merged event streams end then.
     stopping: watch::Receiver<bool>,
 }
@@ -113,6 +124,7 @@ pub async fn serve_front(
     crate::listeners::llm::install_tls_provider();
     let client = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
+        .connect_timeout(CONNECT_TIMEOUT)
         .build()
         .map_err(std::io::Error::other)?;
     let (stop, stopping) = watch::channel(false);
@@ -126,6 +138,7 @@ pub async fn serve_front(
         client,
         max_body,
         turn: Arc::new(AtomicUsize::new(0)),
+        answer_timeout: ANSWER_TIMEOUT,
         stopping,
     };
     let mut app = Router::new();
@@ -406,7 +419,7 @@ impl Front {
                     Err(never) => match never {},
                 }
             }
-            None => self.over_http(&writer, sent).await?,
+            None => self.over_http(partition, &writer, sent).await?,
         };
         if let Ok(from) = HeaderValue::from_str(&writer) {
             answer.headers_mut().insert(FORWARDED_FROM, from);
@@ -435,30 +448,52 @@ impl Front {
         serde_json::from_slice(&body).map_err(|e| unreadable(&e))
     }
 
-    /// `sent` to the writer at `writer`, its answer as this host's.
-    async fn over_http(&self, writer: &str, sent: &Sent<'_>) -> Result<Response, Refused> {
+    /// `sent` to `partition`'s writer at `writer`, its answer as this host's: refused when
+    /// the writer cannot be connected to within [`CONNECT_TIMEOUT`], or has not begun its
+    /// answer within the front's answer timeout ([`ANSWER_TIMEOUT`]; plus the `wait_ms` the
+    /// request asks it to wait).
+    async fn over_http(
+        &self,
+        partition: usize,
+        writer: &str,
+        sent: &Sent<'_>,
+    ) -> Result<Response, Refused> {
         let url = format!("{}{}", writer.trim_end_matches('/'), sent.path);
-        let answer = self
+        let waits = sent
+            .path
+            .split_once('?')
+            .and_then(|(_, query)| query_value(Some(query), "wait_ms"))
+            .and_then(|ms| ms.parse().ok())
+            .map_or(Duration::ZERO, Duration::from_millis);
+        let limit = self.answer_timeout + waits;
+        let sending = self
             .client
             .request(sent.method.clone(), &url)
             .headers(end_to_end(sent.headers))
             .body(sent.body.clone())
-            .send()
-            .await
-            .map_err(|e| {
-                let answer = Problem::new(
-                    StatusCode::BAD_GATEWAY,
-                    "writer-unreachable",
-                    format!("the writer at {writer} did not answer: {e}"),
-                )
-                .into_response();
-                // Not connected: the request never left this host.
-                if e.is_connect() {
-                    Refused::Untouched(answer)
-                } else {
-                    Refused::Unknown(answer)
-                }
-            })?;
+            .send();
+        let Ok(answered) = tokio::time::timeout(limit, sending).await else {
+            let detail = format!(
+                "partition {partition}'s writer at {writer} began no answer within {} ms (paused, or overloaded); what was sent may have been accepted: read it back before sending it again",
+                limit.as_millis()
+            );
+            let problem = Problem::new(StatusCode::GATEWAY_TIMEOUT, "writer-timeout", detail);
+            return Err(Refused::Unknown(problem.into_response()));
+        };
+        let answer = answered.map_err(|e| {
+            let answer = Problem::new(
+                StatusCode::BAD_GATEWAY,
+                "writer-unreachable",
+                format!("partition {partition}'s writer at {writer} did not answer: {e}"),
+            )
+            .into_response();
+            // Not connected: the request never left this host.
+            if e.is_connect() {
+                Refused::Untouched(answer)
+            } else {
+                Refused::Unknown(answer)
+            }
+        })?;
         Ok(streamed(answer))
     }
 
@@ -544,6 +579,7 @@ mod tests {
             client: reqwest::Client::builder().build().unwrap(),
             max_body: 1 << 20,
             turn: Arc::new(AtomicUsize::new(0)),
+            answer_timeout: ANSWER_TIMEOUT,
             stopping: watch::channel(false).1,
         }
     }
@@ -624,6 +660,45 @@ mod tests {
         let answer = new_thread(&front).await;
         assert_eq!(answer.status(), StatusCode::INTERNAL_SERVER_ERROR);
         assert_eq!(answer.headers()[FORWARDED_FROM], failing.as_str());
+    }
+
+    /// Issue 48: "a request forwarded to a paused writer hangs until the client gives up". A
+    /// writer that takes the connection and never answers (as a SIGSTOPped one does: the kernel
+    /// accepts for it) is a `504 writer-timeout` naming the partition; a new thread is not
+    /// sent elsewhere then (it may have been accepted); a `wait_ms` lengthens the limit.
+    #[tokio::test]
+    async fn a_writer_that_never_answers_is_a_timeout_naming_its_partition() {
+        crate::listeners::llm::install_tls_provider();
+        let paused = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let writer = format!("http://{}", paused.local_addr().unwrap());
+        let taking = writer_answering(StatusCode::CREATED).await;
+        let front = Front {
+            answer_timeout: Duration::from_millis(200),
+            ..front_of(vec![Some(writer), Some(taking)])
+        };
+        let answer = new_thread(&front).await;
+        assert_eq!(answer.status(), StatusCode::GATEWAY_TIMEOUT);
+        let body = axum::body::to_bytes(answer.into_body(), 1 << 16)
+            .await
+            .unwrap();
+        let problem: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(problem["code"], "writer-timeout");
+        let detail = problem["detail"].as_str().unwrap();
+        assert!(
+            detail.starts_with("partition 0's writer at http://127.0.0.1:"),
+            "{detail}"
+        );
+        assert!(detail.contains("within 200 ms"), "{detail}");
+        let thread = Partition::new(0, 2).unwrap().new_thread();
+        let request = Request::get(format!("/threads/{thread}/settled?wait_ms=300"))
+            .body(Body::empty())
+            .unwrap();
+        let answer = route(State(front.clone()), request).await;
+        let body = axum::body::to_bytes(answer.into_body(), 1 << 16)
+            .await
+            .unwrap();
+        assert!(String::from_utf8_lossy(&body).contains("within 500 ms"));
+        drop(paused);
     }
 
     #[test]
