@@ -8,7 +8,8 @@
 //! is this host; the viewer's tree of a thread gets its descendants on other partitions added,
 //! `front/tree.rs`), a new thread to a partition this host writes, a list to every partition (the
 //! answers merged), the inbox's event stream from every partition (merged event by event), an
-//! answer to the inbox to each partition until one knows the request. `/mcp` is the host's own
+//! answer to the inbox to each partition until one knows the request, `/health` to every
+//! partition (`front/health.rs`: each one's writer and whether it takes writes). `/mcp` is the host's own
 //! MCP server there, its tool calls going through these same routes (`front/mcp.rs`). A
 //! partition nobody writes yet answers `503 standby` (problem JSON, `Retry-After: 1`).
 
@@ -31,6 +32,7 @@ use crate::ThreadId;
 use crate::thread::Partition;
 
 mod events;
+mod health;
 mod mcp;
 mod merge;
 mod tree;
@@ -198,6 +200,11 @@ enum Destination {
     /// The viewer's tree of a thread (`GET /view/threads/{id}`): its partition's, with its
     /// descendants on other partitions added.
     Tree(usize),
+    /// `GET /health`: every partition's writer and whether it takes writes (`?ready`: all must).
+    Health {
+        /// Whether every partition must take writes for a `200`.
+        ready: bool,
+    },
 }
 
 fn destination(front: &Front, method: &Method, uri: &Uri, body: &[u8]) -> Destination {
@@ -234,7 +241,10 @@ fn destination(front: &Front, method: &Method, uri: &Uri, body: &[u8]) -> Destin
         (&Method::GET, ["inbox", "events"]) => Destination::Events,
         (&Method::GET, ["view", "organism"]) => Destination::Every(merge::List::Organism),
         (&Method::POST, ["inbox", _]) => Destination::Seek,
-        // The rest (health, the viewer's files, the organism, tasks) is the same everywhere.
+        (&Method::GET, ["health"]) => Destination::Health {
+            ready: query_value(uri.query(), "ready").is_some(),
+        },
+        // The rest (the viewer's files, the organism, tasks) is the same everywhere.
         _ => Destination::One(0),
     }
 }
@@ -298,6 +308,7 @@ async fn route(State(front): State<Front>, request: Request) -> Response {
         Destination::Seek => front.seek(&sent).await,
         Destination::Events => events::every(&front, &sent).await,
         Destination::Tree(partition) => tree::whole(&front, partition, &sent).await,
+        Destination::Health { ready } => Ok(health::every(&front, &sent, ready).await),
     };
     answer.unwrap_or_else(std::convert::identity)
 }
@@ -593,6 +604,7 @@ mod tests {
             Destination::Seek => "seek".to_owned(),
             Destination::Events => "events".to_owned(),
             Destination::Tree(p) => format!("tree {p}"),
+            Destination::Health { ready } => format!("health ready={ready}"),
         }
     }
 
@@ -701,6 +713,59 @@ mod tests {
         drop(paused);
     }
 
+    async fn get(front: &Front, path: &str) -> (StatusCode, serde_json::Value) {
+        let request = Request::get(path).body(Body::empty()).unwrap();
+        let answer = route(State(front.clone()), request).await;
+        let status = answer.status();
+        let body = axum::body::to_bytes(answer.into_body(), 1 << 16)
+            .await
+            .unwrap();
+        (status, serde_json::from_slice(&body).unwrap())
+    }
+
+    /// Issue 48: "`/health` is answered by partition 0's writer, so it said ok on every host
+    /// while another partition had no writer". It names each partition's writer and state;
+    /// `?ready` is 200 only when every partition takes writes.
+    #[tokio::test]
+    async fn health_reports_every_partition_and_ready_needs_them_all() {
+        crate::listeners::llm::install_tls_provider();
+        let ok = writer_answering(StatusCode::OK).await;
+        let failing = writer_answering(StatusCode::SERVICE_UNAVAILABLE).await;
+        let front = front_of(vec![Some(ok.clone()), None, Some(failing.clone())]);
+        let (status, health) = get(&front, "/health").await;
+        assert_eq!(status, StatusCode::OK, "{health}");
+        assert_eq!(health["status"], "degraded");
+        let states: Vec<(&str, &str)> = health["partitions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| {
+                (
+                    p["writer"].as_str().unwrap_or("-"),
+                    p["status"].as_str().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            states,
+            [
+                (ok.as_str(), "ok"),
+                ("-", "no-writer"),
+                (failing.as_str(), "http-503")
+            ]
+        );
+        let (status, problem) = get(&front, "/health?ready").await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(problem["code"], "not-ready");
+        assert_eq!(problem["partitions"].as_array().unwrap().len(), 3);
+        let front = front_of(vec![Some(ok.clone()), Some(ok.clone())]);
+        let (status, health) = get(&front, "/health?ready").await;
+        assert_eq!((status, &health["status"]), (StatusCode::OK, &"ok".into()));
+        let front = front_of(vec![None, Some(failing)]);
+        let (status, problem) = get(&front, "/health").await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{problem}");
+    }
+
     #[test]
     fn each_request_goes_where_its_thread_or_its_list_is() {
         crate::listeners::llm::install_tls_provider();
@@ -731,7 +796,8 @@ mod tests {
         assert_eq!(one(Method::GET, "/view/threads?limit=5"), "every Roots");
         assert_eq!(one(Method::GET, "/inbox"), "every Inbox");
         assert_eq!(one(Method::POST, "/inbox/abc"), "seek");
-        assert_eq!(one(Method::GET, "/health"), "one 0");
+        assert_eq!(one(Method::GET, "/health"), "health ready=false");
+        assert_eq!(one(Method::GET, "/health?ready"), "health ready=true");
         // New threads go to written partitions only (partition 2 has no writer), in turn.
         let new: Vec<String> = (0..4).map(|_| one(Method::POST, "/threads")).collect();
         assert_eq!(new, ["new 0", "new 1", "new 0", "new 1"]);

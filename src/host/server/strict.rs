@@ -29,6 +29,8 @@ fn query_keys(method: &Method, path: &str) -> &'static [&'static str] {
         ("/view/threads/{id}/process", _) => &["after", "limit"],
         ("/view/totals", _) => &["by", "limit"],
         ("/view/organism", _) => &["thread"],
+        // A pump alone is ready when it is healthy: `?ready` asks the same of it.
+        ("/health", _) => &["ready"],
         _ => &[],
     }
 }
