@@ -32,8 +32,9 @@ struct Listed {
     role: String,
     description: String,
     accepts: Vec<String>,
-    /// The last payload of an accepted root this listener was sent in the history read, or a
-    /// skeleton of its first root.
+    /// The last payload of an accepted root this listener was sent in the history read, else
+    /// the one its registration gives (a tool's call, a process's trigger), else a skeleton of
+    /// its first root.
     example: String,
 }
 
@@ -81,7 +82,7 @@ pub(crate) async fn organism(
                 role: l.listener_role().as_str().to_owned(),
                 description: l.about().to_owned(),
                 accepts: l.roots().iter().map(ToString::to_string).collect(),
-                example: example(&records, l.name(), l.roots()),
+                example: example(&records, l.name(), l.roots(), l.example_payload()),
             })
             .collect(),
         // Over a history file: the listeners the history names, without what only a running
@@ -96,7 +97,7 @@ pub(crate) async fn organism(
                     role: String::new(),
                     description: String::new(),
                     accepts: Vec::new(),
-                    example: example(&records, n, &[]),
+                    example: example(&records, n, &[], None),
                 })
                 .collect()
         }
@@ -173,14 +174,20 @@ async fn newest_records(viewer: &Viewer) -> Result<Vec<Record>, Problem> {
 }
 
 /// The newest payload sent to `listener` with one of `roots` (any root when none are known),
-/// else a skeleton of its first root.
-fn example(records: &[Record], listener: &str, roots: &[QName]) -> String {
+/// else `registered` (the listener's own example), else a skeleton of its first root.
+fn example(
+    records: &[Record],
+    listener: &str,
+    roots: &[QName],
+    registered: Option<&str>,
+) -> String {
     records
         .iter()
         .rev()
         .filter(|r| r.kind == RecordKind::Message && r.to.as_deref() == Some(listener))
         .find(|r| roots.is_empty() || roots.contains(&r.root))
         .map(|r| r.payload.to_string())
+        .or_else(|| registered.map(str::to_owned))
         .or_else(|| {
             roots.first().map(|q| match q.namespace() {
                 "" => format!("<{}/>", q.local()),
