@@ -76,9 +76,19 @@ export async function showOrganism(thread, api, $) {
 // and Send; into `thread`, or a new thread when it is null. `sent(answer)` runs after a 2xx.
 let listing = null;
 
+// GET /view/organism, read once per page load: the listeners and their examples do not change
+// while it is open.
+async function organism(api) {
+  return listing || (listing = await api("/view/organism"));
+}
+
+// The organism's listeners (name, role, accepted roots, example).
+export async function listeners(api) {
+  return (await organism(api)).listeners;
+}
+
 export async function compose(box, thread, api, sent) {
-  // One read per page load: the listeners and their examples do not change while it is open.
-  const data = listing || (listing = await api("/view/organism"));
+  const data = await organism(api);
   if (!data.live) { box.replaceChildren(); return false; }
   const id = thread ? "send" : "start";
   const pick = el("select", { id: `${id}-to`, name: "to" }, ...data.listeners.map((l) => el("option", { value: l.name, text: l.name })));
