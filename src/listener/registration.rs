@@ -436,6 +436,19 @@ impl Registration {
         &self.description
     }
 
+    /// The listeners this one may address, as declared (see [`Registration::peers`]).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use agentpump::{Registration, listeners::Echo};
+    /// let echo = Registration::new("echo", Echo).peers(["calculator"]);
+    /// assert_eq!(echo.declared_peers().collect::<Vec<_>>(), ["calculator"]);
+    /// ```
+    pub fn declared_peers(&self) -> impl Iterator<Item = &str> {
+        self.peers.iter().map(|p| &**p)
+    }
+
     /// The example payload set with [`Registration::example`], if any.
     ///
     /// # Example

@@ -1,7 +1,9 @@
 //! `GET /view/organism[?thread=ID]`: the organism as the page draws it — its listeners (name,
 //! role, what it does, the roots it accepts, an example payload), the routes messages actually
-//! took (from → to, counted over one thread's tree, or over the newest root threads), and on a
-//! live host the listener that holds the thread's next delivery.
+//! took (from → to, counted over one thread's tree, or over the newest root threads), on a live
+//! host the routes its listeners declare (their peers, drawn before any traffic) and the
+//! listener that holds the thread's next delivery. Over a history file a listener's accepted
+//! roots are the roots the history sent it.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -46,6 +48,13 @@ struct Route {
     count: u64,
 }
 
+/// A route a listener declares: it may address `to` (one of its peers).
+#[derive(Debug, Serialize, Deserialize)]
+struct Declared {
+    from: String,
+    to: String,
+}
+
 /// The answer.
 #[derive(Debug, Serialize, Deserialize)]
 pub(crate) struct Organism {
@@ -55,6 +64,9 @@ pub(crate) struct Organism {
     thread: Option<ThreadId>,
     listeners: Vec<Listed>,
     routes: Vec<Route>,
+    /// The routes the listeners declare (a live host; none over a history file).
+    #[serde(default)]
+    declared: Vec<Declared>,
     /// The listener holding the thread's next (or running) delivery, on a live host.
     current: Option<String>,
 }
@@ -96,7 +108,7 @@ pub(crate) async fn organism(
                     name: n.to_owned(),
                     role: String::new(),
                     description: String::new(),
-                    accepts: Vec::new(),
+                    accepts: received(&records, n),
                     example: example(&records, n, &[], None),
                 })
                 .collect()
@@ -116,11 +128,21 @@ pub(crate) async fn organism(
         .into_iter()
         .map(|((from, to), count)| Route { from, to, count })
         .collect();
+    let mut declared = Vec::new();
+    if let Some(pump) = &viewer.pump {
+        for l in pump.listeners().iter() {
+            declared.extend(l.declared_peers().map(|to| Declared {
+                from: l.name().to_owned(),
+                to: to.to_owned(),
+            }));
+        }
+    }
     let answer = Organism {
         live: viewer.pump.is_some(),
         thread: which.thread,
         listeners,
         routes,
+        declared,
         current,
     };
     Ok(Json(answer).into_response())
@@ -171,6 +193,16 @@ async fn newest_records(viewer: &Viewer) -> Result<Vec<Record>, Problem> {
         records.extend(tree_records(viewer, root.info.id).await?);
     }
     Ok(records)
+}
+
+/// The roots of the messages the history sent `listener`, each once, in name order.
+fn received(records: &[Record], listener: &str) -> Vec<String> {
+    let roots: BTreeSet<String> = records
+        .iter()
+        .filter(|r| r.kind == RecordKind::Message && r.to.as_deref() == Some(listener))
+        .map(|r| r.root.to_string())
+        .collect();
+    roots.into_iter().collect()
 }
 
 /// The newest payload sent to `listener` with one of `roots` (any root when none are known),
