@@ -93,7 +93,7 @@ async fn an_edited_replay_delivers_the_edit_and_verify_proves_it() {
     assert_eq!(&*records[1].payload, edit, "the edit is delivered");
     assert_eq!(
         support::egress(&pump, fork).await,
-        [edit.clone()],
+        std::slice::from_ref(&edit),
         "and answered"
     );
     pump.shutdown(std::time::Duration::from_secs(5)).await;
