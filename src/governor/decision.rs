@@ -57,6 +57,10 @@ pub(crate) struct Fork {
     pub mode: ForkMode,
     /// The source seqs carried over as context, in order (none in first-message mode).
     pub carried: Vec<u64>,
+    /// When the message delivered again was edited: the SHA-256 (hex) of the payload
+    /// delivered instead of the source's. The delivered record is then a new message from
+    /// the client, proven by this digest, not a copy.
+    pub edited: Option<String>,
     /// The new thread's budget.
     pub budget: Budget,
 }
@@ -140,6 +144,9 @@ impl Decision {
                     let seqs: Vec<String> = f.carried.iter().map(u64::to_string).collect();
                     let _ = write!(x, " carried=\"{}\"", seqs.join(" "));
                 }
+                if let Some(edited) = &f.edited {
+                    let _ = write!(x, " edited=\"{edited}\"");
+                }
                 &f.budget
             }
             Self::Returned { thread, spent } => {
@@ -222,6 +229,7 @@ impl Decision {
                     .map(str::parse)
                     .collect::<Result<_, _>>()
                     .ok()?,
+                edited: attribute("edited"),
                 budget,
             }),
             "halt" => Self::Halt {
@@ -282,6 +290,7 @@ mod tests {
                 digest: "ab".repeat(32),
                 mode: ForkMode::Context,
                 carried: vec![1, 2, 5],
+                edited: None,
                 budget: budget.clone(),
             }),
             Decision::Fork(Fork {
@@ -290,6 +299,7 @@ mod tests {
                 digest: "00".repeat(32),
                 mode: ForkMode::FirstMessage,
                 carried: Vec::new(),
+                edited: Some("cd".repeat(32)),
                 budget: Budget::default(),
             }),
             Decision::Halt {

@@ -72,6 +72,7 @@ pub struct Registration {
     pub(crate) name: Arc<str>,
     pub(crate) accepts: Vec<QName>,
     pub(crate) description: String,
+    pub(crate) example: Option<String>,
     pub(crate) peers: Vec<Arc<str>>,
     pub(crate) role: Role,
     pub(crate) timeout: Duration,
@@ -206,6 +207,7 @@ impl Registration {
             name: Arc::from(name.as_ref()),
             accepts: Vec::new(),
             description: String::new(),
+            example: None,
             peers: Vec::new(),
             role: Role::Tool,
             timeout: Self::DEFAULT_TIMEOUT,
@@ -259,6 +261,21 @@ impl Registration {
     /// ```
     pub fn description(mut self, text: impl Into<String>) -> Self {
         self.description = text.into();
+        self
+    }
+
+    /// Sets a payload this listener accepts from a client, as written: what the viewer's
+    /// compose form offers to start from when the history sent it nothing.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use agentpump::{Registration, listeners::Echo};
+    /// let echo = Registration::new("echo", Echo).example(r#"<say xmlns="urn:example:v1">hi</say>"#);
+    /// assert_eq!(echo.example_payload(), Some(r#"<say xmlns="urn:example:v1">hi</say>"#));
+    /// ```
+    pub fn example(mut self, payload: impl Into<String>) -> Self {
+        self.example = Some(payload.into());
         self
     }
 
@@ -417,6 +434,31 @@ impl Registration {
     /// ```
     pub fn about(&self) -> &str {
         &self.description
+    }
+
+    /// The listeners this one may address, as declared (see [`Registration::peers`]).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use agentpump::{Registration, listeners::Echo};
+    /// let echo = Registration::new("echo", Echo).peers(["calculator"]);
+    /// assert_eq!(echo.declared_peers().collect::<Vec<_>>(), ["calculator"]);
+    /// ```
+    pub fn declared_peers(&self) -> impl Iterator<Item = &str> {
+        self.peers.iter().map(|p| &**p)
+    }
+
+    /// The example payload set with [`Registration::example`], if any.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use agentpump::{Registration, listeners::Echo};
+    /// assert_eq!(Registration::new("echo", Echo).example_payload(), None); // none given
+    /// ```
+    pub fn example_payload(&self) -> Option<&str> {
+        self.example.as_deref()
     }
 
     /// The role.

@@ -47,6 +47,10 @@ use crate::{QName, Registration, Role as ListenerRole};
 /// `<verdict>`, `<progress>`.
 pub const LOOP_NS: &str = "urn:agentpump:loop:v1";
 
+/// The `<run>` a client may start a loop with (the schema's own example): what the viewer's
+/// compose form offers for a loop listener.
+const EXAMPLE: &str = include_str!("../../schemas/examples/loop-run.xml");
+
 /// The loop controller. See the module documentation.
 #[derive(Clone)]
 pub struct PhucLoop {
@@ -92,7 +96,8 @@ impl PhucLoop {
             Registration::new(name, self)
                 .role(ListenerRole::Agent)
                 .peers(roles)
-                .description("runs a phuc-loop (seed 002): Scout, Solver, Skeptic per iteration"),
+                .description("runs a phuc-loop (seed 002): Scout, Solver, Skeptic per iteration")
+                .example(EXAMPLE.trim_end()),
             Registration::accepts,
         )
     }

@@ -2,10 +2,14 @@
 //! one. Its first record is a `fork` decision naming the source thread, the record's seq and
 //! chain digest; in context mode the source's conversation before that record follows,
 //! copied and re-chained (already delivered: recorded, never queued), and the chosen message is
-//! delivered again, from the client, to the listener it went to or the one given.
+//! delivered again, from the client, to the listener it went to or the one given — as it was,
+//! or edited: then the decision names the edited payload's SHA-256, and the delivered record
+//! is a new message, not a copy.
 
 use std::collections::HashMap;
 use std::sync::Arc;
+
+use sha2::{Digest as _, Sha256};
 
 use super::PumpHandle;
 use super::route::{Refusal, Route, Sender};
@@ -13,7 +17,7 @@ use super::tx::{Place, Tx};
 use crate::governor::{Budget, Decision, Fork, ForkMode};
 use crate::history::{HistoryError, Record, RecordKind, is_carried};
 use crate::listener::Target;
-use crate::{Envelope, MessageId, ThreadId};
+use crate::{Envelope, EnvelopeError, MessageId, Payload, QName, ThreadId};
 
 /// How to fork: the mode, and optionally another listener or budget.
 #[derive(Debug, Clone, Default)]
@@ -24,6 +28,9 @@ pub struct ForkOptions {
     pub listener: Option<String>,
     /// The new thread's limits; unset ones are the governor policy's (default: the policy's).
     pub budget: Option<Budget>,
+    /// The message to deliver instead of the record's: the edited payload, checked like a
+    /// post (default, or the same text: the record's message as it was).
+    pub payload: Option<String>,
 }
 
 /// Why a thread cannot be forked.
@@ -48,6 +55,9 @@ pub enum ForkError {
         /// Its kind.
         kind: RecordKind,
     },
+    /// The edited message is not a payload the pump accepts (not XML, over a limit, …).
+    #[error("the edited message is not a payload: {0}")]
+    InvalidPayload(EnvelopeError),
     /// The listener asked for is not registered.
     #[error("no listener {0}")]
     UnknownListener(String),
@@ -114,6 +124,13 @@ impl PumpHandle {
             .map_err(|_| ForkError::UnknownThread(thread))?;
         let records = self.shared.store.thread(source.id, 0).await?;
         let plan = plan(thread, &records, at, options.mode)?;
+        let edited = match options.payload {
+            Some(text) if *text != *plan.message.payload => Some(
+                Payload::parse(&text, &self.shared.config.limits)
+                    .map_err(ForkError::InvalidPayload)?,
+            ),
+            _ => None,
+        };
         let listener = match (&options.listener, &plan.message.to) {
             (Some(name), _) => name.clone(),
             (None, Some(to)) => to.to_string(),
@@ -125,7 +142,8 @@ impl PumpHandle {
                 });
             }
         };
-        let target = self.target(plan.message, &listener)?;
+        let root = edited.as_ref().map_or(&plan.message.root, Payload::qname);
+        let target = self.target(plan.message.seq, root, &listener)?;
         let policy = &self.shared.config.governor.budget;
         let budget = options
             .budget
@@ -136,9 +154,17 @@ impl PumpHandle {
             digest: hex::encode(plan.chosen.digest),
             mode: options.mode,
             carried: plan.carried.iter().map(|r| r.seq).collect(),
+            edited: edited
+                .as_ref()
+                .map(|p| hex::encode(Sha256::digest(p.as_str()))),
             budget: budget.clone(),
         });
-        let (id, committed) = self.start_fork(&plan, &decision, &budget, (target, listener))?;
+        let delivered = Delivered {
+            target,
+            listener,
+            edited,
+        };
+        let (id, committed) = self.start_fork(&plan, &decision, &budget, delivered)?;
         self.shared
             .await_commit(id, committed)
             .await
@@ -146,19 +172,20 @@ impl PumpHandle {
         Ok(id)
     }
 
-    /// The listener index for re-delivering `message` to `listener`, as the router decides.
-    fn target(&self, message: &Record, listener: &str) -> Result<usize, ForkError> {
+    /// The listener index for delivering record `seq` (a message of root `root`) again to
+    /// `listener`, as the router decides.
+    fn target(&self, seq: u64, root: &QName, listener: &str) -> Result<usize, ForkError> {
         let routes = &self.shared.routes;
         if routes.index_of(listener).is_none() {
             return Err(ForkError::UnknownListener(listener.to_owned()));
         }
         let target = Target::Listener(listener.to_owned());
         let refused = |why: String| ForkError::Refused {
-            seq: message.seq,
+            seq,
             listener: listener.to_owned(),
             why,
         };
-        match routes.route(Sender::Client, &target, &message.root) {
+        match routes.route(Sender::Client, &target, root) {
             Ok(Route::Listeners(targets)) => targets
                 .into_iter()
                 .next()
@@ -174,7 +201,7 @@ impl PumpHandle {
         plan: &Plan<'_>,
         decision: &Decision,
         budget: &Budget,
-        (target, listener): (usize, String),
+        delivered: Delivered,
     ) -> Result<(ThreadId, Result<crate::history::Ticket, HistoryError>), ForkError> {
         let shared = &self.shared;
         let _admitting = shared
@@ -195,15 +222,18 @@ impl PumpHandle {
             tx.record(&mut inner, env, record.kind);
         }
         let copied = copy(plan.message, entry.id, &mut ids, &shared.config.limits)?;
-        let env = Envelope::new(
-            Arc::clone(&shared.routes.names.client),
-            entry.id,
-            copied.payload().clone(),
-        )
-        .with_id(copied.id())
-        .with_to(Some(Arc::from(listener)))
-        .with_in_reply_to(copied.in_reply_to());
-        tx.queue(&mut inner, Place::Here, env, target, RecordKind::Message);
+        let payload = delivered.edited.unwrap_or_else(|| copied.payload().clone());
+        let env = Envelope::new(Arc::clone(&shared.routes.names.client), entry.id, payload)
+            .with_id(copied.id())
+            .with_to(Some(Arc::from(delivered.listener)))
+            .with_in_reply_to(copied.in_reply_to());
+        tx.queue(
+            &mut inner,
+            Place::Here,
+            env,
+            delivered.target,
+            RecordKind::Message,
+        );
         tx.snapshot(&entry, &inner);
         let committed = tx.commit(shared, (&entry, &mut inner), None);
         if committed.is_ok() {
@@ -211,6 +241,14 @@ impl PumpHandle {
         }
         Ok((entry.id, committed))
     }
+}
+
+/// The message a fork delivers: to which listener (its index and name), and the edited payload
+/// that replaces the source's, if any.
+struct Delivered {
+    target: usize,
+    listener: String,
+    edited: Option<Payload>,
 }
 
 /// What a fork takes from the source: the records carried and the message delivered again.

@@ -95,10 +95,12 @@ pub fn register(tool: impl Tool) -> Registration {
     let adapter = Adapter::new(tool);
     let name = adapter.signature.name.clone();
     let description = adapter.signature.description.clone();
+    let example = adapter.signature.example_call().to_xml();
     Registration::new(name, adapter)
         .accepts(call_root())
         .role(Role::Tool)
         .description(description)
+        .example(example)
 }
 
 /// Answers one delivery for `tool`, as [`Adapter`] does: for a listener that speaks the tool

@@ -77,6 +77,41 @@ impl Signature {
         self
     }
 
+    /// A call of this tool that [`Signature::check`] accepts: each required argument with a
+    /// placeholder of its type (a string argument's own name, `1`, `false`, an empty list or
+    /// object). What the viewer offers to start from.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use agentpump::tool::Signature;
+    /// let s = Signature::new("shout", "says it loudly").arg("text", "string", "what to say", true);
+    /// assert_eq!(s.example_call().to_xml(), r#"<call xmlns="urn:agentpump:tool:v1" tool="shout"><arg name="text">text</arg></call>"#);
+    /// ```
+    pub fn example_call(&self) -> Call {
+        let properties = self.args.get("properties").and_then(Json::as_object);
+        let required = self.args.get("required").and_then(Json::as_array);
+        let mut call = Call::new(&self.name);
+        for name in required.into_iter().flatten().filter_map(Json::as_str) {
+            let ty =
+                properties
+                    .and_then(|p| p.get(name))
+                    .and_then(|schema| match schema.get("type") {
+                        Some(Json::Array(list)) => list.first().and_then(Json::as_str),
+                        t => t.and_then(Json::as_str),
+                    });
+            let value = match ty {
+                Some("number" | "integer") => Value::Num(1.into()),
+                Some("boolean") => Value::Bool(false),
+                Some("array") => Value::List(Vec::new()),
+                Some("object") => Value::Object(std::collections::BTreeMap::new()),
+                _ => Value::Str(name.to_owned()),
+            };
+            call = call.arg(name, value);
+        }
+        call
+    }
+
     /// Checks a call's arguments: every required one present, no unknown one, each of its
     /// declared type (the subset described on [`Signature`]).
     ///

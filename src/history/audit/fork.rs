@@ -1,7 +1,10 @@
 //! A fork proven against its source: what `agentpump verify` checks of every thread whose first
 //! record is a `fork` decision — the record it names exists in the source with that chain
-//! digest, and the records carried as context and the message delivered again are the
-//! source's.
+//! digest, the records carried as context are the source's, and the message delivered again is
+//! the source's — or, when the decision says it was edited, the payload whose SHA-256 it names,
+//! sent from the client.
+
+use sha2::{Digest as _, Sha256};
 
 use super::super::{Record, RecordKind};
 use crate::ThreadId;
@@ -45,6 +48,21 @@ pub enum ForkBreak {
         origin: ThreadId,
         /// The source record.
         seq: u64,
+    },
+    /// The message a fork delivered edited is not the one its decision names.
+    #[error(
+        "fork {fork}: record {record} is not the edited message the fork names (SHA-256 {named}, found {found})"
+    )]
+    Edited {
+        /// The forked thread.
+        fork: ThreadId,
+        /// The record of the fork delivered again.
+        record: u64,
+        /// The SHA-256 (hex) the fork decision names.
+        named: String,
+        /// The SHA-256 (hex) of the record's payload, or `none` when the fork has no such
+        /// record from the client.
+        found: String,
     },
     /// The fork carries other records than the source's context before the record.
     #[error("fork {fork}: carries records {carried:?} of {origin}, its context is {context:?}")]
@@ -119,8 +137,11 @@ pub fn verify_fork(fork: &[Record], source: &[Record]) -> Result<(), ForkBreak> 
             .find(|r| r.kind == RecordKind::Message)
             .unwrap_or(chosen),
     };
-    // Delivered again from the client, to the listener chosen: the message itself is the same.
     let at = 1 + named.carried.len();
+    if let Some(edited) = &named.edited {
+        return check.edited(at, edited);
+    }
+    // Delivered again from the client, to the listener chosen: the message itself is the same.
     check.same(at, delivered, |c, o| {
         (&c.root, &c.payload) == (&o.root, &o.payload)
     })
@@ -159,6 +180,27 @@ impl<'a> Check<'a> {
                 seq: original.seq,
             }),
         }
+    }
+
+    /// Whether the fork's record at position `at` is a message from the client whose payload has
+    /// the SHA-256 `named` (hex): the edited message the decision names.
+    fn edited(&self, at: usize, named: &str) -> Result<(), ForkBreak> {
+        let record = self.fork.get(at).filter(|r| {
+            r.kind == RecordKind::Message && &*r.from == crate::envelope::CLIENT_SENDER
+        });
+        let found = record.map_or_else(
+            || "none".to_owned(),
+            |r| hex::encode(Sha256::digest(r.payload.as_bytes())),
+        );
+        if found == named {
+            return Ok(());
+        }
+        Err(ForkBreak::Edited {
+            fork: self.fork[0].thread,
+            record: record.map_or(0, |r| r.seq),
+            named: named.to_owned(),
+            found,
+        })
     }
 
     /// The records a context fork carries: the source's context before the record

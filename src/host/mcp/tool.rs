@@ -50,10 +50,12 @@ impl McpTool {
     pub fn registration(self) -> Registration {
         let signature = self.current_signature();
         let timeout = self.connection.config().timeout;
+        let example = signature.example_call().to_xml();
         Registration::new(&signature.name, self)
             .accepts(tool::call_root())
             .role(Role::Tool)
             .description(signature.description)
+            .example(example)
             .timeout(timeout)
     }
 

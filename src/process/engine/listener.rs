@@ -97,6 +97,7 @@ impl ProcessListener {
             .collect();
         let triggers = self.triggers();
         let siblings = self.program().trigger_siblings(&name);
+        let example = self.program().example(&name);
         let mut r = Registration::new(&name, self)
             .role(Role::Process)
             .accepts(QName::new(TOOL_NS, "call"))
@@ -108,7 +109,10 @@ impl ProcessListener {
         for root in triggers {
             r = r.accepts(root);
         }
-        r
+        match example {
+            Some(payload) => r.example(payload),
+            None => r,
+        }
     }
 
     /// Process `id` of `program`.

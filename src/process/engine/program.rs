@@ -204,6 +204,42 @@ impl Program {
         out
     }
 
+    /// A payload a client may send to start `process`: its first trigger without a pattern,
+    /// each declared argument an attribute, else a call of it, each argument an `<arg>`; each
+    /// value a placeholder of the argument's type. `None` for no such process.
+    pub(crate) fn example(&self, process: &str) -> Option<String> {
+        let args = &self.processes.get(self.index_of(process)?)?.args;
+        let placeholder = |a: &Arg| match a.ty.as_str() {
+            "Number" => "1".to_owned(),
+            "Boolean" => "false".to_owned(),
+            "JSON" => "null".to_owned(),
+            "ISO8601" => "2026-01-01T00:00:00Z".to_owned(),
+            _ => a.name.name.clone(),
+        };
+        let trigger = self
+            .triggers
+            .iter()
+            .find(|t| t.target == process && t.pattern.is_none());
+        Some(match trigger {
+            Some(t) => {
+                let mut x = format!("<{}", t.root.local());
+                if !t.root.namespace().is_empty() {
+                    x.push_str(&format!(" xmlns=\"{}\"", t.root.namespace()));
+                }
+                for a in args {
+                    x.push_str(&format!(" {}=\"{}\"", a.name.name, placeholder(a)));
+                }
+                x + "/>"
+            }
+            None => args
+                .iter()
+                .fold(crate::tool::Call::new(process), |call, a| {
+                    call.arg(a.name.name.clone(), placeholder(a))
+                })
+                .to_xml(),
+        })
+    }
+
     pub(crate) fn index_of(&self, id: &str) -> Option<usize> {
         self.processes.iter().position(|p| p.id == id)
     }

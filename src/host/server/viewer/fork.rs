@@ -1,7 +1,9 @@
 //! `POST /threads/{id}/fork`: replay from a record (issue 33). The body names the record
 //! (`at`, its seq), the `mode` (`context`, the default, or `first-message`) and optionally
 //! another `listener` and a `budget` (keys as in `[governor.budget]`); the answer is 201 with
-//! the new thread. The viewer's "Replay from here" form posts it with its cookie; a read-only
+//! the new thread. With `payload`, the message delivered again is that text instead of the
+//! record's (an edit, checked like a post: 400 `invalid-payload` naming what is wrong, 422
+//! `refused` for a root the listener does not take); the fork decision names its SHA-256. The viewer's "Replay from here" form posts it with its cookie; a read-only
 //! viewer (`agentpump view`) refuses it with 405 `read-only`.
 
 use axum::Json;
@@ -33,6 +35,8 @@ pub(crate) struct ForkBody {
     listener: Option<String>,
     /// The fork's limits (unset ones: the policy's).
     budget: Option<BudgetBody>,
+    /// The message to deliver instead of the record's (edited).
+    payload: Option<String>,
 }
 
 /// `POST /threads/{id}/fork`: 201 `{"thread": NEW, "forked_from": ID, "at": SEQ}`.
@@ -54,6 +58,7 @@ pub(crate) async fn fork(
         mode: asked.mode.unwrap_or_default(),
         listener: asked.listener,
         budget: asked.budget.map(Budget::from),
+        payload: asked.payload,
     };
     let thread = api.pump.fork(id, at, options).await.map_err(problem)?;
     let answer = serde_json::json!({ "thread": thread, "forked_from": id, "at": at });
@@ -72,6 +77,7 @@ fn problem(e: ForkError) -> Problem {
         ForkError::NotRedeliverable { .. } => {
             (StatusCode::UNPROCESSABLE_ENTITY, "not-redeliverable")
         }
+        ForkError::InvalidPayload(_) => (StatusCode::BAD_REQUEST, "invalid-payload"),
         ForkError::UnknownListener(_) => (StatusCode::UNPROCESSABLE_ENTITY, "unknown-listener"),
         ForkError::Refused { .. } => (StatusCode::UNPROCESSABLE_ENTITY, "refused"),
         ForkError::ShuttingDown => (StatusCode::SERVICE_UNAVAILABLE, "shutting-down"),

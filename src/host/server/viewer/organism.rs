@@ -1,7 +1,9 @@
 //! `GET /view/organism[?thread=ID]`: the organism as the page draws it — its listeners (name,
 //! role, what it does, the roots it accepts, an example payload), the routes messages actually
-//! took (from → to, counted over one thread's tree, or over the newest root threads), and on a
-//! live host the listener that holds the thread's next delivery.
+//! took (from → to, counted over one thread's tree, or over the newest root threads), on a live
+//! host the routes its listeners declare (their peers, drawn before any traffic) and the
+//! listener that holds the thread's next delivery. Over a history file a listener's accepted
+//! roots are the roots the history sent it.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -32,8 +34,9 @@ struct Listed {
     role: String,
     description: String,
     accepts: Vec<String>,
-    /// The last payload of an accepted root this listener was sent in the history read, or a
-    /// skeleton of its first root.
+    /// The last payload of an accepted root this listener was sent in the history read, else
+    /// the one its registration gives (a tool's call, a process's trigger), else a skeleton of
+    /// its first root.
     example: String,
 }
 
@@ -45,6 +48,13 @@ struct Route {
     count: u64,
 }
 
+/// A route a listener declares: it may address `to` (one of its peers).
+#[derive(Debug, Serialize, Deserialize)]
+struct Declared {
+    from: String,
+    to: String,
+}
+
 /// The answer.
 #[derive(Debug, Serialize, Deserialize)]
 pub(crate) struct Organism {
@@ -54,6 +64,9 @@ pub(crate) struct Organism {
     thread: Option<ThreadId>,
     listeners: Vec<Listed>,
     routes: Vec<Route>,
+    /// The routes the listeners declare (a live host; none over a history file).
+    #[serde(default)]
+    declared: Vec<Declared>,
     /// The listener holding the thread's next (or running) delivery, on a live host.
     current: Option<String>,
 }
@@ -81,7 +94,7 @@ pub(crate) async fn organism(
                 role: l.listener_role().as_str().to_owned(),
                 description: l.about().to_owned(),
                 accepts: l.roots().iter().map(ToString::to_string).collect(),
-                example: example(&records, l.name(), l.roots()),
+                example: example(&records, l.name(), l.roots(), l.example_payload()),
             })
             .collect(),
         // Over a history file: the listeners the history names, without what only a running
@@ -95,8 +108,8 @@ pub(crate) async fn organism(
                     name: n.to_owned(),
                     role: String::new(),
                     description: String::new(),
-                    accepts: Vec::new(),
-                    example: example(&records, n, &[]),
+                    accepts: received(&records, n),
+                    example: example(&records, n, &[], None),
                 })
                 .collect()
         }
@@ -115,11 +128,21 @@ pub(crate) async fn organism(
         .into_iter()
         .map(|((from, to), count)| Route { from, to, count })
         .collect();
+    let mut declared = Vec::new();
+    if let Some(pump) = &viewer.pump {
+        for l in pump.listeners().iter() {
+            declared.extend(l.declared_peers().map(|to| Declared {
+                from: l.name().to_owned(),
+                to: to.to_owned(),
+            }));
+        }
+    }
     let answer = Organism {
         live: viewer.pump.is_some(),
         thread: which.thread,
         listeners,
         routes,
+        declared,
         current,
     };
     Ok(Json(answer).into_response())
@@ -172,15 +195,31 @@ async fn newest_records(viewer: &Viewer) -> Result<Vec<Record>, Problem> {
     Ok(records)
 }
 
+/// The roots of the messages the history sent `listener`, each once, in name order.
+fn received(records: &[Record], listener: &str) -> Vec<String> {
+    let roots: BTreeSet<String> = records
+        .iter()
+        .filter(|r| r.kind == RecordKind::Message && r.to.as_deref() == Some(listener))
+        .map(|r| r.root.to_string())
+        .collect();
+    roots.into_iter().collect()
+}
+
 /// The newest payload sent to `listener` with one of `roots` (any root when none are known),
-/// else a skeleton of its first root.
-fn example(records: &[Record], listener: &str, roots: &[QName]) -> String {
+/// else `registered` (the listener's own example), else a skeleton of its first root.
+fn example(
+    records: &[Record],
+    listener: &str,
+    roots: &[QName],
+    registered: Option<&str>,
+) -> String {
     records
         .iter()
         .rev()
         .filter(|r| r.kind == RecordKind::Message && r.to.as_deref() == Some(listener))
         .find(|r| roots.is_empty() || roots.contains(&r.root))
         .map(|r| r.payload.to_string())
+        .or_else(|| registered.map(str::to_owned))
         .or_else(|| {
             roots.first().map(|q| match q.namespace() {
                 "" => format!("<{}/>", q.local()),

@@ -3,6 +3,7 @@
 // source and the fork side by side from the fork point, records that differ marked.
 import { el, parseRoot, GOV } from "/dom.js";
 import { recordItem } from "/panels.js";
+import { listeners } from "/organism.js";
 
 const $ = (id) => document.getElementById(id);
 let ctx = null; // { api, live, thread(), failed }
@@ -28,21 +29,42 @@ function decorate(list) {
   }
 }
 
-// The one replay form, moved under the record whose button was pressed.
-function form(li) {
-  const seq = li.dataset.seq;
-  const to = (li.querySelector(".route").textContent.split("→")[1] || "").trim();
+// The message record `seq` of the open thread delivers again (context mode), or its first
+// message (first-message mode), as the API reads it.
+async function message(seq, mode) {
+  const after = mode === "first-message" ? 0 : seq - 1;
+  const records = await ctx.api(`/view/threads/${ctx.thread()}/records?after=${after}&limit=${mode === "first-message" ? 50 : 1}`);
+  return records.find((r) => r.kind === "message") || records[0];
+}
+
+// The one replay form, moved under the record whose button was pressed: where to start, the
+// listener (one of the organism's, the record's preselected), the message delivered again
+// (editable), a budget; a refusal's problem shown in the form.
+async function form(li) {
+  const seq = Number(li.dataset.seq);
+  const [known, record] = await Promise.all([listeners(ctx.api), message(seq, "context")]);
+  const pick = el("select", { name: "listener" }, ...known.map((l) => el("option", { value: l.name, text: l.name })));
+  pick.value = record.to || "";
+  const payload = el("textarea", { name: "payload", rows: "4", cols: "60", spellcheck: "false" });
+  payload.value = record.payload;
+  const mode = el("select", { name: "mode" },
+    el("option", { value: "context", text: "this record, with the history before it" }),
+    el("option", { value: "first-message", text: "the thread's first message" }));
+  mode.addEventListener("change", () => message(seq, mode.value).then((r) => { payload.value = r.payload; if (r.to) pick.value = r.to; }).catch(ctx.failed));
   const f = el("form", { class: "replay-form", "aria-label": `Replay from record ${seq}` },
-    el("label", {}, "Start from ",
-      el("select", { name: "mode" },
-        el("option", { value: "context", text: "this record, with the history before it" }),
-        el("option", { value: "first-message", text: "the thread's first message" }))),
-    el("label", {}, "Listener ", el("input", { name: "listener", placeholder: to, size: "12" })),
+    el("label", {}, "Start from ", mode),
+    el("label", {}, "Listener ", pick),
+    el("label", { class: "replay-message" }, "Message delivered again (edit it to try another input) ", payload),
     el("label", {}, "Max turns ", el("input", { name: "turns", type: "number", min: "1", size: "6" })),
     el("label", {}, "Max tokens ", el("input", { name: "tokens", type: "number", min: "1", size: "8" })),
     el("button", { type: "submit", text: "Replay" }),
-    el("button", { type: "button", class: "cancel", text: "Cancel" }));
-  f.addEventListener("submit", (e) => { e.preventDefault(); replay(f, Number(seq)).catch(ctx.failed); });
+    el("button", { type: "button", class: "cancel", text: "Cancel" }),
+    el("p", { class: "error replay-error", role: "alert" }));
+  f.addEventListener("submit", (e) => {
+    e.preventDefault();
+    f.querySelector(".replay-error").textContent = "";
+    replay(f, seq).catch((error) => { f.querySelector(".replay-error").textContent = error.detail || error.message; });
+  });
   f.querySelector(".cancel").addEventListener("click", () => close(li));
   return f;
 }
@@ -59,15 +81,20 @@ export function onRecordsClick(event) {
   const li = button.closest("li.rec");
   if (li.querySelector(".replay-form")) { close(li); return; }
   document.querySelectorAll(".replay-form").forEach((f) => close(f.closest("li.rec")));
-  li.querySelector("header").after(form(li));
-  button.setAttribute("aria-expanded", "true");
-  li.querySelector(".replay-form select").focus();
+  form(li).then((f) => {
+    li.querySelector("header").after(f);
+    button.setAttribute("aria-expanded", "true");
+    f.querySelector("select").focus();
+  }).catch(ctx.failed);
 }
 
+// Posts the fork with the message as the form holds it: the host delivers it as it was when
+// unchanged, and records an edit as one.
 async function replay(f, at) {
   const v = (name) => f.elements[name].value.trim();
   const body = { at, mode: v("mode") };
   if (v("listener")) body.listener = v("listener");
+  body.payload = f.elements.payload.value;
   const budget = {};
   for (const k of ["turns", "tokens"]) if (v(k)) budget[k] = Number(v(k));
   if (Object.keys(budget).length) body.budget = budget;
@@ -101,7 +128,7 @@ export async function showCompare(fork) {
   $("c-title").textContent = `Replay of record #${at}`;
   $("c-summary").replaceChildren(
     el("a", { href: `#/thread/${source}`, text: `source ${source.slice(0, 8)}` }), " forked at ",
-    el("span", { text: `#${at}` }), ` (${mode}, ${carried} records carried, digest ${attr(decision.payload, "digest").slice(0, 12)}…) into `,
+    el("span", { text: `#${at}` }), ` (${mode}, ${carried} records carried, digest ${attr(decision.payload, "digest").slice(0, 12)}…${attr(decision.payload, "edited") ? "; the message delivered again was edited" : ""}) into `,
     el("a", { href: `#/thread/${fork}`, text: `fork ${fork.slice(0, 8)}` }));
   const rows = align(before, after);
   const differ = rows.filter(([a, b]) => !a || !b || sameness(a) !== sameness(b)).length;

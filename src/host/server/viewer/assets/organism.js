@@ -1,5 +1,5 @@
-// The organism (issue 33): its listeners, the routes messages took between them (a graph and
-// the same as a list), the listener holding a live thread's next delivery highlighted; and the
+// The organism (issue 33): its listeners, the routes messages took between them and the routes
+// they declare (a graph, layered by depth from the client, and the same as a list), the listener holding a live thread's next delivery highlighted; and the
 // compose forms that start a thread or send into one, a listener's example to start from.
 import { el } from "/dom.js";
 
@@ -13,49 +13,110 @@ function svg(name, attrs, text) {
   return e;
 }
 
-// Nodes on a circle, in name order (the same drawing for the same organism), edges as arrows
-// with their counts, a message to oneself as a loop. For one thread, only who took part; for
-// the organism, every listener. The circle grows with the number of nodes.
+// Columns by route depth from the client, left to right: the client (and the pump's own
+// senders) first, then the listeners nobody else sends to, then each listener one column
+// right of the nearest that sends to it, along the routes taken and the routes declared (the
+// listeners' peers). Within a column, nodes are ordered by the mean row of their neighbours
+// (a few sweeps), which keeps arrows from crossing. A column is as wide as its longest label,
+// a row as tall as a node and its label: no two labels overlap.
+const ROW = 2 * NODE + 30;
+const CHAR = 8; // px per character at the labels' 12px, generously
+
+function layers(names, edges) {
+  const into = new Map(names.map((n) => [n, []])), out = new Map(names.map((n) => [n, []]));
+  for (const [a, b] of edges) if (a !== b) { out.get(a).push(b); into.get(b).push(a); }
+  const outer = new Set(["client", "system", "governor"]);
+  const depth = new Map();
+  const queue = [];
+  for (const n of names) {
+    const d = outer.has(n) ? 0 : into.get(n).every((a) => outer.has(a)) ? 1 : null;
+    if (d !== null) { depth.set(n, d); queue.push(n); }
+  }
+  while (queue.length) {
+    const n = queue.shift();
+    for (const m of out.get(n)) if (!depth.has(m)) { depth.set(m, depth.get(n) + 1); queue.push(m); }
+  }
+  for (const n of names) if (!depth.has(n)) depth.set(n, 1); // only in a cycle nobody starts
+  const columns = [];
+  for (const n of names) (columns[depth.get(n)] ||= []).push(n);
+  const placed = columns.filter(Boolean);
+  // A node's place in its column, centred as drawn (columns are centred vertically).
+  const tallest = Math.max(...placed.map((c) => c.length));
+  const row = new Map();
+  const number = () => placed.forEach((c) => c.forEach((n, i) => row.set(n, i + (tallest - c.length) / 2)));
+  number();
+  const near = new Map(names.map((n) => [n, [...new Set([...into.get(n), ...out.get(n)])].filter((m) => m !== n)]));
+  const mean = (n) => {
+    const ys = near.get(n).map((m) => row.get(m));
+    return ys.length ? ys.reduce((s, y) => s + y, 0) / ys.length : row.get(n);
+  };
+  for (let sweep = 0; sweep < 8; sweep++) {
+    for (const c of sweep % 2 ? [...placed].reverse() : placed) {
+      const key = new Map(c.map((n) => [n, mean(n)]));
+      c.sort((a, b) => key.get(a) - key.get(b) || a.localeCompare(b));
+      number();
+    }
+  }
+  return placed;
+}
+
 function graph(data) {
+  const declared = data.thread ? [] : (data.declared || []);
   const taking = data.routes.flatMap((r) => [r.from, r.to]).concat(data.current ? [data.current] : []);
-  const names = [...new Set(data.thread ? taking : [...data.listeners.map((l) => l.name), ...taking])].sort();
-  const R = Math.max(110, (names.length * (2 * NODE + 30)) / (2 * Math.PI));
-  const W = 2 * R + 200, H = 2 * R + 110;
-  const at = new Map(names.map((n, i) => {
-    const a = (2 * Math.PI * i) / Math.max(names.length, 1) - Math.PI / 2;
-    return [n, [W / 2 + R * Math.cos(a), H / 2 + R * Math.sin(a)]];
-  }));
+  const names = [...new Set(data.thread ? taking : [...data.listeners.map((l) => l.name), ...taking, ...declared.flatMap((d) => [d.from, d.to])])].sort();
+  const edges = [...data.routes.map((r) => [r.from, r.to]), ...declared.map((d) => [d.from, d.to])];
+  const columns = layers(names, edges);
+  const widths = columns.map((c) => Math.max(2 * NODE, ...c.map((n) => n.length * CHAR)) + 40);
+  const tallest = Math.max(1, ...columns.map((c) => c.length));
+  const W = widths.reduce((s, w) => s + w, 0) + 20, H = tallest * ROW + 40;
+  const at = new Map();
+  let x = 10;
+  columns.forEach((c, i) => {
+    const top = 20 + ((tallest - c.length) * ROW) / 2;
+    c.forEach((n, j) => at.set(n, [x + widths[i] / 2, top + j * ROW + NODE]));
+    x += widths[i];
+  });
   const root = svg("svg", { viewBox: `0 0 ${W} ${H}`, width: W, class: "org-graph", id: "org-svg", role: "img", "aria-labelledby": "org-svg-title" });
-  root.append(svg("title", { id: "org-svg-title" }, `The organism: ${names.length} participants, ${data.routes.length} routes taken${data.current ? `; ${data.current} holds the next delivery` : ""}`));
+  root.append(svg("title", { id: "org-svg-title" }, `The organism: ${names.length} participants, ${data.routes.length} routes taken, ${declared.length} declared${data.current ? `; ${data.current} holds the next delivery` : ""}`));
   const defs = svg("defs", {});
   const marker = svg("marker", { id: "org-arrow", viewBox: "0 0 10 10", refX: 10, refY: 5, markerWidth: 7, markerHeight: 7, orient: "auto-start-reverse" });
   marker.append(svg("path", { d: "M 0 0 L 10 5 L 0 10 z", class: "org-head" }));
   defs.append(marker);
   root.append(defs);
-  for (const r of data.routes) {
-    const [x1, y1] = at.get(r.from), [x2, y2] = at.get(r.to);
-    const g = svg("g", { class: "org-edge", "data-from": r.from, "data-to": r.to, "data-count": r.count });
-    if (r.from === r.to) {
-      g.append(svg("circle", { cx: x1, cy: y1 - NODE - 10, r: 10, class: "org-line" }));
-      g.append(svg("text", { x: x1 + 14, y: y1 - NODE - 14, class: "org-count" }, String(r.count)));
-    } else {
-      const d = Math.hypot(x2 - x1, y2 - y1) || 1, ux = (x2 - x1) / d, uy = (y2 - y1) / d;
-      // A little to the side, so a → b and b → a are two lines.
-      const ox = -uy * 4, oy = ux * 4;
-      g.append(svg("line", { x1: x1 + ux * NODE + ox, y1: y1 + uy * NODE + oy, x2: x2 - ux * NODE + ox, y2: y2 - uy * NODE + oy, class: "org-line", "marker-end": "url(#org-arrow)" }));
-      g.append(svg("text", { x: (x1 + x2) / 2 + ox * 3, y: (y1 + y2) / 2 + oy * 3, class: "org-count", "text-anchor": "middle" }, String(r.count)));
-    }
-    root.append(g);
-  }
+  const taken = new Set(data.routes.map((r) => `${r.from}\u0000${r.to}`));
+  // A declared route not (yet) taken: dashed, no count.
+  for (const d of declared.filter((d) => !taken.has(`${d.from}\u0000${d.to}`))) root.append(edge(at, d.from, d.to, null, "org-edge declared"));
+  for (const r of data.routes) root.append(edge(at, r.from, r.to, r.count, "org-edge"));
   for (const n of names) {
-    const [x, y] = at.get(n);
+    const [cx, cy] = at.get(n);
     const current = n === data.current;
     const g = svg("g", { class: `org-node${current ? " current" : ""}`, "data-name": n });
-    g.append(svg("circle", { cx: x, cy: y, r: NODE }));
-    g.append(svg("text", { x, y: y + NODE + 14, "text-anchor": "middle" }, n));
+    g.append(svg("circle", { cx, cy, r: NODE }));
+    g.append(svg("text", { x: cx, y: cy + NODE + 14, "text-anchor": "middle", class: "org-label" }, n));
     root.append(g);
   }
   return root;
+}
+
+// An arrow from `a` to `b` (a curve when it goes back or stays in its column), its count
+// beside it; a message to oneself is a loop above the node.
+function edge(at, a, b, count, cls) {
+  const [x1, y1] = at.get(a), [x2, y2] = at.get(b);
+  const g = svg("g", { class: cls, "data-from": a, "data-to": b, ...(count === null ? {} : { "data-count": count }) });
+  if (a === b) {
+    g.append(svg("circle", { cx: x1, cy: y1 - NODE - 8, r: 8, class: "org-line" }));
+    if (count !== null) g.append(svg("text", { x: x1 + 12, y: y1 - NODE - 12, class: "org-count" }, String(count)));
+    return g;
+  }
+  const d = Math.hypot(x2 - x1, y2 - y1) || 1, ux = (x2 - x1) / d, uy = (y2 - y1) / d;
+  // Forward arrows a little to the side (a → b and b → a are two lines); others bow out.
+  const bow = x2 > x1 ? 4 : 40;
+  const ox = -uy * bow, oy = ux * bow;
+  const [sx, sy, ex, ey] = [x1 + ux * NODE, y1 + uy * NODE, x2 - ux * NODE, y2 - uy * NODE];
+  const [mx, my] = [(sx + ex) / 2 + ox, (sy + ey) / 2 + oy];
+  g.append(svg("path", { d: `M ${sx} ${sy} Q ${mx} ${my} ${ex} ${ey}`, class: "org-line", "marker-end": "url(#org-arrow)" }));
+  if (count !== null) g.append(svg("text", { x: mx, y: my - 3, class: "org-count", "text-anchor": "middle" }, String(count)));
+  return g;
 }
 
 // GET /view/organism[?thread=ID], drawn into the Organism view.
@@ -64,21 +125,36 @@ export async function showOrganism(thread, api, $) {
   $("org-title").textContent = thread ? "Organism: the routes of one thread" : "Organism";
   $("org-note").replaceChildren(thread
     ? el("span", {}, "Routes counted over ", el("a", { href: `#/thread/${thread}` }, "this thread"), " and the threads below it", data.current ? `; ${data.current} holds its next delivery.` : ".")
-    : `Routes counted over the newest root threads and their children.`);
+    : "Routes counted over the newest root threads and their children, in columns by depth from the client; dashed: a route a listener declares (its peers) that none of them took.");
   $("org-graph").replaceChildren(graph(data));
   $("org-routes").replaceChildren(...data.routes.map((r) => el("li", { "data-from": r.from, "data-to": r.to, "data-count": String(r.count) }, `${r.from} → ${r.to}: ${r.count}`)));
+  // A column nobody has a value in (over a history file: role and what it does) is left out.
+  const columns = [["role", (l) => l.role], ["accepts", (l) => l.accepts.join(" ")], ["description", (l) => l.description]]
+    .filter(([, value]) => data.listeners.some((l) => value(l)));
+  const head = $("org-listeners").tHead.rows[0];
+  for (const th of head.querySelectorAll("th[data-column]")) th.hidden = !columns.some(([key]) => key === th.dataset.column);
   $("org-listeners").tBodies[0].replaceChildren(...data.listeners.map((l) => el("tr", { "data-name": l.name, class: l.name === data.current ? "current" : null },
     el("th", { scope: "row" }, l.name, l.name === data.current ? el("span", { class: "badge warn", "aria-current": "step", text: "next delivery" }) : null),
-    el("td", { text: l.role }), el("td", { text: l.accepts.join(" ") }), el("td", { text: l.description }))));
+    ...columns.map(([key, value]) => el("td", { "data-column": key, text: value(l) })))));
 }
 
 // A compose form in `box`: a listener to pick (its example fills the payload), the payload,
 // and Send; into `thread`, or a new thread when it is null. `sent(answer)` runs after a 2xx.
 let listing = null;
 
+// GET /view/organism, read once per page load: the listeners and their examples do not change
+// while it is open.
+async function organism(api) {
+  return listing || (listing = await api("/view/organism"));
+}
+
+// The organism's listeners (name, role, accepted roots, example).
+export async function listeners(api) {
+  return (await organism(api)).listeners;
+}
+
 export async function compose(box, thread, api, sent) {
-  // One read per page load: the listeners and their examples do not change while it is open.
-  const data = listing || (listing = await api("/view/organism"));
+  const data = await organism(api);
   if (!data.live) { box.replaceChildren(); return false; }
   const id = thread ? "send" : "start";
   const pick = el("select", { id: `${id}-to`, name: "to" }, ...data.listeners.map((l) => el("option", { value: l.name, text: l.name })));

@@ -1,0 +1,129 @@
+//! The whole-organism graph in a real browser (issue 47): laid out in columns by depth from
+//! the client, no two labels overlapping; on a fresh host the routes
+//! the listeners declare are drawn (dashed) before any traffic; over a history file the
+//! listeners table has no empty column. Headless Chromium, axe-core on each view (see
+//! tests/viewer.rs for what the browser tests need).
+
+mod support;
+
+#[path = "viewer/browser.rs"]
+#[allow(dead_code)] // a test file uses part of the browser helpers
+mod browser;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use agentpump::PumpHandle;
+use browser::Browser;
+use support::Scratch;
+
+const TOKEN: &str = "viewer-organism-token-0123456789";
+
+/// The demo organism on a SQLite history in `scratch`; with `used`, its demo threads settled.
+async fn demo(scratch: &Scratch, used: bool) -> PumpHandle {
+    let agentpump = std::path::Path::new(env!("CARGO_BIN_EXE_agentpump"));
+    let mut organism = agentpump::host::demo::organism(agentpump).unwrap();
+    organism.set_base(&scratch.0);
+    let store = organism.open_store_at(&scratch.db()).unwrap();
+    let pump = organism
+        .start_builder("listeners/demo/organism.toml")
+        .await
+        .unwrap()
+        .history(Arc::new(store))
+        .build()
+        .unwrap();
+    if used {
+        for (_, to, payload) in agentpump::host::demo::STARTS {
+            let root = pump.post(None, Some(to), payload).await.unwrap().thread();
+            tokio::time::timeout(Duration::from_secs(30), pump.settle(root))
+                .await
+                .expect("demo thread settles");
+        }
+    }
+    pump
+}
+
+/// Pairs of node labels whose boxes intersect in the graph shown.
+const GEOMETRY: &str = "
+  const labels = [...document.querySelectorAll('#org-svg .org-node text')].map(t => [t.textContent, t.getBBox()]);
+  const overlaps = [];
+  for (let i = 0; i < labels.length; i++) for (let j = i + 1; j < labels.length; j++) {
+    const [a, p] = labels[i], [b, q] = labels[j];
+    if (p.x < q.x + q.width && q.x < p.x + p.width && p.y < q.y + q.height && q.y < p.y + p.height) overlaps.push(a + ' / ' + b);
+  }
+  return { overlaps };";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_organism_graph_is_layered_and_shows_declared_routes_before_any_traffic() {
+    // A fresh host: no traffic, the declared routes drawn dashed.
+    let scratch = Scratch::new("viewer-organism-fresh");
+    let fresh = demo(&scratch, false).await;
+    let base = support::serve(&fresh, TOKEN, 1024 * 1024).await;
+    let b = Browser::start(&scratch, false).await;
+    b.goto(&format!("{base}/?token={TOKEN}#/organism")).await;
+    b.until(
+        "the organism's graph",
+        "document.querySelectorAll('#org-svg .org-node').length > 10",
+    )
+    .await;
+    b.until(
+        "newton's declared route to the calculator, dashed",
+        "!!document.querySelector(\"#org-svg .org-edge.declared[data-from='newton'][data-to='calculator']\")",
+    )
+    .await;
+    let taken = b
+        .eval("return [...document.querySelectorAll('#org-svg .org-edge:not(.declared)')].map(e => e.dataset.from + ' → ' + e.dataset.to)")
+        .await;
+    assert_eq!(
+        taken,
+        serde_json::json!(["system → (any)"]),
+        "no route taken yet but the pump's boot notice"
+    );
+    let dashed = b
+        .eval("return getComputedStyle(document.querySelector('#org-svg .org-edge.declared .org-line')).strokeDasharray")
+        .await;
+    assert_ne!(dashed, "none", "declared routes are drawn differently");
+    let geometry = b.eval(GEOMETRY).await;
+    assert_eq!(geometry["overlaps"], serde_json::json!([]), "{geometry}");
+    b.axe("organism, fresh host").await;
+    b.close().await;
+
+    // After the demo: every listener, routes taken; labels apart.
+    let scratch = Scratch::new("viewer-organism-used");
+    let used = demo(&scratch, true).await;
+    let base = support::serve(&used, TOKEN, 1024 * 1024).await;
+    let b = Browser::start(&scratch, false).await;
+    b.goto(&format!("{base}/?token={TOKEN}#/organism")).await;
+    b.until(
+        "the organism's graph with routes taken",
+        "document.querySelectorAll('#org-svg .org-edge:not(.declared)').length > 10",
+    )
+    .await;
+    let geometry = b.eval(GEOMETRY).await;
+    assert_eq!(geometry["overlaps"], serde_json::json!([]), "{geometry}");
+    b.axe("organism after the demo").await;
+
+    // Over the history file: no listeners-table column is empty.
+    let view = browser::View::start(&scratch.db());
+    b.goto(&format!("{}#/organism", view.url)).await;
+    b.until(
+        "the listeners table over the file",
+        "document.querySelectorAll('#org-listeners tbody tr').length > 5",
+    )
+    .await;
+    let table = b
+        .eval(
+            "const t = document.getElementById('org-listeners'); \
+             const shown = [...t.tHead.rows[0].cells].filter(c => !c.hidden).length; \
+             return { shown, rows: [...t.tBodies[0].rows].map(r => [r.cells.length, [...r.cells].filter(c => !c.textContent.trim()).map(c => c.dataset.column || 'name')]) }",
+        )
+        .await;
+    let shown = table["shown"].as_u64().unwrap();
+    assert!(shown >= 2, "the names and what the history knows: {table}");
+    for row in table["rows"].as_array().unwrap() {
+        assert_eq!(row[0].as_u64(), Some(shown), "{table}");
+        assert_eq!(row[1], serde_json::json!([]), "an empty cell: {table}");
+    }
+    b.axe("organism over a history file").await;
+    b.close_clean().await;
+}
