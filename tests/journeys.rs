@@ -11,6 +11,10 @@
 
 mod support;
 
+#[path = "viewer/browser.rs"]
+#[allow(dead_code)]
+mod browser;
+
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -525,4 +529,78 @@ async fn the_readme_journey_from_demo_to_an_approval_and_an_mcp_client() {
         assert!(history.to_string().contains("1.41421356"), "{history}");
     }
     host.stop();
+}
+
+/// The README's viewer journey in Chromium, against `agentpump run` as a user starts it: sign
+/// in with the token the host recorded, start a thread from the example the page offers for a
+/// process listener (the user changes its value), see its answer, and find the thread again by
+/// a text inside a payload — the answer's miles.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_viewer_starts_a_thread_from_its_example_and_finds_it_by_its_text() {
+    let user = User::new("viewer");
+    let repo = user.repo();
+    let host = tokio::task::block_in_place(|| {
+        user.host(
+            &repo,
+            &["run", "listeners/demo/organism.toml", "--port", "0"],
+        )
+    });
+    let port = host.url.rsplit(':').next().unwrap().to_owned();
+    let recorded = user.home().join(format!(
+        ".local/state/agentpump/hosts/127.0.0.1_{port}.token"
+    ));
+    let token = std::fs::read_to_string(recorded).unwrap();
+    let b = browser::Browser::start(&user.scratch, false).await;
+    b.goto(&format!("{}/?token={}#/", host.url, token.trim()))
+        .await;
+    b.until(
+        "the start form",
+        "!document.getElementById('start').hidden && !!document.getElementById('start-to')",
+    )
+    .await;
+    b.click("#start > summary").await;
+    b.eval("const s = document.getElementById('start-to'); s.value = 'distance'; s.dispatchEvent(new Event('change'))")
+        .await;
+    let example = b
+        .eval("return document.getElementById('start-payload').value")
+        .await;
+    let example = example.as_str().unwrap().to_owned();
+    assert!(
+        example.contains("<race"),
+        "the process's trigger: {example}"
+    );
+    // The user keeps the example and changes the distance in it.
+    let edited = regex::Regex::new(r#"km="[^"]*""#)
+        .unwrap()
+        .replace(&example, r#"km="42.195""#)
+        .into_owned();
+    assert_ne!(edited, example, "the example names km");
+    b.type_into("#start-payload", &edited).await;
+    b.click("#start-submit").await;
+    b.until(
+        "the started thread, with the converted distance",
+        "/^#\\/thread\\//.test(location.hash) && [...document.querySelectorAll('li.rec')].some(r => r.textContent.includes('26.218757'))",
+    )
+    .await;
+    let started = b.eval("return location.hash.split('/')[2]").await;
+    let started = started.as_str().unwrap().to_owned();
+    b.axe("the started thread").await;
+
+    // Back to the list: a search for a text inside a payload finds it.
+    b.goto(&format!("{}/#/", host.url)).await;
+    b.until("the list", "!!document.getElementById('f-q')")
+        .await;
+    b.type_into("#f-q", "26.218757").await;
+    b.click("#filters button[type=submit]").await;
+    let found = format!(
+        "[...document.querySelectorAll('#threads tbody tr')].some(r => r.textContent.includes('{}'))",
+        &started[..8]
+    );
+    b.until("the thread found by its payload's text", &found)
+        .await;
+    let rows = b.count("#threads tbody tr").await;
+    assert_eq!(rows, 1, "only the thread whose payload has that text");
+    b.axe("the list searched by a payload's text").await;
+    b.close_clean().await;
+    tokio::task::block_in_place(|| host.stop());
 }
