@@ -1,7 +1,7 @@
 // agentpump history viewer: sign-in, the list of root threads, one thread (tree, transcript,
 // residuals, budgets, halting report, integrity, plan, process timeline; live records and stop/resume
 // on a running host), and the tasks view.
-import { el, time, stateBadge, classBadge } from "/dom.js";
+import { el, time, duration, parseRoot, stateBadge, classBadge } from "/dom.js";
 import { showOrganism, compose } from "/organism.js";
 import { recordItem, drawPlot, drawBudgets, drawReport, drawTree, drawPlan } from "/panels.js";
 import { followCall, timelineItems } from "/process.js";
@@ -9,7 +9,7 @@ import { drawTasks } from "/tasks.js";
 import { drawThreadTotals, drawTotals } from "/totals.js";
 import { drawTiming } from "/timing.js";
 import { drawLoop } from "/loop.js";
-import { showInbox, stopInbox } from "/inbox.js";
+import { followInbox, showInbox, stopFollowing, stopInbox } from "/inbox.js";
 import { initFork, onRecordsClick, showCompare } from "/fork.js";
 
 // Every error the page meets is kept here too, so a test (or a person in the console) can read it.
@@ -60,7 +60,7 @@ function showOnly(id) {
   if (id !== "tasks") stopTaskEvents();
   if (id !== "list") stopListPoll();
   if (id !== "inbox") stopInbox();
-  if (id === "login") { stopEvents(); $("token").focus(); }
+  if (id === "login") { stopEvents(); stopFollowing(); $("inbox-count").hidden = true; $("token").focus(); }
 }
 
 async function signIn(token) {
@@ -86,6 +86,7 @@ async function showList() {
   const cell = (label, attrs, ...children) => el("td", { "data-label": label, ...attrs }, ...children);
   body.replaceChildren(...page.threads.map((t) => el("tr", { "data-thread": t.id },
     cell("Thread", {}, el("a", { href: `#/thread/${t.id}` }, t.path)),
+    cell("First message", { class: "opening" }, ...opening(t.opening)),
     cell("State", {}, stateBadge(t.state, t.class)),
     cell("Halt", {}, t.class ? classBadge(t.class) : ""),
     cell("Certificate", {}, t.certificate ? classBadge(t.certificate) : ""),
@@ -93,7 +94,8 @@ async function showList() {
     cell("Tokens", { class: "num", text: String(t.counters.tokens_in + t.counters.tokens_out) }),
     cell("Cost", { class: "num", text: t.counters.cost }),
     cell("Children", { class: "num", text: String(t.children.length) }),
-    cell("Started", {}, t.started_us ? time(t.started_us) : ""))));
+    cell("Started", {}, t.started_us ? time(t.started_us) : ""),
+    cell("Duration", { class: "num", text: t.started_us && t.last_us ? duration(t.last_us - t.started_us) : "" }))));
   $("threads-caption").textContent = page.threads.length ? `Root threads, newest first (${page.threads.length} on this page)` : "No thread matches";
   const older = new URLSearchParams(q);
   if (page.next) older.set("before", page.next);
@@ -108,6 +110,17 @@ async function showList() {
     $("start").hidden = !(await compose($("start-box"), null, api, (a) => { location.hash = `#/thread/${a.thread}`; }));
   }
   if (state.live && !q.get("before")) startListPoll();
+}
+
+// What a thread is: its first message's root (the full name on hover), the listener it went to
+// and the start of its text.
+function opening(o) {
+  if (!o) return [el("span", { class: "muted", text: "no message yet" })];
+  return [
+    el("code", { class: "opening-root", title: o.root, text: parseRoot(o.root).local }),
+    o.to ? el("span", { class: "opening-to", text: ` → ${o.to}` }) : null,
+    o.text ? el("span", { class: "opening-text", text: o.text }) : null,
+  ];
 }
 
 // On a live host the first page of the list follows the host: it is read again every few
@@ -404,7 +417,7 @@ async function route() {
     else if (/^#\/tasks\b/.test(location.hash)) await showTasks();
     else if (/^#\/organism\b/.test(location.hash)) { stopEvents(); state.thread = null; const t = /^#\/organism\/([0-9a-f-]{36})/.exec(location.hash); await showOrganism(t && t[1], api, $); showOnly("organism"); say(""); }
     else if (/^#\/totals\b/.test(location.hash)) { stopEvents(); state.thread = null; const by = /^#\/totals\/day\b/.test(location.hash) ? "day" : "listener"; drawTotals(await api(`/view/totals?by=${by}`), $); showOnly("totals"); }
-    else if (/^#\/inbox\b/.test(location.hash)) { stopEvents(); showOnly("inbox"); await showInbox($, state.live, failed); }
+    else if (/^#\/inbox\b/.test(location.hash)) { stopEvents(); showOnly("inbox"); showInbox($, state.live, failed); }
     else { stopEvents(); state.thread = null; await showList(); }
     const h = document.querySelector("section:not([hidden]) h1");
     if (h) h.focus({ preventScroll: true });
@@ -423,6 +436,7 @@ async function start() {
     state.live = info.live;
     initFork({ api, live: info.live, thread: () => state.thread, failed });
     $("mode").textContent = info.live ? "live host" : "history file (read-only)";
+    if (info.live) followInbox($, failed);
     await route();
   } catch (e) { failed(e); }
 }

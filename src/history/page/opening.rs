@@ -1,0 +1,80 @@
+//! What a thread is, for a list of threads: its first message — the payload's root, the
+//! listener it went to and the start of its text — read from the thread's first record.
+
+use serde::{Deserialize, Serialize};
+
+use crate::QName;
+use crate::envelope::text_between;
+
+/// Most characters of [`Opening::text`].
+pub const OPENING_CHARS: usize = 80;
+
+/// Most payload characters read for the text: a first message can be large, its start is
+/// enough.
+pub(crate) const OPENING_READ: usize = 4096;
+
+/// A thread's first message as a list shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Opening {
+    /// The payload's root (`{urn:example:calc:v1}add`).
+    pub root: QName,
+    /// The listener it was delivered to, when the record names one.
+    pub to: Option<String>,
+    /// The payload's text content, whitespace collapsed, cut at [`OPENING_CHARS`] characters
+    /// (ending in `…` when cut); empty for a payload of attributes only.
+    pub text: String,
+}
+
+impl Opening {
+    /// The opening of a record with this root, addressee and payload (or its first
+    /// [`OPENING_READ`] characters: a payload cut short gives the text read up to the cut).
+    pub fn new(root: QName, to: Option<&str>, payload: &str) -> Self {
+        Self {
+            root,
+            to: to.map(str::to_owned),
+            text: text_of(payload, OPENING_CHARS),
+        }
+    }
+}
+
+/// The text content of `xml`, whitespace collapsed to single spaces, at most `max` characters
+/// (the last one `…` when cut).
+fn text_of(xml: &str, max: usize) -> String {
+    let text = text_between(xml, " ");
+    let words: Vec<&str> = text.split_whitespace().collect();
+    let text = words.join(" ");
+    if text.chars().count() <= max {
+        return text;
+    }
+    let mut cut: String = text.chars().take(max - 1).collect();
+    cut.truncate(cut.trim_end().len());
+    cut.push('…');
+    cut
+}
+
+#[cfg(test)]
+mod tests {
+    use super::text_of;
+
+    #[test]
+    fn reads_the_text_of_a_payload_collapsed_and_cut() {
+        let cases = [
+            ("<add xmlns=\"urn:c\"><a>1</a><b>2</b></add>", 80, "1 2"),
+            (
+                "<ask>What  is\n the &amp; <b>square</b> root?</ask>",
+                80,
+                "What is the & square root?",
+            ),
+            ("<call tool=\"x\"/>", 80, ""),
+            ("<say><![CDATA[a <raw> text]]></say>", 80, "a <raw> text"),
+            ("<say>one two three four</say>", 10, "one two t…"),
+            ("<say>one two three four</say>", 9, "one two…"),
+            ("<say>abcdefghijklmnop</say>", 5, "abcd…"),
+            // A payload cut short keeps what was read.
+            ("<say>kept text</say><say>and mo", 80, "kept text and mo"),
+        ];
+        for (xml, max, text) in cases {
+            assert_eq!(text_of(xml, max), text, "{xml}");
+        }
+    }
+}
