@@ -14,6 +14,7 @@ mod browser;
 use std::sync::Arc;
 
 use agentpump::listeners::{CommandConfig, CommandTool, Echo};
+use agentpump::pump::inbox::Decision;
 use agentpump::tool::Call;
 use agentpump::value::Value;
 use agentpump::{
@@ -21,6 +22,7 @@ use agentpump::{
     ThreadId,
 };
 use browser::Browser;
+use serde_json::json;
 use support::Scratch;
 
 const TOKEN: &str = "viewer-list-test-token-0123456789";
@@ -152,12 +154,10 @@ async fn the_list_says_what_each_thread_is_and_the_inbox_link_counts_the_waiting
     // Answered elsewhere, a request leaves the count; with none left the count goes.
     for request in pump.inbox(&InboxFilter::default()).await.unwrap() {
         let decision = match request.request.kind {
-            agentpump::pump::inbox::RequestKind::Ask => agentpump::pump::inbox::Decision::Answer {
+            agentpump::pump::inbox::RequestKind::Ask => Decision::Answer {
                 value: "teal".into(),
             },
-            agentpump::pump::inbox::RequestKind::Approval => {
-                agentpump::pump::inbox::Decision::Approve
-            }
+            agentpump::pump::inbox::RequestKind::Approval => Decision::Approve,
         };
         let reply = agentpump::Reply {
             decision,
@@ -170,5 +170,119 @@ async fn the_list_says_what_each_thread_is_and_the_inbox_link_counts_the_waiting
         "document.getElementById('inbox-count').hidden",
     )
     .await;
+    b.close_clean().await;
+}
+
+/// Answers the open request of `thread` with `decision`, by `by`.
+async fn answer(pump: &PumpHandle, thread: ThreadId, decision: Decision, by: &str) {
+    let filter = InboxFilter {
+        thread: Some(thread),
+        ..InboxFilter::default()
+    };
+    let open = pump.inbox(&filter).await.unwrap();
+    let reply = agentpump::Reply {
+        decision,
+        by: by.into(),
+    };
+    pump.answer(open[0].id, reply).await.unwrap();
+    pump.settle(thread).await;
+}
+
+/// The inbox records of the thread shown, as a person reads them: each record's visible text
+/// (its XML and exact bytes folded away), and whether anything in it scrolls sideways.
+const INBOX_RECORDS: &str = "return [...document.querySelectorAll(\"li.rec[data-root='request'], li.rec[data-root='answer']\")].map(li => ({
+    root: li.dataset.root,
+    text: li.querySelector('.inbox-rec')?.innerText.replace(/\\n+/g, '\\n') ?? null,
+    unfolded_xml: !!li.querySelector(':scope > pre'),
+    sideways: [li, ...li.querySelectorAll('*')].filter(e => e.checkVisibility() && e.scrollWidth > e.clientWidth + 1 && getComputedStyle(e).overflowX !== 'visible').map(e => `${e.tagName}.${e.className}`),
+    wider: li.scrollWidth > li.clientWidth + 1,
+}))";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_and_its_answer_read_as_what_was_asked_and_decided() {
+    let scratch = Scratch::new("viewer-list-requests");
+    let pump = host(&scratch);
+    let held = start(&pump, &command("c1", "held-for-a-person")).await;
+    answer(&pump, held, Decision::Approve, "ana").await;
+    let choices = Value::List(vec![Value::Str("teal".into()), Value::Str("amber".into())]);
+    let question = Call::new("ask")
+        .id("q1")
+        .arg(
+            "question",
+            "Which colour should the chart of the quarterly numbers be?",
+        )
+        .arg("choices", choices)
+        .to_xml();
+    let asked = start(&pump, &question).await;
+    answer(
+        &pump,
+        asked,
+        Decision::Answer {
+            value: "teal".into(),
+        },
+        "ben",
+    )
+    .await;
+    let base = support::serve(&pump, TOKEN, 1024 * 1024).await;
+    let b = Browser::start(&scratch, false).await;
+
+    b.goto(&format!("{base}/?token={TOKEN}#/thread/{held}"))
+        .await;
+    b.until(
+        "the approval's request and answer in the transcript",
+        "document.querySelectorAll(\"li.rec[data-root='request'], li.rec[data-root='answer']\").length === 2",
+    )
+    .await;
+    let records = b.eval(INBOX_RECORDS).await;
+    let request = &records[0];
+    assert_eq!(request["root"], "request", "{records}");
+    let text = request["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a readable request: {records}"));
+    for part in [
+        "Approval asked",
+        "calls command(",
+        "program=\"echo\"",
+        "args=[\"held-for-a-person\"]",
+        "id c1",
+    ] {
+        assert!(text.contains(part), "`{part}` in the request: {text}");
+    }
+    let text = records[1]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a readable answer: {records}"));
+    assert!(
+        text.starts_with("Approved\nby ana at 20"),
+        "the decision, who and when: {text}"
+    );
+    for r in records.as_array().unwrap() {
+        assert_eq!(r["unfolded_xml"], false, "its JSON folded away: {r}");
+        assert_eq!(r["sideways"], json!([]), "nothing scrolls sideways: {r}");
+        assert_eq!(r["wider"], false, "nothing wider than the record: {r}");
+    }
+    b.axe("thread with an approval").await;
+
+    b.goto(&format!("{base}/#/thread/{asked}")).await;
+    b.until(
+        "the question's request and answer in the transcript",
+        &format!("location.hash.includes('{asked}') && document.querySelectorAll(\"li.rec[data-root='answer']\").length === 1 && [...document.querySelectorAll(\"li.rec[data-root='request']\")].some(li => li.textContent.includes('Which colour'))"),
+    )
+    .await;
+    let records = b.eval(INBOX_RECORDS).await;
+    let text = records[0]["text"].as_str().unwrap();
+    for part in [
+        "Question",
+        "Question client asks",
+        "Which colour should the chart of the quarterly numbers be?",
+        "choices teal amber",
+    ] {
+        assert!(text.contains(part), "`{part}` in the question: {text}");
+    }
+    let text = records[1]["text"].as_str().unwrap();
+    assert!(
+        text.starts_with("Answered teal\nby ben at 20"),
+        "the answer, who and when: {text}"
+    );
+    b.axe("thread with a question").await;
     b.close_clean().await;
 }
