@@ -286,3 +286,88 @@ async fn a_request_and_its_answer_read_as_what_was_asked_and_decided() {
     b.axe("thread with a question").await;
     b.close_clean().await;
 }
+
+/// The page's scroll position and view: `[scrollY, hash, the view shown]`.
+const WHERE: &str = "return [window.scrollY, location.hash, document.querySelector('main > section:not([hidden])')?.id]";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_view_opens_at_its_top_and_an_anchor_stays_in_its_view() {
+    let scratch = Scratch::new("viewer-list-scroll");
+    let pump = host(&scratch);
+    // A list and a thread each longer than the window.
+    let mut threads = Vec::new();
+    for i in 0..40 {
+        threads.push(start(&pump, &support::say_v1(&format!("thread number {i}"))).await);
+    }
+    let long = threads[0];
+    for i in 0..15 {
+        let text = support::say_v1(&format!("message number {i}"));
+        pump.post(Some(long), Some("echo"), &text).await.unwrap();
+    }
+    pump.settle(long).await;
+    let base = support::serve(&pump, TOKEN, 1024 * 1024).await;
+    let b = Browser::start(&scratch, false).await;
+    b.goto(&format!("{base}/?token={TOKEN}#/")).await;
+    b.until(
+        "the oldest thread listed",
+        &format!("!!document.querySelector('#threads tr[data-thread=\"{long}\"] a')"),
+    )
+    .await;
+    b.axe("thread list").await;
+
+    // Far down the list, a thread's link opens the thread at its top.
+    b.eval("window.scrollTo(0, document.body.scrollHeight); return window.scrollY")
+        .await;
+    let down = b.eval(WHERE).await;
+    assert!(down[0].as_f64().unwrap() > 500.0, "scrolled down: {down}");
+    b.click(&format!("#threads tr[data-thread=\"{long}\"] a"))
+        .await;
+    b.until(
+        "the long thread's transcript",
+        "document.querySelectorAll('#t-records li.rec').length > 30",
+    )
+    .await;
+    assert_eq!(
+        b.eval(WHERE).await,
+        json!([0, format!("#/thread/{long}"), "thread"]),
+        "the thread opens at its top"
+    );
+    b.axe("thread").await;
+
+    // Far down the transcript, the link back to all threads opens the list at its top.
+    b.eval("window.scrollTo(0, document.body.scrollHeight); return window.scrollY")
+        .await;
+    assert!(b.eval(WHERE).await[0].as_f64().unwrap() > 500.0);
+    b.eval("document.querySelector('#thread a[href=\"#/\"]').click(); return true")
+        .await;
+    b.until(
+        "the list again",
+        "location.hash === '#/' && !document.getElementById('list').hidden",
+    )
+    .await;
+    assert_eq!(
+        b.eval(WHERE).await,
+        json!([0, "#/", "list"]),
+        "the list opens at its top"
+    );
+
+    // The skip link targets an anchor: the view stays, the browser goes to it.
+    b.click(&format!("#threads tr[data-thread=\"{long}\"] a"))
+        .await;
+    b.until(
+        "the long thread again",
+        "document.querySelectorAll('#t-records li.rec').length > 30",
+    )
+    .await;
+    b.eval("document.querySelector('a.skip').click(); return true")
+        .await;
+    b.until("the skip link followed", "location.hash === '#main'")
+        .await;
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    let at = b.eval(WHERE).await;
+    assert_eq!(
+        at[2], "thread",
+        "the thread still shown after the skip link: {at}"
+    );
+    b.close_clean().await;
+}

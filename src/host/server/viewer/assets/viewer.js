@@ -20,7 +20,7 @@ window.addEventListener("error", (e) => window.viewerErrors.push(`error: ${e.mes
 window.addEventListener("unhandledrejection", (e) => window.viewerErrors.push(`unhandled: ${e.reason}`));
 
 const $ = (id) => document.getElementById(id);
-const state = { live: false, thread: null, last: 0, more: false, events: null, refresh: null, closed: false, tasks: null, listPoll: null };
+const state = { routed: false, live: false, thread: null, last: 0, more: false, events: null, refresh: null, closed: false, tasks: null, listPoll: null };
 
 class SignedOut extends Error {}
 
@@ -409,6 +409,9 @@ function resumeBudget() {
 // ---- routing ----
 
 async function route() {
+  // An in-page anchor (the skip link's `#main`) is no view: the browser goes to it.
+  if (state.routed && location.hash && !location.hash.startsWith("#/")) return;
+  state.routed = true;
   const m = /^#\/thread\/([0-9a-f-]{36})/.exec(location.hash);
   const c = /^#\/compare\/([0-9a-f-]{36})/.exec(location.hash);
   try {
@@ -419,6 +422,8 @@ async function route() {
     else if (/^#\/totals\b/.test(location.hash)) { stopEvents(); state.thread = null; const by = /^#\/totals\/day\b/.test(location.hash) ? "day" : "listener"; drawTotals(await api(`/view/totals?by=${by}`), $); showOnly("totals"); }
     else if (/^#\/inbox\b/.test(location.hash)) { stopEvents(); showOnly("inbox"); showInbox($, state.live, failed); }
     else { stopEvents(); state.thread = null; await showList(); }
+    // Each view opens at its top, wherever the last one was scrolled to.
+    window.scrollTo(0, 0);
     const h = document.querySelector("section:not([hidden]) h1");
     if (h) h.focus({ preventScroll: true });
   } catch (e) { failed(e); }
