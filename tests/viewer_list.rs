@@ -371,3 +371,69 @@ async fn every_view_opens_at_its_top_and_an_anchor_stays_in_its_view() {
     );
     b.close_clean().await;
 }
+
+/// What is clipped in the view shown: each visible element of `main` that hides part of its
+/// content behind a scroll bar or a cut (transcript payloads, which scroll by design, aside),
+/// and whether the page itself scrolls sideways.
+const CLIPPED: &str = "return [...document.querySelectorAll('main *')].filter(e => e.checkVisibility()
+    && !e.closest('#t-records, .records, pre')
+    && ['auto', 'scroll', 'hidden', 'clip'].includes(getComputedStyle(e).overflowX)
+    && e.scrollWidth > e.clientWidth + 1)
+  .map(e => `${e.tagName}#${e.id}.${e.className}[${e.getAttribute('aria-label') || ''}] ${e.scrollWidth}>${e.clientWidth}`)
+  .concat(document.documentElement.scrollWidth > window.innerWidth ? [`the page: ${document.documentElement.scrollWidth}>${window.innerWidth}`] : [])";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nothing_is_clipped_at_1400_px() {
+    let scratch = Scratch::new("viewer-list-wide");
+    let pump = host(&scratch);
+    let said = start(&pump, &support::say_v1(LONG)).await;
+    start(&pump, &ask("q1", "Which colour should the chart be?")).await;
+    let base = support::serve(&pump, TOKEN, 1024 * 1024).await;
+    let b = Browser::start(&scratch, false).await;
+    b.resize(1400, 900).await;
+    b.goto(&format!("{base}/?token={TOKEN}#/")).await;
+    let views = [
+        (
+            "#/".to_owned(),
+            "list",
+            "document.querySelectorAll('#threads tbody tr').length >= 2",
+        ),
+        (
+            format!("#/thread/{said}"),
+            "thread",
+            "!!document.querySelector('#t-totals table') && !!document.querySelector('#t-timing svg, #t-timing table')",
+        ),
+        (
+            "#/inbox".to_owned(),
+            "inbox",
+            "document.querySelectorAll('#inbox-list .inbox-item').length === 1",
+        ),
+        (
+            "#/totals".to_owned(),
+            "totals",
+            "!!document.querySelector('#totals-body table')",
+        ),
+        (
+            "#/organism".to_owned(),
+            "organism",
+            "!!document.querySelector('#org-graph svg')",
+        ),
+    ];
+    let mut clipped = Vec::new();
+    for (hash, view, ready) in views {
+        b.eval(&format!("location.hash = '{hash}'; return true"))
+            .await;
+        b.until(
+            &format!("the {view} view drawn"),
+            &format!("!document.getElementById('{view}').hidden && {ready}"),
+        )
+        .await;
+        let found = b.eval(CLIPPED).await;
+        if found != json!([]) {
+            clipped.push(format!("{view}: {found}"));
+        }
+        b.axe(view).await;
+    }
+    assert!(clipped.is_empty(), "clipped at 1400 px: {clipped:#?}");
+    b.close_clean().await;
+}
