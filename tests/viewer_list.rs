@@ -56,6 +56,16 @@ fn host(scratch: &Scratch) -> PumpHandle {
         .unwrap()
 }
 
+/// Where screenshots go: `docs/` with `AGENTPUMP_SCREENSHOTS=docs`, else the scratch folder
+/// (as in tests/viewer.rs).
+fn shots(scratch: &Scratch) -> std::path::PathBuf {
+    if std::env::var("AGENTPUMP_SCREENSHOTS").as_deref() == Ok("docs") {
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs")
+    } else {
+        scratch.0.clone()
+    }
+}
+
 /// Posts `payload` into a new thread and waits until it settles.
 async fn start(pump: &PumpHandle, payload: &str) -> ThreadId {
     let thread = pump.post(None, None, payload).await.unwrap().thread();
@@ -261,6 +271,10 @@ async fn a_request_and_its_answer_read_as_what_was_asked_and_decided() {
         assert_eq!(r["wider"], false, "nothing wider than the record: {r}");
     }
     b.axe("thread with an approval").await;
+    b.eval("document.querySelector(\"li.rec[data-root='request']\").scrollIntoView({block: 'start'}); return true")
+        .await;
+    b.screenshot(&shots(&scratch), "viewer-inbox-records.png")
+        .await;
 
     b.goto(&format!("{base}/#/thread/{asked}")).await;
     b.until(
