@@ -27,7 +27,7 @@ pub struct Opening {
 
 impl Opening {
     /// The opening of a record with this root, addressee and payload (or its first
-    /// [`OPENING_READ`] characters: a payload cut short gives the text read up to the cut).
+    /// 4 096 characters, as SQLite reads it: a payload cut short gives the text up to the cut).
     pub fn new(root: QName, to: Option<&str>, payload: &str) -> Self {
         Self {
             root,
