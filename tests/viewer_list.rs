@@ -161,6 +161,19 @@ async fn the_list_says_what_each_thread_is_and_the_inbox_link_counts_the_waiting
     )
     .await;
 
+    // On a phone the row is a card: the first message stays whole, nothing scrolls sideways.
+    b.resize(390, 844).await;
+    b.until(
+        "the list within 390 px",
+        "document.documentElement.scrollWidth <= innerWidth && innerWidth <= 390",
+    )
+    .await;
+    assert_eq!(
+        b.eval(&row(waits)).await["First message"],
+        "call → askWhich colour should the chart be?"
+    );
+    b.resize(1280, 900).await;
+
     // Answered elsewhere, a request leaves the count; with none left the count goes.
     for request in pump.inbox(&InboxFilter::default()).await.unwrap() {
         let decision = match request.request.kind {

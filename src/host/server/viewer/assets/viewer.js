@@ -86,7 +86,7 @@ async function showList() {
   const cell = (label, attrs, ...children) => el("td", { "data-label": label, ...attrs }, ...children);
   body.replaceChildren(...page.threads.map((t) => el("tr", { "data-thread": t.id },
     cell("Thread", {}, el("a", { href: `#/thread/${t.id}` }, t.path)),
-    cell("First message", { class: "opening" }, ...opening(t.opening)),
+    cell("First message", { class: "opening" }, opening(t.opening)),
     cell("State", {}, stateBadge(t.state, t.class)),
     cell("Halt", {}, t.class ? classBadge(t.class) : ""),
     cell("Certificate", {}, t.certificate ? classBadge(t.certificate) : ""),
@@ -113,14 +113,13 @@ async function showList() {
 }
 
 // What a thread is: its first message's root (the full name on hover), the listener it went to
-// and the start of its text.
+// and the start of its text (one piece: a card's cell on a narrow screen keeps it together).
 function opening(o) {
-  if (!o) return [el("span", { class: "muted", text: "no message yet" })];
-  return [
+  if (!o) return el("span", { class: "muted", text: "no message yet" });
+  return el("span", {},
     el("code", { class: "opening-root", title: o.root, text: parseRoot(o.root).local }),
     o.to ? el("span", { class: "opening-to", text: ` → ${o.to}` }) : null,
-    o.text ? el("span", { class: "opening-text", text: o.text }) : null,
-  ];
+    o.text ? el("span", { class: "opening-text", text: o.text }) : null);
 }
 
 // On a live host the first page of the list follows the host: it is read again every few
