@@ -13,6 +13,7 @@ mod browser;
 
 use std::sync::Arc;
 
+use agentpump::governor::{Budget, GovernorPolicy};
 use agentpump::listeners::{CommandConfig, CommandTool, Echo};
 use agentpump::pump::inbox::Decision;
 use agentpump::tool::Call;
@@ -32,7 +33,8 @@ const LONG: &str = "Summarise the quarterly report for the board: three short bu
                     a title, and the numbers that changed most since the last quarter";
 
 /// A host on a SQLite history with an `echo` (accepting `{urn:example:say:v1}say`), a
-/// `command` tool whose every call waits for a person's approval, and the `ask` tool.
+/// `command` tool whose every call waits for a person's approval, the `ask` tool, and the
+/// `looper` (halted after 30 turns, the root budget).
 fn host(scratch: &Scratch) -> PumpHandle {
     let command = CommandTool::new(CommandConfig {
         allow: vec!["echo".to_owned()],
@@ -43,11 +45,20 @@ fn host(scratch: &Scratch) -> PumpHandle {
         ..InboxPolicy::default()
     };
     let store = agentpump::history::SqliteHistory::open(scratch.db()).unwrap();
+    let governor = GovernorPolicy {
+        budget: Budget {
+            turns: Some(30),
+            ..GovernorPolicy::default_budget()
+        },
+        ..GovernorPolicy::default()
+    };
     PumpBuilder::new()
         .config(PumpConfig {
             inbox,
+            governor,
             ..PumpConfig::default()
         })
+        .register(support::looper())
         .register(Registration::new("echo", Echo).accepts(QName::new("urn:example:say:v1", "say")))
         .register(command.registration())
         .register(agentpump::ask_tool())
@@ -415,6 +426,7 @@ async fn nothing_is_clipped_at_1400_px() {
     let pump = host(&scratch);
     let said = start(&pump, &support::say_v1(LONG)).await;
     start(&pump, &ask("q1", "Which colour should the chart be?")).await;
+    let halted = start(&pump, &support::p("tick", "0")).await;
     let base = support::serve(&pump, TOKEN, 1024 * 1024).await;
     let b = Browser::start(&scratch, false).await;
     b.resize(1400, 900).await;
@@ -429,6 +441,11 @@ async fn nothing_is_clipped_at_1400_px() {
             format!("#/thread/{said}"),
             "thread",
             "!!document.querySelector('#t-totals table') && !!document.querySelector('#t-timing svg, #t-timing table')",
+        ),
+        (
+            format!("#/thread/{halted}"),
+            "thread",
+            "!!document.querySelector('#t-report dl, #t-report table') && !!document.querySelector('#t-totals table')",
         ),
         (
             "#/inbox".to_owned(),
