@@ -1,6 +1,8 @@
 //! What a thread is, for a list of threads: its first message — the payload's root, the
 //! listener it went to and the start of its text — read from the thread's first record.
 
+use quick_xml::Reader;
+use quick_xml::events::Event;
 use serde::{Deserialize, Serialize};
 
 use crate::QName;
@@ -20,8 +22,9 @@ pub struct Opening {
     pub root: QName,
     /// The listener it was delivered to, when the record names one.
     pub to: Option<String>,
-    /// The payload's text content, whitespace collapsed, cut at [`OPENING_CHARS`] characters
-    /// (ending in `…` when cut); empty for a payload of attributes only.
+    /// The payload's text content — or, when it has none, its root's attributes as
+    /// `name=value` — whitespace collapsed, cut at [`OPENING_CHARS`] characters (ending in `…`
+    /// when cut).
     pub text: String,
 }
 
@@ -37,10 +40,13 @@ impl Opening {
     }
 }
 
-/// The text content of `xml`, whitespace collapsed to single spaces, at most `max` characters
-/// (the last one `…` when cut).
+/// The text content of `xml` — or, when it has none, its root's attributes as `name=value` —
+/// whitespace collapsed to single spaces, at most `max` characters (the last one `…` when cut).
 fn text_of(xml: &str, max: usize) -> String {
-    let text = text_between(xml, " ");
+    let mut text = text_between(xml, " ");
+    if text.is_empty() {
+        text = root_attributes(xml);
+    }
     let words: Vec<&str> = text.split_whitespace().collect();
     let text = words.join(" ");
     if text.chars().count() <= max {
@@ -50,6 +56,34 @@ fn text_of(xml: &str, max: usize) -> String {
     cut.truncate(cut.trim_end().len());
     cut.push('…');
     cut
+}
+
+/// The root element's attributes but its namespace declarations, `name=value` each, in order
+/// (`<claim expr="6 * 7" equals="42"/>` → `expr=6 * 7 equals=42`).
+fn root_attributes(xml: &str) -> String {
+    let mut reader = Reader::from_str(xml);
+    let root = loop {
+        match reader.read_event() {
+            Ok(Event::Start(e) | Event::Empty(e)) => break e,
+            Ok(Event::Eof) | Err(_) => return String::new(),
+            Ok(_) => {}
+        }
+    };
+    let pairs: Vec<String> = root
+        .attributes()
+        .flatten()
+        .filter_map(|a| {
+            let key: &str = a.key.as_ref();
+            if key == "xmlns" || key.starts_with("xmlns:") {
+                return None;
+            }
+            let value = a
+                .normalized_value(quick_xml::XmlVersion::Implicit1_0)
+                .ok()?;
+            Some(format!("{key}={value}"))
+        })
+        .collect();
+    pairs.join(" ")
 }
 
 #[cfg(test)]
@@ -65,7 +99,14 @@ mod tests {
                 80,
                 "What is the & square root?",
             ),
-            ("<call tool=\"x\"/>", 80, ""),
+            ("<call/>", 80, ""),
+            // No text: the root's attributes say what it is (not its namespaces).
+            (
+                "<claim xmlns=\"urn:d\" xmlns:p=\"urn:p\" expr=\"6 * 7\" equals=\"42\"/>",
+                80,
+                "expr=6 * 7 equals=42",
+            ),
+            ("<sqrt target=\"2\"></sqrt>", 80, "target=2"),
             ("<say><![CDATA[a <raw> text]]></say>", 80, "a <raw> text"),
             ("<say>one two three four</say>", 10, "one two t…"),
             ("<say>one two three four</say>", 9, "one two…"),
