@@ -6,6 +6,7 @@
 import { el, time } from "/dom.js";
 
 let events = null; // the stream of GET /inbox/events, while followed
+let following = false; // from followInbox to stopFollowing (sign-out)
 
 async function send(id, body, item) {
   const r = await fetch(`/inbox/${id}`, {
@@ -14,7 +15,7 @@ async function send(id, body, item) {
     headers: { "Content-Type": "application/json", Accept: "application/json" },
     body: JSON.stringify({ ...body, by: "viewer" }),
   });
-  if (r.ok) { item.remove(); return; }
+  if (r.ok) { open.delete(id); item.remove(); if (shown) changed(shown); return; }
   let detail = await r.text();
   try { detail = JSON.parse(detail).detail || detail; } catch (_) { /* not problem JSON */ }
   item.querySelector(".inbox-error").textContent = `${r.status}: ${detail}`;
@@ -99,6 +100,7 @@ function note($) {
 // closes the stream for good (a partition changing hands answers 503 for a moment): it is said
 // (on the Inbox view, and on the link's count) and followed again a little later.
 export function followInbox($, failed) {
+  following = true;
   if (events) return;
   const es = new EventSource("/inbox/events", { withCredentials: true });
   events = es;
@@ -117,11 +119,12 @@ export function followInbox($, failed) {
     const why = "/inbox/events: the stream closed; trying again in 3 s";
     $("nav-inbox").title = why;
     if (shown) failed(new Error(why));
-    setTimeout(() => { if (!events) followInbox($, failed); }, 3000);
+    setTimeout(() => { if (following && !events) followInbox($, failed); }, 3000);
   });
 }
 
 export function stopFollowing() {
+  following = false;
   if (events) events.close();
   events = null;
   open.clear();
