@@ -20,7 +20,7 @@ window.addEventListener("error", (e) => window.viewerErrors.push(`error: ${e.mes
 window.addEventListener("unhandledrejection", (e) => window.viewerErrors.push(`unhandled: ${e.reason}`));
 
 const $ = (id) => document.getElementById(id);
-const state = { routed: false, live: false, thread: null, last: 0, more: false, events: null, refresh: null, closed: false, tasks: null, listPoll: null };
+const state = { routed: false, routeSeq: 0, live: false, thread: null, last: 0, more: false, events: null, refresh: null, closed: false, tasks: null, listPoll: null };
 
 class SignedOut extends Error {}
 
@@ -81,7 +81,10 @@ async function showList() {
   $("f-state").value = q.get("state") || "";
   $("f-class").value = q.get("class") || "";
   $("f-q").value = q.get("q") || "";
+  const seq = state.routeSeq;
   const page = await api(`/view/threads?${q}`);
+  // A refresh of the list answered after the page moved on to another view is dropped.
+  if (seq !== state.routeSeq) return;
   const body = $("threads").tBodies[0];
   const cell = (label, attrs, ...children) => el("td", { "data-label": label, ...attrs }, ...children);
   body.replaceChildren(...page.threads.map((t) => el("tr", { "data-thread": t.id },
@@ -411,6 +414,7 @@ async function route() {
   // An in-page anchor (the skip link's `#main`) is no view: the browser goes to it.
   if (state.routed && location.hash && !location.hash.startsWith("#/")) return;
   state.routed = true;
+  state.routeSeq++;
   const m = /^#\/thread\/([0-9a-f-]{36})/.exec(location.hash);
   const c = /^#\/compare\/([0-9a-f-]{36})/.exec(location.hash);
   try {
