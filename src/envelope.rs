@@ -16,6 +16,7 @@ mod plain;
 mod prolog;
 mod qname;
 mod scan;
+mod text;
 mod vocabulary;
 
 use std::fmt::Write as _;
@@ -34,6 +35,7 @@ pub use namespaces::{
 pub use payload::Payload;
 pub use qname::QName;
 pub(crate) use scan::check_chars;
+pub(crate) use text::{reference, text_between, text_content};
 pub(crate) use vocabulary::{Vocabulary, unexpected_attribute};
 
 /// Namespace of the agentpump envelope.

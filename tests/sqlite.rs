@@ -389,6 +389,15 @@ async fn pages_of_threads_and_records_agree_between_stores() {
         assert_eq!(summary.class.as_deref(), Some("BACKPRESSURE"));
         assert_eq!(summary.info.counters.deliveries, 1);
         assert!(summary.started_us.is_some());
+        // Issue 47: what the thread is (its first message) and how long it ran, from its own
+        // first and latest records.
+        let records = store.thread(roots[5], 0).await.unwrap();
+        let opening = summary.opening.as_ref().expect("an opening");
+        assert_eq!(opening.root, q("yell"), "{name}");
+        assert_eq!(opening.to.as_deref(), Some("crier"), "{name}");
+        assert_eq!(opening.text, "hear", "{name}");
+        assert_eq!(summary.started_us, Some(records[0].time_us), "{name}");
+        assert_eq!(summary.last_us, records.last().map(|r| r.time_us), "{name}");
 
         let records = store.thread(roots[0], 0).await.unwrap();
         let mut windowed = Vec::new();

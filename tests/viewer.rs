@@ -1240,6 +1240,7 @@ async fn the_pages_files_are_compressed_and_cacheable() {
         "/plan.js",
         "/loop.js",
         "/inbox.js",
+        "/request.js",
         "/fork.js",
         "/totals.js",
         "/timing.js",

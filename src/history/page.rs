@@ -3,7 +3,12 @@
 //! defaults here work over any store by reading everything; [`super::SqliteHistory`] answers
 //! them with indexed queries, so a page costs the same in a history of ten threads or a million.
 
+mod opening;
+
 use serde::{Deserialize, Serialize};
+
+pub(crate) use opening::OPENING_READ;
+pub use opening::{OPENING_CHARS, Opening};
 
 use super::{HistoryError, HistoryStore, Record};
 use crate::governor::HaltingReport;
@@ -48,6 +53,13 @@ pub struct ThreadSummary {
     pub cursor: u64,
     /// When its first record was accepted (µs since the Unix epoch).
     pub started_us: Option<i64>,
+    /// When its latest record was accepted (µs since the Unix epoch): with `started_us`, how
+    /// long it ran (or has run so far).
+    #[serde(default)]
+    pub last_us: Option<i64>,
+    /// Its first message: what the thread is.
+    #[serde(default)]
+    pub opening: Option<Opening>,
     /// The class of its latest halt (`CONVERGED`, `no-progress`, …).
     pub class: Option<String>,
     /// The certificate of its latest halt, for classes that carry one.
@@ -124,6 +136,7 @@ pub(crate) async fn roots_by_scan(
     let size = filter.page_size();
     let mut threads: Vec<ThreadSummary> = Vec::new();
     for (cursor, info, mut records) in all {
+        let last_us = records.last().map(|r| r.time_us);
         if filter.text.is_some() {
             // The search reads the threads below the root too (`subtree` lists the root first).
             for below in store.subtree(info.id).await?.iter().skip(1) {
@@ -133,6 +146,10 @@ pub(crate) async fn roots_by_scan(
         let (class, certificate) = halt_class(&store.reports(info.id).await?);
         let summary = ThreadSummary {
             started_us: records.first().map(|r| r.time_us),
+            last_us,
+            opening: records
+                .first()
+                .map(|r| Opening::new(r.root.clone(), r.to.as_deref(), &r.payload)),
             info,
             cursor,
             class,

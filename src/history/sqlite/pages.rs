@@ -9,7 +9,9 @@ use rusqlite::{Connection, OptionalExtension, params};
 use super::queries::{parse, records, snapshot};
 use crate::governor::HaltingReport;
 use crate::history::Record;
-use crate::history::page::{ThreadFilter, ThreadPage, ThreadSummary, halt_class};
+use crate::history::page::{
+    OPENING_READ, Opening, ThreadFilter, ThreadPage, ThreadSummary, halt_class,
+};
 use crate::{Counters, QName, ThreadId, ThreadInfo, ThreadState};
 
 /// Most threads a search may find through the index before it counts as common; past it the
@@ -263,9 +265,16 @@ fn summary(conn: &Connection, cursor: u64, json: &str) -> rusqlite::Result<Threa
         [&id],
         |r| r.get(0),
     )?;
-    let started_us: Option<i64> = conn
+    let first: Option<(i64, String, Option<String>, String)> = conn
         .query_row(
-            "SELECT time_us FROM records WHERE thread = ?1 ORDER BY seq LIMIT 1",
+            &format!("SELECT time_us, root, recipient, substr(payload, 1, {OPENING_READ}) FROM records WHERE thread = ?1 ORDER BY seq LIMIT 1"),
+            [&id],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+        )
+        .optional()?;
+    let last_us: Option<i64> = conn
+        .query_row(
+            "SELECT time_us FROM records WHERE thread = ?1 ORDER BY seq DESC LIMIT 1",
             [&id],
             |r| r.get(0),
         )
@@ -302,7 +311,15 @@ fn summary(conn: &Connection, cursor: u64, json: &str) -> rusqlite::Result<Threa
     Ok(ThreadSummary {
         info,
         cursor,
-        started_us,
+        started_us: first.as_ref().map(|f| f.0),
+        last_us,
+        opening: first.map(|(_, root, to, payload)| {
+            Opening::new(
+                root.parse().unwrap_or_else(|never| match never {}),
+                to.as_deref(),
+                &payload,
+            )
+        }),
         class,
         certificate,
     })

@@ -15,7 +15,7 @@ use super::effects::{Effect, Event, continue_xml};
 use super::machine::{Machine, Stop, Turn, typed_input};
 use super::program::{Program, Triggered};
 use super::replay::{Known, Seen, lenient, slot, spawned_by_me, spawned_call};
-use crate::envelope::{CLIENT_SENDER, GOVERNOR_NS, SYSTEM_NS};
+use crate::envelope::{CLIENT_SENDER, GOVERNOR_NS, SYSTEM_NS, reference, text_content};
 use crate::governor::{Budget, Control, Goal, Signal};
 use crate::history::Record;
 use crate::listener::{Registration, Role};
@@ -594,31 +594,6 @@ fn relay(msg: &Delivery, cx: &mut Context, id: &str) {
         };
         cx.done(e.to_xml());
     }
-}
-
-/// The text content of a payload: every text node in document order, references resolved,
-/// trimmed at both ends — what a trigger's `pattern` is matched against.
-fn text_content(xml: &str) -> String {
-    let mut text = String::new();
-    let mut reader = Reader::from_str(xml);
-    loop {
-        match reader.read_event() {
-            Ok(XmlEvent::Text(t)) => text.push_str(&t),
-            Ok(XmlEvent::CData(t)) => text.push_str(&t),
-            Ok(XmlEvent::GeneralRef(r)) => text.extend(reference(&r)),
-            Ok(XmlEvent::Eof) | Err(_) => break,
-            _ => {}
-        }
-    }
-    text.trim().to_owned()
-}
-
-/// The character a reference in a payload stands for (the pump let only valid ones in).
-fn reference(r: &quick_xml::events::BytesRef<'_>) -> Option<char> {
-    if let Ok(Some(c)) = r.resolve_char_ref() {
-        return Some(c);
-    }
-    quick_xml::escape::resolve_predefined_entity(r).and_then(|s| s.chars().next())
 }
 
 /// A trigger payload as the process's input: the root's attributes, its child elements'

@@ -36,6 +36,7 @@ pub(crate) const FILES: &[(&str, &str, &str)] = &[
     ("/plan.js", JS, include_str!("assets/plan.js")),
     ("/loop.js", JS, include_str!("assets/loop.js")),
     ("/inbox.js", JS, include_str!("assets/inbox.js")),
+    ("/request.js", JS, include_str!("assets/request.js")),
     ("/fork.js", JS, include_str!("assets/fork.js")),
     ("/totals.js", JS, include_str!("assets/totals.js")),
     ("/timing.js", JS, include_str!("assets/timing.js")),

@@ -24,6 +24,18 @@ export function time(us) {
   return el("time", { datetime: d.toISOString(), title: d.toISOString() }, d.toISOString().replace("T", " ").slice(0, 23));
 }
 
+// A span of time given in µs, in the unit a person reads it in: `850 ms`, `12.3 s`, `4 min 5 s`,
+// `2 h 3 min`.
+export function duration(us) {
+  const ms = us / 1000;
+  if (ms < 1000) return `${Math.round(ms)} ms`;
+  const s = ms / 1000;
+  if (s < 60) return `${s.toFixed(1)} s`;
+  const whole = Math.round(s);
+  if (whole < 3600) return `${Math.floor(whole / 60)} min ${whole % 60} s`;
+  return `${Math.floor(whole / 3600)} h ${Math.floor((whole % 3600) / 60)} min`;
+}
+
 // How a halt class reads: a certified answer (EXACT, CONVERGED) is good news, a budget or
 // back-pressure stop (TIMEOUT, BACKPRESSURE, done-uncertified) a warning, the rest a failure.
 export function tone(cls) {

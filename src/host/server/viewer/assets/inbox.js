@@ -2,11 +2,11 @@
 // in its thread's context (a link to the thread, who asks, what) with the forms its kind takes —
 // approve / deny / edit for a held tool call, an answer for a question. Answers go to
 // POST /inbox/{id}; a refusal (409 answered already, 410 expired, 422 invalid) is shown on the
-// request. Live on a running host: it follows GET /inbox/events while shown (each open request
-// `listed` first, then `listed` / `answered` / `expired` as they happen), without polling.
+// request. Live on a running host, with the count of open requests on the header's Inbox link.
 import { el, time } from "/dom.js";
 
-let events = null;
+let events = null; // the stream of GET /inbox/events, while followed
+let following = false; // from followInbox to stopFollowing (sign-out)
 
 async function send(id, body, item) {
   const r = await fetch(`/inbox/${id}`, {
@@ -15,7 +15,7 @@ async function send(id, body, item) {
     headers: { "Content-Type": "application/json", Accept: "application/json" },
     body: JSON.stringify({ ...body, by: "viewer" }),
   });
-  if (r.ok) { item.remove(); return; }
+  if (r.ok) { open.delete(id); item.remove(); if (shown) changed(shown); return; }
   let detail = await r.text();
   try { detail = JSON.parse(detail).detail || detail; } catch (_) { /* not problem JSON */ }
   item.querySelector(".inbox-error").textContent = `${r.status}: ${detail}`;
@@ -64,19 +64,31 @@ function item(r) {
   return li;
 }
 
-// Shows request `r` in its place (oldest first: ids are UUID v7), unless it is shown already.
-function listed($, r) {
+// Every open request of a running host by id, followed from GET /inbox/events for as long as
+// the page is signed in (each open request `listed` first, then `listed` / `answered` /
+// `expired` as they happen), without polling: the header's Inbox link counts them, and the
+// Inbox view lists them while it is shown.
+const open = new Map();
+let shown = null; // the page's `$` while the Inbox view is shown
+
+// The list as `open` says: gone requests removed, new ones in their place (oldest first: ids
+// are UUID v7).
+function sync($) {
   const list = $("inbox-list");
-  if (list.querySelector(`[data-request="${r.id}"]`)) return;
-  const later = [...list.children].find((li) => li.dataset.request > r.id);
-  list.insertBefore(item(r), later || null);
+  for (const li of [...list.children]) if (!open.has(li.dataset.request)) li.remove();
+  for (const r of [...open.values()].sort((a, b) => (a.id < b.id ? -1 : 1))) {
+    if (list.querySelector(`[data-request="${r.id}"]`)) continue;
+    const later = [...list.children].find((li) => li.dataset.request > r.id);
+    list.insertBefore(item(r), later || null);
+  }
   note($);
 }
 
-function closed($, id) {
-  const li = $("inbox-list").querySelector(`[data-request="${id}"]`);
-  if (li) li.remove();
-  note($);
+function changed($) {
+  const n = open.size;
+  $("inbox-count").hidden = !n;
+  $("inbox-count-n").textContent = String(n);
+  if (shown) sync(shown);
 }
 
 function note($) {
@@ -84,34 +96,53 @@ function note($) {
   $("inbox-note").textContent = n ? `${n} open, oldest first` : "Nothing waits for a person.";
 }
 
-// Shows the inbox; on a running host, follows it until stopInbox.
-export async function showInbox($, live, failed) {
-  stopInbox();
+// Follows the inbox of a running host until stopFollowing (sign-out). A refused (re)connection
+// closes the stream for good (a partition changing hands answers 503 for a moment): it is said
+// (on the Inbox view, and on the link's count) and followed again a little later.
+export function followInbox($, failed) {
+  following = true;
+  if (events) return;
+  const es = new EventSource("/inbox/events", { withCredentials: true });
+  events = es;
+  $("nav-inbox").removeAttribute("title");
+  // Each (re)connection lists every open request first: start from none.
+  const reset = () => { open.clear(); changed($); };
+  es.addEventListener("open", reset);
+  es.addEventListener("reset", reset);
+  es.addEventListener("listed", (e) => { const r = JSON.parse(e.data); open.set(r.id, r); changed($); });
+  for (const name of ["answered", "expired"]) {
+    es.addEventListener(name, (e) => { open.delete(JSON.parse(e.data).answer.request); changed($); });
+  }
+  es.addEventListener("error", () => {
+    if (es.readyState !== EventSource.CLOSED || events !== es) return;
+    events = null;
+    const why = "/inbox/events: the stream closed; trying again in 3 s";
+    $("nav-inbox").title = why;
+    if (shown) failed(new Error(why));
+    setTimeout(() => { if (following && !events) followInbox($, failed); }, 3000);
+  });
+}
+
+export function stopFollowing() {
+  following = false;
+  if (events) events.close();
+  events = null;
+  open.clear();
+}
+
+// Shows the inbox: on a running host, the requests followed, kept in step until stopInbox.
+export function showInbox($, live, failed) {
+  shown = null;
   $("inbox-list").replaceChildren();
   if (!live) {
     $("inbox-note").textContent = "The inbox needs a running host (agentpump run): a history file is read-only.";
     return;
   }
-  note($);
-  const es = new EventSource("/inbox/events", { withCredentials: true });
-  events = es;
-  // Each (re)connection lists every open request first: start from an empty list.
-  es.addEventListener("open", () => { $("inbox-list").replaceChildren(); note($); });
-  es.addEventListener("reset", () => { $("inbox-list").replaceChildren(); note($); });
-  es.addEventListener("listed", (e) => listed($, JSON.parse(e.data)));
-  for (const name of ["answered", "expired"]) {
-    es.addEventListener(name, (e) => closed($, JSON.parse(e.data).answer.request));
-  }
-  // A refused (re)connection closes the stream for good (a partition changing hands answers
-  // 503 for a moment): say so, and follow again a little later while the inbox is shown.
-  es.addEventListener("error", () => {
-    if (es.readyState !== EventSource.CLOSED) return;
-    failed(new Error("/inbox/events: the stream closed; trying again in 3 s"));
-    setTimeout(() => { if (events === es) showInbox($, live, failed); }, 3000);
-  });
+  shown = $;
+  followInbox($, failed);
+  sync($);
 }
 
 export function stopInbox() {
-  if (events) events.close();
-  events = null;
+  shown = null;
 }

@@ -5,6 +5,7 @@ import { pretty } from "/xml.js";
 import { residualPlot } from "/plot.js";
 import { eventView, callId, PROC, TOOL } from "/process.js";
 import { planView, TODO } from "/plan.js";
+import { requestView, INBOX } from "/request.js";
 
 const $ = (id) => document.getElementById(id);
 
@@ -16,10 +17,11 @@ export function recordItem(r) {
   if (root.ns === PROC) cls.push("proc", `proc-${root.local}`);
   if (root.ns === TOOL) cls.push("tool", `tool-${root.local}`);
   if (root.ns === TODO) cls.push("plan");
-  const label = { [SYS]: "system", [GOV]: "governor", [PROC]: "process", [TOOL]: "tool", [TODO]: "plan" }[root.ns] || r.kind;
-  const view = root.ns === TODO ? planView(r.payload) : eventView(root, r);
+  if (root.ns === INBOX) cls.push("inbox", `inbox-${root.local}`);
+  const label = { [SYS]: "system", [GOV]: "governor", [PROC]: "process", [TOOL]: "tool", [TODO]: "plan", [INBOX]: "inbox" }[root.ns] || r.kind;
+  const view = root.ns === TODO ? planView(r.payload) : root.ns === INBOX ? requestView(root, r.payload) : eventView(root, r);
   const call = callId(root, r.payload);
-  // A process event, tool message or plan reads as itself; its XML is one click away.
+  // A process event, tool message, plan or inbox record reads as itself; its XML is one click away.
   const xml = view ? el("details", { class: "xml" }, el("summary", { text: "XML" }), pretty(r.payload)) : pretty(r.payload);
   return el("li", { class: cls.join(" "), "data-seq": String(r.seq), "data-id": r.id, "data-root": root.local, "data-call-id": call, tabindex: call ? "-1" : null },
     el("header", {},

@@ -1,7 +1,7 @@
 // agentpump history viewer: sign-in, the list of root threads, one thread (tree, transcript,
 // residuals, budgets, halting report, integrity, plan, process timeline; live records and stop/resume
 // on a running host), and the tasks view.
-import { el, time, stateBadge, classBadge } from "/dom.js";
+import { el, time, duration, parseRoot, stateBadge, classBadge } from "/dom.js";
 import { showOrganism, compose } from "/organism.js";
 import { recordItem, drawPlot, drawBudgets, drawReport, drawTree, drawPlan } from "/panels.js";
 import { followCall, timelineItems } from "/process.js";
@@ -9,7 +9,7 @@ import { drawTasks } from "/tasks.js";
 import { drawThreadTotals, drawTotals } from "/totals.js";
 import { drawTiming } from "/timing.js";
 import { drawLoop } from "/loop.js";
-import { showInbox, stopInbox } from "/inbox.js";
+import { followInbox, showInbox, stopFollowing, stopInbox } from "/inbox.js";
 import { initFork, onRecordsClick, showCompare } from "/fork.js";
 
 // Every error the page meets is kept here too, so a test (or a person in the console) can read it.
@@ -20,7 +20,7 @@ window.addEventListener("error", (e) => window.viewerErrors.push(`error: ${e.mes
 window.addEventListener("unhandledrejection", (e) => window.viewerErrors.push(`unhandled: ${e.reason}`));
 
 const $ = (id) => document.getElementById(id);
-const state = { live: false, thread: null, last: 0, more: false, events: null, refresh: null, closed: false, tasks: null, listPoll: null };
+const state = { routed: false, routeSeq: 0, live: false, thread: null, last: 0, more: false, events: null, refresh: null, closed: false, tasks: null, listPoll: null };
 
 class SignedOut extends Error {}
 
@@ -60,7 +60,7 @@ function showOnly(id) {
   if (id !== "tasks") stopTaskEvents();
   if (id !== "list") stopListPoll();
   if (id !== "inbox") stopInbox();
-  if (id === "login") { stopEvents(); $("token").focus(); }
+  if (id === "login") { stopEvents(); stopFollowing(); $("inbox-count").hidden = true; $("token").focus(); }
 }
 
 async function signIn(token) {
@@ -81,11 +81,15 @@ async function showList() {
   $("f-state").value = q.get("state") || "";
   $("f-class").value = q.get("class") || "";
   $("f-q").value = q.get("q") || "";
+  const seq = state.routeSeq;
   const page = await api(`/view/threads?${q}`);
+  // A refresh of the list answered after the page moved on to another view is dropped.
+  if (seq !== state.routeSeq) return;
   const body = $("threads").tBodies[0];
   const cell = (label, attrs, ...children) => el("td", { "data-label": label, ...attrs }, ...children);
   body.replaceChildren(...page.threads.map((t) => el("tr", { "data-thread": t.id },
     cell("Thread", {}, el("a", { href: `#/thread/${t.id}` }, t.path)),
+    cell("First message", { class: "opening" }, opening(t.opening)),
     cell("State", {}, stateBadge(t.state, t.class)),
     cell("Halt", {}, t.class ? classBadge(t.class) : ""),
     cell("Certificate", {}, t.certificate ? classBadge(t.certificate) : ""),
@@ -93,7 +97,8 @@ async function showList() {
     cell("Tokens", { class: "num", text: String(t.counters.tokens_in + t.counters.tokens_out) }),
     cell("Cost", { class: "num", text: t.counters.cost }),
     cell("Children", { class: "num", text: String(t.children.length) }),
-    cell("Started", {}, t.started_us ? time(t.started_us) : ""))));
+    cell("Started", {}, t.started_us ? time(t.started_us) : ""),
+    cell("Duration", { class: "num", text: t.started_us && t.last_us ? duration(t.last_us - t.started_us) : "" }))));
   $("threads-caption").textContent = page.threads.length ? `Root threads, newest first (${page.threads.length} on this page)` : "No thread matches";
   const older = new URLSearchParams(q);
   if (page.next) older.set("before", page.next);
@@ -108,6 +113,16 @@ async function showList() {
     $("start").hidden = !(await compose($("start-box"), null, api, (a) => { location.hash = `#/thread/${a.thread}`; }));
   }
   if (state.live && !q.get("before")) startListPoll();
+}
+
+// What a thread is: its first message's root (the full name on hover), the listener it went to
+// and the start of its text (one piece: a card's cell on a narrow screen keeps it together).
+function opening(o) {
+  if (!o) return el("span", { class: "muted", text: "no message yet" });
+  return el("span", {},
+    el("code", { class: "opening-root", title: o.root, text: parseRoot(o.root).local }),
+    o.to ? el("span", { class: "opening-to", text: ` → ${o.to}` }) : null,
+    o.text ? el("span", { class: "opening-text", text: o.text }) : null);
 }
 
 // On a live host the first page of the list follows the host: it is read again every few
@@ -396,6 +411,10 @@ function resumeBudget() {
 // ---- routing ----
 
 async function route() {
+  // An in-page anchor (the skip link's `#main`) is no view: the browser goes to it.
+  if (state.routed && location.hash && !location.hash.startsWith("#/")) return;
+  state.routed = true;
+  state.routeSeq++;
   const m = /^#\/thread\/([0-9a-f-]{36})/.exec(location.hash);
   const c = /^#\/compare\/([0-9a-f-]{36})/.exec(location.hash);
   try {
@@ -404,8 +423,10 @@ async function route() {
     else if (/^#\/tasks\b/.test(location.hash)) await showTasks();
     else if (/^#\/organism\b/.test(location.hash)) { stopEvents(); state.thread = null; const t = /^#\/organism\/([0-9a-f-]{36})/.exec(location.hash); await showOrganism(t && t[1], api, $); showOnly("organism"); say(""); }
     else if (/^#\/totals\b/.test(location.hash)) { stopEvents(); state.thread = null; const by = /^#\/totals\/day\b/.test(location.hash) ? "day" : "listener"; drawTotals(await api(`/view/totals?by=${by}`), $); showOnly("totals"); }
-    else if (/^#\/inbox\b/.test(location.hash)) { stopEvents(); showOnly("inbox"); await showInbox($, state.live, failed); }
+    else if (/^#\/inbox\b/.test(location.hash)) { stopEvents(); showOnly("inbox"); showInbox($, state.live, failed); }
     else { stopEvents(); state.thread = null; await showList(); }
+    // Each view opens at its top, wherever the last one was scrolled to.
+    window.scrollTo(0, 0);
     const h = document.querySelector("section:not([hidden]) h1");
     if (h) h.focus({ preventScroll: true });
   } catch (e) { failed(e); }
@@ -423,6 +444,7 @@ async function start() {
     state.live = info.live;
     initFork({ api, live: info.live, thread: () => state.thread, failed });
     $("mode").textContent = info.live ? "live host" : "history file (read-only)";
+    if (info.live) followInbox($, failed);
     await route();
   } catch (e) { failed(e); }
 }
