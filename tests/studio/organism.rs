@@ -4,11 +4,9 @@
 //! listeners table has no empty column. Headless Chromium, axe-core on each view (see
 //! tests/viewer.rs for what the browser tests need).
 
-mod support;
+use crate::support;
 
-#[path = "viewer/browser.rs"]
-#[allow(dead_code)] // a test file uses part of the browser helpers
-mod browser;
+use crate::browser;
 
 use std::sync::Arc;
 use std::time::Duration;

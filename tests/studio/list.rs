@@ -5,11 +5,9 @@
 //!
 //! Needs `chromedriver`, `chromium` and axe-core, as `tests/viewer.rs` does.
 
-mod support;
+use crate::support;
 
-#[path = "viewer/browser.rs"]
-#[allow(dead_code)] // the `agentpump view` helper is tests/viewer.rs's
-mod browser;
+use crate::browser;
 
 use std::sync::Arc;
 

@@ -3,11 +3,9 @@
 //! delivers, and a bad edit's problem is shown in the form. Headless Chromium, axe-core on the
 //! form (see tests/viewer.rs for what the browser tests need).
 
-mod support;
+use crate::support;
 
-#[path = "viewer/browser.rs"]
-#[allow(dead_code)] // a test file uses part of the browser helpers
-mod browser;
+use crate::browser;
 
 use std::time::Duration;
 

@@ -1,7 +1,7 @@
 //! The viewer's ways in (issue 47): every example the compose form offers is one its listener
 //! accepts, on a fresh demo host and on one with history.
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -2,7 +2,7 @@
 //! delivered again is the edited one, checked like any post; the fork decision names its
 //! SHA-256, and `agentpump verify` still proves the fork against its source.
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 
