@@ -311,6 +311,37 @@ async fn each_decision_over_http_is_applied_once() {
     host.reaches(&t, "idle").await;
 }
 
+/// "One call is one call" (issue 47): a `command` call held for approval and then forwarded
+/// costs the thread one tool call — in its budget (`tool_calls = 1` lets the approved call
+/// run) and in the totals the API and the viewer show.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approved_call_costs_one_tool_call() {
+    let dir = Scratch::new("inbox-one-call");
+    dir.write(
+        "organism.toml",
+        "[store]\npath = \"history.db\"\n\n[tools.command]\nenabled = true\nallow = [\"echo\"]\napprove = true\n\n[governor.budget]\ntool_calls = 1\n",
+    );
+    let host = Host::start(&dir.0);
+    let t = host
+        .start_thread(&command("echo", &["approved-once"]))
+        .await;
+    let id = host.open(&t, 1).await[0]["id"].as_str().unwrap().to_owned();
+    let (status, _) = host.answer(&id, json!({"decision": "approve"})).await;
+    assert_eq!(status, StatusCode::OK);
+    let records = host.wait_for(&t, "approved-once\n").await;
+    assert!(
+        records
+            .iter()
+            .any(|r| r["payload"].as_str().unwrap().contains("<result")),
+        "the approved call did not run: {records:#?}"
+    );
+    host.reaches(&t, "idle").await;
+    let r = host.get(&format!("/view/threads/{t}/totals")).send().await;
+    let totals: Json = r.unwrap().json().await.unwrap();
+    assert_eq!(totals["thread"]["tool_calls"], 1, "{totals}");
+    assert_eq!(totals["tree"]["tool_calls"], 1, "{totals}");
+}
+
 /// "problem JSON: 404 unknown, 409 already answered, 410 or 409 expired, 422 invalid" — and
 /// the inbox is "behind the same token as the rest of the API".
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
