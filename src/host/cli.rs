@@ -91,6 +91,11 @@ pub enum Command {
         /// Only threads in this state (active, idle, done, halted).
         #[arg(long)]
         state: Option<ThreadState>,
+        /// Only the root threads whose records, or their child threads' records, hold TEXT in
+        /// a payload (its text, attributes or root), a sender or an addressee, or whose path
+        /// does (case-insensitive): the viewer's search.
+        #[arg(long, value_name = "TEXT")]
+        search: Option<String>,
         /// Output format.
         #[arg(long, value_enum, default_value_t = ThreadsFormat::Text)]
         format: ThreadsFormat,
@@ -413,12 +418,12 @@ fn dispatch(command: Command) -> Result<(), HostError> {
             source,
             auth,
             state,
+            search,
             format,
         } => print(match source.db {
-            Some(db) => inspect::threads(&db, state, format),
-            None => {
-                host(&source.url, auth).and_then(|h| h.threads(state.map(|s| s.as_str()), format))
-            }
+            Some(db) => inspect::threads(&db, state, search.as_deref(), format),
+            None => host(&source.url, auth)
+                .and_then(|h| h.threads(state.map(|s| s.as_str()), search.as_deref(), format)),
         }),
         Command::History {
             retention: Some(retention),

@@ -80,7 +80,9 @@ pub(super) async fn thread_id(
     super::resolve::resolve(&threads, text, &db.display().to_string())
 }
 
-/// Lists threads, optionally only those in `state`.
+/// Lists threads, optionally only those in `state`; with `search`, only the root threads the
+/// viewer's search finds (`GET /view/threads?q=`): a record of theirs or of a thread below
+/// them holds the text in its payload, root, sender or addressee, or their path does.
 ///
 /// # Errors
 ///
@@ -88,11 +90,15 @@ pub(super) async fn thread_id(
 pub fn threads(
     db: &Path,
     state: Option<ThreadState>,
+    search: Option<&str>,
     format: ThreadsFormat,
 ) -> Result<String, HostError> {
     let store = open(db)?;
     block_on(async {
-        let threads = store.threads(state).await?;
+        let threads = match search {
+            Some(text) => roots_matching(&store, state, text).await?,
+            None => store.threads(state).await?,
+        };
         let mut reports = Vec::new();
         for t in threads.iter().filter(|t| t.state == ThreadState::Halted) {
             reports.extend(store.reports(t.id).await?);
@@ -106,6 +112,29 @@ pub fn threads(
         }
         Ok(render_threads(&threads, &halts, format))
     })
+}
+
+/// The root threads in `state` whose search finds `text`, newest first, every page read.
+async fn roots_matching(
+    store: &SqliteHistory,
+    state: Option<ThreadState>,
+    text: &str,
+) -> Result<Vec<ThreadInfo>, HostError> {
+    let mut filter = crate::history::ThreadFilter {
+        state,
+        text: Some(text.to_owned()),
+        limit: crate::history::page::MAX_PAGE,
+        ..Default::default()
+    };
+    let mut found = Vec::new();
+    loop {
+        let page = store.roots(&filter).await?;
+        found.extend(page.threads.into_iter().map(|t| t.info));
+        match page.next {
+            Some(next) => filter.before = Some(next),
+            None => return Ok(found),
+        }
+    }
 }
 
 /// The text of the last goal declared in `records`, if any.
