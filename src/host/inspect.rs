@@ -203,6 +203,28 @@ fn thread_table(threads: &[ThreadInfo], halts: &Halts) -> String {
     out
 }
 
+/// Every record of every thread in `db`, in the order the history accepted them.
+///
+/// # Errors
+///
+/// The file cannot be read.
+pub fn whole_history(db: &Path, format: HistoryFormat) -> Result<String, HostError> {
+    let store = open(db)?;
+    block_on(async {
+        let mut records = Vec::new();
+        for t in store.threads(None).await? {
+            records.extend(store.thread(t.id, 0).await?);
+        }
+        Ok(render_all(records, format))
+    })
+}
+
+/// `records` of many threads in `format`, in the order the history accepted them (by seq).
+pub(crate) fn render_all(mut records: Vec<Record>, format: HistoryFormat) -> String {
+    records.sort_unstable_by_key(|r| r.seq);
+    render_records(&records, format)
+}
+
 /// One thread's history (with `tree`, its whole subtree, indented by depth).
 ///
 /// # Errors

@@ -363,6 +363,20 @@ impl Host {
             .map_err(|e| HostError::http(format!("{}{path}: unreadable answer: {e}", self.url), e))
     }
 
+    /// Every record of every thread the host keeps, printed as from a file.
+    ///
+    /// # Errors
+    ///
+    /// The host cannot be reached or refuses.
+    pub fn whole_history(&self, format: HistoryFormat) -> Result<String, HostError> {
+        let threads: Vec<ThreadInfo> = self.json("/threads")?;
+        let mut records: Vec<crate::history::Record> = Vec::new();
+        for t in &threads {
+            records.extend(self.json::<Vec<_>>(&format!("/threads/{}/history?format=json", t.id))?);
+        }
+        Ok(inspect::render_all(records, format))
+    }
+
     /// A thread's history (with `tree`, its whole subtree), printed as from a file.
     ///
     /// # Errors
