@@ -272,8 +272,14 @@ async fn each_decision_over_http_is_applied_once() {
         (StatusCode::CONFLICT, Some("already-answered"))
     );
     let detail = body["detail"].as_str().unwrap();
+    // When, as RFC 3339 UTC (issue 47: not epoch milliseconds).
+    let when = detail
+        .split("`alice` at ")
+        .nth(1)
+        .and_then(|rest| rest.split(" (approve)").next())
+        .unwrap_or_else(|| panic!("no `alice` at … (approve) in {detail}"));
     assert!(
-        detail.contains("`alice`") && detail.contains(" ms"),
+        agentpump::history::export::parse_rfc3339(when).is_ok() && when.ends_with('Z'),
         "{detail}"
     );
     host.reaches(&t, "idle").await;

@@ -396,8 +396,11 @@ pub(super) fn certificates_agree(
     if wrong.is_empty() {
         Ok(format!(
             "{source}: {checked} halts re-derived from the history, every certificate agrees; \
-             {replayed} certified halts replayed twice to the same certificate \
-             (verification rung {RUNG_REPLAYED} achieved)\n"
+             {replayed} certified halts replayed twice to the same certificate: each halt's \
+             class and certificate follow from its recorded messages alone, the same on every \
+             replay, so the report can be trusted without trusting the run that wrote it \
+             (phuc-loop's verification rung {RUNG_REPLAYED}: at least 2 replays produce the \
+             same certificate)\n"
         ))
     } else {
         Err(HostError::Check(format!(
