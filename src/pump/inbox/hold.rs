@@ -58,7 +58,12 @@ impl Shared {
         let Some(id) = envelope.in_reply_to() else {
             return false;
         };
-        if to.role != Role::Tool || !envelope.payload().qname().is(TOOL_NS, "call") {
+        // Only a tool with an approval policy has calls forwarded: no other call costs a read.
+        let approved_tool = self.config.inbox.approvals.contains_key(&*to.name);
+        if !approved_tool || to.role != Role::Tool {
+            return false;
+        }
+        if !envelope.payload().qname().is(TOOL_NS, "call") {
             return false;
         }
         matches!(self.store.record(id).await,
