@@ -1,13 +1,16 @@
 //! Search finds text inside payloads (issue 47): `GET /view/threads?q=` and `agentpump threads
 //! --search` over `--db` and `--url`, the same on SQLite (through its payload index, and by
-//! reading payloads for a text of one or two characters) and on the memory store.
+//! reading payloads for a text of one or two characters), on the memory store and on JetStream.
+//! Needs `nats-server` on the PATH (`.ci/run` installs it).
 
 mod support;
 
 use std::sync::Arc;
 
 use agentpump::ThreadId;
-use agentpump::history::{HistoryStore, MemoryHistory, SqliteHistory};
+use agentpump::history::{
+    HistoryStore, JetStreamHistory, JetStreamOptions, MemoryHistory, SqliteHistory,
+};
 use support::{Scratch, agentpump_in, converse_one, echo_pump, serve};
 
 const TOKEN: &str = "search-token";
@@ -45,9 +48,13 @@ async fn three(pump: &agentpump::PumpHandle) -> [ThreadId; 3] {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_api_finds_text_inside_payloads_on_sqlite_and_in_memory() {
     let dir = Scratch::new("search-api");
-    let stores: [(&str, Arc<dyn HistoryStore>); 2] = [
+    // JetStream answers reads from an index in memory: it searches as the memory store does.
+    let (_nats, url) = support::nats::server(&dir.0);
+    let jetstream = JetStreamHistory::open(JetStreamOptions::new(&url, "search"));
+    let stores: [(&str, Arc<dyn HistoryStore>); 3] = [
         ("sqlite", Arc::new(SqliteHistory::open(dir.db()).unwrap())),
         ("memory", Arc::new(MemoryHistory::new())),
+        ("jetstream", Arc::new(jetstream.await.unwrap())),
     ];
     for (name, store) in stores {
         let pump = echo_pump(store);
