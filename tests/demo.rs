@@ -203,9 +203,9 @@ fn verify_certificates_rederives_every_halt_and_catches_an_edited_report() {
     assert!(ok, "{err}");
     assert!(
         out.contains("halts re-derived from the history, every certificate agrees")
-            && out.contains(
-                "replayed twice to the same certificate (verification rung 274177 achieved)"
-            ),
+            && out.contains("replayed twice to the same certificate: each halt's class and certificate follow from its recorded messages alone")
+            && out.contains("(phuc-loop's verification rung 274177: at least 2 replays produce the same certificate)")
+            && !out.contains("rung 274177 achieved"),
         "{out}"
     );
     // Someone turns the runaway's TIMEOUT into a CONVERGED in the stored report.

@@ -125,6 +125,8 @@ async fn an_approved_command_runs_once_after_the_thread_waited() {
     assert_eq!(got.len(), 1, "{got:?}");
     assert_eq!(result(&got[0]).fields["stdout"], Value::Str("hi\n".into()));
     assert_eq!(pump.thread(thread).unwrap().state, ThreadState::Idle);
+    // One call is one call: held, then forwarded, it costs one tool call (issue 47).
+    assert_eq!(pump.thread(thread).unwrap().counters.tool_calls, 1);
     assert!(
         pump.inbox(&InboxFilter::default())
             .await

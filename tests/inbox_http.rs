@@ -272,8 +272,14 @@ async fn each_decision_over_http_is_applied_once() {
         (StatusCode::CONFLICT, Some("already-answered"))
     );
     let detail = body["detail"].as_str().unwrap();
+    // When, as RFC 3339 UTC (issue 47: not epoch milliseconds).
+    let when = detail
+        .split("`alice` at ")
+        .nth(1)
+        .and_then(|rest| rest.split(" (approve)").next())
+        .unwrap_or_else(|| panic!("no `alice` at … (approve) in {detail}"));
     assert!(
-        detail.contains("`alice`") && detail.contains(" ms"),
+        agentpump::history::export::parse_rfc3339(when).is_ok() && when.ends_with('Z'),
         "{detail}"
     );
     host.reaches(&t, "idle").await;
@@ -309,6 +315,37 @@ async fn each_decision_over_http_is_applied_once() {
     assert_eq!(status, StatusCode::OK);
     host.wait_for(&t, "teal").await;
     host.reaches(&t, "idle").await;
+}
+
+/// "One call is one call" (issue 47): a `command` call held for approval and then forwarded
+/// costs the thread one tool call — in its budget (`tool_calls = 1` lets the approved call
+/// run) and in the totals the API and the viewer show.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approved_call_costs_one_tool_call() {
+    let dir = Scratch::new("inbox-one-call");
+    dir.write(
+        "organism.toml",
+        "[store]\npath = \"history.db\"\n\n[tools.command]\nenabled = true\nallow = [\"echo\"]\napprove = true\n\n[governor.budget]\ntool_calls = 1\n",
+    );
+    let host = Host::start(&dir.0);
+    let t = host
+        .start_thread(&command("echo", &["approved-once"]))
+        .await;
+    let id = host.open(&t, 1).await[0]["id"].as_str().unwrap().to_owned();
+    let (status, _) = host.answer(&id, json!({"decision": "approve"})).await;
+    assert_eq!(status, StatusCode::OK);
+    let records = host.wait_for(&t, "approved-once\n").await;
+    assert!(
+        records
+            .iter()
+            .any(|r| r["payload"].as_str().unwrap().contains("<result")),
+        "the approved call did not run: {records:#?}"
+    );
+    host.reaches(&t, "idle").await;
+    let r = host.get(&format!("/view/threads/{t}/totals")).send().await;
+    let totals: Json = r.unwrap().json().await.unwrap();
+    assert_eq!(totals["thread"]["tool_calls"], 1, "{totals}");
+    assert_eq!(totals["tree"]["tool_calls"], 1, "{totals}");
 }
 
 /// "problem JSON: 404 unknown, 409 already answered, 410 or 409 expired, 422 invalid" — and

@@ -25,7 +25,8 @@ pub struct ThreadFilter {
     /// Only threads whose halting report has this class or certificate (`CONVERGED`, `no-progress`).
     pub class: Option<String>,
     /// Only threads with a record — of their own or of any thread below them — whose payload
-    /// root, sender or addressee contains this text (case-insensitive), or whose path does.
+    /// (the XML as kept: its root, its text, its attributes), sender or addressee contains
+    /// this text (case-insensitive), or whose path does.
     pub text: Option<String>,
     /// Only threads older than this cursor (the `next` of the previous page).
     pub before: Option<u64>,
@@ -102,6 +103,7 @@ pub(crate) fn matches(filter: &ThreadFilter, summary: &ThreadSummary, records: &
             summary.info.path.to_lowercase().contains(&text)
                 || records.iter().any(|r| {
                     r.root.to_string().to_lowercase().contains(&text)
+                        || r.payload.to_lowercase().contains(&text)
                         || r.from.to_lowercase().contains(&text)
                         || r.to
                             .as_deref()

@@ -91,6 +91,11 @@ pub enum Command {
         /// Only threads in this state (active, idle, done, halted).
         #[arg(long)]
         state: Option<ThreadState>,
+        /// Only the root threads whose records, or their child threads' records, hold TEXT in
+        /// a payload (its text, attributes or root), a sender or an addressee, or whose path
+        /// does (case-insensitive): the viewer's search.
+        #[arg(long, value_name = "TEXT")]
+        search: Option<String>,
         /// Output format.
         #[arg(long, value_enum, default_value_t = ThreadsFormat::Text)]
         format: ThreadsFormat,
@@ -102,8 +107,12 @@ pub enum Command {
         #[command(subcommand)]
         retention: Option<Retention>,
         /// The thread: its id, a unique prefix of it, or its path (46a2acab.part1).
-        #[arg(required = true)]
+        #[arg(required_unless_present = "all")]
         thread: Option<String>,
+        /// Every record of every thread instead of one thread's, in the order the history
+        /// accepted them (`--format jsonl` or `xml` for the whole history as data).
+        #[arg(long, conflicts_with_all = ["thread", "tree"])]
+        all: bool,
         /// Where to read from.
         #[command(flatten)]
         source: Source,
@@ -275,7 +284,9 @@ pub enum Retention {
         archive: Option<PathBuf>,
     },
     /// Write the records a prune with the same cut would remove, as JSON lines: the archive to
-    /// keep before pruning. Reads the file only (a running host's too).
+    /// keep before pruning — records of finished trees only (done or halted, nothing pending),
+    /// never of an idle root thread. Reads the file only (a running host's too). For every
+    /// record, use `agentpump history --all --format jsonl`.
     Export {
         /// The cut.
         #[command(flatten)]
@@ -415,12 +426,12 @@ fn dispatch(command: Command) -> Result<(), HostError> {
             source,
             auth,
             state,
+            search,
             format,
         } => print(match source.db {
-            Some(db) => inspect::threads(&db, state, format),
-            None => {
-                host(&source.url, auth).and_then(|h| h.threads(state.map(|s| s.as_str()), format))
-            }
+            Some(db) => inspect::threads(&db, state, search.as_deref(), format),
+            None => host(&source.url, auth)
+                .and_then(|h| h.threads(state.map(|s| s.as_str()), search.as_deref(), format)),
         }),
         Command::History {
             retention: Some(retention),
@@ -429,17 +440,20 @@ fn dispatch(command: Command) -> Result<(), HostError> {
         Command::History {
             retention: None,
             thread,
+            all,
             source,
             auth,
             format,
             tree,
-        } => {
-            let thread = thread.expect("clap requires a thread without a subcommand");
-            print(match source.db {
-                Some(db) => inspect::history(&db, &thread, format, tree),
-                None => host(&source.url, auth).and_then(|h| h.history(&thread, format, tree)),
-            })
-        }
+        } => print(match (thread, source.db) {
+            (None, Some(db)) if all => inspect::whole_history(&db, format),
+            (None, None) if all => host(&source.url, auth).and_then(|h| h.whole_history(format)),
+            (Some(thread), Some(db)) => inspect::history(&db, &thread, format, tree),
+            (Some(thread), None) => {
+                host(&source.url, auth).and_then(|h| h.history(&thread, format, tree))
+            }
+            (None, _) => unreachable!("clap requires a thread or --all without a subcommand"),
+        }),
         Command::Report {
             thread,
             source,

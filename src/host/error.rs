@@ -59,14 +59,17 @@ pub enum HostError {
         #[source]
         source: std::io::Error,
     },
-    /// An address could not be listened on (`127.0.0.1:7700: cannot listen: …`).
-    #[error("{addr}: cannot listen: {source}")]
+    /// An address could not be listened on (`127.0.0.1:7700: cannot listen: Address already in
+    /// use; listen elsewhere with --port N …`): what to change follows the cause.
+    #[error("{addr}: cannot listen: {source}; {remedy}")]
     Listen {
         /// The address, as configured.
         addr: String,
         /// The I/O error.
         #[source]
         source: std::io::Error,
+        /// How to listen elsewhere, in the command's own words (its flags, its config key).
+        remedy: &'static str,
     },
     /// The operating system refused something that has no file: starting the async runtime,
     /// serving, writing the output.

@@ -80,7 +80,9 @@ pub(super) async fn thread_id(
     super::resolve::resolve(&threads, text, &db.display().to_string())
 }
 
-/// Lists threads, optionally only those in `state`.
+/// Lists threads, optionally only those in `state`; with `search`, only the root threads the
+/// viewer's search finds (`GET /view/threads?q=`): a record of theirs or of a thread below
+/// them holds the text in its payload, root, sender or addressee, or their path does.
 ///
 /// # Errors
 ///
@@ -88,11 +90,15 @@ pub(super) async fn thread_id(
 pub fn threads(
     db: &Path,
     state: Option<ThreadState>,
+    search: Option<&str>,
     format: ThreadsFormat,
 ) -> Result<String, HostError> {
     let store = open(db)?;
     block_on(async {
-        let threads = store.threads(state).await?;
+        let threads = match search {
+            Some(text) => roots_matching(&store, state, text).await?,
+            None => store.threads(state).await?,
+        };
         let mut reports = Vec::new();
         for t in threads.iter().filter(|t| t.state == ThreadState::Halted) {
             reports.extend(store.reports(t.id).await?);
@@ -106,6 +112,29 @@ pub fn threads(
         }
         Ok(render_threads(&threads, &halts, format))
     })
+}
+
+/// The root threads in `state` whose search finds `text`, newest first, every page read.
+async fn roots_matching(
+    store: &SqliteHistory,
+    state: Option<ThreadState>,
+    text: &str,
+) -> Result<Vec<ThreadInfo>, HostError> {
+    let mut filter = crate::history::ThreadFilter {
+        state,
+        text: Some(text.to_owned()),
+        limit: crate::history::page::MAX_PAGE,
+        ..Default::default()
+    };
+    let mut found = Vec::new();
+    loop {
+        let page = store.roots(&filter).await?;
+        found.extend(page.threads.into_iter().map(|t| t.info));
+        match page.next {
+            Some(next) => filter.before = Some(next),
+            None => return Ok(found),
+        }
+    }
 }
 
 /// The text of the last goal declared in `records`, if any.
@@ -172,6 +201,28 @@ fn thread_table(threads: &[ThreadInfo], halts: &Halts) -> String {
         summary.join(", ")
     ));
     out
+}
+
+/// Every record of every thread in `db`, in the order the history accepted them.
+///
+/// # Errors
+///
+/// The file cannot be read.
+pub fn whole_history(db: &Path, format: HistoryFormat) -> Result<String, HostError> {
+    let store = open(db)?;
+    block_on(async {
+        let mut records = Vec::new();
+        for t in store.threads(None).await? {
+            records.extend(store.thread(t.id, 0).await?);
+        }
+        Ok(render_all(records, format))
+    })
+}
+
+/// `records` of many threads in `format`, in the order the history accepted them (by seq).
+pub(crate) fn render_all(mut records: Vec<Record>, format: HistoryFormat) -> String {
+    records.sort_unstable_by_key(|r| r.seq);
+    render_records(&records, format)
 }
 
 /// One thread's history (with `tree`, its whole subtree, indented by depth).
@@ -345,8 +396,11 @@ pub(super) fn certificates_agree(
     if wrong.is_empty() {
         Ok(format!(
             "{source}: {checked} halts re-derived from the history, every certificate agrees; \
-             {replayed} certified halts replayed twice to the same certificate \
-             (verification rung {RUNG_REPLAYED} achieved)\n"
+             {replayed} certified halts replayed twice to the same certificate: each halt's \
+             class and certificate follow from its recorded messages alone, the same on every \
+             replay, so the report can be trusted without trusting the run that wrote it \
+             (phuc-loop's verification rung {RUNG_REPLAYED}: at least 2 replays produce the \
+             same certificate)\n"
         ))
     } else {
         Err(HostError::Check(format!(

@@ -442,6 +442,47 @@ impl Organism {
         self.limits.max_value_bytes
     }
 
+    /// The error of a peer no listener is named, as the other errors of this file are: the
+    /// file and the line of the listener's `peers` (or of its section). A task project's
+    /// organism names the task orchestrator, `tasks`, which only `agentpump tasks run`
+    /// registers: the error says to run it so.
+    pub(crate) fn unknown_peer(&self, origin: &str, listener: &str, peer: &str) -> HostError {
+        let section = self
+            .listener
+            .iter()
+            .find(|l| l.get_ref().name.get_ref() == listener);
+        // The section's `peers = …` line: after its header, before the next table's.
+        let line = section.map(|s| {
+            let start = line_of(&self.text, s.span().start);
+            let after = self.text.lines().enumerate().skip(start);
+            let peers = after
+                .take_while(|(_, l)| !l.trim_start().starts_with('['))
+                .find(|(_, l)| l.trim_start().starts_with("peers"));
+            peers.map_or(start, |(i, _)| i + 1)
+        });
+        let mut message = format!("listener `{listener}` names unknown peer `{peer}`");
+        if peer == crate::tasks::listeners::COORDINATOR {
+            message.push_str(&format!(
+                "; `{peer}` is the task orchestrator, which `agentpump tasks run` registers: this is a task project's organism, run it with `agentpump tasks run --root DIR` (`agentpump tasks check --root DIR` checks it first)"
+            ));
+        } else {
+            let names: Vec<&str> = self
+                .listener
+                .iter()
+                .map(|l| l.get_ref().name.get_ref().as_str())
+                .collect();
+            message.push_str(&format!(
+                "; a peer is a listener of this organism ({}), a tool it enables or an MCP server's tool",
+                names.join(", ")
+            ));
+        }
+        HostError::Organism {
+            origin: origin.to_owned(),
+            line,
+            message,
+        }
+    }
+
     fn at<T>(&self, origin: &str, spanned: &Spanned<T>, message: String) -> HostError {
         HostError::Organism {
             origin: origin.to_owned(),

@@ -4,9 +4,11 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::ThreadId;
+use crate::history::ThreadPage;
+use crate::history::page::MAX_PAGE;
 use crate::host::HostError;
 use crate::host::inspect::{self, HistoryFormat, ThreadsFormat};
+use crate::{ThreadId, ThreadInfo};
 
 /// How long connecting to the host may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -292,22 +294,65 @@ impl Host {
         .map(|_| format!("thread {thread} resumed\n"))
     }
 
-    /// Lists threads, printed as the `threads` command prints them from a file.
+    /// The root threads in `state` the host's search finds for `text`, every page read.
+    fn roots_matching(
+        &self,
+        state: Option<&str>,
+        text: &str,
+    ) -> Result<Vec<ThreadInfo>, HostError> {
+        let mut query = format!("/view/threads?q={}&limit={}", encode(text), MAX_PAGE);
+        if let Some(state) = state {
+            query.push_str(&format!("&state={}", encode(state)));
+        }
+        let mut found = Vec::new();
+        let mut before = String::new();
+        loop {
+            let body = self.call(reqwest::Method::GET, &format!("{query}{before}"), None)?;
+            let page: ThreadPage = self.read_json(&body, "search")?;
+            found.extend(page.threads.into_iter().map(|t| t.info));
+            match page.next {
+                Some(next) => before = format!("&before={next}"),
+                None => return Ok(found),
+            }
+        }
+    }
+
+    /// `body`, the host's `what`, read as JSON.
+    fn read_json<T: serde::de::DeserializeOwned>(
+        &self,
+        body: &str,
+        what: &str,
+    ) -> Result<T, HostError> {
+        serde_json::from_str(body).map_err(|e| {
+            HostError::http(
+                format!("{}: the host's {what} is unreadable: {e}", self.url),
+                e,
+            )
+        })
+    }
+
+    /// Lists threads, printed as the `threads` command prints them from a file; with `search`,
+    /// the root threads the host's search finds (`GET /view/threads?q=`).
     ///
     /// # Errors
     ///
     /// The host cannot be reached or refuses.
-    pub fn threads(&self, state: Option<&str>, format: ThreadsFormat) -> Result<String, HostError> {
-        let query = state
-            .map(|s| format!("?state={}", encode(s)))
-            .unwrap_or_default();
-        let text = self.call(reqwest::Method::GET, &format!("/threads{query}"), None)?;
-        let threads: Vec<crate::ThreadInfo> = serde_json::from_str(&text).map_err(|e| {
-            HostError::http(
-                format!("{}: the host's thread list is unreadable: {e}", self.url),
-                e,
-            )
-        })?;
+    pub fn threads(
+        &self,
+        state: Option<&str>,
+        search: Option<&str>,
+        format: ThreadsFormat,
+    ) -> Result<String, HostError> {
+        let threads = match search {
+            Some(text) => self.roots_matching(state, text)?,
+            None => {
+                let query = state
+                    .map(|s| format!("?state={}", encode(s)))
+                    .unwrap_or_default();
+                let text = self.call(reqwest::Method::GET, &format!("/threads{query}"), None)?;
+                self.read_json(&text, "thread list")?
+            }
+        };
         let mut reports = Vec::new();
         if format == ThreadsFormat::Text {
             for t in threads
@@ -340,6 +385,20 @@ impl Host {
         let text = self.call(reqwest::Method::GET, path, None)?;
         serde_json::from_str(&text)
             .map_err(|e| HostError::http(format!("{}{path}: unreadable answer: {e}", self.url), e))
+    }
+
+    /// Every record of every thread the host keeps, printed as from a file.
+    ///
+    /// # Errors
+    ///
+    /// The host cannot be reached or refuses.
+    pub fn whole_history(&self, format: HistoryFormat) -> Result<String, HostError> {
+        let threads: Vec<ThreadInfo> = self.json("/threads")?;
+        let mut records: Vec<crate::history::Record> = Vec::new();
+        for t in &threads {
+            records.extend(self.json::<Vec<_>>(&format!("/threads/{}/history?format=json", t.id))?);
+        }
+        Ok(inspect::render_all(records, format))
     }
 
     /// A thread's history (with `tree`, its whole subtree), printed as from a file.

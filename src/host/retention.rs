@@ -3,6 +3,7 @@
 //! [`HistoryStore::prune`]); `export` writes what a prune with the same cut would remove as JSON
 //! lines, gzip-compressed with `--gzip`. `prune --archive FILE` does both in one transaction.
 
+use std::collections::HashSet;
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::Path;
@@ -189,15 +190,60 @@ pub fn export(db: &Path, before_us: i64, gzip: bool, out: &Path) -> Result<Strin
         sink.flush()
     };
     write().map_err(|e| HostError::io(out, e))?;
-    let threads: std::collections::HashSet<_> = records.iter().map(|r| r.thread).collect();
-    Ok(format!(
-        "{}: exported {} records of {} threads accepted before {} to {}\n",
-        db.display(),
-        records.len(),
-        threads.len(),
-        rfc3339(before_us),
-        out.display()
-    ))
+    let threads: HashSet<_> = records.iter().map(|r| r.thread).collect();
+    let (kept, open) = block_on(left_out(&store, &threads, before_us))?;
+    let cut = rfc3339(before_us);
+    let mut text = if records.is_empty() {
+        format!(
+            "{}: nothing to export: no finished thread has a record accepted before {cut} ({} written, empty)\n",
+            db.display(),
+            out.display()
+        )
+    } else {
+        format!(
+            "{}: exported {} records of {} threads accepted before {cut} to {}\n",
+            db.display(),
+            records.len(),
+            threads.len(),
+            out.display()
+        )
+    };
+    if kept > 0 {
+        text.push_str(&format!(
+            "left out: {kept} records of {open} threads accepted before the cut whose trees are not finished (idle, active or waiting); export and prune take only trees that are done or halted with nothing pending, and a root thread stays idle until it is stopped (`agentpump stop THREAD`)\n"
+        ));
+    }
+    if records.is_empty() || kept > 0 {
+        text.push_str(&format!(
+            "every record, as JSON lines: agentpump history --all --format jsonl --db {}\n",
+            db.display()
+        ));
+    }
+    Ok(text)
+}
+
+/// The records accepted before `before_us` of the threads an export leaves out (not among
+/// `exported`, so not finished), and how many threads hold them.
+async fn left_out(
+    store: &SqliteHistory,
+    exported: &HashSet<crate::ThreadId>,
+    before_us: i64,
+) -> Result<(usize, usize), HostError> {
+    let (mut records, mut threads) = (0, 0);
+    for t in store.threads(None).await? {
+        if exported.contains(&t.id) {
+            continue;
+        }
+        let n = store
+            .thread(t.id, 0)
+            .await?
+            .iter()
+            .take_while(|r| r.time_us < before_us)
+            .count();
+        records += n;
+        threads += usize::from(n > 0);
+    }
+    Ok((records, threads))
 }
 
 /// Where the history was cut, for `verify`: one line per prune (anchors sharing a cut and a

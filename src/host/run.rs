@@ -30,6 +30,12 @@ pub fn run(
     port: Option<u16>,
     first: &[u32],
 ) -> Result<String, HostError> {
+    if !path.exists() {
+        return Err(HostError::usage(format!(
+            "{}: no such organism file; an organism.toml says which listeners to run (docs/organism.md, listeners/demo/organism.toml is one): `agentpump demo` runs the demo without one, `agentpump run --help` shows how to name the file",
+            path.display()
+        )));
+    }
     let mut organism = Organism::load(path)?;
     organism.report_process_warnings();
     if let Some(bind) = bind {
@@ -54,6 +60,7 @@ pub fn run(
             .map_err(|source| HostError::Listen {
                 addr: organism.server.bind.clone(),
                 source,
+                remedy: "listen elsewhere with --port N (0 picks a free port) or --bind HOST:PORT, or set [server] bind = \"HOST:PORT\" in organism.toml; or stop what listens there",
             })?;
         let count = organism.partitions()?;
         super::partitions::check_first(first, count)?;
@@ -206,6 +213,13 @@ pub(super) async fn builder(
         crate::PumpBuilder::new().config(config),
         crate::PumpBuilder::register,
     );
+    // An unknown peer is the file's error: said with its line, as the others are.
+    if let Err(crate::pump::BuildError::Registration(
+        crate::listener::RegistrationError::UnknownPeer { listener, peer },
+    )) = builder.check()
+    {
+        return Err(organism.unknown_peer(origin, &listener, &peer));
+    }
     Ok((builder, connected, listeners))
 }
 

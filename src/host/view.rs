@@ -38,6 +38,7 @@ pub fn run(db: &Path, addr: &str, tasks: Option<&Path>) -> Result<String, HostEr
             .map_err(|source| HostError::Listen {
                 addr: addr.to_owned(),
                 source,
+                remedy: "listen elsewhere with --addr HOST:PORT (port 0 picks a free one), or stop what listens there",
             })?;
         let address = listener.local_addr().map_err(HostError::System)?;
         if !address.ip().is_loopback() {

@@ -338,7 +338,7 @@ impl Huh {
     /// let thread = pump.post(None, None, r#"<ask xmlns="urn:example:v1"/>"#).await?.thread();
     /// # pump.settle(thread).await;
     /// let last = pump.history(thread).await?.pop().expect("records");
-    /// assert_eq!(&*last.payload, r#"<refused xmlns="urn:example:v1">no listener accepts {urn:example:v1}unknown</refused>"#);
+    /// assert_eq!(&*last.payload, r#"<refused xmlns="urn:example:v1">no listener accepts {urn:example:v1}unknown; listeners accept {urn:example:v1}ask (by me)</refused>"#);
     /// # Ok(())
     /// # }
     /// ```

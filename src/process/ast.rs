@@ -4,6 +4,7 @@
 //! placeholder, `enum(…)`) is the part of the engine's `<expr>` without operators.
 
 use rust_decimal::Decimal;
+use std::collections::BTreeSet;
 
 use super::diagnostic::Span;
 use super::expr::{Expr, Path};
@@ -264,6 +265,10 @@ pub struct Process {
     pub args: Vec<Arg>,
     /// The body.
     pub body: Block,
+    /// The names (words and placeholders) on the lines the parser left out of `body` — broken
+    /// lines and the bodies they open — so a name used there still counts as used: a use is
+    /// a use whatever else is wrong on its line.
+    pub left_out: BTreeSet<String>,
     /// The opening tag.
     pub span: Span,
 }

@@ -6,10 +6,12 @@
 //! and `RECOVER` closes a `TRY` at the same indentation. An error skips its line (and the body
 //! of a block it opens) and parsing goes on, so one run reports every broken line.
 
+use std::collections::BTreeSet;
+
 use super::ast::{Block, Process, Stmt, StmtKind};
 use super::code::Code;
 use super::diagnostic::{Diagnostic, Span};
-use super::lexer::{Cursor, Token, lex};
+use super::lexer::{Cursor, Tok, Token, lex};
 use super::source::ProcessSource;
 
 mod blocks;
@@ -41,7 +43,7 @@ impl Line {
 
     fn first_word(&self) -> Option<&str> {
         match self.tokens.first().map(|t| &t.tok) {
-            Some(super::lexer::Tok::Word(w)) => Some(w),
+            Some(Tok::Word(w)) => Some(w),
             _ => None,
         }
     }
@@ -85,6 +87,7 @@ pub fn parse_process(src: &ProcessSource) -> (Process, Vec<Diagnostic>) {
         i: 0,
         depth: 0,
         diags,
+        left_out: BTreeSet::new(),
     };
     let base = lines.first().map_or(0, |l| l.indent);
     let body = p.block(base);
@@ -93,6 +96,7 @@ pub fn parse_process(src: &ProcessSource) -> (Process, Vec<Diagnostic>) {
         name: src.name.clone(),
         args: src.args.clone(),
         body,
+        left_out: p.left_out,
         span: src.span,
     };
     (process, p.diags)
@@ -104,6 +108,8 @@ struct Parser<'a> {
     /// Blocks the parser is inside (at most [`MAX_BLOCK_DEPTH`]).
     depth: u32,
     diags: Vec<Diagnostic>,
+    /// The names on the lines left out of the tree ([`Process::left_out`]).
+    left_out: BTreeSet<String>,
 }
 
 impl<'a> Parser<'a> {
@@ -128,9 +134,11 @@ impl<'a> Parser<'a> {
             self.diags
                 .push(Diagnostic::new(Code::LimitExceeded, line.span, msg).hint(hint));
         }
+        let from = self.i;
         while self.lines.get(self.i).is_some_and(|l| l.indent >= indent) {
             self.i += 1;
         }
+        self.leave_out(from..self.i);
     }
 
     fn statements(&mut self, indent: u32) -> Block {
@@ -144,6 +152,7 @@ impl<'a> Parser<'a> {
                 let hint = "only the body of a line ending in `:` is indented deeper";
                 self.diags
                     .push(Diagnostic::new(Code::Syntax, line.span, msg).hint(hint));
+                self.leave_out(self.i..self.i + 1);
                 self.i += 1;
                 continue;
             }
@@ -155,11 +164,30 @@ impl<'a> Parser<'a> {
                 }),
                 Err(d) => {
                     self.diags.push(d);
+                    let from = self.i - 1;
                     self.skip_rest(line);
+                    self.leave_out(from..self.i);
                 }
             }
         }
         out
+    }
+
+    /// Notes the names on `lines`, left out of the tree: a word, and a placeholder's name
+    /// as written and lowercased (the argument it resolves from).
+    fn leave_out(&mut self, lines: std::ops::Range<usize>) {
+        for token in self.lines[lines].iter().flat_map(|l| &l.tokens) {
+            match &token.tok {
+                Tok::Word(w) => {
+                    self.left_out.insert(w.clone());
+                }
+                Tok::Placeholder(p) => {
+                    self.left_out.insert(p.clone());
+                    self.left_out.insert(p.to_lowercase());
+                }
+                _ => {}
+            }
+        }
     }
 
     /// After a broken line: skips the body it opens and, for a broken IF or TRY, the ELSE and

@@ -67,7 +67,10 @@ impl Shared {
         item: Queued,
         store: &RunStore,
     ) {
-        let (view, deadline, warnings, account, cost) = match self.gate(entry, &item) {
+        let forwarded = self
+            .forwarded(&self.routes[item.target], &item.envelope)
+            .await;
+        let (view, deadline, warnings, account, cost) = match self.gate(entry, &item, forwarded) {
             Admission::Go {
                 view,
                 deadline,
@@ -91,7 +94,7 @@ impl Shared {
         let timed = !self.config.governor.iteration.is_unlimited();
         let started = timed.then(Instant::now);
         // A call held for a person is not handed to its tool (`pump/inbox/hold.rs`).
-        let held = self.held(registration, &delivery).await;
+        let held = self.held(registration, &delivery, forwarded).await;
         let started_us = crate::history::now_us();
         let outcome = match held {
             Some(_) => Ok(()),

@@ -33,7 +33,8 @@ pub(crate) enum Admission {
 
 impl Shared {
     /// The governor's gate before a delivery: control before data, then budgets, then repeats.
-    pub(crate) fn gate(&self, entry: &ThreadEntry, item: &Queued) -> Admission {
+    /// `forwarded`: the delivery is a held call its approval let through, already charged.
+    pub(crate) fn gate(&self, entry: &ThreadEntry, item: &Queued, forwarded: bool) -> Admission {
         let policy = &self.config.governor;
         let mut inner = entry.lock();
         let listener = &self.routes[item.target].name;
@@ -68,7 +69,7 @@ impl Shared {
             return Admission::Halt(Verdict::timeout(BudgetName::WallClock));
         }
         let env = &item.envelope;
-        let cost = Cost::of(env, &self.routes[item.target]);
+        let cost = Cost::of(env, &self.routes[item.target], forwarded);
         // Budgets breached, then cycles, then the withdrawal: under one lock of the account chain.
         let account = Arc::clone(&l.account);
         let admitted = account.admit(cost.amount(), || {
@@ -110,7 +111,9 @@ impl Shared {
 ///
 /// Every delivery costs a turn, except a notice the governor sends on its own initiative (a
 /// budget warning must not spend the budget it warns about). A call delivered to a listener
-/// registered with the tool role also costs a tool call, charged to the caller's thread.
+/// registered with the tool role also costs a tool call, charged to the caller's thread — once:
+/// a call held for approval is charged when it is made, and the same call forwarded after the
+/// approval costs no second one (one call is one call, whatever a person decided).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Cost {
     /// The delivery costs no turn.
@@ -120,11 +123,11 @@ pub(crate) struct Cost {
 }
 
 impl Cost {
-    fn of(env: &Envelope, to: &Registration) -> Self {
+    fn of(env: &Envelope, to: &Registration, forwarded: bool) -> Self {
         let from_pump = env.from() == SYSTEM_SENDER;
         Self {
             free: from_pump && SystemMessage::is_budget_warning(env.payload()),
-            tool_call: !from_pump && to.role == Role::Tool,
+            tool_call: !from_pump && !forwarded && to.role == Role::Tool,
         }
     }
 

@@ -76,6 +76,11 @@ pub struct Reply {
     pub by: String,
 }
 
+/// A time in milliseconds since the Unix epoch as an RFC 3339 UTC timestamp, as errors show it.
+pub(crate) fn utc(ms: i64) -> String {
+    crate::history::export::rfc3339(ms.saturating_mul(1000))
+}
+
 /// Why an answer was not applied.
 #[derive(Debug, thiserror::Error)]
 pub enum InboxError {
@@ -83,7 +88,7 @@ pub enum InboxError {
     #[error("no inbox request {0}")]
     NotFound(MessageId),
     /// The request was answered already: the first answer stands.
-    #[error("inbox request {id} was answered already by `{by}` at {at_ms} ms ({decision})")]
+    #[error("inbox request {id} was answered already by `{by}` at {} ({decision})", utc(*at_ms))]
     AlreadyAnswered {
         /// The request.
         id: MessageId,
@@ -95,7 +100,7 @@ pub enum InboxError {
         decision: &'static str,
     },
     /// The request's time ran out; its default applied.
-    #[error("inbox request {id} expired at {expired_at_ms} ms; its default applied")]
+    #[error("inbox request {id} expired at {}; its default applied", utc(*expired_at_ms))]
     Expired {
         /// The request.
         id: MessageId,

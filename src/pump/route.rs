@@ -179,7 +179,10 @@ impl Routes {
         let Some(candidates) = self.by_root.get(root) else {
             return Err(Refusal::Huh(
                 HuhCode::UnknownRoot,
-                format!("no listener accepts {root}"),
+                format!(
+                    "no listener accepts {root}; {}",
+                    self.accepted_instead(root)
+                ),
             ));
         };
         let allowed: Targets = candidates
@@ -202,6 +205,42 @@ impl Routes {
             ));
         }
         Ok(Route::Listeners(allowed))
+    }
+
+    /// What to send instead of `root`, which no listener accepts: the roots of the same name in
+    /// another namespace (a payload is matched by namespace and name), else a few of the roots
+    /// listeners accept, each `{namespace}name (by listener)`.
+    fn accepted_instead(&self, root: &QName) -> String {
+        let by = |q: &QName| {
+            let names: Vec<&str> = self.by_root[q]
+                .iter()
+                .map(|&i| &*self.listeners[i].name)
+                .collect();
+            format!("{q} (by {})", names.join(", "))
+        };
+        let mut roots: Vec<&QName> = self.by_root.keys().collect();
+        roots.sort_by_key(|q| (q.namespace(), q.local()));
+        let same: Vec<&QName> = roots
+            .iter()
+            .copied()
+            .filter(|q| q.local() == root.local())
+            .collect();
+        if let Some(first) = same.first() {
+            let list: Vec<String> = same.iter().map(|q| by(q)).collect();
+            return format!(
+                "a root is matched by namespace and name, and {} is accepted as {}: give it xmlns=\"{}\"",
+                root.local(),
+                list.join(", "),
+                first.namespace()
+            );
+        }
+        const SHOWN: usize = 5;
+        let list: Vec<String> = roots.iter().take(SHOWN).map(|q| by(q)).collect();
+        match roots.len() {
+            0 => "no listener accepts any root by itself".to_owned(),
+            n if n > SHOWN => format!("listeners accept {}, … ({n} roots in all)", list.join(", ")),
+            _ => format!("listeners accept {}", list.join(", ")),
+        }
     }
 
     /// Outside senders may address anyone; a listener may address itself, its caller and its peers.

@@ -285,6 +285,44 @@ fn one_run_reports_every_broken_line() {
     );
 }
 
+/// "A use is a use whatever else is wrong on its line" (issue 47): a name read on a line
+/// with an error (broken, or in the body of a broken block, or wrongly indented) is not
+/// reported `AG-W01 … never used`; a name no line reads still is.
+#[test]
+fn a_name_used_on_a_line_with_an_error_is_used() {
+    let c = |consts: &str, body: &str| {
+        format!("<constants>\n{consts}\n</constants>\n{}", wrap("", body))
+    };
+    let used = [
+        wrap(
+            "amount: Number",
+            "  SET TOTAL := amount +\n  TELL why:TOTAL",
+        ),
+        wrap(
+            "amount: Number",
+            "  SET TOTAL := <AMOUNT> *\n  TELL why:TOTAL",
+        ),
+        wrap("", "  SET AA := 1\n  SET BB := AA +"),
+        wrap("", "  SET AA := 1\n  IF:\n    TELL why:AA"),
+        wrap("", "  SET AA := 1\n      TELL why:AA"),
+        wrap("", "  SET AA := 1\n  RUN `missing` where: count=AA"),
+        c("AA: 1", "  SET BB := AA +"),
+    ];
+    for text in used {
+        let found = codes(&text);
+        assert!(
+            found.iter().any(|f| f.0 != Code::SymbolNotUsed),
+            "no error in {text}: {found:?}"
+        );
+        assert!(
+            found.iter().all(|f| f.0 != Code::SymbolNotUsed),
+            "{text}: {found:?}"
+        );
+    }
+    let unused = codes(&wrap("amount: Number", "  SET TOTAL := 1 +"));
+    assert!(unused.contains(&(Code::SymbolNotUsed, 2, 26)), "{unused:?}");
+}
+
 #[test]
 fn a_broken_block_opener_does_not_cascade_into_its_body() {
     let found = codes(&wrap(

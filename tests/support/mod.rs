@@ -406,6 +406,18 @@ pub fn echo_pump(store: Arc<dyn agentpump::history::HistoryStore>) -> agentpump:
         .unwrap()
 }
 
+/// A thread started through `pump` with `<say>{body}</say>` to `echo`, settled; its id.
+pub async fn converse_one(pump: &agentpump::PumpHandle, body: &str) -> agentpump::ThreadId {
+    let receipt = pump.post(None, Some("echo"), &say_v1(body)).await.unwrap();
+    tokio::time::timeout(
+        std::time::Duration::from_secs(30),
+        pump.settle(receipt.thread()),
+    )
+    .await
+    .expect("a thread settles");
+    receipt.thread()
+}
+
 /// `n` threads started through `pump` with one message each to `echo` and settled; their ids.
 pub async fn converse(
     pump: &agentpump::PumpHandle,

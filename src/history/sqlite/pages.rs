@@ -45,6 +45,11 @@ fn like(text: &str) -> String {
     format!("%{escaped}%")
 }
 
+/// `text` as an FTS5 phrase: with the trigram tokenizer, the rows holding it as a substring.
+fn phrase(text: &str) -> String {
+    format!("\"{}\"", text.replace('"', "\"\""))
+}
+
 fn json(list: &[String]) -> String {
     serde_json::to_string(list).expect("strings serialize")
 }
@@ -60,7 +65,7 @@ fn matching_terms(conn: &Connection, text: &str) -> rusqlite::Result<Vec<String>
         return stmt.query_map([pattern], |r| r.get(0))?.collect();
     }
     // A phrase of the text's trigrams: its substrings; LIKE then keeps exactly what the scan would.
-    let phrase = format!("\"{}\"", text.replace('"', "\"\""));
+    let phrase = phrase(text);
     let mut stmt = conn.prepare_cached(
         "SELECT text FROM terms WHERE id IN (SELECT rowid FROM terms_fts WHERE terms_fts MATCH ?1) AND text LIKE ?2 ESCAPE '\\'",
     )?;
@@ -68,21 +73,44 @@ fn matching_terms(conn: &Connection, text: &str) -> rusqlite::Result<Vec<String>
         .collect()
 }
 
-/// The root threads whose subtrees hold one of `terms`, or whose short id matches `short`,
-/// when at most [`RARE`] threads do. Threads whose ids match are candidates as they are: the
-/// listing keeps the roots among them.
+/// The threads with a record whose payload contains `text` (ASCII case ignored, as `LIKE`),
+/// found through the payload index: at most [`RARE`] + 1 of them. `None` when the index cannot
+/// answer: a text shorter than three characters (a trigram index needs three), or a file
+/// without the index (opened read-only, last written by an older build).
+fn payload_threads(
+    conn: &Connection,
+    text: &str,
+    indexed: bool,
+) -> rusqlite::Result<Option<Vec<String>>> {
+    if !indexed || text.chars().count() < 3 {
+        return Ok(None);
+    }
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT DISTINCT thread FROM records WHERE seq IN (SELECT rowid FROM payloads_fts WHERE payloads_fts MATCH ?1) AND payload LIKE ?2 ESCAPE '\\' LIMIT {}",
+        RARE + 1
+    ))?;
+    stmt.query_map(params![phrase(text), like(text)], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()
+        .map(Some)
+}
+
+/// The root threads whose subtrees hold one of `terms` or a record of `payloads`, or whose
+/// short id matches `short`, when at most [`RARE`] threads do. Threads whose ids match are
+/// candidates as they are: the listing keeps the roots among them.
 fn rare_roots(
     conn: &Connection,
     terms: &[String],
     short: Option<&str>,
+    payloads: &[String],
 ) -> rusqlite::Result<Option<Vec<String>>> {
     let mut stmt = conn.prepare_cached(&format!(
         "SELECT thread FROM thread_terms WHERE term IN (SELECT value FROM json_each(?1)) LIMIT {}",
         RARE + 1
     ))?;
-    let threads: Vec<String> = stmt
+    let mut threads: Vec<String> = stmt
         .query_map([json(terms)], |r| r.get(0))?
         .collect::<rusqlite::Result<_>>()?;
+    threads.extend_from_slice(payloads);
     let mut ids: Vec<String> = match short {
         Some(pattern) => {
             let mut by_id = conn.prepare_cached(&format!(
@@ -169,7 +197,7 @@ fn conditions(filter: &ThreadFilter, text_plan: TextPlan<'_>) -> (String, Vec<Va
                 // The records of the root and of every thread below it (a recursive walk down
                 // the parent index from this root), each thread's read by the records index.
                 sql.push_str(&format!(
-                    " AND (json_extract(info, '$.path') LIKE ?{n} ESCAPE '\\' OR EXISTS (WITH RECURSIVE sub(id) AS (SELECT threads.id UNION ALL SELECT t.id FROM threads t JOIN sub ON t.parent = sub.id) SELECT 1 FROM sub CROSS JOIN records r ON r.thread = sub.id WHERE r.root LIKE ?{n} ESCAPE '\\' OR r.sender LIKE ?{n} ESCAPE '\\' OR r.recipient LIKE ?{n} ESCAPE '\\'))"
+                    " AND (json_extract(info, '$.path') LIKE ?{n} ESCAPE '\\' OR EXISTS (WITH RECURSIVE sub(id) AS (SELECT threads.id UNION ALL SELECT t.id FROM threads t JOIN sub ON t.parent = sub.id) SELECT 1 FROM sub CROSS JOIN records r ON r.thread = sub.id WHERE r.root LIKE ?{n} ESCAPE '\\' OR r.sender LIKE ?{n} ESCAPE '\\' OR r.recipient LIKE ?{n} ESCAPE '\\' OR r.payload LIKE ?{n} ESCAPE '\\'))"
                 ));
                 args.push(Value::Text(like(text)));
             }
@@ -186,13 +214,17 @@ fn conditions(filter: &ThreadFilter, text_plan: TextPlan<'_>) -> (String, Vec<Va
                     Some(_) => format!("substr(threads.id, 1, 8) LIKE ?{} ESCAPE '\\' OR ", n + 1),
                     None => String::new(),
                 };
+                // A payload is read per record of the subtree: a common text is found in the
+                // first records of most roots, and the walk stops once the page is full.
+                let p = n + 1 + usize::from(short.is_some());
                 sql.push_str(&format!(
-                    " AND ({by_id}EXISTS (WITH RECURSIVE sub(id) AS (SELECT threads.id UNION ALL SELECT t.id FROM threads t JOIN sub ON t.parent = sub.id) SELECT 1 FROM sub CROSS JOIN thread_terms tt ON tt.thread = sub.id WHERE tt.term IN (SELECT value FROM json_each(?{n}))))"
+                    " AND ({by_id}EXISTS (WITH RECURSIVE sub(id) AS (SELECT threads.id UNION ALL SELECT t.id FROM threads t JOIN sub ON t.parent = sub.id) SELECT 1 FROM sub WHERE EXISTS (SELECT 1 FROM thread_terms tt WHERE tt.thread = sub.id AND tt.term IN (SELECT value FROM json_each(?{n}))) OR EXISTS (SELECT 1 FROM records r WHERE r.thread = sub.id AND r.payload LIKE ?{p} ESCAPE '\\')))"
                 ));
                 args.push(Value::Text(json(terms)));
                 if let Some(pattern) = short {
                     args.push(Value::Text(pattern.to_owned()));
                 }
+                args.push(Value::Text(like(text)));
             }
         }
     }
@@ -211,13 +243,19 @@ pub(crate) fn roots(
     let (terms, roots) = match text {
         Some(text) if search => {
             let terms = matching_terms(conn, text)?;
-            if terms.is_empty() && short.is_none() {
+            let indexed = super::schema::has_payload_index(conn)?;
+            let payloads = payload_threads(conn, text, indexed)?;
+            let none = terms.is_empty() && short.is_none();
+            if none && payloads.as_ref().is_some_and(Vec::is_empty) {
                 return Ok(ThreadPage {
                     threads: Vec::new(),
                     next: None,
                 });
             }
-            let roots = rare_roots(conn, &terms, short.as_deref())?;
+            let roots = match &payloads {
+                Some(payloads) => rare_roots(conn, &terms, short.as_deref(), payloads)?,
+                None => None,
+            };
             (terms, roots)
         }
         _ => (Vec::new(), None),

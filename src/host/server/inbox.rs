@@ -147,7 +147,10 @@ pub(super) fn problem(e: InboxError) -> Problem {
         } => Problem::new(
             StatusCode::GONE,
             "expired",
-            format!("inbox request {id} expired at {at_ms} ms; its default applied"),
+            format!(
+                "inbox request {id} expired at {}; its default applied",
+                crate::pump::inbox::utc(at_ms)
+            ),
         ),
         InboxError::AlreadyAnswered { .. } => {
             Problem::new(StatusCode::CONFLICT, "already-answered", detail)

@@ -109,8 +109,29 @@ pub(crate) async fn start(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, Problem> {
     let body = api_body(&api, body)?;
-    let receipt = api.pump.receive(&body, None, q.to.as_deref()).await?;
+    let receipt = api
+        .pump
+        .receive(&body, None, q.to.as_deref())
+        .await
+        .map_err(|e| refused(&body, e))?;
     Ok(accepted(&receipt, &headers, "/threads"))
+}
+
+/// What a JSON body is told: the API takes XML, and what to post.
+const TAKES_XML: &str = "; the API takes XML, not JSON: post a payload such as <say xmlns=\"urn:example:say:v1\">hello</say> with Content-Type: application/xml (its root and namespace route it; `?to=NAME` names a listener), or a whole envelope (docs/http-api.md)";
+
+/// The problem of a body the pump refused; a body that looks like JSON (it opens with `{` or
+/// `[`) and does not parse is told the API takes XML, with an example.
+fn refused(body: &[u8], e: crate::pump::IngressError) -> Problem {
+    let json = body
+        .iter()
+        .find(|b| !b.is_ascii_whitespace())
+        .is_some_and(|b| matches!(b, b'{' | b'['));
+    let mut problem = Problem::from(e);
+    if json && problem.status_code == StatusCode::BAD_REQUEST.as_u16() {
+        problem.detail.push_str(TAKES_XML);
+    }
+    problem
 }
 
 /// `POST /threads/{id}/messages`: a payload (or an envelope's payload) into an existing thread.
@@ -127,7 +148,8 @@ pub(crate) async fn post_message(
     let receipt = api
         .pump
         .receive(&body, Some(thread), q.to.as_deref())
-        .await?;
+        .await
+        .map_err(|e| refused(&body, e))?;
     Ok(accepted(&receipt, &headers, "/threads/{id}/messages"))
 }
 

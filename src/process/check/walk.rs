@@ -66,6 +66,8 @@ pub(super) fn process(
         names::lower(&a.name, "argument", w.diags);
     }
     w.block(&p.body);
+    // A name on a line left out of the tree is used there, whatever else is wrong on it.
+    w.reads.extend(p.left_out.iter().cloned());
     let unused = w
         .first_bindings
         .iter()

@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use super::ask;
 use super::record::{self, Request, RequestKind, now_ms};
-use crate::listener::{Delivery, Registration};
+use crate::Envelope;
+use crate::listener::{Delivery, Registration, Role};
 use crate::pump::Shared;
 use crate::tool::{Call, ErrorType, TOOL_NS, ToolError};
 use crate::value::Value;
@@ -21,11 +22,13 @@ pub(crate) const PERSON: &str = "person";
 pub(crate) type Held = Result<Request, ToolError>;
 
 impl Shared {
-    /// Whether `delivery` to `registration` is held for a person, and as what.
+    /// Whether `delivery` to `registration` is held for a person, and as what. A call its
+    /// approval `forwarded` ([`Shared::forwarded`]) is never held again.
     pub(crate) async fn held(
         &self,
         registration: &Registration,
         delivery: &Delivery,
+        forwarded: bool,
     ) -> Option<Held> {
         if !delivery.qname().is(TOOL_NS, "call") {
             return None;
@@ -40,21 +43,31 @@ impl Shared {
         if name == ask::ASK_TOOL {
             return Some(question(&call, caller));
         }
-        if !approval?.applies(&call) || self.approved(delivery).await {
+        if !approval?.applies(&call) || forwarded {
             return None;
         }
         let timeout = self.config.inbox.approval_timeout;
         Some(Ok(approval_of(&call, caller, timeout)))
     }
 
-    /// Whether a held call is the one its approval forwarded: it answers a `<request>` of its
-    /// own thread, which only the pump writes (and no listener is ever delivered).
-    async fn approved(&self, delivery: &Delivery) -> bool {
-        let Some(id) = delivery.in_reply_to() else {
+    /// Whether `envelope`, a call to the tool `to`, is a held call its approval forwarded: it
+    /// answers a `<request>` of its own thread, which only the pump writes (and no listener is
+    /// ever delivered). Such a call is the call its caller made, held and then let through:
+    /// it was charged its tool call when it was made (`pump/gate.rs`).
+    pub(crate) async fn forwarded(&self, to: &Registration, envelope: &Envelope) -> bool {
+        let Some(id) = envelope.in_reply_to() else {
             return false;
         };
+        // Only a tool with an approval policy has calls forwarded: no other call costs a read.
+        let approved_tool = self.config.inbox.approvals.contains_key(&*to.name);
+        if !approved_tool || to.role != Role::Tool {
+            return false;
+        }
+        if !envelope.payload().qname().is(TOOL_NS, "call") {
+            return false;
+        }
         matches!(self.store.record(id).await,
-            Ok(Some(r)) if r.root == record::root("request") && r.thread == delivery.thread())
+            Ok(Some(r)) if r.root == record::root("request") && r.thread == envelope.thread())
     }
 }
 
