@@ -22,7 +22,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agentpump::{PumpHandle, ThreadId, ThreadState};
-use browser::Browser;
+use browser::{Browser, shots};
 use support::Scratch;
 
 const TOKEN: &str = "viewer-test-token-0123456789";
@@ -51,15 +51,6 @@ async fn demo(scratch: &Scratch) -> (PumpHandle, Vec<ThreadId>) {
             .expect("demo thread settles");
     }
     (pump, roots)
-}
-
-/// Where screenshots go: `docs/` when asked, else the scratch folder.
-fn shots(scratch: &Scratch) -> std::path::PathBuf {
-    if std::env::var("AGENTPUMP_SCREENSHOTS").as_deref() == Ok("docs") {
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs")
-    } else {
-        scratch.0.clone()
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -16,6 +16,16 @@ use super::support::Scratch;
 const PATIENCE: Duration = Duration::from_secs(15);
 
 /// A program the test needs, from `env` or the first existing candidate; fails loudly if none.
+/// Where screenshots go: `docs/` with `AGENTPUMP_SCREENSHOTS=docs` (the README's and the
+/// docs' pictures, taken from today's page), else the scratch folder.
+pub fn shots(scratch: &Scratch) -> PathBuf {
+    if std::env::var("AGENTPUMP_SCREENSHOTS").as_deref() == Ok("docs") {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("docs")
+    } else {
+        scratch.0.clone()
+    }
+}
+
 fn program(env: &str, candidates: &[&str], package: &str) -> PathBuf {
     if let Ok(path) = std::env::var(env) {
         return PathBuf::from(path);

@@ -34,9 +34,7 @@ pub fn locate(program: &str, cwd: &Path, path: Option<&OsStr>) -> Result<PathBuf
         };
     }
     let Some(path) = path.filter(|p| !p.is_empty()) else {
-        return Err(format!(
-            "PATH is not set, so it cannot be looked up (give its full path)"
-        ));
+        return Err("PATH is not set, so it cannot be looked up (give its full path)".to_owned());
     };
     let found = std::env::split_paths(path)
         .map(|dir| {

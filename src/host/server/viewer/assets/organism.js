@@ -37,6 +37,18 @@ function layers(names, edges) {
     for (const m of out.get(n)) if (!depth.has(m)) { depth.set(m, depth.get(n) + 1); queue.push(m); }
   }
   for (const n of names) if (!depth.has(n)) depth.set(n, 1); // only in a cycle nobody starts
+  // Then one column right of every listener that sends to it (the longest way in), so that an
+  // arrow never runs within a column: a reply (the other way of a pair) does not count, and a
+  // longer cycle stops moving after as many rounds as there are names.
+  const pair = new Set(edges.map(([a, b]) => `${a}\u0000${b}`));
+  for (let round = 0; round < names.length; round++) {
+    let moved = false;
+    for (const [a, b] of edges) {
+      if (a === b || outer.has(b) || (pair.has(`${b}\u0000${a}`) && depth.get(b) < depth.get(a))) continue;
+      if (depth.get(b) <= depth.get(a)) { depth.set(b, depth.get(a) + 1); moved = true; }
+    }
+    if (!moved) break;
+  }
   const columns = [];
   for (const n of names) (columns[depth.get(n)] ||= []).push(n);
   const placed = columns.filter(Boolean);
@@ -60,11 +72,18 @@ function layers(names, edges) {
   return placed;
 }
 
+// The pump's own participants: the whole organism's graph leaves them out (they speak with
+// every listener, and their arrows would cross every other); the list of routes below the
+// graph counts them.
+const PUMP_OWN = new Set(["system", "governor", "(any)"]);
+
 function graph(data) {
-  const declared = data.thread ? [] : (data.declared || []);
-  const taking = data.routes.flatMap((r) => [r.from, r.to]).concat(data.current ? [data.current] : []);
+  const drawn = (r) => data.thread || (!PUMP_OWN.has(r.from) && !PUMP_OWN.has(r.to));
+  const declared = data.thread ? [] : (data.declared || []).filter(drawn);
+  const routes = data.routes.filter(drawn);
+  const taking = routes.flatMap((r) => [r.from, r.to]).concat(data.current ? [data.current] : []);
   const names = [...new Set(data.thread ? taking : [...data.listeners.map((l) => l.name), ...taking, ...declared.flatMap((d) => [d.from, d.to])])].sort();
-  const edges = [...data.routes.map((r) => [r.from, r.to]), ...declared.map((d) => [d.from, d.to])];
+  const edges = [...routes.map((r) => [r.from, r.to]), ...declared.map((d) => [d.from, d.to])];
   const columns = layers(names, edges);
   const widths = columns.map((c) => Math.max(2 * NODE, ...c.map((n) => n.length * CHAR)) + 40);
   const tallest = Math.max(1, ...columns.map((c) => c.length));
@@ -77,16 +96,21 @@ function graph(data) {
     x += widths[i];
   });
   const root = svg("svg", { viewBox: `0 0 ${W} ${H}`, width: W, class: "org-graph", id: "org-svg", role: "img", "aria-labelledby": "org-svg-title" });
-  root.append(svg("title", { id: "org-svg-title" }, `The organism: ${names.length} participants, ${data.routes.length} routes taken, ${declared.length} declared${data.current ? `; ${data.current} holds the next delivery` : ""}`));
+  const own = data.thread ? "" : "; the pump's own messages (system, governor) are in the list of routes";
+  root.append(svg("title", { id: "org-svg-title" }, `The organism: ${names.length} participants, ${routes.length} routes taken, ${declared.length} declared${data.current ? `; ${data.current} holds the next delivery` : ""}${own}`));
   const defs = svg("defs", {});
   const marker = svg("marker", { id: "org-arrow", viewBox: "0 0 10 10", refX: 10, refY: 5, markerWidth: 7, markerHeight: 7, orient: "auto-start-reverse" });
   marker.append(svg("path", { d: "M 0 0 L 10 5 L 0 10 z", class: "org-head" }));
   defs.append(marker);
   root.append(defs);
-  const taken = new Set(data.routes.map((r) => `${r.from}\u0000${r.to}`));
+  const taken = new Set(routes.map((r) => `${r.from}\u0000${r.to}`));
+  const untaken = declared.filter((d) => !taken.has(`${d.from}\u0000${d.to}`));
+  // Both ways between two listeners: one line, a head at each end.
+  const pairs = new Set([...routes, ...untaken].map((r) => `${r.from}\u0000${r.to}`));
+  const both = (r) => pairs.has(`${r.to}\u0000${r.from}`);
   // A declared route not (yet) taken: dashed, no count.
-  for (const d of declared.filter((d) => !taken.has(`${d.from}\u0000${d.to}`))) root.append(edge(at, d.from, d.to, null, "org-edge declared"));
-  for (const r of data.routes) root.append(edge(at, r.from, r.to, r.count, "org-edge"));
+  for (const d of untaken) root.append(edge(at, d.from, d.to, null, "org-edge declared", both(d)));
+  for (const r of routes) root.append(edge(at, r.from, r.to, r.count, "org-edge", both(r)));
   for (const n of names) {
     const [cx, cy] = at.get(n);
     const current = n === data.current;
@@ -98,24 +122,27 @@ function graph(data) {
   return root;
 }
 
-// An arrow from `a` to `b` (a curve when it goes back or stays in its column), its count
-// beside it; a message to oneself is a loop above the node.
-function edge(at, a, b, count, cls) {
+// An arrow from `a` to `b`, its count beside it: a straight line between columns (when `b`
+// also sends to `a`, the two arrows share it, each count near its own head), a curve within a
+// column; a message to oneself is a loop above the node.
+function edge(at, a, b, count, cls, both) {
   const [x1, y1] = at.get(a), [x2, y2] = at.get(b);
   const g = svg("g", { class: cls, "data-from": a, "data-to": b, ...(count === null ? {} : { "data-count": count }) });
   if (a === b) {
-    g.append(svg("circle", { cx: x1, cy: y1 - NODE - 8, r: 8, class: "org-line" }));
-    if (count !== null) g.append(svg("text", { x: x1 + 12, y: y1 - NODE - 12, class: "org-count" }, String(count)));
+    // To the node's right, clear of the labels above and below it.
+    g.append(svg("circle", { cx: x1 + NODE + 6, cy: y1 - NODE / 2, r: 8, class: "org-line" }));
+    if (count !== null) g.append(svg("text", { x: x1 + NODE + 18, y: y1 - NODE / 2 - 6, class: "org-count" }, String(count)));
     return g;
   }
   const d = Math.hypot(x2 - x1, y2 - y1) || 1, ux = (x2 - x1) / d, uy = (y2 - y1) / d;
-  // Forward arrows a little to the side (a → b and b → a are two lines); others bow out.
-  const bow = x2 > x1 ? 4 : 40;
+  const bow = x1 === x2 ? 40 : 0;
   const ox = -uy * bow, oy = ux * bow;
   const [sx, sy, ex, ey] = [x1 + ux * NODE, y1 + uy * NODE, x2 - ux * NODE, y2 - uy * NODE];
   const [mx, my] = [(sx + ex) / 2 + ox, (sy + ey) / 2 + oy];
   g.append(svg("path", { d: `M ${sx} ${sy} Q ${mx} ${my} ${ex} ${ey}`, class: "org-line", "marker-end": "url(#org-arrow)" }));
-  if (count !== null) g.append(svg("text", { x: mx, y: my - 3, class: "org-count", "text-anchor": "middle" }, String(count)));
+  // Shared by both ways: each count a quarter of the way back from its head, above the line.
+  const [cx, cy] = both && !bow ? [ex - (ex - sx) / 4, ey - (ey - sy) / 4] : [mx, my];
+  if (count !== null) g.append(svg("text", { x: cx - uy * 8, y: cy + ux * 8 - 3, class: "org-count", "text-anchor": "middle" }, String(count)));
   return g;
 }
 
