@@ -65,16 +65,6 @@ fn host(scratch: &Scratch) -> PumpHandle {
         .unwrap()
 }
 
-/// Where screenshots go: `docs/` with `AGENTPUMP_SCREENSHOTS=docs`, else the scratch folder
-/// (as in tests/viewer.rs).
-fn shots(scratch: &Scratch) -> std::path::PathBuf {
-    if std::env::var("AGENTPUMP_SCREENSHOTS").as_deref() == Ok("docs") {
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs")
-    } else {
-        scratch.0.clone()
-    }
-}
-
 /// Posts `payload` into a new thread and waits until it settles.
 async fn start(pump: &PumpHandle, payload: &str) -> ThreadId {
     let thread = pump.post(None, None, payload).await.unwrap().thread();
@@ -295,7 +285,7 @@ async fn a_request_and_its_answer_read_as_what_was_asked_and_decided() {
     b.axe("thread with an approval").await;
     b.eval("document.querySelector(\"li.rec[data-root='request']\").scrollIntoView({block: 'start'}); return true")
         .await;
-    b.screenshot(&shots(&scratch), "viewer-inbox-records.png")
+    b.screenshot(&browser::shots(&scratch), "viewer-inbox-records.png")
         .await;
 
     b.goto(&format!("{base}/#/thread/{asked}")).await;
