@@ -399,23 +399,72 @@ fn the_tasks_demo_runs_on_a_copy() {
     assert!(line("T-001").contains("completed"), "{status}");
 }
 
-/// The LLM worker's task project as its header says, on a copy: `tasks init` and `tasks check`
-/// succeed without a model (`tasks run` needs one: the worker's protocol is walked in
-/// tests/tasks.rs against a scripted model).
-#[test]
-fn the_llm_worker_task_project_initialises_and_checks() {
+/// The LLM worker's task project as its header says, on a copy of its folder, against an
+/// OpenAI-compatible server (a scripted one on loopback, following the protocol the prompt
+/// teaches): `tasks init`, `tasks check`, `tasks run` complete both tasks, their files written
+/// through the `command` tool and checked by their verification commands.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_llm_worker_task_project_runs_its_tasks() {
+    let call = |id: &str, script: &str| {
+        format!(
+            r#"<call xmlns="urn:agentpump:tool:v1" tool="command" id="{id}"><arg name="program">sh</arg><arg name="args" type="json">["-c", "{script}"]</arg></call>"#
+        )
+    };
+    let delta = |task: &str, file: &str| {
+        format!(
+            r#"<delta xmlns="urn:agentpump:tasks:v1" task="{task}">{{"files_added": ["{file}"], "summary": "wrote {file}"}}</delta>"#
+        )
+    };
+    let (_model, base) = serve_model(
+        vec![
+            answer(
+                &call("w1", "mkdir -p out; echo 'hello, tasks' > out/hello.txt"),
+                10,
+                10,
+            ),
+            answer(&delta("T-001", "out/hello.txt"), 10, 10),
+            answer(
+                &call(
+                    "w2",
+                    "cat out/hello.txt > out/reply.txt; echo 'hello, worker' >> out/reply.txt",
+                ),
+                10,
+                10,
+            ),
+            answer(&delta("T-002", "out/reply.txt"), 10, 10),
+        ],
+        None,
+    )
+    .await;
     let user = User::new("tasks-llm");
-    let project = user.repo().join("listeners/tasks-llm-worker");
-    let text = header(&project.join("organism.toml"));
+    let text = header(&user.repo().join("listeners/tasks-llm-worker/organism.toml"));
     for step in [
         "agentpump tasks init  --root .",
         "agentpump tasks check --root .",
+        "agentpump tasks run   --root .",
     ] {
         assert!(text.contains(step), "the header gives `{step}`");
     }
-    user.ok(&project, &["tasks", "init", "--root", "."]);
-    let checked = user.ok(&project, &["tasks", "check", "--root", "."]);
-    assert!(!checked.is_empty());
+    let project = user.scratch.0.join("tasks-llm-worker");
+    copy(&user.repo().join("listeners/tasks-llm-worker"), &project);
+    std::fs::write(
+        project.join("organism.toml"),
+        text.replace("http://127.0.0.1:11434/v1", &base),
+    )
+    .unwrap();
+    tokio::task::spawn_blocking(move || {
+        user.ok(&project, &["tasks", "init", "--root", "."]);
+        user.ok(&project, &["tasks", "check", "--root", "."]);
+        user.ok(&project, &["tasks", "run", "--root", "."]);
+        assert_eq!(
+            std::fs::read_to_string(project.join("out/reply.txt")).unwrap(),
+            "hello, tasks\nhello, worker\n"
+        );
+        let status = user.ok(&project, &["tasks", "status", "--root", "."]);
+        assert_eq!(status.matches("completed").count(), 2, "{status}");
+    })
+    .await
+    .unwrap();
 }
 
 /// The README's journey, in its order: `agentpump demo` in an empty folder (what it lists, what
