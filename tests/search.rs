@@ -1,6 +1,6 @@
 //! Search finds text inside payloads (issue 47): `GET /view/threads?q=` and `agentpump threads
-//! --search` over `--db` and `--url`, the same on SQLite (through its payload index, and by
-//! reading payloads for a text of one or two characters), on the memory store and on JetStream.
+//! --search` over `--db` and `--url`, the same on SQLite (by reading its payloads), on the
+//! memory store and on JetStream.
 //! Needs `nats-server` on the PATH (`.ci/run` installs it).
 
 mod support;

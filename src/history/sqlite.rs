@@ -572,7 +572,7 @@ impl Drop for SqliteHistory {
             .lookup
             .is_some();
         match self.close() {
-            Ok(()) if wrote => self.remove_wal_files(),
+            Ok(()) if wrote => self.leave_alone(),
             Ok(()) => {}
             Err(e) => tracing::error!(error = %e, "closing the history store"),
         }
@@ -580,10 +580,13 @@ impl Drop for SqliteHistory {
 }
 
 impl SqliteHistory {
-    /// SQLite removes the `-wal` and `-shm` files when the last connection to the file closes,
-    /// but only a connection that may write can: the read-only ones close first, then one that
-    /// may write reads the file and closes last. Another process reading the file keeps them.
-    fn remove_wal_files(&mut self) {
+    /// Leaves the file whole and alone: its read-only connections close first, then one that
+    /// may write turns the write-ahead log off (`journal_mode=DELETE`, which SQLite allows only
+    /// to the last connection) and closes — the `-wal` and `-shm` files beside it are gone, and
+    /// the file opens read-only even on read-only media (a file in WAL mode needs its `-shm`
+    /// there). The next writable open turns WAL on again. Another process reading the file
+    /// keeps it as it is.
+    fn leave_alone(&mut self) {
         if let Ok(memory) = Connection::open_in_memory() {
             let reader = self.reader.get_mut().unwrap_or_else(|p| p.into_inner());
             drop(std::mem::replace(reader, memory));
@@ -594,7 +597,9 @@ impl SqliteHistory {
             return;
         };
         let closed = last
-            .query_row("PRAGMA user_version", [], |row| row.get::<_, i64>(0))
+            .query_row("PRAGMA journal_mode=DELETE", [], |row| {
+                row.get::<_, String>(0)
+            })
             .and_then(move |_| last.close().map_err(|(_, e)| e));
         if let Err(e) = closed {
             tracing::debug!(error = %e, "the history's -wal and -shm files stay");

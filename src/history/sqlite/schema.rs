@@ -112,49 +112,6 @@ CREATE TRIGGER threads_removed AFTER DELETE ON threads BEGIN
 END;
 ";
 
-/// The payload index: an FTS5 trigram index of every record's payload (the XML as kept), an
-/// external-content table over `records` kept by triggers, so any writer of the file — an
-/// older build too — keeps it. Created (and filled) at a writable open of a file without it;
-/// not a schema version: an older build reads and writes the file as before.
-const PAYLOADS: &str = "
-CREATE VIRTUAL TABLE payloads_fts USING fts5 (payload, content = 'records', content_rowid = 'seq', tokenize = 'trigram');
-CREATE TRIGGER payloads_added AFTER INSERT ON records BEGIN
-    INSERT INTO payloads_fts (rowid, payload) VALUES (new.seq, new.payload);
-END;
-CREATE TRIGGER payloads_removed AFTER DELETE ON records BEGIN
-    INSERT INTO payloads_fts (payloads_fts, rowid, payload) VALUES ('delete', old.seq, old.payload);
-END;
-INSERT INTO payloads_fts (payloads_fts) VALUES ('rebuild');
-";
-
-/// Adds the payload index ([`PAYLOADS`]) to a file without it, filled from its records, in one
-/// transaction.
-fn add_payload_index(conn: &mut Connection) -> Result<(), SchemaError> {
-    if has_payload_index(conn)? {
-        return Ok(());
-    }
-    let started = std::time::Instant::now();
-    let tx = conn.transaction()?;
-    tx.execute_batch(PAYLOADS)?;
-    tx.commit()?;
-    tracing::info!(
-        elapsed_ms = started.elapsed().as_millis() as u64,
-        "history: payload search index built"
-    );
-    Ok(())
-}
-
-/// Whether the file has the payload index (a file last written by an older build, opened
-/// read-only, may not: its payloads are searched by reading them).
-pub(crate) fn has_payload_index(conn: &Connection) -> rusqlite::Result<bool> {
-    conn.query_row(
-        "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'payloads_fts'",
-        [],
-        |r| r.get::<_, i64>(0),
-    )
-    .map(|n| n > 0)
-}
-
 /// Fills the search index from the records and threads already in an older file.
 const FILL: &str = "
 INSERT OR IGNORE INTO thread_terms (term, thread) SELECT root, thread FROM records;
@@ -218,7 +175,6 @@ pub(crate) fn prepare(conn: &mut Connection, durability: Durability) -> Result<(
     conn.execute_batch(
         "CREATE INDEX IF NOT EXISTS records_decisions ON records (seq) WHERE kind = 'decision';",
     )?;
-    add_payload_index(conn)?;
     conn.execute_batch(&super::views::index())?;
     conn.execute_batch(super::prune::ANCHORS)?;
     super::marks::add_timing(conn)?;
