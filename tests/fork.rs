@@ -233,18 +233,8 @@ async fn forge(db: &std::path::Path, thread: ThreadId, seq: u64, from: &str, to:
         rusqlite::params![payload.replacen(from, to, 1), seq as i64],
     )
     .unwrap();
-    let store = SqliteHistory::open(db).unwrap();
-    let records = store.thread(thread, 0).await.unwrap();
-    store.close().unwrap();
-    let mut previous = [0u8; 32];
-    for record in records {
-        previous = record.chained_digest(&previous);
-        conn.execute(
-            "UPDATE records SET digest = ?1 WHERE seq = ?2",
-            rusqlite::params![previous.to_vec(), record.seq as i64],
-        )
-        .unwrap();
-    }
+    drop(conn);
+    support::reseal(db, thread).await;
 }
 
 /// A SQLite history in `dir` holding the conversation and a context fork of it at "say two":

@@ -27,3 +27,34 @@ mod organism;
 mod replay;
 #[path = "studio/replay_api.rs"]
 mod replay_api;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use agentpump::PumpHandle;
+use support::Scratch;
+
+/// The demo organism on a SQLite history in `scratch`; with `used`, its demo threads run and
+/// settled first (their payloads become the examples).
+pub(crate) async fn demo(scratch: &Scratch, used: bool) -> PumpHandle {
+    let agentpump = std::path::Path::new(env!("CARGO_BIN_EXE_agentpump"));
+    let mut organism = agentpump::host::demo::organism(agentpump).unwrap();
+    organism.set_base(&scratch.0);
+    let store = organism.open_store_at(&scratch.db()).unwrap();
+    let pump = organism
+        .start_builder("listeners/demo/organism.toml")
+        .await
+        .unwrap()
+        .history(Arc::new(store))
+        .build()
+        .unwrap();
+    if used {
+        for (_, to, payload) in agentpump::host::demo::STARTS {
+            let root = pump.post(None, Some(to), payload).await.unwrap().thread();
+            tokio::time::timeout(Duration::from_secs(30), pump.settle(root))
+                .await
+                .expect("demo thread settles");
+        }
+    }
+    pump
+}

@@ -1,40 +1,14 @@
 //! The viewer's ways in (issue 47): every example the compose form offers is one its listener
 //! accepts, on a fresh demo host and on one with history.
 
-use crate::support;
+use crate::{demo, support};
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use agentpump::{PumpHandle, ThreadId};
+use agentpump::ThreadId;
 use support::Scratch;
 
 const TOKEN: &str = "viewer-compose-token-0123456789";
-
-/// The demo organism on a SQLite history in `scratch`; with `used`, its demo threads run and
-/// settled first (their payloads become the examples).
-async fn demo(scratch: &Scratch, used: bool) -> PumpHandle {
-    let agentpump = std::path::Path::new(env!("CARGO_BIN_EXE_agentpump"));
-    let mut organism = agentpump::host::demo::organism(agentpump).unwrap();
-    organism.set_base(&scratch.0);
-    let store = organism.open_store_at(&scratch.db()).unwrap();
-    let pump = organism
-        .start_builder("listeners/demo/organism.toml")
-        .await
-        .unwrap()
-        .history(Arc::new(store))
-        .build()
-        .unwrap();
-    if used {
-        for (_, to, payload) in agentpump::host::demo::STARTS {
-            let root = pump.post(None, Some(to), payload).await.unwrap().thread();
-            tokio::time::timeout(Duration::from_secs(30), pump.settle(root))
-                .await
-                .expect("demo thread settles");
-        }
-    }
-    pump
-}
 
 async fn every_example_is_accepted(used: bool) {
     let scratch = Scratch::new(if used {

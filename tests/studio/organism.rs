@@ -4,42 +4,14 @@
 //! listeners table has no empty column. Headless Chromium, axe-core on each view (see
 //! tests/viewer.rs for what the browser tests need).
 
-use crate::support;
+use crate::{demo, support};
 
 use crate::browser;
 
-use std::sync::Arc;
-use std::time::Duration;
-
-use agentpump::PumpHandle;
 use browser::Browser;
 use support::Scratch;
 
 const TOKEN: &str = "viewer-organism-token-0123456789";
-
-/// The demo organism on a SQLite history in `scratch`; with `used`, its demo threads settled.
-async fn demo(scratch: &Scratch, used: bool) -> PumpHandle {
-    let agentpump = std::path::Path::new(env!("CARGO_BIN_EXE_agentpump"));
-    let mut organism = agentpump::host::demo::organism(agentpump).unwrap();
-    organism.set_base(&scratch.0);
-    let store = organism.open_store_at(&scratch.db()).unwrap();
-    let pump = organism
-        .start_builder("listeners/demo/organism.toml")
-        .await
-        .unwrap()
-        .history(Arc::new(store))
-        .build()
-        .unwrap();
-    if used {
-        for (_, to, payload) in agentpump::host::demo::STARTS {
-            let root = pump.post(None, Some(to), payload).await.unwrap().thread();
-            tokio::time::timeout(Duration::from_secs(30), pump.settle(root))
-                .await
-                .expect("demo thread settles");
-        }
-    }
-    pump
-}
 
 /// Pairs of node labels whose boxes intersect in the graph shown; the lines drawn (one per
 /// pair of participants, whichever way) and how many pairs of them cross, each line taken as

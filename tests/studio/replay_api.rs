@@ -110,7 +110,7 @@ async fn an_edited_replay_delivers_the_edit_and_verify_proves_it() {
     )
     .unwrap();
     drop(conn);
-    reseal(&dir.db(), fork).await;
+    support::reseal(&dir.db(), fork).await;
     let (ok, _, err) = support::agentpump_in(&dir.0, &["verify", "--db", "history.db"]);
     assert!(!ok, "a forged edit passed verify");
     assert!(
@@ -120,21 +120,4 @@ async fn an_edited_replay_delivers_the_edit_and_verify_proves_it() {
         )),
         "{err}"
     );
-}
-
-/// Re-seals `thread`'s chain in `db` as a forger would, so only the fork check can tell.
-async fn reseal(db: &std::path::Path, thread: ThreadId) {
-    let store = SqliteHistory::open(db).unwrap();
-    let records = store.thread(thread, 0).await.unwrap();
-    store.close().unwrap();
-    let conn = rusqlite::Connection::open(db).unwrap();
-    let mut previous = [0u8; 32];
-    for record in records {
-        previous = record.chained_digest(&previous);
-        conn.execute(
-            "UPDATE records SET digest = ?1 WHERE seq = ?2",
-            rusqlite::params![previous.to_vec(), record.seq as i64],
-        )
-        .unwrap();
-    }
 }

@@ -31,6 +31,27 @@ pub fn agentpump_in(dir: &std::path::Path, args: &[&str]) -> (bool, String, Stri
     )
 }
 
+/// Re-seals `thread`'s chain in the SQLite history `db` as a forger would (each record's
+/// digest computed again from the one before), so only a check beyond the chain can tell an
+/// edited record.
+pub async fn reseal(db: &std::path::Path, thread: ThreadId) {
+    use agentpump::history::HistoryStore as _;
+    let store = agentpump::history::SqliteHistory::open(db).unwrap();
+    let records = store.thread(thread, 0).await.unwrap();
+    store.close().unwrap();
+    drop(store);
+    let conn = rusqlite::Connection::open(db).unwrap();
+    let mut previous = [0u8; 32];
+    for record in records {
+        previous = record.chained_digest(&previous);
+        conn.execute(
+            "UPDATE records SET digest = ?1 WHERE seq = ?2",
+            rusqlite::params![previous.to_vec(), record.seq as i64],
+        )
+        .unwrap();
+    }
+}
+
 /// Namespace of the test payloads.
 pub const NS: &str = "urn:test:v1";
 
