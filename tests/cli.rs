@@ -2,6 +2,10 @@
 
 mod support;
 
+/// Errors with a way forward (issue 47): each names what to do next.
+#[path = "cli/errors_forward.rs"]
+mod errors_forward;
+
 use std::path::PathBuf;
 
 fn fixture(name: &str) -> PathBuf {

@@ -3,6 +3,14 @@
 
 mod support;
 
+/// Search for text inside payloads, through the API and the CLI, on every store (issue 47).
+#[path = "inspect/search.rs"]
+mod search;
+
+/// The whole history as data (`history --all`) and what `history export` selects (issue 47).
+#[path = "inspect/history_all.rs"]
+mod history_all;
+
 use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;

@@ -1,7 +1,7 @@
 //! Errors with a way forward (issue 47): each names what to do next, through the CLI or the
 //! HTTP API as a user meets it.
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 

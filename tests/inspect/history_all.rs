@@ -1,7 +1,7 @@
 //! The whole history as data (issue 47): `agentpump history --all --format jsonl|xml` over
 //! `--db` and `--url`, and `history export` saying what it selects and what it leaves out.
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 

@@ -3,7 +3,7 @@
 //! memory store and on JetStream.
 //! Needs `nats-server` on the PATH (`.ci/run` installs it).
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 
