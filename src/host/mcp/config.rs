@@ -29,8 +29,8 @@ pub struct McpSection {
     /// How long one call may take, in milliseconds (default 30 000).
     pub timeout_ms: Option<u64>,
     /// Environment variables passed to a stdio server, beside those every stdio server
-    /// inherits ([`INHERITED`](super::launch::INHERITED): `HOME`, `LOGNAME`, `PATH`, `SHELL`,
-    /// `TERM`, `USER`); default: none more.
+    /// inherits (`HOME`, `LOGNAME`, `PATH`, `SHELL`, `TERM`, `USER`, as the official MCP SDKs
+    /// pass them); default: none more.
     #[serde(default)]
     pub env: Vec<String>,
     /// The stdio server's working directory, relative to the organism file (default: its
