@@ -799,6 +799,96 @@ async fn slash_mcp_answers_the_allowed_hosts_and_refuses_others_naming_the_key()
         problem["detail"],
         "host `evil.example:7878` is not allowed on /mcp (DNS-rebinding protection); allowed: localhost, 127.0.0.1, [::1], agents.example.com; add it to [server] allowed_hosts"
     );
+
+    // Issue 49: "`Origin: http://evil.example.com` with a valid token gets 200" — a page of
+    // another site is refused (MCP 2025-11-25: servers MUST validate Origin); an allowed one
+    // and a client that sends none are served.
+    let from = |origin: &str| {
+        support::http_client()
+            .post(&url)
+            .bearer_auth("s3cret")
+            .header(reqwest::header::ORIGIN, origin)
+            .header(
+                reqwest::header::ACCEPT,
+                "application/json, text/event-stream",
+            )
+            .json(&initialize)
+            .send()
+    };
+    for origin in ["http://localhost:3000", "https://agents.example.com"] {
+        assert_eq!(from(origin).await.unwrap().status(), 200, "{origin}");
+    }
+    for origin in ["http://evil.example.com", "null"] {
+        let (status, problem) = support::problem(from(origin).await.unwrap()).await;
+        assert_eq!(status, reqwest::StatusCode::FORBIDDEN, "{origin}");
+        assert_eq!(problem["code"], "origin-not-allowed");
+        assert!(
+            problem["detail"]
+                .as_str()
+                .unwrap()
+                .starts_with(&format!("origin `{origin}` is not allowed on /mcp")),
+            "{problem}"
+        );
+    }
+
+    // Issue 49: "a 401 carries no `WWW-Authenticate`, and
+    // `/.well-known/oauth-protected-resource` answers 401 instead of metadata or 404".
+    let bare = support::http_client()
+        .post(&url)
+        .json(&initialize)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bare.status(), 401);
+    assert_eq!(
+        bare.headers()["www-authenticate"],
+        r#"Bearer realm="agentpump""#
+    );
+    let wrong = support::http_client()
+        .post(&url)
+        .bearer_auth("wrong")
+        .json(&initialize)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        wrong.headers()["www-authenticate"],
+        r#"Bearer realm="agentpump", error="invalid_token""#
+    );
+    let base = url.trim_end_matches("/mcp");
+    let discovery = support::http_client()
+        .get(format!("{base}/.well-known/oauth-protected-resource"))
+        .send()
+        .await
+        .unwrap();
+    let (status, problem) = support::problem(discovery).await;
+    assert_eq!(status, reqwest::StatusCode::NOT_FOUND, "{problem}");
+    assert_eq!(problem["code"], "unknown-url");
+}
+
+/// Issue 49: "a `tools/call` of an unknown tool answers a result with `isError` — the spec's
+/// answer is a JSON-RPC error (`-32602`)".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unknown_tool_is_a_json_rpc_invalid_params_error() {
+    use rmcp::ServiceExt as _;
+    let pump = agentpump::PumpBuilder::new().build().unwrap();
+    let (client_end, server_end) = tokio::io::duplex(1 << 16);
+    let server = agentpump::host::mcp::server::McpServer::new(pump, Vec::new());
+    tokio::spawn(async move {
+        let running = server.serve(tokio::io::split(server_end)).await.unwrap();
+        let _ = running.waiting().await;
+    });
+    let client = ().serve(tokio::io::split(client_end)).await.unwrap();
+    let params = rmcp::model::CallToolRequestParams::new("nope".to_owned());
+    let Err(rmcp::ServiceError::McpError(error)) = client.call_tool(params).await else {
+        panic!("an unknown tool is a JSON-RPC error, not a result");
+    };
+    assert_eq!(error.code.0, -32602);
+    assert!(
+        error.message.contains("no tool `nope`"),
+        "{}",
+        error.message
+    );
 }
 
 /// Calls `tool` of agentpump's own MCP server over `pump` (in memory) with `args`: the text of

@@ -274,6 +274,20 @@ impl ServerHandler for McpServer {
         request: CallToolRequestParams,
         _cx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        let offered = tools();
+        let known = offered
+            .as_array()
+            .is_some_and(|t| t.iter().any(|t| t["name"] == request.name.as_ref()));
+        if !known {
+            // The spec's answer to an unknown tool: a JSON-RPC error, invalid params.
+            return Err(ErrorData::invalid_params(
+                format!(
+                    "no tool `{}`; agentpump offers post, threads, history, report, stop, resume",
+                    request.name
+                ),
+                None,
+            ));
+        }
         let args = request.arguments.clone().unwrap_or_default();
         let result = match self.call(&request.name, &args).await {
             Ok(value) => CallToolResult::structured(value),

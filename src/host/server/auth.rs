@@ -5,7 +5,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use axum::extract::{Request, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
@@ -84,16 +84,37 @@ fn write_private(file: &Path, token: &str) -> std::io::Result<()> {
 pub(crate) const COOKIE: &str = "agentpump_token";
 
 /// Refuses a request that carries neither `Authorization: Bearer <token>` (the scheme in any
-/// case) nor the viewer's session cookie holding it — before anything is read or recorded.
+/// case) nor the viewer's session cookie holding it — before anything is read or recorded —
+/// with `WWW-Authenticate: Bearer` (RFC 9110 §11.6.1, RFC 6750 §3). `/.well-known/` is
+/// public, as discovery needs: no route answers there, so an OAuth client's discovery
+/// (`/.well-known/oauth-protected-resource`, RFC 9728) gets `404`, not an auth error.
 pub(crate) async fn require_token(
     State(token): State<Arc<str>>,
     request: Request,
     next: Next,
 ) -> Response {
+    if request.uri().path().starts_with("/.well-known/") {
+        return next.run(request).await;
+    }
+    let sent = request.headers().contains_key(header::AUTHORIZATION);
     match check(request.headers(), &token) {
         Ok(()) => next.run(request).await,
-        Err(problem) => problem.into_response(),
+        Err(problem) => challenged(problem, sent),
     }
+}
+
+/// A 401 with the scheme the client should use (`error="invalid_token"` when it `sent` one).
+fn challenged(problem: Problem, sent: bool) -> Response {
+    let challenge = if sent {
+        HeaderValue::from_static(r#"Bearer realm="agentpump", error="invalid_token""#)
+    } else {
+        HeaderValue::from_static(r#"Bearer realm="agentpump""#)
+    };
+    let mut answer = problem.into_response();
+    answer
+        .headers_mut()
+        .insert(header::WWW_AUTHENTICATE, challenge);
+    answer
 }
 
 /// Whether `headers` carry `token` as a bearer token or in the session cookie.

@@ -65,7 +65,8 @@ fn split(authority: &str) -> Option<(String, Option<u16>)> {
 }
 
 /// Middleware on `/mcp`: refuses a request whose `Host` (or, without one, the URI's authority)
-/// is not allowed, 403 `host-not-allowed`; one with neither, 400 `missing-host`.
+/// is not allowed, 403 `host-not-allowed`; one with neither, 400 `missing-host`; one whose
+/// `Origin` names a host not allowed (or `null`), 403 `origin-not-allowed`.
 pub(crate) async fn check(
     State(allowed): State<AllowedHosts>,
     request: Request,
@@ -88,6 +89,25 @@ pub(crate) async fn check(
             allowed.listed()
         );
         return Problem::new(StatusCode::FORBIDDEN, "host-not-allowed", detail).into_response();
+    }
+    // A browser names the page that sends: its host must be allowed too (MCP 2025-11-25,
+    // "servers MUST validate the Origin header"); clients that are not browsers send none.
+    let origin = request
+        .headers()
+        .get(axum::http::header::ORIGIN)
+        .map(|o| String::from_utf8_lossy(o.as_bytes()).into_owned());
+    if let Some(origin) = origin {
+        let authority = origin
+            .split_once("://")
+            .map(|(_, rest)| rest.trim_end_matches('/'));
+        if !authority.is_some_and(|a| allowed.allows(a)) {
+            let detail = format!(
+                "origin `{origin}` is not allowed on /mcp (a page of another site); allowed hosts: {}; add its host to [server] allowed_hosts",
+                allowed.listed()
+            );
+            return Problem::new(StatusCode::FORBIDDEN, "origin-not-allowed", detail)
+                .into_response();
+        }
     }
     next.run(request).await
 }
