@@ -1043,3 +1043,26 @@ async fn an_mcp_call_carries_its_delivery_spans_traceparent_in_meta() {
         "its parent is the call's span"
     );
 }
+
+/// Issue 49: "the client offers protocol version 2026-07-28 first; the suite's `initialize`
+/// scenario expects a version it knows" — agentpump's client offers the newest version that
+/// has the `initialize` handshake it performs, as the Python SDK's server reads it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_client_offers_the_newest_version_with_an_initialize_handshake() {
+    let Some(python) = python() else { return };
+    let dir = Scratch::new("mcp-python-offered");
+    let organism = format!(
+        "[store]\npath = \"history.db\"\n\n[[mcp]]\nname = \"py\"\ncommand = [{:?}, {:?}, \"stdio\"]\n",
+        python.display().to_string(),
+        fixture("server.py")
+    );
+    let host = Host::start(&dir, &organism, &[]).await;
+    let (_, records) = ask(&host.pump, &call("py.offered", "o", &[])).await;
+    let answer = records
+        .iter()
+        .rev()
+        .find(|r| r.payload.contains("<result"))
+        .unwrap_or_else(|| panic!("no result: {records:#?}"));
+    assert!(answer.payload.contains("2025-11-25"), "{}", answer.payload);
+    host.verify(&dir).await;
+}

@@ -329,11 +329,15 @@ impl ClientHandler for Handler {
         self.relist.notify_one();
     }
 
+    /// Offers the newest protocol version that has the `initialize` handshake this client
+    /// performs (2025-11-25), not rmcp's newest (2026-07-28 has no handshake: a server
+    /// answering `initialize` can never name it).
     fn get_info(&self) -> rmcp::model::ClientConfig {
         rmcp::model::ClientConfig::new(
             ClientCapabilities::default(),
             Implementation::new("agentpump", env!("CARGO_PKG_VERSION")),
         )
+        .with_protocol_version(rmcp::model::ProtocolVersion::LATEST_WITH_INITIALIZE)
     }
 }
 
