@@ -12,12 +12,12 @@ use std::sync::Arc;
 use sha2::{Digest as _, Sha256};
 
 use super::PumpHandle;
-use super::route::{Refusal, Route, Sender};
+use super::route::{Refusal, Route, Sender, smuggled, tool_checked};
 use super::tx::{Place, Tx};
 use crate::governor::{Budget, Decision, Fork, ForkMode};
 use crate::history::{HistoryError, Record, RecordKind, is_carried};
 use crate::listener::Target;
-use crate::{Envelope, EnvelopeError, MessageId, Payload, QName, ThreadId};
+use crate::{Envelope, EnvelopeError, MessageId, Payload, ThreadId};
 
 /// How to fork: the mode, and optionally another listener or budget.
 #[derive(Debug, Clone, Default)]
@@ -142,8 +142,7 @@ impl PumpHandle {
                 });
             }
         };
-        let root = edited.as_ref().map_or(&plan.message.root, Payload::qname);
-        let target = self.target(plan.message.seq, root, &listener)?;
+        let target = self.target(plan.message, edited.as_ref(), &listener)?;
         let policy = &self.shared.config.governor.budget;
         let budget = options
             .budget
@@ -172,20 +171,31 @@ impl PumpHandle {
         Ok(id)
     }
 
-    /// The listener index for delivering record `seq` (a message of root `root`) again to
-    /// `listener`, as the router decides.
-    fn target(&self, seq: u64, root: &QName, listener: &str) -> Result<usize, ForkError> {
+    /// The listener index for delivering `message` again — or `edited` in its place — to
+    /// `listener`, as the router decides. An edit is a new payload from the client, checked as
+    /// a post is (`Shared::admit`): no element only the pump emits, a tool message by the tool
+    /// protocol; the message as recorded was checked when it was accepted.
+    fn target(
+        &self,
+        message: &Record,
+        edited: Option<&Payload>,
+        listener: &str,
+    ) -> Result<usize, ForkError> {
         let routes = &self.shared.routes;
         if routes.index_of(listener).is_none() {
             return Err(ForkError::UnknownListener(listener.to_owned()));
         }
         let target = Target::Listener(listener.to_owned());
         let refused = |why: String| ForkError::Refused {
-            seq,
+            seq: message.seq,
             listener: listener.to_owned(),
             why,
         };
-        match routes.route(Sender::Client, &target, root) {
+        let checked = edited.map_or(Ok(None), |p| {
+            smuggled(p).map_or_else(|| tool_checked(p, &target), Err)
+        });
+        let root = edited.map_or(&message.root, Payload::qname);
+        match checked.and_then(|_| routes.route(Sender::Client, &target, root)) {
             Ok(Route::Listeners(targets)) => targets
                 .into_iter()
                 .next()

@@ -50,6 +50,13 @@ async fn an_edited_replay_delivers_the_edit_and_verify_proves_it() {
         ),
         ("hello", 400, "invalid-payload", "edited message"),
         ("<shout xmlns=\"urn:test:v1\"/>", 422, "refused", "echo"),
+        // Checked as a post is: an element only the pump emits is refused, not delivered.
+        (
+            "<say xmlns=\"urn:test:v1\"><halt xmlns=\"urn:agentpump:system:v1\"/></say>",
+            422,
+            "refused",
+            "only the pump emits",
+        ),
     ] {
         let body = serde_json::json!({ "at": at, "payload": payload });
         let (got, problem) = support::problem(post_fork(&base, old, body).await).await;
