@@ -307,28 +307,13 @@ impl Host {
         let mut found = Vec::new();
         let mut before = String::new();
         loop {
-            let body = self.call(reqwest::Method::GET, &format!("{query}{before}"), None)?;
-            let page: ThreadPage = self.read_json(&body, "search")?;
+            let page: ThreadPage = self.json(&format!("{query}{before}"))?;
             found.extend(page.threads.into_iter().map(|t| t.info));
             match page.next {
                 Some(next) => before = format!("&before={next}"),
                 None => return Ok(found),
             }
         }
-    }
-
-    /// `body`, the host's `what`, read as JSON.
-    fn read_json<T: serde::de::DeserializeOwned>(
-        &self,
-        body: &str,
-        what: &str,
-    ) -> Result<T, HostError> {
-        serde_json::from_str(body).map_err(|e| {
-            HostError::http(
-                format!("{}: the host's {what} is unreadable: {e}", self.url),
-                e,
-            )
-        })
     }
 
     /// Lists threads, printed as the `threads` command prints them from a file; with `search`,
@@ -349,8 +334,7 @@ impl Host {
                 let query = state
                     .map(|s| format!("?state={}", encode(s)))
                     .unwrap_or_default();
-                let text = self.call(reqwest::Method::GET, &format!("/threads{query}"), None)?;
-                self.read_json(&text, "thread list")?
+                self.json(&format!("/threads{query}"))?
             }
         };
         let mut reports = Vec::new();

@@ -45,11 +45,6 @@ fn like(text: &str) -> String {
     format!("%{escaped}%")
 }
 
-/// `text` as an FTS5 phrase: with the trigram tokenizer, the rows holding it as a substring.
-fn phrase(text: &str) -> String {
-    format!("\"{}\"", text.replace('"', "\"\""))
-}
-
 fn json(list: &[String]) -> String {
     serde_json::to_string(list).expect("strings serialize")
 }
@@ -65,7 +60,7 @@ fn matching_terms(conn: &Connection, text: &str) -> rusqlite::Result<Vec<String>
         return stmt.query_map([pattern], |r| r.get(0))?.collect();
     }
     // A phrase of the text's trigrams: its substrings; LIKE then keeps exactly what the scan would.
-    let phrase = phrase(text);
+    let phrase = format!("\"{}\"", text.replace('"', "\"\""));
     let mut stmt = conn.prepare_cached(
         "SELECT text FROM terms WHERE id IN (SELECT rowid FROM terms_fts WHERE terms_fts MATCH ?1) AND text LIKE ?2 ESCAPE '\\'",
     )?;

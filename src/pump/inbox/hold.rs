@@ -55,15 +55,15 @@ impl Shared {
     /// ever delivered). Such a call is the call its caller made, held and then let through:
     /// it was charged its tool call when it was made (`pump/gate.rs`).
     pub(crate) async fn forwarded(&self, to: &Registration, envelope: &Envelope) -> bool {
+        // Every delivery asks: the cheap questions first, and only a call answering something,
+        // to a tool with an approval policy, costs a read of the history.
+        if to.role != Role::Tool || !envelope.payload().qname().is(TOOL_NS, "call") {
+            return false;
+        }
         let Some(id) = envelope.in_reply_to() else {
             return false;
         };
-        // Only a tool with an approval policy has calls forwarded: no other call costs a read.
-        let approved_tool = self.config.inbox.approvals.contains_key(&*to.name);
-        if !approved_tool || to.role != Role::Tool {
-            return false;
-        }
-        if !envelope.payload().qname().is(TOOL_NS, "call") {
+        if !self.config.inbox.approvals.contains_key(&*to.name) {
             return false;
         }
         matches!(self.store.record(id).await,
