@@ -73,6 +73,9 @@ pub(crate) struct Routes {
     listeners: Vec<Registration>,
     by_name: HashMap<Arc<str>, usize>,
     by_root: HashMap<QName, Vec<usize>>,
+    /// Every accepted root as `{namespace}name (by listener, …)`, in root order: what a refusal
+    /// of a root no listener accepts names instead (built once, not per refusal).
+    accepted: Vec<(QName, String)>,
 }
 
 impl std::ops::Index<usize> for Routes {
@@ -90,11 +93,21 @@ impl Routes {
         by_name: HashMap<Arc<str>, usize>,
         by_root: HashMap<QName, Vec<usize>>,
     ) -> Self {
+        let mut accepted: Vec<(QName, String)> = by_root
+            .iter()
+            .map(|(q, indexes)| {
+                let names: Vec<&str> = indexes.iter().map(|&i| &*listeners[i].name).collect();
+                (q.clone(), format!("{q} (by {})", names.join(", ")))
+            })
+            .collect();
+        accepted
+            .sort_by(|(a, _), (b, _)| (a.namespace(), a.local()).cmp(&(b.namespace(), b.local())));
         Self {
             names: super::Names::new(),
             listeners,
             by_name,
             by_root,
+            accepted,
         }
     }
 
@@ -211,22 +224,13 @@ impl Routes {
     /// another namespace (a payload is matched by namespace and name), else a few of the roots
     /// listeners accept, each `{namespace}name (by listener)`.
     fn accepted_instead(&self, root: &QName) -> String {
-        let by = |q: &QName| {
-            let names: Vec<&str> = self.by_root[q]
-                .iter()
-                .map(|&i| &*self.listeners[i].name)
-                .collect();
-            format!("{q} (by {})", names.join(", "))
-        };
-        let mut roots: Vec<&QName> = self.by_root.keys().collect();
-        roots.sort_by_key(|q| (q.namespace(), q.local()));
-        let same: Vec<&QName> = roots
+        let same: Vec<&(QName, String)> = self
+            .accepted
             .iter()
-            .copied()
-            .filter(|q| q.local() == root.local())
+            .filter(|(q, _)| q.local() == root.local())
             .collect();
-        if let Some(first) = same.first() {
-            let list: Vec<String> = same.iter().map(|q| by(q)).collect();
+        if let Some((first, _)) = same.first() {
+            let list: Vec<&str> = same.iter().map(|(_, by)| by.as_str()).collect();
             return format!(
                 "a root is matched by namespace and name, and {} is accepted as {}: give it xmlns=\"{}\"",
                 root.local(),
@@ -235,8 +239,13 @@ impl Routes {
             );
         }
         const SHOWN: usize = 5;
-        let list: Vec<String> = roots.iter().take(SHOWN).map(|q| by(q)).collect();
-        match roots.len() {
+        let list: Vec<&str> = self
+            .accepted
+            .iter()
+            .take(SHOWN)
+            .map(|(_, by)| by.as_str())
+            .collect();
+        match self.accepted.len() {
             0 => "no listener accepts any root by itself".to_owned(),
             n if n > SHOWN => format!("listeners accept {}, … ({n} roots in all)", list.join(", ")),
             _ => format!("listeners accept {}", list.join(", ")),
