@@ -870,15 +870,8 @@ async fn slash_mcp_answers_the_allowed_hosts_and_refuses_others_naming_the_key()
 /// answer is a JSON-RPC error (`-32602`)".
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unknown_tool_is_a_json_rpc_invalid_params_error() {
-    use rmcp::ServiceExt as _;
     let pump = agentpump::PumpBuilder::new().build().unwrap();
-    let (client_end, server_end) = tokio::io::duplex(1 << 16);
-    let server = agentpump::host::mcp::server::McpServer::new(pump, Vec::new());
-    tokio::spawn(async move {
-        let running = server.serve(tokio::io::split(server_end)).await.unwrap();
-        let _ = running.waiting().await;
-    });
-    let client = ().serve(tokio::io::split(client_end)).await.unwrap();
+    let client = own_client(&pump).await;
     let params = rmcp::model::CallToolRequestParams::new("nope".to_owned());
     let Err(rmcp::ServiceError::McpError(error)) = client.call_tool(params).await else {
         panic!("an unknown tool is a JSON-RPC error, not a result");
@@ -894,14 +887,7 @@ async fn an_unknown_tool_is_a_json_rpc_invalid_params_error() {
 /// Calls `tool` of agentpump's own MCP server over `pump` (in memory) with `args`: the text of
 /// its answer and whether it is an error.
 async fn own_tool(pump: &PumpHandle, tool: &str, args: serde_json::Value) -> (bool, String) {
-    use rmcp::ServiceExt as _;
-    let (client_end, server_end) = tokio::io::duplex(1 << 16);
-    let server = agentpump::host::mcp::server::McpServer::new(pump.clone(), Vec::new());
-    tokio::spawn(async move {
-        let running = server.serve(tokio::io::split(server_end)).await.unwrap();
-        let _ = running.waiting().await;
-    });
-    let client = ().serve(tokio::io::split(client_end)).await.unwrap();
+    let client = own_client(pump).await;
     let params = rmcp::model::CallToolRequestParams::new(tool.to_owned())
         .with_arguments(args.as_object().unwrap().clone());
     let answer = client.call_tool(params).await.unwrap();
@@ -910,6 +896,18 @@ async fn own_tool(pump: &PumpHandle, tool: &str, args: serde_json::Value) -> (bo
         .unwrap_or_default()
         .to_owned();
     (answer.is_error == Some(true), text)
+}
+
+/// An rmcp client of agentpump's own MCP server over `pump`, in memory.
+async fn own_client(pump: &PumpHandle) -> rmcp::service::RunningService<rmcp::RoleClient, ()> {
+    use rmcp::ServiceExt as _;
+    let (client_end, server_end) = tokio::io::duplex(1 << 16);
+    let server = agentpump::host::mcp::server::McpServer::new(pump.clone(), Vec::new());
+    tokio::spawn(async move {
+        let running = server.serve(tokio::io::split(server_end)).await.unwrap();
+        let _ = running.waiting().await;
+    });
+    ().serve(tokio::io::split(client_end)).await.unwrap()
 }
 
 /// docs/reliability.md, "MCP (issue 30)": "`history` with `limit` 0 or over 500, `wait_ms`
