@@ -196,9 +196,18 @@ fn said(out: &Output) -> String {
     )
 }
 
-/// The first line of an organism file: what it is, and which command its header gives.
-fn header(organism: &Path) -> String {
-    std::fs::read_to_string(organism).unwrap()
+/// An organism file's text, whose header comment gives each of `commands` (the journey runs
+/// what the header tells a user to run).
+fn header(organism: &Path, commands: &[&str]) -> String {
+    let text = std::fs::read_to_string(organism).unwrap();
+    for command in commands {
+        assert!(
+            text.contains(command),
+            "{} gives `{command}`",
+            organism.display()
+        );
+    }
+    text
 }
 
 /// The Python MCP SDK's client (tests/fixtures/mcp/journey.py), or `None` where it is not
@@ -263,7 +272,13 @@ fn every_shipped_organism_has_a_journey() {
 fn the_demo_organism_runs_and_answers_through_its_mcp_server() {
     let user = User::new("demo-run");
     let repo = user.repo();
-    assert!(header(&repo.join("listeners/demo/organism.toml")).contains("`agentpump run` finds"));
+    header(
+        &repo.join("listeners/demo/organism.toml"),
+        &[
+            "`agentpump run` finds",
+            "agentpump run listeners/demo/organism.toml",
+        ],
+    );
     let host = user.host(
         &repo,
         &["run", "listeners/demo/organism.toml", "--port", "0"],
@@ -297,6 +312,10 @@ fn the_demo_organism_runs_and_answers_through_its_mcp_server() {
 fn the_demo_organism_serves_a_real_mcp_client_on_stdio() {
     let Some(python) = mcp_python() else { return };
     let user = User::new("demo-mcp");
+    header(
+        &user.repo().join("listeners/demo/organism.toml"),
+        &["agentpump mcp --organism listeners/demo/organism.toml"],
+    );
     let steps = mcp_client(
         &user,
         &python,
@@ -334,8 +353,10 @@ async fn the_assistant_organism_asks_the_calculator_and_answers() {
     .await;
     let user = User::new("assistant");
     let organism = user.repo().join("listeners/assistant/organism.toml");
-    let text = header(&organism);
-    assert!(text.contains("agentpump run listeners/assistant/organism.toml"));
+    let text = header(
+        &organism,
+        &["agentpump run listeners/assistant/organism.toml"],
+    );
     std::fs::write(&organism, text.replace("http://127.0.0.1:11434/v1", &base)).unwrap();
     let repo = user.repo();
     tokio::task::spawn_blocking(move || {
@@ -373,14 +394,14 @@ async fn the_assistant_organism_asks_the_calculator_and_answers() {
 #[test]
 fn the_tasks_demo_runs_on_a_copy() {
     let user = User::new("tasks-demo");
-    let text = header(&user.repo().join("listeners/tasks-demo/organism.toml"));
-    for step in [
-        "cp -r listeners/tasks-demo /tmp/tasks-demo",
-        "agentpump tasks init --root /tmp/tasks-demo",
-        "agentpump tasks run  --root /tmp/tasks-demo",
-    ] {
-        assert!(text.contains(step), "the header gives `{step}`");
-    }
+    header(
+        &user.repo().join("listeners/tasks-demo/organism.toml"),
+        &[
+            "cp -r listeners/tasks-demo /tmp/tasks-demo",
+            "agentpump tasks init --root /tmp/tasks-demo",
+            "agentpump tasks run  --root /tmp/tasks-demo",
+        ],
+    );
     let copy_of = user.scratch.0.join("tasks-demo");
     copy(&user.repo().join("listeners/tasks-demo"), &copy_of);
     let root = copy_of.to_str().unwrap();
@@ -437,14 +458,14 @@ async fn the_llm_worker_task_project_runs_its_tasks() {
     )
     .await;
     let user = User::new("tasks-llm");
-    let text = header(&user.repo().join("listeners/tasks-llm-worker/organism.toml"));
-    for step in [
-        "agentpump tasks init  --root .",
-        "agentpump tasks check --root .",
-        "agentpump tasks run   --root .",
-    ] {
-        assert!(text.contains(step), "the header gives `{step}`");
-    }
+    let text = header(
+        &user.repo().join("listeners/tasks-llm-worker/organism.toml"),
+        &[
+            "agentpump tasks init  --root .",
+            "agentpump tasks check --root .",
+            "agentpump tasks run   --root .",
+        ],
+    );
     let project = user.scratch.0.join("tasks-llm-worker");
     copy(&user.repo().join("listeners/tasks-llm-worker"), &project);
     std::fs::write(
